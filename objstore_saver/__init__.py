@@ -1,0 +1,44 @@
+"""objstore-saver: durable LangGraph checkpoints on S3-compatible object storage.
+
+Checkpoints are stored as increments: create-only manifests over immutable,
+content-addressed values scoped to their thread. See ``docs/spec.md``.
+"""
+
+from objstore_saver.errors import (
+    CheckpointConflictError,
+    CorruptObjectError,
+    InvalidIdentifierError,
+    MissingObjectError,
+    ObjstoreSaverError,
+    UnsupportedFormatError,
+)
+from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.storage import (
+    InvalidKeyError,
+    LocalStore,
+    MeteredStore,
+    ObjectStore,
+    PutMode,
+    S3Store,
+    StorageError,
+    StoreUnavailableError,
+)
+
+__all__ = [
+    "CheckpointConflictError",
+    "CorruptObjectError",
+    "InvalidIdentifierError",
+    "InvalidKeyError",
+    "LocalStore",
+    "MeteredStore",
+    "MissingObjectError",
+    "ObjectStore",
+    "ObjectStoreSaver",
+    "ObjstoreSaverError",
+    "PutMode",
+    "S3Store",
+    "StorageError",
+    "StoreUnavailableError",
+    "UnsupportedFormatError",
+]
+__version__ = "0.1.0"

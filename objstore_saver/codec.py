@@ -1,0 +1,484 @@
+"""Object encodings (spec §4): payloads, entries and the objects that hold them.
+
+Pure functions and plain data; no I/O. Encoding a value yields an entry plus
+the content-addressed objects it needs; decoding checks every rule of §4.6 and
+raises an error naming the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgpack
+import zstandard
+
+from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+
+FORMAT_VERSION = 1
+#: Serialized values up to this size are inline (in the manifest, write or chunk).
+INLINE_MAX = 1024
+#: List elements up to this size are inline in their chunk.
+ELEMENT_INLINE_MAX = 64
+#: Data stored in an object is compressed above this size when that helps.
+COMPRESS_MIN = 128
+#: Largest payload data of one ``value`` object; larger data is split into parts.
+PART_SIZE = 256 * 1024
+#: Elements per chunk.
+CHUNK_LEN = 32
+#: Lists whose elements average less than this are stored as one value.
+LIST_MIN_MEAN_ELEMENT = 256
+#: A manifest larger than this moves its largest inline entries to objects.
+MANIFEST_BUDGET = 1024 * 1024
+ZSTD_LEVEL = 3
+
+RAW = "raw"
+ZSTD = "zstd"
+
+# zstd (de)compressor objects are not thread-safe: one of each per thread.
+_local = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    comp = getattr(_local, "compressor", None)
+    if comp is None:
+        comp = _local.compressor = zstandard.ZstdCompressor(
+            level=ZSTD_LEVEL, write_content_size=True
+        )
+    return comp
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    dec = getattr(_local, "decompressor", None)
+    if dec is None:
+        dec = _local.decompressor = zstandard.ZstdDecompressor()
+    return dec
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """Serializer type, byte encoding and data of one serialized value."""
+
+    type: str
+    encoding: str
+    data: bytes
+
+    def to_msgpack(self) -> list[Any]:
+        return [self.type, self.encoding, self.data]
+
+
+@dataclass(frozen=True, slots=True)
+class Inline:
+    """Entry holding its value inline."""
+
+    payload: Payload
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """Entry pointing at a content-addressed object: ``b`` value, ``p`` parts, ``l`` list."""
+
+    tag: Literal["b", "p", "l"]
+    digest: bytes
+
+
+Entry = Inline | Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """Decoded manifest (spec §4.1)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    checkpoint: Entry
+    metadata: Entry
+    channels: dict[str, Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class ValueObj:
+    payload: Payload
+
+
+@dataclass(frozen=True, slots=True)
+class PartsObj:
+    type: str
+    encoding: str
+    size: int
+    parts: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartObj:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ListObj:
+    count: int
+    chunks: tuple[tuple[bytes, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkObj:
+    items: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteObj:
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: Entry
+
+
+StoredObject = ValueObj | PartsObj | PartObj | ListObj | ChunkObj
+
+
+@dataclass(slots=True)
+class Encoded:
+    """An entry and the content-addressed objects (digest → bytes) it needs.
+
+    ``children`` maps each container object (list, chunk, parts) to the
+    digests it references, so a writer can skip whole subtrees it knows.
+    """
+
+    entry: Entry
+    objects: dict[bytes, bytes] = field(default_factory=dict)
+    children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)
+
+
+def digest_of(data: bytes) -> bytes:
+    """The content address of an object's bytes (spec §4.5)."""
+    return hashlib.sha256(data).digest()
+
+
+def _pack(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def make_payload(type_: str, data: bytes) -> Payload:
+    """Build a payload of an object, compressing its data when that helps."""
+    if len(data) > COMPRESS_MIN:
+        packed = _compressor().compress(data)
+        if len(packed) < len(data):
+            return Payload(type_, ZSTD, packed)
+    return Payload(type_, RAW, data)
+
+
+def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
+    """Return ``(type, serialized bytes)`` of a payload, decompressing it."""
+    if payload.encoding == RAW:
+        return payload.type, payload.data
+    if payload.encoding == ZSTD:
+        try:
+            return payload.type, _decompressor().decompress(payload.data)
+        except zstandard.ZstdError as exc:
+            raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
+    raise CorruptObjectError(key, f"unknown payload encoding {payload.encoding!r}")
+
+
+# --- encoding -------------------------------------------------------------
+
+
+def entry_to_msgpack(entry: Entry) -> list[Any]:
+    if isinstance(entry, Inline):
+        return ["i", *entry.payload.to_msgpack()]
+    return [entry.tag, entry.digest]
+
+
+def _store_data(
+    type_: str,
+    serialized: bytes,
+    out: dict[bytes, bytes],
+    children: dict[bytes, tuple[bytes, ...]],
+) -> Ref:
+    """Store serialized bytes as a value object, or as parts when large."""
+    payload = make_payload(type_, serialized)
+    if len(payload.data) <= PART_SIZE:
+        body = _pack({"f": FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()})
+        d = digest_of(body)
+        out[d] = body
+        return Ref("b", d)
+    hashes: list[bytes] = []
+    view = memoryview(payload.data)
+    for start in range(0, len(view), PART_SIZE):
+        part = _pack(
+            {"f": FORMAT_VERSION, "k": "part", "d": bytes(view[start : start + PART_SIZE])}
+        )
+        d = digest_of(part)
+        out[d] = part
+        hashes.append(d)
+    body = _pack(
+        {
+            "f": FORMAT_VERSION,
+            "k": "parts",
+            "t": type_,
+            "e": payload.encoding,
+            "n": len(payload.data),
+            "p": hashes,
+        }
+    )
+    d = digest_of(body)
+    out[d] = body
+    children[d] = tuple(hashes)
+    return Ref("p", d)
+
+
+def encode_serialized(type_: str, serialized: bytes, *, inline_max: int = INLINE_MAX) -> Encoded:
+    """Entry for already serialized bytes: inline when small, else an object."""
+    if len(serialized) <= inline_max:
+        return Encoded(Inline(make_payload(type_, serialized)))
+    enc = Encoded(Inline(Payload(type_, RAW, b"")))
+    enc.entry = _store_data(type_, serialized, enc.objects, enc.children)
+    return enc
+
+
+def encode_list(elements: list[tuple[str, bytes]]) -> Encoded:
+    """Entry for a list given its serialized elements (spec §4.4)."""
+    enc = Encoded(Inline(Payload("", RAW, b"")))
+    out, children = enc.objects, enc.children
+    items: list[list[Any]] = []
+    refs: list[bytes | None] = []
+    for type_, data in elements:
+        if len(data) <= ELEMENT_INLINE_MAX:
+            items.append(["i", *make_payload(type_, data).to_msgpack()])
+            refs.append(None)
+        else:
+            ref = _store_data(type_, data, out, children)
+            items.append(entry_to_msgpack(ref))
+            refs.append(ref.digest)
+    chunks = []
+    for start in range(0, len(items), CHUNK_LEN):
+        body = _pack({"f": FORMAT_VERSION, "k": "chunk", "x": items[start : start + CHUNK_LEN]})
+        d = digest_of(body)
+        out[d] = body
+        children[d] = tuple(r for r in refs[start : start + CHUNK_LEN] if r is not None)
+        chunks.append([d, len(items[start : start + CHUNK_LEN])])
+    body = _pack({"f": FORMAT_VERSION, "k": "list", "n": len(items), "c": chunks})
+    d = digest_of(body)
+    out[d] = body
+    children[d] = tuple(c for c, _ in chunks)
+    enc.entry = Ref("l", d)
+    return enc
+
+
+def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:
+    """Whether a list value is stored element by element (spec §4.4)."""
+    if not elements:
+        return False
+    total = sum(len(data) for _, data in elements)
+    return total > INLINE_MAX and total / len(elements) >= LIST_MIN_MEAN_ELEMENT
+
+
+def encode_manifest(
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str | None,
+    checkpoint: Entry,
+    metadata: Entry,
+    channels: dict[str, Entry],
+) -> bytes:
+    """Bytes of a manifest (spec §4.1). Channels are written in sorted order."""
+    return _pack(
+        {
+            "f": FORMAT_VERSION,
+            "k": "manifest",
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": parent_checkpoint_id,
+            "checkpoint": entry_to_msgpack(checkpoint),
+            "metadata": entry_to_msgpack(metadata),
+            "channels": {k: entry_to_msgpack(channels[k]) for k in sorted(channels)},
+        }
+    )
+
+
+def encode_write(*, task_id: str, task_path: str, idx: int, channel: str, value: Entry) -> bytes:
+    """Bytes of a pending write (spec §4.7)."""
+    return _pack(
+        {
+            "f": FORMAT_VERSION,
+            "k": "write",
+            "task_id": task_id,
+            "task_path": task_path,
+            "idx": idx,
+            "channel": channel,
+            "v": entry_to_msgpack(value),
+        }
+    )
+
+
+def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
+    """Re-encode a manifest for another thread (copy_thread)."""
+    raw = _unpack_map(manifest_bytes, key, "manifest")
+    raw["thread_id"] = thread_id
+    return _pack(raw)
+
+
+# --- decoding -------------------------------------------------------------
+
+
+def _unpack_map(data: bytes, key: str, *kinds: str) -> dict[str, Any]:
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise CorruptObjectError(key, f"not a MessagePack object ({exc})") from exc
+    if not isinstance(obj, dict):
+        raise CorruptObjectError(key, "not a MessagePack map")
+    version = obj.get("f")
+    if version != FORMAT_VERSION:
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise UnsupportedFormatError(key, version)
+        raise CorruptObjectError(key, f"format version {version!r} is not valid")
+    kind = obj.get("k")
+    if kinds and kind not in kinds:
+        raise CorruptObjectError(key, f"expected a {' or '.join(kinds)} object, found {kind!r}")
+    return obj
+
+
+def _field(obj: dict[str, Any], name: str, types: type | tuple[type, ...], key: str) -> Any:
+    value = obj.get(name)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        raise CorruptObjectError(key, f"field {name!r} is missing or has the wrong type")
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _digest(value: Any, key: str) -> bytes:
+    if not isinstance(value, bytes) or len(value) != 32:
+        raise CorruptObjectError(key, "a reference is not a 32-byte SHA-256 digest")
+    return value
+
+
+def _payload(raw: Any, key: str) -> Payload:
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 3
+        or not isinstance(raw[0], str)
+        or not isinstance(raw[1], str)
+        or not isinstance(raw[2], bytes)
+    ):
+        raise CorruptObjectError(key, "a payload is not [type, encoding, data]")
+    if raw[1] not in (RAW, ZSTD):
+        raise CorruptObjectError(key, f"unknown payload encoding {raw[1]!r}")
+    return Payload(raw[0], raw[1], raw[2])
+
+
+def decode_entry(raw: Any, key: str) -> Entry:
+    """Decode an entry array (spec §4.0)."""
+    if isinstance(raw, list) and raw:
+        tag = raw[0]
+        if tag == "i" and len(raw) == 4:
+            return Inline(_payload(raw[1:], key))
+        if tag in ("b", "p", "l") and len(raw) == 2:
+            return Ref(tag, _digest(raw[1], key))
+    raise CorruptObjectError(key, f"invalid entry {raw!r:.80}")
+
+
+def decode_manifest(data: bytes, key: str) -> Manifest:
+    """Decode and check a manifest."""
+    obj = _unpack_map(data, key, "manifest")
+    channels = _field(obj, "channels", dict, key)
+    parent = obj.get("parent_checkpoint_id")
+    if parent is not None and not isinstance(parent, str):
+        raise CorruptObjectError(key, "field 'parent_checkpoint_id' has the wrong type")
+    return Manifest(
+        thread_id=_field(obj, "thread_id", str, key),
+        checkpoint_ns=_field(obj, "checkpoint_ns", str, key),
+        checkpoint_id=_field(obj, "checkpoint_id", str, key),
+        parent_checkpoint_id=parent,
+        checkpoint=decode_entry(obj.get("checkpoint"), key),
+        metadata=decode_entry(obj.get("metadata"), key),
+        channels={str(k): decode_entry(v, key) for k, v in channels.items()},
+    )
+
+
+def decode_write(data: bytes, key: str) -> WriteObj:
+    """Decode and check a pending write."""
+    obj = _unpack_map(data, key, "write")
+    return WriteObj(
+        task_id=_field(obj, "task_id", str, key),
+        task_path=_field(obj, "task_path", str, key),
+        idx=_field(obj, "idx", int, key),
+        channel=_field(obj, "channel", str, key),
+        value=decode_entry(obj.get("v"), key),
+    )
+
+
+_KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
+    "b": ("value",),
+    "p": ("parts",),
+    "l": ("list",),
+    "c": ("chunk",),
+    "d": ("part",),
+    None: ("value", "parts", "list", "chunk", "part"),
+}
+
+
+def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject:
+    """Decode a content-addressed object reached through an entry tagged ``tag``.
+
+    ``tag`` is ``b`` (value), ``p`` (parts), ``l`` (list), ``c`` (chunk),
+    ``d`` (part, a data slice), or None to accept any of them.
+    """
+    kinds = _KINDS_BY_TAG[tag]
+    obj = _unpack_map(data, key, *kinds)
+    kind = obj["k"]
+    if kind == "value":
+        return ValueObj(_payload(obj.get("p"), key))
+    if kind == "part":
+        return PartObj(_field(obj, "d", bytes, key))
+    if kind == "parts":
+        encoding = _field(obj, "e", str, key)
+        if encoding not in (RAW, ZSTD):
+            raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
+        return PartsObj(
+            type=_field(obj, "t", str, key),
+            encoding=encoding,
+            size=_field(obj, "n", int, key),
+            parts=tuple(_digest(d, key) for d in _field(obj, "p", list, key)),
+        )
+    if kind == "list":
+        chunks = []
+        for item in _field(obj, "c", list, key):
+            if not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], int):
+                raise CorruptObjectError(key, "a list chunk reference is not [digest, count]")
+            chunks.append((_digest(item[0], key), item[1]))
+        count = _field(obj, "n", int, key)
+        if sum(c for _, c in chunks) != count:
+            raise CorruptObjectError(key, "element count differs from the sum of chunk counts")
+        return ListObj(count, tuple(chunks))
+    items = tuple(decode_entry(e, key) for e in _field(obj, "x", list, key))
+    return ChunkObj(items)
+
+
+def check_digest(data: bytes, digest: bytes, key: str) -> None:
+    """Raise unless ``data`` hashes to ``digest`` (the object's own address)."""
+    if digest_of(data) != digest:
+        raise CorruptObjectError(key, "content does not match its SHA-256 address")
+
+
+def object_size(obj: StoredObject) -> int:
+    """Approximate memory held by a decoded object, for cache accounting."""
+    if isinstance(obj, ValueObj):
+        return len(obj.payload.data) + 64
+    if isinstance(obj, PartObj):
+        return len(obj.data) + 48
+    if isinstance(obj, PartsObj):
+        return 48 * len(obj.parts) + 64
+    if isinstance(obj, ListObj):
+        return 56 * len(obj.chunks) + 64
+    return sum(len(i.payload.data) + 64 if isinstance(i, Inline) else 48 for i in obj.items) + 64

@@ -1,0 +1,142 @@
+"""Key layout (spec §3): identifier tokens and the reverse-ordered checkpoint key.
+
+Pure functions only. Every key the saver builds comes from here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import quote, unquote
+
+from objstore_saver.errors import InvalidIdentifierError
+
+#: Longest percent-encoded identifier kept readable; longer ones are hashed.
+MAX_QUOTED_TOKEN = 200
+#: Longest checkpoint id, in UTF-8 bytes (its reversed key doubles it).
+MAX_CHECKPOINT_ID_BYTES = 128
+
+THREADS = "threads/"
+RUNS = "runs/"
+
+
+def _require_str(what: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidIdentifierError(f"{what} must be a string, got {type(value).__name__}")
+    return value
+
+
+def token(what: str, value: object) -> str:
+    """Return the key token of an identifier (spec §3.1).
+
+    Args:
+        what: Name of the identifier, used in errors (``"thread_id"``...).
+        value: The identifier.
+    """
+    s = _require_str(what, value)
+    try:
+        q = quote(s, safe="", encoding="utf-8", errors="strict")
+    except UnicodeEncodeError as exc:
+        raise InvalidIdentifierError(f"{what} {s!r} is not valid Unicode text: {exc}") from exc
+    if len(q) <= MAX_QUOTED_TOKEN:
+        return "_" + q
+    return "~" + hashlib.sha256(s.encode("utf-8")).hexdigest()
+
+
+def untoken(tok: str) -> str | None:
+    """Return the identifier of a readable token, or None for a hashed one."""
+    if tok.startswith("_"):
+        return unquote(tok[1:], encoding="utf-8", errors="strict")
+    return None
+
+
+def reverse_id(checkpoint_id: object) -> str:
+    """Return the reverse-ordered key segment of a checkpoint id (spec §3.2)."""
+    s = _require_str("checkpoint_id", checkpoint_id)
+    raw = s.encode("utf-8")
+    if not raw:
+        raise InvalidIdentifierError("checkpoint_id must not be empty")
+    if len(raw) > MAX_CHECKPOINT_ID_BYTES:
+        raise InvalidIdentifierError(
+            f"checkpoint_id {s[:40]!r}... is {len(raw)} bytes; at most "
+            f"{MAX_CHECKPOINT_ID_BYTES} are supported"
+        )
+    return bytes(255 - b for b in raw).hex() + "~"
+
+
+def unreverse_id(segment: str) -> str:
+    """Invert :func:`reverse_id`."""
+    if not segment.endswith("~"):
+        raise ValueError(f"not a checkpoint key segment: {segment!r}")
+    return bytes(255 - b for b in bytes.fromhex(segment[:-1])).decode("utf-8")
+
+
+def thread_prefix(thread_id: str) -> str:
+    """``threads/<T>/``: every key of the thread starts with it."""
+    return f"{THREADS}{token('thread_id', thread_id)}/"
+
+
+def manifests_prefix(thread_id: str, checkpoint_ns: str | None = None) -> str:
+    """Manifests of a thread, or of one namespace of it."""
+    base = thread_prefix(thread_id) + "checkpoints/"
+    if checkpoint_ns is None:
+        return base
+    return f"{base}{token('checkpoint_ns', checkpoint_ns)}/"
+
+
+def manifest_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Key of one checkpoint's manifest."""
+    return manifests_prefix(thread_id, checkpoint_ns) + reverse_id(checkpoint_id)
+
+
+def writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Pending writes of one checkpoint."""
+    return (
+        f"{thread_prefix(thread_id)}writes/{token('checkpoint_ns', checkpoint_ns)}/"
+        f"{token('checkpoint_id', checkpoint_id)}/"
+    )
+
+
+def write_key(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int
+) -> str:
+    """Key of one pending write."""
+    return (
+        f"{writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{token('task_id', task_id)}.{idx}"
+    )
+
+
+def objects_prefix(thread_id: str) -> str:
+    """Content-addressed objects of a thread."""
+    return thread_prefix(thread_id) + "objects/"
+
+
+def object_key_in(thread_pfx: str, digest: bytes) -> str:
+    """Key of a content-addressed object under a thread prefix."""
+    return f"{thread_pfx}objects/{digest.hex()}"
+
+
+def run_markers(thread_id: str, run_id: str) -> tuple[str, str]:
+    """The run index entry and the thread-side run marker (spec §4.8)."""
+    t = token("thread_id", thread_id)
+    u = token("run_id", run_id)
+    return f"{RUNS}{u}/{t}", f"{THREADS}{t}/runs/{u}"
+
+
+def run_prefix(run_id: str) -> str:
+    """Index entries of one run: ``runs/<U>/``."""
+    return f"{RUNS}{token('run_id', run_id)}/"
+
+
+def split_thread_key(key: str) -> tuple[str, str]:
+    """Split ``threads/<T>/rest`` into (``threads/<T>/``, ``rest``)."""
+    if not key.startswith(THREADS):
+        raise ValueError(f"not a thread key: {key!r}")
+    end = key.index("/", len(THREADS)) + 1
+    return key[:end], key[end:]
+
+
+def namespace_of_manifest_key(key: str) -> tuple[str, str]:
+    """Return (namespace token, reversed id segment) of a manifest key."""
+    _, rest = split_thread_key(key)
+    _, ns_tok, seg = rest.split("/", 2)
+    return ns_tok, seg

@@ -1,0 +1,159 @@
+"""Bounded in-process memories of immutable facts (spec §6).
+
+* :class:`ObjectMemory` — per thread prefix, content-addressed objects that are
+  known to be stored, with their decoded form when it was fetched or written
+  (bounded by bytes, least recently used out).
+* :class:`EntryMemory` — per checkpoint, its channel versions and entries, so a
+  child checkpoint reuses them without serializing (bounded by count).
+
+Both are thread-safe. They hold only facts about immutable objects; a delete or
+prune run by this process forgets the thread it touched.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from objstore_saver.codec import Entry, StoredObject, object_size
+
+_KNOWN_ONLY_COST = 120
+
+
+class ObjectMemory:
+    """Objects known to exist per thread, with decoded bodies when cheap to keep."""
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, bytes], StoredObject | None] = OrderedDict()
+        self._cost: dict[tuple[str, bytes], int] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def _set(self, key: tuple[str, bytes], obj: StoredObject | None) -> None:
+        cost = _KNOWN_ONLY_COST if obj is None else object_size(obj)
+        if cost > self.max_bytes // 4:
+            obj, cost = None, _KNOWN_ONLY_COST
+        old = self._cost.get(key)
+        if old is not None:
+            if obj is None and self._items[key] is not None:
+                self._items.move_to_end(key)
+                return
+            self._bytes -= old
+        self._items[key] = obj
+        self._items.move_to_end(key)
+        self._cost[key] = cost
+        self._bytes += cost
+        while self._bytes > self.max_bytes and self._items:
+            old_key, _ = self._items.popitem(last=False)
+            self._bytes -= self._cost.pop(old_key)
+
+    def add_known(self, thread_pfx: str, digests: Iterable[bytes]) -> None:
+        """Record objects as stored without keeping their bodies."""
+        with self._lock:
+            for d in digests:
+                self._set((thread_pfx, d), None)
+
+    def add(self, thread_pfx: str, digest: bytes, obj: StoredObject) -> None:
+        """Record a stored object with its decoded body."""
+        with self._lock:
+            self._set((thread_pfx, digest), obj)
+
+    def known(self, thread_pfx: str, digest: bytes) -> bool:
+        with self._lock:
+            key = (thread_pfx, digest)
+            if key in self._items:
+                self._items.move_to_end(key)
+                return True
+            return False
+
+    def get(self, thread_pfx: str, digest: bytes) -> StoredObject | None:
+        """The decoded object, or None when unknown or known without its body."""
+        with self._lock:
+            key = (thread_pfx, digest)
+            obj = self._items.get(key)
+            if obj is not None:
+                self._items.move_to_end(key)
+            return obj
+
+    def forget_thread(self, thread_pfx: str) -> None:
+        with self._lock:
+            for key in [k for k in self._items if k[0] == thread_pfx]:
+                del self._items[key]
+                self._bytes -= self._cost.pop(key)
+
+    def forget(self, thread_pfx: str, digests: Iterable[bytes]) -> None:
+        with self._lock:
+            for d in digests:
+                key = (thread_pfx, d)
+                if key in self._items:
+                    del self._items[key]
+                    self._bytes -= self._cost.pop(key)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEntries:
+    """What one checkpoint stores per channel: its version and entry."""
+
+    versions: dict[str, str | int | float]
+    entries: dict[str, Entry]
+
+
+class EntryMemory:
+    """Channel entries of recent checkpoints, keyed by manifest key."""
+
+    def __init__(self, max_items: int = 4096) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[str, CheckpointEntries] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, manifest_key: str, value: CheckpointEntries) -> None:
+        with self._lock:
+            self._items[manifest_key] = value
+            self._items.move_to_end(manifest_key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+    def get(self, manifest_key: str) -> CheckpointEntries | None:
+        with self._lock:
+            value = self._items.get(manifest_key)
+            if value is not None:
+                self._items.move_to_end(manifest_key)
+            return value
+
+    def forget(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            for k in keys:
+                self._items.pop(k, None)
+
+    def forget_prefix(self, prefix: str) -> None:
+        with self._lock:
+            for k in [k for k in self._items if k.startswith(prefix)]:
+                del self._items[k]
+
+
+class BoundedSet:
+    """A thread-safe set of strings that forgets its oldest members past a bound."""
+
+    def __init__(self, max_items: int = 8192) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, item: str) -> None:
+        with self._lock:
+            self._items[item] = None
+            self._items.move_to_end(item)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+    def __contains__(self, item: object) -> bool:
+        with self._lock:
+            return item in self._items
+
+    def discard_where(self, predicate: Callable[[str], bool]) -> None:
+        with self._lock:
+            for item in [i for i in self._items if predicate(i)]:
+                del self._items[item]

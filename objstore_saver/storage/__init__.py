@@ -1,0 +1,34 @@
+"""Storage backends: the :class:`ObjectStore` protocol and its implementations."""
+
+from objstore_saver.storage.base import (
+    MAX_DELETE_BATCH,
+    InvalidKeyError,
+    ListPage,
+    ObjectExistsError,
+    ObjectInfo,
+    ObjectNotFoundError,
+    ObjectStore,
+    PutMode,
+    StorageError,
+    StoreUnavailableError,
+)
+from objstore_saver.storage.local import LocalStore
+from objstore_saver.storage.metered import Meter, MeteredStore
+from objstore_saver.storage.s3 import S3Store
+
+__all__ = [
+    "MAX_DELETE_BATCH",
+    "InvalidKeyError",
+    "ListPage",
+    "LocalStore",
+    "Meter",
+    "MeteredStore",
+    "ObjectExistsError",
+    "ObjectInfo",
+    "ObjectNotFoundError",
+    "ObjectStore",
+    "PutMode",
+    "S3Store",
+    "StorageError",
+    "StoreUnavailableError",
+]

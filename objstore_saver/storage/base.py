@@ -1,0 +1,184 @@
+"""The storage protocol every backend implements.
+
+A backend is a flat namespace of immutable-by-convention objects addressed by
+ASCII keys. It offers four operations and nothing else: ``put`` (create-only or
+overwrite), ``get`` (whole object or a byte range), ``list`` (keys under a
+prefix, in ascending byte order, from a start key, one page at a time) and a
+batched ``delete``. Everything the saver does is expressed with these.
+
+Backends are synchronous and thread-safe; the async saver runs the very same
+calls in worker threads, so no backend logic exists twice.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+
+class PutMode(enum.Enum):
+    """How ``put`` treats an existing object at the key."""
+
+    CREATE = "create"
+    """Write only if no object exists at the key (``If-None-Match: *``)."""
+    OVERWRITE = "overwrite"
+    """Replace whatever is stored at the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One entry of a listing."""
+
+    key: str
+    size: int
+    last_modified: datetime
+    """Timezone-aware UTC time the object was last written."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a listing, keys in ascending byte order."""
+
+    objects: list[ObjectInfo]
+    truncated: bool
+    """True when more keys may follow the last one of this page."""
+
+
+class StorageError(Exception):
+    """Base class of every error a backend raises on purpose.
+
+    The message names the backend location (bucket or directory) and the key.
+    """
+
+
+class ObjectNotFoundError(StorageError, KeyError):
+    """``get`` asked for a key that holds no object."""
+
+    def __init__(self, location: str, key: str) -> None:
+        self.location = location
+        self.key = key
+        super().__init__(f"no object at key {key!r} in {location}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class ObjectExistsError(StorageError):
+    """A create-only ``put`` found an object already stored at the key."""
+
+    def __init__(self, location: str, key: str) -> None:
+        self.location = location
+        self.key = key
+        super().__init__(f"an object already exists at key {key!r} in {location}")
+
+
+class InvalidKeyError(StorageError, ValueError):
+    """A key the backend cannot store (empty, too long, unsafe characters)."""
+
+
+class StoreUnavailableError(StorageError):
+    """The store cannot be reached or used (missing bucket, denied, endpoint down)."""
+
+
+#: Largest number of keys one ``delete`` call sends in one request on S3.
+MAX_DELETE_BATCH = 1000
+#: Default and largest page size of ``list``.
+MAX_LIST_PAGE = 1000
+
+
+#: Longest key, in bytes (keys are ASCII, so also in characters).
+MAX_KEY_BYTES = 1024
+
+_KEY_RE = re.compile(r"[A-Za-z0-9._~%/-]+")
+
+
+def validate_key(key: str) -> None:
+    """Check that ``key`` is in the key alphabet every backend accepts.
+
+    Raises:
+        InvalidKeyError: the key is not a string, is empty, longer than 1,024
+            bytes, uses a character outside ``A-Z a-z 0-9 - . _ ~ % /``, starts
+            or ends with ``/``, or has an empty, ``.`` or ``..`` segment. The
+            message names the key.
+    """
+    if not isinstance(key, str):
+        raise InvalidKeyError(f"invalid key {key!r}: keys are str, not {type(key).__name__}")
+    if not key:
+        raise InvalidKeyError(f"invalid key {key!r}: keys are not empty")
+    if not _KEY_RE.fullmatch(key):
+        raise InvalidKeyError(
+            f"invalid key {key!r}: only the characters A-Z a-z 0-9 - . _ ~ % / are allowed"
+        )
+    if len(key) > MAX_KEY_BYTES:
+        raise InvalidKeyError(
+            f"invalid key {key!r}: {len(key)} bytes, at most {MAX_KEY_BYTES} are allowed"
+        )
+    if key.startswith("/") or key.endswith("/"):
+        raise InvalidKeyError(f"invalid key {key!r}: keys neither start nor end with '/'")
+    if any(seg in ("", ".", "..") for seg in key.split("/")):
+        raise InvalidKeyError(f"invalid key {key!r}: empty, '.' or '..' segment")
+
+
+def validate_byte_range(byte_range: tuple[int, int]) -> tuple[int, int]:
+    """Return ``(start, end)`` of a ``get`` byte range after checking it.
+
+    Raises:
+        ValueError: not two integers with ``0 <= start <= end``.
+    """
+    start, end = byte_range
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
+        raise ValueError(f"invalid byte range {byte_range!r}: need integers 0 <= start <= end")
+    return start, end
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """The four operations of a storage backend.
+
+    Keys are non-empty ASCII strings of at most 1,024 bytes made of the
+    characters ``A-Z a-z 0-9 - . _ ~ % /`` with no empty, ``.`` or ``..``
+    segment between slashes. Every backend accepts exactly these keys.
+    """
+
+    @property
+    def location(self) -> str:
+        """Human-readable location, e.g. ``s3://bucket/prefix`` or ``file:///dir``."""
+        ...
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Store ``data`` at ``key``.
+
+        Raises:
+            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
+            InvalidKeyError: the key is outside the key alphabet.
+        """
+        ...
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Return the object at ``key``, or bytes ``[start, end)`` of it.
+
+        Raises:
+            ObjectNotFoundError: nothing is stored at ``key``.
+        """
+        ...
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """List up to ``limit`` keys that start with ``prefix``, ascending.
+
+        Only keys strictly greater than ``start_after`` are returned. ``limit``
+        is between 1 and 1,000.
+        """
+        ...
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Delete the given keys; a key that holds nothing is not an error.
+
+        Backends split the keys into requests of at most 1,000 keys.
+        """
+        ...

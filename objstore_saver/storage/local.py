@@ -1,0 +1,333 @@
+"""A backend on a local directory: key ``a/b/c`` is the file ``<root>/a/b/c``.
+
+Writes go to a temporary file in the target's directory and are then linked
+(create-only) or renamed (overwrite) into place, so a reader never sees a
+partial object. Temporary names contain ``#``, a character outside the key
+alphabet: they never collide with a key and listings skip them.
+
+Limits of the mapping: a key cannot be both an object and a directory of
+other keys (``a`` and ``a/b``), and every segment must fit in a file name
+(255 bytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+
+from objstore_saver.storage.base import (
+    MAX_LIST_PAGE,
+    InvalidKeyError,
+    ListPage,
+    ObjectExistsError,
+    ObjectInfo,
+    ObjectNotFoundError,
+    PutMode,
+    StorageError,
+    validate_byte_range,
+    validate_key,
+)
+
+#: Longest file name on common filesystems (ext4, xfs, apfs, ntfs).
+_MAX_SEGMENT_BYTES = 255
+#: Attempts of a put whose parent directory a concurrent delete keeps removing.
+_PUT_ATTEMPTS = 5
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/")
+
+
+def _unlink_quiet(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _fsync_dir(path: str) -> None:
+    if os.name != "posix":  # directories cannot be opened for fsync elsewhere
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _scan(path: str, dir_key: str) -> Iterator[tuple[str, bool, str]]:
+    """Entries of one directory as ``(sort key, is_dir, path)``, ascending.
+
+    A directory sorts as its name plus ``/``: every key below it starts with
+    that string, so the whole subtree sits at that position in byte order
+    (``a-c`` < ``a/b`` because ``-`` < ``/``).
+    """
+    try:
+        with os.scandir(path) as it:
+            entries = []
+            for entry in it:
+                if "#" in entry.name:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    entries.append((f"{dir_key}{entry.name}/", True, entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    entries.append((dir_key + entry.name, False, entry.path))
+    except (FileNotFoundError, NotADirectoryError):  # removed by a concurrent delete
+        return iter(())
+    entries.sort()
+    return iter(entries)
+
+
+class LocalStore:
+    """An :class:`~objstore_saver.storage.base.ObjectStore` on a local directory.
+
+    Thread-safe and safe for several processes sharing the directory: creates
+    are atomic (``link`` fails if the target exists) and overwrites replace
+    the file in one ``rename``.
+
+    Args:
+        root: Directory holding the objects; created if missing.
+        fsync: Flush file contents and directory entries to disk before a put
+            returns. Turn off only for tests and scratch data.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self._root = os.path.abspath(os.fspath(root))
+        self._fsync = fsync
+        os.makedirs(self._root, exist_ok=True)
+
+    @property
+    def root(self) -> str:
+        """Absolute path of the directory holding the objects."""
+        return self._root
+
+    @property
+    def location(self) -> str:
+        """``file://`` URL of the root directory."""
+        return f"file://{self._root}"
+
+    def __repr__(self) -> str:
+        return f"LocalStore({self._root!r})"
+
+    def _path(self, key: str) -> str:
+        validate_key(key)
+        segments = key.split("/")
+        if any(len(seg) > _MAX_SEGMENT_BYTES for seg in segments):
+            raise InvalidKeyError(
+                f"invalid key {key!r}: a segment is longer than {_MAX_SEGMENT_BYTES} bytes, "
+                f"the longest file name {self.location} can store"
+            )
+        return os.path.join(self._root, *segments)
+
+    def _conflict(self, key: str) -> StorageError:
+        return StorageError(
+            f"cannot store key {key!r} in {self.location}: a key cannot be both an object "
+            "and a directory of other keys on a local filesystem"
+        )
+
+    def _make_parents(self, key: str) -> list[str]:
+        """Create the directories of ``key``; return those this call created."""
+        created = []
+        path = self._root
+        for seg in key.split("/")[:-1]:
+            path = os.path.join(path, seg)
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                if not os.path.isdir(path):
+                    raise self._conflict(key) from None
+            else:
+                created.append(path)
+        return created
+
+    def _write_temp(self, directory: str, data: bytes) -> str:
+        tmp = os.path.join(directory, f"#{uuid.uuid4().hex}")
+        done = False
+        try:
+            with open(tmp, "xb") as f:
+                f.write(data)
+                f.flush()
+                if self._fsync:
+                    os.fsync(f.fileno())
+            done = True
+        finally:
+            if not done:
+                _unlink_quiet(tmp)
+        return tmp
+
+    def _commit(self, tmp: str, target: str, key: str, mode: PutMode) -> None:
+        if mode is PutMode.CREATE:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                if os.path.isdir(target):
+                    raise self._conflict(key) from None
+                raise ObjectExistsError(self.location, key) from None
+        else:
+            try:
+                os.replace(tmp, target)
+            except IsADirectoryError:
+                raise self._conflict(key) from None
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Store ``data`` at ``key`` atomically.
+
+        Args:
+            key: Key of the object.
+            data: The whole object.
+            mode: ``CREATE`` to fail if the key holds an object, ``OVERWRITE``
+                to replace it.
+
+        Raises:
+            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
+            InvalidKeyError: the key is outside the key alphabet or a segment
+                is too long for a file name.
+            StorageError: the key or one of its directories is stored as the
+                other kind (object vs. directory).
+        """
+        target = self._path(key)
+        parent = os.path.dirname(target)
+        for _ in range(_PUT_ATTEMPTS):
+            try:
+                created = self._make_parents(key)
+                tmp = self._write_temp(parent, data)
+            except FileNotFoundError:
+                # A concurrent delete removed a parent directory while it was
+                # still empty. Once the temp file exists the directory chain is
+                # non-empty and cannot be removed, so only this step can race.
+                continue
+            try:
+                self._commit(tmp, target, key, mode)
+            finally:
+                _unlink_quiet(tmp)
+            if self._fsync:
+                for directory in {parent, *(os.path.dirname(d) for d in created)}:
+                    _fsync_dir(directory)
+            return
+        raise StorageError(
+            f"cannot store key {key!r} in {self.location}: its directory kept disappearing"
+        )
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Return the object at ``key``, or bytes ``[start, end)`` of it.
+
+        ``end`` past the object's size is clamped to it; a range starting at or
+        past the end returns ``b""``.
+
+        Raises:
+            ObjectNotFoundError: nothing is stored at ``key``.
+            InvalidKeyError: the key is outside the key alphabet.
+            ValueError: the byte range is not ``0 <= start <= end``.
+        """
+        path = self._path(key)
+        if byte_range is not None:
+            start, end = validate_byte_range(byte_range)
+        try:
+            with open(path, "rb") as f:
+                if byte_range is None:
+                    return f.read()
+                # Objects are never modified in place (writes replace the file),
+                # so the size of the open file is that of the object read.
+                end = min(end, os.fstat(f.fileno()).st_size)
+                if start >= end:
+                    return b""
+                f.seek(start)
+                return f.read(end - start)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            raise ObjectNotFoundError(self.location, key) from None
+
+    def _iter_keys(self, prefix: str, start_after: str | None) -> Iterator[tuple[str, str]]:
+        """Yield ``(key, path)`` of files under ``prefix`` after ``start_after``, ascending."""
+        if not set(prefix) <= _KEY_CHARS:
+            return  # no key can start with it
+        dir_key = prefix[: prefix.rfind("/") + 1]
+        segments = dir_key.split("/")[:-1]
+        if any(seg in ("", ".", "..") for seg in segments):
+            return
+        # Descend straight to the deepest directory the prefix names.
+        stack = [_scan(os.path.join(self._root, *segments), dir_key)]
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                continue
+            sort_key, is_dir, path = item
+            # Every key of a directory's subtree starts with its sort key.
+            if not (sort_key.startswith(prefix) or (is_dir and prefix.startswith(sort_key))):
+                if sort_key > prefix:
+                    return  # past the range of keys with this prefix
+                continue
+            if (
+                start_after is not None
+                and sort_key <= start_after
+                and not (is_dir and start_after.startswith(sort_key))
+            ):
+                continue  # the entry, or its whole subtree, is <= start_after
+            if is_dir:
+                stack.append(_scan(path, sort_key))
+            else:
+                yield sort_key, path
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """List up to ``limit`` keys that start with ``prefix``, ascending.
+
+        Args:
+            prefix: Only keys starting with it are listed (``""`` for all).
+            start_after: Only keys strictly greater than it are listed.
+            limit: Page size, 1 to 1,000.
+
+        Returns:
+            The page; ``truncated`` is true exactly when more keys follow.
+
+        Raises:
+            ValueError: ``limit`` is out of range.
+        """
+        if not 1 <= limit <= MAX_LIST_PAGE:
+            raise ValueError(f"limit must be between 1 and {MAX_LIST_PAGE}, got {limit}")
+        objects: list[ObjectInfo] = []
+        truncated = False
+        for key, path in self._iter_keys(prefix, start_after):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:  # deleted since the directory was read
+                continue
+            if len(objects) == limit:
+                truncated = True
+                break
+            mtime = datetime.fromtimestamp(st.st_mtime, UTC)
+            objects.append(ObjectInfo(key=key, size=st.st_size, last_modified=mtime))
+        return ListPage(objects=objects, truncated=truncated)
+
+    def _prune(self, directory: str) -> None:
+        """Remove ``directory`` and its ancestors below the root while empty."""
+        while directory != self._root and directory.startswith(self._root + os.sep):
+            try:
+                os.rmdir(directory)
+            except OSError as exc:
+                # Not empty: another key lives here, or a concurrent put just
+                # created its temp file. Gone: a concurrent delete removed it.
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    return
+                if exc.errno != errno.ENOENT:
+                    raise
+            directory = os.path.dirname(directory)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Delete the given keys, then the directories they leave empty.
+
+        A key that holds nothing is not an error.
+
+        Raises:
+            InvalidKeyError: a key is outside the key alphabet; nothing is deleted.
+        """
+        paths = [self._path(key) for key in keys]
+        parents = set()
+        for path in paths:
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue
+            parents.add(os.path.dirname(path))
+        for directory in sorted(parents, key=len, reverse=True):
+            self._prune(directory)

@@ -1,0 +1,169 @@
+"""A wrapper counting the requests and bytes a store is asked for.
+
+Counts are what an S3 bill would show: one request per ``put``, ``get`` and
+``list`` call and one per 1,000 keys of a ``delete``, whether or not the call
+succeeded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from objstore_saver.storage.base import (
+    MAX_DELETE_BATCH,
+    MAX_LIST_PAGE,
+    ListPage,
+    ObjectExistsError,
+    ObjectStore,
+    PutMode,
+)
+
+_OPS = ("put", "get", "list", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class Meter:
+    """Counters of a :class:`MeteredStore` at one moment."""
+
+    put_requests: int = 0
+    get_requests: int = 0
+    list_requests: int = 0
+    delete_requests: int = 0
+    bytes_sent: int = 0
+    """Bytes of ``put`` bodies."""
+    bytes_received: int = 0
+    """Bytes of ``get`` results."""
+    objects_put: int = 0
+    """Successful puts."""
+    largest_request_body: int = 0
+    largest_response_body: int = 0
+    create_conflicts: int = 0
+    """Create-only puts that found the key taken."""
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Requests by operation: ``put``, ``get``, ``list``, ``delete``."""
+        return {op: getattr(self, f"{op}_requests") for op in _OPS}
+
+    @property
+    def total_requests(self) -> int:
+        """Requests of every operation."""
+        return self.put_requests + self.get_requests + self.list_requests + self.delete_requests
+
+
+class LogEntry(NamedTuple):
+    """One recorded call: for ``list`` the key is the prefix, for ``delete`` one entry per key."""
+
+    op: str
+    key: str
+    nbytes: int
+
+
+class MeteredStore:
+    """An :class:`~objstore_saver.storage.base.ObjectStore` that meters another one.
+
+    Thread-safe. Failed calls count as requests too; bytes received count only
+    returned data.
+
+    Args:
+        inner: The store doing the work.
+        log: Also record every call in :attr:`log`, for tests.
+    """
+
+    def __init__(self, inner: ObjectStore, *, log: bool = False) -> None:
+        self._inner = inner
+        self._logging = log
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self.log: list[LogEntry] = []
+        """Recorded calls, oldest first (empty unless ``log=True``)."""
+
+    @property
+    def inner(self) -> ObjectStore:
+        """The wrapped store."""
+        return self._inner
+
+    @property
+    def location(self) -> str:
+        """Location of the wrapped store."""
+        return self._inner.location
+
+    def __repr__(self) -> str:
+        return f"MeteredStore({self._inner!r})"
+
+    def snapshot(self) -> Meter:
+        """Return the counters as they are now."""
+        with self._lock:
+            return Meter(**self._counts)
+
+    def reset(self) -> None:
+        """Zero every counter and clear the log."""
+        with self._lock:
+            self._counts.clear()
+            self.log.clear()
+
+    def _add(self, entries: Sequence[LogEntry], **deltas: int) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                if name.startswith("largest_"):
+                    self._counts[name] = max(self._counts.get(name, 0), delta)
+                else:
+                    self._counts[name] = self._counts.get(name, 0) + delta
+            if self._logging:
+                self.log.extend(entries)
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Forward to the inner store, counting one request and the body sent."""
+        n = len(data)
+        stored = conflict = False
+        try:
+            self._inner.put(key, data, mode)
+            stored = True
+        except ObjectExistsError:
+            conflict = True
+            raise
+        finally:
+            self._add(
+                [LogEntry("put", key, n)],
+                put_requests=1,
+                bytes_sent=n,
+                largest_request_body=n,
+                objects_put=int(stored),
+                create_conflicts=int(conflict),
+            )
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Forward to the inner store, counting one request and the bytes returned."""
+        data = b""
+        try:
+            data = self._inner.get(key, byte_range)
+            return data
+        finally:
+            n = len(data)
+            self._add(
+                [LogEntry("get", key, n)],
+                get_requests=1,
+                bytes_received=n,
+                largest_response_body=n,
+            )
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Forward to the inner store, counting one request."""
+        try:
+            return self._inner.list(prefix, start_after=start_after, limit=limit)
+        finally:
+            self._add([LogEntry("list", prefix, 0)], list_requests=1)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Forward to the inner store, counting one request per 1,000 keys."""
+        keys = list(keys)
+        try:
+            self._inner.delete(keys)
+        finally:
+            requests = -(-len(keys) // MAX_DELETE_BATCH)
+            self._add([LogEntry("delete", k, 0) for k in keys], delete_requests=requests)

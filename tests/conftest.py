@@ -1,0 +1,146 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import botocore.config
+import pytest
+
+from objstore_saver.storage import S3Store
+
+# --- S3 endpoint fixtures ---
+#
+# Tests run against a real HTTP S3 endpoint: the one named by
+# OBJSTORE_TEST_ENDPOINT (credentials OBJSTORE_TEST_ACCESS_KEY /
+# OBJSTORE_TEST_SECRET_KEY, else boto3's usual chain; region
+# OBJSTORE_TEST_REGION), or an in-process moto server on loopback.
+
+
+@dataclass(frozen=True)
+class S3Endpoint:
+    """An S3 endpoint the tests may create buckets on."""
+
+    url: str
+    access_key: str | None
+    secret_key: str | None
+    region: str
+    # One boto3 session for every client: each new session reloads the S3
+    # service model, which costs about 0.1 s per client.
+    _session: Any = field(default_factory=boto3.session.Session, repr=False, compare=False)
+
+    def client(self, **config: Any) -> Any:
+        """Return a new boto3 S3 client (path addressing, standard retries).
+
+        Clients are independent: event hooks registered on one do not reach
+        the others.
+
+        Args:
+            **config: Overrides of the ``botocore.config.Config`` options.
+        """
+        options: dict[str, Any] = {
+            "s3": {"addressing_style": "path"},
+            "retries": {"mode": "standard", "total_max_attempts": 5},
+            "max_pool_connections": 64,
+        }
+        options.update(config)
+        return self._session.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name=self.region,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=botocore.config.Config(**options),
+        )
+
+
+def _serialize_moto_puts(mp: pytest.MonkeyPatch) -> None:
+    """Make moto's ``If-None-Match: *`` check atomic, as it is on S3.
+
+    moto checks for an existing object and then stores the new one without a
+    lock, so two racing create-only puts could both succeed. Serializing its
+    PutObject handler keeps the race tests about this package, not moto.
+    """
+    from moto.s3.responses import S3Response
+
+    original = S3Response.put_object
+    lock = threading.Lock()
+
+    @functools.wraps(original)
+    def put_object(self: Any) -> Any:
+        with lock:
+            return original(self)
+
+    mp.setattr(S3Response, "put_object", put_object)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    """The S3 endpoint of the test session."""
+    url = os.environ.get("OBJSTORE_TEST_ENDPOINT")
+    if url:
+        yield S3Endpoint(
+            url=url,
+            access_key=os.environ.get("OBJSTORE_TEST_ACCESS_KEY"),
+            secret_key=os.environ.get("OBJSTORE_TEST_SECRET_KEY"),
+            region=os.environ.get("OBJSTORE_TEST_REGION", "us-east-1"),
+        )
+        return
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    mp = pytest.MonkeyPatch()
+    _serialize_moto_puts(mp)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield S3Endpoint(
+            url=f"http://{host}:{port}",
+            access_key="testing-access-key",
+            secret_key="testing-secret-key",
+            region="us-east-1",
+        )
+    finally:
+        server.stop()
+        mp.undo()
+
+
+def _empty_and_remove_bucket(client: Any, bucket: str) -> None:
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+    client.delete_bucket(Bucket=bucket)
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
+    """A new, uniquely named bucket; emptied and removed afterwards."""
+    client = s3_endpoint.client()
+    bucket = f"test-{uuid.uuid4().hex[:12]}"
+    if s3_endpoint.region == "us-east-1":
+        client.create_bucket(Bucket=bucket)
+    else:
+        client.create_bucket(
+            Bucket=bucket,
+            CreateBucketConfiguration={"LocationConstraint": s3_endpoint.region},
+        )
+    try:
+        yield bucket
+    finally:
+        _empty_and_remove_bucket(client, bucket)
+
+
+@pytest.fixture
+def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> S3Store:
+    """An :class:`S3Store` under the prefix ``pfx/`` of a new bucket."""
+    return S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())

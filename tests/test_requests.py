@@ -1,0 +1,227 @@
+"""Request and byte counts, measured through MeteredStore (never timed)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import START, MessagesState, StateGraph
+
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.codec import PART_SIZE
+from objstore_saver.storage import LocalStore, MeteredStore, S3Store
+
+TWO_MIB = 2 * 1024 * 1024
+
+
+@pytest.fixture(params=["local", "s3"])
+def metered(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[MeteredStore]:
+    if request.param == "local":
+        inner: Any = LocalStore(tmp_path / "store")
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        bucket = request.getfixturevalue("s3_bucket")
+        inner = S3Store(bucket, "req/", client=endpoint.client())
+    yield MeteredStore(inner, log=True)
+
+
+def _chat_graph(saver: ObjectStoreSaver) -> Any:
+    def bot(state: MessagesState) -> dict:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"answer {n} " + "a" * 800, id=f"ai-{n}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)
+
+
+def _put_chain(saver: ObjectStoreSaver, thread: str, n: int) -> dict:
+    config: dict = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"counter": i}
+        cp["channel_versions"] = {"counter": i + 1}
+        config = saver.put(config, cp, {"source": "loop", "step": i}, {"counter": i + 1})
+    return config
+
+
+def test_latest_lookup_costs_the_same_at_1000_checkpoints_as_at_3(
+    metered: MeteredStore,
+) -> None:
+    costs = {}
+    for n in (3, 1000):
+        thread = f"thread-{n}"
+        with ObjectStoreSaver(metered) as writer:
+            head = _put_chain(writer, thread, n)
+        # A fresh saver: nothing is remembered, every read goes to the store.
+        with ObjectStoreSaver(metered) as reader:
+            metered.reset()
+            tup = reader.get_tuple({"configurable": {"thread_id": thread}})
+            costs[n] = metered.snapshot()
+        assert tup is not None
+        assert tup.config["configurable"]["checkpoint_id"] == head["configurable"]["checkpoint_id"]
+        assert tup.checkpoint["channel_values"] == {"counter": n - 1}
+    assert costs[3].requests == costs[1000].requests
+    # One LIST of the manifests, one GET of the head, one LIST of its writes.
+    assert costs[1000].requests == {"put": 0, "get": 1, "list": 2, "delete": 0}
+
+
+def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore) -> None:
+    per_turn = []
+    with ObjectStoreSaver(metered) as saver:
+        graph = _chat_graph(saver)
+        config = {"configurable": {"thread_id": "chat"}}
+        for turn in range(45):  # crosses the 32-element chunk boundary
+            metered.reset()
+            graph.invoke(
+                {"messages": [HumanMessage(f"question {turn} " + "q" * 200, id=f"h{turn}")]},
+                config,
+            )
+            per_turn.append(metered.snapshot())
+        messages = graph.get_state(config).values["messages"]
+    assert len(messages) == 90
+
+    puts = [m.put_requests for m in per_turn]
+    sent = [m.bytes_sent for m in per_turn]
+    # Objects written per turn do not grow with the conversation.
+    assert max(puts[2:]) <= 14, puts
+    assert max(puts[30:]) <= max(puts[2:10]), puts
+    # Bytes written per turn stay flat: the history is never rewritten.
+    early, late = sum(sent[5:10]) / 5, sum(sent[40:45]) / 5
+    assert late < early * 1.5, (early, late, sent)
+    assert max(sent[2:]) < 8 * 1024, sent
+    total_history_bytes = sum(len(str(m.content)) for m in messages)
+    assert sent[-1] < total_history_bytes / 5
+    # The read at the start of each turn is constant too.
+    assert {m.get_requests for m in per_turn[1:]} == {1}
+    assert {m.list_requests for m in per_turn[1:]} == {2}
+
+
+def test_20_mib_tool_result_round_trips_with_no_body_over_2_mib(
+    metered: MeteredStore,
+) -> None:
+    rng = random.Random(7)
+    content = base64.b64encode(rng.randbytes(15 * 1024 * 1024)).decode()  # 20 MiB of text
+    assert len(content) == 20 * 1024 * 1024
+    with ObjectStoreSaver(metered) as saver:
+        config = {"configurable": {"thread_id": "tool", "checkpoint_ns": ""}}
+        cp = empty_checkpoint()
+        message = ToolMessage(content, tool_call_id="call-1", id="tool-1")
+        cp["channel_values"] = {"messages": [HumanMessage("fetch", id="h"), message]}
+        cp["channel_versions"] = {"messages": 1}
+        metered.reset()
+        stored = saver.put(config, cp, {"source": "loop", "step": 0}, {"messages": 1})
+        written = metered.snapshot()
+    with ObjectStoreSaver(metered) as reader:
+        metered.reset()
+        tup = reader.get_tuple(stored)
+        read = metered.snapshot()
+    assert tup is not None
+    assert tup.checkpoint["channel_values"]["messages"][1].content == content
+    assert written.largest_request_body <= TWO_MIB
+    assert read.largest_response_body <= TWO_MIB
+    assert written.largest_request_body <= PART_SIZE + 1024
+    parts = [e for e in metered.log if e.op == "get" and e.nbytes > PART_SIZE // 2]
+    assert len(parts) >= (len(content) * 3 // 4) // PART_SIZE  # it really was split
+
+
+def test_identical_values_are_stored_once_per_thread(metered: MeteredStore) -> None:
+    prompt = "You are Chat. " + "rule " * 300
+    with ObjectStoreSaver(metered) as saver:
+        config: dict = {"configurable": {"thread_id": "dedupe", "checkpoint_ns": ""}}
+        for i in range(3):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"system": prompt, "turn": i}
+            cp["channel_versions"] = {"system": i + 1, "turn": i + 1}
+            # A new version each time: the value is re-emitted, not carried over.
+            config = saver.put(config, cp, {"step": i}, {"system": i + 1, "turn": i + 1})
+    object_puts = [e for e in metered.log if e.op == "put" and "/objects/" in e.key]
+    assert len(object_puts) == 1
+
+
+def test_unchanged_channel_is_reused_without_serializing(tmp_path: Any) -> None:
+    calls = []
+
+    class Counting:
+        def __init__(self, value: str) -> None:
+            self.value = value
+
+        def __reduce__(self) -> Any:  # pragma: no cover - never pickled
+            raise AssertionError("serialized")
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class SpySerde(JsonPlusSerializer):
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            calls.append(obj)
+            return super().dumps_typed(obj)
+
+    with ObjectStoreSaver(LocalStore(tmp_path), serde=SpySerde()) as saver:
+        big = "x" * 5000
+        config: dict = {"configurable": {"thread_id": "reuse", "checkpoint_ns": ""}}
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"big": big, "n": 0}
+        cp["channel_versions"] = {"big": 1, "n": 1}
+        config = saver.put(config, cp, {}, {"big": 1, "n": 1})
+        calls.clear()
+        cp2 = empty_checkpoint()
+        cp2["channel_values"] = {"big": big, "n": 1}
+        cp2["channel_versions"] = {"big": 1, "n": 2}
+        config = saver.put(config, cp2, {}, {"n": 2})
+        assert big not in calls
+        assert saver.get_tuple(config).checkpoint["channel_values"] == {"big": big, "n": 1}
+
+
+def test_restarted_saver_learns_the_parent_and_skips_stored_chunks(
+    metered: MeteredStore,
+) -> None:
+    with ObjectStoreSaver(metered) as saver:
+        graph = _chat_graph(saver)
+        config = {"configurable": {"thread_id": "restart"}}
+        for turn in range(40):
+            graph.invoke(
+                {"messages": [HumanMessage(f"q{turn} " + "q" * 300, id=f"h{turn}")]}, config
+            )
+        head = saver.get_tuple(config)
+    assert head is not None
+    with ObjectStoreSaver(metered) as fresh:
+        metered.reset()
+        messages = head.checkpoint["channel_values"]["messages"] + [
+            HumanMessage("one more " + "m" * 300, id="extra")
+        ]
+        cp = dict(head.checkpoint)
+        cp["id"] = empty_checkpoint()["id"]
+        cp["channel_values"] = {"messages": messages}
+        versions = dict(cp["channel_versions"])
+        versions["messages"] = fresh.get_next_version(versions["messages"], None)
+        cp["channel_versions"] = versions
+        fresh.put(head.config, cp, {"step": 999}, {"messages": versions["messages"]})
+        stats = metered.snapshot()
+    object_puts = [e for e in metered.log if e.op == "put" and "/objects/" in e.key]
+    # The new element, the new tail chunk and the new list object — not 80 elements.
+    assert len(object_puts) <= 3, object_puts
+    assert stats.get_requests <= 4
+
+
+def test_random_history_is_not_rewritten(metered: MeteredStore) -> None:
+    rng = random.Random(3)
+    with ObjectStoreSaver(metered) as saver:
+        graph = _chat_graph(saver)
+        config = {"configurable": {"thread_id": "random"}}
+        sent = []
+        for turn in range(12):
+            text = " ".join(
+                rng.choice(["alpha", "beta", "gamma", "delta", "omega"]) for _ in range(60)
+            )
+            metered.reset()
+            graph.invoke({"messages": [HumanMessage(text, id=f"h{turn}")]}, config)
+            sent.append(metered.snapshot().bytes_sent)
+    assert max(sent[6:]) < 2 * max(sent[1:4]), sent
+    assert os.path.sep  # keep os import used on every platform
