@@ -57,15 +57,10 @@ class Driver:
 
     def run(self, plan: Plan[T]) -> T:
         """Run a plan that emits nothing; return its result."""
-        reply: list[Any] | None = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            if isinstance(step, Emit):
-                raise TypeError("plan emitted an item where none was expected")
-            reply = self._run_batch(step)
+        result: list[T] = []
+        for _ in self.iterate(_returning(plan, result)):
+            raise TypeError("plan emitted an item where none was expected")
+        return result[0]
 
     # --- async -------------------------------------------------------------
 
@@ -94,12 +89,12 @@ class Driver:
 
     async def arun(self, plan: Plan[T]) -> T:
         """Async twin of :meth:`run`."""
-        reply: list[Any] | None = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            if isinstance(step, Emit):
-                raise TypeError("plan emitted an item where none was expected")
-            reply = await self._arun_batch(step)
+        result: list[T] = []
+        async for _ in self.aiterate(_returning(plan, result)):
+            raise TypeError("plan emitted an item where none was expected")
+        return result[0]
+
+
+def _returning(plan: Plan[T], result: list[T]) -> Plan[None]:
+    """Wrap a plan so that its return value lands in ``result``."""
+    result.append((yield from plan))

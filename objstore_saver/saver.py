@@ -191,9 +191,7 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         checkpoints and their writes, then sweeps values no kept checkpoint
         reaches and that are older than ``prune_grace``.
         """
-        self._driver.run(
-            plans.prune(self._ctx, thread_ids, strategy, grace=self.prune_grace)
-        )
+        self._driver.run(plans.prune(self._ctx, thread_ids, strategy, grace=self.prune_grace))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
