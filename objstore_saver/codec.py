@@ -136,6 +136,8 @@ class WriteObj:
     idx: int
     channel: str
     value: Entry
+    seq: int = 0
+    """Order of special (negative index) writes: the greatest one is in force."""
 
 
 StoredObject = ValueObj | PartsObj | PartObj | ListObj | ChunkObj
@@ -303,7 +305,9 @@ def encode_manifest(
     )
 
 
-def encode_write(*, task_id: str, task_path: str, idx: int, channel: str, value: Entry) -> bytes:
+def encode_write(
+    *, task_id: str, task_path: str, idx: int, channel: str, value: Entry, seq: int = 0
+) -> bytes:
     """Bytes of a pending write (spec §4.7)."""
     return _pack(
         {
@@ -312,6 +316,7 @@ def encode_write(*, task_id: str, task_path: str, idx: int, channel: str, value:
             "task_id": task_id,
             "task_path": task_path,
             "idx": idx,
+            "seq": seq,
             "channel": channel,
             "v": entry_to_msgpack(value),
         }
@@ -415,6 +420,7 @@ def decode_write(data: bytes, key: str) -> WriteObj:
         idx=_field(obj, "idx", int, key),
         channel=_field(obj, "channel", str, key),
         value=decode_entry(obj.get("v"), key),
+        seq=_field(obj, "seq", int, key),
     )
 
 

@@ -97,12 +97,11 @@ def writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str
 
 
 def write_key(
-    thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int, seq: int = 0
 ) -> str:
-    """Key of one pending write."""
-    return (
-        f"{writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{token('task_id', task_id)}.{idx}"
-    )
+    """Key of one pending write; special writes (idx < 0) carry their sequence."""
+    base = f"{writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{token('task_id', task_id)}"
+    return f"{base}.{idx}" if idx >= 0 else f"{base}.{idx}.{seq:026d}"
 
 
 def objects_prefix(thread_id: str) -> str:

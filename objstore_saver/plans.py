@@ -9,6 +9,8 @@ very same code through :class:`~objstore_saver.driver.Driver`.
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -61,7 +63,7 @@ from objstore_saver.ops import (
     run_batch,
     run_one,
 )
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo, PutMode
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo
 
 Step = Generator[Batch | Emit, list[Any] | None, Any]
 
@@ -71,13 +73,21 @@ LIST_READ_AHEAD = 16
 
 @dataclass
 class Context:
-    """What plans share: the serializer and the saver's memories."""
+    """What plans share: the serializer, the saver's memories, a write sequence."""
 
     serde: SerializerProtocol
     objects: ObjectMemory = field(default_factory=ObjectMemory)
     entries: EntryMemory = field(default_factory=EntryMemory)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
+    _seq: int = 0
+    _seq_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_seq(self) -> int:
+        """A number greater than any this process gave before, near the clock in ns."""
+        with self._seq_lock:
+            self._seq = max(self._seq + 1, time.time_ns())
+            return self._seq
 
 
 # --- identifiers --------------------------------------------------------------
@@ -220,6 +230,20 @@ def fetch_objects(
     return got
 
 
+def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
+    """Writes in force, in ``writes_sort_key`` order (spec §6.5).
+
+    A special write is stored once per call; the one with the greatest
+    sequence replaces the others, as the last call does in ``InMemorySaver``.
+    """
+    latest: dict[tuple[str, int], WriteObj] = {}
+    for w in writes:
+        slot = (w.task_id, w.idx)
+        if slot not in latest or w.seq > latest[slot].seq:
+            latest[slot] = w
+    return sorted(latest.values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+
+
 def _entry_refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
     return [(e.tag, e.digest) for e in entries if isinstance(e, Ref)]
 
@@ -306,13 +330,7 @@ def read_tuples(
             raise MissingObjectError(k, "the listing of its checkpoint's writes")
         writes_by_key[k] = codec.decode_write(body, k)
 
-    sorted_writes = [
-        sorted(
-            (writes_by_key[k] for k in wkeys),
-            key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx),
-        )
-        for wkeys in write_keys
-    ]
+    sorted_writes = [effective_writes(writes_by_key[k] for k in wkeys) for wkeys in write_keys]
     refs_by_pfx: dict[str, list[tuple[str, bytes]]] = {}
     for (_, m), writes in zip(manifests, sorted_writes, strict=True):
         entries = [m.checkpoint, m.metadata, *m.channels.values(), *(w.value for w in writes)]
@@ -655,16 +673,25 @@ def put_writes(
     write_puts: list[Put] = []
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
+        # Taken in call order, before any request: a later special write wins
+        # even when its request completes first, or comes later in one call.
+        seq = ctx.next_seq() if idx < 0 else 0
         enc = encode_value(ctx.serde, value)
         encoded.append(enc)
         body = codec.encode_write(
-            task_id=task_id, task_path=task_path, idx=idx, channel=channel, value=enc.entry
+            task_id=task_id,
+            task_path=task_path,
+            idx=idx,
+            channel=channel,
+            value=enc.entry,
+            seq=seq,
         )
         key = keys.write_key(
-            scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx
+            scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seq
         )
-        # First write wins for regular writes; special channels replace.
-        write_puts.append(Put(key, body, PutMode.CREATE if idx >= 0 else PutMode.OVERWRITE))
+        # Create-only: the first regular write wins; special writes get a new key
+        # per call and the greatest sequence is in force (nothing is overwritten).
+        write_puts.append(Put(key, body))
     yield from store_objects(ctx, pfx, encoded)
     yield from run_batch(*write_puts)
 
@@ -740,7 +767,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
     listing = yield from list_thread(src)
     # Objects before writes before manifests: whatever a copied key reaches is
     # already in place when it appears.
-    for group_keys, special in ((listing.objects, False), (listing.writes, True)):
+    for group_keys in (listing.objects, listing.writes):
         plain = [o.key for o in group_keys]
         for start in range(0, len(plain), LIST_READ_AHEAD * 2):
             group = plain[start : start + LIST_READ_AHEAD * 2]
@@ -749,10 +776,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
             for k, body in zip(group, bodies, strict=True):
                 if body is None:
                     raise MissingObjectError(k, f"the listing of thread {source_thread_id!r}")
-                mode = PutMode.CREATE
-                if special and codec.decode_write(body, k).idx < 0:
-                    mode = PutMode.OVERWRITE
-                puts.append(Put(dst + k[len(src) :], body, mode))
+                puts.append(Put(dst + k[len(src) :], body))
             yield from run_batch(*puts)
     run_ids = []
     for o in listing.runs:
@@ -924,9 +948,8 @@ def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequen
             keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
         )
         bodies = yield from run_batch(*(Get(k) for k in wkeys))
-        writes = sorted(
-            (codec.decode_write(b, k) for k, b in zip(wkeys, bodies, strict=True) if b is not None),
-            key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx),
+        writes = effective_writes(
+            codec.decode_write(b, k) for k, b in zip(wkeys, bodies, strict=True) if b is not None
         )
         wanted = [w for w in writes if w.channel in remaining]
         seeded = [c for c in remaining if c in m.channels]

@@ -27,7 +27,7 @@ EXPECTED_CAPABILITIES = {
 
 
 def test_expected_capabilities_are_the_suites() -> None:
-    """The list below is LangGraph's whole list: a new capability fails here first."""
+    """EXPECTED_CAPABILITIES is LangGraph's whole list: a new capability fails here first."""
     assert {c.value for c in ALL_CAPABILITIES} == EXPECTED_CAPABILITIES
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_contract import StoreContract
@@ -141,15 +144,42 @@ def test_log_is_off_by_default(tmp_path: Path) -> None:
     assert metered.snapshot().put_requests == 1
 
 
-def test_counters_are_thread_safe(metered: MeteredStore) -> None:
-    def work(i: int) -> None:
-        for j in range(50):
-            metered.put(f"t{i}/{j}", b"abc")
-            metered.get(f"t{i}/{j}")
+class _NullStore:
+    """Instant inner store, so threads spend their time in the counters."""
 
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(work, range(8)))
+    location = "null://"
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        pass
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        return b"abcd"
+
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> Any:
+        raise NotImplementedError
+
+    def delete(self, keys: Sequence[str]) -> None:
+        pass
+
+
+def test_counters_are_thread_safe() -> None:
+    metered = MeteredStore(_NullStore(), log=True)
+    # Switch threads as often as possible so unlocked updates would be lost.
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+
+        def work(i: int) -> None:
+            for _ in range(5000):
+                metered.put("k", b"abc")
+                metered.get("k")
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(work, range(8)))
+    finally:
+        sys.setswitchinterval(old_interval)
     m = metered.snapshot()
-    assert (m.put_requests, m.get_requests) == (400, 400)
-    assert (m.bytes_sent, m.bytes_received) == (1200, 1200)
-    assert len(metered.log) == 800
+    assert (m.put_requests, m.get_requests) == (40_000, 40_000)
+    assert (m.bytes_sent, m.bytes_received) == (120_000, 160_000)
+    assert m.objects_put == 40_000
+    assert len(metered.log) == 80_000

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -162,7 +164,13 @@ def test_down_endpoint_is_unavailable(s3_endpoint: Any, monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize(
     ("status", "code"),
-    [(403, "SignatureDoesNotMatch"), (403, "InvalidAccessKeyId"), (403, "AccessDenied")],
+    [
+        (403, "SignatureDoesNotMatch"),
+        (403, "InvalidAccessKeyId"),
+        (403, "AccessDenied"),
+        (403, "RequestTimeTooSkewed"),  # any 403, not only the listed codes
+        (404, "NoSuchBucket"),
+    ],
 )
 def test_denied_credentials_are_unavailable_without_leaking_them(
     s3_endpoint: Any, s3_bucket: str, status: int, code: str
@@ -187,6 +195,23 @@ def test_denied_credentials_are_unavailable_without_leaking_them(
         assert s3_endpoint.url in message
         assert secret not in message
         assert secret not in repr(info.value.__cause__)
+
+
+@pytest.mark.skipif(not hasattr(time, "tzset"), reason="needs time.tzset")
+def test_last_modified_is_utc_whatever_the_local_zone(
+    s3_store: S3Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3_store.put("k", b"v")
+    # botocore parses timestamps into the local zone; the store must not.
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        [info] = s3_store.list("").objects
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert info.last_modified.utcoffset() == timedelta(0)
+    assert abs(datetime.now(UTC) - info.last_modified) < timedelta(minutes=5)
 
 
 def test_other_client_errors_name_operation_key_and_code(s3_endpoint: Any, s3_bucket: str) -> None:

@@ -1,0 +1,84 @@
+"""Workload 1 of the design record: a 30-turn chat, bytes and requests per turn.
+
+Run ``python bench/seed_chat.py`` (local directory store, counts through
+MeteredStore). Counts, not timings: they are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
+
+SYSTEM = "You are Chat. " + "rule " * 300
+
+
+def build(saver: ObjectStoreSaver) -> Any:
+    def bot(state: MessagesState) -> dict:
+        turn = sum(1 for m in state["messages"] if m.type == "human") - 1
+        return {"messages": [AIMessage(f"answer {turn} " + "a" * 800)]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)
+
+
+def run(turns: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as root:
+        store = MeteredStore(LocalStore(root, fsync=False))
+        rows = []
+        with ObjectStoreSaver(store) as saver:
+            graph = build(saver)
+            config = {"configurable": {"thread_id": "seed-chat"}}
+            for t in range(turns):
+                new: list[Any] = [HumanMessage(f"question {t} " + "q" * 200)]
+                if t == 0:
+                    new.insert(0, SystemMessage(SYSTEM))
+                store.reset()
+                graph.invoke({"messages": new}, config)
+                m = store.snapshot()
+                rows.append(
+                    {
+                        "turn": t,
+                        "bytes_written": m.bytes_sent,
+                        "objects_written": m.put_requests,
+                        "requests": m.requests,
+                    }
+                )
+    written = [r["bytes_written"] for r in rows]
+    early, late = written[5:10], written[25:30]
+    return {
+        "turns": rows,
+        "total_bytes_written": sum(written),
+        "total_mib": round(sum(written) / 2**20, 4),
+        "flatness_25_29_over_5_9": round((sum(late) / len(late)) / (sum(early) / len(early)), 3)
+        if len(written) >= 30
+        else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--json", action="store_true", help="print the full JSON report")
+    args = parser.parse_args()
+    report = run(args.turns)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print("turn  bytes  objects  requests")
+    for r in report["turns"]:
+        print(f"{r['turn']:>4} {r['bytes_written']:>6} {r['objects_written']:>8}  {r['requests']}")
+    print(f"total bytes written: {report['total_bytes_written']} ({report['total_mib']} MiB)")
+    print(f"flatness (mean turns 25-29 / mean turns 5-9): {report['flatness_25_29_over_5_9']}")
+
+
+if __name__ == "__main__":
+    main()
