@@ -90,9 +90,11 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
 
     puts = [m.put_requests for m in per_turn]
     sent = [m.bytes_sent for m in per_turn]
-    # Objects written per turn do not grow with the conversation.
-    assert max(puts[2:]) <= 14, puts
-    assert max(puts[30:]) <= max(puts[2:10]), puts
+    # Objects written per turn do not grow with the conversation (90 messages by
+    # the end). 12 per turn; LangGraph's background put and put_writes may both
+    # write the one object they share before either knows it is stored (+1 or 2).
+    assert max(puts[2:]) <= 15, puts
+    assert sorted(puts[2:])[len(puts[2:]) // 2] == 12, puts
     # Bytes written per turn stay flat: the history is never rewritten.
     early, late = sum(sent[5:10]) / 5, sum(sent[40:45]) / 5
     assert late < early * 1.5, (early, late, sent)
