@@ -12,8 +12,9 @@ from objstore_saver.errors import InvalidIdentifierError
 
 #: Longest percent-encoded identifier kept readable; longer ones are hashed.
 MAX_QUOTED_TOKEN = 200
-#: Longest checkpoint id, in UTF-8 bytes (its reversed key doubles it).
-MAX_CHECKPOINT_ID_BYTES = 128
+#: Longest checkpoint id, in UTF-8 bytes: its reversed segment (2n+1) must fit a
+#: 255-byte file name on the local backend.
+MAX_CHECKPOINT_ID_BYTES = 120
 
 THREADS = "threads/"
 RUNS = "runs/"

@@ -314,3 +314,11 @@ async def test_async_api_matches_sync(saver: ObjectStoreSaver) -> None:
     assert await saver.aget_tuple({"configurable": {"thread_id": "async2"}}) is None
     await saver.adelete_thread("async")
     assert await saver.aget_tuple({"configurable": {"thread_id": "async"}}) is None
+
+
+def test_longest_checkpoint_id_is_storable(saver: ObjectStoreSaver) -> None:
+    cid = "é" * 60  # 120 UTF-8 bytes: its reversed segment is 241 characters
+    stored = _put(saver, "long-id", {"v": 1}, checkpoint_id=cid)
+    tup = saver.get_tuple({"configurable": {"thread_id": "long-id"}})
+    assert tup is not None and tup.config == stored
+    assert tup.config["configurable"]["checkpoint_id"] == cid
