@@ -370,18 +370,34 @@ def read_tuples(
     return out
 
 
+def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
+    """Sub-plan: id of the newest checkpoint of a namespace (spec §6.2), one LIST."""
+    page = yield from run_one(
+        ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
+    )
+    if not page.objects:
+        return None
+    return keys.unreverse_id(page.objects[0].key.rsplit("/", 1)[1])
+
+
+def read_metadata(
+    ctx: Context, m: Manifest, key: str
+) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
+    """Sub-plan: a manifest's decoded metadata (no request when it is inline)."""
+    pfx = keys.thread_prefix(m.thread_id)
+    got = yield from fetch_objects(ctx, pfx, _entry_refs([m.metadata]), key)
+    return materialize(ctx.serde, m.metadata, got, pfx)
+
+
 def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
     """Plan: spec §6.2 (latest) and §6.3 (by id)."""
     scope = scope_of(config)
     given: RunnableConfig | None = config
     cid = scope.checkpoint_id
     if cid is None:
-        page = yield from run_one(
-            ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
-        )
-        if not page.objects:
+        cid = yield from latest_id(scope)
+        if cid is None:
             return None
-        cid = keys.unreverse_id(page.objects[0].key.rsplit("/", 1)[1])
         given = None
     mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
     body, writes_page = yield from run_batch(
@@ -455,9 +471,7 @@ def list_checkpoints(
                     continue  # deleted since it was listed (or never existed for only_id)
                 m = _decode_checked_manifest(body, k)
                 if filter:
-                    pfx = keys.thread_prefix(m.thread_id)
-                    got = yield from fetch_objects(ctx, pfx, _entry_refs([m.metadata]), k)
-                    md = materialize(ctx.serde, m.metadata, got, pfx)
+                    md = yield from read_metadata(ctx, m, k)
                     if not all(md.get(fk) == fv for fk, fv in filter.items()):
                         continue
                 matched.append((k, m))
@@ -821,8 +835,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                     if body is None:
                         continue
                     m = _decode_checked_manifest(body, k)
-                    got = yield from fetch_objects(ctx, pfx, _entry_refs([m.metadata]), k)
-                    md = materialize(ctx.serde, m.metadata, got, pfx)
+                    md = yield from read_metadata(ctx, m, k)
                     if md.get("run_id") == run_id:
                         doomed.append(m)
                         doomed_keys.append(k)
@@ -873,8 +886,7 @@ def prune(
             if head is None:
                 continue
             kept[head_key] = head
-            got = yield from fetch_objects(ctx, pfx, _entry_refs([head.metadata]), head_key)
-            pending = _delta_channels(materialize(ctx.serde, head.metadata, got, pfx))
+            pending = _delta_channels((yield from read_metadata(ctx, head, head_key)))
             pending -= set(head.channels)
             cursor = head
             # Keep the ancestors a DeltaChannel replays, up to its nearest seed.
@@ -925,12 +937,9 @@ def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequen
     scope = scope_of(config)
     cid = scope.checkpoint_id
     if cid is None:
-        page = yield from run_one(
-            ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
-        )
-        if not page.objects:
+        cid = yield from latest_id(scope)
+        if cid is None:
             return {c: {"writes": []} for c in channels}
-        cid = keys.unreverse_id(page.objects[0].key.rsplit("/", 1)[1])
     pfx = keys.thread_prefix(scope.thread_id)
     target = yield from read_manifest(
         ctx, keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
