@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from objstore_saver.ops import Batch, Emit, Plan, execute
 from objstore_saver.storage.base import ObjectStore
+from objstore_saver.store_requests import Batch, Emit, Plan, execute
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """Pure plans of the spec's algorithms (§6).
 
-Each plan is a generator: it yields :class:`~objstore_saver.ops.Batch` requests
-and receives their results, or yields :class:`~objstore_saver.ops.Emit` items for
+Each plan is a generator: it yields :class:`~objstore_saver.store_requests.Batch` requests
+and receives their results, or yields :class:`~objstore_saver.store_requests.Emit` items for
 its caller. It never performs I/O, so the blocking and the asyncio saver run the
 very same code through :class:`~objstore_saver.driver.Driver`.
 """
@@ -52,7 +52,8 @@ from objstore_saver.errors import (
     MissingObjectError,
 )
 from objstore_saver.memory import BoundedSet, CheckpointEntries, EntryMemory, ObjectMemory
-from objstore_saver.ops import (
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo
+from objstore_saver.store_requests import (
     Batch,
     Delete,
     Emit,
@@ -63,7 +64,6 @@ from objstore_saver.ops import (
     run_batch,
     run_one,
 )
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo
 
 Step = Generator[Batch | Emit, list[Any] | None, Any]
 
