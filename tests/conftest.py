@@ -17,6 +17,21 @@ import pytest
 
 from objstore_saver.storage import S3Store
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="run the fault, race and stateful suites at their full counts",
+    )
+
+
+@pytest.fixture(scope="session")
+def long_run(request: pytest.FixtureRequest) -> bool:
+    """True under ``--long``: suites use their full counts instead of CI's."""
+    return bool(request.config.getoption("--long"))
+
 # --- S3 endpoint fixtures ---
 #
 # Tests run against a real HTTP S3 endpoint: the one named by

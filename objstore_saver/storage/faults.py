@@ -1,0 +1,335 @@
+"""Fault injection for tests: a store wrapper and botocore client hooks.
+
+Two places can fail on purpose:
+
+* :class:`FaultyStore` wraps any :class:`~objstore_saver.storage.base.ObjectStore`
+  and makes chosen requests raise :class:`InjectedFaultError` instead of (or,
+  for a *lost response*, after) carrying them out. Nothing retries there: the
+  error reaches the saver, which surfaces it to its caller, exactly as when an
+  S3 client gives up.
+* :func:`install_client_faults` hooks a boto3 S3 client (``before-send``) so
+  that chosen HTTP attempts get a synthetic ``500``/``503 SlowDown`` answer,
+  a ``ConnectionClosedError``, a ``ReadTimeoutError``, or are sent and then
+  have their response dropped. botocore's own retries and
+  :class:`~objstore_saver.storage.S3Store`'s lost-response handling then run
+  against a real server.
+
+Which requests fail is decided by a *fault plan*: any callable taking a
+:class:`Request` and returning a :class:`Fault` or ``None``. :class:`FailAt`,
+:class:`FailWhere` and :class:`RandomFaults` cover the usual cases.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import threading
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from objstore_saver.storage.base import (
+    MAX_LIST_PAGE,
+    ListPage,
+    ObjectStore,
+    PutMode,
+    StorageError,
+)
+
+
+class Fault(enum.Enum):
+    """What goes wrong with one request."""
+
+    ERROR = "error"
+    """HTTP 500 InternalError: the request was not carried out."""
+    SLOW_DOWN = "slow_down"
+    """HTTP 503 SlowDown: the request was not carried out."""
+    CONNECTION_RESET = "connection_reset"
+    """The connection closed before the request reached the server."""
+    READ_TIMEOUT = "read_timeout"
+    """No answer in time; the request was not carried out."""
+    LOST_RESPONSE = "lost_response"
+    """The request was carried out, then its response was lost."""
+
+
+#: Faults after which the request is known not to have been carried out.
+NOT_CARRIED_OUT = frozenset(set(Fault) - {Fault.LOST_RESPONSE})
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as a fault plan sees it.
+
+    Attributes:
+        index: Position of the request among all the requests the wrapper saw,
+            from 0 (attempts of the same call count separately on a client).
+        op: ``put``, ``get``, ``list`` or ``delete`` for :class:`FaultyStore`;
+            the S3 operation name (``PutObject``...) for client hooks.
+        key: The key (``list``: the prefix; ``delete``: the first key; client
+            hooks: the URL path, bucket included).
+    """
+
+    index: int
+    op: str
+    key: str
+
+
+FaultPlan = Callable[[Request], Fault | None]
+
+
+@dataclass(frozen=True)
+class FailAt:
+    """Fail the requests whose indexes are listed.
+
+    Args:
+        indexes: Request indexes (0-based) to fail.
+        fault: The fault to inject there.
+    """
+
+    indexes: Collection[int]
+    fault: Fault = Fault.ERROR
+
+    def __call__(self, request: Request) -> Fault | None:
+        return self.fault if request.index in self.indexes else None
+
+
+@dataclass
+class FailWhere:
+    """Fail requests matching a predicate, at most ``times`` of them.
+
+    Args:
+        predicate: Chooses the requests to fail.
+        fault: The fault to inject.
+        times: How many matching requests fail (``None``: all of them).
+    """
+
+    predicate: Callable[[Request], bool]
+    fault: Fault = Fault.ERROR
+    times: int | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __call__(self, request: Request) -> Fault | None:
+        if not self.predicate(request):
+            return None
+        with self._lock:
+            if self.times is not None:
+                if self.times <= 0:
+                    return None
+                self.times -= 1
+        return self.fault
+
+
+class RandomFaults:
+    """Fail each request with probability ``rate``, drawing the fault from ``faults``.
+
+    Decisions depend only on the seed and the request index, so a run with
+    the same requests in the same order fails the same ones.
+
+    Args:
+        rate: Probability that a request fails, 0 to 1.
+        seed: Seed of the draw.
+        faults: Faults to choose from, uniformly.
+    """
+
+    def __init__(self, rate: float, seed: int, faults: Sequence[Fault] = tuple(Fault)) -> None:
+        if not 0 <= rate <= 1:
+            raise ValueError(f"rate must be between 0 and 1, got {rate}")
+        if not faults:
+            raise ValueError("faults must not be empty")
+        self.rate = rate
+        self.seed = seed
+        self.faults = tuple(faults)
+
+    def __call__(self, request: Request) -> Fault | None:
+        rng = random.Random(self.seed * 1_000_003 + request.index)
+        if rng.random() >= self.rate:
+            return None
+        return rng.choice(self.faults)
+
+
+class InjectedFaultError(StorageError):
+    """The error a :class:`FaultyStore` raises for an injected fault."""
+
+    def __init__(self, fault: Fault, request: Request, location: str) -> None:
+        self.fault = fault
+        self.request = request
+        super().__init__(
+            f"injected {fault.value} on {request.op} of key {request.key!r} "
+            f"(request {request.index}) in {location}"
+        )
+
+
+class FaultyStore:
+    """An :class:`~objstore_saver.storage.base.ObjectStore` that fails on purpose.
+
+    Thread-safe. Every call is one request (a ``delete`` of many keys too).
+
+    Args:
+        inner: The store doing the work.
+        plan: Decides which requests fail and how; ``None`` injects nothing
+            (the wrapper then only counts requests).
+    """
+
+    def __init__(self, inner: ObjectStore, plan: FaultPlan | None = None) -> None:
+        self._inner = inner
+        self.plan = plan
+        self._lock = threading.Lock()
+        self.requests = 0
+        """Requests seen so far, failed ones included."""
+        self.injected: list[tuple[Request, Fault]] = []
+        """Every injected fault, in the order the requests were seen."""
+        self.seen: list[Request] = []
+        """Every request, in the order they were seen."""
+
+    @property
+    def inner(self) -> ObjectStore:
+        """The wrapped store."""
+        return self._inner
+
+    @property
+    def location(self) -> str:
+        """Location of the wrapped store."""
+        return self._inner.location
+
+    def __repr__(self) -> str:
+        return f"FaultyStore({self._inner!r})"
+
+    def _begin(self, op: str, key: str) -> tuple[Request, Fault | None]:
+        with self._lock:
+            request = Request(self.requests, op, key)
+            self.requests += 1
+            self.seen.append(request)
+        fault = self.plan(request) if self.plan is not None else None
+        if fault is not None:
+            with self._lock:
+                self.injected.append((request, fault))
+            if fault in NOT_CARRIED_OUT:
+                raise InjectedFaultError(fault, request, self.location)
+        return request, fault
+
+    def _end(self, request: Request, fault: Fault | None) -> None:
+        if fault is Fault.LOST_RESPONSE:
+            raise InjectedFaultError(fault, request, self.location)
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Forward a put, unless the plan fails it."""
+        request, fault = self._begin("put", key)
+        self._inner.put(key, data, mode)
+        self._end(request, fault)
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Forward a get, unless the plan fails it."""
+        request, fault = self._begin("get", key)
+        data = self._inner.get(key, byte_range)
+        self._end(request, fault)
+        return data
+
+    def list(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Forward a list, unless the plan fails it."""
+        request, fault = self._begin("list", prefix)
+        page = self._inner.list(prefix, start_after=start_after, limit=limit)
+        self._end(request, fault)
+        return page
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Forward a delete, unless the plan fails it."""
+        keys = list(keys)
+        request, fault = self._begin("delete", keys[0] if keys else "")
+        self._inner.delete(keys)
+        self._end(request, fault)
+
+
+# --- botocore client hooks -------------------------------------------------------
+
+
+class _Raw:
+    """The raw body of a synthetic response, as ``AWSResponse`` reads it."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+def _error_response(url: str, status: int, code: str, message: str) -> Any:
+    from botocore.awsrequest import AWSResponse
+
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{message}</Message><RequestId>injected</RequestId></Error>"
+    ).encode()
+    headers = {"Content-Type": "application/xml", "Content-Length": str(len(body))}
+    return AWSResponse(url, status, headers, _Raw(body))
+
+
+class ClientFaults:
+    """The faults installed on one boto3 client; see :func:`install_client_faults`.
+
+    Attributes:
+        attempts: HTTP attempts seen so far, failed ones included.
+        injected: Every injected fault with its request, in order.
+    """
+
+    def __init__(self, client: Any, plan: FaultPlan) -> None:
+        from botocore.httpsession import URLLib3Session
+
+        self._client = client
+        self.plan = plan
+        self._lock = threading.Lock()
+        self._session = URLLib3Session()
+        self.attempts = 0
+        self.injected: list[tuple[Request, Fault]] = []
+        self._handler = self._before_send
+        client.meta.events.register("before-send.s3", self._handler)
+
+    def remove(self) -> None:
+        """Uninstall the hook; the client behaves normally again."""
+        self._client.meta.events.unregister("before-send.s3", self._handler)
+        self._session.close()
+
+    def _before_send(self, request: Any, event_name: str, **_: Any) -> Any:
+        from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
+
+        op = event_name.rsplit(".", 1)[-1]
+        path = request.url.split("://", 1)[-1].split("/", 1)[-1].split("?", 1)[0]
+        with self._lock:
+            req = Request(self.attempts, op, path)
+            self.attempts += 1
+        fault = self.plan(req)
+        if fault is None:
+            return None
+        with self._lock:
+            self.injected.append((req, fault))
+        if fault is Fault.ERROR:
+            return _error_response(request.url, 500, "InternalError", "injected fault")
+        if fault is Fault.SLOW_DOWN:
+            return _error_response(request.url, 503, "SlowDown", "injected fault")
+        if fault is Fault.CONNECTION_RESET:
+            raise ConnectionClosedError(endpoint_url=request.url)
+        if fault is Fault.READ_TIMEOUT:
+            raise ReadTimeoutError(endpoint_url=request.url)
+        # Lost response: the server carries the request out, the client never
+        # hears of it and retries it as a new attempt.
+        self._session.send(request).content  # noqa: B018 - read so the request completes
+        request.reset_stream()
+        raise ConnectionClosedError(endpoint_url=request.url)
+
+
+def install_client_faults(client: Any, plan: FaultPlan) -> ClientFaults:
+    """Make HTTP attempts of a boto3 S3 client fail as ``plan`` says.
+
+    The hook runs before each attempt is sent, so botocore sees the fault as
+    it would see a real one and applies its retry mode; a lost response is
+    sent for real, then reported as a closed connection.
+
+    Args:
+        client: A boto3 S3 client (hooks are per client).
+        plan: Decides which attempts fail and how.
+
+    Returns:
+        The installed faults, with their counters and a ``remove`` method.
+    """
+    return ClientFaults(client, plan)
