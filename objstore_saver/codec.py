@@ -138,6 +138,8 @@ class WriteObj:
     value: Entry
     seq: int = 0
     """Order of special (negative index) writes: the greatest one is in force."""
+    group: int = 0
+    """Regular writes stored by the same call (0: not recorded); see spec §4.7."""
 
 
 StoredObject = ValueObj | PartsObj | PartObj | ListObj | ChunkObj
@@ -306,21 +308,29 @@ def encode_manifest(
 
 
 def encode_write(
-    *, task_id: str, task_path: str, idx: int, channel: str, value: Entry, seq: int = 0
+    *,
+    task_id: str,
+    task_path: str,
+    idx: int,
+    channel: str,
+    value: Entry,
+    seq: int = 0,
+    group: int = 0,
 ) -> bytes:
     """Bytes of a pending write (spec §4.7)."""
-    return _pack(
-        {
-            "f": FORMAT_VERSION,
-            "k": "write",
-            "task_id": task_id,
-            "task_path": task_path,
-            "idx": idx,
-            "seq": seq,
-            "channel": channel,
-            "v": entry_to_msgpack(value),
-        }
-    )
+    fields: dict[str, Any] = {
+        "f": FORMAT_VERSION,
+        "k": "write",
+        "task_id": task_id,
+        "task_path": task_path,
+        "idx": idx,
+        "seq": seq,
+        "channel": channel,
+        "v": entry_to_msgpack(value),
+    }
+    if group:
+        fields["n"] = group
+    return _pack(fields)
 
 
 def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
@@ -421,6 +431,7 @@ def decode_write(data: bytes, key: str) -> WriteObj:
         channel=_field(obj, "channel", str, key),
         value=decode_entry(obj.get("v"), key),
         seq=_field(obj, "seq", int, key),
+        group=_field(obj, "n", int, key) if "n" in obj else 0,
     )
 
 

@@ -235,13 +235,22 @@ def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
 
     A special write is stored once per call; the one with the greatest
     sequence replaces the others, as the last call does in ``InMemorySaver``.
+    Regular writes of a call that are not all stored yet (a crash or a failed
+    request in the middle of ``put_writes``) are not in force: LangGraph would
+    take a task with some of its writes as done and lose the others.
     """
     latest: dict[tuple[str, int], WriteObj] = {}
+    stored: dict[tuple[str, int], int] = {}
     for w in writes:
         slot = (w.task_id, w.idx)
         if slot not in latest or w.seq > latest[slot].seq:
             latest[slot] = w
-    return sorted(latest.values(), key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        if w.group:
+            stored[(w.task_id, w.group)] = stored.get((w.task_id, w.group), 0) + 1
+    complete = [
+        w for w in latest.values() if not w.group or stored[(w.task_id, w.group)] >= w.group
+    ]
+    return sorted(complete, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
 
 
 def _entry_refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
@@ -685,6 +694,8 @@ def put_writes(
     pfx = keys.thread_prefix(scope.thread_id)
     encoded: list[Encoded] = []
     write_puts: list[Put] = []
+    # Readers keep the regular writes of this call hidden until all are stored.
+    group = sum(1 for i, (channel, _) in enumerate(writes) if WRITES_IDX_MAP.get(channel, i) >= 0)
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
         # Taken in call order, before any request: a later special write wins
@@ -699,6 +710,7 @@ def put_writes(
             channel=channel,
             value=enc.entry,
             seq=seq,
+            group=group if idx >= 0 and group > 1 else 0,
         )
         key = keys.write_key(
             scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seq
