@@ -54,7 +54,7 @@ TOTALS: dict[str, int] = {"faults_injected": 0, "checkpoints_verified": 0}
 @pytest.fixture(params=["local", "s3"])
 def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
-        return LocalStore(tmp_path / "store")
+        return LocalStore(tmp_path / "store", fsync=False)
     endpoint = request.getfixturevalue("s3_endpoint")
     return S3Store(request.getfixturevalue("s3_bucket"), "faults/", client=endpoint.client())
 

@@ -26,7 +26,7 @@ import random
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
@@ -35,6 +35,8 @@ from objstore_saver.storage.base import (
     PutMode,
     StorageError,
 )
+
+T = TypeVar("T")
 
 
 class Fault(enum.Enum):
@@ -194,51 +196,46 @@ class FaultyStore:
     def __repr__(self) -> str:
         return f"FaultyStore({self._inner!r})"
 
-    def _begin(self, op: str, key: str) -> tuple[Request, Fault | None]:
+    def _call(self, op: str, key: str, call: Callable[[], T]) -> T:
         with self._lock:
             request = Request(self.requests, op, key)
             self.requests += 1
             self.seen.append(request)
         fault = self.plan(request) if self.plan is not None else None
-        if fault is not None:
-            with self._lock:
-                self.injected.append((request, fault))
-            if fault in NOT_CARRIED_OUT:
-                raise InjectedFaultError(fault, request, self.location)
-        return request, fault
-
-    def _end(self, request: Request, fault: Fault | None) -> None:
-        if fault is Fault.LOST_RESPONSE:
+        if fault is None:
+            return call()
+        with self._lock:
+            self.injected.append((request, fault))
+        if fault in NOT_CARRIED_OUT:
             raise InjectedFaultError(fault, request, self.location)
+        # Lost response: the caller sees an error whatever the store answered
+        # (the object stored, or "exists", or "not found").
+        try:
+            call()
+        except StorageError as exc:
+            raise InjectedFaultError(fault, request, self.location) from exc
+        raise InjectedFaultError(fault, request, self.location)
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Forward a put, unless the plan fails it."""
-        request, fault = self._begin("put", key)
-        self._inner.put(key, data, mode)
-        self._end(request, fault)
+        self._call("put", key, lambda: self._inner.put(key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Forward a get, unless the plan fails it."""
-        request, fault = self._begin("get", key)
-        data = self._inner.get(key, byte_range)
-        self._end(request, fault)
-        return data
+        return self._call("get", key, lambda: self._inner.get(key, byte_range))
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """Forward a list, unless the plan fails it."""
-        request, fault = self._begin("list", prefix)
-        page = self._inner.list(prefix, start_after=start_after, limit=limit)
-        self._end(request, fault)
-        return page
+        return self._call(
+            "list", prefix, lambda: self._inner.list(prefix, start_after=start_after, limit=limit)
+        )
 
     def delete(self, keys: Sequence[str]) -> None:
         """Forward a delete, unless the plan fails it."""
         keys = list(keys)
-        request, fault = self._begin("delete", keys[0] if keys else "")
-        self._inner.delete(keys)
-        self._end(request, fault)
+        self._call("delete", keys[0] if keys else "", lambda: self._inner.delete(keys))
 
 
 # --- botocore client hooks -------------------------------------------------------
