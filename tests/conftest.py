@@ -32,6 +32,7 @@ def long_run(request: pytest.FixtureRequest) -> bool:
     """True under ``--long``: suites use their full counts instead of CI's."""
     return bool(request.config.getoption("--long"))
 
+
 # --- S3 endpoint fixtures ---
 #
 # Tests run against a real HTTP S3 endpoint: the one named by

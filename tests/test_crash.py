@@ -167,12 +167,23 @@ def _crash_points(make_store: Callable[[], ObjectStore], op: str, fault: Fault, 
 @pytest.mark.parametrize("op", list(OPS))
 def test_crash_at_every_request_local(tmp_path: Path, op: str, fault: Fault, warm: bool) -> None:
     counter = iter(range(10_000))
-    n = _crash_points(lambda: LocalStore(tmp_path / f"s{next(counter)}", fsync=False), op, fault, warm)
+    n = _crash_points(
+        lambda: LocalStore(tmp_path / f"s{next(counter)}", fsync=False), op, fault, warm
+    )
     print(f"\n{op}: {n} crash points; covered so far {sum(COVERED.values())}")
 
 
+#: Operations crashed on S3 in CI (every one under ``--long``); the local
+#: backend above covers all of them at both boundaries, warm and cold.
+S3_CI_OPS = ("put", "put_writes_many", "delete_thread", "prune_keep_latest")
+
+
 @pytest.mark.parametrize("op", list(OPS))
-def test_crash_at_every_request_s3(s3_endpoint: Any, s3_bucket: str, op: str) -> None:
+def test_crash_at_every_request_s3(
+    s3_endpoint: Any, s3_bucket: str, op: str, long_run: bool
+) -> None:
+    if op not in S3_CI_OPS and not long_run:
+        pytest.skip(f"{op} crashes on S3 run under --long only (local covers it)")
     client = s3_endpoint.client()
     counter = iter(range(10_000))
     n = _crash_points(
@@ -182,4 +193,3 @@ def test_crash_at_every_request_s3(s3_endpoint: Any, s3_bucket: str, op: str) ->
         True,
     )
     print(f"\n{op} on S3: {n} crash points; covered so far {sum(COVERED.values())}")
-
