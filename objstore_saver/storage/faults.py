@@ -251,7 +251,8 @@ class _Raw:
         yield self._body
 
 
-def _error_response(url: str, status: int, code: str, message: str) -> Any:
+def error_response(url: str, status: int, code: str, message: str) -> Any:
+    """A botocore response carrying an S3 error document, as a ``before-send`` hook returns it."""
     from botocore.awsrequest import AWSResponse
 
     body = (
@@ -301,9 +302,9 @@ class ClientFaults:
         with self._lock:
             self.injected.append((req, fault))
         if fault is Fault.ERROR:
-            return _error_response(request.url, 500, "InternalError", "injected fault")
+            return error_response(request.url, 500, "InternalError", "injected fault")
         if fault is Fault.SLOW_DOWN:
-            return _error_response(request.url, 503, "SlowDown", "injected fault")
+            return error_response(request.url, 503, "SlowDown", "injected fault")
         if fault is Fault.CONNECTION_RESET:
             raise ConnectionClosedError(endpoint_url=request.url)
         if fault is Fault.READ_TIMEOUT:
