@@ -8,6 +8,7 @@ very same code through :class:`~objstore_saver.driver.Driver`.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -80,14 +81,29 @@ class Context:
     entries: EntryMemory = field(default_factory=EntryMemory)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
-    _seq: int = 0
-    _seq_lock: threading.Lock = field(default_factory=threading.Lock)
+    seqs: SeqSource = field(default_factory=lambda: SeqSource())
 
     def next_seq(self) -> int:
         """A number greater than any this process gave before, near the clock in ns."""
-        with self._seq_lock:
-            self._seq = max(self._seq + 1, time.time_ns())
-            return self._seq
+        return self.seqs.next()
+
+    def with_serde(self, serde: SerializerProtocol) -> Context:
+        """The same memories and write sequence, with another serializer."""
+        return dataclasses.replace(self, serde=serde)
+
+
+class SeqSource:
+    """Sequence numbers of special writes, shared by every context of a saver."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        """A number greater than any given before, at least the clock in ns."""
+        with self._lock:
+            self._last = max(self._last + 1, time.time_ns())
+            return self._last
 
 
 # --- identifiers --------------------------------------------------------------

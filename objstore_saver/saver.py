@@ -7,7 +7,7 @@ hands it to the blocking or the asyncio driver. Sync and async share all logic.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -131,6 +131,19 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> ObjectStoreSaver:
+        """A clone whose serializer also allows ``extra_allowlist`` (msgpack types).
+
+        LangGraph calls this when compiling a graph, with the types of its
+        state. The clone shares this saver's store, workers and memories.
+        """
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is self:
+            return self
+        assert isinstance(clone, ObjectStoreSaver)
+        clone._ctx = self._ctx.with_serde(clone.serde)
+        return clone
 
     # --- sync API ----------------------------------------------------------------
 
