@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Literal
 
 import msgpack
@@ -38,6 +39,24 @@ ZSTD_LEVEL = 3
 
 RAW = "raw"
 ZSTD = "zstd"
+#: zstd with the raw-content dictionary D1 (spec §4.0).
+ZD1 = "zd1"
+ENCODINGS = frozenset({RAW, ZSTD, ZD1})
+#: SHA-256 of ``zdict/d1.bin``: the dictionary is part of the format, frozen.
+D1_SHA256 = "386e967d8d7c7fb69980de4a817ff6bb46214474daefa42c07b8653602f59ce1"
+
+
+def _load_d1() -> zstandard.ZstdCompressionDict:
+    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
+    if hashlib.sha256(data).hexdigest() != D1_SHA256:
+        raise RuntimeError(
+            "objstore_saver/zdict/d1.bin does not match its SHA-256 in codec.D1_SHA256: "
+            "the installed package is damaged; reinstall objstore-saver"
+        )
+    return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
+_D1 = _load_d1()
 
 # zstd (de)compressor objects are not thread-safe: one of each per thread.
 _local = threading.local()
@@ -47,15 +66,17 @@ def _compressor() -> zstandard.ZstdCompressor:
     comp = getattr(_local, "compressor", None)
     if comp is None:
         comp = _local.compressor = zstandard.ZstdCompressor(
-            level=ZSTD_LEVEL, write_content_size=True
+            level=ZSTD_LEVEL, dict_data=_D1, write_content_size=True, write_dict_id=False
         )
     return comp
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    dec = getattr(_local, "decompressor", None)
+def _decompressor(encoding: str) -> zstandard.ZstdDecompressor:
+    name = f"decompressor_{encoding}"
+    dec = getattr(_local, name, None)
     if dec is None:
-        dec = _local.decompressor = zstandard.ZstdDecompressor()
+        dec = zstandard.ZstdDecompressor(dict_data=_D1 if encoding == ZD1 else None)
+        setattr(_local, name, dec)
     return dec
 
 
@@ -181,7 +202,7 @@ def make_payload(type_: str, data: bytes) -> Payload:
     if len(data) > COMPRESS_MIN:
         packed = _compressor().compress(data)
         if len(packed) < len(data):
-            return Payload(type_, ZSTD, packed)
+            return Payload(type_, ZD1, packed)
     return Payload(type_, RAW, data)
 
 
@@ -189,9 +210,9 @@ def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     """Return ``(type, serialized bytes)`` of a payload, decompressing it."""
     if payload.encoding == RAW:
         return payload.type, payload.data
-    if payload.encoding == ZSTD:
+    if payload.encoding in (ZSTD, ZD1):
         try:
-            return payload.type, _decompressor().decompress(payload.data)
+            return payload.type, _decompressor(payload.encoding).decompress(payload.data)
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
     raise CorruptObjectError(key, f"unknown payload encoding {payload.encoding!r}")
@@ -432,7 +453,7 @@ def _payload(raw: Any, key: str) -> Payload:
         or not isinstance(raw[2], bytes)
     ):
         raise CorruptObjectError(key, "a payload is not [type, encoding, data]")
-    if raw[1] not in (RAW, ZSTD):
+    if raw[1] not in ENCODINGS:
         raise CorruptObjectError(key, f"unknown payload encoding {raw[1]!r}")
     return Payload(raw[0], raw[1], raw[2])
 
@@ -504,7 +525,7 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
         return PartObj(_field(obj, "d", bytes, key))
     if kind == "parts":
         encoding = _field(obj, "e", str, key)
-        if encoding not in (RAW, ZSTD):
+        if encoding not in ENCODINGS:
             raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
         return PartsObj(
             type=_field(obj, "t", str, key),

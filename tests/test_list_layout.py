@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -131,3 +132,34 @@ def test_short_chunk_and_uneven_node_are_corrupt() -> None:
     node = {"f": 1, "k": "node", "c": [[b"\0" * 32, 8], [b"\1" * 32, 32], [b"\2" * 32, 8]]}
     with pytest.raises(CorruptObjectError, match="node holds"):
         codec.decode_object(msgpack.packb(node, use_bin_type=True), "k", "c")
+
+
+def test_payloads_use_dictionary_d1_and_old_zstd_frames_still_read() -> None:
+    import zstandard
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    type_, data = JsonPlusSerializer().dumps_typed(AIMessage("a reply " * 40, id="run-1"))
+    payload = codec.make_payload(type_, data)
+    assert payload.encoding == codec.ZD1
+    plain = zstandard.ZstdCompressor(level=codec.ZSTD_LEVEL).compress(data)
+    assert len(payload.data) < len(plain) - 60  # the framing is in the dictionary
+    assert codec.payload_bytes(payload, "k") == (type_, data)
+    old = codec.Payload(type_, codec.ZSTD, plain)
+    assert codec.payload_bytes(old, "k") == (type_, data)
+    # D1 is not optional: a zd1 frame does not decode without it.
+    with pytest.raises(zstandard.ZstdError):
+        zstandard.ZstdDecompressor().decompress(payload.data)
+    bad = codec.Payload(type_, codec.ZD1, plain[:-3] + b"xyz")
+    with pytest.raises(CorruptObjectError, match="does not decompress"):
+        codec.payload_bytes(bad, "threads/_t/objects/00")
+
+
+def test_dictionary_file_matches_the_spec() -> None:
+    import hashlib
+    from importlib import resources
+
+    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == codec.D1_SHA256
+    spec = (Path(__file__).parents[1] / "docs" / "spec.md").read_text()
+    assert codec.D1_SHA256 in spec
