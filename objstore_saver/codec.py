@@ -170,8 +170,8 @@ class WriteObj:
     value: Entry
     seq: int = 0
     """Order of special (negative index) writes: the greatest one is in force."""
-    group: int = 0
-    """Regular writes stored by the same call (0: not recorded); see spec §4.7."""
+    group: tuple[int, ...] = ()
+    """Indexes of the regular writes stored by the same call (empty: not recorded); §4.7."""
 
 
 StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj
@@ -391,7 +391,7 @@ def encode_write(
     channel: str,
     value: Entry,
     seq: int = 0,
-    group: int = 0,
+    group: tuple[int, ...] = (),
 ) -> bytes:
     """Bytes of a pending write (spec §4.7)."""
     fields: dict[str, Any] = {
@@ -405,7 +405,7 @@ def encode_write(
         "v": entry_to_msgpack(value),
     }
     if group:
-        fields["n"] = group
+        fields["g"] = list(group)
     return _pack(fields)
 
 
@@ -497,6 +497,14 @@ def decode_manifest(data: bytes, key: str) -> Manifest:
     )
 
 
+def _write_group(raw: object, key: str) -> tuple[int, ...]:
+    if not isinstance(raw, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in raw
+    ):
+        raise CorruptObjectError(key, f"write group must be a list of indexes, got {raw!r}")
+    return tuple(raw)
+
+
 def decode_write(data: bytes, key: str) -> WriteObj:
     """Decode and check a pending write."""
     obj = _unpack_map(data, key, "write")
@@ -507,7 +515,7 @@ def decode_write(data: bytes, key: str) -> WriteObj:
         channel=_field(obj, "channel", str, key),
         value=decode_entry(obj.get("v"), key),
         seq=_field(obj, "seq", int, key),
-        group=_field(obj, "n", int, key) if "n" in obj else 0,
+        group=_write_group(obj.get("g", []), key),
     )
 
 

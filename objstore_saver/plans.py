@@ -259,16 +259,11 @@ def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
     take a task with some of its writes as done and lose the others.
     """
     latest: dict[tuple[str, int], WriteObj] = {}
-    stored: dict[tuple[str, int], int] = {}
     for w in writes:
         slot = (w.task_id, w.idx)
         if slot not in latest or w.seq > latest[slot].seq:
             latest[slot] = w
-        if w.group:
-            stored[(w.task_id, w.group)] = stored.get((w.task_id, w.group), 0) + 1
-    complete = [
-        w for w in latest.values() if not w.group or stored[(w.task_id, w.group)] >= w.group
-    ]
+    complete = [w for w in latest.values() if all((w.task_id, i) in latest for i in w.group)]
     return sorted(complete, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
 
 
@@ -732,7 +727,7 @@ def put_writes(
     encoded: list[Encoded] = []
     write_puts: list[Put] = []
     # Readers keep the regular writes of this call hidden until all are stored.
-    group = sum(1 for i, (channel, _) in enumerate(writes) if WRITES_IDX_MAP.get(channel, i) >= 0)
+    regular = tuple(i for i, (ch, _) in enumerate(writes) if WRITES_IDX_MAP.get(ch, i) >= 0)
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
         # Taken in call order, before any request: a later special write wins
@@ -747,7 +742,7 @@ def put_writes(
             channel=channel,
             value=enc.entry,
             seq=seq,
-            group=group if idx >= 0 and group > 1 else 0,
+            group=regular if idx >= 0 and len(regular) > 1 else (),
         )
         key = keys.write_key(
             scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seq
