@@ -809,13 +809,15 @@ def delete_thread(ctx: Context, thread_id: str) -> Step:
     """Plan: spec §6.6."""
     pfx = keys.thread_prefix(thread_id)
     listing = yield from list_thread(pfx)
+    # Forget before deleting: if a delete fails after removing some keys, the
+    # memories must not vouch for them (a put would then skip writing them).
+    ctx.objects.forget_thread(pfx)
+    ctx.entries.forget_prefix(pfx)
+    ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
     yield from _delete(_oldest_first(listing.manifests))
     yield from _delete([o.key for o in listing.writes])
     yield from _delete([o.key for o in listing.objects])
     yield from _delete([o.key for o in listing.runs] + listing.run_index_keys)
-    ctx.objects.forget_thread(pfx)
-    ctx.entries.forget_prefix(pfx)
-    ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
 
 
 def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> Step:
@@ -865,6 +867,8 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
     for run_id in run_ids:
         if not isinstance(run_id, str):
             raise InvalidIdentifierError(f"run_id must be a string, got {run_id!r}")
+        suffix = "\0" + run_id
+        ctx.marked_runs.discard_where(lambda m, suffix=suffix: m.endswith(suffix))
         index = yield from list_all(keys.run_prefix(run_id))
         for index_key in index:
             thread_tok = index_key.rsplit("/", 1)[1]
@@ -883,6 +887,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                     if md.get("run_id") == run_id:
                         doomed.append(m)
                         doomed_keys.append(k)
+            ctx.entries.forget(doomed_keys)  # before deleting, as in delete_thread
             yield from _delete(list(reversed(doomed_keys)))
             write_keys: list[str] = []
             for m in doomed:
@@ -890,11 +895,8 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                     keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
                 )
             yield from _delete(write_keys)
-            ctx.entries.forget(doomed_keys)
             marker = f"{pfx}runs/{keys.token('run_id', run_id)}"
             yield from _delete([marker, index_key])
-        suffix = "\0" + run_id
-        ctx.marked_runs.discard_where(lambda m, suffix=suffix: m.endswith(suffix))
 
 
 def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
@@ -945,8 +947,8 @@ def prune(
                 pending -= set(parent.channels)
                 cursor = parent
         doomed = [o for o in listing.manifests if o.key not in kept]
+        ctx.entries.forget(o.key for o in doomed)  # before deleting, as in delete_thread
         yield from _delete(_oldest_first(doomed))
-        ctx.entries.forget(o.key for o in doomed)
         kept_writes = {
             keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id) for m in kept.values()
         }
@@ -970,8 +972,8 @@ def prune(
             for o in listing.objects
             if bytes.fromhex(o.key.rsplit("/", 1)[1]) not in reachable and o.last_modified < cutoff
         ]
-        yield from _delete([o.key for o in sweep])
         ctx.objects.forget(pfx, (bytes.fromhex(o.key.rsplit("/", 1)[1]) for o in sweep))
+        yield from _delete([o.key for o in sweep])
 
 
 def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:
