@@ -88,9 +88,15 @@ OPS: dict[str, Callable[[ObjectStoreSaver], Any]] = {
 
 
 def _replay(saver: ObjectStoreSaver) -> None:
-    """After the operation: a put re-using every value of the seed must read back."""
+    """After the operation: puts re-using every value of the seed must read back.
+
+    Values that a delete or prune removed may still be in the saver's memory
+    as "stored"; a put that trusted it would reference missing objects.
+    """
     c = _put(saver, "t", "", 7, None, messages=_messages(40), big=b"B" * 300_000, count=7)
     saver.put_writes(c, [("blob", b"w" * 4000)], "task-7")
+    c = _put(saver, "t", "", 8, None, messages=_messages(30), big=b"B" * 300_000, count=1)
+    saver.put_writes(c, [("messages", _messages(31)[-1:])], "task-1")
 
 
 @dataclass
@@ -156,7 +162,8 @@ def _crash_points(make_store: Callable[[], ObjectStore], op: str, fault: Fault, 
         _replay(case.saver)
         assert check_integrity(case.store) > 0, where
         with ObjectStoreSaver(case.store) as fresh:
-            assert fresh.get_tuple(config("t", "", checkpoint_id(7))) is not None, where
+            for n in (7, 8):
+                assert fresh.get_tuple(config("t", "", checkpoint_id(n))) is not None, where
         case.saver.close()
     COVERED[op] = COVERED.get(op, 0) + n
     return n

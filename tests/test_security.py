@@ -71,9 +71,7 @@ def test_encrypted_chat_round_trips_and_stores_no_plaintext(store: ObjectStore) 
         graph = _chat_graph(saver)
         cfg = config("encrypted-chat")
         for i, word in enumerate(SECRET_WORDS * 6):  # long enough for chunked lists
-            graph.invoke(
-                {"messages": [HumanMessage(content=f"{word} #{i}", id=f"h-{i}")]}, cfg
-            )
+            graph.invoke({"messages": [HumanMessage(content=f"{word} #{i}", id=f"h-{i}")]}, cfg)
         state = graph.get_state(cfg)
     assert len(state.values["messages"]) == 36
     assert state.values["messages"][0].content == f"{SECRET_WORDS[0]} #0"
@@ -90,8 +88,9 @@ def test_encrypted_chat_round_trips_and_stores_no_plaintext(store: ObjectStore) 
             assert word.encode("utf-16-le") not in body, key
     # Without the key the data cannot be read, and that is an error, not an absence.
     with (
-        ObjectStoreSaver(store, serde=EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 32))
-        as wrong,
+        ObjectStoreSaver(
+            store, serde=EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 32)
+        ) as wrong,
         pytest.raises(ValueError, match="MAC check failed"),
     ):
         wrong.get_tuple(cfg)
