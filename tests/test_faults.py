@@ -87,6 +87,17 @@ def test_faulty_store_carries_out_only_lost_responses(
     assert store.requests == 2 and len(store.injected) == 1
 
 
+def test_lost_response_is_an_error_whatever_the_store_answered(tmp_path: Path) -> None:
+    inner = LocalStore(tmp_path, fsync=False)
+    inner.put("k/1", b"1")
+    store = FaultyStore(inner, FailWhere(lambda r: True, Fault.LOST_RESPONSE))
+    with pytest.raises(InjectedFaultError, match="lost_response on put"):
+        store.put("k/1", b"2", PutMode.CREATE)  # the store said "exists"; the caller never heard
+    with pytest.raises(InjectedFaultError, match="lost_response on get"):
+        store.get("k/2")  # "not found" is lost too
+    assert inner.get("k/1") == b"1"
+
+
 def test_faulty_store_fails_reads_lists_and_deletes_by_predicate(tmp_path: Path) -> None:
     inner = LocalStore(tmp_path)
     inner.put("k/1", b"1")
