@@ -115,6 +115,7 @@ def _list_thread(
         "writes": [],
         "objects": [],
         "runs": [],
+        "marks": [],
     }
     after: str | None = None
     while True:
