@@ -978,6 +978,18 @@ def _writes_prefix_of_manifest_key(key: str) -> str:
     return f"{pfx}writes/{ns_tok}/{keys.token('checkpoint_id', keys.unreverse_id(seg))}/"
 
 
+def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
+    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
+    out: list[ObjectInfo] = []
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(prefix, after))
+        out.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return out
+        after = page.objects[-1].key
+
+
 def _read_manifests(
     ctx: Context, manifest_keys: Sequence[str]
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
@@ -1114,9 +1126,12 @@ def _prune_thread(
             for d in codec.decode_mark(body, info.key):
                 if d not in marked_at or marked_at[d] > info.last_modified:
                     marked_at[d] = info.last_modified
+        # LastModified as late as possible, just before the delete: a writer
+        # that renewed a marked object before this LIST is seen (§6.9 step 3).
+        current = yield from _list_infos(pfx + "objects/")
         victims = [
             o
-            for o in listing.objects
+            for o in current
             if (d := _digest_of_key(o.key)) in marked_at
             and d not in everything
             # Renewed (re-PUT by a writer) since it was marked: not a candidate.
