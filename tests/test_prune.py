@@ -503,3 +503,32 @@ def test_prune_running_alongside_chat_writers_loses_nothing(local: LocalStore) -
             assert tuples
             head = tuples[0].checkpoint["channel_values"]["messages"]
             assert len(head) == 60
+
+
+def test_a_chat_turn_after_an_idle_hour_costs_the_same_requests(tmp_path: Any) -> None:
+    """The turn's own read of the head confirms what the head reaches, so an
+    expired reuse window costs nothing extra in a conversation."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def bot(state: MessagesState) -> dict:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"answer {n} " + "a" * 800, id=f"ai-{n}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    clock = FakeClock()
+    metered = MeteredStore(LocalStore(tmp_path / "idle"))
+    costs = []
+    with _saver(metered, clock) as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "idle"}}
+        for turn in range(40):
+            if turn == 36:
+                clock.now += 3600  # the user comes back an hour later
+            metered.reset()
+            message = HumanMessage(f"q{turn} " + "q" * 300, id=f"h{turn}")
+            graph.invoke({"messages": [message]}, config)
+            costs.append(metered.snapshot().requests)
+    assert costs[36] == costs[35] == costs[37], costs[34:]
