@@ -43,9 +43,11 @@ dump_logs() {
   done
 }
 
+# fail MESSAGE: print the message and the daemon logs, stop what was started, exit 1.
 fail() {
   log "$*"
   dump_logs
+  stop
   exit 1
 }
 
@@ -162,16 +164,16 @@ start() {
     "$DIR/monmap" >/dev/null
   ceph-mon -c "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$keyring" ||
     fail "ceph-mon --mkfs failed"
-  ceph-mon -c "$CONF" -i a || fail "ceph-mon did not start"
+  ceph-mon -c "$CONF" -i a 2>"$DIR/log/mon.a.stderr.log" || fail "ceph-mon did not start"
   wait_for "$TIMEOUT" "the monitor" ceph_cli mon stat
 
   ceph_cli osd new "$osd_uuid" 0 >/dev/null || fail "ceph osd new failed"
   ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >"$DIR/log/osd-mkfs.log" 2>&1 ||
     fail "ceph-osd --mkfs failed"
-  ceph-osd -c "$CONF" -i 0 || fail "ceph-osd did not start"
+  ceph-osd -c "$CONF" -i 0 2>"$DIR/log/osd.0.stderr.log" || fail "ceph-osd did not start"
   wait_for "$TIMEOUT" "the OSD to be up" osd_up
 
-  radosgw -c "$CONF" -n "$RGW" || fail "radosgw did not start"
+  radosgw -c "$CONF" -n "$RGW" 2>"$DIR/log/rgw.stderr.log" || fail "radosgw did not start"
   wait_for "$TIMEOUT" "the gateway on 127.0.0.1:$port" rgw_answers
 
   timeout 60 radosgw-admin -c "$CONF" user create --uid objstore-test \
