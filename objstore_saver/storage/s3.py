@@ -221,11 +221,6 @@ def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
 
 
-def _cause(exc: Exception) -> Exception | None:
-    """The exception to chain to a storage error: none where it may quote secrets."""
-    return None if isinstance(exc, ParamValidationError) else exc
-
-
 def _public_url(url: str) -> str:
     """``url`` without any user info, so errors never carry credentials."""
     parts = urlsplit(url)
@@ -481,6 +476,19 @@ class S3Store:
             f"S3 {operation}{subject} in {self._location} failed: {type(exc).__name__}: {exc}"
         )
 
+    def _invoke(self, method: Any, operation: str, key: str | None, **args: Any) -> Any:
+        """Call a client method; a refused parameter raises a StorageError.
+
+        botocore's ParamValidationError quotes the refused values, an SSE-C key
+        among them: the error raised instead names the parameters only and is
+        raised outside the handler, so it neither chains nor holds the original.
+        """
+        try:
+            return method(**args)
+        except ParamValidationError as exc:
+            error = self._error(exc, operation, key)
+        raise error
+
     def check(self) -> None:
         """Check that the bucket exists and the credentials may use it.
 
@@ -489,9 +497,9 @@ class S3Store:
                 the endpoint cannot be reached.
         """
         try:
-            self._client.head_bucket(Bucket=self._bucket)
+            self._invoke(self._client.head_bucket, "check", None, Bucket=self._bucket)
         except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "check") from _cause(exc)
+            raise self._error(exc, "check") from exc
 
     def _holds(self, key: str, data: bytes) -> bool:
         try:
@@ -523,7 +531,7 @@ class S3Store:
             args["IfNoneMatch"] = "*"
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
-                response = self._client.put_object(**args)
+                response = self._invoke(self._client.put_object, "put", key, **args)
             except ClientError as exc:
                 code = _code(exc)
                 if mode is PutMode.CREATE and (code == "PreconditionFailed" or _status(exc) == 412):
@@ -542,9 +550,9 @@ class S3Store:
                     # settles a retry gets 412 (it won) or succeeds (it failed).
                     time.sleep(random.uniform(0, 0.05 * 2**attempt))
                     continue
-                raise self._error(exc, "put", key) from _cause(exc)
+                raise self._error(exc, "put", key) from exc
             except BotoCoreError as exc:
-                raise self._error(exc, "put", key) from _cause(exc)
+                raise self._error(exc, "put", key) from exc
             self._check_encryption(response, key)
             return
 
@@ -579,7 +587,7 @@ class S3Store:
             # the object's existence is still checked, then drop it.
             args["Range"] = f"bytes={start}-{max(start, end - 1)}"
         try:
-            response = self._client.get_object(**args)
+            response = self._invoke(self._client.get_object, "get", key, **args)
             body = response["Body"].read()
         except ClientError as exc:
             code = _code(exc)
@@ -587,9 +595,9 @@ class S3Store:
                 raise ObjectNotFoundError(self._location, key) from None
             if byte_range is not None and (code == "InvalidRange" or _status(exc) == 416):
                 return b""
-            raise self._error(exc, "get", key) from _cause(exc)
+            raise self._error(exc, "get", key) from exc
         except BotoCoreError as exc:
-            raise self._error(exc, "get", key) from _cause(exc)
+            raise self._error(exc, "get", key) from exc
         if byte_range is None:
             return body
         if "ContentRange" not in response:  # the server ignored the range
@@ -623,9 +631,9 @@ class S3Store:
         if start_after:
             args["StartAfter"] = self._prefix + start_after
         try:
-            response = self._client.list_objects_v2(**args)
+            response = self._invoke(self._client.list_objects_v2, "list", prefix, **args)
         except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "list", prefix) from _cause(exc)
+            raise self._error(exc, "list", prefix) from exc
         skip = len(self._prefix)
         objects = [
             ObjectInfo(
@@ -651,12 +659,15 @@ class S3Store:
         for i in range(0, len(full_keys), MAX_DELETE_BATCH):
             batch = full_keys[i : i + MAX_DELETE_BATCH]
             try:
-                response = self._client.delete_objects(
+                response = self._invoke(
+                    self._client.delete_objects,
+                    "delete",
+                    keys[i],
                     Bucket=self._bucket,
                     Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
                 )
             except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, "delete", keys[i]) from _cause(exc)
+                raise self._error(exc, "delete", keys[i]) from exc
             errors = response.get("Errors") or []
             if errors:
                 first = errors[0]
