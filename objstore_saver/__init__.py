@@ -24,6 +24,7 @@ from objstore_saver.storage import (
     StorageError,
     StoreUnavailableError,
 )
+from objstore_saver.verify import Problem, VerifyReport
 
 __all__ = [
     "CheckpointConflictError",
@@ -36,11 +37,13 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreSaver",
     "ObjstoreSaverError",
+    "Problem",
     "PutMode",
     "S3Encryption",
     "S3Store",
     "StorageError",
     "StoreUnavailableError",
     "UnsupportedFormatError",
+    "VerifyReport",
 ]
 __version__ = "0.1.0"
