@@ -370,3 +370,52 @@ def test_encryption_on_the_server(s3_endpoint: Any, s3_bucket: str, kind: str) -
             assert head["SSEKMSKeyId"].endswith(KMS_KEY_ID)
     store.delete(["thread/obj", "thread/over"])
     assert store.list("thread/").objects == []
+
+
+@pytest.mark.parametrize("kind", sorted(SUPPORTED.get(_server(), {"SSE-S3", "SSE-KMS", "SSE-C"})))
+async def test_every_object_of_a_saver_is_encrypted(
+    s3_endpoint: Any, s3_bucket: str, kind: str
+) -> None:
+    """A saver's checkpoints, values and writes all carry the encryption, sync and async.
+
+    Run for the modes the server supports (the others are refused with a clear
+    error: ``test_encryption_on_the_server``).
+    """
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    encryption = _encryption(kind)
+    if _server() not in SUPPORTED:
+        answer = s3_endpoint.client().put_object(
+            Bucket=s3_bucket, Key="probe", Body=b"p", **encryption.put_args()
+        )
+        if not encryption.confirmed_by(answer):
+            pytest.skip(f"this server does not confirm {kind}")
+        s3_endpoint.client().delete_object(Bucket=s3_bucket, Key="probe")
+    store = S3Store(s3_bucket, "saver/", client=s3_endpoint.client(), encryption=encryption)
+    with ObjectStoreSaver(store) as saver:
+        config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        big = "a long message " * 2000  # large enough to be an object of its own
+        checkpoint["channel_values"] = {"messages": ["hello", big], "n": 1}
+        checkpoint["channel_versions"] = {"messages": 1, "n": 1}
+        stored = saver.put(config, checkpoint, {"step": 0}, {"messages": 1, "n": 1})
+        saver.put_writes(stored, [("n", 2)], "task-1")
+        second = empty_checkpoint()
+        await saver.aput(stored, second, {"step": 1}, {})
+        got = saver.get_tuple(stored)
+        assert got is not None
+        assert got.checkpoint["channel_values"] == {"messages": ["hello", big], "n": 1}
+        assert got.pending_writes == [("task-1", "n", 2)]
+        latest = await saver.aget_tuple(config)
+        assert latest is not None
+        assert latest.checkpoint["id"] == second["id"]
+    raw = s3_endpoint.client()
+    keys = [o["Key"] for o in raw.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+    kinds = {key.split("/")[3] for key in keys}
+    assert kinds == {"checkpoints", "objects", "writes"}, keys
+    for key in keys:
+        head = raw.head_object(Bucket=s3_bucket, Key=key, **encryption.get_args())
+        if kind == "SSE-C":
+            assert head["SSECustomerKeyMD5"] == encryption.customer_key_md5, key
+        else:
+            assert head["ServerSideEncryption"] == encryption.put_args()["ServerSideEncryption"]
