@@ -244,6 +244,47 @@ def test_a_put_refused_early_does_not_stall_the_next_put(s3_endpoint: Any, s3_bu
     assert good.get("k") == b"v"
 
 
+# --- conditional writes the store does not use -------------------------------------
+
+#: How each server answers If-Match on PutObject (docs/s3-compatibility.md #3, #4):
+#: with the quoted ETag, with the bare ETag, on a missing key. S3Store never
+#: sends If-Match; this records the differences for code that would.
+IF_MATCH = {
+    "moto": (200, 200, 404),
+    "ceph": (412, 200, 412),  # Ceph 16 compares the ETag without its quotes
+}
+
+
+def _status_of(call: Any) -> int:
+    try:
+        return call()["ResponseMetadata"]["HTTPStatusCode"]
+    except ClientError as exc:
+        return exc.response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def test_if_match_answers_are_the_documented_ones(s3_endpoint: Any, s3_bucket: str) -> None:
+    client = s3_endpoint.client()
+    quoted = client.put_object(Bucket=s3_bucket, Key="k", Body=b"v")["ETag"]
+    assert quoted.startswith('"') and quoted.endswith('"')
+    answers = (
+        _status_of(lambda: client.put_object(Bucket=s3_bucket, Key="k", Body=b"v", IfMatch=quoted)),
+        _status_of(
+            lambda: client.put_object(
+                Bucket=s3_bucket, Key="k", Body=b"v", IfMatch=quoted.strip('"')
+            )
+        ),
+        _status_of(
+            lambda: client.put_object(Bucket=s3_bucket, Key="missing", Body=b"v", IfMatch=quoted)
+        ),
+    )
+    # AWS S3 documents 200 with the quoted ETag and 404 on a missing key.
+    expected = IF_MATCH.get(_server())
+    if expected is None:
+        assert answers[0] in (200, 412) and answers[2] in (404, 412), answers
+    else:
+        assert answers == expected
+
+
 # --- server-side encryption --------------------------------------------------------
 
 
