@@ -29,7 +29,7 @@ from objstore_saver.driver import Driver
 from objstore_saver.memory import EntryMemory, ObjectMemory
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.s3 import S3Store
+from objstore_saver.storage.s3 import S3Encryption, S3Store
 from objstore_saver.verify import VerifyReport
 
 
@@ -106,18 +106,44 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         *,
         endpoint_url: str | None = None,
         region_name: str | None = None,
+        max_attempts: int | None = None,
+        retry_mode: str | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        encryption: S3Encryption | None = None,
         **kwargs: Any,
     ) -> ObjectStoreSaver:
-        """A saver on an S3 bucket; credentials come from boto3's usual chain."""
-        store = S3Store(bucket, prefix, endpoint_url=endpoint_url, region_name=region_name)
+        """A saver on an S3 bucket; credentials come from boto3's usual chain.
+
+        The S3 options are those of :class:`~objstore_saver.storage.S3Store`
+        (``None`` keeps its default); the other keyword arguments go to the
+        saver. ``docs/s3-compatibility.md`` documents defaults and servers.
+        """
+        store = S3Store(
+            bucket,
+            prefix,
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            max_attempts=max_attempts,
+            retry_mode=retry_mode,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            encryption=encryption,
+        )
         return cls(store, **kwargs)
 
     @classmethod
     def from_client(
-        cls, client: Any, bucket: str, prefix: str = "", **kwargs: Any
+        cls,
+        client: Any,
+        bucket: str,
+        prefix: str = "",
+        *,
+        encryption: S3Encryption | None = None,
+        **kwargs: Any,
     ) -> ObjectStoreSaver:
         """A saver on an S3 bucket through an existing boto3 S3 client."""
-        return cls(S3Store(bucket, prefix, client=client), **kwargs)
+        return cls(S3Store(bucket, prefix, client=client, encryption=encryption), **kwargs)
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str], **kwargs: Any) -> ObjectStoreSaver:
