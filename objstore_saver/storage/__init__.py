@@ -14,10 +14,11 @@ from objstore_saver.storage.base import (
 )
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.metered import Meter, MeteredStore
-from objstore_saver.storage.s3 import S3Store
+from objstore_saver.storage.s3 import EncryptionNotConfirmedError, S3Encryption, S3Store
 
 __all__ = [
     "MAX_DELETE_BATCH",
+    "EncryptionNotConfirmedError",
     "InvalidKeyError",
     "ListPage",
     "LocalStore",
@@ -28,6 +29,7 @@ __all__ = [
     "ObjectNotFoundError",
     "ObjectStore",
     "PutMode",
+    "S3Encryption",
     "S3Store",
     "StorageError",
     "StoreUnavailableError",

@@ -1,16 +1,21 @@
 """A backend on an S3-compatible bucket, optionally under a key prefix.
 
 Create-only puts use ``If-None-Match: *`` (conditional writes), so the bucket
-must be on AWS S3 or a server that implements them.
+must be on AWS S3 or a server that implements them. Differences between
+servers that this module handles are listed in ``docs/s3-compatibility.md``.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import math
 import random
+import re
 import time
 from collections.abc import Sequence
 from datetime import UTC
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import boto3
@@ -21,6 +26,7 @@ from botocore.exceptions import (
     CredentialRetrievalError,
     HTTPClientError,
     NoCredentialsError,
+    ParamValidationError,
     PartialCredentialsError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -69,6 +75,143 @@ _UNREACHABLE = (
 #: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
 _CONFLICT_RETRIES = 5
 
+#: Defaults of the client options (see ``docs/s3-compatibility.md``).
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_RETRY_MODE = "standard"
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 30.0
+DEFAULT_MAX_POOL_CONNECTIONS = 64
+_RETRY_MODES = ("standard", "adaptive")
+_EXPECT_HOOK_ID = "objstore_saver.s3.drop-expect-100-continue"
+
+
+def _drop_expect_header(request: Any, **_: Any) -> None:
+    """Send PutObject bodies at once instead of waiting for ``100 Continue``.
+
+    When a server answers a PUT carrying ``Expect: 100-continue`` with a final
+    error status before the body (Ceph RGW does for a missing bucket, denied
+    access or an invalid key), botocore keeps that status line on the pooled
+    connection and the next PutObject on it reads it back and then hangs until
+    the read timeout. Objects here are at most a few MiB, so sending the body
+    without waiting costs little.
+    """
+    if "Expect" in request.headers:
+        del request.headers["Expect"]
+
+
+class EncryptionNotConfirmedError(StorageError):
+    """The server stored an object without confirming the requested encryption.
+
+    The object may be stored unencrypted: the server ignored the SSE headers
+    (Ceph 16 does so for SSE-S3) or does not support the mode.
+    """
+
+
+class S3Encryption:
+    """Server-side encryption of every object an :class:`S3Store` writes.
+
+    Build one with :meth:`sse_s3`, :meth:`sse_kms` or :meth:`sse_c`. The
+    store sends the settings with every ``PutObject``, checks that the
+    server's answer confirms them, and, for SSE-C, sends the key with every
+    ``GetObject`` too. The customer key never appears in ``repr`` or errors.
+    """
+
+    __slots__ = ("_customer_key", "_key_md5", "_kind", "_kms_key_id")
+
+    def __init__(
+        self,
+        kind: Literal["SSE-S3", "SSE-KMS", "SSE-C"],
+        *,
+        kms_key_id: str | None = None,
+        customer_key: bytes | None = None,
+    ) -> None:
+        if kind not in ("SSE-S3", "SSE-KMS", "SSE-C"):
+            raise ValueError(f"unknown encryption kind {kind!r}: SSE-S3, SSE-KMS or SSE-C")
+        if kind == "SSE-C":
+            if not isinstance(customer_key, bytes) or len(customer_key) != 32:
+                size = len(customer_key) if isinstance(customer_key, bytes) else None
+                raise ValueError(
+                    "an SSE-C customer key is 32 bytes (AES-256), "
+                    + (f"got {size} bytes" if size is not None else "got no bytes object")
+                )
+        elif customer_key is not None:
+            raise ValueError(f"a customer key is for SSE-C only, not {kind}")
+        if kms_key_id is not None and (kind != "SSE-KMS" or not kms_key_id):
+            raise ValueError("kms_key_id is a non-empty key id, alias or ARN, for SSE-KMS only")
+        self._kind = kind
+        self._kms_key_id = kms_key_id
+        self._customer_key = customer_key
+        self._key_md5 = (
+            base64.b64encode(hashlib.md5(customer_key).digest()).decode()
+            if customer_key is not None
+            else None
+        )
+
+    @classmethod
+    def sse_s3(cls) -> S3Encryption:
+        """Keys managed by S3 (``ServerSideEncryption='AES256'``)."""
+        return cls("SSE-S3")
+
+    @classmethod
+    def sse_kms(cls, key_id: str | None = None) -> S3Encryption:
+        """Keys managed by KMS (``aws:kms``), with ``key_id`` or the bucket's default key."""
+        return cls("SSE-KMS", kms_key_id=key_id)
+
+    @classmethod
+    def sse_c(cls, key: bytes) -> S3Encryption:
+        """A 32-byte key of the caller's, sent with every PUT and GET and never stored."""
+        return cls("SSE-C", customer_key=key)
+
+    @property
+    def kind(self) -> str:
+        """``"SSE-S3"``, ``"SSE-KMS"`` or ``"SSE-C"``."""
+        return self._kind
+
+    @property
+    def kms_key_id(self) -> str | None:
+        """The KMS key of SSE-KMS, ``None`` for the bucket's default."""
+        return self._kms_key_id
+
+    @property
+    def customer_key_md5(self) -> str | None:
+        """Base64 MD5 of the SSE-C key, as servers report it; ``None`` otherwise."""
+        return self._key_md5
+
+    def __repr__(self) -> str:
+        if self._kind == "SSE-S3":
+            return "S3Encryption.sse_s3()"
+        if self._kind == "SSE-KMS":
+            return f"S3Encryption.sse_kms({self._kms_key_id!r})"
+        return "S3Encryption.sse_c(<customer key hidden>)"
+
+    def put_args(self) -> dict[str, Any]:
+        """The ``put_object`` arguments."""
+        if self._kind == "SSE-S3":
+            return {"ServerSideEncryption": "AES256"}
+        if self._kind == "SSE-KMS":
+            args: dict[str, Any] = {"ServerSideEncryption": "aws:kms"}
+            if self._kms_key_id is not None:
+                args["SSEKMSKeyId"] = self._kms_key_id
+            return args
+        return self.get_args()
+
+    def get_args(self) -> dict[str, Any]:
+        """The ``get_object`` / ``head_object`` arguments (SSE-C only)."""
+        if self._kind != "SSE-C":
+            return {}
+        # botocore adds the key's base64 form and its MD5 (SSECustomerKeyMD5).
+        return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": self._customer_key}
+
+    def confirmed_by(self, response: dict[str, Any]) -> bool:
+        """Whether a ``put_object`` response reports this encryption."""
+        if self._kind == "SSE-C":
+            return (
+                response.get("SSECustomerAlgorithm") == "AES256"
+                and response.get("SSECustomerKeyMD5") == self._key_md5
+            )
+        expected = "AES256" if self._kind == "SSE-S3" else "aws:kms"
+        return response.get("ServerSideEncryption") == expected
+
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "Unknown"))
@@ -87,33 +230,85 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def _build_client(
+    *,
+    endpoint_url: str | None,
+    region_name: str | None,
+    max_attempts: int,
+    retry_mode: str,
+    connect_timeout: float,
+    read_timeout: float,
+    max_pool_connections: int,
+) -> Any:
+    """A boto3 S3 client with bounded retries and timeouts."""
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be an integer of at least 1, got {max_attempts!r}")
+    if retry_mode not in _RETRY_MODES:
+        raise ValueError(f"retry_mode must be 'standard' or 'adaptive', got {retry_mode!r}")
+    for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
+        if not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    if not isinstance(max_pool_connections, int) or max_pool_connections < 1:
+        raise ValueError(
+            f"max_pool_connections must be an integer of at least 1, got {max_pool_connections!r}"
+        )
+    options: dict[str, Any] = {
+        "retries": {"mode": retry_mode, "total_max_attempts": max_attempts},
+        "connect_timeout": connect_timeout,
+        "read_timeout": read_timeout,
+        "max_pool_connections": max_pool_connections,
+    }
+    if endpoint_url is not None:
+        if urlsplit(endpoint_url).username is not None:
+            raise ValueError(
+                f"endpoint_url {_public_url(endpoint_url)!r} carries user info: give "
+                "credentials through boto3's chain (environment, profile, role) instead"
+            )
+        options["s3"] = {"addressing_style": "path"}
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region_name,
+        config=botocore.config.Config(**options),
+    )
+
+
 class S3Store:
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket.
 
     Keys given to the store are relative to ``prefix``; listings return them
     relative again. Credentials come from boto3's usual chain (environment,
-    shared files, instance roles) unless a ready client is passed.
+    shared files, instance roles) unless a ready client is passed. Defaults
+    and advice for each option are in ``docs/s3-compatibility.md``.
 
     Args:
         bucket: Bucket name.
         prefix: Key prefix of every object; normalized to ``""`` or a string
             ending with ``/``.
-        client: A boto3 S3 client to use instead of building one; the other
-            client options are then ignored.
+        client: A boto3 S3 client to use instead of building one. The client
+            options below cannot be combined with it: configure the client.
         endpoint_url: S3-compatible endpoint (MinIO, Ceph...); path-style
-            addressing is used with it.
+            addressing is used with it. User info in the URL is refused:
+            credentials come from boto3's chain.
         region_name: Region of the bucket.
-        max_attempts: Attempts per request, the first one included.
-        retry_mode: botocore retry mode (``standard`` or ``adaptive``).
+        max_attempts: Attempts per request, the first one included (botocore
+            ``total_max_attempts``); default 5.
+        retry_mode: botocore retry mode, ``"standard"`` (default) or
+            ``"adaptive"`` (standard plus client-side rate limiting).
+        connect_timeout: Seconds to wait for a connection; default 5.
+        read_timeout: Seconds to wait for data on a connection; default 30.
         max_pool_connections: Size of the HTTP connection pool; at least the
-            number of threads using the store at once.
-        extra_put_args: Extra ``put_object`` arguments, e.g. ``StorageClass``
-            or ``ServerSideEncryption``.
-        extra_get_args: Extra ``get_object`` arguments, e.g. SSE-C keys.
+            number of threads using the store at once; default 64.
+        encryption: Server-side encryption of every object (see
+            :class:`S3Encryption`); ``None`` leaves it to the bucket's default.
+        extra_put_args: Extra ``put_object`` arguments, e.g. ``StorageClass``.
+        extra_get_args: Extra ``get_object`` arguments.
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
-        ValueError: ``bucket`` is empty or ``max_attempts`` below 1.
+        ValueError: ``bucket`` is empty, an option is out of range, client
+            options are given with ``client``, or the extra arguments set
+            what ``encryption`` sets.
     """
 
     def __init__(
@@ -124,38 +319,73 @@ class S3Store:
         client: Any = None,
         endpoint_url: str | None = None,
         region_name: str | None = None,
-        max_attempts: int = 5,
-        retry_mode: str = "standard",
-        max_pool_connections: int = 64,
+        max_attempts: int | None = None,
+        retry_mode: str | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        max_pool_connections: int | None = None,
+        encryption: S3Encryption | None = None,
         extra_put_args: dict[str, Any] | None = None,
         extra_get_args: dict[str, Any] | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("bucket must not be empty")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         prefix = prefix.lstrip("/")
         if prefix:
             validate_key(prefix.rstrip("/"))
             prefix = prefix.rstrip("/") + "/"
+        if encryption is not None and not isinstance(encryption, S3Encryption):
+            raise ValueError(f"encryption must be an S3Encryption, not {type(encryption).__name__}")
+        client_options = {
+            "endpoint_url": endpoint_url,
+            "region_name": region_name,
+            "max_attempts": max_attempts,
+            "retry_mode": retry_mode,
+            "connect_timeout": connect_timeout,
+            "read_timeout": read_timeout,
+            "max_pool_connections": max_pool_connections,
+        }
         if client is None:
-            options: dict[str, Any] = {
-                "retries": {"mode": retry_mode, "total_max_attempts": max_attempts},
-                "max_pool_connections": max_pool_connections,
-            }
-            if endpoint_url is not None:
-                options["s3"] = {"addressing_style": "path"}
-            client = boto3.session.Session().client(
-                "s3",
+            client = _build_client(
                 endpoint_url=endpoint_url,
                 region_name=region_name,
-                config=botocore.config.Config(**options),
+                max_attempts=DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts,
+                retry_mode=DEFAULT_RETRY_MODE if retry_mode is None else retry_mode,
+                connect_timeout=(
+                    DEFAULT_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+                ),
+                read_timeout=DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout,
+                max_pool_connections=(
+                    DEFAULT_MAX_POOL_CONNECTIONS
+                    if max_pool_connections is None
+                    else max_pool_connections
+                ),
             )
+        else:
+            given = sorted(name for name, value in client_options.items() if value is not None)
+            if given:
+                raise ValueError(
+                    f"S3Store for bucket {bucket!r}: {', '.join(given)} cannot be combined "
+                    "with client=; configure the client instead"
+                )
+        self._encryption = encryption
+        self._extra_put_args = dict(extra_put_args or {})
+        self._extra_get_args = dict(extra_get_args or {})
+        if encryption is not None:
+            clash = sorted(
+                (set(encryption.put_args()) & set(self._extra_put_args))
+                | (set(encryption.get_args()) & set(self._extra_get_args))
+            )
+            if clash:
+                raise ValueError(
+                    f"extra arguments {', '.join(clash)} clash with encryption={encryption!r}"
+                )
+        client.meta.events.register(
+            "before-sign.s3.PutObject", _drop_expect_header, unique_id=_EXPECT_HOOK_ID
+        )
         self._client = client
         self._bucket = bucket
         self._prefix = prefix
-        self._extra_put_args = dict(extra_put_args or {})
-        self._extra_get_args = dict(extra_get_args or {})
         self._endpoint = _public_url(client.meta.endpoint_url)
         location = f"s3://{bucket}/{prefix}"
         if endpoint_url is not None or not urlsplit(self._endpoint).netloc.endswith(
@@ -165,9 +395,16 @@ class S3Store:
         self._location = location
 
     @classmethod
-    def from_client(cls, client: Any, bucket: str, prefix: str = "") -> S3Store:
+    def from_client(
+        cls,
+        client: Any,
+        bucket: str,
+        prefix: str = "",
+        *,
+        encryption: S3Encryption | None = None,
+    ) -> S3Store:
         """Build a store on an existing boto3 S3 client."""
-        return cls(bucket, prefix, client=client)
+        return cls(bucket, prefix, client=client, encryption=encryption)
 
     @property
     def client(self) -> Any:
@@ -185,12 +422,19 @@ class S3Store:
         return self._prefix
 
     @property
+    def encryption(self) -> S3Encryption | None:
+        """The server-side encryption of every object, ``None`` for the bucket's default."""
+        return self._encryption
+
+    @property
     def location(self) -> str:
         """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
         return self._location
 
     def __repr__(self) -> str:
-        return f"S3Store({self._location!r})"
+        if self._encryption is None:
+            return f"S3Store({self._location!r})"
+        return f"S3Store({self._location!r}, encryption={self._encryption!r})"
 
     def _full_key(self, key: str) -> str:
         validate_key(key)
@@ -205,6 +449,7 @@ class S3Store:
     def _error(self, exc: Exception, operation: str, key: str | None = None) -> StorageError:
         """Map a boto error to the storage error to raise (never with credentials)."""
         where = f"S3 bucket {self._bucket!r} at {self._endpoint}"
+        subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
             code, status = _code(exc), _status(exc)
             if code in _UNAVAILABLE_CODES or status in _UNAVAILABLE_STATUS or operation == "check":
@@ -212,19 +457,37 @@ class S3Store:
                     f"{where} is unavailable ({operation}): {code} (HTTP {status})"
                 )
             message = exc.response.get("Error", {}).get("Message", "")
-            subject = f" of key {key!r}" if key is not None else ""
             return StorageError(
                 f"S3 {operation}{subject} in {self._location} failed: {code} (HTTP {status})"
                 + (f": {message}" if message else "")
+            )
+        if isinstance(exc, ParamValidationError):
+            # botocore's message quotes the values, SSE-C keys included.
+            names = sorted(set(re.findall(r"parameter (\w+)", str(exc))))
+            return StorageError(
+                f"S3 {operation}{subject} in {self._location} failed: invalid request "
+                f"parameters {', '.join(names) or '(unnamed)'} (values not shown)"
             )
         if isinstance(exc, _UNREACHABLE):
             return StoreUnavailableError(
                 f"{where} is unavailable ({operation}): {type(exc).__name__}: {exc}"
             )
-        subject = f" of key {key!r}" if key is not None else ""
         return StorageError(
             f"S3 {operation}{subject} in {self._location} failed: {type(exc).__name__}: {exc}"
         )
+
+    def _invoke(self, method: Any, operation: str, key: str | None, **args: Any) -> Any:
+        """Call a client method; a refused parameter raises a StorageError.
+
+        botocore's ParamValidationError quotes the refused values, an SSE-C key
+        among them: the error raised instead names the parameters only and is
+        raised outside the handler, so it neither chains nor holds the original.
+        """
+        try:
+            return method(**args)
+        except ParamValidationError as exc:
+            error = self._error(exc, operation, key)
+        raise error
 
     def check(self) -> None:
         """Check that the bucket exists and the credentials may use it.
@@ -234,7 +497,7 @@ class S3Store:
                 the endpoint cannot be reached.
         """
         try:
-            self._client.head_bucket(Bucket=self._bucket)
+            self._invoke(self._client.head_bucket, "check", None, Bucket=self._bucket)
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, "check") from exc
 
@@ -255,17 +518,20 @@ class S3Store:
         Raises:
             ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
             InvalidKeyError: the key is invalid or too long with the prefix.
+            EncryptionNotConfirmedError: ``encryption`` is set and the server's
+                answer does not report it.
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
         args = {**self._extra_put_args, "Bucket": self._bucket, "Key": self._full_key(key)}
+        if self._encryption is not None:
+            args.update(self._encryption.put_args())
         args["Body"] = data
         if mode is PutMode.CREATE:
             args["IfNoneMatch"] = "*"
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
-                self._client.put_object(**args)
-                return
+                response = self._invoke(self._client.put_object, "put", key, **args)
             except ClientError as exc:
                 code = _code(exc)
                 if mode is PutMode.CREATE and (code == "PreconditionFailed" or _status(exc) == 412):
@@ -287,6 +553,17 @@ class S3Store:
                 raise self._error(exc, "put", key) from exc
             except BotoCoreError as exc:
                 raise self._error(exc, "put", key) from exc
+            self._check_encryption(response, key)
+            return
+
+    def _check_encryption(self, response: dict[str, Any], key: str) -> None:
+        if self._encryption is None or self._encryption.confirmed_by(response):
+            return
+        raise EncryptionNotConfirmedError(
+            f"S3 put of key {key!r} in {self._location}: the server did not confirm "
+            f"{self._encryption.kind} encryption (it may not support it); the object "
+            "may be stored unencrypted"
+        )
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Return the object at ``key``, or bytes ``[start, end)`` of it.
@@ -302,13 +579,15 @@ class S3Store:
             StorageError: any other failure.
         """
         args = {**self._extra_get_args, "Bucket": self._bucket, "Key": self._full_key(key)}
+        if self._encryption is not None:
+            args.update(self._encryption.get_args())
         if byte_range is not None:
             start, end = validate_byte_range(byte_range)
             # An empty range cannot be expressed in HTTP; ask for one byte so
             # the object's existence is still checked, then drop it.
             args["Range"] = f"bytes={start}-{max(start, end - 1)}"
         try:
-            response = self._client.get_object(**args)
+            response = self._invoke(self._client.get_object, "get", key, **args)
             body = response["Body"].read()
         except ClientError as exc:
             code = _code(exc)
@@ -352,7 +631,7 @@ class S3Store:
         if start_after:
             args["StartAfter"] = self._prefix + start_after
         try:
-            response = self._client.list_objects_v2(**args)
+            response = self._invoke(self._client.list_objects_v2, "list", prefix, **args)
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, "list", prefix) from exc
         skip = len(self._prefix)
@@ -380,7 +659,10 @@ class S3Store:
         for i in range(0, len(full_keys), MAX_DELETE_BATCH):
             batch = full_keys[i : i + MAX_DELETE_BATCH]
             try:
-                response = self._client.delete_objects(
+                response = self._invoke(
+                    self._client.delete_objects,
+                    "delete",
+                    keys[i],
                     Bucket=self._bucket,
                     Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
                 )

@@ -1,0 +1,224 @@
+"""Secrets never appear in what this package logs, raises or shows.
+
+Distinctive secrets (access key, secret key, session token, SSE-C key, a
+password in an endpoint URL) are set, failures are provoked with every logger
+at DEBUG, and the captured output of this package's loggers, the messages and
+reprs of the exceptions (with their whole chain) and the reprs of the store and
+saver are searched for them.
+
+botocore itself logs request headers at DEBUG (the access key id in
+``Authorization``, the session token, the SSE-C key): that is botocore's, and
+``docs/s3-compatibility.md`` warns against DEBUG logging of botocore in
+production. The test checks that the capture does see botocore's records, so
+a leak of ours would be seen too.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import socket
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.storage import PutMode, S3Encryption, S3Store, StorageError
+
+_TAG = uuid.uuid4().hex[:10].upper()
+
+
+@dataclass(frozen=True)
+class Secrets:
+    access_key: str = f"AKIASECRET{_TAG}"
+    secret_key: str = f"secret-key-{_TAG}-do-not-log"
+    session_token: str = f"session-token-{_TAG}-do-not-log"
+    sse_c_key: bytes = f"sse-c-key-{_TAG}-32-bytes!!!".encode()[:32].ljust(32, b"!")
+    url_password: str = f"url-password-{_TAG}"
+
+    def forms(self) -> list[str]:
+        """Every string form in which a secret could leak."""
+        return [
+            self.access_key,
+            self.secret_key,
+            self.session_token,
+            self.sse_c_key.decode(),
+            base64.b64encode(self.sse_c_key).decode(),
+            self.url_password,
+        ]
+
+
+SECRETS = Secrets()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """boto3's default chain finds the distinctive credentials."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", SECRETS.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRETS.secret_key)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", SECRETS.session_token)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def captured(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Every logger at DEBUG, captured."""
+    with caplog.at_level(logging.DEBUG):
+        yield caplog
+
+
+def _exception_text(exc: BaseException) -> str:
+    """Message, repr and formatted traceback of ``exc`` and its whole chain."""
+    parts = ["".join(traceback.format_exception(exc))]
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts += [str(current), repr(current), repr(getattr(current, "response", ""))]
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
+
+
+def _ours(caplog: pytest.LogCaptureFixture) -> str:
+    return "\n".join(
+        f"{r.name} {r.getMessage()} {r.exc_text or ''}"
+        for r in caplog.records
+        if r.name.startswith("objstore_saver")
+    )
+
+
+def _assert_clean(text: str, what: str) -> None:
+    for secret in SECRETS.forms():
+        assert secret not in text, f"a secret leaked into {what}"
+
+
+def _failures(endpoint: Any, bucket: str) -> list[tuple[str, Callable[[], Any]]]:
+    """Calls that fail, each on a store built from the distinctive credentials."""
+    sse_c = S3Encryption.sse_c(SECRETS.sse_c_key)
+    down = f"http://127.0.0.1:{_closed_port()}"
+    on_server = {"endpoint_url": endpoint.url, "region_name": endpoint.region}
+    missing = S3Store(f"missing-{uuid.uuid4().hex[:10]}", "p/", encryption=sse_c, **on_server)
+    unreachable = S3Store("bucket", encryption=sse_c, endpoint_url=down, max_attempts=1)
+    denied = S3Store(bucket, encryption=sse_c, **on_server)
+    if not os.environ.get("OBJSTORE_TEST_ENDPOINT"):
+        # moto accepts any credentials: play the server's refusal.
+        from test_store_s3 import _reply
+
+        denied.client.meta.events.register(
+            "before-send.s3", _reply(403, "InvalidAccessKeyId", "no such key id")
+        )
+    failing_put = S3Store(bucket, encryption=sse_c, max_attempts=2, **on_server)
+    failing_put.client.meta.events.register(
+        "before-send.s3.PutObject",
+        lambda request, **_: _fail_put(request),
+    )
+    return [
+        ("missing bucket put", lambda: missing.put("k", b"v", PutMode.CREATE)),
+        ("missing bucket get", lambda: missing.get("k")),
+        ("endpoint down check", unreachable.check),
+        ("endpoint down put", lambda: unreachable.put("k", b"v")),
+        ("wrong credentials check", denied.check),
+        ("wrong credentials put", lambda: denied.put("k", b"v")),
+        ("wrong credentials get", lambda: denied.get("k", (0, 4))),
+        ("failing put", lambda: failing_put.put("k", b"v")),
+        ("bad SSE-C get", lambda: _bad_sse_c_get(failing_put)),
+    ]
+
+
+def _fail_put(request: Any) -> Any:
+    from test_store_s3 import _reply
+
+    return _reply(500, "InternalError", "We encountered an internal error.")(request)
+
+
+def _bad_sse_c_get(store: S3Store) -> None:
+    # With an MD5 given, botocore does not encode the key and refuses the raw
+    # bytes with a ParamValidationError that quotes them.
+    store._extra_get_args["SSECustomerKeyMD5"] = "not-the-md5"
+    try:
+        store.get("k")
+    finally:
+        del store._extra_get_args["SSECustomerKeyMD5"]
+
+
+@pytest.mark.usefixtures("credentials")
+def test_failures_carry_no_secret(
+    s3_endpoint: Any, s3_bucket: str, captured: pytest.LogCaptureFixture
+) -> None:
+    for what, call in _failures(s3_endpoint, s3_bucket):
+        with pytest.raises(StorageError) as info:
+            call()
+        _assert_clean(_exception_text(info.value), f"the exception of: {what}")
+    _assert_clean(_ours(captured), "this package's log records")
+    botocore_text = "\n".join(
+        r.getMessage() for r in captured.records if r.name.startswith("botocore")
+    )
+    assert SECRETS.access_key in botocore_text  # the capture sees botocore's DEBUG records
+
+
+@pytest.mark.usefixtures("credentials")
+def test_reprs_carry_no_secret(s3_endpoint: Any) -> None:
+    sse_c = S3Encryption.sse_c(SECRETS.sse_c_key)
+    store = S3Store(
+        "bucket", "p/", endpoint_url=s3_endpoint.url, region_name="us-east-1", encryption=sse_c
+    )
+    saver = ObjectStoreSaver.from_bucket(
+        "bucket", "p/", endpoint_url=s3_endpoint.url, region_name="us-east-1", encryption=sse_c
+    )
+    with saver:
+        for what, text in [
+            ("repr(store)", repr(store)),
+            ("str(store)", str(store)),
+            ("store.location", store.location),
+            ("repr(encryption)", repr(sse_c)),
+            ("repr(saver)", repr(saver)),
+            ("repr(saver.store)", repr(saver.store)),
+            ("vars(saver)", repr(vars(saver))),
+        ]:
+            _assert_clean(text, what)
+
+
+def test_endpoint_url_password_is_refused_without_echo() -> None:
+    url = f"http://objstore:{SECRETS.url_password}@127.0.0.1:{_closed_port()}"
+    for build in (
+        lambda: S3Store("bucket", endpoint_url=url),
+        lambda: ObjectStoreSaver.from_bucket("bucket", endpoint_url=url),
+    ):
+        with pytest.raises(ValueError, match="user info") as info:
+            build()
+        _assert_clean(_exception_text(info.value), "the refusal of a URL with a password")
+
+
+@pytest.mark.usefixtures("credentials")
+async def test_saver_failures_carry_no_secret(
+    s3_endpoint: Any, captured: pytest.LogCaptureFixture
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = ObjectStoreSaver.from_bucket(
+        f"missing-{uuid.uuid4().hex[:10]}",
+        "p/",
+        endpoint_url=s3_endpoint.url,
+        region_name=s3_endpoint.region,
+        encryption=S3Encryption.sse_c(SECRETS.sse_c_key),
+    )
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with saver:
+        with pytest.raises(StorageError) as info:
+            saver.put(config, empty_checkpoint(), {}, {})
+        _assert_clean(_exception_text(info.value), "saver.put's exception")
+        with pytest.raises(StorageError) as ainfo:
+            await saver.aget_tuple(config)
+        _assert_clean(_exception_text(ainfo.value), "saver.aget_tuple's exception")
+    _assert_clean(_ours(captured), "this package's log records")
