@@ -54,16 +54,36 @@ class Model(InMemorySaver):
                 self.writes[(target_thread_id, ns, cid)] = dict(writes)
 
     def prune(self, thread_ids: Iterable[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest``: the newest checkpoint of each namespace and its writes stay."""
+        """``keep_latest`` with ``keep_last=1``, as spec §6.9 defines it.
+
+        The newest root checkpoint stays, and of each subgraph namespace the
+        newest checkpoint that belongs to it (a subgraph checkpoint belongs to
+        the newest root checkpoint whose id is not greater, or to the oldest
+        root checkpoint if it precedes them all). A thread without root
+        checkpoints keeps the newest checkpoint of each namespace. Kept
+        checkpoints keep their writes.
+        """
         for thread_id in thread_ids:
             if strategy == "delete":
                 self.delete_thread(thread_id)
                 continue
-            for ns, cps in self.storage.get(thread_id, {}).items():
+            namespaces = self.storage.get(thread_id, {})
+            roots = sorted(namespaces.get("", {}))
+            for ns, cps in namespaces.items():
                 if not cps:
                     continue
-                newest = max(cps)
-                for cid in [c for c in cps if c != newest]:
+                if not roots or ns == "":
+                    keep = {max(cps)}
+                else:
+                    head = roots[-1]
+
+                    def owner(x: str, roots: list[str] = roots) -> str:
+                        earlier = [r for r in roots if r <= x]
+                        return earlier[-1] if earlier else roots[0]
+
+                    mine = [c for c in cps if owner(c) == head]
+                    keep = {max(mine)} if mine else set()
+                for cid in [c for c in cps if c not in keep]:
                     del cps[cid]
                     self.writes.pop((thread_id, ns, cid), None)
 

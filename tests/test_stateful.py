@@ -216,10 +216,10 @@ class SaverMachine(RuleBasedStateMachine):
     def prune(self, threads: list[str]) -> None:
         self._call("prune", threads)
         self.model.prune(threads)
-        for (t, _ns), cps in self.stored.items():
-            if t in threads and cps:
-                newest = max(cps)
-                for c in [c for c in cps if c != newest]:
+        for (t, ns), cps in self.stored.items():
+            if t in threads:
+                left = self.model.storage.get(t, {}).get(ns, {})
+                for c in [c for c in cps if c not in left]:
                     del cps[c]
 
     # -- invariants --------------------------------------------------------------------
