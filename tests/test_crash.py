@@ -184,8 +184,8 @@ def _crash_points(make_store: Callable[[], ObjectStore], op: str, fault: Fault, 
         _replay(case.saver)
         assert check_integrity(case.store) > 0, where
         with ObjectStoreSaver(case.store) as fresh:
-            for n in (7, 8):
-                assert fresh.get_tuple(config("t", "", checkpoint_id(n))) is not None, where
+            for replayed in (7, 8):
+                assert fresh.get_tuple(config("t", "", checkpoint_id(replayed))) is not None, where
         case.saver.close()
     COVERED[op] = COVERED.get(op, 0) + n
     return n
