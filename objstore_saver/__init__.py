@@ -4,6 +4,7 @@ Checkpoints are stored as increments: create-only manifests over immutable,
 content-addressed values scoped to their thread. See ``docs/spec.md``.
 """
 
+from objstore_saver.config import ConfigurationError, create_checkpointer
 from objstore_saver.errors import (
     CheckpointConflictError,
     CorruptObjectError,
@@ -12,7 +13,7 @@ from objstore_saver.errors import (
     ObjstoreSaverError,
     UnsupportedFormatError,
 )
-from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
 from objstore_saver.storage import (
     InvalidKeyError,
     LocalStore,
@@ -25,7 +26,9 @@ from objstore_saver.storage import (
 )
 
 __all__ = [
+    "AsyncObjectStoreSaver",
     "CheckpointConflictError",
+    "ConfigurationError",
     "CorruptObjectError",
     "InvalidIdentifierError",
     "InvalidKeyError",
@@ -40,5 +43,6 @@ __all__ = [
     "StorageError",
     "StoreUnavailableError",
     "UnsupportedFormatError",
+    "create_checkpointer",
 ]
 __version__ = "0.1.0"
