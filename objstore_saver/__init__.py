@@ -24,6 +24,7 @@ from objstore_saver.storage import (
     StorageError,
     StoreUnavailableError,
 )
+from objstore_saver.verify import Problem, VerifyReport
 
 __all__ = [
     "AsyncObjectStoreSaver",
@@ -38,11 +39,13 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreSaver",
     "ObjstoreSaverError",
+    "Problem",
     "PutMode",
     "S3Store",
     "StorageError",
     "StoreUnavailableError",
     "UnsupportedFormatError",
+    "VerifyReport",
     "create_checkpointer",
 ]
 __version__ = "0.1.0"
