@@ -59,3 +59,29 @@ def snapshot(saver: BaseCheckpointSaver[Any], thread_id: str) -> list[dict[str, 
         )
     rows.sort(key=lambda r: (r["ns"], r["id"]))
     return rows
+
+
+#: The saver ``memory_source`` hands to ``migrate --from saver tests.ops_helpers:memory_source``.
+MEMORY_SOURCE: dict[str, Any] = {}
+
+
+def memory_source() -> BaseCheckpointSaver[Any]:
+    """A source factory (``module:callable``) for in-process migration tests."""
+    return MEMORY_SOURCE["saver"]
+
+
+def subgraph_chat(saver: BaseCheckpointSaver[Any], thread_id: str, questions: list[str]) -> None:
+    """Turns of a graph whose node is a subgraph: checkpoints in two namespaces."""
+    inner = StateGraph(MessagesState)
+
+    def bot(state: MessagesState) -> dict:
+        return {"messages": [AIMessage(f"inner echo: {state['messages'][-1].content}")]}
+
+    inner.add_node("bot", bot)
+    inner.add_edge(START, "bot")
+    outer = StateGraph(MessagesState)
+    outer.add_node("inner", inner.compile())
+    outer.add_edge(START, "inner")
+    graph = outer.compile(checkpointer=saver)
+    for q in questions:
+        graph.invoke({"messages": [("user", q)]}, {"configurable": {"thread_id": thread_id}})
