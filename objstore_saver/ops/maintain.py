@@ -127,13 +127,12 @@ def prune(
                     cancelled = True
                     break
                 if core:
-                    row = saver.prune(  # type: ignore[call-arg]
+                    result = saver.prune(  # type: ignore[call-arg]
                         [tid], keep_last=keep_last, min_age=min_age, dry_run=not apply
                     )
-                    row = {"thread_id": tid, **(row or {})}
+                    rows += result.get("threads") or [{"thread_id": tid}]
                 else:
-                    row = _legacy_prune(saver, driver, tid, keep_last, min_age, apply)
-                rows.append(row)
+                    rows.append(_legacy_prune(saver, driver, tid, keep_last, min_age, apply))
                 progress(i + 1, len(ids), tid)
         finally:
             driver.close()
