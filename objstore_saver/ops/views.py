@@ -36,7 +36,7 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.ops.decode import decode_payload
+from objstore_saver.ops.decode import decode_payload, jsonable
 from objstore_saver.storage.base import ObjectInfo
 from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
 
@@ -107,16 +107,8 @@ def _describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
 
 
 def _thread_prefixes() -> SubPlan:
-    """Sub-plan: every thread prefix, by skip scan (one LIST per thread)."""
-    found: list[str] = []
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(keys.THREADS, after, limit=1))
-        if not page.objects:
-            return found
-        pfx, _ = keys.split_thread_key(page.objects[0].key)
-        found.append(pfx)
-        after = pfx[:-1] + "0"  # "0" follows "/": skips every key of this thread
+    """Sub-plan: every thread prefix, by the saver's skip scan (spec §6.4)."""
+    return (yield from plans._thread_prefixes())
 
 
 def _thread_id_of(pfx: str, listing: plans.ThreadListing) -> SubPlan:
@@ -386,7 +378,10 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         )
         return out
     if section != "objects":
-        raise CorruptObjectError(key, f"unknown section {section!r} under a thread prefix")
+        # A section this reader does not model: show its MessagePack map as it is.
+        raw = codec._unpack_map(body, key)
+        out.update(kind=str(raw.get("k", section)), fields=jsonable(raw))
+        return out
     digest_hex = key.rsplit("/", 1)[1]
     try:
         digest = bytes.fromhex(digest_hex)
@@ -442,12 +437,9 @@ def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
 
 
 def _kind_of(rest: str) -> str:
-    return {
-        "checkpoints": "manifests",
-        "writes": "writes",
-        "objects": "objects",
-        "runs": "run-markers",
-    }.get(rest.split("/", 1)[0], "unknown")
+    section = rest.split("/", 1)[0]
+    names = {"checkpoints": "manifests", "runs": "run-markers"}
+    return names.get(section, section)
 
 
 def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
