@@ -20,7 +20,7 @@ from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, Configuratio
 from objstore_saver.errors import ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
 from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE
-from objstore_saver.ops.migrate import SOURCES
+from objstore_saver.ops.migration import SOURCES
 from objstore_saver.storage.base import StorageError
 
 EXIT_OK = 0

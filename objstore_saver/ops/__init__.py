@@ -17,7 +17,7 @@ Example (a daily retention job in an application's own scheduler)::
 
 from objstore_saver.ops._common import JobError, OpsConfig, redact
 from objstore_saver.ops.maintain import delete_thread, prune, verify
-from objstore_saver.ops.migrate import migrate
+from objstore_saver.ops.migration import migrate
 from objstore_saver.ops.views import cat, du, history, show, threads
 
 __all__ = [
