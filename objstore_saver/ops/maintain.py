@@ -8,7 +8,7 @@ stop between threads when cancelled and return JSON-serializable reports.
 from __future__ import annotations
 
 import inspect
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from objstore_saver import keys, plans
@@ -58,10 +58,9 @@ def _legacy_prune(
 ) -> dict[str, Any]:
     """Prune through the core's older ``keep_latest`` signature (see the report's ``mode``)."""
     listing = driver.run(plans.list_thread(keys.thread_prefix(thread_id)))
-    cutoff = datetime.now(UTC) - timedelta(seconds=min_age)
     root = keys.manifests_prefix(thread_id, "")
     roots = [o for o in listing.manifests if o.key.startswith(root)]  # newest first
-    doomed = [o for o in roots[keep_last:] if o.last_modified < cutoff]
+    doomed = roots[keep_last:]  # min_age protects values, not checkpoints
     report = {
         "thread_id": thread_id,
         "root_checkpoints": len(roots),
