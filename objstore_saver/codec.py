@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Literal
 
 import msgpack
@@ -26,8 +27,10 @@ ELEMENT_INLINE_MAX = 64
 COMPRESS_MIN = 128
 #: Largest payload data of one ``value`` object; larger data is split into parts.
 PART_SIZE = 256 * 1024
-#: Elements per chunk.
-CHUNK_LEN = 32
+#: Elements per sealed chunk; fewer wait in the list object's tail.
+CHUNK_LEN = 8
+#: Subtrees per node: F full subtrees of one size are sealed under a node.
+NODE_FANOUT = 4
 #: Lists whose elements average less than this are stored as one value.
 LIST_MIN_MEAN_ELEMENT = 256
 #: A manifest larger than this moves its largest inline entries to objects.
@@ -36,6 +39,24 @@ ZSTD_LEVEL = 3
 
 RAW = "raw"
 ZSTD = "zstd"
+#: zstd with the raw-content dictionary D1 (spec §4.0).
+ZD1 = "zd1"
+ENCODINGS = frozenset({RAW, ZSTD, ZD1})
+#: SHA-256 of ``zdict/d1.bin``: the dictionary is part of the format, frozen.
+D1_SHA256 = "386e967d8d7c7fb69980de4a817ff6bb46214474daefa42c07b8653602f59ce1"
+
+
+def _load_d1() -> zstandard.ZstdCompressionDict:
+    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
+    if hashlib.sha256(data).hexdigest() != D1_SHA256:
+        raise RuntimeError(
+            "objstore_saver/zdict/d1.bin does not match its SHA-256 in codec.D1_SHA256: "
+            "the installed package is damaged; reinstall objstore-saver"
+        )
+    return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+
+
+_D1 = _load_d1()
 
 # zstd (de)compressor objects are not thread-safe: one of each per thread.
 _local = threading.local()
@@ -45,15 +66,17 @@ def _compressor() -> zstandard.ZstdCompressor:
     comp = getattr(_local, "compressor", None)
     if comp is None:
         comp = _local.compressor = zstandard.ZstdCompressor(
-            level=ZSTD_LEVEL, write_content_size=True
+            level=ZSTD_LEVEL, dict_data=_D1, write_content_size=True, write_dict_id=False
         )
     return comp
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    dec = getattr(_local, "decompressor", None)
+def _decompressor(encoding: str) -> zstandard.ZstdDecompressor:
+    name = f"decompressor_{encoding}"
+    dec = getattr(_local, name, None)
     if dec is None:
-        dec = _local.decompressor = zstandard.ZstdDecompressor()
+        dec = zstandard.ZstdDecompressor(dict_data=_D1 if encoding == ZD1 else None)
+        setattr(_local, name, dec)
     return dec
 
 
@@ -121,7 +144,16 @@ class PartObj:
 @dataclass(frozen=True, slots=True)
 class ListObj:
     count: int
-    chunks: tuple[tuple[bytes, int], ...]
+    #: Sealed subtrees (chunks or nodes) in order, as (digest, element count).
+    sealed: tuple[tuple[bytes, int], ...]
+    #: Elements after the sealed ones (fewer than ``CHUNK_LEN``).
+    tail: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObj:
+    #: Full subtrees of one size, as (digest, element count).
+    subtrees: tuple[tuple[bytes, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +172,7 @@ class WriteObj:
     """Order of special (negative index) writes: the greatest one is in force."""
 
 
-StoredObject = ValueObj | PartsObj | PartObj | ListObj | ChunkObj
+StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj
 
 
 @dataclass(slots=True)
@@ -170,7 +202,7 @@ def make_payload(type_: str, data: bytes) -> Payload:
     if len(data) > COMPRESS_MIN:
         packed = _compressor().compress(data)
         if len(packed) < len(data):
-            return Payload(type_, ZSTD, packed)
+            return Payload(type_, ZD1, packed)
     return Payload(type_, RAW, data)
 
 
@@ -178,9 +210,9 @@ def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     """Return ``(type, serialized bytes)`` of a payload, decompressing it."""
     if payload.encoding == RAW:
         return payload.type, payload.data
-    if payload.encoding == ZSTD:
+    if payload.encoding in (ZSTD, ZD1):
         try:
-            return payload.type, _decompressor().decompress(payload.data)
+            return payload.type, _decompressor(payload.encoding).decompress(payload.data)
         except zstandard.ZstdError as exc:
             raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
     raise CorruptObjectError(key, f"unknown payload encoding {payload.encoding!r}")
@@ -243,7 +275,14 @@ def encode_serialized(type_: str, serialized: bytes, *, inline_max: int = INLINE
 
 
 def encode_list(elements: list[tuple[str, bytes]]) -> Encoded:
-    """Entry for a list given its serialized elements (spec §4.4)."""
+    """Entry for a list given its serialized elements (spec §4.4).
+
+    The layout depends only on the element sequence: full chunks of
+    ``CHUNK_LEN`` elements, grouped into nodes of ``NODE_FANOUT`` equal
+    subtrees like the digits of the chunk count in base ``NODE_FANOUT``, and a
+    tail of the remaining elements inside the list object. An appended element
+    therefore leaves every sealed object's hash unchanged.
+    """
     enc = Encoded(Inline(Payload("", RAW, b"")))
     out, children = enc.objects, enc.children
     items: list[list[Any]] = []
@@ -256,19 +295,56 @@ def encode_list(elements: list[tuple[str, bytes]]) -> Encoded:
             ref = _store_data(type_, data, out, children)
             items.append(entry_to_msgpack(ref))
             refs.append(ref.digest)
-    chunks = []
-    for start in range(0, len(items), CHUNK_LEN):
+    full = len(items) // CHUNK_LEN
+    chunks: list[tuple[bytes, int]] = []
+    for start in range(0, full * CHUNK_LEN, CHUNK_LEN):
         body = _pack({"f": FORMAT_VERSION, "k": "chunk", "x": items[start : start + CHUNK_LEN]})
         d = digest_of(body)
         out[d] = body
         children[d] = tuple(r for r in refs[start : start + CHUNK_LEN] if r is not None)
-        chunks.append([d, len(items[start : start + CHUNK_LEN])])
-    body = _pack({"f": FORMAT_VERSION, "k": "list", "n": len(items), "c": chunks})
+        chunks.append((d, CHUNK_LEN))
+    sealed: list[tuple[bytes, int]] = []
+    pos = 0
+    span = 1
+    while span * NODE_FANOUT <= full:
+        span *= NODE_FANOUT
+    while pos < full:
+        while full - pos < span:
+            span //= NODE_FANOUT
+        sealed.append(_subtree(chunks[pos : pos + span], out, children))
+        pos += span
+    tail_start = full * CHUNK_LEN
+    body = _pack(
+        {
+            "f": FORMAT_VERSION,
+            "k": "list",
+            "n": len(items),
+            "c": [[d, n] for d, n in sealed],
+            "x": items[tail_start:],
+        }
+    )
     d = digest_of(body)
     out[d] = body
-    children[d] = tuple(c for c, _ in chunks)
+    children[d] = tuple(c for c, _ in sealed) + tuple(r for r in refs[tail_start:] if r)
     enc.entry = Ref("l", d)
     return enc
+
+
+def _subtree(
+    chunks: list[tuple[bytes, int]],
+    out: dict[bytes, bytes],
+    children: dict[bytes, tuple[bytes, ...]],
+) -> tuple[bytes, int]:
+    """Seal ``NODE_FANOUT ** k`` full chunks under nested nodes; return (digest, count)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    step = len(chunks) // NODE_FANOUT
+    subtrees = [_subtree(chunks[i : i + step], out, children) for i in range(0, len(chunks), step)]
+    body = _pack({"f": FORMAT_VERSION, "k": "node", "c": [[d, n] for d, n in subtrees]})
+    d = digest_of(body)
+    out[d] = body
+    children[d] = tuple(c for c, _ in subtrees)
+    return d, sum(n for _, n in subtrees)
 
 
 def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:
@@ -377,7 +453,7 @@ def _payload(raw: Any, key: str) -> Payload:
         or not isinstance(raw[2], bytes)
     ):
         raise CorruptObjectError(key, "a payload is not [type, encoding, data]")
-    if raw[1] not in (RAW, ZSTD):
+    if raw[1] not in ENCODINGS:
         raise CorruptObjectError(key, f"unknown payload encoding {raw[1]!r}")
     return Payload(raw[0], raw[1], raw[2])
 
@@ -428,9 +504,9 @@ _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
     "b": ("value",),
     "p": ("parts",),
     "l": ("list",),
-    "c": ("chunk",),
+    "c": ("chunk", "node"),
     "d": ("part",),
-    None: ("value", "parts", "list", "chunk", "part"),
+    None: ("value", "parts", "list", "node", "chunk", "part"),
 }
 
 
@@ -438,7 +514,7 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
     """Decode a content-addressed object reached through an entry tagged ``tag``.
 
     ``tag`` is ``b`` (value), ``p`` (parts), ``l`` (list), ``c`` (chunk),
-    ``d`` (part, a data slice), or None to accept any of them.
+    ``c`` (chunk or node), ``d`` (part, a data slice), or None to accept any.
     """
     kinds = _KINDS_BY_TAG[tag]
     obj = _unpack_map(data, key, *kinds)
@@ -449,7 +525,7 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
         return PartObj(_field(obj, "d", bytes, key))
     if kind == "parts":
         encoding = _field(obj, "e", str, key)
-        if encoding not in (RAW, ZSTD):
+        if encoding not in ENCODINGS:
             raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
         return PartsObj(
             type=_field(obj, "t", str, key),
@@ -458,17 +534,36 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
             parts=tuple(_digest(d, key) for d in _field(obj, "p", list, key)),
         )
     if kind == "list":
-        chunks = []
-        for item in _field(obj, "c", list, key):
-            if not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], int):
-                raise CorruptObjectError(key, "a list chunk reference is not [digest, count]")
-            chunks.append((_digest(item[0], key), item[1]))
+        sealed = _subtree_refs(_field(obj, "c", list, key), key)
+        tail = tuple(decode_entry(e, key) for e in _field(obj, "x", list, key))
         count = _field(obj, "n", int, key)
-        if sum(c for _, c in chunks) != count:
-            raise CorruptObjectError(key, "element count differs from the sum of chunk counts")
-        return ListObj(count, tuple(chunks))
+        if sum(c for _, c in sealed) + len(tail) != count:
+            raise CorruptObjectError(key, "element count differs from its subtrees and tail")
+        return ListObj(count, sealed, tail)
+    if kind == "node":
+        subtrees = _subtree_refs(_field(obj, "c", list, key), key)
+        if len(subtrees) != NODE_FANOUT or len({c for _, c in subtrees}) != 1:
+            raise CorruptObjectError(key, f"a node holds {NODE_FANOUT} subtrees of one size")
+        return NodeObj(subtrees)
     items = tuple(decode_entry(e, key) for e in _field(obj, "x", list, key))
+    if len(items) != CHUNK_LEN:
+        raise CorruptObjectError(key, f"a chunk holds {len(items)} elements, not {CHUNK_LEN}")
     return ChunkObj(items)
+
+
+def _subtree_refs(raw: list[Any], key: str) -> tuple[tuple[bytes, int], ...]:
+    out = []
+    for item in raw:
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or not isinstance(item[1], int)
+            or item[1] < CHUNK_LEN
+            or item[1] % CHUNK_LEN
+        ):
+            raise CorruptObjectError(key, "a subtree reference is not [digest, full count]")
+        out.append((_digest(item[0], key), item[1]))
+    return tuple(out)
 
 
 def check_digest(data: bytes, digest: bytes, key: str) -> None:
@@ -486,5 +581,8 @@ def object_size(obj: StoredObject) -> int:
     if isinstance(obj, PartsObj):
         return 48 * len(obj.parts) + 64
     if isinstance(obj, ListObj):
-        return 56 * len(obj.chunks) + 64
+        tail = sum(len(i.payload.data) + 64 if isinstance(i, Inline) else 48 for i in obj.tail)
+        return 56 * len(obj.sealed) + tail + 64
+    if isinstance(obj, NodeObj):
+        return 56 * len(obj.subtrees) + 64
     return sum(len(i.payload.data) + 64 if isinstance(i, Inline) else 48 for i in obj.items) + 64

@@ -38,6 +38,7 @@ from objstore_saver.codec import (
     Inline,
     ListObj,
     Manifest,
+    NodeObj,
     PartObj,
     PartsObj,
     Ref,
@@ -161,7 +162,9 @@ def encode_value(serde: SerializerProtocol, value: Any) -> Encoded:
 
 def _children(obj: StoredObject) -> list[tuple[str, bytes]]:
     if isinstance(obj, ListObj):
-        return [("c", d) for d, _ in obj.chunks]
+        return [("c", d) for d, _ in obj.sealed] + _entry_refs(obj.tail)
+    if isinstance(obj, NodeObj):
+        return [("c", d) for d, _ in obj.subtrees]
     if isinstance(obj, ChunkObj):
         return [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
     if isinstance(obj, PartsObj):
@@ -259,15 +262,9 @@ def materialize(
     if entry.tag == "l":
         assert isinstance(obj, ListObj)
         out: list[Any] = []
-        for chunk_digest, count in obj.chunks:
-            chunk = got[chunk_digest]
-            assert isinstance(chunk, ChunkObj)
-            if len(chunk.items) != count:
-                raise CorruptObjectError(
-                    keys.object_key_in(pfx, chunk_digest),
-                    f"chunk holds {len(chunk.items)} elements, its list says {count}",
-                )
-            out.extend(materialize(serde, item, got, pfx) for item in chunk.items)
+        for digest, count in obj.sealed:
+            _expand(serde, digest, count, got, pfx, out)
+        out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
         return out
     if isinstance(obj, ValueObj):
         return serde.loads_typed(codec.payload_bytes(obj.payload, key))
@@ -276,6 +273,33 @@ def materialize(
     if len(data) != obj.size:
         raise CorruptObjectError(key, f"parts hold {len(data)} bytes, expected {obj.size}")
     return serde.loads_typed(codec.payload_bytes(codec.Payload(obj.type, obj.encoding, data), key))
+
+
+def _expand(
+    serde: SerializerProtocol,
+    digest: bytes,
+    count: int,
+    got: Mapping[bytes, StoredObject],
+    pfx: str,
+    out: list[Any],
+) -> None:
+    """Append the elements of a sealed subtree (a chunk, or a node of subtrees)."""
+    obj = got[digest]
+    if isinstance(obj, NodeObj):
+        if sum(n for _, n in obj.subtrees) != count:
+            raise CorruptObjectError(
+                keys.object_key_in(pfx, digest), f"node does not hold the {count} elements expected"
+            )
+        for child, n in obj.subtrees:
+            _expand(serde, child, n, got, pfx, out)
+        return
+    assert isinstance(obj, ChunkObj)
+    if len(obj.items) != count:
+        raise CorruptObjectError(
+            keys.object_key_in(pfx, digest),
+            f"chunk holds {len(obj.items)} elements, its parent says {count}",
+        )
+    out.extend(materialize(serde, item, got, pfx) for item in obj.items)
 
 
 def _decode_checked_manifest(data: bytes, key: str) -> Manifest:
@@ -343,6 +367,7 @@ def read_tuples(
     for i, ((mkey, m), writes) in enumerate(zip(manifests, sorted_writes, strict=True)):
         pfx = keys.thread_prefix(m.thread_id)
         checkpoint = materialize(ctx.serde, m.checkpoint, got, pfx)
+        checkpoint["id"] = m.checkpoint_id
         metadata = materialize(ctx.serde, m.metadata, got, pfx)
         checkpoint["channel_values"] = {
             name: materialize(ctx.serde, e, got, pfx) for name, e in m.channels.items()
@@ -534,8 +559,9 @@ def recall_parent(
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
     """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
 
-    Reading the manifest also teaches the object memory which list objects and
-    last chunks exist, so unchanged chunks of a growing list are not rewritten.
+    Reading the manifest also teaches the object memory which list objects,
+    sealed subtrees and tail elements exist, so a growing list rewrites only
+    its list object and what is new.
     """
     remembered = ctx.entries.get(mkey)
     if remembered is not None:
@@ -547,7 +573,6 @@ def recall_parent(
     checkpoint = materialize(ctx.serde, manifest.checkpoint, got, pfx)
     lists = [(e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref)]
     bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in lists))
-    last_chunks = []
     for (tag, d), body in zip(lists, bodies, strict=True):
         key = keys.object_key_in(pfx, d)
         if body is None:
@@ -556,13 +581,8 @@ def recall_parent(
         obj = codec.decode_object(body, key, tag)
         ctx.objects.add(pfx, d, obj)
         if isinstance(obj, ListObj):
-            ctx.objects.add_known(pfx, [c for c, _ in obj.chunks])
-            if obj.chunks:
-                last_chunks.append(("c", obj.chunks[-1][0]))
-    # Read the last chunks' structure only: their elements are known to exist.
-    reached: set[bytes] = set()
-    yield from fetch_objects(ctx, pfx, last_chunks, mkey, reached=reached)
-    ctx.objects.add_known(pfx, reached)
+            # Sealed subtrees and tail elements exist: the list was written after them.
+            ctx.objects.add_known(pfx, [c for _, c in _children(obj)])
     entries = CheckpointEntries(dict(checkpoint.get("channel_versions", {})), manifest.channels)
     ctx.entries.put(mkey, entries)
     return entries
@@ -632,7 +652,8 @@ def put(
             channels[name] = enc.entry
             encoded.append(enc)
 
-    bare = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    # The id is the manifest's own field; values are the channel entries.
+    bare = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
     cp_enc = codec.encode_serialized(*ctx.serde.dumps_typed(bare))
     md = get_checkpoint_metadata(config, metadata)
     md_enc = codec.encode_serialized(*ctx.serde.dumps_typed(md))

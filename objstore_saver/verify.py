@@ -16,6 +16,7 @@ from objstore_saver.codec import (
     ChunkObj,
     Entry,
     ListObj,
+    NodeObj,
     PartObj,
     PartsObj,
     Ref,
@@ -31,7 +32,7 @@ from objstore_saver.store_requests import Batch, Get, ListKeys, run_batch, run_o
 GET_BATCH = 64
 
 #: Object kind expected behind each reference tag (spec §4.0).
-KIND_OF_TAG = {"b": "value", "p": "parts", "l": "list", "c": "chunk", "d": "part"}
+KIND_OF_TAG = {"b": "value", "p": "parts", "l": "list", "c": "subtree", "d": "part"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +98,25 @@ def _facts(obj: StoredObject) -> _Facts:
     if isinstance(obj, PartsObj):
         return _Facts("parts", [("d", d) for d in obj.parts], shape=obj.size)
     if isinstance(obj, ListObj):
-        return _Facts("list", [("c", d) for d, _ in obj.chunks], shape=list(obj.chunks))
+        refs = [("c", d) for d, _ in obj.sealed] + _refs(obj.tail)
+        return _Facts("list", refs, shape=list(obj.sealed))
+    if isinstance(obj, NodeObj):
+        return _Facts("node", [("c", d) for d, _ in obj.subtrees], shape=list(obj.subtrees))
     assert isinstance(obj, ChunkObj)
     refs = [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
     return _Facts("chunk", refs, length=len(obj.items))
+
+
+def _held(facts: dict[bytes, _Facts], digest: bytes) -> int | None:
+    """Elements under a chunk or node, as its own object says (None if unknown)."""
+    f = facts.get(digest)
+    if f is None:
+        return None
+    if f.kind == "chunk":
+        return f.length
+    if f.kind == "node":
+        return sum(n for _, n in f.shape)
+    return None
 
 
 def _refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
@@ -249,21 +265,21 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
         if f is None:
             continue
         key = keys.object_key_in(pfx, digest)
-        if f.kind != expected:
+        if f.kind != expected and not (expected == "subtree" and f.kind in ("chunk", "node")):
             report.problems.append(
                 Problem(key, "wrong-kind", f"{referrer!r} expects a {expected}, found a {f.kind}")
             )
     for digest, f in facts.items():
         key = keys.object_key_in(pfx, digest)
-        if f.kind == "list":
-            for chunk, count in f.shape:
-                cf = facts.get(chunk)
-                if cf is not None and cf.kind == "chunk" and cf.length != count:
+        if f.kind in ("list", "node"):
+            for sub, count in f.shape:
+                held = _held(facts, sub)
+                if held is not None and held != count:
                     report.problems.append(
                         Problem(
-                            keys.object_key_in(pfx, chunk),
+                            keys.object_key_in(pfx, sub),
                             "shape",
-                            f"holds {cf.length} elements, list {key!r} says {count}",
+                            f"holds {held} elements, {f.kind} {key!r} says {count}",
                         )
                     )
         elif f.kind == "parts":

@@ -78,7 +78,7 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
     with ObjectStoreSaver(metered) as saver:
         graph = _chat_graph(saver)
         config = {"configurable": {"thread_id": "chat"}}
-        for turn in range(45):  # crosses the 32-element chunk boundary
+        for turn in range(45):  # seals five 16-element chunks
             metered.reset()
             graph.invoke(
                 {"messages": [HumanMessage(f"question {turn} " + "q" * 200, id=f"h{turn}")]},
@@ -91,13 +91,13 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
     puts = [m.put_requests for m in per_turn]
     sent = [m.bytes_sent for m in per_turn]
     # Objects written per turn do not grow with the conversation (90 messages by
-    # the end). 12 per turn; LangGraph's background put and put_writes may both
+    # the end). 10 per turn; LangGraph's background put and put_writes may both
     # write the one object they share before either knows it is stored (+1 or 2).
-    assert max(puts[2:]) <= 15, puts
-    assert sorted(puts[2:])[len(puts[2:]) // 2] == 12, puts
+    assert max(puts[2:]) <= 13, puts
+    assert sorted(puts[2:])[len(puts[2:]) // 2] == 10, puts
     # Bytes written per turn stay flat: the history is never rewritten.
     early, late = sum(sent[5:10]) / 5, sum(sent[40:45]) / 5
-    assert late < early * 1.5, (early, late, sent)
+    assert late < early * 1.1, (early, late, sent)
     assert max(sent[2:]) < 8 * 1024, sent
     total_history_bytes = sum(len(str(m.content)) for m in messages)
     assert sent[-1] < total_history_bytes / 5

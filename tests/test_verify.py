@@ -60,19 +60,20 @@ def _kind(store: ObjectStore, key: str) -> str:
 
 
 def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: ObjectStore) -> None:
-    _chat(saver, "t1")
+    _chat(saver, "t1", turns=140)  # 280 messages: nodes of 16 chunks
     _chat(saver, "t10", turns=3)
     report = saver.verify()
     assert report.ok, report.problems
     assert report.threads == 2
-    assert report.manifests == 23
-    assert report.writes == 46
+    assert report.manifests == 143
+    assert report.writes == 286
     assert report.objects == len(_object_keys(store, "t1")) + len(_object_keys(store, "t10"))
     assert report.orphan_objects == 0
     assert {_kind(store, key) for key in _object_keys(store, "t1")} >= {
         "list",
         "chunk",
         "value",
+        "node",
         "parts",
         "part",
     }
@@ -90,7 +91,7 @@ async def test_async_verify_matches_sync(saver: ObjectStoreSaver) -> None:
 def test_missing_object_is_reported_with_its_referrer(
     saver: ObjectStoreSaver, store: ObjectStore, kind: str
 ) -> None:
-    _chat(saver, "t1")
+    _chat(saver, "t1", turns=10)
     victim = next(key for key in _object_keys(store, "t1") if _kind(store, key) == kind)
     store.delete([victim])
     report = saver.verify("t1")
@@ -157,12 +158,12 @@ def test_reference_to_an_object_of_another_kind_is_reported(
 def test_chunk_count_disagreeing_with_its_list_is_a_shape_problem(
     saver: ObjectStoreSaver, store: ObjectStore
 ) -> None:
-    _chat(saver, "t1", turns=3)
+    _chat(saver, "t1", turns=10)
     pfx = k.thread_prefix("t1")
-    lst_key = next(key for key in _object_keys(store, "t1") if _kind(store, key) == "list")
-    lst = msgpack.unpackb(store.get(lst_key), raw=False)
-    lst["c"][0][1] += 1
-    lst["n"] += 1
+    lists = [msgpack.unpackb(store.get(key), raw=False) for key in _object_keys(store, "t1")]
+    lst = next(o for o in lists if o["k"] == "list" and o["c"])
+    lst["c"][0][1] += 16  # says 32 elements; the chunk holds 16
+    lst["n"] += 16
     forged = msgpack.packb(lst, use_bin_type=True)
     forged_key = k.object_key_in(pfx, digest_of(forged))
     store.put(forged_key, forged, PutMode.CREATE)
@@ -173,6 +174,7 @@ def test_chunk_count_disagreeing_with_its_list_is_a_shape_problem(
     store.put(key, msgpack.packb(manifest, use_bin_type=True), PutMode.OVERWRITE)
     report = saver.verify("t1")
     assert [p.kind for p in report.problems] == ["shape"]
+    assert report.problems[0].key == k.object_key_in(pfx, lst["c"][0][0])
     assert forged_key in report.problems[0].detail
 
 

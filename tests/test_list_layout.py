@@ -1,0 +1,165 @@
+"""The list layout of spec §4.4: a function of the elements, stable under append."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from objstore_saver import codec
+from objstore_saver.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
+from objstore_saver.errors import CorruptObjectError
+
+
+def _elements(n: int) -> list[tuple[str, bytes]]:
+    # Alternate small (inline) and large (referenced) elements.
+    return [("msgpack", (b"e%d-" % i) * (1 if i % 3 else 40)) for i in range(n)]
+
+
+def _list(enc: codec.Encoded) -> ListObj:
+    assert isinstance(enc.entry, Ref) and enc.entry.tag == "l"
+    obj = codec.decode_object(enc.objects[enc.entry.digest], "list", "l")
+    assert isinstance(obj, ListObj)
+    return obj
+
+
+def _flatten(enc: codec.Encoded, digest: bytes, out: list[codec.Entry]) -> None:
+    obj = codec.decode_object(enc.objects[digest], "subtree", "c")
+    if isinstance(obj, NodeObj):
+        for child, _ in obj.subtrees:
+            _flatten(enc, child, out)
+    else:
+        out.extend(obj.items)
+
+
+def _payloads(enc: codec.Encoded, entries: list[codec.Entry]) -> list[bytes]:
+    out = []
+    for e in entries:
+        if isinstance(e, Ref):
+            value = codec.decode_object(enc.objects[e.digest], "value", "b")
+            out.append(codec.payload_bytes(value.payload, "value")[1])
+        else:
+            out.append(codec.payload_bytes(e.payload, "inline")[1])
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 31, 32, 33, 100, 127, 128, 129, 600])
+def test_layout_holds_every_element_in_order(n: int) -> None:
+    elements = _elements(n)
+    enc = codec.encode_list(elements)
+    lst = _list(enc)
+    assert lst.count == n
+    assert len(lst.tail) == n % CHUNK_LEN
+    entries: list[codec.Entry] = []
+    for digest, _ in lst.sealed:
+        _flatten(enc, digest, entries)
+    entries.extend(lst.tail)
+    assert _payloads(enc, entries) == [data for _, data in elements]
+
+
+@pytest.mark.parametrize("n", range(0, 700, 7))
+def test_top_subtrees_are_the_base_4_digits_of_the_chunk_count(n: int) -> None:
+    if n == 0:
+        return
+    lst = _list(codec.encode_list(_elements(n)))
+    counts = [c for _, c in lst.sealed]
+    assert counts == sorted(counts, reverse=True)
+    chunks, digits, level = n // CHUNK_LEN, [], 0
+    while chunks:
+        digits.append(chunks % NODE_FANOUT)
+        chunks //= NODE_FANOUT
+        level += 1
+    expected = []
+    for k in reversed(range(level)):
+        expected += [CHUNK_LEN * NODE_FANOUT**k] * digits[k]
+    assert counts == expected
+
+
+def test_appending_keeps_every_sealed_object_and_writes_only_the_list() -> None:
+    elements = _elements(300)
+    before = codec.encode_list(elements[:1])
+    for n in range(2, 301):
+        after = codec.encode_list(elements[:n])
+        old = set(before.objects) - {before.entry.digest}
+        assert old <= set(after.objects), n
+        new = set(after.objects) - set(before.objects)
+        # the element (if referenced), the list, and on seals a chunk and nodes
+        sealed_levels = 0
+        if n % CHUNK_LEN == 0:
+            sealed_levels = 1
+            chunks = n // CHUNK_LEN
+            while chunks % NODE_FANOUT == 0:
+                sealed_levels += 1
+                chunks //= NODE_FANOUT
+        referenced = 1 if (n - 1) % 3 == 0 else 0
+        assert len(new) == 1 + referenced + sealed_levels, n
+        before = after
+
+
+def test_list_object_stays_small_at_2000_elements() -> None:
+    enc = codec.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
+    assert len(enc.objects[enc.entry.digest]) < 1024
+    assert max(len(b) for b in enc.objects.values()) < 2048
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda o: o.update(n=o["n"] + 1), "element count"),
+        (lambda o: o["c"].__setitem__(0, [o["c"][0][0], 12]), "full count"),
+        (lambda o: o["c"].__setitem__(0, [b"short", 8]), "SHA-256"),
+        (lambda o: o.pop("x"), "'x'"),
+    ],
+)
+def test_malformed_list_objects_raise_naming_the_key(
+    mutate: Callable[[dict[str, Any]], object], reason: str
+) -> None:
+    enc = codec.encode_list(_elements(20))
+    raw = msgpack.unpackb(enc.objects[enc.entry.digest], raw=False)
+    mutate(raw)
+    with pytest.raises(CorruptObjectError, match=reason) as info:
+        codec.decode_object(msgpack.packb(raw, use_bin_type=True), "threads/_t/objects/ab", "l")
+    assert info.value.key == "threads/_t/objects/ab"
+
+
+def test_short_chunk_and_uneven_node_are_corrupt() -> None:
+    chunk = {"f": 1, "k": "chunk", "x": [["i", "msgpack", "raw", b"1"]] * (CHUNK_LEN - 1)}
+    with pytest.raises(CorruptObjectError, match="chunk holds 7"):
+        codec.decode_object(msgpack.packb(chunk, use_bin_type=True), "k", "c")
+    node = {"f": 1, "k": "node", "c": [[b"\0" * 32, 8], [b"\1" * 32, 32], [b"\2" * 32, 8]]}
+    with pytest.raises(CorruptObjectError, match="node holds"):
+        codec.decode_object(msgpack.packb(node, use_bin_type=True), "k", "c")
+
+
+def test_payloads_use_dictionary_d1_and_old_zstd_frames_still_read() -> None:
+    import zstandard
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    type_, data = JsonPlusSerializer().dumps_typed(AIMessage("a reply " * 40, id="run-1"))
+    payload = codec.make_payload(type_, data)
+    assert payload.encoding == codec.ZD1
+    plain = zstandard.ZstdCompressor(level=codec.ZSTD_LEVEL).compress(data)
+    assert len(payload.data) < len(plain) - 60  # the framing is in the dictionary
+    assert codec.payload_bytes(payload, "k") == (type_, data)
+    old = codec.Payload(type_, codec.ZSTD, plain)
+    assert codec.payload_bytes(old, "k") == (type_, data)
+    # D1 is not optional: a zd1 frame does not decode without it.
+    with pytest.raises(zstandard.ZstdError):
+        zstandard.ZstdDecompressor().decompress(payload.data)
+    bad = codec.Payload(type_, codec.ZD1, plain[:-3] + b"xyz")
+    with pytest.raises(CorruptObjectError, match="does not decompress"):
+        codec.payload_bytes(bad, "threads/_t/objects/00")
+
+
+def test_dictionary_file_matches_the_spec() -> None:
+    import hashlib
+    from importlib import resources
+
+    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == codec.D1_SHA256
+    spec = (Path(__file__).parents[1] / "docs" / "spec.md").read_text()
+    assert codec.D1_SHA256 in spec
