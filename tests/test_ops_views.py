@@ -214,3 +214,22 @@ def test_delete_thread_is_a_dry_run_unless_applied(demo: OpsConfig) -> None:
 def test_jobs_need_a_store() -> None:
     with pytest.raises(ValueError, match="OBJSTORE_SAVER_URL"):
         ops.threads(OpsConfig(url=None))
+
+
+def test_show_and_cat_a_long_chunked_message_list(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/store"
+    questions = [f"question {i}: " + "lorem ipsum dolor sit amet " * 12 for i in range(20)]
+    with ObjectStoreSaver.from_url(url) as saver:
+        chat(saver, "long", questions)
+    config = OpsConfig(url=url)
+    report = ops.show("long", config=config)
+    messages = report["channel_values"]["messages"]
+    assert len(messages) == 40
+    assert [m["content"] for m in messages[::2]] == questions
+    assert {m["role"] for m in messages} == {"human", "ai"}
+    assert report["storage"]["messages"]["stored"] == "list"
+    listing = ops.cat(report["storage"]["messages"]["key"], config)
+    assert listing["kind"] == "list" and listing["elements"] == 40
+    assert listing["sealed"], "a 40-element list has sealed subtrees"
+    sub = ops.cat(listing["sealed"][0]["key"], config)
+    assert sub["kind"] in ("chunk", "node") and sub["sha256_ok"] is True

@@ -126,3 +126,28 @@ def decode_payload(payload: Payload, key: str) -> Any:
     """Decode a stored payload (decompressing it) structurally."""
     type_, data = payload_bytes(payload, key)
     return decode_serialized(type_, data)
+
+
+class StructuralSerde:
+    """A LangGraph serializer that only reads, and reads structurally.
+
+    Given to the saver's own decoding (``plans.materialize``) so values come
+    back as JSON-ready data instead of user objects: nothing is unpickled,
+    nothing imported.
+    """
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_, raw = data
+        return decode_serialized(type_, raw)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        raise TypeError("StructuralSerde only reads: it cannot serialize")
+
+    def dumps(self, obj: Any) -> bytes:
+        raise TypeError("StructuralSerde only reads: it cannot serialize")
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+STRUCTURAL = StructuralSerde()

@@ -16,14 +16,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from objstore_saver import codec, keys, plans
 from objstore_saver.codec import (
-    ChunkObj,
     Entry,
     Inline,
     ListObj,
+    NodeObj,
     PartObj,
     PartsObj,
     Ref,
-    StoredObject,
     ValueObj,
 )
 from objstore_saver.errors import CorruptObjectError
@@ -36,7 +35,7 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.ops.decode import decode_payload, jsonable
+from objstore_saver.ops.decode import STRUCTURAL, decode_payload, jsonable
 from objstore_saver.storage.base import ObjectInfo
 from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
 
@@ -57,38 +56,11 @@ def _iso(when: datetime | None) -> str | None:
 # --- structural decoding of entries ------------------------------------------------
 
 
-def _value_json(entry: Entry, got: Mapping[bytes, StoredObject], pfx: str) -> Any:
-    if isinstance(entry, Inline):
-        return decode_payload(entry.payload, pfx)
-    key = keys.object_key_in(pfx, entry.digest)
-    obj = got[entry.digest]
-    if isinstance(obj, ListObj):
-        out: list[Any] = []
-        for digest, _ in obj.chunks:
-            chunk = got[digest]
-            assert isinstance(chunk, ChunkObj)
-            out += [_value_json(item, got, pfx) for item in chunk.items]
-        return out
-    if isinstance(obj, ValueObj):
-        return decode_payload(obj.payload, key)
-    assert isinstance(obj, PartsObj)
-    data = b"".join(_part(got, d).data for d in obj.parts)
-    if len(data) != obj.size:
-        raise CorruptObjectError(key, f"parts hold {len(data)} bytes, expected {obj.size}")
-    return decode_payload(codec.Payload(obj.type, obj.encoding, data), key)
-
-
-def _part(got: Mapping[bytes, StoredObject], digest: bytes) -> PartObj:
-    part = got[digest]
-    assert isinstance(part, PartObj)
-    return part
-
-
 def _resolve(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
     """Sub-plan: JSON of each named entry, fetching what they reference."""
     refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
     got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
-    return {name: _value_json(e, got, pfx) for name, e in entries.items()}
+    return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
 
 
 def _describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
@@ -411,7 +383,13 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         out.update(
             kind="list",
             elements=obj.count,
-            chunks=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.chunks],
+            sealed=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
+            tail=[_raw_entry(e, pfx) for e in obj.tail],
+        )
+    elif isinstance(obj, NodeObj):
+        out.update(
+            kind="node",
+            subtrees=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees],
         )
     else:
         out.update(kind="chunk", elements=[_raw_entry(e, pfx) for e in obj.items])
