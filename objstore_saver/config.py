@@ -218,10 +218,18 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
     spec = parse_url(url)
     if spec.scheme == "file":
         return LocalStore(spec.path)
+    # boto3 reads these too, but passing the endpoint on selects path-style
+    # addressing, which MinIO and most S3-compatible servers need.
+    endpoint = (
+        spec.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or None
+    )
     store = S3Store(
         spec.bucket,
         spec.prefix,
-        endpoint_url=spec.endpoint_url,
+        endpoint_url=endpoint,
         region_name=spec.region_name,
         **s3_options,
     )

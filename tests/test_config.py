@@ -259,3 +259,17 @@ async def test_langgraph_checkpointer_needs_the_url(monkeypatch: pytest.MonkeyPa
     with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_URL"):
         async with langgraph_checkpointer():
             pass
+
+
+def test_from_url_honours_aws_endpoint_url(
+    aws_env: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint = aws_env.url.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", aws_env.region)
+    with ObjectStoreSaver.from_url(f"s3://{s3_bucket}/via-env") as saver:
+        assert endpoint in saver.store.location
+        cp = empty_checkpoint()
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {})
+    listed = aws_env.client().list_objects_v2(Bucket=s3_bucket, Prefix="via-env/")
+    assert listed["KeyCount"] == 1
