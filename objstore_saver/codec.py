@@ -11,7 +11,7 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgpack
 import zstandard
@@ -274,27 +274,58 @@ def encode_serialized(type_: str, serialized: bytes, *, inline_max: int = INLINE
     return enc
 
 
-def encode_list(elements: list[tuple[str, bytes]]) -> Encoded:
+@dataclass(frozen=True, slots=True)
+class EncodedElement:
+    """One list element as encoded: its entry and the objects behind it."""
+
+    item: list[Any]
+    digest: bytes | None
+    objects: dict[bytes, bytes]
+    children: dict[bytes, tuple[bytes, ...]]
+
+
+class ElementCache(Protocol):
+    """Where :func:`encode_list` keeps elements it encoded, by serialized bytes."""
+
+    def get(self, key: tuple[str, bytes]) -> EncodedElement | None: ...
+
+    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None: ...
+
+
+def encode_element(type_: str, data: bytes) -> EncodedElement:
+    """Encode one list element: inline when small, else a value or parts."""
+    if len(data) <= ELEMENT_INLINE_MAX:
+        return EncodedElement(["i", *make_payload(type_, data).to_msgpack()], None, {}, {})
+    objects: dict[bytes, bytes] = {}
+    children: dict[bytes, tuple[bytes, ...]] = {}
+    ref = _store_data(type_, data, objects, children)
+    return EncodedElement(entry_to_msgpack(ref), ref.digest, objects, children)
+
+
+def encode_list(elements: list[tuple[str, bytes]], cache: ElementCache | None = None) -> Encoded:
     """Entry for a list given its serialized elements (spec §4.4).
 
     The layout depends only on the element sequence: full chunks of
     ``CHUNK_LEN`` elements, grouped into nodes of ``NODE_FANOUT`` equal
     subtrees like the digits of the chunk count in base ``NODE_FANOUT``, and a
     tail of the remaining elements inside the list object. An appended element
-    therefore leaves every sealed object's hash unchanged.
+    therefore leaves every sealed object's hash unchanged. With a ``cache``,
+    an element encoded before is not compressed and hashed again.
     """
     enc = Encoded(Inline(Payload("", RAW, b"")))
     out, children = enc.objects, enc.children
     items: list[list[Any]] = []
     refs: list[bytes | None] = []
     for type_, data in elements:
-        if len(data) <= ELEMENT_INLINE_MAX:
-            items.append(["i", *make_payload(type_, data).to_msgpack()])
-            refs.append(None)
-        else:
-            ref = _store_data(type_, data, out, children)
-            items.append(entry_to_msgpack(ref))
-            refs.append(ref.digest)
+        element = cache.get((type_, data)) if cache is not None else None
+        if element is None:
+            element = encode_element(type_, data)
+            if cache is not None and element.digest is not None:
+                cache.put((type_, data), element)
+        items.append(element.item)
+        refs.append(element.digest)
+        out.update(element.objects)
+        children.update(element.children)
     full = len(items) // CHUNK_LEN
     chunks: list[tuple[bytes, int]] = []
     for start in range(0, full * CHUNK_LEN, CHUNK_LEN):

@@ -5,6 +5,8 @@
   (bounded by bytes, least recently used out).
 * :class:`EntryMemory` — per checkpoint, its channel versions and entries, so a
   child checkpoint reuses them without serializing (bounded by count).
+* :class:`ElementMemory` — list elements already encoded, by serialized bytes,
+  so a growing list compresses and hashes only its new elements (by bytes).
 
 Both are thread-safe. They hold only facts about immutable objects; a delete or
 prune run by this process forgets the thread it touched.
@@ -17,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from objstore_saver.codec import Entry, StoredObject, object_size
+from objstore_saver.codec import EncodedElement, Entry, StoredObject, object_size
 
 _KNOWN_ONLY_COST = 120
 
@@ -157,3 +159,36 @@ class BoundedSet:
         with self._lock:
             for item in [i for i in self._items if predicate(i)]:
                 del self._items[item]
+
+
+class ElementMemory:
+    """Encoded list elements by (type, serialized bytes); first in, first out.
+
+    A pure function cache: the encoding of given bytes never changes, so an
+    entry is never stale. It saves the compression and hashing of elements a
+    list held at its previous checkpoint.
+    """
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: dict[tuple[str, bytes], tuple[EncodedElement, int]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
+        # A dict read is atomic; eviction order does not need the read.
+        hit = self._items.get(key)
+        return None if hit is None else hit[0]
+
+    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
+        cost = len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
+        if cost > self.max_bytes // 8:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, cost)
+            self._bytes += cost
+            while self._bytes > self.max_bytes:
+                oldest = next(iter(self._items))
+                self._bytes -= self._items.pop(oldest)[1]

@@ -52,7 +52,13 @@ from objstore_saver.errors import (
     InvalidIdentifierError,
     MissingObjectError,
 )
-from objstore_saver.memory import BoundedSet, CheckpointEntries, EntryMemory, ObjectMemory
+from objstore_saver.memory import (
+    BoundedSet,
+    CheckpointEntries,
+    ElementMemory,
+    EntryMemory,
+    ObjectMemory,
+)
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo
 from objstore_saver.store_requests import (
     Batch,
@@ -79,6 +85,7 @@ class Context:
     serde: SerializerProtocol
     objects: ObjectMemory = field(default_factory=ObjectMemory)
     entries: EntryMemory = field(default_factory=EntryMemory)
+    elements: ElementMemory = field(default_factory=ElementMemory)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
     _seq: int = 0
@@ -147,12 +154,14 @@ def next_version(current: str | int | float | None) -> str | int:
 # --- encoding values ------------------------------------------------------------
 
 
-def encode_value(serde: SerializerProtocol, value: Any) -> Encoded:
+def encode_value(
+    serde: SerializerProtocol, value: Any, cache: codec.ElementCache | None = None
+) -> Encoded:
     """Entry and objects for one value (spec §4)."""
     if type(value) is list and value:
         elements = [serde.dumps_typed(e) for e in value]
         if codec.use_list_encoding(elements):
-            return codec.encode_list(elements)
+            return codec.encode_list(elements, cache)
     type_, data = serde.dumps_typed(value)
     return codec.encode_serialized(type_, data)
 
@@ -648,7 +657,7 @@ def put(
                 channels[name] = parent.entries[name]
             continue
         if name in values:
-            enc = encode_value(ctx.serde, values[name])
+            enc = encode_value(ctx.serde, values[name], ctx.elements)
             channels[name] = enc.entry
             encoded.append(enc)
 
@@ -711,7 +720,7 @@ def put_writes(
         # Taken in call order, before any request: a later special write wins
         # even when its request completes first, or comes later in one call.
         seq = ctx.next_seq() if idx < 0 else 0
-        enc = encode_value(ctx.serde, value)
+        enc = encode_value(ctx.serde, value, ctx.elements)
         encoded.append(enc)
         body = codec.encode_write(
             task_id=task_id,

@@ -163,3 +163,38 @@ def test_dictionary_file_matches_the_spec() -> None:
     assert hashlib.sha256(data).hexdigest() == codec.D1_SHA256
     spec = (Path(__file__).parents[1] / "docs" / "spec.md").read_text()
     assert codec.D1_SHA256 in spec
+
+
+def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore_saver.memory import ElementMemory
+
+    calls: list[bytes] = []
+    real = codec.encode_element
+
+    def counting(type_: str, data: bytes) -> codec.EncodedElement:
+        calls.append(data)
+        return real(type_, data)
+
+    monkeypatch.setattr(codec, "encode_element", counting)
+    cache = ElementMemory()
+    elements = [("msgpack", b"m%d" % i * 100) for i in range(40)]
+    first = codec.encode_list(elements[:39], cache)
+    assert len(calls) == 39
+    calls.clear()
+    second = codec.encode_list(elements, cache)
+    assert calls == [elements[39][1]]
+    # Same bytes as without a cache: the cache never changes the layout.
+    assert second.objects == codec.encode_list(elements).objects
+    assert set(first.objects) - {first.entry.digest} <= set(second.objects)
+
+
+def test_element_memory_is_bounded_by_bytes() -> None:
+    from objstore_saver.memory import ElementMemory
+
+    cache = ElementMemory(max_bytes=64 * 1024)
+    for i in range(500):
+        data = b"%d" % i * 200
+        cache.put(("msgpack", data), codec.encode_element("msgpack", data))
+    assert cache._bytes <= 64 * 1024
+    assert cache.get(("msgpack", b"499" * 200)) is not None
+    assert cache.get(("msgpack", b"0" * 200)) is None
