@@ -430,6 +430,17 @@ def encode_write(
     )
 
 
+def encode_mark(digests: list[bytes]) -> bytes:
+    """Bytes of a sweep mark (spec §4.9): candidate object digests of one prune run."""
+    return _pack({"f": FORMAT_VERSION, "k": "mark", "d": digests})
+
+
+def decode_mark(data: bytes, key: str) -> list[bytes]:
+    """Decode a sweep mark into its digests."""
+    obj = _unpack_map(data, key, "mark")
+    return [_digest(d, key) for d in _field(obj, "d", list, key)]
+
+
 def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
     """Re-encode a manifest for another thread (copy_thread)."""
     raw = _unpack_map(manifest_bytes, key, "manifest")

@@ -115,6 +115,16 @@ def object_key_in(thread_pfx: str, digest: bytes) -> str:
     return f"{thread_pfx}objects/{digest.hex()}"
 
 
+def marks_prefix(thread_id: str) -> str:
+    """Sweep marks of a thread (spec §4.9)."""
+    return thread_prefix(thread_id) + "marks/"
+
+
+def mark_key(thread_id: str, stamp_ns: int, nonce: str) -> str:
+    """Key of one sweep mark: the writer's clock in ns (20 digits) and a random nonce."""
+    return f"{marks_prefix(thread_id)}{stamp_ns:020d}-{nonce}"
+
+
 def run_markers(thread_id: str, run_id: str) -> tuple[str, str]:
     """The run index entry and the thread-side run marker (spec §4.8)."""
     t = token("thread_id", thread_id)

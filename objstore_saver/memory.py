@@ -9,12 +9,16 @@
   so a growing list compresses and hashes only its new elements (by bytes).
 
 Both are thread-safe. They hold only facts about immutable objects; a delete or
-prune run by this process forgets the thread it touched.
+prune run by this process forgets the thread it touched. Every fact carries the
+time (``clock``, monotonic seconds) it was last confirmed: a prune run by another
+process may remove an object no manifest references, so a writer trusts a fact
+only while it is younger than the reuse window (spec §6.9).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,14 +31,19 @@ _KNOWN_ONLY_COST = 120
 class ObjectMemory:
     """Objects known to exist per thread, with decoded bodies when cheap to keep."""
 
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self, max_bytes: int = 64 * 1024 * 1024, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_bytes = max_bytes
+        self.clock = clock
         self._items: OrderedDict[tuple[str, bytes], StoredObject | None] = OrderedDict()
         self._cost: dict[tuple[str, bytes], int] = {}
+        self._seen: dict[tuple[str, bytes], float] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
     def _set(self, key: tuple[str, bytes], obj: StoredObject | None) -> None:
+        self._seen[key] = self.clock()
         cost = _KNOWN_ONLY_COST if obj is None else object_size(obj)
         if cost > self.max_bytes // 4:
             obj, cost = None, _KNOWN_ONLY_COST
@@ -51,6 +60,12 @@ class ObjectMemory:
         while self._bytes > self.max_bytes and self._items:
             old_key, _ = self._items.popitem(last=False)
             self._bytes -= self._cost.pop(old_key)
+            self._seen.pop(old_key, None)
+
+    def _drop(self, key: tuple[str, bytes]) -> None:
+        del self._items[key]
+        self._bytes -= self._cost.pop(key)
+        self._seen.pop(key, None)
 
     def add_known(self, thread_pfx: str, digests: Iterable[bytes]) -> None:
         """Record objects as stored without keeping their bodies."""
@@ -63,13 +78,24 @@ class ObjectMemory:
         with self._lock:
             self._set((thread_pfx, digest), obj)
 
-    def known(self, thread_pfx: str, digest: bytes) -> bool:
+    def known(self, thread_pfx: str, digest: bytes, max_age: float | None = None) -> bool:
+        """Whether the object is known to be stored, confirmed within ``max_age`` seconds."""
         with self._lock:
             key = (thread_pfx, digest)
-            if key in self._items:
-                self._items.move_to_end(key)
-                return True
-            return False
+            if key not in self._items:
+                return False
+            if max_age is not None and self.clock() - self._seen[key] > max_age:
+                return False
+            self._items.move_to_end(key)
+            return True
+
+    def confirm(self, thread_pfx: str, digests: Iterable[bytes], at: float) -> None:
+        """Record that remembered objects were known to be stored at time ``at``."""
+        with self._lock:
+            for d in digests:
+                key = (thread_pfx, d)
+                if key in self._items and self._seen[key] < at:
+                    self._seen[key] = at
 
     def get(self, thread_pfx: str, digest: bytes) -> StoredObject | None:
         """The decoded object, or None when unknown or known without its body."""
@@ -83,16 +109,14 @@ class ObjectMemory:
     def forget_thread(self, thread_pfx: str) -> None:
         with self._lock:
             for key in [k for k in self._items if k[0] == thread_pfx]:
-                del self._items[key]
-                self._bytes -= self._cost.pop(key)
+                self._drop(key)
 
     def forget(self, thread_pfx: str, digests: Iterable[bytes]) -> None:
         with self._lock:
             for d in digests:
                 key = (thread_pfx, d)
                 if key in self._items:
-                    del self._items[key]
-                    self._bytes -= self._cost.pop(key)
+                    self._drop(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,23 +130,32 @@ class CheckpointEntries:
 class EntryMemory:
     """Channel entries of recent checkpoints, keyed by manifest key."""
 
-    def __init__(self, max_items: int = 4096) -> None:
+    def __init__(
+        self, max_items: int = 4096, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_items = max_items
-        self._items: OrderedDict[str, CheckpointEntries] = OrderedDict()
+        self.clock = clock
+        self._items: OrderedDict[str, tuple[CheckpointEntries, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, manifest_key: str, value: CheckpointEntries) -> None:
+        """Remember a checkpoint's entries, confirmed now (its manifest was read or written)."""
         with self._lock:
-            self._items[manifest_key] = value
+            self._items[manifest_key] = (value, self.clock())
             self._items.move_to_end(manifest_key)
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
 
-    def get(self, manifest_key: str) -> CheckpointEntries | None:
+    def get(self, manifest_key: str, max_age: float | None = None) -> CheckpointEntries | None:
+        """The entries, if remembered and confirmed within ``max_age`` seconds."""
         with self._lock:
-            value = self._items.get(manifest_key)
-            if value is not None:
-                self._items.move_to_end(manifest_key)
+            item = self._items.get(manifest_key)
+            if item is None:
+                return None
+            value, seen = item
+            if max_age is not None and self.clock() - seen > max_age:
+                return None
+            self._items.move_to_end(manifest_key)
             return value
 
     def forget(self, keys: Iterable[str]) -> None:

@@ -8,10 +8,12 @@ very same code through :class:`~objstore_saver.driver.Driver`.
 
 from __future__ import annotations
 
+import bisect
+import os
 import random
 import threading
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -51,6 +53,7 @@ from objstore_saver.errors import (
     CorruptObjectError,
     InvalidIdentifierError,
     MissingObjectError,
+    ObjstoreSaverError,
 )
 from objstore_saver.memory import (
     BoundedSet,
@@ -59,7 +62,7 @@ from objstore_saver.memory import (
     EntryMemory,
     ObjectMemory,
 )
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ListPage, ObjectInfo, PutMode
 from objstore_saver.store_requests import (
     Batch,
     Delete,
@@ -76,11 +79,22 @@ Step = Generator[Batch | Emit, list[Any] | None, Any]
 
 #: How many manifests a listing reads in parallel.
 LIST_READ_AHEAD = 16
+#: Default reuse window W (spec §6.9), seconds.
+REUSE_WINDOW = 300.0
+#: How many times a put restarts its object phase before giving up (spec §6.1).
+PUT_ATTEMPTS = 3
 
 
 @dataclass
 class Context:
-    """What plans share: the serializer, the saver's memories, a write sequence."""
+    """What plans share: the serializer, the saver's memories, a write sequence.
+
+    ``reuse_window`` is W of spec §6.9: a fact about a stored object is trusted
+    for W/2 after it was confirmed, and a put must reach its manifest within W/2
+    of starting its object phase, so every object a new manifest relies on was
+    confirmed at most W before the manifest is sent. ``clock`` measures it
+    (monotonic seconds; tests inject a fake one).
+    """
 
     serde: SerializerProtocol
     objects: ObjectMemory = field(default_factory=ObjectMemory)
@@ -88,8 +102,19 @@ class Context:
     elements: ElementMemory = field(default_factory=ElementMemory)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
+    reuse_window: float = REUSE_WINDOW
+    clock: Callable[[], float] = time.monotonic
     _seq: int = 0
     _seq_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.objects.clock = self.clock
+        self.entries.clock = self.clock
+
+    @property
+    def trust_age(self) -> float:
+        """How long a remembered fact is trusted, and how long a put may take: W/2."""
+        return self.reuse_window / 2
 
     def next_seq(self) -> int:
         """A number greater than any this process gave before, near the clock in ns."""
@@ -200,6 +225,8 @@ def fetch_objects(
     When ``reached`` is given, only the structure is read (lists, chunks, parts
     indexes): leaf digests are added to ``reached`` without fetching them.
     """
+    # The referrer was read just before: whatever it reaches is stored now.
+    as_of = ctx.clock()
     got: dict[bytes, StoredObject] = {}
     referrers: dict[bytes, str] = {}
     level: dict[bytes, str] = {}
@@ -239,6 +266,9 @@ def fetch_objects(
                 if child not in got and child not in level:
                     level[child] = tag
                     referrers.setdefault(child, keys.object_key_in(pfx, parent))
+    ctx.objects.confirm(pfx, got, as_of)
+    if reached is not None:
+        ctx.objects.confirm(pfx, reached, as_of)
     return got
 
 
@@ -525,14 +555,22 @@ def list_checkpoints(
 
 
 def store_objects(
-    ctx: Context, pfx: str, encoded: Sequence[Encoded], extra: Sequence[Put] = ()
+    ctx: Context,
+    pfx: str,
+    encoded: Sequence[Encoded],
+    extra: Sequence[Put] = (),
+    *,
+    trust: bool = True,
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
 
     The walk starts at each entry and does not descend below an object known
-    to be stored: a stored container implies its children are (write order).
-    ``exists`` is success, the key being the hash of the bytes. Written objects
-    are remembered decoded, so reading them back costs no request.
+    to be stored (confirmed within the trust age; with ``trust=False`` nothing
+    is): a stored container implies its children are (write order).
+    ``exists`` is success, the key being the hash of the bytes; the object is
+    then re-PUT in overwrite mode with the same bytes, which renews its
+    ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
+    Written objects are remembered decoded, so reading them back costs no request.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -549,11 +587,19 @@ def store_objects(
         if d in seen:
             continue
         seen.add(d)
-        if ctx.objects.known(pfx, d):
+        if trust and ctx.objects.known(pfx, d, ctx.trust_age):
             continue
         puts.append(Put(keys.object_key_in(pfx, d), bodies[d]))
         stack.extend(children.get(d, ()))
-    yield from run_batch(*puts, *extra)
+    created = yield from run_batch(*puts, *extra)
+    # An old object we did not write may be marked by a prune (§6.9): renew it.
+    yield from run_batch(
+        *(
+            Put(p.key, p.data, PutMode.OVERWRITE)
+            for p, ok in zip(puts, created[: len(puts)], strict=True)
+            if not ok
+        )
+    )
     for put_op in puts:
         d = bytes.fromhex(put_op.key.rsplit("/", 1)[1])
         obj = codec.decode_object(put_op.data, put_op.key)
@@ -564,15 +610,16 @@ def store_objects(
 
 
 def recall_parent(
-    ctx: Context, pfx: str, mkey: str
+    ctx: Context, pfx: str, mkey: str, *, trust: bool = True
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
     """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
 
+    Memory is used only when confirmed within the trust age (and ``trust``).
     Reading the manifest also teaches the object memory which list objects,
     sealed subtrees and tail elements exist, so a growing list rewrites only
     its list object and what is new.
     """
-    remembered = ctx.entries.get(mkey)
+    remembered = ctx.entries.get(mkey, ctx.trust_age) if trust else None
     if remembered is not None:
         return remembered
     manifest = yield from read_manifest(ctx, mkey)
@@ -627,6 +674,14 @@ def _run_marker_id(thread_id: str, run_id: str) -> str:
     return f"{thread_id}\0{run_id}"
 
 
+def _put_too_slow(what: str, ctx: Context) -> ObjstoreSaverError:
+    return ObjstoreSaverError(
+        f"{what}: storing its objects took longer than half the reuse window "
+        f"({ctx.trust_age:g} s) {PUT_ATTEMPTS} times in a row; the store is too slow for "
+        "the prune safety rules (spec §6.9), nothing was committed"
+    )
+
+
 def put(
     ctx: Context,
     config: RunnableConfig,
@@ -642,52 +697,73 @@ def put(
     parent_id = scope.checkpoint_id
     versions = dict(checkpoint.get("channel_versions", {}))
     values = checkpoint.get("channel_values", {})
-
-    parent: CheckpointEntries | None = None
-    if parent_id is not None and any(c not in new_versions for c in versions):
-        parent = yield from recall_parent(
-            ctx, pfx, keys.manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id)
-        )
-
-    encoded: list[Encoded] = []
-    channels: dict[str, Entry] = {}
-    for name, version in versions.items():
-        if name not in new_versions and parent is not None and parent.versions.get(name) == version:
-            if name in parent.entries:
-                channels[name] = parent.entries[name]
-            continue
-        if name in values:
-            enc = encode_value(ctx.serde, values[name], ctx.elements)
-            channels[name] = enc.entry
-            encoded.append(enc)
-
     # The id is the manifest's own field; values are the channel entries.
     bare = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
-    cp_enc = codec.encode_serialized(*ctx.serde.dumps_typed(bare))
     md = get_checkpoint_metadata(config, metadata)
-    md_enc = codec.encode_serialized(*ctx.serde.dumps_typed(md))
-    encoded += [cp_enc, md_enc]
-    manifest = _fit_manifest(
-        {
-            "thread_id": scope.thread_id,
-            "checkpoint_ns": scope.checkpoint_ns,
-            "checkpoint_id": cid,
-            "parent_checkpoint_id": parent_id,
-            "checkpoint": cp_enc.entry,
-            "metadata": md_enc.entry,
-            "channels": channels,
-        },
-        encoded,
-    )
-
     run_id = md.get("run_id")
     marker = _run_marker_id(scope.thread_id, run_id) if isinstance(run_id, str) else None
-    markers: list[Put] = []
-    if marker is not None and marker not in ctx.marked_runs:
-        markers = [Put(k, b"") for k in keys.run_markers(scope.thread_id, cast(str, run_id))]
-    yield from store_objects(ctx, pfx, encoded, markers)
-    if marker is not None:
-        ctx.marked_runs.add(marker)
+
+    for attempt in range(PUT_ATTEMPTS):
+        # First attempt trusts memory; a retry re-confirms everything (§6.1 step 3).
+        trust = attempt == 0
+        started = ctx.clock()
+        parent: CheckpointEntries | None = None
+        if parent_id is not None and any(c not in new_versions for c in versions):
+            parent = yield from recall_parent(
+                ctx,
+                pfx,
+                keys.manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
+                trust=trust,
+            )
+
+        encoded: list[Encoded] = []
+        channels: dict[str, Entry] = {}
+        for name, version in versions.items():
+            if (
+                name not in new_versions
+                and parent is not None
+                and parent.versions.get(name) == version
+            ):
+                if name in parent.entries:
+                    channels[name] = parent.entries[name]
+                continue
+            if name in values:
+                enc = encode_value(ctx.serde, values[name], ctx.elements)
+                channels[name] = enc.entry
+                encoded.append(enc)
+
+        cp_enc = codec.encode_serialized(*ctx.serde.dumps_typed(bare))
+        md_enc = codec.encode_serialized(*ctx.serde.dumps_typed(md))
+        encoded += [cp_enc, md_enc]
+        manifest = _fit_manifest(
+            {
+                "thread_id": scope.thread_id,
+                "checkpoint_ns": scope.checkpoint_ns,
+                "checkpoint_id": cid,
+                "parent_checkpoint_id": parent_id,
+                "checkpoint": cp_enc.entry,
+                "metadata": md_enc.entry,
+                "channels": channels,
+            },
+            encoded,
+        )
+
+        markers: list[Put] = []
+        if marker is not None and marker not in ctx.marked_runs:
+            markers = [Put(k, b"") for k in keys.run_markers(scope.thread_id, cast(str, run_id))]
+        yield from store_objects(ctx, pfx, encoded, markers, trust=trust)
+        if marker is not None:
+            ctx.marked_runs.add(marker)
+        # Invariant: every object the manifest relies on was confirmed stored at
+        # most W before the manifest is sent, else a sweep may have removed it.
+        if ctx.clock() - started <= ctx.trust_age:
+            break
+    else:
+        raise _put_too_slow(
+            f"put of checkpoint {cid!r} of thread {scope.thread_id!r} "
+            f"(namespace {scope.checkpoint_ns!r})",
+            ctx,
+        )
 
     created = yield from run_one(Put(mkey, manifest))
     if not created:
@@ -736,7 +812,13 @@ def put_writes(
         # Create-only: the first regular write wins; special writes get a new key
         # per call and the greatest sequence is in force (nothing is overwritten).
         write_puts.append(Put(key, body))
-    yield from store_objects(ctx, pfx, encoded)
+    for attempt in range(PUT_ATTEMPTS):
+        started = ctx.clock()
+        yield from store_objects(ctx, pfx, encoded, trust=attempt == 0)
+        if ctx.clock() - started <= ctx.trust_age:
+            break
+    else:
+        raise _put_too_slow(f"put_writes of task {task_id!r} in thread {scope.thread_id!r}", ctx)
     yield from run_batch(*write_puts)
 
 
@@ -752,6 +834,7 @@ class ThreadListing:
     writes: list[ObjectInfo] = field(default_factory=list)
     objects: list[ObjectInfo] = field(default_factory=list)
     runs: list[ObjectInfo] = field(default_factory=list)
+    marks: list[ObjectInfo] = field(default_factory=list)
 
     @property
     def run_index_keys(self) -> list[str]:
@@ -772,6 +855,7 @@ def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
                 "writes": listing.writes,
                 "objects": listing.objects,
                 "runs": listing.runs,
+                "marks": listing.marks,
             }.get(kind)
             if bucket is None:
                 raise CorruptObjectError(info.key, "unknown key under a thread prefix")
@@ -795,9 +879,15 @@ def delete_thread(ctx: Context, thread_id: str) -> Step:
     """Plan: spec §6.6."""
     pfx = keys.thread_prefix(thread_id)
     listing = yield from list_thread(pfx)
+    yield from _delete_listing(ctx, thread_id, listing)
+
+
+def _delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
+    pfx = listing.pfx
     yield from _delete(_oldest_first(listing.manifests))
     yield from _delete([o.key for o in listing.writes])
     yield from _delete([o.key for o in listing.objects])
+    yield from _delete([o.key for o in listing.marks])
     yield from _delete([o.key for o in listing.runs] + listing.run_index_keys)
     ctx.objects.forget_thread(pfx)
     ctx.entries.forget_prefix(pfx)
@@ -888,76 +978,304 @@ def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
     return set(counters) if isinstance(counters, Mapping) else set()
 
 
-def prune(
-    ctx: Context,
-    thread_ids: Sequence[str],
-    strategy: str,
-    *,
-    grace: timedelta = timedelta(seconds=60),
-    now: datetime | None = None,
-) -> Step:
-    """Plan: spec §6.9."""
-    if strategy not in ("keep_latest", "delete"):
-        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-    for thread_id in thread_ids:
-        if strategy == "delete":
-            yield from delete_thread(ctx, thread_id)
+@dataclass
+class PruneStats:
+    """What a prune did (or, in a dry run, would do) to one thread (spec §6.9)."""
+
+    thread_id: str
+    checkpoints_kept: int = 0
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    objects_marked: int = 0
+    bytes_marked: int = 0
+    objects_swept: int = 0
+    bytes_swept: int = 0
+    marks_executed: int = 0
+    deferred: bool = False
+    """True when a mark younger than the sweep delay exists: the thread was left alone."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _digest_of_key(key: str) -> bytes:
+    return bytes.fromhex(key.rsplit("/", 1)[1])
+
+
+def _writes_prefix_of_manifest_key(key: str) -> str:
+    pfx, _ = keys.split_thread_key(key)
+    ns_tok, seg = keys.namespace_of_manifest_key(key)
+    return f"{pfx}writes/{ns_tok}/{keys.token('checkpoint_id', keys.unreverse_id(seg))}/"
+
+
+def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
+    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
+    out: list[ObjectInfo] = []
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(prefix, after))
+        out.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return out
+        after = page.objects[-1].key
+
+
+def _read_manifests(
+    ctx: Context, manifest_keys: Sequence[str]
+) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
+    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out."""
+    out: dict[str, Manifest] = {}
+    for start in range(0, len(manifest_keys), LIST_READ_AHEAD * 4):
+        group = manifest_keys[start : start + LIST_READ_AHEAD * 4]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        for k, body in zip(group, bodies, strict=True):
+            if body is not None:
+                out[k] = _decode_checked_manifest(body, k)
+    return out
+
+
+def _reach(
+    ctx: Context, pfx: str, manifests: Iterable[tuple[str, Manifest]], write_keys: Sequence[str]
+) -> Generator[Batch, list[Any] | None, set[bytes]]:
+    """Sub-plan: digests of every object the manifests and writes reach (structure only)."""
+    reached: set[bytes] = set()
+    for mkey, m in manifests:
+        refs = _entry_refs([m.checkpoint, m.metadata, *m.channels.values()])
+        yield from fetch_objects(ctx, pfx, refs, mkey, reached=reached)
+    for start in range(0, len(write_keys), LIST_READ_AHEAD * 4):
+        group = write_keys[start : start + LIST_READ_AHEAD * 4]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        refs = []
+        for k, body in zip(group, bodies, strict=True):
+            if body is not None:  # deleted with its checkpoint since the listing
+                refs += _entry_refs([codec.decode_write(body, k).value])
+        yield from fetch_objects(ctx, pfx, refs, pfx, reached=reached)
+    return reached
+
+
+def _select_kept(
+    ctx: Context, thread_id: str, listing: ThreadListing, keep_last: int
+) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
+    """Sub-plan: the manifests a prune keeps (spec §6.9 "Which checkpoints are kept")."""
+    by_ns: dict[str, list[ObjectInfo]] = {}
+    for info in listing.manifests:
+        ns_tok, _ = keys.namespace_of_manifest_key(info.key)
+        by_ns.setdefault(ns_tok, []).append(info)  # newest first within a namespace
+    root_tok = keys.token("checkpoint_ns", "")
+    roots = by_ns.get(root_tok, [])
+    chosen = [o.key for o in roots[:keep_last]]
+    root_ids = sorted(keys.unreverse_id(o.key.rsplit("/", 1)[1]) for o in roots)
+    kept_root_ids = {keys.unreverse_id(k.rsplit("/", 1)[1]) for k in chosen}
+    for ns_tok, infos in by_ns.items():
+        if ns_tok == root_tok:
             continue
-        pfx = keys.thread_prefix(thread_id)
-        listing = yield from list_thread(pfx)
-        by_ns: dict[str, list[ObjectInfo]] = {}
-        for info in listing.manifests:
-            ns_tok, _ = keys.namespace_of_manifest_key(info.key)
-            by_ns.setdefault(ns_tok, []).append(info)
-        kept: dict[str, Manifest] = {}
-        for infos in by_ns.values():
-            head_key = infos[0].key
-            head = yield from read_manifest(ctx, head_key)
-            if head is None:
-                continue
-            kept[head_key] = head
-            pending = _delta_channels((yield from read_metadata(ctx, head, head_key)))
-            pending -= set(head.channels)
-            cursor = head
-            # Keep the ancestors a DeltaChannel replays, up to its nearest seed.
-            while pending and cursor.parent_checkpoint_id:
-                pkey = keys.manifest_key(
-                    thread_id, cursor.checkpoint_ns, cursor.parent_checkpoint_id
-                )
+        newest_per_run: dict[str | None, str] = {}
+        for info in infos:
+            cid = keys.unreverse_id(info.key.rsplit("/", 1)[1])
+            # The run it belongs to: the newest root checkpoint not newer than it
+            # (checkpoint ids are time-ordered); older than every root: the oldest.
+            owner: str | None = None
+            if root_ids:
+                owner = root_ids[max(bisect.bisect_right(root_ids, cid) - 1, 0)]
+                if owner not in kept_root_ids:
+                    continue
+            newest_per_run.setdefault(owner, info.key)
+        chosen += newest_per_run.values()
+
+    kept = yield from _read_manifests(ctx, chosen)
+    # Keep the ancestors a DeltaChannel of a kept checkpoint replays, up to its seed.
+    for key, m in list(kept.items()):
+        pending = _delta_channels((yield from read_metadata(ctx, m, key))) - set(m.channels)
+        cursor = m
+        while pending and cursor.parent_checkpoint_id:
+            pkey = keys.manifest_key(thread_id, cursor.checkpoint_ns, cursor.parent_checkpoint_id)
+            parent = kept.get(pkey)
+            if parent is None:
                 parent = yield from read_manifest(ctx, pkey)
                 if parent is None:
                     break
                 kept[pkey] = parent
-                pending -= set(parent.channels)
-                cursor = parent
-        doomed = [o for o in listing.manifests if o.key not in kept]
-        yield from _delete(_oldest_first(doomed))
-        ctx.entries.forget(o.key for o in doomed)
-        kept_writes = {
-            keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id) for m in kept.values()
-        }
-        live_writes = [
-            o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] in kept_writes
-        ]
-        live = set(live_writes)
-        yield from _delete([o.key for o in listing.writes if o.key not in live])
-        bodies = yield from run_batch(*(Get(k) for k in live_writes))
-        entries: list[Entry] = []
-        for m in kept.values():
-            entries += [m.checkpoint, m.metadata, *m.channels.values()]
-        for k, body in zip(live_writes, bodies, strict=True):
-            if body is not None:
-                entries.append(codec.decode_write(body, k).value)
-        reachable: set[bytes] = set()
-        yield from fetch_objects(ctx, pfx, _entry_refs(entries), pfx, reached=reachable)
-        cutoff = (now or datetime.now(UTC)) - grace
-        sweep = [
+            pending -= set(parent.channels)
+            cursor = parent
+    return kept
+
+
+def _prune_thread(
+    ctx: Context,
+    thread_id: str,
+    *,
+    keep_last: int,
+    min_age: timedelta,
+    sweep_delay: timedelta,
+    dry_run: bool,
+    now: datetime,
+) -> Generator[Batch, list[Any] | None, PruneStats]:
+    """Sub-plan: one thread of ``prune(strategy="keep_latest")``, spec §6.9 steps 1-6."""
+    stats = PruneStats(thread_id)
+    pfx = keys.thread_prefix(thread_id)
+    listing = yield from list_thread(pfx)
+    if any(o.last_modified > now - sweep_delay for o in listing.marks):
+        stats.deferred = True
+        return stats
+    kept = yield from _select_kept(ctx, thread_id, listing, keep_last)
+    doomed = [o.key for o in listing.manifests if o.key not in kept]
+    stats.checkpoints_kept = len(kept)
+    stats.checkpoints_deleted = len(doomed)
+    doomed_writes_pfx = {_writes_prefix_of_manifest_key(k) for k in doomed}
+    doomed_writes = [
+        o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] in doomed_writes_pfx
+    ]
+    other_writes = [
+        o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] not in doomed_writes_pfx
+    ]
+    stats.writes_deleted = len(doomed_writes)
+    live = yield from _reach(ctx, pfx, kept.items(), other_writes)
+    swept: set[bytes] = set()
+
+    if listing.marks:
+        # Step 3, the sweep, runs before this run deletes any manifest: what the
+        # doomed checkpoints reach is still referenced, and only marked next.
+        everything = set(live)
+        doomed_manifests = yield from _read_manifests(ctx, doomed)
+        everything |= yield from _reach(ctx, pfx, doomed_manifests.items(), doomed_writes)
+        # Manifests and writes that appeared since the listing (after its objects).
+        listed = {o.key for o in listing.manifests} | {o.key for o in listing.writes}
+        fresh_manifests = yield from list_all(pfx + "checkpoints/")
+        fresh_writes = yield from list_all(pfx + "writes/")
+        newer = yield from _read_manifests(ctx, [k for k in fresh_manifests if k not in listed])
+        newer_reach = yield from _reach(
+            ctx, pfx, newer.items(), [k for k in fresh_writes if k not in listed]
+        )
+        everything |= newer_reach
+        live |= newer_reach
+        bodies = yield from run_batch(*(Get(o.key) for o in listing.marks))
+        marked_at: dict[bytes, datetime] = {}
+        for info, body in zip(listing.marks, bodies, strict=True):
+            if body is None:
+                raise MissingObjectError(info.key, f"the listing of thread {thread_id!r}")
+            for d in codec.decode_mark(body, info.key):
+                if d not in marked_at or marked_at[d] > info.last_modified:
+                    marked_at[d] = info.last_modified
+        # LastModified as late as possible, just before the delete: a writer
+        # that renewed a marked object before this LIST is seen (§6.9 step 3).
+        current = yield from _list_infos(pfx + "objects/")
+        victims = [
             o
-            for o in listing.objects
-            if bytes.fromhex(o.key.rsplit("/", 1)[1]) not in reachable and o.last_modified < cutoff
+            for o in current
+            if (d := _digest_of_key(o.key)) in marked_at
+            and d not in everything
+            # Renewed (re-PUT by a writer) since it was marked: not a candidate.
+            # Strictly older: LastModified has one-second resolution on S3.
+            and o.last_modified < marked_at[d]
         ]
-        yield from _delete([o.key for o in sweep])
-        ctx.objects.forget(pfx, (bytes.fromhex(o.key.rsplit("/", 1)[1]) for o in sweep))
+        swept = {_digest_of_key(o.key) for o in victims}
+        stats.objects_swept = len(victims)
+        stats.bytes_swept = sum(o.size for o in victims)
+        stats.marks_executed = len(listing.marks)
+        if not dry_run:
+            yield from _delete([o.key for o in victims])
+            ctx.objects.forget(pfx, swept)
+            yield from _delete([o.key for o in listing.marks])
+
+    # Step 4: manifests before the writes and objects only they reach.
+    if not dry_run:
+        yield from _delete(_oldest_first(o for o in listing.manifests if o.key not in kept))
+        ctx.entries.forget(doomed)
+        yield from _delete(doomed_writes)
+
+    # Step 5: mark what no kept checkpoint reaches and is older than min_age.
+    candidates = [
+        o
+        for o in listing.objects
+        if (d := _digest_of_key(o.key)) not in live
+        and d not in swept
+        and o.last_modified <= now - min_age
+    ]
+    stats.objects_marked = len(candidates)
+    stats.bytes_marked = sum(o.size for o in candidates)
+    if candidates and not dry_run:
+        key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
+        yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
+    return stats
+
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+
+
+def prune(
+    ctx: Context,
+    thread_ids: Sequence[str],
+    strategy: str = "keep_latest",
+    *,
+    keep_last: int = 1,
+    min_age: timedelta = timedelta(seconds=60),
+    sweep_delay: timedelta = timedelta(hours=1),
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> Step:
+    """Plan: spec §6.9. Returns a JSON-serializable report."""
+    if strategy not in PRUNE_STRATEGIES:
+        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+        raise ValueError(f"keep_last must be an integer of at least 1, got {keep_last!r}")
+    if min_age < timedelta(0):
+        raise ValueError(f"min_age must not be negative, got {min_age.total_seconds()} s")
+    if sweep_delay.total_seconds() < ctx.reuse_window:
+        raise ValueError(
+            f"sweep delay {sweep_delay.total_seconds():g} s is shorter than the reuse window "
+            f"{ctx.reuse_window:g} s: a concurrent put could lose an object (spec §6.9)"
+        )
+    for thread_id in thread_ids:
+        keys.thread_prefix(thread_id)  # rejects a bad id before anything is deleted
+    at = now or datetime.now(UTC)
+    threads: list[dict[str, Any]] = []
+    for thread_id in thread_ids:
+        if strategy == "delete":
+            pfx = keys.thread_prefix(thread_id)
+            listing = yield from list_thread(pfx)
+            stats = PruneStats(
+                thread_id,
+                checkpoints_deleted=len(listing.manifests),
+                writes_deleted=len(listing.writes),
+                objects_swept=len(listing.objects),
+                bytes_swept=sum(o.size for o in listing.objects),
+            )
+            if not dry_run:
+                yield from _delete_listing(ctx, thread_id, listing)
+        else:
+            stats = yield from _prune_thread(
+                ctx,
+                thread_id,
+                keep_last=keep_last,
+                min_age=min_age,
+                sweep_delay=sweep_delay,
+                dry_run=dry_run,
+                now=at,
+            )
+        threads.append(stats.to_dict())
+    totals = {
+        name: sum(t[name] for t in threads)
+        for name in (
+            "checkpoints_kept",
+            "checkpoints_deleted",
+            "writes_deleted",
+            "objects_marked",
+            "bytes_marked",
+            "objects_swept",
+            "bytes_swept",
+            "marks_executed",
+        )
+    }
+    return {
+        "strategy": strategy,
+        "dry_run": dry_run,
+        "keep_last": keep_last,
+        "min_age_seconds": min_age.total_seconds(),
+        "sweep_delay_seconds": sweep_delay.total_seconds(),
+        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
+        **totals,
+        "threads": threads,
+    }
 
 
 def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:

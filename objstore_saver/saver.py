@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
@@ -53,7 +53,14 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         object_cache_bytes: Bound of the in-process memory of fetched objects.
         remembered_checkpoints: How many checkpoints' channel entries are kept
             so a child checkpoint reuses them without serializing.
-        prune_grace: Objects younger than this are never swept by ``prune``.
+        prune_grace: Default ``min_age`` of :meth:`prune`: values younger than this
+            are never marked for the sweep.
+        sweep_delay: A prune sweeps (deletes) only objects marked by an earlier
+            run at least this long ago; a thread with a younger mark is left
+            alone. Must be at least ``reuse_window`` (spec §6.9).
+        reuse_window: W of spec §6.9: the saver skips writing an object it
+            believes stored only if it confirmed that within W/2, and a put
+            that takes longer than W/2 re-confirms before its manifest.
 
     Example:
         >>> saver = ObjectStoreSaver.from_directory("./agent-memory")
@@ -69,15 +76,24 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         object_cache_bytes: int = 64 * 1024 * 1024,
         remembered_checkpoints: int = 4096,
         prune_grace: timedelta = timedelta(seconds=60),
+        sweep_delay: timedelta = timedelta(hours=1),
+        reuse_window: timedelta = timedelta(seconds=plans.REUSE_WINDOW),
     ) -> None:
         super().__init__(serde=serde)
+        if sweep_delay < reuse_window:
+            raise ValueError(
+                f"sweep_delay ({sweep_delay}) must be at least reuse_window ({reuse_window}): "
+                "a shorter delay lets a prune delete a value a concurrent put relies on"
+            )
         self.store = store
         self.prune_grace = prune_grace
+        self.sweep_delay = sweep_delay
         self._driver = Driver(store, max_workers=max_workers)
         self._ctx = plans.Context(
             self.serde,
             objects=ObjectMemory(object_cache_bytes),
             entries=EntryMemory(remembered_checkpoints),
+            reuse_window=reuse_window.total_seconds(),
         )
 
     # --- construction --------------------------------------------------------
@@ -206,15 +222,60 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         """Copy every checkpoint, write and value of a thread to another thread."""
         self._driver.run(plans.copy_thread(self._ctx, source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Prune threads: ``keep_latest`` per namespace (DeltaChannel-safe), or ``delete``.
+    def _prune_plan(
+        self,
+        thread_ids: Sequence[str],
+        strategy: str,
+        keep_last: int,
+        min_age: float | None,
+        dry_run: bool,
+        now: datetime | None = None,
+    ) -> plans.Step:
+        return plans.prune(
+            self._ctx,
+            thread_ids,
+            strategy,
+            keep_last=keep_last,
+            min_age=self.prune_grace if min_age is None else timedelta(seconds=min_age),
+            sweep_delay=self.sweep_delay,
+            dry_run=dry_run,
+            now=now,
+        )
 
-        ``keep_latest`` keeps the newest checkpoint of each namespace, plus the
-        ancestors a ``DeltaChannel`` of it still replays, deletes the other
-        checkpoints and their writes, then sweeps values no kept checkpoint
-        reaches and that are older than ``prune_grace``.
+    def prune(  # type: ignore[override]  # returns a report where LangGraph's returns None
+        self,
+        thread_ids: Sequence[str],
+        *,
+        keep_last: int = 1,
+        min_age: float | None = None,
+        dry_run: bool = False,
+        strategy: str = "keep_latest",
+    ) -> dict[str, Any]:
+        """Prune threads, safely while agents write to them (spec §6.9).
+
+        ``keep_latest`` keeps each thread's newest ``keep_last`` root checkpoints,
+        for each of them the newest checkpoint of every subgraph namespace
+        written during its run, and the ancestors a ``DeltaChannel`` of a kept
+        checkpoint replays; it deletes the other checkpoints and their writes.
+        Values no kept checkpoint reaches are marked, and deleted by a later
+        run at least ``sweep_delay`` after, if still unreferenced then.
+        ``delete`` removes the threads entirely.
+
+        Args:
+            thread_ids: Threads to prune.
+            keep_last: Root checkpoints kept per thread (at least 1).
+            min_age: Seconds; values younger than this are never marked.
+                Defaults to the saver's ``prune_grace``.
+            dry_run: Only report what would be deleted and marked.
+            strategy: ``"keep_latest"`` or ``"delete"``.
+
+        Returns:
+            A JSON-serializable report: totals (``checkpoints_kept``,
+            ``checkpoints_deleted``, ``writes_deleted``, ``objects_marked``,
+            ``bytes_marked``, ``objects_swept``, ``bytes_swept``,
+            ``marks_executed``), ``threads_deferred`` and one entry per thread.
         """
-        self._driver.run(plans.prune(self._ctx, thread_ids, strategy, grace=self.prune_grace))
+        return self._driver.run(self._prune_plan(thread_ids, strategy, keep_last, min_age, dry_run))
 
     def verify(self, thread_id: str | None = None) -> VerifyReport:
         """Check the stored objects of one thread, or of every thread (an fsck).
@@ -292,10 +353,18 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         """Async :meth:`copy_thread`."""
         await self._driver.arun(plans.copy_thread(self._ctx, source_thread_id, target_thread_id))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(  # type: ignore[override]
+        self,
+        thread_ids: Sequence[str],
+        *,
+        keep_last: int = 1,
+        min_age: float | None = None,
+        dry_run: bool = False,
+        strategy: str = "keep_latest",
+    ) -> dict[str, Any]:
         """Async :meth:`prune`."""
-        await self._driver.arun(
-            plans.prune(self._ctx, thread_ids, strategy, grace=self.prune_grace)
+        return await self._driver.arun(
+            self._prune_plan(thread_ids, strategy, keep_last, min_age, dry_run)
         )
 
     async def averify(self, thread_id: str | None = None) -> VerifyReport:

@@ -131,6 +131,7 @@ def _list_thread(
         "writes": [],
         "objects": [],
         "runs": [],
+        "marks": [],
     }
     after: str | None = None
     while True:

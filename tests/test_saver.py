@@ -4,7 +4,6 @@ responses, corruption, hostile identifiers, isolation and the prune sweep."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import Any
 
 import msgpack
@@ -239,36 +238,6 @@ def test_special_writes_replace_and_regular_writes_keep_the_first(
     tup = saver.get_tuple(stored)
     assert tup is not None
     assert sorted(tup.pending_writes) == [("task", "__error__", "e2"), ("task", "a", "first")]
-
-
-def test_prune_keeps_latest_and_sweeps_only_unreachable_old_objects(
-    store: ObjectStore,
-) -> None:
-    with ObjectStoreSaver(store, prune_grace=timedelta(0)) as saver:
-        a = _put(saver, "p", {"big": "a" * 4000, "shared": "s" * 4000})
-        saver.put_writes(a, [("c", "old write " + "o" * 3000)], "task")
-        b = _put(saver, "p", {"big": "b" * 4000, "shared": "s" * 4000}, parent=a)
-        _put(saver, "neighbour", {"big": "a" * 4000})
-        neighbour_keys = _keys(store, k.thread_prefix("neighbour"))
-        saver.prune(["p"], strategy="keep_latest")
-        assert [t.config for t in saver.list({"configurable": {"thread_id": "p"}})] == [b]
-        assert saver.get_tuple(a) is None
-        tup = saver.get_tuple(b)
-        assert tup is not None
-        assert tup.checkpoint["channel_values"] == {"big": "b" * 4000, "shared": "s" * 4000}
-        # Two values stay (b's big and the shared one); a's big and a's write are swept.
-        assert len(_keys(store, k.objects_prefix("p"))) == 2
-        assert _keys(store, k.thread_prefix("p") + "writes/") == []
-        assert _keys(store, k.thread_prefix("neighbour")) == neighbour_keys
-
-
-def test_prune_grace_keeps_young_unreferenced_objects(store: ObjectStore) -> None:
-    with ObjectStoreSaver(store, prune_grace=timedelta(hours=1)) as saver:
-        a = _put(saver, "g", {"big": "a" * 4000})
-        _put(saver, "g", {"big": "b" * 4000}, parent=a)
-        saver.prune(["g"])
-        assert len(list(saver.list({"configurable": {"thread_id": "g"}}))) == 1
-        assert len(_keys(store, k.objects_prefix("g"))) == 2
 
 
 def test_copy_thread_copies_values_writes_and_runs(saver: ObjectStoreSaver) -> None:

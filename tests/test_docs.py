@@ -1,0 +1,156 @@
+"""The operator docs say true things: their code runs, their JSON and YAML parse,
+their policies are scoped, and the local compose files are well formed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _blocks(doc: str, lang: str) -> list[str]:
+    text = (DOCS / doc).read_text()
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def test_index_links_every_doc() -> None:
+    index = (DOCS / "index.md").read_text()
+    for name in (
+        "quickstart.md",
+        "configuration.md",
+        "minio.md",
+        "auditing.md",
+        "runbooks.md",
+        "scheduling.md",
+        "iam.md",
+        "spec.md",
+    ):
+        assert f"]({name})" in index, name
+        assert (DOCS / name).is_file(), name
+    for target in re.findall(r"\]\((\.\./[^)]+)\)", index):
+        assert (DOCS / target).resolve().is_file(), target
+
+
+def test_quickstart_runs_as_written_and_the_audit_script_reads_its_output(
+    tmp_path: Path,
+) -> None:
+    (chat,) = _blocks("quickstart.md", "python")[:1]
+    (tmp_path / "chat.py").write_text(chat)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    console = _blocks("quickstart.md", "console")[0]
+    expected = [line for line in console.splitlines() if not line.startswith("$ ")]
+    got = []
+    for said in ("my name is Alice", "I like tea"):
+        run = subprocess.run(
+            [sys.executable, "chat.py", said],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        got.append(run.stdout.strip())
+    assert got == expected
+
+    (audit,) = [b for b in _blocks("auditing.md", "python") if "msgpack.unpackb" in b]
+    (tmp_path / "audit.py").write_text(audit)
+    manifests = sorted((tmp_path / "agent-memory/threads/_alice/checkpoints/_").iterdir())
+    run = subprocess.run(
+        [sys.executable, "audit.py", str(manifests[0])],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.startswith("kind: manifest  format: 1\nthread_id: 'alice'\n")
+    assert "channel messages: inline msgpack" in run.stdout
+
+
+def _policies() -> list[dict[str, Any]]:
+    return [json.loads(b) for b in _blocks("iam.md", "json")]
+
+
+def test_iam_policies_parse_and_grant_only_the_four_actions_under_the_prefix() -> None:
+    policies = _policies()
+    assert len(policies) == 3
+    allowed = {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    for policy in policies:
+        assert policy["Version"] == "2012-10-17"
+        for st in policy["Statement"]:
+            assert st["Effect"] == "Allow"
+            actions = {st["Action"]} if isinstance(st["Action"], str) else set(st["Action"])
+            assert actions <= allowed, st
+            if actions == {"s3:ListBucket"}:
+                assert st["Resource"] == "arn:aws:s3:::agent-memory"
+                assert st["Condition"]["StringLikeIfExists"]["s3:prefix"] == ["prod/*"]
+            else:
+                assert st["Resource"].startswith("arn:aws:s3:::agent-memory/prod/"), st
+
+
+def test_the_prune_policy_writes_only_sweep_marks() -> None:
+    _, prune, _ = _policies()
+    puts = [s for s in prune["Statement"] if "s3:PutObject" in s["Action"]]
+    assert [s["Resource"] for s in puts] == ["arn:aws:s3:::agent-memory/prod/threads/*/marks/*"]
+    deletes = [s for s in prune["Statement"] if "s3:DeleteObject" in s["Action"]]
+    assert deletes, "the prune job must be able to delete"
+
+
+def test_scheduling_cron_line_and_cronjob_manifest() -> None:
+    (cron,) = _blocks("scheduling.md", "cron")
+    line = next(ln for ln in cron.splitlines() if ln and not ln.startswith("CRON_TZ"))
+    assert "CRON_TZ=UTC" in cron
+    assert line.startswith("0 3 * * * ")
+    assert "--keep-last 20 --min-age 60 --apply" in line
+    (manifest,) = [yaml.safe_load(b) for b in _blocks("scheduling.md", "yaml")]
+    assert manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "CronJob"
+    spec = manifest["spec"]
+    assert spec["schedule"] == "0 3 * * *" and spec["timeZone"] == "Etc/UTC"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    (container,) = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    cmd = container["command"]
+    assert cmd[:2] == ["objstore-saver", "prune"] and "--apply" in cmd
+    assert cmd[cmd.index("--keep-last") + 1] == "20" and cmd[cmd.index("--min-age") + 1] == "60"
+    assert {e["name"] for e in container["env"]} == {"OBJSTORE_SAVER_URL"}
+
+
+@pytest.mark.parametrize("name", ["minio", "localstack"])
+def test_compose_files_are_pinned_and_healthchecked(name: str) -> None:
+    compose = yaml.safe_load((ROOT / "localstack" / name / "docker-compose.yml").read_text())
+    services = compose["services"]
+    for service in services.values():
+        image = service["image"]
+        repo, _, tag = image.rpartition(":")
+        assert repo and tag and tag != "latest", image
+    server = services["minio" if name == "minio" else "localstack"]
+    assert server["healthcheck"]["test"]
+    readme = (ROOT / "localstack" / name / "README.md").read_text()
+    for var in (
+        "OBJSTORE_SAVER_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "OBJSTORE_TEST_ENDPOINT",
+        "OBJSTORE_TEST_ACCESS_KEY",
+        "OBJSTORE_TEST_SECRET_KEY",
+        "OBJSTORE_TEST_REGION",
+    ):
+        assert f"export {var}=" in readme, var
+    if name == "minio":
+        init = services["create-bucket"]
+        assert init["depends_on"]["minio"]["condition"] == "service_healthy"
+        assert "mc mb --ignore-existing local/agent-memory" in init["command"][0]
+    else:
+        (volume,) = server["volumes"]
+        hook = volume.split(":")[0]
+        assert volume.split(":")[1].startswith("/etc/localstack/init/ready.d/")
+        script = (ROOT / "localstack" / name / hook).read_text()
+        assert "awslocal s3 mb s3://agent-memory" in script
