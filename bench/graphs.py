@@ -42,8 +42,8 @@ def vocabulary(size: int = 4000, seed: int = 7) -> list[str]:
 def words_text(rng: random.Random, vocab: list[str], length: int) -> str:
     """Words drawn from ``vocab`` joined by spaces, cut to exactly ``length`` characters."""
     parts: list[str] = []
-    total = 0
-    while total < length:
+    total = 0  # length of the parts joined, plus one
+    while total - 1 < length:
         w = rng.choice(vocab)
         parts.append(w)
         total += len(w) + 1

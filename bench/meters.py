@@ -31,6 +31,8 @@ class Reading:
     largest_request_body: int = 0
     largest_response_body: int = 0
     objects_written: int = 0
+    server_s: float = 0.0
+    """Seconds the S3 server itself took, summed over requests (proxy meter only)."""
 
     @property
     def total_requests(self) -> int:
@@ -56,6 +58,7 @@ class Reading:
             largest_request_body=self.largest_request_body,
             largest_response_body=self.largest_response_body,
             objects_written=self.objects_written - earlier.objects_written,
+            server_s=self.server_s - earlier.server_s,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,6 +71,7 @@ class Reading:
             "largest_request_body": self.largest_request_body,
             "largest_response_body": self.largest_response_body,
             "objects_written": self.objects_written,
+            "server_s": self.server_s,
         }
 
 
@@ -119,6 +123,7 @@ class ProxyMeter(Meter):
             largest_request_body=data["largest_request_body"],
             largest_response_body=data["largest_response_body"],
             objects_written=data["objects_written"],
+            server_s=data["server_s"],
         )
 
 

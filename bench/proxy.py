@@ -99,11 +99,14 @@ class Counters:
     objects_written: int = 0
     errors: int = 0
     """Responses with status >= 400 (conditional-put conflicts, 404 lookups)."""
+    server_s: float = 0.0
+    """Seconds spent waiting for the upstream server, summed over requests."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, op: str, sent: int, received: int, status: int) -> None:
+    def add(self, op: str, sent: int, received: int, status: int, server_s: float = 0.0) -> None:
         """Count one request."""
         with self._lock:
+            self.server_s += server_s
             self.requests[op] = self.requests.get(op, 0) + 1
             self.bytes_sent += sent
             self.bytes_received += received
@@ -130,6 +133,7 @@ class Counters:
                 "largest_response_body": self.largest_response_body,
                 "objects_written": self.objects_written,
                 "errors": self.errors,
+                "server_s": self.server_s,
             }
 
 
@@ -233,6 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Content-Length"] = str(len(body))
         if self.server.delay > 0:
             time.sleep(self.server.delay)
+        t0 = time.perf_counter()
         for attempt in (1, 2):
             conn = self.server.upstream_connection()
             try:
@@ -246,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if attempt == 2:
                     raise
         received = 0 if self.command == "HEAD" else len(data)
-        self.server.counters.add(op, sent, received, resp.status)
+        self.server.counters.add(op, sent, received, resp.status, time.perf_counter() - t0)
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in _HOP_HEADERS and k.lower() != "content-length":

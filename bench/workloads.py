@@ -29,31 +29,42 @@ class Sizes:
 
     chat_turns: int = 30
     long_turns: int = 1000
-    long_cap_s: float = 240.0
+    long_cap_s: float = 75.0
     long_checkpoints: tuple[int, ...] = (10, 100, 1000)
     neighbour_turns: int = 3
-    prune_turns: int = 40
+    prune_turns: int = 30
     large_bytes: int = 20 * 2**20
     agent_turns: int = 20
     os_threads: int = 8
     thread_turns: int = 50
     async_conversations: tuple[int, ...] = (1, 8, 64)
-    async_turns: int = 4
-    concurrency_cap_s: float = 120.0
+    async_total_turns: int = 16
+    """Turns per conversation: this divided by the conversations, at least ``async_min_turns``."""
+    async_min_turns: int = 2
+    concurrency_cap_s: float = 30.0
+    """No new turn starts after this many seconds (turns in flight finish)."""
     delay_ms: float = 20.0
+
+    def async_turns(self, conversations: int) -> int:
+        """Turns each of ``conversations`` concurrent conversations runs."""
+        return max(self.async_min_turns, self.async_total_turns // conversations)
 
 
 FULL = Sizes()
 QUICK = Sizes(
-    long_turns=100,
-    long_cap_s=30.0,
-    long_checkpoints=(10, 100),
-    prune_turns=25,
-    large_bytes=4 * 2**20,
-    agent_turns=5,
-    thread_turns=4,
-    async_turns=2,
-    concurrency_cap_s=20.0,
+    chat_turns=10,
+    long_turns=30,
+    long_cap_s=10.0,
+    long_checkpoints=(10, 30),
+    neighbour_turns=1,
+    prune_turns=4,
+    large_bytes=2 * 2**20,
+    agent_turns=2,
+    thread_turns=1,
+    async_conversations=(1, 8),
+    async_total_turns=4,
+    async_min_turns=1,
+    concurrency_cap_s=8.0,
 )
 
 
@@ -158,6 +169,7 @@ def _bytes_row(row: dict[str, Any]) -> dict[str, Any]:
         "requests": row["requests"],
         "total_requests": row["total_requests"],
         "wall_s": row["wall_s"],
+        "server_s": row["server_s"],
         "saver_calls": row["saver_calls"],
     }
 
@@ -286,6 +298,7 @@ def _compact(row: dict[str, Any]) -> dict[str, Any]:
         "bytes_sent": row["bytes_sent"],
         "bytes_received": row["bytes_received"],
         "wall_s": row["wall_s"],
+        "server_s": row["server_s"],
     }
 
 
@@ -439,7 +452,7 @@ async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
                 deadline: float = deadline,
                 done: list[int] = done,
             ) -> None:
-                for t in range(sizes.async_turns):
+                for t in range(sizes.async_turns(n)):
                     if time.monotonic() > deadline:
                         return
                     await graph.ainvoke({"messages": script.inputs(t)}, cfg(f"a{n}-{i}"))
@@ -453,7 +466,7 @@ async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
             out[str(n)] = {
                 "conversations": n,
                 "turns": turns,
-                "turns_target": n * sizes.async_turns,
+                "turns_target": n * sizes.async_turns(n),
                 "wall_s": wall,
                 "turns_per_s": turns / wall,
                 "cpu_s_per_turn": cpu / turns if turns else None,
