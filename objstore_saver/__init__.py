@@ -23,6 +23,7 @@ from objstore_saver.storage import (
     StorageError,
     StoreUnavailableError,
 )
+from objstore_saver.verify import Problem, VerifyReport
 
 __all__ = [
     "CheckpointConflictError",
@@ -35,10 +36,12 @@ __all__ = [
     "ObjectStore",
     "ObjectStoreSaver",
     "ObjstoreSaverError",
+    "Problem",
     "PutMode",
     "S3Store",
     "StorageError",
     "StoreUnavailableError",
     "UnsupportedFormatError",
+    "VerifyReport",
 ]
 __version__ = "0.1.0"

@@ -24,11 +24,13 @@ from langgraph.checkpoint.base import (
 )
 
 from objstore_saver import plans
+from objstore_saver import verify as fsck
 from objstore_saver.driver import Driver
 from objstore_saver.memory import EntryMemory, ObjectMemory
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
+from objstore_saver.verify import VerifyReport
 
 
 class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
@@ -193,6 +195,19 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         """
         self._driver.run(plans.prune(self._ctx, thread_ids, strategy, grace=self.prune_grace))
 
+    def verify(self, thread_id: str | None = None) -> VerifyReport:
+        """Check the stored objects of one thread, or of every thread (an fsck).
+
+        Every manifest and write must decode, every reference must resolve to an
+        object of the expected kind, and every content-addressed object must hash
+        to its key. Reads the store itself, not this saver's memory.
+
+        Returns:
+            A :class:`~objstore_saver.verify.VerifyReport`; ``report.ok`` is False
+            when ``report.problems`` names a key at fault.
+        """
+        return self._driver.run(fsck.verify(None if thread_id is None else [thread_id]))
+
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -261,6 +276,10 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         await self._driver.arun(
             plans.prune(self._ctx, thread_ids, strategy, grace=self.prune_grace)
         )
+
+    async def averify(self, thread_id: str | None = None) -> VerifyReport:
+        """Async :meth:`verify`."""
+        return await self._driver.arun(fsck.verify(None if thread_id is None else [thread_id]))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -1,0 +1,293 @@
+"""fsck for a store: every manifest parses, every reference resolves (spec §6.11).
+
+The plan reads the store itself, never the saver's memories, so it reports
+what is stored, not what this process believes. Problems are collected, not
+raised: one corrupt object does not hide the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from objstore_saver import codec, keys
+from objstore_saver.codec import (
+    ChunkObj,
+    Entry,
+    ListObj,
+    PartObj,
+    PartsObj,
+    Ref,
+    StoredObject,
+    ValueObj,
+)
+from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.plans import _decode_checked_manifest, _thread_prefixes
+from objstore_saver.storage.base import ObjectInfo
+from objstore_saver.store_requests import Batch, Get, ListKeys, run_batch, run_one
+
+#: Objects fetched per batch: bounds the bytes held at once.
+GET_BATCH = 64
+
+#: Object kind expected behind each reference tag (spec §4.0).
+KIND_OF_TAG = {"b": "value", "p": "parts", "l": "list", "c": "chunk", "d": "part"}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong in the store.
+
+    Attributes:
+        key: The key at fault.
+        kind: ``unreadable`` (does not decode, or a newer format), ``digest``
+            (bytes do not hash to the key), ``missing`` (referenced, absent),
+            ``wrong-kind`` (a reference reaches an object of another kind),
+            ``shape`` (counts or sizes disagree), or ``unknown-key``.
+        detail: What was found, naming the referrer where there is one.
+    """
+
+    key: str
+    kind: str
+    detail: str
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found. ``ok`` is True when there are no problems."""
+
+    threads: int = 0
+    manifests: int = 0
+    writes: int = 0
+    objects: int = 0
+    bytes: int = 0
+    orphan_objects: int = 0
+    orphan_bytes: int = 0
+    orphan_writes: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-serializable data."""
+        out = asdict(self)
+        out["ok"] = self.ok
+        return out
+
+
+@dataclass
+class _Facts:
+    """What was learnt of one content-addressed object."""
+
+    kind: str
+    children: list[tuple[str, bytes]]
+    #: Elements of a chunk, or data bytes of a part (for shape checks).
+    length: int = 0
+    #: For lists: [(chunk, count)]; for parts indexes: (size, [part digests]).
+    shape: Any = None
+
+
+def _facts(obj: StoredObject) -> _Facts:
+    if isinstance(obj, ValueObj):
+        return _Facts("value", [])
+    if isinstance(obj, PartObj):
+        return _Facts("part", [], length=len(obj.data))
+    if isinstance(obj, PartsObj):
+        return _Facts("parts", [("d", d) for d in obj.parts], shape=obj.size)
+    if isinstance(obj, ListObj):
+        return _Facts("list", [("c", d) for d, _ in obj.chunks], shape=list(obj.chunks))
+    assert isinstance(obj, ChunkObj)
+    refs = [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
+    return _Facts("chunk", refs, length=len(obj.items))
+
+
+def _refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
+    return [(e.tag, e.digest) for e in entries if isinstance(e, Ref)]
+
+
+def _list_thread(
+    pfx: str, report: VerifyReport
+) -> Generator[Batch, list[Any] | None, dict[str, list[ObjectInfo]]]:
+    kinds: dict[str, list[ObjectInfo]] = {
+        "checkpoints": [],
+        "writes": [],
+        "objects": [],
+        "runs": [],
+    }
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(pfx, after))
+        for info in page.objects:
+            bucket = kinds.get(info.key[len(pfx) :].split("/", 1)[0])
+            if bucket is None:
+                report.problems.append(
+                    Problem(info.key, "unknown-key", "not a key the format defines")
+                )
+            else:
+                bucket.append(info)
+        if not page.truncated or not page.objects:
+            return kinds
+        after = page.objects[-1].key
+
+
+def _fetch(
+    keys_: Sequence[str],
+) -> Generator[Batch, list[Any] | None, list[tuple[str, bytes | None]]]:
+    out: list[tuple[str, bytes | None]] = []
+    for start in range(0, len(keys_), GET_BATCH):
+        part = keys_[start : start + GET_BATCH]
+        bodies = yield from run_batch(*(Get(k) for k in part))
+        out.extend(zip(part, bodies, strict=True))
+    return out
+
+
+def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: check every key under one thread prefix, adding to ``report``."""
+    report.threads += 1
+    listing = yield from _list_thread(pfx, report)
+    # referrer of each referenced digest, and the kind the reference expects
+    wanted: dict[bytes, tuple[str, str]] = {}
+
+    def want(refs: Iterable[tuple[str, bytes]], referrer: str) -> None:
+        for tag, digest in refs:
+            wanted.setdefault(digest, (KIND_OF_TAG[tag], referrer))
+
+    manifest_write_prefixes: set[str] = set()
+    for key, body in (yield from _fetch([o.key for o in listing["checkpoints"]])):
+        if body is None:
+            continue  # deleted since it was listed
+        report.manifests += 1
+        try:
+            m = _decode_checked_manifest(body, key)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            report.problems.append(Problem(key, "unreadable", str(exc)))
+            continue
+        if keys.thread_prefix(m.thread_id) != pfx:
+            report.problems.append(
+                Problem(key, "unreadable", f"manifest of thread {m.thread_id!r} in another thread")
+            )
+            continue
+        manifest_write_prefixes.add(
+            keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
+        )
+        want(_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
+
+    for key, body in (yield from _fetch([o.key for o in listing["writes"]])):
+        if body is None:
+            continue
+        report.writes += 1
+        try:
+            w = codec.decode_write(body, key)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            report.problems.append(Problem(key, "unreadable", str(exc)))
+            continue
+        if key[: key.rindex("/") + 1] not in manifest_write_prefixes:
+            # Left by an interrupted delete or prune; never read (spec §6.6).
+            report.orphan_writes += 1
+            continue
+        want(_refs([w.value]), key)
+
+    facts: dict[bytes, _Facts] = {}
+    sizes: dict[bytes, int] = {}
+
+    def absorb(pairs: list[tuple[str, bytes | None]]) -> None:
+        for key, body in pairs:
+            if body is None:
+                continue
+            digest = bytes.fromhex(key.rsplit("/", 1)[1])
+            report.objects += 1
+            report.bytes += len(body)
+            sizes[digest] = len(body)
+            try:
+                codec.check_digest(body, digest, key)
+            except CorruptObjectError as exc:
+                report.problems.append(Problem(key, "digest", str(exc)))
+                continue
+            try:
+                obj = codec.decode_object(body, key)
+            except (CorruptObjectError, UnsupportedFormatError) as exc:
+                report.problems.append(Problem(key, "unreadable", str(exc)))
+                continue
+            facts[digest] = _facts(obj)
+
+    object_keys = []
+    for o in listing["objects"]:
+        name = o.key.rsplit("/", 1)[1]
+        if len(name) != 64 or name.strip("0123456789abcdef"):
+            report.problems.append(Problem(o.key, "unknown-key", "not a SHA-256 object key"))
+        else:
+            object_keys.append(o.key)
+    absorb((yield from _fetch(object_keys)))
+
+    # Walk from the manifests and writes. Objects written after the listing (a
+    # concurrent put) are fetched, not reported missing on the listing's word.
+    frontier = list(wanted)
+    reached: set[bytes] = set()
+    while frontier:
+        late = [d for d in frontier if d not in sizes]
+        fetched = yield from _fetch([keys.object_key_in(pfx, d) for d in late])
+        for (key, body), digest in zip(fetched, late, strict=True):
+            if body is None:
+                sizes[digest] = 0
+                report.problems.append(
+                    Problem(key, "missing", f"referenced by {wanted[digest][1]!r}")
+                )
+        absorb(fetched)
+        reached.update(frontier)
+        nxt: list[bytes] = []
+        for digest in frontier:
+            for tag, child in facts[digest].children if digest in facts else ():
+                if child not in reached and child not in wanted:
+                    wanted[child] = (KIND_OF_TAG[tag], keys.object_key_in(pfx, digest))
+                    nxt.append(child)
+        frontier = nxt
+
+    for digest, (expected, referrer) in wanted.items():
+        f = facts.get(digest)
+        if f is None:
+            continue
+        key = keys.object_key_in(pfx, digest)
+        if f.kind != expected:
+            report.problems.append(
+                Problem(key, "wrong-kind", f"{referrer!r} expects a {expected}, found a {f.kind}")
+            )
+    for digest, f in facts.items():
+        key = keys.object_key_in(pfx, digest)
+        if f.kind == "list":
+            for chunk, count in f.shape:
+                cf = facts.get(chunk)
+                if cf is not None and cf.kind == "chunk" and cf.length != count:
+                    report.problems.append(
+                        Problem(
+                            keys.object_key_in(pfx, chunk),
+                            "shape",
+                            f"holds {cf.length} elements, list {key!r} says {count}",
+                        )
+                    )
+        elif f.kind == "parts":
+            parts = [facts.get(d) for _, d in f.children]
+            if all(p is not None and p.kind == "part" for p in parts):
+                total = sum(p.length for p in parts if p is not None)
+                if total != f.shape:
+                    report.problems.append(
+                        Problem(key, "shape", f"parts hold {total} bytes, index says {f.shape}")
+                    )
+    for digest in sizes.keys() - reached:
+        report.orphan_objects += 1
+        report.orphan_bytes += sizes[digest]
+
+
+def verify(
+    thread_ids: Sequence[str] | None = None,
+) -> Generator[Batch, list[Any] | None, VerifyReport]:
+    """Plan: spec §6.11. Check the named threads, or every thread in the store."""
+    report = VerifyReport()
+    if thread_ids is None:
+        prefixes = yield from _thread_prefixes()
+    else:
+        prefixes = [keys.thread_prefix(t) for t in thread_ids]
+    for pfx in prefixes:
+        yield from verify_thread(pfx, report)
+    return report
