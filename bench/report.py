@@ -477,6 +477,10 @@ def markdown(d: Doc) -> str:
             f"## Workload 4: supervisor, subgraph and `Send` fan-out to 8, "
             f"{sizes['agent_turns']} turns",
             "",
+            f"At most {sizes.get('agent_cap_s', 0):.0f} s per saver"
+            f" ({delay:.0f} ms per S3 request);",
+            "a saver stopped by the cap shows the turns it ran.",
+            "",
         ]
         table = []
         for s in d.savers:
@@ -486,6 +490,7 @@ def markdown(d: Doc) -> str:
             table.append(
                 [
                     L[s],
+                    f"{r['turns']}" + (" (cap)" if r["turns"] < r.get("turns_target", 0) else ""),
                     r["checkpoints_per_turn"],
                     r["put_writes_calls_per_turn"],
                     r["writes_per_turn"],
@@ -498,6 +503,7 @@ def markdown(d: Doc) -> str:
         out += _table(
             [
                 "saver",
+                "turns",
                 "checkpoints (super-steps) / turn",
                 "put_writes calls / turn",
                 "writes / turn",
@@ -553,6 +559,16 @@ def markdown(d: Doc) -> str:
                     p.get("continues_after_prune"),
                 ]
             )
+        for s in d.savers:
+            v = (d.ok("5", s) or {}).get("verify")
+            if v:
+                table_note = (
+                    f"{L[s]}: `verify()` after the delete and the prune: "
+                    f"{'ok' if v['ok'] else 'FAILED'}, {v['problems']} problems, "
+                    f"{v['manifests']} manifests, {v['objects']} objects, "
+                    f"{v['orphan_objects']} orphan objects."
+                )
+                out += [table_note, ""]
         out += _table(
             [
                 "saver",

@@ -29,19 +29,20 @@ class Sizes:
 
     chat_turns: int = 30
     long_turns: int = 1000
-    long_cap_s: float = 75.0
+    long_cap_s: float = 60.0
     long_checkpoints: tuple[int, ...] = (10, 100, 1000)
     neighbour_turns: int = 3
     prune_turns: int = 30
     large_bytes: int = 20 * 2**20
     agent_turns: int = 20
+    agent_cap_s: float = 45.0
     os_threads: int = 8
     thread_turns: int = 50
     async_conversations: tuple[int, ...] = (1, 8, 64)
     async_total_turns: int = 16
     """Turns per conversation: this divided by the conversations, at least ``async_min_turns``."""
     async_min_turns: int = 2
-    concurrency_cap_s: float = 30.0
+    concurrency_cap_s: float = 25.0
     """No new turn starts after this many seconds (turns in flight finish)."""
     delay_ms: float = 20.0
 
@@ -253,6 +254,17 @@ def run_long_and_delete(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, di
 
         # Workload 5b: prune a second thread, keeping its latest checkpoint.
         dele["prune"] = _prune(h, graph, script, sizes, env)
+        if hasattr(h.saver, "verify"):
+            # objstore-saver's fsck over everything left (t1, t10, p).
+            report = h.saver.verify()
+            dele["verify"] = {
+                "ok": report.ok,
+                "problems": len(report.problems),
+                "first_problem": str(report.problems[0]) if report.problems else None,
+                "manifests": report.manifests,
+                "objects": report.objects,
+                "orphan_objects": report.orphan_objects,
+            }
     return {"long": long, "delete": dele}
 
 
@@ -348,7 +360,10 @@ def run_agent(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
     with spec.open_sync(env) as h, Delay(env, sizes.delay_ms):
         graph = graphs.agent_graph(h.saver)
         rows = []
+        deadline = time.monotonic() + sizes.agent_cap_s
         for t in range(sizes.agent_turns):
+            if time.monotonic() > deadline:
+                break
             _, row = measured(
                 h,
                 lambda t=t: graph.invoke(
@@ -362,6 +377,7 @@ def run_agent(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
     return {
         "meter": h.meter.kind,
         "turns": n,
+        "turns_target": sizes.agent_turns,
         "results_stored": len(state["results"]),
         "results_expected": graphs.FANOUT * n,
         "checkpoints_per_turn": _mean([c.get("put", 0) for c in calls]),
