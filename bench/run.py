@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -156,6 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results JSON path")
     parser.add_argument("--no-docs", action="store_true", help="do not regenerate docs/")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only regenerate docs/ from the results JSON (--out), running nothing",
+    )
     args = parser.parse_args(argv)
     names = [n for n in args.savers.split(",") if n]
     unknown = set(names) - {s.name for s in ALL_SAVERS}
@@ -171,6 +177,14 @@ def main(argv: list[str] | None = None) -> None:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    if args.report_only:
+        from bench import report
+
+        for path in report.write(json.loads(args.out.read_text()), ROOT):
+            log(f"wrote {path}")
+        return
+    # On SIGTERM unwind normally, so PostgreSQL and the S3 server are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     doc = run(sizes, savers, selected, log)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")

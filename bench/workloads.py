@@ -422,12 +422,14 @@ def run_threads(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
                 errors.append(f"{type(exc).__name__}: {exc}")
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(sizes.os_threads)]
+        r0 = h.meter.begin()
         cpu0, w0 = time.process_time(), time.perf_counter()
         for th in threads:
             th.start()
         for th in threads:
             th.join()
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
+        d = h.meter.snapshot() - r0
         complete = all(
             len(graph.get_state(cfg(f"os-{i}")).values.get("messages", [])) == 2 * done[i] + 1
             for i in range(sizes.os_threads)
@@ -444,6 +446,8 @@ def run_threads(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
         "turns_per_s": turns / wall,
         "cpu_s_per_turn": cpu / turns if turns else None,
         "histories_complete": complete,
+        "requests": d.total_requests,
+        "server_s_per_request": d.server_s / d.total_requests if d.total_requests else None,
     }
 
 
@@ -475,9 +479,11 @@ async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
                     done[i] += 1
 
             with Delay(env, sizes.delay_ms):
+                r0 = h.meter.begin()
                 cpu0, w0 = time.process_time(), time.perf_counter()
                 await asyncio.gather(*(convo(i) for i in range(n)))
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
+                d = h.meter.snapshot() - r0
             turns = sum(done)
             out[str(n)] = {
                 "conversations": n,
@@ -486,5 +492,7 @@ async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
                 "wall_s": wall,
                 "turns_per_s": turns / wall,
                 "cpu_s_per_turn": cpu / turns if turns else None,
+                "requests": d.total_requests,
+                "server_s_per_request": d.server_s / d.total_requests if d.total_requests else None,
             }
     return out
