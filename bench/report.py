@@ -165,7 +165,10 @@ def plots(d: Doc, img: Path) -> list[Path]:
 
     img.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
-    styles = {OURS: {"linewidth": 2.6, "color": "black"}, "objstore-local": {"linewidth": 2.0}}
+    styles = {
+        OURS: {"linewidth": 2.6, "color": "black"},
+        "objstore-local": {"linewidth": 1.6, "linestyle": "--", "color": "tab:cyan"},
+    }
 
     def per_turn(
         workload: str,
@@ -192,6 +195,8 @@ def plots(d: Doc, img: Path) -> list[Path]:
         ax.set_title(title)
         if log:
             ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
