@@ -1,7 +1,8 @@
 """``python -m bench``: every workload against every saver, in one run.
 
 Writes ``bench/results/latest.json`` and regenerates ``docs/benchmarks.md`` and
-the plots in ``docs/img/``. ``--quick`` runs smaller counts in about two minutes.
+the plots in ``docs/img/``. ``--quick`` runs smaller counts (about one CPU
+minute; six minutes of wall time on the shared, loaded machine it was tried on).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def run(
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller counts (about 2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
     parser.add_argument("--savers", default="", help="comma-separated saver names (default: all)")
     parser.add_argument(
         "--workloads", default=",".join(WORKLOADS), help="comma-separated workload ids"
