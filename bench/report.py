@@ -801,6 +801,17 @@ def _headlines(d: Doc) -> list[str]:
             )
             + (" within the time cap." if any(r["stopped_by_cap"] for r in w2.values()) else "")
         )
+    sup = d.supplement
+    if sup is not None and sup["points"]:
+        last = max(sup["points"], key=int)
+        p = sup["points"][last]
+        out.append(
+            f"- Workload 2, objstore-saver on S3 alone to {sup['turns_done']:,} turns: the "
+            f"lookup at turn {last} still takes {p['lookup']['total_requests']} requests and "
+            f"the turn {p['invoke']['total_requests']}; it wrote "
+            f"{sup['bytes_per_turn'][int(last) - 1] / 1024:.1f} KiB at turn {last} against "
+            f"{sup['bytes_per_turn'][9] / 1024:.1f} KiB at turn 10."
+        )
     w3 = {s: r for s in d.savers if (r := d.ok("3", s))}
     if OURS in w3:
         big = max((r["largest_body"] for s, r in w3.items() if s != OURS), default=0)
