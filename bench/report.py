@@ -128,6 +128,21 @@ def targets(d: Doc) -> list[dict[str, Any]]:
     if w6b and "1" in w6b and "64" in w6b:
         r = w6b["64"]["turns_per_s"] / w6b["1"]["turns_per_s"]
         add("W6 64 async conversations ≥ 20x one", r >= 20, f"{r:.1f}x")
+    local6b = d.ok("6b", "objstore-local")
+    if local6b and "1" in local6b and "64" in local6b:
+        r = local6b["64"]["turns_per_s"] / local6b["1"]["turns_per_s"]
+        add(
+            "W6 64 async conversations ≥ 20x one (local directory, same injected round trip)",
+            r >= 20,
+            f"{r:.1f}x",
+            "no S3 server to saturate: measures the saver alone",
+            reason=(
+                f"{local6b['64']['turns_per_s']:.1f} turns/s with 64 conversations against "
+                f"{local6b['1']['turns_per_s']:.2f} with one; the process then spends "
+                f"{local6b['64']['cpu_s_per_turn'] * 1000:.0f} ms of CPU per turn (LangGraph and "
+                "the saver share one interpreter lock), so CPU, not waiting, bounds the rate."
+            ),
+        )
     pg6a, us6a = d.ok("6a", "postgres"), d.ok("6a", OURS)
     if pg6a and us6a:
         r = us6a["cpu_s_per_turn"] / pg6a["cpu_s_per_turn"]

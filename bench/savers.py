@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,9 @@ class Env:
     moto_url: str
     tmp: str
     postgres: Any = None
+    #: Round trip injected into every request of the local-directory saver
+    #: (workload 6 only: the same latency as the proxy, without moto).
+    local_delay_s: float = 0.0
     _names: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -188,6 +192,43 @@ class ObjstoreS3(SaverSpec):
             yield handle
 
 
+class DelayedStore:
+    """Sleeps ``env.local_delay_s`` before each request, like a network round trip.
+
+    The sleep happens in the saver's worker thread, so requests the saver issues
+    in parallel overlap, as they would against a remote store.
+    """
+
+    def __init__(self, inner: Any, env: Env) -> None:
+        self.inner, self.env = inner, env
+
+    def _wait(self) -> None:
+        if self.env.local_delay_s:
+            time.sleep(self.env.local_delay_s)
+
+    def put(self, key: str, data: bytes, mode: Any = None) -> None:
+        self._wait()
+        if mode is None:
+            self.inner.put(key, data)
+        else:
+            self.inner.put(key, data, mode)
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        self._wait()
+        return self.inner.get(key, byte_range)
+
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> Any:
+        self._wait()
+        return self.inner.list(prefix, start_after=start_after, limit=limit)
+
+    def delete(self, keys: Any) -> None:
+        self._wait()
+        self.inner.delete(keys)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class ObjstoreLocal(SaverSpec):
     name, label, storage, package = (
         "objstore-local",
@@ -202,7 +243,7 @@ class ObjstoreLocal(SaverSpec):
 
         root = os.path.join(env.tmp, env.name("objstore-local"))
         store = MeteredStore(LocalStore(root))
-        with ObjectStoreSaver(store) as saver:
+        with ObjectStoreSaver(DelayedStore(store, env)) as saver:
             calls = CallCounter(saver)
             yield Handle(saver, StoreMeter(store), calls, lambda: _directory_listing(root))
 

@@ -75,16 +75,23 @@ def cfg(thread_id: str) -> dict[str, Any]:
 
 
 class Delay:
-    """Sets the proxy's injected round trip for the duration of a block."""
+    """Sets the proxy's injected round trip for the duration of a block.
 
-    def __init__(self, env: Env, ms: float) -> None:
-        self.env, self.ms = env, ms
+    With ``local=True`` the local-directory saver gets the same round trip
+    (workload 6: the saver's own concurrency, with no S3 server to saturate).
+    """
+
+    def __init__(self, env: Env, ms: float, *, local: bool = False) -> None:
+        self.env, self.ms, self.local = env, ms, local
 
     def __enter__(self) -> None:
         set_proxy_delay(self.env.proxy_url, self.ms)
+        if self.local:
+            self.env.local_delay_s = self.ms / 1000
 
     def __exit__(self, *exc: object) -> None:
         set_proxy_delay(self.env.proxy_url, 0)
+        self.env.local_delay_s = 0.0
 
 
 def measured(handle: Handle, fn: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
@@ -405,7 +412,7 @@ def _per_turn_ops(rows: list[dict[str, Any]]) -> dict[str, float]:
 def run_threads(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
     """Workload 6a: OS threads, each its own conversation, through one saver."""
     script = graphs.SEED
-    with spec.open_sync(env) as h, Delay(env, sizes.delay_ms):
+    with spec.open_sync(env) as h, Delay(env, sizes.delay_ms, local=True):
         graph = graphs.chat_graph(h.saver, script)
         done = [0] * sizes.os_threads
         errors: list[str] = []
@@ -478,7 +485,7 @@ async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
                     await graph.ainvoke({"messages": script.inputs(t)}, cfg(f"a{n}-{i}"))
                     done[i] += 1
 
-            with Delay(env, sizes.delay_ms):
+            with Delay(env, sizes.delay_ms, local=True):
                 r0 = h.meter.begin()
                 cpu0, w0 = time.process_time(), time.perf_counter()
                 await asyncio.gather(*(convo(i) for i in range(n)))
