@@ -1,7 +1,8 @@
 """Workload 1 of the design record: a 30-turn chat, bytes and requests per turn.
 
-Run ``python bench/seed_chat.py`` (local directory store, counts through
-MeteredStore). Counts, not timings: they are the same on every machine.
+Run ``python -m bench.seed_chat`` (local directory store, counts through
+MeteredStore). Counts, not timings: they are the same on every machine. The
+same workload against every saver is workload 1 of ``python -m bench``.
 """
 
 from __future__ import annotations
@@ -11,23 +12,8 @@ import json
 import tempfile
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph.graph import START, MessagesState, StateGraph
-
+from bench.graphs import SEED, chat_graph
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
-
-SYSTEM = "You are Chat. " + "rule " * 300
-
-
-def build(saver: ObjectStoreSaver) -> Any:
-    def bot(state: MessagesState) -> dict:
-        turn = sum(1 for m in state["messages"] if m.type == "human") - 1
-        return {"messages": [AIMessage(f"answer {turn} " + "a" * 800)]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("bot", bot)
-    builder.add_edge(START, "bot")
-    return builder.compile(checkpointer=saver)
 
 
 def run(turns: int) -> dict[str, Any]:
@@ -35,14 +21,11 @@ def run(turns: int) -> dict[str, Any]:
         store = MeteredStore(LocalStore(root, fsync=False))
         rows = []
         with ObjectStoreSaver(store) as saver:
-            graph = build(saver)
+            graph = chat_graph(saver, SEED)
             config = {"configurable": {"thread_id": "seed-chat"}}
             for t in range(turns):
-                new: list[Any] = [HumanMessage(f"question {t} " + "q" * 200)]
-                if t == 0:
-                    new.insert(0, SystemMessage(SYSTEM))
                 store.reset()
-                graph.invoke({"messages": new}, config)
+                graph.invoke({"messages": SEED.inputs(t)}, config)
                 m = store.snapshot()
                 rows.append(
                     {

@@ -4,6 +4,7 @@ Checkpoints are stored as increments: create-only manifests over immutable,
 content-addressed values scoped to their thread. See ``docs/spec.md``.
 """
 
+from objstore_saver.config import ConfigurationError, create_checkpointer
 from objstore_saver.errors import (
     CheckpointConflictError,
     CorruptObjectError,
@@ -12,7 +13,7 @@ from objstore_saver.errors import (
     ObjstoreSaverError,
     UnsupportedFormatError,
 )
-from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
 from objstore_saver.storage import (
     InvalidKeyError,
     LocalStore,
@@ -27,7 +28,9 @@ from objstore_saver.storage import (
 from objstore_saver.verify import Problem, VerifyReport
 
 __all__ = [
+    "AsyncObjectStoreSaver",
     "CheckpointConflictError",
+    "ConfigurationError",
     "CorruptObjectError",
     "InvalidIdentifierError",
     "InvalidKeyError",
@@ -45,5 +48,6 @@ __all__ = [
     "StoreUnavailableError",
     "UnsupportedFormatError",
     "VerifyReport",
+    "create_checkpointer",
 ]
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ import os
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -144,6 +144,27 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
     ) -> ObjectStoreSaver:
         """A saver on an S3 bucket through an existing boto3 S3 client."""
         return cls(S3Store(bucket, prefix, client=client, encryption=encryption), **kwargs)
+
+    @classmethod
+    def from_url(cls, url: str, *, check: bool = True, **kwargs: Any) -> Self:
+        """A saver on the store a URL names, checked at construction.
+
+        Args:
+            url: ``s3://bucket/prefix?endpoint_url=...&region=...`` or
+                ``file:///path``. URLs hold no secrets: S3 credentials come
+                from boto3's chain (``AWS_PROFILE``, ``AWS_ACCESS_KEY_ID``...).
+            check: Send one ``HeadBucket`` now, so a missing bucket, denied
+                access, wrong region or unreachable endpoint fails here.
+            **kwargs: Options of the saver (``serde``, ``max_workers``...).
+
+        Raises:
+            ConfigurationError: the URL is invalid or carries credentials.
+            StoreUnavailableError: the check failed; the message names the
+                bucket and the endpoint.
+        """
+        from objstore_saver.config import store_from_url
+
+        return cls(store_from_url(url, check=check), **kwargs)
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str], **kwargs: Any) -> ObjectStoreSaver:
@@ -394,3 +415,14 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async :meth:`get_delta_channel_history`."""
         return await self._driver.arun(plans.delta_channel_history(self._ctx, config, channels))
+
+
+class AsyncObjectStoreSaver(ObjectStoreSaver):
+    """The same saver, under the name LangGraph users look for in async code.
+
+    :class:`ObjectStoreSaver` already implements every async method
+    (``aget_tuple``, ``alist``, ``aput``...) on the event loop without
+    blocking it, and is an async context manager; this subclass adds nothing
+    but the name, so ``async with AsyncObjectStoreSaver.from_url(url) as saver``
+    reads like LangGraph's other async savers.
+    """

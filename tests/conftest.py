@@ -160,3 +160,7 @@ def s3_bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
 def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> S3Store:
     """An :class:`S3Store` under the prefix ``pfx/`` of a new bucket."""
     return S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())
+
+
+# --- PostgreSQL (migration tests) ---
+from pg_server import postgres_server, postgres_url  # noqa: E402, F401

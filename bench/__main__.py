@@ -1,0 +1,5 @@
+"""Entry point: ``python -m bench [--quick]``."""
+
+from bench.run import main
+
+main()

@@ -1,0 +1,203 @@
+"""``python -m bench``: every workload against every saver, in one run.
+
+Writes ``bench/results/latest.json`` and regenerates ``docs/benchmarks.md`` and
+the plots in ``docs/img/``. ``--quick`` runs smaller counts (about one CPU
+minute; six minutes of wall time on the shared, loaded machine it was tried on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import graphs, workloads
+from bench.postgres import PostgresServer
+from bench.savers import ALL_SAVERS, Env, SaverSpec
+from bench.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "latest.json"
+
+WORKLOADS = ("1", "1b", "2", "3", "4", "6a", "6b")
+"""Workload ids; "2" also runs workload 5 on the same long thread."""
+
+PACKAGES = (
+    "objstore-saver",
+    "langgraph",
+    "langgraph-checkpoint",
+    "langchain-core",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "psycopg",
+    "langgraph-checkpoint-objectstorage",
+    "s3fs",
+    "langgraph-checkpoint-tigris",
+    "langgraph-checkpoint-s3",
+    "aioboto3",
+    "boto3",
+    "botocore",
+    "moto",
+    "matplotlib",
+)
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of every package the comparison involves."""
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    if out["objstore-saver"] == "not installed":
+        import objstore_saver
+
+        out["objstore-saver"] = f"{objstore_saver.__version__} (source tree)"
+    return out
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return {"error": f"{type(exc).__name__}: {message}"[:400]}
+
+
+def run(
+    sizes: workloads.Sizes,
+    savers: list[SaverSpec],
+    selected: tuple[str, ...],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Run the selected workloads against the savers; return the results document."""
+    results: dict[str, dict[str, Any]] = {w: {} for w in selected}
+    if "2" in selected:
+        results["5"] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, ServerProcess(0) as server:
+        postgres = None
+        pg_error: BaseException | None = None
+        try:
+            postgres = PostgresServer()
+        except Exception as exc:  # noqa: BLE001 -- every PostgreSQL row says why
+            pg_error = exc
+        env = Env(server.proxy_url, server.moto_url, tmp, postgres)
+        payload = graphs.large_payload(sizes.large_bytes) if "3" in selected else ""
+        jobs: dict[str, Callable[[SaverSpec], Any]] = {
+            "1": lambda s: workloads.run_chat(s, env, sizes, graphs.SEED),
+            "1b": lambda s: workloads.run_chat(s, env, sizes, graphs.realistic_script()),
+            "2": lambda s: workloads.run_long_and_delete(s, env, sizes),
+            "3": lambda s: workloads.run_large(s, env, sizes, payload),
+            "4": lambda s: workloads.run_agent(s, env, sizes),
+            "6a": lambda s: workloads.run_threads(s, env, sizes),
+            "6b": lambda s: workloads.run_async(s, env, sizes),
+        }
+        try:
+            for w in selected:
+                for spec in savers:
+                    t0 = time.monotonic()
+                    try:
+                        if spec.name == "postgres" and pg_error is not None:
+                            raise pg_error
+                        res = jobs[w](spec)
+                    except Exception as exc:  # noqa: BLE001 -- a broken peer gets a row saying how
+                        traceback.print_exc(file=sys.stderr)
+                        res = _error(exc)
+                        if w == "2":
+                            res = {"long": res, "delete": res}
+                    took = time.monotonic() - t0
+                    if w == "2":
+                        results["2"][spec.name] = res["long"] | {"run_s": took}
+                        results["5"][spec.name] = res["delete"]
+                    else:
+                        results[w][spec.name] = res | {"run_s": took} if "error" not in res else res
+                    status = res.get("error") or (
+                        res.get("long", {}).get("error") if w == "2" else None
+                    )
+                    log(f"workload {w:>2} {spec.name:<15} {took:7.1f}s {status or 'ok'}")
+            pg_version = postgres.version() if postgres else f"unavailable: {pg_error}"
+        finally:
+            if postgres is not None:
+                postgres.stop()
+    return {
+        "generated_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if sizes.chat_turns == workloads.QUICK.chat_turns else "full",
+        "elapsed_s": time.monotonic() - started,
+        "sizes": {k: getattr(sizes, k) for k in sizes.__dataclass_fields__},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "postgres": pg_version,
+        },
+        "versions": versions(),
+        "savers": {
+            s.name: {"label": s.label, "storage": s.storage, "package": s.package} for s in savers
+        },
+        "results": results,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
+    parser.add_argument("--savers", default="", help="comma-separated saver names (default: all)")
+    parser.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help="comma-separated workload ids"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results JSON path")
+    parser.add_argument("--no-docs", action="store_true", help="do not regenerate docs/")
+    parser.add_argument(
+        "--long-cap", type=float, default=None, help="seconds per saver for workload 2"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only regenerate docs/ from the results JSON (--out), running nothing",
+    )
+    args = parser.parse_args(argv)
+    names = [n for n in args.savers.split(",") if n]
+    unknown = set(names) - {s.name for s in ALL_SAVERS}
+    if unknown:
+        parser.error(f"unknown saver(s) {sorted(unknown)}; known: {[s.name for s in ALL_SAVERS]}")
+    savers = [s for s in ALL_SAVERS if not names or s.name in names]
+    selected = tuple(w for w in args.workloads.split(",") if w)
+    bad = set(selected) - set(WORKLOADS)
+    if bad:
+        parser.error(f"unknown workload(s) {sorted(bad)}; known: {list(WORKLOADS)}")
+    sizes = workloads.QUICK if args.quick else workloads.FULL
+    if args.long_cap is not None:
+        sizes = dataclasses.replace(sizes, long_cap_s=args.long_cap)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    if args.report_only:
+        from bench import report
+
+        for path in report.write(json.loads(args.out.read_text()), ROOT):
+            log(f"wrote {path}")
+        return
+    # On SIGTERM unwind normally, so PostgreSQL and the S3 server are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    doc = run(sizes, savers, selected, log)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    log(f"wrote {args.out} ({doc['elapsed_s']:.0f}s)")
+    if not args.no_docs:
+        from bench import report
+
+        for path in report.write(doc, ROOT):
+            log(f"wrote {path}")

@@ -1,0 +1,470 @@
+"""Every saver of the comparison, opened the same way for every workload.
+
+A :class:`SaverSpec` opens a fresh, empty instance of one saver (its own bucket,
+directory, file or database) as a :class:`Handle`: the saver, the meter that
+reads what it sent to storage, and, where storage can be listed, a function
+returning every stored object with a fingerprint of its content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import botocore.config
+
+from bench.meters import (
+    CallCounter,
+    CountingSerializer,
+    Meter,
+    ProxyMeter,
+    SerdeMeter,
+    StoreMeter,
+)
+from bench.shims import LegacySerdeShim
+
+ACCESS_KEY = "bench-access-key"
+SECRET_KEY = "bench-secret-key"
+REGION = "us-east-1"
+
+Listing = dict[str, str]
+"""Stored objects: key (or row id) to a fingerprint of the content."""
+
+
+@dataclass
+class Env:
+    """The servers and scratch space shared by every saver of a run."""
+
+    proxy_url: str
+    moto_url: str
+    tmp: str
+    postgres: Any = None
+    #: Round trip injected into every request of the local-directory saver
+    #: (workload 6 only: the same latency as the proxy, without moto).
+    local_delay_s: float = 0.0
+    _names: Iterator[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        # Clients that take no endpoint argument (aioboto3 sessions of the
+        # langgraph-checkpoint-s3 saver) find the proxy through these.
+        os.environ["AWS_ACCESS_KEY_ID"] = ACCESS_KEY
+        os.environ["AWS_SECRET_ACCESS_KEY"] = SECRET_KEY
+        os.environ["AWS_DEFAULT_REGION"] = REGION
+        os.environ["AWS_ENDPOINT_URL"] = self.proxy_url
+        self.direct = self.client(self.moto_url)
+
+    def client(self, url: str | None = None) -> Any:
+        """A boto3 S3 client on the proxy (or ``url``), path-style addressing."""
+        return boto3.session.Session().client(
+            "s3",
+            endpoint_url=url or self.proxy_url,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            config=botocore.config.Config(
+                s3={"addressing_style": "path"},
+                max_pool_connections=64,
+                retries={"mode": "standard", "total_max_attempts": 5},
+            ),
+        )
+
+    def name(self, stem: str) -> str:
+        """A new unique name (bucket, database, directory)."""
+        return f"{stem}-{next(self._names)}".lower().replace("_", "-")
+
+    def new_bucket(self, stem: str) -> str:
+        """Create a bucket directly on moto (not metered)."""
+        bucket = self.name(stem)[:63]
+        self.direct.create_bucket(Bucket=bucket)
+        return bucket
+
+    def bucket_listing(self, bucket: str) -> Listing:
+        """Every object of a bucket with its ETag, read directly from moto."""
+        out: Listing = {}
+        for page in self.direct.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for item in page.get("Contents", []):
+                out[item["Key"]] = item["ETag"]
+        return out
+
+
+@dataclass
+class Handle:
+    """One open saver instance."""
+
+    saver: Any
+    meter: Meter
+    calls: CallCounter
+    listing: Callable[[], Listing] | None = None
+    """Every stored object, for proofs of what a delete left; None if not listable."""
+    simulated_latency: bool = False
+    """Whether requests of this saver get the proxy's injected round trip."""
+
+
+def _directory_listing(root: str) -> Listing:
+    out: Listing = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def _sqlite_listing(path: str) -> Listing:
+    conn = sqlite3.connect(path)
+    try:
+        out: Listing = {}
+        for table in ("checkpoints", "writes"):
+            for row in conn.execute(f"SELECT * FROM {table}"):
+                digest = hashlib.sha256(repr(row).encode()).hexdigest()
+                out[f"{table}/{row[0]}/{row[1]}/{row[2]}/{digest[:16]}"] = digest
+        return out
+    finally:
+        conn.close()
+
+
+def _postgres_listing(conninfo: str) -> Listing:
+    import psycopg
+
+    out: Listing = {}
+    with psycopg.connect(conninfo) as conn:
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            for row in conn.execute(f"SELECT * FROM {table}"):
+                digest = hashlib.sha256(repr(row).encode()).hexdigest()
+                out[f"{table}/{row[0]}/{row[1]}/{row[2]}/{digest[:16]}"] = digest
+    return out
+
+
+def _serde_handle(saver: Any, serde: CountingSerializer, listing: Any = None) -> Handle:
+    calls = CallCounter(saver)
+    return Handle(saver, SerdeMeter(serde, calls), calls, listing)
+
+
+class SaverSpec:
+    """How to open one saver of the comparison, sync and async.
+
+    Subclasses implement :meth:`open_sync` and :meth:`open_async`; both yield a
+    fresh empty instance.
+    """
+
+    name = ""
+    label = ""
+    storage = ""
+    """``s3``, ``local``, ``memory`` or ``sql``."""
+    package = ""
+    """Distribution whose version the report records."""
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+
+class ObjstoreS3(SaverSpec):
+    name, label, storage, package = "objstore-s3", "objstore-saver (S3)", "s3", "objstore-saver"
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from objstore_saver import ObjectStoreSaver, S3Store
+
+        bucket = env.new_bucket("objstore")
+        with ObjectStoreSaver(S3Store(bucket, client=env.client())) as saver:
+            calls = CallCounter(saver)
+            yield Handle(
+                saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+            )
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        with self.open_sync(env) as handle:
+            yield handle
+
+
+class DelayedStore:
+    """Sleeps ``env.local_delay_s`` before each request, like a network round trip.
+
+    The sleep happens in the saver's worker thread, so requests the saver issues
+    in parallel overlap, as they would against a remote store.
+    """
+
+    def __init__(self, inner: Any, env: Env) -> None:
+        self.inner, self.env = inner, env
+
+    def _wait(self) -> None:
+        if self.env.local_delay_s:
+            time.sleep(self.env.local_delay_s)
+
+    def put(self, key: str, data: bytes, mode: Any = None) -> None:
+        self._wait()
+        if mode is None:
+            self.inner.put(key, data)
+        else:
+            self.inner.put(key, data, mode)
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        self._wait()
+        return self.inner.get(key, byte_range)
+
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> Any:
+        self._wait()
+        return self.inner.list(prefix, start_after=start_after, limit=limit)
+
+    def delete(self, keys: Any) -> None:
+        self._wait()
+        self.inner.delete(keys)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ObjstoreLocal(SaverSpec):
+    name, label, storage, package = (
+        "objstore-local",
+        "objstore-saver (local dir)",
+        "local",
+        "objstore-saver",
+    )
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
+
+        root = os.path.join(env.tmp, env.name("objstore-local"))
+        store = MeteredStore(LocalStore(root))
+        with ObjectStoreSaver(DelayedStore(store, env)) as saver:
+            calls = CallCounter(saver)
+            yield Handle(saver, StoreMeter(store), calls, lambda: _directory_listing(root))
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        with self.open_sync(env) as handle:
+            yield handle
+
+
+class InMemory(SaverSpec):
+    name, label, storage, package = "inmemory", "InMemorySaver", "memory", "langgraph-checkpoint"
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        serde = CountingSerializer()
+        yield _serde_handle(InMemorySaver(serde=serde), serde)
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        with self.open_sync(env) as handle:
+            yield handle
+
+
+class Sqlite(SaverSpec):
+    name, label, storage, package = "sqlite", "SqliteSaver", "sql", "langgraph-checkpoint-sqlite"
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = os.path.join(env.tmp, env.name("sqlite") + ".db")
+        conn = sqlite3.connect(path, check_same_thread=False)
+        try:
+            serde = CountingSerializer()
+            saver = SqliteSaver(conn, serde=serde)
+            saver.setup()
+            yield _serde_handle(saver, serde, lambda: _sqlite_listing(path))
+        finally:
+            conn.close()
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = os.path.join(env.tmp, env.name("sqlite") + ".db")
+        async with aiosqlite.connect(path) as conn:
+            serde = CountingSerializer()
+            saver = AsyncSqliteSaver(conn, serde=serde)
+            await saver.setup()
+            yield _serde_handle(saver, serde, lambda: _sqlite_listing(path))
+
+
+class Postgres(SaverSpec):
+    name, label, storage, package = (
+        "postgres",
+        "PostgresSaver",
+        "sql",
+        "langgraph-checkpoint-postgres",
+    )
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        if env.postgres is None:
+            raise RuntimeError("PostgreSQL server was not started for this run")
+        conninfo = env.postgres.create_database(env.name("pg").replace("-", "_"))
+        with psycopg.connect(
+            conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            serde = CountingSerializer()
+            saver = PostgresSaver(conn, serde=serde)
+            saver.setup()
+            yield _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        import psycopg
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+
+        if env.postgres is None:
+            raise RuntimeError("PostgreSQL server was not started for this run")
+        conninfo = env.postgres.create_database(env.name("pg").replace("-", "_"))
+        async with await psycopg.AsyncConnection.connect(
+            conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            serde = CountingSerializer()
+            saver = AsyncPostgresSaver(conn, serde=serde)
+            await saver.setup()
+            yield _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+
+
+class ObjectStoragePeer(SaverSpec):
+    name, label, storage, package = (
+        "objectstorage",
+        "langgraph-checkpoint-objectstorage (s3fs)",
+        "s3",
+        "langgraph-checkpoint-objectstorage",
+    )
+
+    def _fs(self, env: Env, **kwargs: Any) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(
+            key=ACCESS_KEY,
+            secret=SECRET_KEY,
+            endpoint_url=env.proxy_url,
+            client_kwargs={"region_name": REGION},
+            skip_instance_cache=True,
+            use_listings_cache=False,
+            **kwargs,
+        )
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from langgraph_checkpoint_objectstorage import ObjectStorageSaver
+
+        bucket = env.new_bucket("objectstorage")
+        saver = ObjectStorageSaver(self._fs(env), f"{bucket}/checkpoints")
+        calls = CallCounter(saver)
+        yield Handle(
+            saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+        )
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        import asyncio
+
+        from langgraph_checkpoint_objectstorage import ObjectStorageSaver
+
+        bucket = env.new_bucket("objectstorage")
+        fs = self._fs(env, asynchronous=True, loop=asyncio.get_running_loop())
+        session = await fs.set_session()
+        try:
+            saver = ObjectStorageSaver(fs, f"{bucket}/checkpoints")
+            calls = CallCounter(saver)
+            yield Handle(
+                saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+            )
+        finally:
+            await session.close()
+
+
+class TigrisPeer(SaverSpec):
+    name, label, storage, package = (
+        "tigris",
+        "langgraph-checkpoint-tigris",
+        "s3",
+        "langgraph-checkpoint-tigris",
+    )
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from langgraph.checkpoint.tigris import TigrisSaver
+
+        bucket = env.new_bucket("tigris")
+        saver = TigrisSaver(bucket, client=env.client())
+        saver.setup()
+        calls = CallCounter(saver)
+        yield Handle(
+            saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+        )
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        from langgraph.checkpoint.tigris.aio import AsyncTigrisSaver
+
+        bucket = env.new_bucket("tigris")
+        saver = AsyncTigrisSaver(bucket, endpoint_url=env.proxy_url, region_name=REGION)
+        await saver.setup()
+        calls = CallCounter(saver)
+        yield Handle(
+            saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+        )
+
+
+class S3Peer(SaverSpec):
+    name, label, storage, package = (
+        "s3peer",
+        "langgraph-checkpoint-s3 (+serde shim)",
+        "s3",
+        "langgraph-checkpoint-s3",
+    )
+
+    @contextlib.contextmanager
+    def open_sync(self, env: Env) -> Iterator[Handle]:
+        from langgraph_checkpoint_s3 import S3CheckpointSaver
+
+        bucket = env.new_bucket("s3peer")
+        saver = S3CheckpointSaver(bucket, s3_client=env.client(), serde=LegacySerdeShim())
+        calls = CallCounter(saver)
+        yield Handle(
+            saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+        )
+
+    @contextlib.asynccontextmanager
+    async def open_async(self, env: Env) -> AsyncIterator[Handle]:
+        from langgraph_checkpoint_s3 import AsyncS3CheckpointSaver
+
+        bucket = env.new_bucket("s3peer")
+        saver = AsyncS3CheckpointSaver(bucket, serde=LegacySerdeShim())
+        calls = CallCounter(saver)
+        yield Handle(
+            saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
+        )
+
+
+ALL_SAVERS: list[SaverSpec] = [
+    ObjstoreS3(),
+    ObjstoreLocal(),
+    InMemory(),
+    Sqlite(),
+    Postgres(),
+    ObjectStoragePeer(),
+    TigrisPeer(),
+    S3Peer(),
+]
+"""Every saver of the comparison, in report order."""

@@ -1,0 +1,354 @@
+"""Configuring the saver in an application ("engine") with one setting.
+
+* :func:`store_from_url` / :func:`parse_url`: ``s3://bucket/prefix?endpoint_url=...&region=...``
+  or ``file:///path`` to a checked :class:`~objstore_saver.storage.ObjectStore`.
+  URLs never carry secrets: credentials come from boto3's chain
+  (``AWS_PROFILE``, ``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, instance roles...).
+* :func:`create_checkpointer`: the saver an application should use, by a fixed
+  precedence (explicit saver, ``OBJSTORE_SAVER_URL``, ``POSTGRES_URL``, memory).
+* :func:`langgraph_checkpointer`: the async context manager a LangGraph server's
+  ``langgraph.json`` names as its custom checkpointer (``docs/langgraph-server.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from objstore_saver.errors import ObjstoreSaverError
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.local import LocalStore
+from objstore_saver.storage.s3 import S3Store
+
+if TYPE_CHECKING:
+    from objstore_saver.saver import ObjectStoreSaver
+
+__all__ = [
+    "OBJSTORE_SAVER_URL",
+    "POSTGRES_URL",
+    "ConfigurationError",
+    "StoreURL",
+    "create_checkpointer",
+    "langgraph_checkpointer",
+    "parse_url",
+    "redact_url",
+    "store_from_url",
+]
+
+logger = logging.getLogger("objstore_saver.config")
+
+#: Environment variable naming the object store of the application.
+OBJSTORE_SAVER_URL = "OBJSTORE_SAVER_URL"
+#: Environment variable naming a PostgreSQL database (LangGraph's ``PostgresSaver``).
+POSTGRES_URL = "POSTGRES_URL"
+
+#: Query parameters an ``s3://`` URL accepts, with the aliases people type.
+_S3_PARAMS = {
+    "endpoint_url": "endpoint_url",
+    "endpoint": "endpoint_url",
+    "region": "region_name",
+    "region_name": "region_name",
+}
+#: Query parameter names that would put a secret in the URL: refused.
+_SECRET_PARAMS = frozenset(
+    {
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "access_key",
+        "secret_key",
+        "secret",
+        "password",
+        "token",
+        "session_token",
+    }
+)
+
+
+class ConfigurationError(ObjstoreSaverError, ValueError):
+    """A URL or environment setting that cannot configure a saver."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURL:
+    """A parsed store URL: ``s3`` (bucket, prefix, endpoint, region) or ``file`` (path)."""
+
+    scheme: str
+    bucket: str = ""
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    path: str = ""
+
+    def __str__(self) -> str:
+        if self.scheme == "file":
+            return f"file://{self.path}"
+        query = []
+        if self.endpoint_url:
+            query.append(f"endpoint_url={self.endpoint_url}")
+        if self.region_name:
+            query.append(f"region={self.region_name}")
+        tail = ("?" + "&".join(query)) if query else ""
+        return f"s3://{self.bucket}/{self.prefix}{tail}"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password (or whole user info) replaced by ``***``.
+
+    Works for ``postgresql://user:pw@host/db`` style URLs and leaves other
+    text unchanged; used before a URL goes into a message or a report.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.netloc or "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    safe = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    return urlunsplit((parts.scheme, safe, parts.path, parts.query, parts.fragment))
+
+
+def parse_url(url: str) -> StoreURL:
+    """Parse an object store URL.
+
+    Args:
+        url: ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME]`` or
+            ``file:///absolute/path`` (``file://relative`` is refused).
+
+    Raises:
+        ConfigurationError: unknown scheme, missing bucket or path, credentials
+            in the URL, or an unknown query parameter. The message names the
+            URL (without credentials).
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigurationError("object store URL is empty: use s3://bucket/prefix or file:///dir")
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"object store URL {redact_url(url)!r} is invalid: {exc}"
+        ) from None
+    shown = redact_url(url)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(
+            f"object store URL {shown!r} carries credentials: URLs must not hold secrets; "
+            "use boto3's credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "an instance role) instead"
+        )
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ConfigurationError(
+                f"object store URL {shown!r}: a file URL is file:///absolute/path "
+                f"(found host {parts.netloc!r})"
+            )
+        if parts.query:
+            raise ConfigurationError(f"object store URL {shown!r}: file URLs take no query")
+        path = unquote(parts.path)
+        if not path or path == "/":
+            raise ConfigurationError(f"object store URL {shown!r} names no directory")
+        return StoreURL("file", path=path)
+    if parts.scheme != "s3":
+        raise ConfigurationError(
+            f"object store URL {shown!r}: unknown scheme {parts.scheme!r}; "
+            "use s3://bucket/prefix or file:///dir"
+        )
+    bucket = parts.netloc
+    if not bucket:
+        raise ConfigurationError(f"object store URL {shown!r} names no bucket")
+    options: dict[str, str] = {}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+        lowered = name.lower()
+        if lowered in _SECRET_PARAMS:
+            raise ConfigurationError(
+                f"object store URL s3://{bucket}/... carries the secret parameter {name!r}: "
+                "URLs must not hold secrets; use boto3's credential chain instead"
+            )
+        if lowered not in _S3_PARAMS:
+            raise ConfigurationError(
+                f"object store URL {shown!r}: unknown parameter {name!r} "
+                f"(known: endpoint_url, region)"
+            )
+        if not value:
+            raise ConfigurationError(f"object store URL {shown!r}: parameter {name!r} is empty")
+        options[_S3_PARAMS[lowered]] = value
+    endpoint = options.get("endpoint_url")
+    if endpoint is not None:
+        ep = urlsplit(endpoint)
+        if ep.username is not None or ep.password is not None:
+            raise ConfigurationError(
+                f"object store URL s3://{bucket}/...: endpoint_url carries credentials; "
+                "use boto3's credential chain instead"
+            )
+        if ep.scheme not in ("http", "https") or not ep.netloc:
+            raise ConfigurationError(
+                f"object store URL {shown!r}: endpoint_url {endpoint!r} is not an http(s) URL"
+            )
+    return StoreURL(
+        "s3",
+        bucket=bucket,
+        prefix=unquote(parts.path).lstrip("/"),
+        endpoint_url=endpoint,
+        region_name=options.get("region_name"),
+    )
+
+
+def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> ObjectStore:
+    """Build the store a URL names and, by default, check it can be used.
+
+    Args:
+        url: See :func:`parse_url`.
+        check: For S3, send one ``HeadBucket`` so a missing bucket, a denied
+            access, a wrong region or an endpoint that is down fails here, with
+            one message naming bucket and endpoint, not at the first turn.
+        **s3_options: Extra :class:`~objstore_saver.storage.S3Store` options.
+
+    Raises:
+        ConfigurationError: the URL is invalid.
+        StoreUnavailableError: the check failed.
+    """
+    spec = parse_url(url)
+    if spec.scheme == "file":
+        return LocalStore(spec.path)
+    # boto3 reads these too, but passing the endpoint on selects path-style
+    # addressing, which MinIO and most S3-compatible servers need.
+    endpoint = (
+        spec.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+        or None
+    )
+    store = S3Store(
+        spec.bucket,
+        spec.prefix,
+        endpoint_url=endpoint,
+        region_name=spec.region_name,
+        **s3_options,
+    )
+    if check:
+        store.check()
+    return store
+
+
+def _postgres_saver(url: str) -> BaseCheckpointSaver[Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+
+    conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(conn)  # type: ignore[arg-type]
+    saver.setup()
+    return saver
+
+
+def _postgres_installed() -> bool:
+    try:
+        import langgraph.checkpoint.postgres  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def create_checkpointer(
+    memory: BaseCheckpointSaver[Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> BaseCheckpointSaver[Any]:
+    """Return the checkpointer an application should use.
+
+    Precedence, each step logged once at INFO with its reason:
+
+    1. ``memory``, an explicit saver, when given;
+    2. the object store named by ``OBJSTORE_SAVER_URL`` (checked at once);
+    3. LangGraph's ``PostgresSaver`` when ``POSTGRES_URL`` is set and
+       ``langgraph-checkpoint-postgres`` is installed (``pip install
+       'objstore-saver[postgres]'``); its tables are created if missing;
+    4. else ``InMemorySaver``, with a WARNING: memory is lost on restart.
+
+    Args:
+        memory: A saver to use as is.
+        environ: Environment to read (default ``os.environ``).
+
+    Raises:
+        ConfigurationError: ``OBJSTORE_SAVER_URL`` is set but invalid.
+        StoreUnavailableError: the bucket it names cannot be used.
+    """
+    env = os.environ if environ is None else environ
+    if memory is not None:
+        logger.info("checkpointer: using the saver passed in (%s)", type(memory).__name__)
+        return memory
+    logger.info("checkpointer: no saver passed in; looking at %s", OBJSTORE_SAVER_URL)
+    url = env.get(OBJSTORE_SAVER_URL, "").strip()
+    if url:
+        from objstore_saver.saver import ObjectStoreSaver
+
+        saver = ObjectStoreSaver.from_url(url)
+        logger.info(
+            "checkpointer: using the object store %s (from %s)",
+            saver.store.location,
+            OBJSTORE_SAVER_URL,
+        )
+        return saver
+    logger.info("checkpointer: %s is not set; looking at %s", OBJSTORE_SAVER_URL, POSTGRES_URL)
+    pg_url = env.get(POSTGRES_URL, "").strip()
+    if pg_url:
+        if _postgres_installed():
+            logger.info(
+                "checkpointer: using PostgresSaver at %s (from %s)",
+                redact_url(pg_url),
+                POSTGRES_URL,
+            )
+            return _postgres_saver(pg_url)
+        logger.info(
+            "checkpointer: %s is set but langgraph-checkpoint-postgres is not installed "
+            "(pip install 'objstore-saver[postgres]'); not using it",
+            POSTGRES_URL,
+        )
+    else:
+        logger.info("checkpointer: %s is not set", POSTGRES_URL)
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    logger.warning(
+        "checkpointer: using InMemorySaver: conversations are lost when the process "
+        "restarts; set %s (e.g. s3://bucket/prefix) to keep them",
+        OBJSTORE_SAVER_URL,
+    )
+    return InMemorySaver()
+
+
+@contextlib.asynccontextmanager
+async def langgraph_checkpointer() -> AsyncIterator[ObjectStoreSaver]:
+    """The custom checkpointer of a LangGraph server (``langgraph.json``).
+
+    Reads ``OBJSTORE_SAVER_URL``, checks the store at startup, yields an
+    :class:`~objstore_saver.saver.AsyncObjectStoreSaver` and closes it when the
+    server stops. In ``langgraph.json``::
+
+        "checkpointer": {"path": "objstore_saver.config:langgraph_checkpointer"}
+
+    Raises:
+        ConfigurationError: ``OBJSTORE_SAVER_URL`` is not set or invalid.
+        StoreUnavailableError: the bucket cannot be used.
+    """
+    from objstore_saver.saver import AsyncObjectStoreSaver
+
+    url = os.environ.get(OBJSTORE_SAVER_URL, "").strip()
+    if not url:
+        raise ConfigurationError(
+            f"{OBJSTORE_SAVER_URL} is not set: the LangGraph server's custom checkpointer "
+            "needs it (e.g. s3://bucket/prefix?region=eu-west-1)"
+        )
+    saver = AsyncObjectStoreSaver.from_url(url)
+    logger.info("checkpointer: LangGraph server uses the object store %s", saver.store.location)
+    try:
+        yield saver
+    finally:
+        saver.close()

@@ -1,0 +1,36 @@
+"""Operator jobs: the CLI's commands as plain library calls an engine can host.
+
+Every job takes its store (and database) from an :class:`OpsConfig` built from
+the environment (``OBJSTORE_SAVER_URL``, ``POSTGRES_URL``) or given by the
+caller, never from a payload a UI would store; long jobs accept a
+``progress(done, total, item)`` callback and a ``should_cancel()`` check that
+stops cleanly between threads; every job returns a JSON-serializable dict;
+errors name what is at fault and carry no secret. Jobs that write or delete
+are dry runs unless ``apply=True``.
+
+Example (a daily retention job in an application's own scheduler)::
+
+    from objstore_saver import ops
+
+    report = ops.prune(keep_last=20, min_age=60, apply=True)
+"""
+
+from objstore_saver.ops._common import JobError, OpsConfig, redact
+from objstore_saver.ops.maintain import delete_thread, prune, verify
+from objstore_saver.ops.migration import migrate
+from objstore_saver.ops.views import cat, du, history, show, threads
+
+__all__ = [
+    "JobError",
+    "OpsConfig",
+    "cat",
+    "delete_thread",
+    "du",
+    "history",
+    "migrate",
+    "prune",
+    "redact",
+    "show",
+    "threads",
+    "verify",
+]

@@ -1,0 +1,134 @@
+"""What every operator job shares: configuration, progress, cancellation, redaction."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from objstore_saver.config import (
+    OBJSTORE_SAVER_URL,
+    POSTGRES_URL,
+    ConfigurationError,
+    redact_url,
+    store_from_url,
+)
+from objstore_saver.driver import Driver
+from objstore_saver.errors import ObjstoreSaverError
+from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.storage.base import ObjectStore
+
+#: ``progress(done, total, item)``: called after each unit of work (usually a thread).
+ProgressCallback = Callable[[int, int | None, str], None]
+#: ``should_cancel()``: polled between threads; True stops the job cleanly.
+CancelCheck = Callable[[], bool]
+
+
+class JobError(ObjstoreSaverError):
+    """An operator job could not run; the message names what is at fault, with no secret."""
+
+
+@dataclass(frozen=True)
+class OpsConfig:
+    """Where the jobs read and write: from the environment or the CLI, never from a payload.
+
+    Attributes:
+        url: The object store the jobs work on (``OBJSTORE_SAVER_URL``).
+        postgres_url: The PostgreSQL database a migration reads
+            (``POSTGRES_URL``). Never shown: ``repr`` and reports redact it.
+    """
+
+    url: str | None = None
+    postgres_url: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpsConfig:
+        """Read ``OBJSTORE_SAVER_URL`` and ``POSTGRES_URL``; non-None overrides win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {
+            "url": env.get(OBJSTORE_SAVER_URL) or None,
+            "postgres_url": env.get(POSTGRES_URL) or None,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def secrets(self) -> list[str]:
+        """Strings that must never appear in output (passwords of the URLs)."""
+        found = []
+        for url in (self.url, self.postgres_url):
+            if url:
+                found += _passwords(url)
+        return found
+
+    def require_url(self) -> str:
+        """The object store URL, or a clear error naming the setting."""
+        if not self.url:
+            raise ConfigurationError(
+                f"no object store given: pass --url or set {OBJSTORE_SAVER_URL} "
+                "(s3://bucket/prefix?endpoint_url=...&region=... or file:///dir)"
+            )
+        return self.url
+
+
+_CONNINFO_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _passwords(url: str) -> list[str]:
+    out: list[str] = []
+    with contextlib.suppress(ValueError):
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(url)
+        if parts.password:
+            out += [parts.password, unquote(parts.password)]
+    for match in _CONNINFO_PASSWORD.finditer(url):
+        out.append(match.group(1).strip("'"))
+    return [s for s in out if s]
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """Replace every secret in ``text`` (and passwords of URLs in it) by ``***``."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    text = re.sub(r"([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s@/]*@", r"\1:***@", text)
+    return _CONNINFO_PASSWORD.sub("password=***", text)
+
+
+def redact_error(exc: BaseException, secrets: list[str]) -> str:
+    """``Type: message`` of an error with every secret removed."""
+    return redact(f"{type(exc).__name__}: {exc}", secrets)
+
+
+def no_progress(done: int, total: int | None, item: str) -> None:
+    """The default progress callback: report nothing."""
+
+
+def never_cancel() -> bool:
+    """The default cancellation check: never cancel."""
+    return False
+
+
+@contextlib.contextmanager
+def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
+    """The configured store, checked, and a driver to run plans on it."""
+    store = store_from_url(config.require_url())
+    driver = Driver(store, max_workers=16)
+    try:
+        yield store, driver
+    finally:
+        driver.close()
+
+
+@contextlib.contextmanager
+def open_saver(config: OpsConfig) -> Iterator[ObjectStoreSaver]:
+    """A saver on the configured store, checked at construction."""
+    with ObjectStoreSaver.from_url(config.require_url()) as saver:
+        yield saver
+
+
+def public_url(url: str | None) -> str | None:
+    """A URL fit for a report: no password."""
+    return None if url is None else redact_url(url)

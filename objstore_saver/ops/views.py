@@ -1,0 +1,478 @@
+"""Read-only jobs: ``threads``, ``history``, ``show``, ``cat``, ``du``.
+
+Each job is a pure plan (a generator of request batches, like the saver's own
+in :mod:`objstore_saver.plans`) run by the blocking driver. Values are decoded
+structurally (:mod:`objstore_saver.ops.decode`): nothing is unpickled and no
+user class is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from datetime import datetime
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from objstore_saver import codec, keys, plans
+from objstore_saver.codec import (
+    Entry,
+    Inline,
+    ListObj,
+    NodeObj,
+    PartObj,
+    PartsObj,
+    Ref,
+    ValueObj,
+)
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.ops._common import (
+    CancelCheck,
+    JobError,
+    OpsConfig,
+    ProgressCallback,
+    never_cancel,
+    no_progress,
+    open_store,
+)
+from objstore_saver.ops.decode import STRUCTURAL, decode_payload, jsonable
+from objstore_saver.storage.base import ObjectInfo
+from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
+
+SubPlan = Generator[Any, list[Any] | None, Any]
+
+#: Manifests read in parallel by a history.
+READ_AHEAD = 16
+
+
+def _ctx() -> plans.Context:
+    return plans.Context(JsonPlusSerializer())
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+# --- structural decoding of entries ------------------------------------------------
+
+
+def _resolve(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+    """Sub-plan: JSON of each named entry, fetching what they reference."""
+    refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
+    got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
+    return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
+
+
+def _describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
+    if isinstance(entry, Inline):
+        return {
+            "stored": "inline",
+            "type": entry.payload.type,
+            "encoding": entry.payload.encoding,
+            "bytes": len(entry.payload.data),
+        }
+    kind = {"b": "value", "p": "parts", "l": "list"}[entry.tag]
+    return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}
+
+
+# --- threads ------------------------------------------------------------------------
+
+
+def _thread_prefixes() -> SubPlan:
+    """Sub-plan: every thread prefix, by the saver's skip scan (spec §6.4)."""
+    return (yield from plans._thread_prefixes())
+
+
+def _thread_id_of(pfx: str, listing: plans.ThreadListing) -> SubPlan:
+    """Sub-plan: the thread id of a prefix (read from a manifest if the token is hashed)."""
+    tid = keys.untoken(pfx[len(keys.THREADS) : -1])
+    if tid is not None or not listing.manifests:
+        return tid
+    key = listing.manifests[0].key
+    body = yield from run_one(Get(key))
+    return None if body is None else codec.decode_manifest(body, key).thread_id
+
+
+def _summary(thread_id: str | None, pfx: str, listing: plans.ThreadListing) -> dict[str, Any]:
+    every: list[ObjectInfo] = listing.manifests + listing.writes + listing.objects + listing.runs
+    last = max((o.last_modified for o in every), default=None)
+    namespaces = {keys.namespace_of_manifest_key(o.key)[0] for o in listing.manifests}
+    return {
+        "thread_id": thread_id,
+        "prefix": pfx,
+        "checkpoints": len(listing.manifests),
+        "namespaces": len(namespaces),
+        "writes": len(listing.writes),
+        "objects": len(every),
+        "bytes": sum(o.size for o in every),
+        "last_update": _iso(last),
+    }
+
+
+def threads_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
+    """Plan of :func:`threads`."""
+    prefixes = yield from _thread_prefixes()
+    rows = []
+    cancelled = False
+    for i, pfx in enumerate(prefixes):
+        if should_cancel():
+            cancelled = True
+            break
+        listing = yield from plans.list_thread(pfx)
+        tid = yield from _thread_id_of(pfx, listing)
+        rows.append(_summary(tid, pfx, listing))
+        progress(i + 1, len(prefixes), tid or pfx)
+    rows.sort(key=lambda r: r["last_update"] or "", reverse=True)
+    return {"threads": rows, "count": len(rows), "cancelled": cancelled}
+
+
+def threads(
+    config: OpsConfig | None = None,
+    *,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """List threads with checkpoint counts, sizes and last update, newest first.
+
+    Returns:
+        ``{"threads": [{"thread_id", "checkpoints", "writes", "objects", "bytes",
+        "last_update", ...}], "count", "cancelled"}``.
+    """
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        report = driver.run(threads_plan(progress, should_cancel))
+        report["store"] = store.location
+        return report
+
+
+# --- history ---------------------------------------------------------------------------
+
+
+def history_plan(thread_id: str) -> SubPlan:
+    """Plan of :func:`history`."""
+    pfx = keys.thread_prefix(thread_id)
+    page_keys: list[ObjectInfo] = []
+    after: str | None = None
+    prefix = keys.manifests_prefix(thread_id)
+    while True:
+        page = yield from run_one(ListKeys(prefix, after))
+        page_keys += page.objects
+        if not page.truncated or not page.objects:
+            break
+        after = page.objects[-1].key
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(page_keys), READ_AHEAD):
+        group = page_keys[start : start + READ_AHEAD]
+        bodies = yield from run_batch(*(Get(o.key) for o in group))
+        for info, body in zip(group, bodies, strict=True):
+            if body is None:
+                continue  # deleted since listed
+            m = codec.decode_manifest(body, info.key)
+            md = (yield from _resolve(pfx, {"m": m.metadata}, info.key))["m"]
+            md = md if isinstance(md, dict) else {}
+            rows.append(
+                {
+                    "checkpoint_id": m.checkpoint_id,
+                    "checkpoint_ns": m.checkpoint_ns,
+                    "parent_checkpoint_id": m.parent_checkpoint_id,
+                    "step": md.get("step"),
+                    "source": md.get("source"),
+                    "channels": len(m.channels),
+                    "manifest_bytes": info.size,
+                    "written": _iso(info.last_modified),
+                    "key": info.key,
+                }
+            )
+    rows.sort(key=lambda r: r["checkpoint_id"], reverse=True)
+    return rows
+
+
+def history(thread_id: str, config: OpsConfig | None = None) -> dict[str, Any]:
+    """Checkpoints of a thread, newest first, with step, source, parent and size.
+
+    Raises:
+        JobError: the thread has no checkpoint.
+    """
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        rows = driver.run(history_plan(thread_id))
+    if not rows:
+        raise JobError(f"thread {thread_id!r} has no checkpoint in {store.location}")
+    return {"thread_id": thread_id, "store": store.location, "checkpoints": rows}
+
+
+# --- show ---------------------------------------------------------------------------------
+
+
+def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> SubPlan:
+    """Plan of :func:`show`; returns None when there is no such checkpoint."""
+    pfx = keys.thread_prefix(thread_id)
+    if checkpoint_id is None:
+        checkpoint_id = yield from plans.latest_id(plans.Scope(thread_id, checkpoint_ns, None))
+        if checkpoint_id is None:
+            return None
+    mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
+    wprefix = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
+    body, write_keys = yield from _get_and_list(mkey, wprefix)
+    if body is None:
+        return None
+    m = codec.decode_manifest(body, mkey)
+    decoded = yield from _resolve(
+        pfx,
+        {
+            "checkpoint": m.checkpoint,
+            "metadata": m.metadata,
+            **{"channel:" + name: e for name, e in m.channels.items()},
+        },
+        mkey,
+    )
+    write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
+    writes = [
+        codec.decode_write(b, k)
+        for k, b in zip(write_keys, write_bodies, strict=True)
+        if b is not None
+    ]
+    in_force = plans.effective_writes(writes)
+    write_values = yield from _resolve(
+        pfx, {str(i): w.value for i, w in enumerate(in_force)}, wprefix
+    )
+    checkpoint = decoded["checkpoint"]
+    return {
+        "key": mkey,
+        "thread_id": m.thread_id,
+        "checkpoint_ns": m.checkpoint_ns,
+        "checkpoint_id": m.checkpoint_id,
+        "parent_checkpoint_id": m.parent_checkpoint_id,
+        "manifest_bytes": len(body),
+        "metadata": decoded["metadata"],
+        "checkpoint": checkpoint,
+        "channel_values": {name: decoded["channel:" + name] for name in m.channels},
+        "storage": {name: _describe_entry(e, pfx) for name, e in m.channels.items()},
+        "pending_writes": [
+            {
+                "task_id": w.task_id,
+                "task_path": w.task_path,
+                "channel": w.channel,
+                "idx": w.idx,
+                "value": write_values[str(i)],
+            }
+            for i, w in enumerate(in_force)
+        ],
+    }
+
+
+def _get_and_list(key: str, prefix: str) -> SubPlan:
+    body, page = yield from run_batch(Get(key), ListKeys(prefix))
+    found = [o.key for o in page.objects]
+    if page.truncated and page.objects:
+        found += yield from list_all(prefix, page.objects[-1].key)
+    return body, found
+
+
+def show(
+    thread_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    checkpoint_ns: str = "",
+    config: OpsConfig | None = None,
+) -> dict[str, Any]:
+    """A checkpoint (the latest by default) decoded to JSON: manifest, values, writes.
+
+    Nothing is unpickled and no user class is imported; LangChain messages are
+    shown as ``{"role", "content"}``.
+
+    Raises:
+        JobError: no such checkpoint.
+    """
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        report = driver.run(show_plan(thread_id, checkpoint_id, checkpoint_ns))
+    if report is None:
+        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "any checkpoint"
+        raise JobError(
+            f"thread {thread_id!r} (namespace {checkpoint_ns!r}) has no {what} in {store.location}"
+        )
+    report["store"] = store.location
+    return report
+
+
+# --- cat --------------------------------------------------------------------------------------
+
+
+def _raw_entry(raw: Entry, pfx: str) -> Any:
+    if isinstance(raw, Inline):
+        return {
+            "inline": decode_payload(raw.payload, pfx),
+            "type": raw.payload.type,
+            "encoding": raw.payload.encoding,
+        }
+    return {
+        "ref": {"b": "value", "p": "parts", "l": "list"}[raw.tag],
+        "key": keys.object_key_in(pfx, raw.digest),
+    }
+
+
+def describe_object(key: str, body: bytes) -> dict[str, Any]:
+    """Decode any stored object to JSON, checking its format (and address, if it has one)."""
+    out: dict[str, Any] = {"key": key, "bytes": len(body)}
+    if key.startswith(keys.RUNS) or "/runs/" in key:
+        out.update(kind="run-marker", note="empty marker object (spec §4.8)")
+        return out
+    if not key.startswith(keys.THREADS):
+        raise CorruptObjectError(key, "not a key of the objstore-saver layout (docs/spec.md §3)")
+    pfx, rest = keys.split_thread_key(key)
+    section = rest.split("/", 1)[0]
+    if section == "checkpoints":
+        m = codec.decode_manifest(body, key)
+        out.update(
+            kind="manifest",
+            format=codec.FORMAT_VERSION,
+            thread_id=m.thread_id,
+            checkpoint_ns=m.checkpoint_ns,
+            checkpoint_id=m.checkpoint_id,
+            parent_checkpoint_id=m.parent_checkpoint_id,
+            checkpoint=_raw_entry(m.checkpoint, key),
+            metadata=_raw_entry(m.metadata, key),
+            channels={name: _raw_entry(e, pfx) for name, e in m.channels.items()},
+        )
+        return out
+    if section == "writes":
+        w = codec.decode_write(body, key)
+        out.update(
+            kind="write",
+            format=codec.FORMAT_VERSION,
+            task_id=w.task_id,
+            task_path=w.task_path,
+            idx=w.idx,
+            seq=w.seq,
+            channel=w.channel,
+            value=_raw_entry(w.value, pfx),
+        )
+        return out
+    if section != "objects":
+        # A section this reader does not model: show its MessagePack map as it is.
+        raw = codec._unpack_map(body, key)
+        out.update(kind=str(raw.get("k", section)), fields=jsonable(raw))
+        return out
+    digest_hex = key.rsplit("/", 1)[1]
+    try:
+        digest = bytes.fromhex(digest_hex)
+    except ValueError:
+        raise CorruptObjectError(key, "object key is not a SHA-256 hex digest") from None
+    codec.check_digest(body, digest, key)
+    obj = codec.decode_object(body, key)
+    out["sha256_ok"] = True
+    if isinstance(obj, ValueObj):
+        out.update(
+            kind="value",
+            type=obj.payload.type,
+            encoding=obj.payload.encoding,
+            value=decode_payload(obj.payload, key),
+        )
+    elif isinstance(obj, PartObj):
+        out.update(kind="part", data_bytes=len(obj.data))
+    elif isinstance(obj, PartsObj):
+        out.update(
+            kind="parts",
+            type=obj.type,
+            encoding=obj.encoding,
+            size=obj.size,
+            parts=[keys.object_key_in(pfx, d) for d in obj.parts],
+        )
+    elif isinstance(obj, ListObj):
+        out.update(
+            kind="list",
+            elements=obj.count,
+            sealed=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
+            tail=[_raw_entry(e, pfx) for e in obj.tail],
+        )
+    elif isinstance(obj, NodeObj):
+        out.update(
+            kind="node",
+            subtrees=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees],
+        )
+    else:
+        out.update(kind="chunk", elements=[_raw_entry(e, pfx) for e in obj.items])
+    return out
+
+
+def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
+    """Any stored object, decoded to JSON (content-addressed ones checked against their hash).
+
+    Raises:
+        JobError: nothing is stored at ``key``.
+        CorruptObjectError: the object does not decode as the format says.
+    """
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        body = driver.run(run_one(Get(key)))
+        if body is None:
+            raise JobError(f"no object at key {key!r} in {store.location}")
+        return describe_object(key, body)
+
+
+# --- du ----------------------------------------------------------------------------------------
+
+
+def _kind_of(rest: str) -> str:
+    section = rest.split("/", 1)[0]
+    names = {"checkpoints": "manifests", "runs": "run-markers"}
+    return names.get(section, section)
+
+
+def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
+    """Plan of :func:`du`: one listing of the whole store."""
+    by_thread: dict[str, dict[str, Any]] = {}
+    by_kind: dict[str, dict[str, int]] = {}
+    total = {"objects": 0, "bytes": 0}
+    after: str | None = None
+    cancelled = False
+    while True:
+        if should_cancel():
+            cancelled = True
+            break
+        page = yield from run_one(ListKeys("", after))
+        for info in page.objects:
+            if info.key.startswith(keys.THREADS):
+                pfx, rest = keys.split_thread_key(info.key)
+                kind = _kind_of(rest)
+                row = by_thread.setdefault(pfx, {"objects": 0, "bytes": 0, "by_kind": {}})
+                row["objects"] += 1
+                row["bytes"] += info.size
+                slot = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
+                slot["objects"] += 1
+                slot["bytes"] += info.size
+            else:
+                kind = "run-index" if info.key.startswith(keys.RUNS) else "foreign"
+            agg = by_kind.setdefault(kind, {"objects": 0, "bytes": 0})
+            agg["objects"] += 1
+            agg["bytes"] += info.size
+            total["objects"] += 1
+            total["bytes"] += info.size
+        progress(total["objects"], None, "objects listed")
+        if not page.truncated or not page.objects:
+            break
+        after = page.objects[-1].key
+    rows = []
+    for pfx, row in by_thread.items():
+        tid = keys.untoken(pfx[len(keys.THREADS) : -1])
+        rows.append({"thread_id": tid, "prefix": pfx, **row})
+    rows.sort(key=lambda r: r["bytes"], reverse=True)
+    return {"total": total, "by_kind": by_kind, "by_thread": rows, "cancelled": cancelled}
+
+
+def du(
+    config: OpsConfig | None = None,
+    *,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Objects and bytes of the store, in total, by kind and by thread (largest first)."""
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        report = driver.run(du_plan(progress, should_cancel))
+        report["store"] = store.location
+        return report
+
+
+__all__ = ["cat", "describe_object", "du", "history", "show", "threads"]
