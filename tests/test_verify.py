@@ -60,13 +60,13 @@ def _kind(store: ObjectStore, key: str) -> str:
 
 
 def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: ObjectStore) -> None:
-    _chat(saver, "t1", turns=140)  # 280 messages: nodes of 16 chunks
+    _chat(saver, "t1", turns=70)  # 140 messages: nodes of 4 and of 16 chunks
     _chat(saver, "t10", turns=3)
     report = saver.verify()
     assert report.ok, report.problems
     assert report.threads == 2
-    assert report.manifests == 143
-    assert report.writes == 286
+    assert report.manifests == 73
+    assert report.writes == 146
     assert report.objects == len(_object_keys(store, "t1")) + len(_object_keys(store, "t10"))
     assert report.orphan_objects == 0
     assert {_kind(store, key) for key in _object_keys(store, "t1")} >= {
