@@ -626,8 +626,9 @@ def markdown(d: Doc) -> str:
             "`t1` and `t10` (same key prefix `t`). *Storage identical* compares every",
             "stored object (key and ETag / content hash / table row) after the delete",
             "with the listing taken before thread `t` was written. Prune:",
-            f'`prune(["p"], strategy="keep_latest")` on a {sizes["prune_turns"]}-turn',
-            "thread, then one more turn on it.",
+            '`prune(["p"], keep_last=20, min_age=0)` where the saver offers it (objstore-saver),',
+            'else LangGraph\'s `prune(["p"], strategy="keep_latest")`, on a '
+            f"{sizes['prune_turns']}-turn thread, then one more turn on it.",
             "",
         ]
         table = []

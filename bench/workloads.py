@@ -9,6 +9,7 @@ savers of the same run.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 import tracemalloc
@@ -275,15 +276,29 @@ def run_long_and_delete(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, di
     return {"long": long, "delete": dele}
 
 
+KEEP_LAST = 20
+
+
 def _prune(h: Handle, graph: Any, script: graphs.Script, sizes: Sizes, env: Env) -> dict[str, Any]:
     chat_turns(h, graph, "p", script, range(sizes.prune_turns))
     kept = h.saver.get_tuple(cfg("p"))
     n_before = sum(1 for _ in h.saver.list(cfg("p")))
     objs_before = len(h.listing()) if h.listing else None
-    out: dict[str, Any] = {"strategy": "keep_latest", "checkpoints_before": n_before}
+    # Keep the last 20 where the saver offers it; LangGraph's API keeps only the latest.
+    keep_last = "keep_last" in inspect.signature(h.saver.prune).parameters
+    out: dict[str, Any] = {
+        "strategy": "keep_last=20" if keep_last else "keep_latest",
+        "checkpoints_before": n_before,
+    }
+
+    def run_prune() -> Any:
+        if keep_last:
+            return h.saver.prune(["p"], keep_last=KEEP_LAST, min_age=0)
+        return h.saver.prune(["p"], strategy="keep_latest")
+
     try:
         with Delay(env, sizes.delay_ms):
-            _, d = measured(h, lambda: h.saver.prune(["p"], strategy="keep_latest"))
+            _, d = measured(h, run_prune)
     except NotImplementedError as exc:
         out["error"] = f"NotImplementedError: {exc}".rstrip(": ")
         return out
