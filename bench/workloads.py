@@ -55,9 +55,9 @@ class Sizes:
 FULL = Sizes()
 QUICK = Sizes(
     chat_turns=10,
-    long_turns=30,
-    long_cap_s=10.0,
-    long_checkpoints=(10, 30),
+    long_turns=20,
+    long_cap_s=4.0,
+    long_checkpoints=(10, 20),
     neighbour_turns=1,
     prune_turns=4,
     large_bytes=2 * 2**20,
@@ -285,7 +285,7 @@ def _prune(h: Handle, graph: Any, script: graphs.Script, sizes: Sizes, env: Env)
     n_before = sum(1 for _ in h.saver.list(cfg("p")))
     objs_before = len(h.listing()) if h.listing else None
     # Keep the last 20 where the saver offers it; LangGraph's API keeps only the latest.
-    keep_last = "keep_last" in inspect.signature(h.saver.prune).parameters
+    keep_last = "keep_last" in inspect.signature(type(h.saver).prune).parameters
     out: dict[str, Any] = {
         "strategy": "keep_last=20" if keep_last else "keep_latest",
         "checkpoints_before": n_before,
