@@ -447,13 +447,13 @@ def encode_mark(digests: list[bytes]) -> bytes:
 
 def decode_mark(data: bytes, key: str) -> list[bytes]:
     """Decode a sweep mark into its digests."""
-    obj = _unpack_map(data, key, "mark")
+    obj = unpack_object(data, key, "mark")
     return [_digest(d, key) for d in _field(obj, "d", list, key)]
 
 
 def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
     """Re-encode a manifest for another thread (copy_thread)."""
-    raw = _unpack_map(manifest_bytes, key, "manifest")
+    raw = unpack_object(manifest_bytes, key, "manifest")
     raw["thread_id"] = thread_id
     return _pack(raw)
 
@@ -461,7 +461,8 @@ def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
 # --- decoding -------------------------------------------------------------
 
 
-def _unpack_map(data: bytes, key: str, *kinds: str) -> dict[str, Any]:
+def unpack_object(data: bytes, key: str, *kinds: str) -> dict[str, Any]:
+    """Unpack an object's MessagePack map, checking its format version and kind."""
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except (ValueError, msgpack.UnpackException) as exc:
@@ -523,7 +524,7 @@ def decode_entry(raw: Any, key: str) -> Entry:
 
 def decode_manifest(data: bytes, key: str) -> Manifest:
     """Decode and check a manifest."""
-    obj = _unpack_map(data, key, "manifest")
+    obj = unpack_object(data, key, "manifest")
     channels = _field(obj, "channels", dict, key)
     parent = obj.get("parent_checkpoint_id")
     if parent is not None and not isinstance(parent, str):
@@ -549,7 +550,7 @@ def _write_group(raw: object, key: str) -> tuple[int, ...]:
 
 def decode_write(data: bytes, key: str) -> WriteObj:
     """Decode and check a pending write."""
-    obj = _unpack_map(data, key, "write")
+    obj = unpack_object(data, key, "write")
     return WriteObj(
         task_id=_field(obj, "task_id", str, key),
         task_path=_field(obj, "task_path", str, key),
@@ -578,7 +579,7 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
     ``c`` (chunk or node), ``d`` (part, a data slice), or None to accept any.
     """
     kinds = _KINDS_BY_TAG[tag]
-    obj = _unpack_map(data, key, *kinds)
+    obj = unpack_object(data, key, *kinds)
     kind = obj["k"]
     if kind == "value":
         return ValueObj(_payload(obj.get("p"), key))

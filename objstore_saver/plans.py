@@ -361,7 +361,7 @@ def _expand(
     out.extend(materialize(serde, item, got, pfx) for item in obj.items)
 
 
-def _decode_checked_manifest(data: bytes, key: str) -> Manifest:
+def decode_checked_manifest(data: bytes, key: str) -> Manifest:
     manifest = codec.decode_manifest(data, key)
     if keys.manifest_key(manifest.thread_id, manifest.checkpoint_ns, manifest.checkpoint_id) != key:
         raise CorruptObjectError(
@@ -378,7 +378,7 @@ def read_manifest(ctx: Context, key: str) -> Generator[Batch, list[Any] | None, 
     data = yield from run_one(Get(key))
     if data is None:
         return None
-    return _decode_checked_manifest(data, key)
+    return decode_checked_manifest(data, key)
 
 
 def read_tuples(
@@ -489,12 +489,12 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
     )
     if body is None:
         return None
-    manifest = _decode_checked_manifest(body, mkey)
+    manifest = decode_checked_manifest(body, mkey)
     tuples = yield from read_tuples(ctx, [(mkey, manifest)], [given], [writes_page])
     return tuples[0]
 
 
-def _thread_prefixes() -> Generator[Batch, list[Any] | None, list[str]]:
+def thread_prefixes() -> Generator[Batch, list[Any] | None, list[str]]:
     """Sub-plan: every thread prefix in the store, by skip scan (spec §6.4)."""
     found: list[str] = []
     after: str | None = None
@@ -528,7 +528,7 @@ def list_checkpoints(
         prefixes = [keys.manifests_prefix(scope.thread_id, ns_given)]
         only_id = scope.checkpoint_id
     else:
-        thread_pfxs = yield from _thread_prefixes()
+        thread_pfxs = yield from thread_prefixes()
         prefixes = [p + "checkpoints/" for p in thread_pfxs]
         ns_given, only_id = None, None
     remaining = limit
@@ -553,7 +553,7 @@ def list_checkpoints(
             for k, body in zip(group, bodies, strict=True):
                 if body is None:
                     continue  # deleted since it was listed (or never existed for only_id)
-                m = _decode_checked_manifest(body, k)
+                m = decode_checked_manifest(body, k)
                 if filter:
                     md = yield from read_metadata(ctx, m, k)
                     if not all(md.get(fk) == fv for fk, fv in filter.items()):
@@ -949,7 +949,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
         body = yield from run_one(Get(k))
         if body is None:
             continue  # deleted since it was listed
-        m = _decode_checked_manifest(body, k)
+        m = decode_checked_manifest(body, k)
         new_key = keys.manifest_key(target_thread_id, m.checkpoint_ns, m.checkpoint_id)
         new_body = codec.replace_thread_id(body, k, target_thread_id)
         created = yield from run_one(Put(new_key, new_body))
@@ -981,7 +981,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                 for k, body in zip(group, bodies, strict=True):
                     if body is None:
                         continue
-                    m = _decode_checked_manifest(body, k)
+                    m = decode_checked_manifest(body, k)
                     md = yield from read_metadata(ctx, m, k)
                     if md.get("run_id") == run_id:
                         doomed.append(m)
@@ -1055,7 +1055,7 @@ def _read_manifests(
         bodies = yield from run_batch(*(Get(k) for k in group))
         for k, body in zip(group, bodies, strict=True):
             if body is not None:
-                out[k] = _decode_checked_manifest(body, k)
+                out[k] = decode_checked_manifest(body, k)
     return out
 
 

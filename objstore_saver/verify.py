@@ -24,7 +24,7 @@ from objstore_saver.codec import (
     ValueObj,
 )
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
-from objstore_saver.plans import _decode_checked_manifest, _thread_prefixes
+from objstore_saver.plans import decode_checked_manifest, thread_prefixes
 from objstore_saver.storage.base import ObjectInfo
 from objstore_saver.store_requests import Batch, Get, ListKeys, run_batch, run_one
 
@@ -177,7 +177,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
             continue  # deleted since it was listed
         report.manifests += 1
         try:
-            m = _decode_checked_manifest(body, key)
+            m = decode_checked_manifest(body, key)
         except (CorruptObjectError, UnsupportedFormatError) as exc:
             report.problems.append(Problem(key, "unreadable", str(exc)))
             continue
@@ -302,7 +302,7 @@ def verify(
     """Plan: spec §6.11. Check the named threads, or every thread in the store."""
     report = VerifyReport()
     if thread_ids is None:
-        prefixes = yield from _thread_prefixes()
+        prefixes = yield from thread_prefixes()
     else:
         prefixes = [keys.thread_prefix(t) for t in thread_ids]
     for pfx in prefixes:

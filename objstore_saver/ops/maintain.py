@@ -22,7 +22,7 @@ from objstore_saver.ops._common import (
     no_progress,
     open_saver,
 )
-from objstore_saver.ops.views import _thread_id_of, _thread_prefixes
+from objstore_saver.ops.views import _thread_id_of, thread_prefixes
 from objstore_saver.saver import ObjectStoreSaver
 
 #: Defaults of the daily retention job (issue 4 §2b).
@@ -33,7 +33,7 @@ DEFAULT_MIN_AGE = 60.0
 def _all_thread_ids(driver: Driver) -> list[str]:
     def plan():  # type: ignore[no-untyped-def]
         ids = []
-        for pfx in (yield from _thread_prefixes()):
+        for pfx in (yield from thread_prefixes()):
             listing = yield from plans.list_thread(pfx)
             tid = yield from _thread_id_of(pfx, listing)
             if tid is not None:

@@ -35,7 +35,7 @@ from objstore_saver.ops._common import (
     redact,
     redact_error,
 )
-from objstore_saver.ops.views import _thread_prefixes
+from objstore_saver.ops.views import thread_prefixes
 from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.store_requests import Get, list_all, run_one
 
@@ -144,7 +144,7 @@ def _open_source(kind: str, source: str | None, config: OpsConfig) -> Iterator[_
         with ObjectStoreSaver.from_url(source) as saver:
             prefixes = Driver(saver.store, max_workers=1)
             try:
-                pfxs = prefixes.run(_thread_prefixes())
+                pfxs = prefixes.run(thread_prefixes())
             finally:
                 prefixes.close()
             ids = []

@@ -78,9 +78,9 @@ def _describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
 # --- threads ------------------------------------------------------------------------
 
 
-def _thread_prefixes() -> SubPlan:
+def thread_prefixes() -> SubPlan:
     """Sub-plan: every thread prefix, by the saver's skip scan (spec §6.4)."""
-    return (yield from plans._thread_prefixes())
+    return (yield from plans.thread_prefixes())
 
 
 def _thread_id_of(pfx: str, listing: plans.ThreadListing) -> SubPlan:
@@ -111,7 +111,7 @@ def _summary(thread_id: str | None, pfx: str, listing: plans.ThreadListing) -> d
 
 def threads_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
     """Plan of :func:`threads`."""
-    prefixes = yield from _thread_prefixes()
+    prefixes = yield from thread_prefixes()
     rows = []
     cancelled = False
     for i, pfx in enumerate(prefixes):
@@ -351,7 +351,7 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         return out
     if section != "objects":
         # A section this reader does not model: show its MessagePack map as it is.
-        raw = codec._unpack_map(body, key)
+        raw = codec.unpack_object(body, key)
         out.update(kind=str(raw.get("k", section)), fields=jsonable(raw))
         return out
     digest_hex = key.rsplit("/", 1)[1]
