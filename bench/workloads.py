@@ -54,10 +54,10 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(
-    chat_turns=10,
-    long_turns=20,
+    chat_turns=6,
+    long_turns=10,
     long_cap_s=4.0,
-    long_checkpoints=(10, 20),
+    long_checkpoints=(5, 10),
     neighbour_turns=1,
     prune_turns=4,
     large_bytes=2 * 2**20,
