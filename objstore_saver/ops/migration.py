@@ -94,14 +94,8 @@ def _open_source(kind: str, source: str | None, config: OpsConfig) -> Iterator[_
         url = config.postgres_url
         if not url:
             raise JobError(f"--from postgres needs {POSTGRES_URL} (or --source-url) to be set")
-        try:
-            from langgraph.checkpoint.postgres import PostgresSaver
-        except ImportError:
-            raise JobError(
-                "--from postgres needs langgraph-checkpoint-postgres: "
-                "pip install 'objstore-saver[postgres]'"
-            ) from None
-        with PostgresSaver.from_conn_string(url) as saver:
+        postgres_saver = _saver_class("postgres", "PostgresSaver")
+        with postgres_saver.from_conn_string(url) as saver:
             yield _Source(saver, _distinct_threads_sql(saver.conn), f"postgres {redact_url(url)}")
         return
     if kind == "sqlite":
@@ -109,14 +103,8 @@ def _open_source(kind: str, source: str | None, config: OpsConfig) -> Iterator[_
             raise JobError("--from sqlite needs the path of the SQLite file")
         if not os.path.isfile(source):
             raise JobError(f"SQLite file {source!r} does not exist")
-        try:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-        except ImportError:
-            raise JobError(
-                "--from sqlite needs langgraph-checkpoint-sqlite: "
-                "pip install 'objstore-saver[sqlite]'"
-            ) from None
-        with SqliteSaver.from_conn_string(source) as saver:
+        sqlite_saver = _saver_class("sqlite", "SqliteSaver")
+        with sqlite_saver.from_conn_string(source) as saver:
             yield _Source(saver, _distinct_threads_sql(saver.conn), f"sqlite {source}")
         return
     if kind == "saver":
@@ -418,3 +406,14 @@ def _run(
             },
             "diverged": counts.diverged,
         }
+
+
+def _saver_class(kind: str, name: str) -> Any:
+    """LangGraph's saver class for ``--from kind``, or a JobError naming the extra."""
+    try:
+        module = importlib.import_module(f"langgraph.checkpoint.{kind}")
+    except ImportError:
+        raise JobError(
+            f"--from {kind} needs langgraph-checkpoint-{kind}: pip install 'objstore-saver[{kind}]'"
+        ) from None
+    return getattr(module, name)

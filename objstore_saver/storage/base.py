@@ -182,3 +182,27 @@ class ObjectStore(Protocol):
         Backends split the keys into requests of at most 1,000 keys.
         """
         ...
+
+
+class StoreWrapper:
+    """Base of stores that wrap another one (metering, fault injection).
+
+    Holds the wrapped store and forwards what describes it; subclasses
+    implement the four requests.
+    """
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self._inner = inner
+
+    @property
+    def inner(self) -> ObjectStore:
+        """The wrapped store."""
+        return self._inner
+
+    @property
+    def location(self) -> str:
+        """Location of the wrapped store."""
+        return self._inner.location
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._inner!r})"

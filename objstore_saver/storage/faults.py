@@ -34,6 +34,7 @@ from objstore_saver.storage.base import (
     ObjectStore,
     PutMode,
     StorageError,
+    StoreWrapper,
 )
 
 T = TypeVar("T")
@@ -161,7 +162,7 @@ class InjectedFaultError(StorageError):
         )
 
 
-class FaultyStore:
+class FaultyStore(StoreWrapper):
     """An :class:`~objstore_saver.storage.base.ObjectStore` that fails on purpose.
 
     Thread-safe. Every call is one request (a ``delete`` of many keys too).
@@ -173,7 +174,7 @@ class FaultyStore:
     """
 
     def __init__(self, inner: ObjectStore, plan: FaultPlan | None = None) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.plan = plan
         self._lock = threading.Lock()
         self.requests = 0
@@ -182,19 +183,6 @@ class FaultyStore:
         """Every injected fault, in the order the requests were seen."""
         self.seen: list[Request] = []
         """Every request, in the order they were seen."""
-
-    @property
-    def inner(self) -> ObjectStore:
-        """The wrapped store."""
-        return self._inner
-
-    @property
-    def location(self) -> str:
-        """Location of the wrapped store."""
-        return self._inner.location
-
-    def __repr__(self) -> str:
-        return f"FaultyStore({self._inner!r})"
 
     def _call(self, op: str, key: str, call: Callable[[], T]) -> T:
         with self._lock:

@@ -19,6 +19,7 @@ from objstore_saver.storage.base import (
     ObjectExistsError,
     ObjectStore,
     PutMode,
+    StoreWrapper,
 )
 
 _OPS = ("put", "get", "list", "delete")
@@ -62,7 +63,7 @@ class LogEntry(NamedTuple):
     nbytes: int
 
 
-class MeteredStore:
+class MeteredStore(StoreWrapper):
     """An :class:`~objstore_saver.storage.base.ObjectStore` that meters another one.
 
     Thread-safe. Failed calls count as requests too; bytes received count only
@@ -74,25 +75,12 @@ class MeteredStore:
     """
 
     def __init__(self, inner: ObjectStore, *, log: bool = False) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._logging = log
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self.log: list[LogEntry] = []
         """Recorded calls, oldest first (empty unless ``log=True``)."""
-
-    @property
-    def inner(self) -> ObjectStore:
-        """The wrapped store."""
-        return self._inner
-
-    @property
-    def location(self) -> str:
-        """Location of the wrapped store."""
-        return self._inner.location
-
-    def __repr__(self) -> str:
-        return f"MeteredStore({self._inner!r})"
 
     def snapshot(self) -> Meter:
         """Return the counters as they are now."""
