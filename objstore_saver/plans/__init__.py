@@ -1,0 +1,83 @@
+"""Pure plans of the spec's algorithms (§6), one module per concern.
+
+Each plan is a generator: it yields :class:`~objstore_saver.store_requests.Batch`
+requests and receives their results, or yields
+:class:`~objstore_saver.store_requests.Emit` items for its caller. It never
+performs I/O, so the blocking and the asyncio saver run the very same code
+through :class:`~objstore_saver.driver.Driver`.
+
+* :mod:`.context`: what plans share (memories, clock, write sequence);
+* :mod:`.scope`: identifiers of a config, channel versions;
+* :mod:`.reading`: objects, manifests, tuples, latest lookup, listing;
+* :mod:`.writing`: ``put`` and ``put_writes``;
+* :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs``;
+* :mod:`.prune`: retention, two-phase sweep;
+* :mod:`.history`: the delta channel history walk.
+"""
+
+from objstore_saver.plans.context import (
+    LIST_READ_AHEAD,
+    PUT_ATTEMPTS,
+    REUSE_WINDOW,
+    Context,
+    SeqSource,
+    Step,
+)
+from objstore_saver.plans.history import delta_channel_history
+from objstore_saver.plans.prune import PRUNE_STRATEGIES, PruneStats, prune
+from objstore_saver.plans.reading import (
+    decode_checked_manifest,
+    effective_writes,
+    fetch_objects,
+    get_tuple,
+    latest_id,
+    list_checkpoints,
+    materialize,
+    read_manifest,
+    read_tuples,
+    thread_prefixes,
+)
+from objstore_saver.plans.scope import Scope, checkpoint_config, next_version, scope_of
+from objstore_saver.plans.threads import (
+    ThreadListing,
+    copy_thread,
+    delete_for_runs,
+    delete_thread,
+    list_thread,
+)
+from objstore_saver.plans.writing import encode_value, put, put_writes
+
+__all__ = [
+    "LIST_READ_AHEAD",
+    "PRUNE_STRATEGIES",
+    "PUT_ATTEMPTS",
+    "REUSE_WINDOW",
+    "Context",
+    "PruneStats",
+    "Scope",
+    "SeqSource",
+    "Step",
+    "ThreadListing",
+    "checkpoint_config",
+    "copy_thread",
+    "decode_checked_manifest",
+    "delete_for_runs",
+    "delete_thread",
+    "delta_channel_history",
+    "effective_writes",
+    "encode_value",
+    "fetch_objects",
+    "get_tuple",
+    "latest_id",
+    "list_checkpoints",
+    "list_thread",
+    "materialize",
+    "next_version",
+    "prune",
+    "put",
+    "put_writes",
+    "read_manifest",
+    "read_tuples",
+    "scope_of",
+    "thread_prefixes",
+]

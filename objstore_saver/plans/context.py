@@ -1,0 +1,87 @@
+"""What every plan shares: the context of a saver and the plan type."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import (
+    SerializerProtocol,
+)
+
+from objstore_saver.memory import (
+    BoundedSet,
+    ElementMemory,
+    EntryMemory,
+    ObjectMemory,
+)
+from objstore_saver.store_requests import (
+    Batch,
+    Emit,
+)
+
+Step = Generator[Batch | Emit, list[Any] | None, Any]
+
+#: How many manifests a listing reads in parallel.
+LIST_READ_AHEAD = 16
+#: Default reuse window W (spec §6.9), seconds.
+REUSE_WINDOW = 300.0
+#: How many times a put restarts its object phase before giving up (spec §6.1).
+PUT_ATTEMPTS = 3
+
+
+@dataclass
+class Context:
+    """What plans share: the serializer, the saver's memories, a write sequence.
+
+    ``reuse_window`` is W of spec §6.9: a fact about a stored object is trusted
+    for W/2 after it was confirmed, and a put must reach its manifest within W/2
+    of starting its object phase, so every object a new manifest relies on was
+    confirmed at most W before the manifest is sent. ``clock`` measures it
+    (monotonic seconds; tests inject a fake one).
+    """
+
+    serde: SerializerProtocol
+    objects: ObjectMemory = field(default_factory=ObjectMemory)
+    entries: EntryMemory = field(default_factory=EntryMemory)
+    elements: ElementMemory = field(default_factory=ElementMemory)
+    #: (thread, run) pairs whose run markers this process has written.
+    marked_runs: BoundedSet = field(default_factory=BoundedSet)
+    reuse_window: float = REUSE_WINDOW
+    clock: Callable[[], float] = time.monotonic
+    seqs: SeqSource = field(default_factory=lambda: SeqSource())
+
+    def __post_init__(self) -> None:
+        self.objects.clock = self.clock
+        self.entries.clock = self.clock
+
+    @property
+    def trust_age(self) -> float:
+        """How long a remembered fact is trusted, and how long a put may take: W/2."""
+        return self.reuse_window / 2
+
+    def next_seq(self) -> int:
+        """A number greater than any this process gave before, near the clock in ns."""
+        return self.seqs.next()
+
+    def with_serde(self, serde: SerializerProtocol) -> Context:
+        """The same memories and write sequence, with another serializer."""
+        return dataclasses.replace(self, serde=serde)
+
+
+class SeqSource:
+    """Sequence numbers of special writes, shared by every context of a saver."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        """A number greater than any given before, at least the clock in ns."""
+        with self._lock:
+            self._last = max(self._last + 1, time.time_ns())
+            return self._last

@@ -1,0 +1,84 @@
+"""The delta channel history walk (spec §6.10)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    DeltaChannelHistory,
+    PendingWrite,
+)
+
+from objstore_saver import codec, keys
+from objstore_saver.plans.context import Context, Step
+from objstore_saver.plans.reading import (
+    effective_writes,
+    entry_refs,
+    fetch_objects,
+    latest_id,
+    materialize,
+    read_manifest,
+)
+from objstore_saver.plans.scope import scope_of
+from objstore_saver.store_requests import (
+    Get,
+    list_all,
+    run_batch,
+)
+
+
+def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:
+    """Plan: spec §6.10, with the return contract of LangGraph's default walk."""
+    if not channels:
+        return {}
+    scope = scope_of(config)
+    cid = scope.checkpoint_id
+    if cid is None:
+        cid = yield from latest_id(scope)
+        if cid is None:
+            return {c: {"writes": []} for c in channels}
+    pfx = keys.thread_prefix(scope.thread_id)
+    target = yield from read_manifest(
+        ctx, keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+    )
+    collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
+    seeds: dict[str, Any] = {}
+    remaining = set(channels)
+    cursor_id = target.parent_checkpoint_id if target is not None else None
+    while cursor_id is not None and remaining:
+        mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cursor_id)
+        m = yield from read_manifest(ctx, mkey)
+        if m is None:
+            break
+        wkeys = yield from list_all(
+            keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
+        )
+        bodies = yield from run_batch(*(Get(k) for k in wkeys))
+        writes = effective_writes(
+            codec.decode_write(b, k) for k, b in zip(wkeys, bodies, strict=True) if b is not None
+        )
+        wanted = [w for w in writes if w.channel in remaining]
+        seeded = [c for c in remaining if c in m.channels]
+        got = yield from fetch_objects(
+            ctx,
+            pfx,
+            entry_refs([w.value for w in wanted] + [m.channels[c] for c in seeded]),
+            mkey,
+        )
+        for w in reversed(wanted):
+            collected[w.channel].append(
+                (w.task_id, w.channel, materialize(ctx.serde, w.value, got, pfx))
+            )
+        for c in seeded:
+            seeds[c] = materialize(ctx.serde, m.channels[c], got, pfx)
+            remaining.discard(c)
+        cursor_id = m.parent_checkpoint_id
+    result: dict[str, DeltaChannelHistory] = {}
+    for c in channels:
+        entry: DeltaChannelHistory = {"writes": list(reversed(collected[c]))}
+        if c in seeds:
+            entry["seed"] = seeds[c]
+        result[c] = entry
+    return result

@@ -1,0 +1,349 @@
+"""The retention plan: keep the newest checkpoints, mark and sweep the rest (spec §6.9)."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from objstore_saver import codec, keys
+from objstore_saver.codec import (
+    Manifest,
+)
+from objstore_saver.errors import (
+    MissingObjectError,
+)
+from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.reading import (
+    decode_checked_manifest,
+    entry_refs,
+    fetch_objects,
+    read_manifest,
+    read_metadata,
+)
+from objstore_saver.plans.threads import (
+    ThreadListing,
+    delete_keys,
+    delete_listing,
+    list_thread,
+    oldest_first,
+)
+from objstore_saver.storage.base import ObjectInfo
+from objstore_saver.store_requests import (
+    Batch,
+    Get,
+    ListKeys,
+    Put,
+    list_all,
+    run_batch,
+    run_one,
+)
+
+
+def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
+    counters = metadata.get("counters_since_delta_snapshot") or {}
+    return set(counters) if isinstance(counters, Mapping) else set()
+
+
+@dataclass
+class PruneStats:
+    """What a prune did (or, in a dry run, would do) to one thread (spec §6.9)."""
+
+    thread_id: str
+    checkpoints_kept: int = 0
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    objects_marked: int = 0
+    bytes_marked: int = 0
+    objects_swept: int = 0
+    bytes_swept: int = 0
+    marks_executed: int = 0
+    deferred: bool = False
+    """True when a mark younger than the sweep delay exists: the thread was left alone."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _digest_of_key(key: str) -> bytes:
+    return bytes.fromhex(key.rsplit("/", 1)[1])
+
+
+def _writes_prefix_of_manifest_key(key: str) -> str:
+    pfx, _ = keys.split_thread_key(key)
+    ns_tok, seg = keys.namespace_of_manifest_key(key)
+    return f"{pfx}writes/{ns_tok}/{keys.token('checkpoint_id', keys.unreverse_id(seg))}/"
+
+
+def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
+    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
+    out: list[ObjectInfo] = []
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(prefix, after))
+        out.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return out
+        after = page.objects[-1].key
+
+
+def _read_manifests(
+    ctx: Context, manifest_keys: Sequence[str]
+) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
+    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out."""
+    out: dict[str, Manifest] = {}
+    for start in range(0, len(manifest_keys), LIST_READ_AHEAD * 4):
+        group = manifest_keys[start : start + LIST_READ_AHEAD * 4]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        for k, body in zip(group, bodies, strict=True):
+            if body is not None:
+                out[k] = decode_checked_manifest(body, k)
+    return out
+
+
+def _reach(
+    ctx: Context, pfx: str, manifests: Iterable[tuple[str, Manifest]], write_keys: Sequence[str]
+) -> Generator[Batch, list[Any] | None, set[bytes]]:
+    """Sub-plan: digests of every object the manifests and writes reach (structure only)."""
+    reached: set[bytes] = set()
+    for mkey, m in manifests:
+        refs = entry_refs([m.checkpoint, m.metadata, *m.channels.values()])
+        yield from fetch_objects(ctx, pfx, refs, mkey, reached=reached)
+    for start in range(0, len(write_keys), LIST_READ_AHEAD * 4):
+        group = write_keys[start : start + LIST_READ_AHEAD * 4]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        refs = []
+        for k, body in zip(group, bodies, strict=True):
+            if body is not None:  # deleted with its checkpoint since the listing
+                refs += entry_refs([codec.decode_write(body, k).value])
+        yield from fetch_objects(ctx, pfx, refs, pfx, reached=reached)
+    return reached
+
+
+def _select_kept(
+    ctx: Context, thread_id: str, listing: ThreadListing, keep_last: int
+) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
+    """Sub-plan: the manifests a prune keeps (spec §6.9 "Which checkpoints are kept")."""
+    by_ns: dict[str, list[ObjectInfo]] = {}
+    for info in listing.manifests:
+        ns_tok, _ = keys.namespace_of_manifest_key(info.key)
+        by_ns.setdefault(ns_tok, []).append(info)  # newest first within a namespace
+    root_tok = keys.token("checkpoint_ns", "")
+    roots = by_ns.get(root_tok, [])
+    chosen = [o.key for o in roots[:keep_last]]
+    root_ids = sorted(keys.unreverse_id(o.key.rsplit("/", 1)[1]) for o in roots)
+    kept_root_ids = {keys.unreverse_id(k.rsplit("/", 1)[1]) for k in chosen}
+    for ns_tok, infos in by_ns.items():
+        if ns_tok == root_tok:
+            continue
+        newest_per_run: dict[str | None, str] = {}
+        for info in infos:
+            cid = keys.unreverse_id(info.key.rsplit("/", 1)[1])
+            # The run it belongs to: the newest root checkpoint not newer than it
+            # (checkpoint ids are time-ordered); older than every root: the oldest.
+            owner: str | None = None
+            if root_ids:
+                owner = root_ids[max(bisect.bisect_right(root_ids, cid) - 1, 0)]
+                if owner not in kept_root_ids:
+                    continue
+            newest_per_run.setdefault(owner, info.key)
+        chosen += newest_per_run.values()
+
+    kept = yield from _read_manifests(ctx, chosen)
+    # Keep the ancestors a DeltaChannel of a kept checkpoint replays, up to its seed.
+    for key, m in list(kept.items()):
+        pending = _delta_channels((yield from read_metadata(ctx, m, key))) - set(m.channels)
+        cursor = m
+        while pending and cursor.parent_checkpoint_id:
+            pkey = keys.manifest_key(thread_id, cursor.checkpoint_ns, cursor.parent_checkpoint_id)
+            parent = kept.get(pkey)
+            if parent is None:
+                parent = yield from read_manifest(ctx, pkey)
+                if parent is None:
+                    break
+                kept[pkey] = parent
+            pending -= set(parent.channels)
+            cursor = parent
+    return kept
+
+
+def _prune_thread(
+    ctx: Context,
+    thread_id: str,
+    *,
+    keep_last: int,
+    min_age: timedelta,
+    sweep_delay: timedelta,
+    dry_run: bool,
+    now: datetime,
+) -> Generator[Batch, list[Any] | None, PruneStats]:
+    """Sub-plan: one thread of ``prune(strategy="keep_latest")``, spec §6.9 steps 1-6."""
+    stats = PruneStats(thread_id)
+    pfx = keys.thread_prefix(thread_id)
+    listing = yield from list_thread(pfx)
+    if any(o.last_modified > now - sweep_delay for o in listing.marks):
+        stats.deferred = True
+        return stats
+    kept = yield from _select_kept(ctx, thread_id, listing, keep_last)
+    doomed = [o.key for o in listing.manifests if o.key not in kept]
+    stats.checkpoints_kept = len(kept)
+    stats.checkpoints_deleted = len(doomed)
+    doomed_writes_pfx = {_writes_prefix_of_manifest_key(k) for k in doomed}
+    doomed_writes = [
+        o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] in doomed_writes_pfx
+    ]
+    other_writes = [
+        o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] not in doomed_writes_pfx
+    ]
+    stats.writes_deleted = len(doomed_writes)
+    live = yield from _reach(ctx, pfx, kept.items(), other_writes)
+    swept: set[bytes] = set()
+
+    if listing.marks:
+        # Step 3, the sweep, runs before this run deletes any manifest: what the
+        # doomed checkpoints reach is still referenced, and only marked next.
+        everything = set(live)
+        doomed_manifests = yield from _read_manifests(ctx, doomed)
+        everything |= yield from _reach(ctx, pfx, doomed_manifests.items(), doomed_writes)
+        # Manifests and writes that appeared since the listing (after its objects).
+        listed = {o.key for o in listing.manifests} | {o.key for o in listing.writes}
+        fresh_manifests = yield from list_all(pfx + "checkpoints/")
+        fresh_writes = yield from list_all(pfx + "writes/")
+        newer = yield from _read_manifests(ctx, [k for k in fresh_manifests if k not in listed])
+        newer_reach = yield from _reach(
+            ctx, pfx, newer.items(), [k for k in fresh_writes if k not in listed]
+        )
+        everything |= newer_reach
+        live |= newer_reach
+        bodies = yield from run_batch(*(Get(o.key) for o in listing.marks))
+        marked_at: dict[bytes, datetime] = {}
+        for info, body in zip(listing.marks, bodies, strict=True):
+            if body is None:
+                raise MissingObjectError(info.key, f"the listing of thread {thread_id!r}")
+            for d in codec.decode_mark(body, info.key):
+                if d not in marked_at or marked_at[d] > info.last_modified:
+                    marked_at[d] = info.last_modified
+        # LastModified as late as possible, just before the delete: a writer
+        # that renewed a marked object before this LIST is seen (§6.9 step 3).
+        current = yield from _list_infos(pfx + "objects/")
+        victims = [
+            o
+            for o in current
+            if (d := _digest_of_key(o.key)) in marked_at
+            and d not in everything
+            # Renewed (re-PUT by a writer) since it was marked: not a candidate.
+            # Strictly older: LastModified has one-second resolution on S3.
+            and o.last_modified < marked_at[d]
+        ]
+        swept = {_digest_of_key(o.key) for o in victims}
+        stats.objects_swept = len(victims)
+        stats.bytes_swept = sum(o.size for o in victims)
+        stats.marks_executed = len(listing.marks)
+        if not dry_run:
+            ctx.objects.forget(pfx, swept)  # before deleting, as in delete_thread
+            yield from delete_keys([o.key for o in victims])
+            yield from delete_keys([o.key for o in listing.marks])
+
+    # Step 4: manifests before the writes and objects only they reach.
+    if not dry_run:
+        ctx.entries.forget(doomed)  # before deleting, as in delete_thread
+        yield from delete_keys(oldest_first(o for o in listing.manifests if o.key not in kept))
+        yield from delete_keys(doomed_writes)
+
+    # Step 5: mark what no kept checkpoint reaches and is older than min_age.
+    candidates = [
+        o
+        for o in listing.objects
+        if (d := _digest_of_key(o.key)) not in live
+        and d not in swept
+        and o.last_modified <= now - min_age
+    ]
+    stats.objects_marked = len(candidates)
+    stats.bytes_marked = sum(o.size for o in candidates)
+    if candidates and not dry_run:
+        key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
+        yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
+    return stats
+
+
+PRUNE_STRATEGIES = ("keep_latest", "delete")
+
+
+def prune(
+    ctx: Context,
+    thread_ids: Sequence[str],
+    strategy: str = "keep_latest",
+    *,
+    keep_last: int = 1,
+    min_age: timedelta = timedelta(seconds=60),
+    sweep_delay: timedelta = timedelta(hours=1),
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> Step:
+    """Plan: spec §6.9. Returns a JSON-serializable report."""
+    if strategy not in PRUNE_STRATEGIES:
+        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+        raise ValueError(f"keep_last must be an integer of at least 1, got {keep_last!r}")
+    if min_age < timedelta(0):
+        raise ValueError(f"min_age must not be negative, got {min_age.total_seconds()} s")
+    if sweep_delay.total_seconds() < ctx.reuse_window:
+        raise ValueError(
+            f"sweep delay {sweep_delay.total_seconds():g} s is shorter than the reuse window "
+            f"{ctx.reuse_window:g} s: a concurrent put could lose an object (spec §6.9)"
+        )
+    for thread_id in thread_ids:
+        keys.thread_prefix(thread_id)  # rejects a bad id before anything is deleted
+    at = now or datetime.now(UTC)
+    threads: list[dict[str, Any]] = []
+    for thread_id in thread_ids:
+        if strategy == "delete":
+            pfx = keys.thread_prefix(thread_id)
+            listing = yield from list_thread(pfx)
+            stats = PruneStats(
+                thread_id,
+                checkpoints_deleted=len(listing.manifests),
+                writes_deleted=len(listing.writes),
+                objects_swept=len(listing.objects),
+                bytes_swept=sum(o.size for o in listing.objects),
+            )
+            if not dry_run:
+                yield from delete_listing(ctx, thread_id, listing)
+        else:
+            stats = yield from _prune_thread(
+                ctx,
+                thread_id,
+                keep_last=keep_last,
+                min_age=min_age,
+                sweep_delay=sweep_delay,
+                dry_run=dry_run,
+                now=at,
+            )
+        threads.append(stats.to_dict())
+    totals = {
+        name: sum(t[name] for t in threads)
+        for name in (
+            "checkpoints_kept",
+            "checkpoints_deleted",
+            "writes_deleted",
+            "objects_marked",
+            "bytes_marked",
+            "objects_swept",
+            "bytes_swept",
+            "marks_executed",
+        )
+    }
+    return {
+        "strategy": strategy,
+        "dry_run": dry_run,
+        "keep_last": keep_last,
+        "min_age_seconds": min_age.total_seconds(),
+        "sweep_delay_seconds": sweep_delay.total_seconds(),
+        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
+        **totals,
+        "threads": threads,
+    }

@@ -1,0 +1,409 @@
+"""Plans that read: objects, manifests, tuples, the latest lookup and listing (spec §6.2-6.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    CheckpointTuple,
+    SerializerProtocol,
+    writes_sort_key,
+)
+
+from objstore_saver import codec, keys
+from objstore_saver.codec import (
+    ChunkObj,
+    Entry,
+    Inline,
+    ListObj,
+    Manifest,
+    NodeObj,
+    PartObj,
+    PartsObj,
+    Ref,
+    StoredObject,
+    ValueObj,
+    WriteObj,
+)
+from objstore_saver.errors import (
+    CorruptObjectError,
+    MissingObjectError,
+)
+from objstore_saver.memory import (
+    CheckpointEntries,
+)
+from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
+from objstore_saver.storage.base import ListPage
+from objstore_saver.store_requests import (
+    Batch,
+    Emit,
+    Get,
+    ListKeys,
+    list_all,
+    run_batch,
+    run_one,
+)
+
+
+def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
+    if isinstance(obj, ListObj):
+        return [("c", d) for d, _ in obj.sealed] + entry_refs(obj.tail)
+    if isinstance(obj, NodeObj):
+        return [("c", d) for d, _ in obj.subtrees]
+    if isinstance(obj, ChunkObj):
+        return [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
+    if isinstance(obj, PartsObj):
+        return [("d", d) for d in obj.parts]
+    return []
+
+
+#: Tags of objects that only hold data: a reachability walk need not read them.
+LEAF_TAGS = frozenset({"b", "d"})
+
+
+def fetch_objects(
+    ctx: Context,
+    pfx: str,
+    refs: Iterable[tuple[str, bytes]],
+    referrer: str,
+    *,
+    reached: set[bytes] | None = None,
+) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
+    """Sub-plan: every object reachable from ``refs``, level by level.
+
+    Objects in memory are not fetched. Fetched bytes are checked against their
+    address and decoded; a missing object is an error naming who referenced it.
+    When ``reached`` is given, only the structure is read (lists, chunks, parts
+    indexes): leaf digests are added to ``reached`` without fetching them.
+    """
+    # The referrer was read just before: whatever it reaches is stored now.
+    as_of = ctx.clock()
+    got: dict[bytes, StoredObject] = {}
+    referrers: dict[bytes, str] = {}
+    level: dict[bytes, str] = {}
+    for tag, d in refs:
+        level[d] = tag
+        referrers.setdefault(d, referrer)
+    while level:
+        need: list[tuple[str, bytes]] = []
+        fresh: list[tuple[bytes, StoredObject]] = []
+        for d, tag in level.items():
+            if reached is not None:
+                reached.add(d)
+                if tag in LEAF_TAGS:
+                    continue
+            cached = ctx.objects.get(pfx, d)
+            if cached is None:
+                need.append((tag, d))
+            else:
+                got[d] = cached
+                fresh.append((d, cached))
+        bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in need))
+        for (tag, d), body in zip(need, bodies, strict=True):
+            key = keys.object_key_in(pfx, d)
+            if body is None:
+                raise MissingObjectError(key, referrers[d])
+            codec.check_digest(body, d, key)
+            obj = codec.decode_object(body, key, tag)
+            if isinstance(obj, PartObj):
+                ctx.objects.add_known(pfx, [d])
+            else:
+                ctx.objects.add(pfx, d, obj)
+            got[d] = obj
+            fresh.append((d, obj))
+        level = {}
+        for parent, obj in fresh:
+            for tag, child in child_refs(obj):
+                if child not in got and child not in level:
+                    level[child] = tag
+                    referrers.setdefault(child, keys.object_key_in(pfx, parent))
+    ctx.objects.confirm(pfx, got, as_of)
+    if reached is not None:
+        ctx.objects.confirm(pfx, reached, as_of)
+    return got
+
+
+def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
+    """Writes in force, in ``writes_sort_key`` order (spec §6.5).
+
+    A special write is stored once per call; the one with the greatest
+    sequence replaces the others, as the last call does in ``InMemorySaver``.
+    Regular writes of a call that are not all stored yet (a crash or a failed
+    request in the middle of ``put_writes``) are not in force: LangGraph would
+    take a task with some of its writes as done and lose the others.
+    """
+    latest: dict[tuple[str, int], WriteObj] = {}
+    for w in writes:
+        slot = (w.task_id, w.idx)
+        if slot not in latest or w.seq > latest[slot].seq:
+            latest[slot] = w
+    complete = [w for w in latest.values() if all((w.task_id, i) in latest for i in w.group)]
+    return sorted(complete, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+
+
+def entry_refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
+    return [(e.tag, e.digest) for e in entries if isinstance(e, Ref)]
+
+
+def materialize(
+    serde: SerializerProtocol, entry: Entry, got: Mapping[bytes, StoredObject], pfx: str
+) -> Any:
+    """Deserialize the value of an entry from fetched objects."""
+    if isinstance(entry, Inline):
+        return serde.loads_typed(codec.payload_bytes(entry.payload, pfx))
+    key = keys.object_key_in(pfx, entry.digest)
+    obj = got[entry.digest]
+    if entry.tag == "l":
+        assert isinstance(obj, ListObj)
+        out: list[Any] = []
+        for digest, count in obj.sealed:
+            _expand(serde, digest, count, got, pfx, out)
+        out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
+        return out
+    if isinstance(obj, ValueObj):
+        return serde.loads_typed(codec.payload_bytes(obj.payload, key))
+    assert isinstance(obj, PartsObj)
+    data = b"".join(cast(PartObj, got[d]).data for d in obj.parts)
+    if len(data) != obj.size:
+        raise CorruptObjectError(key, f"parts hold {len(data)} bytes, expected {obj.size}")
+    return serde.loads_typed(codec.payload_bytes(codec.Payload(obj.type, obj.encoding, data), key))
+
+
+def _expand(
+    serde: SerializerProtocol,
+    digest: bytes,
+    count: int,
+    got: Mapping[bytes, StoredObject],
+    pfx: str,
+    out: list[Any],
+) -> None:
+    """Append the elements of a sealed subtree (a chunk, or a node of subtrees)."""
+    obj = got[digest]
+    if isinstance(obj, NodeObj):
+        if sum(n for _, n in obj.subtrees) != count:
+            raise CorruptObjectError(
+                keys.object_key_in(pfx, digest), f"node does not hold the {count} elements expected"
+            )
+        for child, n in obj.subtrees:
+            _expand(serde, child, n, got, pfx, out)
+        return
+    assert isinstance(obj, ChunkObj)
+    if len(obj.items) != count:
+        raise CorruptObjectError(
+            keys.object_key_in(pfx, digest),
+            f"chunk holds {len(obj.items)} elements, its parent says {count}",
+        )
+    out.extend(materialize(serde, item, got, pfx) for item in obj.items)
+
+
+def decode_checked_manifest(data: bytes, key: str) -> Manifest:
+    manifest = codec.decode_manifest(data, key)
+    if keys.manifest_key(manifest.thread_id, manifest.checkpoint_ns, manifest.checkpoint_id) != key:
+        raise CorruptObjectError(
+            key,
+            f"manifest of thread {manifest.thread_id!r}, namespace "
+            f"{manifest.checkpoint_ns!r}, checkpoint {manifest.checkpoint_id!r} is "
+            "stored under another checkpoint's key",
+        )
+    return manifest
+
+
+def read_manifest(ctx: Context, key: str) -> Generator[Batch, list[Any] | None, Manifest | None]:
+    """Sub-plan: GET and decode one manifest (None if absent)."""
+    data = yield from run_one(Get(key))
+    if data is None:
+        return None
+    return decode_checked_manifest(data, key)
+
+
+def read_tuples(
+    ctx: Context,
+    manifests: Sequence[tuple[str, Manifest]],
+    configs: Sequence[RunnableConfig | None] | None = None,
+    write_pages: Sequence[ListPage] | None = None,
+) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
+    """Sub-plan: full tuples (values, metadata, pending writes) of manifests.
+
+    ``write_pages`` are the first pages of the manifests' write listings when
+    the caller already fetched them alongside the manifests.
+    """
+    if not manifests:
+        return []
+    prefixes = [
+        keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id) for _, m in manifests
+    ]
+    if write_pages is None:
+        write_pages = yield from run_batch(*(ListKeys(p) for p in prefixes))
+    write_keys: list[list[str]] = []
+    for prefix, page in zip(prefixes, write_pages, strict=True):
+        found = [o.key for o in page.objects]
+        if page.truncated:
+            found += yield from list_all(prefix, found[-1])
+        write_keys.append(found)
+    flat = [k for ks in write_keys for k in ks]
+    bodies = yield from run_batch(*(Get(k) for k in flat))
+    writes_by_key: dict[str, WriteObj] = {}
+    for k, body in zip(flat, bodies, strict=True):
+        if body is None:
+            raise MissingObjectError(k, "the listing of its checkpoint's writes")
+        writes_by_key[k] = codec.decode_write(body, k)
+
+    sorted_writes = [effective_writes(writes_by_key[k] for k in wkeys) for wkeys in write_keys]
+    refs_by_pfx: dict[str, list[tuple[str, bytes]]] = {}
+    for (_, m), writes in zip(manifests, sorted_writes, strict=True):
+        entries = [m.checkpoint, m.metadata, *m.channels.values(), *(w.value for w in writes)]
+        refs_by_pfx.setdefault(keys.thread_prefix(m.thread_id), []).extend(entry_refs(entries))
+    got: dict[bytes, StoredObject] = {}
+    for pfx, refs in refs_by_pfx.items():
+        got |= yield from fetch_objects(ctx, pfx, refs, manifests[0][0])
+
+    out: list[CheckpointTuple] = []
+    for i, ((mkey, m), writes) in enumerate(zip(manifests, sorted_writes, strict=True)):
+        pfx = keys.thread_prefix(m.thread_id)
+        checkpoint = materialize(ctx.serde, m.checkpoint, got, pfx)
+        checkpoint["id"] = m.checkpoint_id
+        metadata = materialize(ctx.serde, m.metadata, got, pfx)
+        checkpoint["channel_values"] = {
+            name: materialize(ctx.serde, e, got, pfx) for name, e in m.channels.items()
+        }
+        ctx.entries.put(
+            mkey, CheckpointEntries(dict(checkpoint.get("channel_versions", {})), m.channels)
+        )
+        given = configs[i] if configs is not None else None
+        out.append(
+            CheckpointTuple(
+                config=given or checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id),
+                checkpoint=checkpoint,
+                metadata=metadata,
+                parent_config=(
+                    checkpoint_config(m.thread_id, m.checkpoint_ns, m.parent_checkpoint_id)
+                    if m.parent_checkpoint_id
+                    else None
+                ),
+                pending_writes=[
+                    (w.task_id, w.channel, materialize(ctx.serde, w.value, got, pfx))
+                    for w in writes
+                ],
+            )
+        )
+    return out
+
+
+def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
+    """Sub-plan: id of the newest checkpoint of a namespace (spec §6.2), one LIST."""
+    page = yield from run_one(
+        ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
+    )
+    if not page.objects:
+        return None
+    return keys.unreverse_id(page.objects[0].key.rsplit("/", 1)[1])
+
+
+def read_metadata(
+    ctx: Context, m: Manifest, key: str
+) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
+    """Sub-plan: a manifest's decoded metadata (no request when it is inline)."""
+    pfx = keys.thread_prefix(m.thread_id)
+    got = yield from fetch_objects(ctx, pfx, entry_refs([m.metadata]), key)
+    return materialize(ctx.serde, m.metadata, got, pfx)
+
+
+def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
+    """Plan: spec §6.2 (latest) and §6.3 (by id)."""
+    scope = scope_of(config)
+    given: RunnableConfig | None = config
+    cid = scope.checkpoint_id
+    if cid is None:
+        cid = yield from latest_id(scope)
+        if cid is None:
+            return None
+        given = None
+    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+    body, writes_page = yield from run_batch(
+        Get(mkey), ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, cid))
+    )
+    if body is None:
+        return None
+    manifest = decode_checked_manifest(body, mkey)
+    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [given], [writes_page])
+    return tuples[0]
+
+
+def thread_prefixes() -> Generator[Batch, list[Any] | None, list[str]]:
+    """Sub-plan: every thread prefix in the store, by skip scan (spec §6.4)."""
+    found: list[str] = []
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(keys.THREADS, after, limit=1))
+        if not page.objects:
+            return found
+        pfx, _ = keys.split_thread_key(page.objects[0].key)
+        found.append(pfx)
+        # "0" is the character after "/": skip every key of this thread.
+        after = pfx[:-1] + "0"
+
+
+def list_checkpoints(
+    ctx: Context,
+    config: RunnableConfig | None,
+    *,
+    filter: dict[str, Any] | None = None,
+    before: RunnableConfig | None = None,
+    limit: int | None = None,
+) -> Step:
+    """Plan: spec §6.4. Emits matching CheckpointTuples newest first per namespace."""
+    if limit is not None and limit <= 0:
+        return None
+    before_id = None
+    if before is not None:
+        before_id = (before.get("configurable") or {}).get("checkpoint_id")
+    if config is not None:
+        scope = scope_of(config)
+        ns_given = (config.get("configurable") or {}).get("checkpoint_ns")
+        prefixes = [keys.manifests_prefix(scope.thread_id, ns_given)]
+        only_id = scope.checkpoint_id
+    else:
+        thread_pfxs = yield from thread_prefixes()
+        prefixes = [p + "checkpoints/" for p in thread_pfxs]
+        ns_given, only_id = None, None
+    remaining = limit
+    for prefix in prefixes:
+        start_after = None
+        if before_id and ns_given is not None:
+            start_after = prefix + keys.reverse_id(before_id)
+        if only_id is not None and ns_given is not None:
+            manifest_keys = [prefix + keys.reverse_id(only_id)]
+        else:
+            manifest_keys = yield from list_all(prefix, start_after)
+        candidates = []
+        for k in manifest_keys:
+            cid = keys.unreverse_id(k.rsplit("/", 1)[1])
+            if (before_id is not None and cid >= before_id) or (only_id and cid != only_id):
+                continue
+            candidates.append(k)
+        for start in range(0, len(candidates), LIST_READ_AHEAD):
+            group = candidates[start : start + LIST_READ_AHEAD]
+            bodies = yield from run_batch(*(Get(k) for k in group))
+            matched: list[tuple[str, Manifest]] = []
+            for k, body in zip(group, bodies, strict=True):
+                if body is None:
+                    continue  # deleted since it was listed (or never existed for only_id)
+                m = decode_checked_manifest(body, k)
+                if filter:
+                    md = yield from read_metadata(ctx, m, k)
+                    if not all(md.get(fk) == fv for fk, fv in filter.items()):
+                        continue
+                matched.append((k, m))
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        break
+            tuples = yield from read_tuples(ctx, matched)
+            for tup in tuples:
+                yield Emit(tup)
+            if remaining == 0:
+                return None
+    return None

@@ -1,0 +1,181 @@
+"""Plans over whole threads: delete, copy and delete by run (spec §6.6-6.8)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from objstore_saver import codec, keys
+from objstore_saver.codec import (
+    Manifest,
+)
+from objstore_saver.errors import (
+    CheckpointConflictError,
+    CorruptObjectError,
+    InvalidIdentifierError,
+    MissingObjectError,
+)
+from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.reading import decode_checked_manifest, read_metadata
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
+from objstore_saver.store_requests import (
+    Batch,
+    Delete,
+    Get,
+    ListKeys,
+    Put,
+    list_all,
+    run_batch,
+    run_one,
+)
+
+
+@dataclass
+class ThreadListing:
+    """Keys of one thread, by kind (spec §3)."""
+
+    pfx: str
+    manifests: list[ObjectInfo] = field(default_factory=list)
+    writes: list[ObjectInfo] = field(default_factory=list)
+    objects: list[ObjectInfo] = field(default_factory=list)
+    runs: list[ObjectInfo] = field(default_factory=list)
+    marks: list[ObjectInfo] = field(default_factory=list)
+
+    @property
+    def run_index_keys(self) -> list[str]:
+        thread_tok = self.pfx[len(keys.THREADS) : -1]
+        return [f"{keys.RUNS}{o.key.rsplit('/', 1)[1]}/{thread_tok}" for o in self.runs]
+
+
+def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
+    """Sub-plan: every key of a thread, sorted by kind."""
+    listing = ThreadListing(pfx)
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(pfx, after))
+        for info in page.objects:
+            kind = info.key[len(pfx) :].split("/", 1)[0]
+            bucket = {
+                "checkpoints": listing.manifests,
+                "writes": listing.writes,
+                "objects": listing.objects,
+                "runs": listing.runs,
+                "marks": listing.marks,
+            }.get(kind)
+            if bucket is None:
+                raise CorruptObjectError(info.key, "unknown key under a thread prefix")
+            bucket.append(info)
+        if not page.truncated or not page.objects:
+            return listing
+        after = page.objects[-1].key
+
+
+def delete_keys(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, None]:
+    for start in range(0, len(keys_), MAX_DELETE_BATCH):
+        yield from run_one(Delete(tuple(keys_[start : start + MAX_DELETE_BATCH])))
+
+
+def oldest_first(manifests: Iterable[ObjectInfo]) -> list[str]:
+    # Within a namespace keys run newest first; reverse so the head goes last.
+    return [o.key for o in reversed(list(manifests))]
+
+
+def delete_thread(ctx: Context, thread_id: str) -> Step:
+    """Plan: spec §6.6."""
+    pfx = keys.thread_prefix(thread_id)
+    listing = yield from list_thread(pfx)
+    yield from delete_listing(ctx, thread_id, listing)
+
+
+def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
+    pfx = listing.pfx
+    # Forget before deleting: if a delete fails after removing some keys, the
+    # memories must not vouch for them (a put would then skip writing them).
+    ctx.objects.forget_thread(pfx)
+    ctx.entries.forget_prefix(pfx)
+    ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
+    yield from delete_keys(oldest_first(listing.manifests))
+    yield from delete_keys([o.key for o in listing.writes])
+    yield from delete_keys([o.key for o in listing.objects])
+    yield from delete_keys([o.key for o in listing.marks])
+    yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
+
+
+def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> Step:
+    """Plan: spec §6.7."""
+    src = keys.thread_prefix(source_thread_id)
+    dst = keys.thread_prefix(target_thread_id)
+    listing = yield from list_thread(src)
+    # Objects before writes before manifests: whatever a copied key reaches is
+    # already in place when it appears.
+    for group_keys in (listing.objects, listing.writes):
+        plain = [o.key for o in group_keys]
+        for start in range(0, len(plain), LIST_READ_AHEAD * 2):
+            group = plain[start : start + LIST_READ_AHEAD * 2]
+            bodies = yield from run_batch(*(Get(k) for k in group))
+            puts = []
+            for k, body in zip(group, bodies, strict=True):
+                if body is None:
+                    raise MissingObjectError(k, f"the listing of thread {source_thread_id!r}")
+                puts.append(Put(dst + k[len(src) :], body))
+            yield from run_batch(*puts)
+    run_ids = []
+    for o in listing.runs:
+        run_id = keys.untoken(o.key.rsplit("/", 1)[1])
+        if run_id is not None:
+            run_ids.append(run_id)
+    yield from run_batch(
+        *(Put(k, b"") for r in run_ids for k in keys.run_markers(target_thread_id, r))
+    )
+    for k in oldest_first(listing.manifests):
+        body = yield from run_one(Get(k))
+        if body is None:
+            continue  # deleted since it was listed
+        m = decode_checked_manifest(body, k)
+        new_key = keys.manifest_key(target_thread_id, m.checkpoint_ns, m.checkpoint_id)
+        new_body = codec.replace_thread_id(body, k, target_thread_id)
+        created = yield from run_one(Put(new_key, new_body))
+        if not created:
+            stored = yield from run_one(Get(new_key))
+            if stored != new_body:
+                raise CheckpointConflictError(
+                    target_thread_id, m.checkpoint_ns, m.checkpoint_id, new_key
+                )
+
+
+def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
+    """Plan: spec §6.8."""
+    for run_id in run_ids:
+        if not isinstance(run_id, str):
+            raise InvalidIdentifierError(f"run_id must be a string, got {run_id!r}")
+        suffix = "\0" + run_id
+        ctx.marked_runs.discard_where(lambda m, suffix=suffix: m.endswith(suffix))
+        index = yield from list_all(keys.run_prefix(run_id))
+        for index_key in index:
+            thread_tok = index_key.rsplit("/", 1)[1]
+            pfx = f"{keys.THREADS}{thread_tok}/"
+            manifest_keys = yield from list_all(pfx + "checkpoints/")
+            doomed: list[Manifest] = []
+            doomed_keys: list[str] = []
+            for start in range(0, len(manifest_keys), LIST_READ_AHEAD):
+                group = manifest_keys[start : start + LIST_READ_AHEAD]
+                bodies = yield from run_batch(*(Get(k) for k in group))
+                for k, body in zip(group, bodies, strict=True):
+                    if body is None:
+                        continue
+                    m = decode_checked_manifest(body, k)
+                    md = yield from read_metadata(ctx, m, k)
+                    if md.get("run_id") == run_id:
+                        doomed.append(m)
+                        doomed_keys.append(k)
+            ctx.entries.forget(doomed_keys)  # before deleting, as in delete_thread
+            yield from delete_keys(list(reversed(doomed_keys)))
+            write_keys: list[str] = []
+            for m in doomed:
+                write_keys += yield from list_all(
+                    keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
+                )
+            yield from delete_keys(write_keys)
+            marker = f"{pfx}runs/{keys.token('run_id', run_id)}"
+            yield from delete_keys([marker, index_key])

@@ -1,0 +1,335 @@
+"""Plans that write: values, put and put_writes (spec §6.1, §6.5)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    SerializerProtocol,
+    get_checkpoint_metadata,
+)
+
+from objstore_saver import codec, keys
+from objstore_saver.codec import (
+    Encoded,
+    Entry,
+    Inline,
+    ListObj,
+    PartObj,
+    Ref,
+)
+from objstore_saver.errors import (
+    CheckpointConflictError,
+    InvalidIdentifierError,
+    MissingObjectError,
+    ObjstoreSaverError,
+)
+from objstore_saver.memory import (
+    CheckpointEntries,
+)
+from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
+from objstore_saver.plans.reading import (
+    child_refs,
+    entry_refs,
+    fetch_objects,
+    materialize,
+    read_manifest,
+)
+from objstore_saver.plans.scope import checkpoint_config, scope_of
+from objstore_saver.storage.base import PutMode
+from objstore_saver.store_requests import (
+    Batch,
+    Get,
+    Put,
+    run_batch,
+    run_one,
+)
+
+
+def encode_value(
+    serde: SerializerProtocol, value: Any, cache: codec.ElementCache | None = None
+) -> Encoded:
+    """Entry and objects for one value (spec §4)."""
+    if type(value) is list and value:
+        elements = [serde.dumps_typed(e) for e in value]
+        if codec.use_list_encoding(elements):
+            return codec.encode_list(elements, cache)
+    type_, data = serde.dumps_typed(value)
+    return codec.encode_serialized(type_, data)
+
+
+def store_objects(
+    ctx: Context,
+    pfx: str,
+    encoded: Sequence[Encoded],
+    extra: Sequence[Put] = (),
+    *,
+    trust: bool = True,
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
+
+    The walk starts at each entry and does not descend below an object known
+    to be stored (confirmed within the trust age; with ``trust=False`` nothing
+    is): a stored container implies its children are (write order).
+    ``exists`` is success, the key being the hash of the bytes; the object is
+    then re-PUT in overwrite mode with the same bytes, which renews its
+    ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
+    Written objects are remembered decoded, so reading them back costs no request.
+    """
+    bodies: dict[bytes, bytes] = {}
+    children: dict[bytes, tuple[bytes, ...]] = {}
+    stack: list[bytes] = []
+    for enc in encoded:
+        bodies.update(enc.objects)
+        children.update(enc.children)
+        if isinstance(enc.entry, Ref):
+            stack.append(enc.entry.digest)
+    seen: set[bytes] = set()
+    puts: list[Put] = []
+    while stack:
+        d = stack.pop()
+        if d in seen:
+            continue
+        seen.add(d)
+        if trust and ctx.objects.known(pfx, d, ctx.trust_age):
+            continue
+        puts.append(Put(keys.object_key_in(pfx, d), bodies[d]))
+        stack.extend(children.get(d, ()))
+    created = yield from run_batch(*puts, *extra)
+    # An old object we did not write may be marked by a prune (§6.9): renew it.
+    yield from run_batch(
+        *(
+            Put(p.key, p.data, PutMode.OVERWRITE)
+            for p, ok in zip(puts, created[: len(puts)], strict=True)
+            if not ok
+        )
+    )
+    for put_op in puts:
+        d = bytes.fromhex(put_op.key.rsplit("/", 1)[1])
+        obj = codec.decode_object(put_op.data, put_op.key)
+        if isinstance(obj, PartObj):
+            ctx.objects.add_known(pfx, [d])
+        else:
+            ctx.objects.add(pfx, d, obj)
+
+
+def recall_parent(
+    ctx: Context, pfx: str, mkey: str, *, trust: bool = True
+) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
+    """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
+
+    Memory is used only when confirmed within the trust age (and ``trust``).
+    Reading the manifest also teaches the object memory which list objects,
+    sealed subtrees and tail elements exist, so a growing list rewrites only
+    its list object and what is new.
+    """
+    remembered = ctx.entries.get(mkey, ctx.trust_age) if trust else None
+    if remembered is not None:
+        return remembered
+    manifest = yield from read_manifest(ctx, mkey)
+    if manifest is None:
+        return None
+    got = yield from fetch_objects(ctx, pfx, entry_refs([manifest.checkpoint]), mkey)
+    checkpoint = materialize(ctx.serde, manifest.checkpoint, got, pfx)
+    lists = [(e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref)]
+    bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in lists))
+    for (tag, d), body in zip(lists, bodies, strict=True):
+        key = keys.object_key_in(pfx, d)
+        if body is None:
+            raise MissingObjectError(key, mkey)
+        codec.check_digest(body, d, key)
+        obj = codec.decode_object(body, key, tag)
+        ctx.objects.add(pfx, d, obj)
+        if isinstance(obj, ListObj):
+            # Sealed subtrees and tail elements exist: the list was written after them.
+            ctx.objects.add_known(pfx, [c for _, c in child_refs(obj)])
+    entries = CheckpointEntries(dict(checkpoint.get("channel_versions", {})), manifest.channels)
+    ctx.entries.put(mkey, entries)
+    return entries
+
+
+def _fit_manifest(fields: dict[str, Any], encoded: list[Encoded]) -> bytes:
+    """Encode a manifest, moving its largest inline entries out past the budget."""
+    data = codec.encode_manifest(**fields)
+    if len(data) <= codec.MANIFEST_BUDGET:
+        return data
+    channels = dict(fields["channels"])
+    movable = sorted(
+        (name for name, e in channels.items() if isinstance(e, Inline)),
+        key=lambda name: len(channels[name].payload.data),
+        reverse=True,
+    )
+    for name in [*movable, "checkpoint", "metadata"]:
+        holder = channels if name in movable else fields
+        entry = holder[name]
+        if not isinstance(entry, Inline):
+            continue
+        enc = codec.encode_serialized(*codec.payload_bytes(entry.payload, name), inline_max=-1)
+        encoded.append(enc)
+        holder[name] = enc.entry
+        fields = {**fields, "channels": channels}
+        data = codec.encode_manifest(**fields)
+        if len(data) <= codec.MANIFEST_BUDGET:
+            return data
+    return data
+
+
+def _run_marker_id(thread_id: str, run_id: str) -> str:
+    return f"{thread_id}\0{run_id}"
+
+
+def _put_too_slow(what: str, ctx: Context) -> ObjstoreSaverError:
+    return ObjstoreSaverError(
+        f"{what}: storing its objects took longer than half the reuse window "
+        f"({ctx.trust_age:g} s) {PUT_ATTEMPTS} times in a row; the store is too slow for "
+        "the prune safety rules (spec §6.9), nothing was committed"
+    )
+
+
+def put(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Step:
+    """Plan: spec §6.1. Returns the config of the stored checkpoint."""
+    scope = scope_of(config)
+    cid = checkpoint["id"]
+    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+    pfx = keys.thread_prefix(scope.thread_id)
+    parent_id = scope.checkpoint_id
+    versions = dict(checkpoint.get("channel_versions", {}))
+    values = checkpoint.get("channel_values", {})
+    # The id is the manifest's own field; values are the channel entries.
+    bare = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    md = get_checkpoint_metadata(config, metadata)
+    run_id = md.get("run_id")
+    marker = _run_marker_id(scope.thread_id, run_id) if isinstance(run_id, str) else None
+
+    for attempt in range(PUT_ATTEMPTS):
+        # First attempt trusts memory; a retry re-confirms everything (§6.1 step 3).
+        trust = attempt == 0
+        started = ctx.clock()
+        parent: CheckpointEntries | None = None
+        if parent_id is not None and any(c not in new_versions for c in versions):
+            parent = yield from recall_parent(
+                ctx,
+                pfx,
+                keys.manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
+                trust=trust,
+            )
+
+        encoded: list[Encoded] = []
+        channels: dict[str, Entry] = {}
+        for name, version in versions.items():
+            if (
+                name not in new_versions
+                and parent is not None
+                and parent.versions.get(name) == version
+            ):
+                if name in parent.entries:
+                    channels[name] = parent.entries[name]
+                continue
+            if name in values:
+                enc = encode_value(ctx.serde, values[name], ctx.elements)
+                channels[name] = enc.entry
+                encoded.append(enc)
+
+        cp_enc = codec.encode_serialized(*ctx.serde.dumps_typed(bare))
+        md_enc = codec.encode_serialized(*ctx.serde.dumps_typed(md))
+        encoded += [cp_enc, md_enc]
+        manifest = _fit_manifest(
+            {
+                "thread_id": scope.thread_id,
+                "checkpoint_ns": scope.checkpoint_ns,
+                "checkpoint_id": cid,
+                "parent_checkpoint_id": parent_id,
+                "checkpoint": cp_enc.entry,
+                "metadata": md_enc.entry,
+                "channels": channels,
+            },
+            encoded,
+        )
+
+        markers: list[Put] = []
+        if marker is not None and marker not in ctx.marked_runs:
+            markers = [Put(k, b"") for k in keys.run_markers(scope.thread_id, cast(str, run_id))]
+        yield from store_objects(ctx, pfx, encoded, markers, trust=trust)
+        if marker is not None:
+            ctx.marked_runs.add(marker)
+        # Invariant: every object the manifest relies on was confirmed stored at
+        # most W before the manifest is sent, else a sweep may have removed it.
+        if ctx.clock() - started <= ctx.trust_age:
+            break
+    else:
+        raise _put_too_slow(
+            f"put of checkpoint {cid!r} of thread {scope.thread_id!r} "
+            f"(namespace {scope.checkpoint_ns!r})",
+            ctx,
+        )
+
+    created = yield from run_one(Put(mkey, manifest))
+    if not created:
+        # A concurrent writer, or our own request retried after its response
+        # was lost: it is ours only if the stored bytes are the same.
+        stored = yield from run_one(Get(mkey))
+        if stored != manifest:
+            raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
+    ctx.entries.put(mkey, CheckpointEntries(versions, channels))
+    return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
+
+
+def put_writes(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Step:
+    """Plan: spec §6.5."""
+    scope = scope_of(config, need_checkpoint_id=True)
+    assert scope.checkpoint_id is not None
+    if not isinstance(task_id, str):
+        raise InvalidIdentifierError(f"task_id must be a string, got {task_id!r}")
+    pfx = keys.thread_prefix(scope.thread_id)
+    encoded: list[Encoded] = []
+    write_puts: list[Put] = []
+    # Readers keep the regular writes of this call hidden until all are stored.
+    regular = tuple(i for i, (ch, _) in enumerate(writes) if WRITES_IDX_MAP.get(ch, i) >= 0)
+    for i, (channel, value) in enumerate(writes):
+        idx = WRITES_IDX_MAP.get(channel, i)
+        # Taken in call order, before any request: a later special write wins
+        # even when its request completes first, or comes later in one call.
+        seq = ctx.next_seq() if idx < 0 else 0
+        enc = encode_value(ctx.serde, value, ctx.elements)
+        encoded.append(enc)
+        body = codec.encode_write(
+            task_id=task_id,
+            task_path=task_path,
+            idx=idx,
+            channel=channel,
+            value=enc.entry,
+            seq=seq,
+            group=regular if idx >= 0 and len(regular) > 1 else (),
+        )
+        key = keys.write_key(
+            scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seq
+        )
+        # Create-only: the first regular write wins; special writes get a new key
+        # per call and the greatest sequence is in force (nothing is overwritten).
+        write_puts.append(Put(key, body))
+    for attempt in range(PUT_ATTEMPTS):
+        started = ctx.clock()
+        yield from store_objects(ctx, pfx, encoded, trust=attempt == 0)
+        if ctx.clock() - started <= ctx.trust_age:
+            break
+    else:
+        raise _put_too_slow(f"put_writes of task {task_id!r} in thread {scope.thread_id!r}", ctx)
+    yield from run_batch(*write_puts)
