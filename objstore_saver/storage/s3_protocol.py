@@ -1,0 +1,505 @@
+"""The S3 requests of the lean transport as pure plans: no sockets, no sleeping.
+
+Each store operation is a generator that yields :class:`HttpRequest` (signed,
+ready to send) or :class:`Sleep` steps and receives an :class:`HttpResponse`
+or a :class:`TransportFailure` back; it returns the operation's result or
+raises the storage error. The blocking and the asyncio runner in
+``lean_s3.py`` only carry the steps out, so argument building, retries with
+backoff, lost-response handling and error mapping exist once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import random
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TypeVar
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+from objstore_saver.storage.base import (
+    MAX_DELETE_BATCH,
+    MAX_KEY_BYTES,
+    MAX_LIST_PAGE,
+    InvalidKeyError,
+    ListPage,
+    ObjectExistsError,
+    ObjectInfo,
+    ObjectNotFoundError,
+    PutMode,
+    StorageError,
+    StoreUnavailableError,
+    validate_byte_range,
+    validate_key,
+)
+from objstore_saver.storage.s3 import EncryptionNotConfirmedError, S3Encryption
+from objstore_saver.storage.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """One signed HTTP request; ``target`` is the path plus query, already encoded."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    """One HTTP answer; header names are lower-case."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TransportFailure:
+    """No answer arrived: the connection failed or timed out.
+
+    ``sent`` is False only when the request surely never left (connect
+    failure); otherwise the server may have acted on it.
+    """
+
+    error: str
+    sent: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait this many seconds before the next step."""
+
+    seconds: float
+
+
+Reply = HttpResponse | TransportFailure
+Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
+
+#: Error codes meaning the bucket as a whole cannot be used with these credentials.
+UNAVAILABLE_CODES = frozenset(
+    {
+        "NoSuchBucket",
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+        "InvalidBucketName",
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+    }
+)
+_UNAVAILABLE_STATUS = frozenset({301, 403})
+#: Answers worth another attempt (the set botocore's standard mode retries).
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRY_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "RequestThrottled",
+        "SlowDown",
+        "InternalError",
+    }
+)
+#: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
+CONFLICT_RETRIES = 5
+_S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded attempts with capped, fully jittered exponential backoff.
+
+    Args:
+        max_attempts: Attempts per request, the first included.
+        backoff_base: Largest wait before the second attempt, in seconds; it
+            doubles per attempt.
+        backoff_cap: Largest wait between two attempts, in seconds.
+    """
+
+    max_attempts: int = 5
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return self.rng.uniform(0, min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1)))
+
+
+def error_code(response: HttpResponse) -> tuple[str, str]:
+    """``(code, message)`` of an S3 error answer; the status when there is no XML body."""
+    if response.body:
+        try:
+            root = ET.fromstring(response.body)
+        except ET.ParseError:
+            return str(response.status), ""
+        code = root.findtext("Code") or root.findtext(_S3_NS + "Code")
+        message = root.findtext("Message") or root.findtext(_S3_NS + "Message") or ""
+        if code:
+            return code, message
+    return str(response.status), ""
+
+
+def is_retryable(reply: Reply) -> bool:
+    """Whether another attempt may get a different answer."""
+    if isinstance(reply, TransportFailure):
+        return True
+    if reply.status in RETRY_STATUS:
+        return True
+    return reply.status == 400 and error_code(reply)[0] in RETRY_CODES
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def parse_list(body: bytes, skip: int) -> ListPage:
+    """A ``ListObjectsV2`` answer as a page, keys without the first ``skip`` characters."""
+    root = ET.fromstring(body)
+    objects: list[ObjectInfo] = []
+    truncated = False
+    for child in root:
+        tag = _local(child.tag)
+        if tag == "Contents":
+            fields = {_local(e.tag): e.text or "" for e in child}
+            objects.append(
+                ObjectInfo(
+                    key=fields["Key"][skip:],
+                    size=int(fields["Size"]),
+                    last_modified=datetime.fromisoformat(fields["LastModified"]).astimezone(UTC),
+                )
+            )
+        elif tag == "IsTruncated":
+            truncated = (child.text or "").strip().lower() == "true"
+    return ListPage(objects=objects, truncated=truncated)
+
+
+def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
+    """``(key, code, message)`` of each per-key error of a ``DeleteObjects`` answer."""
+    if not body:
+        return []
+    root = ET.fromstring(body)
+    errors = []
+    for child in root:
+        if _local(child.tag) == "Error":
+            fields = {_local(e.tag): e.text or "" for e in child}
+            errors.append(
+                (fields.get("Key", ""), fields.get("Code", ""), fields.get("Message", ""))
+            )
+    return errors
+
+
+def delete_body(full_keys: Sequence[str]) -> bytes:
+    """The XML body of a quiet ``DeleteObjects`` request."""
+    objects = "".join(f"<Object><Key>{escape(k)}</Key></Object>" for k in full_keys)
+    return f"<Delete><Quiet>true</Quiet>{objects}</Delete>".encode()
+
+
+def encryption_headers(encryption: S3Encryption | None, *, put: bool) -> dict[str, str]:
+    """The SSE request headers of a PUT (``put=True``) or a GET."""
+    if encryption is None:
+        return {}
+    args = encryption.put_args() if put else encryption.get_args()
+    headers: dict[str, str] = {}
+    if "ServerSideEncryption" in args:
+        headers["x-amz-server-side-encryption"] = args["ServerSideEncryption"]
+    if "SSEKMSKeyId" in args:
+        headers["x-amz-server-side-encryption-aws-kms-key-id"] = args["SSEKMSKeyId"]
+    if "SSECustomerKey" in args:
+        key: bytes = args["SSECustomerKey"]
+        headers["x-amz-server-side-encryption-customer-algorithm"] = args["SSECustomerAlgorithm"]
+        headers["x-amz-server-side-encryption-customer-key"] = base64.b64encode(key).decode()
+        headers["x-amz-server-side-encryption-customer-key-md5"] = str(encryption.customer_key_md5)
+    return headers
+
+
+def encryption_confirmed(encryption: S3Encryption, headers: dict[str, str]) -> bool:
+    """Whether a PUT answer's headers report ``encryption``."""
+    return encryption.confirmed_by(
+        {
+            "ServerSideEncryption": headers.get("x-amz-server-side-encryption"),
+            "SSECustomerAlgorithm": headers.get("x-amz-server-side-encryption-customer-algorithm"),
+            "SSECustomerKeyMD5": headers.get("x-amz-server-side-encryption-customer-key-md5"),
+        }
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Addressing:
+    """Where requests for one bucket go.
+
+    Args:
+        scheme: ``http`` or ``https``.
+        host: ``Host`` header, with the port when it is not the scheme's default.
+        base_path: ``/bucket`` (path style) or ``""`` (virtual-hosted style).
+        public_url: The endpoint as errors show it (never with user info).
+    """
+
+    scheme: str
+    host: str
+    base_path: str
+    public_url: str
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host``, what the HTTP clients connect to."""
+        return f"{self.scheme}://{self.host}"
+
+
+class S3Protocol:
+    """Builds, signs and interprets the requests of one bucket and prefix.
+
+    Args:
+        bucket: Bucket name.
+        prefix: Normalized key prefix (``""`` or ending with ``/``).
+        addressing: Where requests go.
+        signer: SigV4 signer of the bucket's region.
+        credentials: Returns the credentials to sign the next request with;
+            raises :class:`StoreUnavailableError` when there are none.
+        location: ``s3://bucket/prefix ...`` as messages show it.
+        encryption: SSE of every object, or ``None``.
+        extra_put_headers: Extra headers of every PUT.
+        extra_get_headers: Extra headers of every GET.
+        retry: Retry policy.
+        clock: Current UTC time (tests pin it).
+    """
+
+    def __init__(
+        self,
+        *,
+        bucket: str,
+        prefix: str,
+        addressing: Addressing,
+        signer: Signer,
+        credentials: Callable[[], Credentials],
+        location: str,
+        encryption: S3Encryption | None,
+        extra_put_headers: dict[str, str],
+        extra_get_headers: dict[str, str],
+        retry: RetryPolicy,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix
+        self.addressing = addressing
+        self.signer = signer
+        self.credentials = credentials
+        self.location = location
+        self.encryption = encryption
+        self.retry = retry
+        self.clock = clock
+        self._put_headers = {**extra_put_headers, **encryption_headers(encryption, put=True)}
+        self._get_headers = {**extra_get_headers, **encryption_headers(encryption, put=False)}
+
+    # --- request building ------------------------------------------------------
+
+    def full_key(self, key: str) -> str:
+        """``prefix + key`` after checking both fit the key rules."""
+        validate_key(key)
+        full = self.prefix + key
+        if len(full) > MAX_KEY_BYTES:
+            raise InvalidKeyError(
+                f"invalid key {key!r}: with prefix {self.prefix!r} it is {len(full)} bytes, "
+                f"at most {MAX_KEY_BYTES} are allowed"
+            )
+        return full
+
+    def request(
+        self,
+        method: str,
+        full_key: str | None,
+        *,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> HttpRequest:
+        """A signed request on the bucket (``full_key=None``) or on one object."""
+        path = self.addressing.base_path
+        if full_key is not None:
+            path += "/" + quote(full_key, safe="/~")
+        elif not path:
+            path = "/"
+        qs = canonical_query(query) if query else ""
+        hdrs = dict(headers) if headers else {}
+        hdrs["host"] = self.addressing.host
+        digest = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256
+        self.signer.sign(
+            method, self.addressing.host, path, qs, hdrs, digest, self.credentials(), self.clock()
+        )
+        return HttpRequest(method, f"{path}?{qs}" if qs else path, hdrs, body)
+
+    # --- error mapping -----------------------------------------------------------
+
+    def error(self, reply: Reply, operation: str, key: str | None = None) -> StorageError:
+        """The storage error for a failed exchange (never quoting credentials)."""
+        where = f"S3 bucket {self.bucket!r} at {self.addressing.public_url}"
+        if isinstance(reply, TransportFailure):
+            return StoreUnavailableError(f"{where} is unavailable ({operation}): {reply.error}")
+        code, message = error_code(reply)
+        if code in UNAVAILABLE_CODES or reply.status in _UNAVAILABLE_STATUS or operation == "check":
+            return StoreUnavailableError(
+                f"{where} is unavailable ({operation}): {code} (HTTP {reply.status})"
+            )
+        subject = f" of key {key!r}" if key is not None else ""
+        return StorageError(
+            f"S3 {operation}{subject} in {self.location} failed: {code} (HTTP {reply.status})"
+            + (f": {message}" if message else "")
+        )
+
+    # --- the exchange with retries ----------------------------------------------
+
+    def exchange(self, build: Callable[[], HttpRequest]) -> Exchange[tuple[Reply, int]]:
+        """Send a request until it gets a final answer or attempts run out.
+
+        Returns:
+            The last reply and the number of attempts made. A reply that is
+            still retryable after the last attempt is returned as is.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            reply = yield build()  # signed anew: x-amz-date moves on
+            assert reply is not None
+            if attempt >= self.retry.max_attempts or not is_retryable(reply):
+                return reply, attempt
+            yield Sleep(self.retry.delay(attempt))
+
+    # --- operations ----------------------------------------------------------------
+
+    def check(self) -> Exchange[None]:
+        """``HeadBucket``: the bucket exists and the credentials may use it."""
+        reply, _ = yield from self.exchange(lambda: self.request("HEAD", None))
+        if isinstance(reply, TransportFailure) or reply.status != 200:
+            raise self.error(reply, "check")
+
+    def put(self, key: str, data: bytes, mode: PutMode) -> Exchange[None]:
+        """``PutObject``; create-only sends ``If-None-Match: *``."""
+        full = self.full_key(key)
+        headers = dict(self._put_headers)
+        if mode is PutMode.CREATE:
+            headers["if-none-match"] = "*"
+        data = bytes(data)
+        for conflict in range(CONFLICT_RETRIES + 1):
+            reply, attempts = yield from self.exchange(
+                lambda: self.request("PUT", full, headers=headers, body=data)
+            )
+            if isinstance(reply, HttpResponse) and reply.status == 200:
+                if self.encryption is not None and not encryption_confirmed(
+                    self.encryption, reply.headers
+                ):
+                    raise EncryptionNotConfirmedError(
+                        f"S3 put of key {key!r} in {self.location}: the server did not confirm "
+                        f"{self.encryption.kind} encryption (it may not support it); the object "
+                        "may be stored unencrypted"
+                    )
+                return
+            if mode is PutMode.CREATE and isinstance(reply, HttpResponse):
+                if reply.status == 412:
+                    # An earlier attempt of ours may have been stored with its
+                    # answer lost: the 412 may be our own object.
+                    if attempts > 1 and (yield from self._holds(key, data)):
+                        return
+                    raise ObjectExistsError(self.location, key)
+                if (
+                    reply.status == 409
+                    and error_code(reply)[0] == "ConditionalRequestConflict"
+                    and conflict < CONFLICT_RETRIES
+                ):
+                    # Another conditional write to the key was in flight; once it
+                    # settles a retry gets 412 (it won) or succeeds (it failed).
+                    yield Sleep(self.retry.rng.uniform(0, 0.05 * 2**conflict))
+                    continue
+            raise self.error(reply, "put", key)
+
+    def _holds(self, key: str, data: bytes) -> Exchange[bool]:
+        try:
+            stored = yield from self.get(key, None)
+        except ObjectNotFoundError:
+            return False
+        return stored == data
+
+    def get(self, key: str, byte_range: tuple[int, int] | None) -> Exchange[bytes]:
+        """``GetObject`` of the whole object or ``[start, end)``."""
+        full = self.full_key(key)
+        headers = dict(self._get_headers)
+        if byte_range is not None:
+            start, end = validate_byte_range(byte_range)
+            # An empty range cannot be expressed in HTTP; ask for one byte so
+            # the object's existence is still checked, then drop it.
+            headers["range"] = f"bytes={start}-{max(start, end - 1)}"
+        reply, _ = yield from self.exchange(lambda: self.request("GET", full, headers=headers))
+        if isinstance(reply, HttpResponse):
+            if reply.status == 200 and byte_range is None:
+                return reply.body
+            if reply.status in (200, 206) and byte_range is not None:
+                if reply.status == 200:  # the server ignored the range
+                    return reply.body[start:end]
+                return reply.body[: end - start]
+            if reply.status == 404:
+                code = error_code(reply)[0]
+                if code != "NoSuchBucket":
+                    raise ObjectNotFoundError(self.location, key)
+            if reply.status == 416 and byte_range is not None:
+                return b""
+        raise self.error(reply, "get", key)
+
+    def list(self, prefix: str, start_after: str | None, limit: int) -> Exchange[ListPage]:
+        """One ``ListObjectsV2`` page with ``max-keys`` and ``start-after``."""
+        if not 1 <= limit <= MAX_LIST_PAGE:
+            raise ValueError(f"limit must be between 1 and {MAX_LIST_PAGE}, got {limit}")
+        query = {"list-type": "2", "prefix": self.prefix + prefix, "max-keys": str(limit)}
+        if start_after:
+            query["start-after"] = self.prefix + start_after
+        reply, _ = yield from self.exchange(lambda: self.request("GET", None, query=query))
+        if isinstance(reply, HttpResponse) and reply.status == 200:
+            try:
+                return parse_list(reply.body, len(self.prefix))
+            except (ET.ParseError, KeyError, ValueError) as exc:
+                raise StorageError(
+                    f"S3 list of prefix {prefix!r} in {self.location} failed: "
+                    f"unreadable answer ({type(exc).__name__}: {exc})"
+                ) from None
+        raise self.error(reply, "list", prefix)
+
+    def delete(self, keys: Sequence[str]) -> Exchange[None]:
+        """``DeleteObjects`` in quiet mode, 1,000 keys per request."""
+        full_keys = [self.full_key(key) for key in keys]  # all checked before any request
+        for i in range(0, len(full_keys), MAX_DELETE_BATCH):
+            body = delete_body(full_keys[i : i + MAX_DELETE_BATCH])
+            md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+            headers = {"content-md5": md5, "content-type": "application/xml"}
+            reply, _ = yield from self.exchange(
+                lambda body=body, headers=headers: self.request(
+                    "POST", None, query={"delete": ""}, headers=headers, body=body
+                )
+            )
+            if not isinstance(reply, HttpResponse) or reply.status != 200:
+                raise self.error(reply, "delete", keys[i])
+            errors = parse_delete_errors(reply.body)
+            if errors:
+                key, code, message = errors[0]
+                if key.startswith(self.prefix):
+                    key = key[len(self.prefix) :]
+                more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""
+                raise StorageError(
+                    f"S3 delete of key {key!r} in {self.location} failed: {code}: {message}{more}"
+                )
