@@ -77,6 +77,32 @@ class S3Endpoint:
             config=botocore.config.Config(**options),
         )
 
+    def lean_store(self, bucket: str, prefix: str = "", **options: Any) -> Any:
+        """A :class:`LeanS3Store` on this endpoint, signed with its credentials.
+
+        Args:
+            bucket: Bucket name.
+            prefix: Key prefix.
+            **options: Other ``LeanS3Store`` options.
+        """
+        from objstore_saver.storage.s3_lean import LeanS3Store
+
+        session = None
+        if self.access_key:
+            session = boto3.session.Session(
+                aws_access_key_id=self.access_key,
+                aws_secret_access_key=self.secret_key,
+                region_name=self.region,
+            )
+        return LeanS3Store(
+            bucket,
+            prefix,
+            endpoint_url=self.url,
+            region_name=self.region,
+            session=session,
+            **options,
+        )
+
 
 def _serialize_moto_puts(mp: pytest.MonkeyPatch) -> None:
     """Make moto's ``If-None-Match: *`` check atomic, as it is on S3.

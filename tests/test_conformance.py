@@ -38,13 +38,16 @@ def _local_stores(tmp_path: Path) -> Callable[[], ObjectStore]:
     return make
 
 
-def _s3_stores(request: pytest.FixtureRequest) -> Callable[[], ObjectStore]:
+def _s3_stores(request: pytest.FixtureRequest, lean: bool = False) -> Callable[[], ObjectStore]:
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = request.getfixturevalue("s3_bucket")
 
     def make() -> ObjectStore:
         # A fresh prefix per capability suite: the suites never see each other.
-        return S3Store(bucket, f"conf-{uuid.uuid4().hex[:8]}/", client=endpoint.client())
+        prefix = f"conf-{uuid.uuid4().hex[:8]}/"
+        if lean:
+            return endpoint.lean_store(bucket, prefix)
+        return S3Store(bucket, prefix, client=endpoint.client())
 
     return make
 
@@ -62,9 +65,13 @@ def _describe(report: CapabilityReport, details: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.parametrize("backend", ["local", "s3", "s3-lean"])
 async def test_conformance(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    make_store = _local_stores(tmp_path) if backend == "local" else _s3_stores(request)
+    make_store = (
+        _local_stores(tmp_path)
+        if backend == "local"
+        else _s3_stores(request, lean=backend == "s3-lean")
+    )
     created: list[ObjectStoreSaver] = []
 
     @checkpointer_test(name=f"ObjectStoreSaver[{backend}]")

@@ -208,16 +208,24 @@ S3_CI_OPS = ("put", "put_writes_many", "delete_thread", "prune_keep_latest")
 
 
 # prune_sweep needs a ripe mark: only a local store lets the test date its objects.
+@pytest.mark.parametrize("backend", ["s3", "s3-lean"])
 @pytest.mark.parametrize("op", [op for op in OPS if op != "prune_sweep"])
 def test_crash_at_every_request_s3(
-    s3_endpoint: Any, s3_bucket: str, op: str, long_run: bool
+    s3_endpoint: Any, s3_bucket: str, op: str, long_run: bool, backend: str
 ) -> None:
     if op not in S3_CI_OPS and not long_run:
         pytest.skip(f"{op} crashes on S3 run under --long only (local covers it)")
     client = s3_endpoint.client()
     counter = iter(range(10_000))
+
+    def make() -> Any:
+        prefix = f"crash{next(counter)}/"
+        if backend == "s3-lean":
+            return s3_endpoint.lean_store(s3_bucket, prefix)
+        return S3Store(s3_bucket, prefix, client=client)
+
     n = _crash_points(
-        lambda: S3Store(s3_bucket, f"crash{next(counter)}/", client=client),
+        make,
         op,
         Fault.LOST_RESPONSE,
         True,

@@ -48,14 +48,14 @@ MODES = ["sync", "async"]
 #: the chat tests run every combination).
 LOCAL_BOTH_S3_ASYNC = pytest.mark.parametrize(
     ("store_factory", "mode"),
-    [("local", "sync"), ("local", "async"), ("s3", "async")],
+    [("local", "sync"), ("local", "async"), ("s3", "async"), ("s3-lean", "async")],
     indirect=["store_factory"],
 )
 
 # --- fixtures --------------------------------------------------------------------
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "s3-lean"])
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], ObjectStore]:
     """Opens the test's one store; every call is a new connection to the same data."""
     if request.param == "local":
@@ -63,6 +63,8 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[]
         return lambda: LocalStore(root)
     endpoint = request.getfixturevalue("s3_endpoint")
     bucket = request.getfixturevalue("s3_bucket")
+    if request.param == "s3-lean":
+        return lambda: endpoint.lean_store(bucket, "diff/")
     return lambda: S3Store(bucket, "diff/", client=endpoint.client())
 
 

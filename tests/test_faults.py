@@ -51,11 +51,13 @@ from objstore_saver.storage.faults import (
 TOTALS: dict[str, int] = {"faults_injected": 0, "checkpoints_verified": 0}
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "s3-lean"])
 def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
         return LocalStore(tmp_path / "store", fsync=False)
     endpoint = request.getfixturevalue("s3_endpoint")
+    if request.param == "s3-lean":
+        return endpoint.lean_store(request.getfixturevalue("s3_bucket"), "faults/")
     return S3Store(request.getfixturevalue("s3_bucket"), "faults/", client=endpoint.client())
 
 
