@@ -52,10 +52,15 @@ class Rig:
     saver: ObjectStoreSaver
 
 
-@pytest.fixture
-def rig(s3_endpoint: Any, s3_bucket: str) -> Iterator[Rig]:
+@pytest.fixture(params=["s3", "s3-lean"])
+def rig(request: pytest.FixtureRequest, s3_endpoint: Any, s3_bucket: str) -> Iterator[Rig]:
     client = s3_endpoint.client()
-    store = MeteredStore(S3Store(s3_bucket, PREFIX, client=client), log=True)
+    backend = (
+        s3_endpoint.lean_store(s3_bucket, PREFIX)
+        if request.param == "s3-lean"
+        else S3Store(s3_bucket, PREFIX, client=client)
+    )
+    store = MeteredStore(backend, log=True)
     with ObjectStoreSaver(store) as saver:
         yield Rig(s3_bucket, client, store, saver)
     # No key may escape the prefix, whatever the ids were.
