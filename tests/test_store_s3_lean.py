@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -591,10 +592,16 @@ def test_key_too_long_with_prefix(s3_endpoint: Any, s3_bucket: str, creds_env: N
 
 @pytest.fixture
 def raw_server() -> Iterator[tuple[str, list[bytes], threading.Event]]:
-    """A loopback server recording request heads; answers 200 unless ``silent`` is set."""
+    """A loopback server recording request heads; answers 200 unless ``silent`` is set.
+
+    ``silent.closing`` (an event too) makes it close each connection after its
+    answer, without saying so, as servers do with idle keep-alive connections.
+    """
     listener = socket.create_server(("127.0.0.1", 0))
     heads: list[bytes] = []
     silent = threading.Event()
+    closing = threading.Event()
+    silent.closing = closing  # type: ignore[attr-defined]
     stop = threading.Event()
     held: list[socket.socket] = []
 
@@ -622,6 +629,9 @@ def raw_server() -> Iterator[tuple[str, list[bytes], threading.Event]]:
                     held.append(conn)
                     return
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                if closing.is_set():
+                    conn.close()
+                    return
         except OSError:
             return
 
@@ -808,3 +818,22 @@ async def test_64_concurrent_tasks_on_one_loop(
         assert (await store.alist("")).objects == []
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_connection_the_server_closed_is_not_reused(
+    raw_server: tuple[str, list[bytes], threading.Event], creds_env: None, use_async: bool
+) -> None:
+    url, heads, control = raw_server
+    control.closing.set()  # type: ignore[attr-defined]
+    # One attempt only: a stale pooled connection must not cost a failed attempt.
+    store = LeanS3Store("bucket", endpoint_url=url, max_attempts=1)
+    driven: Any = AsyncDriven(store) if use_async else store
+    try:
+        for i in range(5):
+            driven.put(f"k{i}", b"v")
+            time.sleep(0.05)  # the server's close reaches the client first
+    finally:
+        if use_async:
+            driven.close()
+    assert len(heads) == 5

@@ -1,11 +1,11 @@
-"""A lean S3 backend: SigV4 signed here, urllib3 for sync calls, aiohttp for async.
+"""A lean S3 backend: SigV4 signed here, http.client for sync calls, aiohttp for async.
 
 The requests, retries and error mapping are the pure plans of
 ``s3_protocol.py``; this module only sends what they yield, one way blocking
-(urllib3's connection pool, thread-safe) and one way on the event loop
-(aiohttp, no thread hop). Credentials come from botocore's standard chain.
-Why this design won over boto3, aiobotocore and obstore is in
-``docs/transport.md``.
+(a thread-safe keep-alive pool of ``http.client`` connections, ``http_pool.py``)
+and one way on the event loop (aiohttp, no thread hop). Credentials come from
+botocore's standard chain. Why this design won over boto3, aiobotocore and
+obstore is in ``docs/transport.md``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import botocore.session
-import urllib3
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
@@ -28,6 +26,7 @@ from objstore_saver.storage.base import (
     StoreUnavailableError,
     validate_key,
 )
+from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3 import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
@@ -247,12 +246,13 @@ class LeanS3Store:
             retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
         )
         self._region = region_name
-        self._pool = urllib3.connection_from_url(
-            addressing.origin,
-            maxsize=self._pool_size,
-            block=False,
-            timeout=urllib3.Timeout(connect=self._connect_timeout, read=self._read_timeout),
-            retries=False,
+        self._pool = ConnectionPool(
+            addressing.scheme,
+            addressing.host,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+            max_idle=self._pool_size,
+            extra_headers={"user-agent": _USER_AGENT},
         )
         self._aio: tuple[asyncio.AbstractEventLoop, aiohttp.ClientSession] | None = None
 
@@ -307,24 +307,7 @@ class LeanS3Store:
 
     def _send(self, request: HttpRequest) -> Reply:
         """Send one request on the blocking pool."""
-        try:
-            response = self._pool.urlopen(
-                request.method,
-                request.target,
-                body=request.body or None,
-                headers={**request.headers, "user-agent": _USER_AGENT},
-                retries=False,
-                redirect=False,
-                assert_same_host=False,
-                preload_content=True,
-                decode_content=False,
-            )
-        except (NewConnectionError, ConnectTimeoutError) as exc:
-            return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
-        except urllib3.exceptions.HTTPError as exc:
-            return TransportFailure(f"{type(exc).__name__}: {exc}")
-        headers = {k.lower(): v for k, v in response.headers.items()}
-        return HttpResponse(response.status, headers, response.data)
+        return self._pool.send(request)
 
     def _aio_session(self) -> aiohttp.ClientSession:
         """The aiohttp session of the running loop (one per loop: sessions are loop-bound)."""
@@ -395,15 +378,8 @@ class LeanS3Store:
                 reply = await self._asend(step)
 
     def close(self) -> None:
-        """Close the blocking pool's connections (the store stays usable)."""
+        """Close the blocking pool's idle connections (the store stays usable)."""
         self._pool.close()
-        self._pool = urllib3.connection_from_url(
-            self._protocol.addressing.origin,
-            maxsize=self._pool_size,
-            block=False,
-            timeout=urllib3.Timeout(connect=self._connect_timeout, read=self._read_timeout),
-            retries=False,
-        )
 
     async def aclose(self) -> None:
         """Close the running loop's aiohttp session (a later call opens a new one)."""
