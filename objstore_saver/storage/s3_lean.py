@@ -323,6 +323,7 @@ class LeanS3Store:
                 total=None, sock_connect=self._connect_timeout, sock_read=self._read_timeout
             ),
             auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
         self._aio = (loop, session)
