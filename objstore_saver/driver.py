@@ -1,7 +1,9 @@
 """The two thin drivers that carry out plans: one blocking, one asyncio.
 
 Both feed the same plan generators; only the way a batch of requests is run
-differs (a thread pool, or the event loop awaiting the same pool).
+differs: the blocking driver runs a batch's requests on a thread pool, the
+asyncio driver awaits the store's coroutines on the event loop (a backend with
+a native async client makes no thread hop at all).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.store_requests import Batch, Emit, Plan, execute
+from objstore_saver.store_requests import Batch, Emit, Op, Plan, aexecute, execute
 
 T = TypeVar("T")
 
@@ -22,6 +24,7 @@ class Driver:
 
     def __init__(self, store: ObjectStore, *, max_workers: int = 32) -> None:
         self.store = store
+        self._max_workers = max_workers
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="objstore")
 
     def close(self) -> None:
@@ -65,9 +68,16 @@ class Driver:
     # --- async -------------------------------------------------------------
 
     async def _arun_batch(self, batch: Batch) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        futures = [loop.run_in_executor(self._pool, execute, self.store, op) for op in batch.ops]
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        if len(batch.ops) == 1:
+            return [await aexecute(self.store, batch.ops[0])]
+        # At most max_workers requests of one batch in flight, as on the sync path.
+        gate = asyncio.Semaphore(self._max_workers)
+
+        async def one(op: Op) -> Any:
+            async with gate:
+                return await aexecute(self.store, op)
+
+        results = await asyncio.gather(*(one(op) for op in batch.ops), return_exceptions=True)
         for res in results:
             if isinstance(res, BaseException):
                 raise res
