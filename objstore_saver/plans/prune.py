@@ -355,7 +355,8 @@ def _still_idle(listing: ThreadListing, cutoff: datetime) -> bool:
     touched = listing.manifests + listing.writes
     if not listing.manifests:
         touched += listing.objects + listing.runs
-    return all(o.last_modified <= cutoff for o in touched)
+    # A thread that holds nothing (but marks) has nothing to act on: not idle.
+    return bool(touched) and all(o.last_modified <= cutoff for o in touched)
 
 
 def _retain_thread(
