@@ -11,9 +11,14 @@ from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver import keys as k
+from objstore_saver.driver import Driver
 from objstore_saver.ops import JobError, OpsConfig, prune
-from objstore_saver.ops.maintain import _core_prune_takes_keep_last, parse_duration
-from objstore_saver.storage import LocalStore
+from objstore_saver.ops.maintain import (
+    _all_thread_ids,
+    _core_prune_takes_keep_last,
+    parse_duration,
+)
+from objstore_saver.storage import LocalStore, MeteredStore
 
 
 @pytest.fixture
@@ -147,3 +152,24 @@ def test_bad_age_arguments(config: OpsConfig) -> None:
         prune(idle_for=0, config=config)
     with pytest.raises(JobError, match="unknown idle_action 'archive'"):
         prune(idle_for=60, idle_action="archive", config=config)
+
+
+def test_enumeration_is_one_list_per_thread_and_names_hashed_threads(
+    config: OpsConfig, tmp_path: Path
+) -> None:
+    long_id = "L" * 250  # over 200 quoted characters: a hashed key token
+    with ObjectStoreSaver.from_url(config.require_url()) as saver:
+        chat(saver, long_id, ["hello"])
+    meter = MeteredStore(LocalStore(tmp_path / "store"))
+    driver = Driver(meter, max_workers=1)
+    try:
+        ids = _all_thread_ids(driver)
+    finally:
+        driver.close()
+    assert sorted(ids) == sorted(["long", "short", long_id])
+    # A skip scan: one LIST per thread and one past the last; the hashed
+    # thread costs one LIST and one GET more to be named.
+    assert meter.snapshot().requests == {"put": 0, "get": 1, "list": 3 + 1 + 1, "delete": 0}
+    _make_old(tmp_path, long_id, 40)
+    report = prune(keep_last=None, idle_for=30 * 86400, apply=True, config=config)
+    assert report["threads_idle"] == [long_id]

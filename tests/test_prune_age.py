@@ -260,6 +260,17 @@ def test_age_rule_drops_old_checkpoints_but_keeps_the_keep_last_newest(
         assert _ids(saver, "u") == ids[::-1][:3]
 
 
+def test_aprune_runs_the_same_idle_rule(local: LocalStore, root: Path) -> None:
+    with _saver(local) as saver:
+        _chain(saver, "old", 2)
+        _chain(saver, "fresh", 2)
+        _age(root, k.thread_prefix("old"), 40)
+        dry = saver.prune(["old", "fresh"], keep_last=None, idle_for=IDLE, dry_run=True)
+        done = asyncio.run(saver.aprune(["old", "fresh"], keep_last=None, idle_for=IDLE))
+        assert {**dry, "dry_run": False} == done and done["threads_idle"] == ["old"]
+        assert _keys(local, k.thread_prefix("old")) == []
+
+
 # --- strategies and bad input --------------------------------------------------------------
 
 
