@@ -11,6 +11,7 @@ the S3 endpoint of the test session.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -76,7 +77,8 @@ def _write_project(tmp_path: Path, url: str, ttl: object) -> Path:
     project = tmp_path / "project"
     (project / "src" / "agent").mkdir(parents=True)
     (project / "src" / "agent" / "graph.py").write_text(graph)
-    project_json["checkpointer"]["ttl"] = ttl
+    if ttl is not None:
+        project_json["checkpointer"]["ttl"] = ttl
     (project / "langgraph.json").write_text(json.dumps(project_json))
     # Where the checkpoints go, in the .env file the page's langgraph.json names.
     assert project_json["env"] == ".env"
@@ -312,3 +314,32 @@ def test_a_bad_ttl_setting_stops_the_real_server_naming_it(tmp_path: Path) -> No
         "minutes or null, not -5"
     ) in log, log
     assert not memory.exists(), "the store was opened before the settings were checked"
+
+
+def test_the_documented_own_factory_file_runs_in_the_real_server(tmp_path: Path) -> None:
+    """The page's ``./src/agent/checkpointer.py:make_checkpointer`` example, as written."""
+    (factory,) = [b for b in _blocks("python") if "def make_checkpointer" in b]
+    (fragment,) = [json.loads(b) for b in _blocks("json") if "make_checkpointer" in b]
+    memory = tmp_path / "memory"
+    project = _write_project(tmp_path, memory.as_uri(), None)
+    (project / "src" / "agent" / "checkpointer.py").write_text(factory)
+    config = json.loads((project / "langgraph.json").read_text())
+    config["checkpointer"] = fragment["checkpointer"]
+    (project / "langgraph.json").write_text(json.dumps(config))
+    store = LocalStore(memory)
+
+    async def one_turn(server: str) -> None:
+        client = get_client(url=server)
+        thread_id = (await client.threads.create())["thread_id"]
+        out = await client.runs.wait(
+            thread_id, "agent", input={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert _texts(out) == ["hi", "You said: hi"]
+        state = await client.threads.get_state(thread_id)
+        assert _stored_checkpoint_ids(store, thread_id)[0] == state["checkpoint"]["checkpoint_id"]
+
+    with _dev_server(project, _server_env({})) as (server, log_path):
+        try:
+            asyncio.run(one_turn(server))
+        except BaseException as exc:
+            raise AssertionError(f"{exc!r}\n--- server log ---\n{_log(log_path)}") from exc
