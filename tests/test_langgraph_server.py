@@ -7,6 +7,10 @@ thread through the server's HTTP API with ``langgraph_sdk``: create, run, read
 state and history, run again, copy, prune, delete. It checks the answers and
 that the objects are where the saver keeps them, on a local directory and on
 the S3 endpoint of the test session.
+
+It runs ``langgraph dev`` itself rather than the server's ASGI app under
+uvicorn: that is the command users run, and it is what sets the environment
+the app reads at import (``LANGGRAPH_CHECKPOINTER``, the runtime edition).
 """
 
 from __future__ import annotations
@@ -151,6 +155,11 @@ def _dev_server(project: Path, env: dict[str, str]) -> Iterator[tuple[str, Path]
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"langgraph dev exited with {proc.returncode}:\n{_log(log_path)}")
+            # The port was free when chosen; if something took it since, the
+            # server says which one it uses instead.
+            moved = re.search(r"using port (\d+) instead", _log(log_path))
+            if moved:
+                url = f"http://127.0.0.1:{moved.group(1)}"
             try:
                 with _DIRECT.open(f"{url}/ok", timeout=2) as response:
                     if response.status == 200:
