@@ -6,7 +6,10 @@ Each case starts ``langgraph dev`` (langgraph-cli, in-memory runtime) on
 thread through the server's HTTP API with ``langgraph_sdk``: create, run, read
 state and history, run again, copy, prune, delete. It checks the answers and
 that the objects are where the saver keeps them, on a local directory and on
-the S3 endpoint of the test session.
+the S3 endpoint of the test session. Other cases run the page's own-factory
+example, check that a bad TTL setting or a missing bucket stops the server
+with a message naming it, and call the server's prune path (its
+custom-checkpointer adapter) on the saver.
 
 It runs ``langgraph dev`` itself rather than the server's ASGI app under
 uvicorn: that is the command users run, and it is what sets the environment
@@ -306,12 +309,9 @@ async def _drive_a_thread(server: str, store: ObjectStore) -> None:
     assert gone.value.response.status_code == 404
 
 
-def test_a_bad_ttl_setting_stops_the_real_server_naming_it(tmp_path: Path) -> None:
-    memory = tmp_path / "memory"
-    # The server accepts a negative TTL (its schema says only "a number"); the
-    # factory refuses it at startup, before it touches the store.
-    project = _write_project(tmp_path, memory.as_uri(), {"strategy": "delete", "default_ttl": -5})
-    proc = _spawn(project, _server_env({}), _free_port())
+def _refused_start(project: Path, env: dict[str, str]) -> str:
+    """Start the server, expect it to exit non-zero by itself; return its log."""
+    proc = _spawn(project, env, _free_port())
     try:
         proc.wait(timeout=START_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -320,11 +320,36 @@ def test_a_bad_ttl_setting_stops_the_real_server_naming_it(tmp_path: Path) -> No
         _stop(proc)
     log = _log(project / "server.log")
     assert proc.returncode != 0, log
+    return log
+
+
+def test_a_bad_ttl_setting_stops_the_real_server_naming_it(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    # The server accepts a negative TTL (its schema says only "a number"); the
+    # factory refuses it at startup, before it touches the store.
+    project = _write_project(tmp_path, memory.as_uri(), {"strategy": "delete", "default_ttl": -5})
+    log = _refused_start(project, _server_env({}))
     assert (
         "ConfigurationError: checkpointer.ttl.default_ttl must be a positive number of "
         "minutes or null, not -5"
     ) in log, log
     assert not memory.exists(), "the store was opened before the settings were checked"
+
+
+def test_a_missing_bucket_stops_the_real_server_naming_it(tmp_path: Path, s3_endpoint: Any) -> None:
+    url = f"s3://no-such-bucket-here/agents?endpoint_url={s3_endpoint.url}&region=us-east-1"
+    project = _write_project(tmp_path, url, None)
+    env = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}
+    if s3_endpoint.access_key is not None and s3_endpoint.secret_key is not None:
+        env = {
+            "AWS_ACCESS_KEY_ID": s3_endpoint.access_key,
+            "AWS_SECRET_ACCESS_KEY": s3_endpoint.secret_key,
+        }
+    log = _refused_start(project, _server_env(env))
+    assert (
+        f"StoreUnavailableError: S3 bucket 'no-such-bucket-here' at {s3_endpoint.url} "
+        "is unavailable"
+    ) in log, log
 
 
 def test_the_documented_own_factory_file_runs_in_the_real_server(tmp_path: Path) -> None:
