@@ -428,17 +428,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 @pytest.mark.parametrize(
     "strategy",
-    [
-        "keep_latest",
-        pytest.param(
-            "delete_all",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="prune(strategy='delete_all') lands with branch retention; "
-                "strict: remove this mark when it passes",
-            ),
-        ),
-    ],
+    ["keep_latest", "delete_all"],
 )
 def test_the_servers_prune_calls_reach_the_saver(strategy: str, tmp_path: Path) -> None:
     script = tmp_path / "adapter.py"
