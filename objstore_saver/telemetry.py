@@ -142,11 +142,6 @@ class Tally:
         if isinstance(outcome, BaseException):
             self.request_errors += 1
 
-    def add(self, other: Tally) -> None:
-        """Add another tally's counts to this one."""
-        for name in Tally.__slots__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
 
 def delete_requests(op: Delete) -> int:
     """Requests a delete of ``op.keys`` makes: one per 1,000 keys."""
@@ -172,10 +167,12 @@ class Counters:
         with self._lock:
             self._call_errors[method] = self._call_errors.get(method, 0) + 1
 
-    def add(self, tally: Tally) -> None:
-        """Add the requests of one batch."""
+    def record(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
+        """Count the requests of one batch and their outcomes."""
         with self._lock:
-            self._tally.add(tally)
+            count = self._tally.count
+            for op, outcome in zip(ops, outcomes, strict=True):
+                count(op, outcome)
 
     def snapshot(self) -> SaverStats:
         """The counters now."""
@@ -438,12 +435,11 @@ class Call:
 
     def record(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
         """Count the requests of one batch: results, or the exceptions raised."""
-        tally = Tally()
-        for op, outcome in zip(ops, outcomes, strict=True):
-            tally.count(op, outcome)
-        self.telemetry.counters.add(tally)
-        if self._tally is not None:
-            self._tally.add(tally)
+        self.telemetry.counters.record(ops, outcomes)
+        tally = self._tally
+        if tally is not None:
+            for op, outcome in zip(ops, outcomes, strict=True):
+                tally.count(op, outcome)
 
     def returned(self, value: Any) -> None:
         """Note the call's return value: a checkpoint id it names goes on the span."""
