@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -205,13 +207,59 @@ def driver_cost(requests: int, rounds: int) -> dict[str, Any]:
     }
 
 
+def call_cost(calls: int, rounds: int) -> dict[str, float]:
+    """CPU µs of a saver call's own telemetry (count, span start and end), no request."""
+    store: Any = _NullStore()
+    provider, _ = _provider()
+    telemetry = {"no-sdk": Telemetry(store), "sdk": Telemetry(store, provider)}
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+    def run(mode: str) -> None:
+        tel = telemetry[mode]
+        for _ in range(calls):
+            call = tel.call("put", config, checkpoint_id="1f0-abc")
+            call.start()
+            call.finish()
+
+    best = {mode: float("inf") for mode in telemetry}
+    for _ in range(rounds):
+        for mode in telemetry:
+            best[mode] = min(best[mode], _cpu(lambda mode=mode: run(mode), provider))
+    provider.shutdown()
+    return {mode: round(best[mode] / calls * 1e6, 2) for mode in telemetry}
+
+
+def _python_calls(action: Callable[[], None]) -> int:
+    """Python function calls ``action`` makes, in this thread and threads it starts."""
+    counter = itertools.count()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            next(counter)  # atomic under the GIL
+
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return next(counter)
+
+
 def chat_cost(turns: int, rounds: int) -> dict[str, Any]:
-    """CPU ms per chat turn, requests and spans per turn, by mode."""
+    """CPU ms and Python calls per chat turn, requests and spans per turn, by mode.
+
+    The last round runs under a profiler counting Python function calls: a
+    figure that does not depend on the machine's load, unlike the CPU time.
+    """
     provider, exporter = _provider()
     best = dict.fromkeys(MODES, float("inf"))
-    requests = spans = 0
-    for r in range(rounds):
+    python_calls: dict[str, int] = {}
+    requests = spans = calls = 0
+    for r in range(rounds + 1):
         for mode in MODES:
+            # A new saver per run: its worker threads start inside the measured run.
             saver = ObjectStoreSaver(
                 MemoryStore(), tracer_provider=provider if mode == "sdk" else None
             )
@@ -225,9 +273,14 @@ def chat_cost(turns: int, rounds: int) -> dict[str, Any]:
                 for t in range(turns):
                     graph.invoke({"messages": SEED.inputs(t)}, config)
 
-            best[mode] = min(best[mode], _cpu(chat, provider))
+            if r == rounds:
+                python_calls[mode] = _python_calls(chat)
+                provider.force_flush()
+            else:
+                best[mode] = min(best[mode], _cpu(chat, provider))
             if mode == "no-sdk":
                 requests = saver.stats().total_requests
+                calls = sum(saver.stats().calls.values())
             if mode == "sdk":
                 spans = exporter.spans
             saver.close()
@@ -236,10 +289,16 @@ def chat_cost(turns: int, rounds: int) -> dict[str, Any]:
     return {
         "turns": turns,
         "requests_per_turn": round(requests / turns, 2),
+        "calls_per_turn": round(calls / turns, 2),
         "spans_per_turn_sdk": round(spans / turns, 2),
         "cpu_ms_per_turn": per_turn,
         "overhead_pct_per_turn": {
             mode: round(100 * (per_turn[mode] - per_turn["off"]) / per_turn["off"], 1)
+            for mode in MODES[1:]
+        },
+        "python_calls_per_turn": {mode: round(n / turns) for mode, n in python_calls.items()},
+        "python_calls_overhead_pct": {
+            mode: round(100 * (python_calls[mode] - python_calls["off"]) / python_calls["off"], 2)
             for mode in MODES[1:]
         },
     }
@@ -252,9 +311,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
+    driver = driver_cost(args.requests, args.rounds)
+    calls = call_cost(args.requests, args.rounds)
+    chat = chat_cost(args.turns, args.rounds)
+    # The chat's CPU varies by a few percent run to run, more than the no-SDK
+    # overhead; this figure adds up the two measured costs instead.
+    per_request = driver["overhead_us_per_request"]
+    estimate = {
+        mode: round(
+            chat["requests_per_turn"] * per_request[mode] + chat["calls_per_turn"] * calls[mode], 1
+        )
+        for mode in ("no-sdk", "sdk")
+    }
     result = {
-        "driver": driver_cost(args.requests, args.rounds),
-        "chat": chat_cost(args.turns, args.rounds),
+        "driver": driver,
+        "call_cpu_us": calls,
+        "chat": chat,
+        "telemetry_us_per_turn": estimate,
     }
     print(json.dumps(result, indent=2))
 
