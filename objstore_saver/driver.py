@@ -38,7 +38,7 @@ class Driver:
 
     # --- sync --------------------------------------------------------------
 
-    def _run_batch(self, batch: Batch, call: Call | None) -> list[Any]:
+    def _run_batch(self, batch: Batch, call: Call | None = None) -> list[Any]:
         ops = batch.ops
         # The per-request cost of telemetry when no span records: this test.
         run = execute if call is None or call.span is None else call.execute
@@ -96,7 +96,7 @@ class Driver:
 
     # --- async -------------------------------------------------------------
 
-    async def _arun_batch(self, batch: Batch, call: Call | None) -> list[Any]:
+    async def _arun_batch(self, batch: Batch, call: Call | None = None) -> list[Any]:
         ops = batch.ops
         run = aexecute if call is None or call.span is None else call.aexecute
         outcomes: list[Any]

@@ -302,11 +302,18 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         self,
         thread_ids: Sequence[str],
         strategy: str,
-        keep_last: int,
+        keep_last: int | None,
         min_age: float | None,
         dry_run: bool,
         now: datetime | None = None,
+        *,
+        older_than: float | None = None,
+        idle_for: float | None = None,
+        idle_action: str = "delete",
     ) -> plans.Step:
+        def span(seconds: float | None) -> timedelta | None:
+            return None if seconds is None else timedelta(seconds=seconds)
+
         return plans.prune(
             self._ctx,
             thread_ids,
@@ -316,16 +323,22 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
             sweep_delay=self.sweep_delay,
             dry_run=dry_run,
             now=now,
+            older_than=span(older_than),
+            idle_for=span(idle_for),
+            idle_action=idle_action,
         )
 
     def prune(  # type: ignore[override]  # returns a report where LangGraph's returns None
         self,
         thread_ids: Sequence[str],
         *,
-        keep_last: int = 1,
+        keep_last: int | None = 1,
         min_age: float | None = None,
         dry_run: bool = False,
         strategy: str = "keep_latest",
+        older_than: float | None = None,
+        idle_for: float | None = None,
+        idle_action: str = "delete",
     ) -> dict[str, Any]:
         """Prune threads, safely while agents write to them (spec §6.9).
 
@@ -335,24 +348,50 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         checkpoint replays; it deletes the other checkpoints and their writes.
         Values no kept checkpoint reaches are marked, and deleted by a later
         run at least ``sweep_delay`` after, if still unreferenced then.
-        ``delete`` removes the threads entirely.
+        ``delete`` (or LangGraph's ``delete_all``) removes the threads entirely.
+
+        With ``idle_for``, a thread whose newest root checkpoint is older than
+        that (decided from one LIST, no read) and that nothing else wrote to
+        since is idle: it is deleted (``idle_action="delete"``) or reduced to
+        its latest checkpoint (``"keep_latest"``, two-phase). Ages are the
+        store's ``LastModified`` of manifests.
 
         Args:
             thread_ids: Threads to prune.
-            keep_last: Root checkpoints kept per thread (at least 1).
+            keep_last: Root checkpoints kept per thread (at least 1); None
+                (only with ``idle_for``) leaves threads that are not idle alone.
             min_age: Seconds; values younger than this are never marked.
                 Defaults to the saver's ``prune_grace``.
             dry_run: Only report what would be deleted and marked.
-            strategy: ``"keep_latest"`` or ``"delete"``.
+            strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
+            older_than: Seconds; root checkpoints beyond the ``keep_last``
+                newest are deleted only when at least this old.
+            idle_for: Seconds without a write after which a thread is idle.
+            idle_action: ``"delete"`` or ``"keep_latest"``, for idle threads.
 
         Returns:
             A JSON-serializable report: totals (``checkpoints_kept``,
             ``checkpoints_deleted``, ``writes_deleted``, ``objects_marked``,
             ``bytes_marked``, ``objects_swept``, ``bytes_swept``,
-            ``marks_executed``), ``threads_deferred`` and one entry per thread.
+            ``marks_executed``), ``threads_deferred``, ``threads_idle`` and
+            one entry per thread.
+
+        Raises:
+            ValueError: An unknown strategy or idle action (named with the
+                accepted ones), or a bad ``keep_last``, duration or thread id;
+                before any request.
         """
         return self._driver.run(
-            self._prune_plan(thread_ids, strategy, keep_last, min_age, dry_run),
+            self._prune_plan(
+                thread_ids,
+                strategy,
+                keep_last,
+                min_age,
+                dry_run,
+                older_than=older_than,
+                idle_for=idle_for,
+                idle_action=idle_action,
+            ),
             self._call("prune", threads=len(thread_ids)),
         )
 
@@ -458,14 +497,26 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         self,
         thread_ids: Sequence[str],
         *,
-        keep_last: int = 1,
+        keep_last: int | None = 1,
         min_age: float | None = None,
         dry_run: bool = False,
         strategy: str = "keep_latest",
+        older_than: float | None = None,
+        idle_for: float | None = None,
+        idle_action: str = "delete",
     ) -> dict[str, Any]:
         """Async :meth:`prune`."""
         return await self._driver.arun(
-            self._prune_plan(thread_ids, strategy, keep_last, min_age, dry_run),
+            self._prune_plan(
+                thread_ids,
+                strategy,
+                keep_last,
+                min_age,
+                dry_run,
+                older_than=older_than,
+                idle_for=idle_for,
+                idle_action=idle_action,
+            ),
             self._call("aprune", threads=len(thread_ids)),
         )
 
