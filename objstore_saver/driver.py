@@ -51,7 +51,7 @@ class Driver:
         else:
             futures = [self._pool.submit(run, self.store, op) for op in ops]
             # Wait for every request before raising, so none outlives the plan step.
-            outcomes = [f.exception() or f.result() for f in futures]
+            outcomes = [f.result() if f.exception() is None else f.exception() for f in futures]
         return _settled(ops, outcomes, call)
 
     def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:

@@ -10,7 +10,7 @@ import os
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -32,6 +32,9 @@ from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
 class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
@@ -82,7 +85,7 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         prune_grace: timedelta = timedelta(seconds=60),
         sweep_delay: timedelta = timedelta(hours=1),
         reuse_window: timedelta = timedelta(seconds=plans.REUSE_WINDOW),
-        tracer_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if sweep_delay < reuse_window:
