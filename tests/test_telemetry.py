@@ -320,6 +320,37 @@ def test_the_application_span_is_the_parent_of_the_call_span(
     assert "langgraph.checkpoint_id" not in call.attributes
 
 
+async def test_delete_thread_spans_name_the_deleted_keys(
+    saver: ObjectStoreSaver,
+    metered: MeteredStore,
+    base_store: ObjectStore,
+    exporter: InMemorySpanExporter,
+) -> None:
+    cp, versions = _checkpoint(_big_values(2, "del"))
+    stored = saver.put(_config("t-del"), cp, {"step": 0}, versions)
+    saver.put_writes(stored, [("ch", "w")], task_id="task")
+    exporter.clear()
+    metered.reset()
+    await saver.adelete_thread("t-del")
+    meter = _diff(metered.snapshot(), Meter())
+    call, children = _tree(exporter, "objstore_saver.adelete_thread")
+    assert call.attributes["langgraph.thread_id"] == "t-del"
+    assert _span_counts(call) == meter and meter["delete"] >= 1
+    deletes = [c for c in children if c.attributes["objstore_saver.request.kind"] == "delete"]
+    assert sum(c.attributes["objstore_saver.requests"] for c in deletes) == meter["delete"]
+    deleted = [e.key for e in metered.log if e.op == "delete"]
+    assert sum(c.attributes["objstore_saver.delete.keys"] for c in deletes) == len(deleted) >= 4
+    for span in deletes:
+        assert span.kind is SpanKind.CLIENT
+        if isinstance(base_store, S3Store):
+            assert span.name == "S3.DeleteObjects"
+            assert span.attributes["rpc.method"] == "DeleteObjects"
+            assert span.attributes["aws.s3.bucket"] == base_store.bucket
+        else:
+            assert span.name == "LocalStore.DeleteObjects"
+    assert saver.stats().calls["adelete_thread"] == 1
+
+
 # --- parallel requests: pool threads and gathered tasks --------------------------------
 
 
