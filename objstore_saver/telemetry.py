@@ -16,13 +16,14 @@ counter.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, StoreWrapper
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
 from objstore_saver.store_requests import Delete, Get, ListKeys, Op, Put, aexecute, execute
@@ -233,8 +234,8 @@ class RequestNaming:
             self._service = "S3"
             self._key_prefix = base.prefix
             common = {"rpc.system": "aws-api", "rpc.service": "S3", "aws.s3.bucket": base.bucket}
-            meta = getattr(base.client, "meta", None)
-            endpoint = urlsplit(getattr(meta, "endpoint_url", "") or "")
+            meta = base.client.meta
+            endpoint = urlsplit(meta.endpoint_url or "")
             if endpoint.hostname:
                 common["server.address"] = endpoint.hostname
                 common["server.port"] = endpoint.port or (443 if endpoint.scheme == "https" else 80)
@@ -266,10 +267,10 @@ class RequestNaming:
             if self._s3:
                 attrs["aws.s3.key"] = self._key_prefix + op.key
             elif self._file_root is not None:
-                attrs["file.path"] = f"{self._file_root}/{op.key}"
+                attrs["file.path"] = os.path.join(self._file_root, *op.key.split("/"))
         if isinstance(op, Put):
             attrs["objstore_saver.bytes_sent"] = len(op.data)
-            attrs["objstore_saver.put.create_only"] = op.mode.value == "create"
+            attrs["objstore_saver.put.create_only"] = op.mode is PutMode.CREATE
         elif isinstance(op, ListKeys):
             attrs["objstore_saver.list.prefix"] = self._key_prefix + op.prefix
         elif isinstance(op, Delete):
