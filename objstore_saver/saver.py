@@ -265,7 +265,7 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         """Store a checkpoint: new values as objects, then its create-only manifest."""
         return self._driver.run(
             plans.put(self._ctx, config, checkpoint, metadata, new_versions),
-            self._call("put", config, checkpoint_id=checkpoint.get("id")),
+            self._call("put", config, checkpoint=checkpoint),
         )
 
     def put_writes(
@@ -458,7 +458,7 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         """Async :meth:`put`."""
         return await self._driver.arun(
             plans.put(self._ctx, config, checkpoint, metadata, new_versions),
-            self._call("aput", config, checkpoint_id=checkpoint.get("id")),
+            self._call("aput", config, checkpoint=checkpoint),
         )
 
     async def aput_writes(

@@ -325,10 +325,10 @@ class Telemetry:
     def call(
         self,
         method: str,
-        config: Mapping[str, Any] | None = None,
+        config: object = None,
         *,
         thread_id: object = None,
-        checkpoint_id: object = None,
+        checkpoint: object = None,
         **attributes: Any,
     ) -> Call:
         """A call of ``method``; identifiers are read only if its span records.
@@ -338,12 +338,12 @@ class Telemetry:
             config: The call's ``RunnableConfig``, read for thread, namespace
                 and checkpoint id.
             thread_id: The thread when the call names it outside a config.
-            checkpoint_id: The checkpoint id when known outside the config
-                (a ``put``'s new checkpoint).
+            checkpoint: The checkpoint a ``put`` stores (its ``id`` is the
+                new checkpoint id).
             **attributes: More span attributes, named without the
                 ``objstore_saver.`` prefix.
         """
-        return Call(self, method, config, thread_id, checkpoint_id, attributes)
+        return Call(self, method, config, thread_id, checkpoint, attributes)
 
 
 def _identifier(value: object) -> str | None:
@@ -367,7 +367,7 @@ class Call:
 
     __slots__ = (
         "_attributes",
-        "_checkpoint_id",
+        "_checkpoint",
         "_config",
         "_parent",
         "_tally",
@@ -381,16 +381,16 @@ class Call:
         self,
         telemetry: Telemetry,
         method: str,
-        config: Mapping[str, Any] | None,
+        config: object,
         thread_id: object,
-        checkpoint_id: object,
+        checkpoint: object,
         attributes: dict[str, Any],
     ) -> None:
         self.telemetry = telemetry
         self.method = method
         self._config = config
         self._thread_id = thread_id
-        self._checkpoint_id = checkpoint_id
+        self._checkpoint = checkpoint
         self._attributes = attributes
         self.span: Span | None = None
         """The call's span while it records, else ``None``."""
@@ -413,7 +413,11 @@ class Call:
         self._tally = Tally()
 
     def _start_attributes(self) -> dict[str, Any]:
-        conf = (self._config or {}).get("configurable") or {}
+        # Read defensively: a malformed config is the plan's to refuse, by name.
+        config = self._config if isinstance(self._config, Mapping) else {}
+        conf = config.get("configurable")
+        if not isinstance(conf, Mapping):
+            conf = {}
         attrs: dict[str, Any] = {
             "objstore_saver.operation": self.method,
             "objstore_saver.store": self.telemetry.location,
@@ -423,11 +427,13 @@ class Call:
         )
         if thread is not None:
             attrs["langgraph.thread_id"] = thread
-        if self._config is not None:
+        if conf:
             ns = conf.get("checkpoint_ns") or ""
             if isinstance(ns, str):
                 attrs["langgraph.checkpoint_ns"] = ns
-        cid = _identifier(self._checkpoint_id or conf.get("checkpoint_id"))
+        checkpoint = self._checkpoint
+        new_id = checkpoint.get("id") if isinstance(checkpoint, Mapping) else None
+        cid = _identifier(new_id or conf.get("checkpoint_id"))
         if cid:
             attrs["langgraph.checkpoint_id"] = cid
         for name, value in self._attributes.items():

@@ -432,6 +432,24 @@ def test_a_bad_thread_id_fails_the_call_span_and_is_counted(
     assert stats.total_requests == 0
 
 
+@pytest.mark.parametrize(
+    "config",
+    [{"configurable": "not a mapping"}, {"configurable": {"thread_id": "t", "checkpoint_ns": 3}}],
+)
+def test_malformed_configs_fail_as_they_do_without_tracing(
+    config: Any, metered: MeteredStore, saver: ObjectStoreSaver, exporter: InMemorySpanExporter
+) -> None:
+    # No SDK: the plan alone reads the config.
+    with ObjectStoreSaver(metered) as untraced, pytest.raises(Exception) as plain:
+        untraced.get_tuple(config)
+    with pytest.raises(type(plain.value)) as traced:
+        saver.get_tuple(config)
+    assert str(traced.value) == str(plain.value)
+    call, _ = _tree(exporter, "objstore_saver.get_tuple")
+    assert call.status.status_code is StatusCode.ERROR
+    assert "langgraph.checkpoint_ns" not in call.attributes
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_storage_fault_fails_its_request_span_and_the_call_span(
     mode: str, base_store: ObjectStore, provider: TracerProvider, exporter: InMemorySpanExporter
