@@ -13,6 +13,7 @@ records, runs the requests under child spans.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -62,30 +63,18 @@ class Driver:
             call: Telemetry of the saver call the plan carries out; started
                 when the iteration starts, finished when it ends.
         """
-        if call is not None:
-            call.start()
-        reply: list[Any] | None = None
-        try:
+        with _running(call):
+            reply: list[Any] | None = None
             while True:
                 try:
                     step = plan.send(reply)
                 except StopIteration:
-                    break
+                    return
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
                 else:
                     reply = self._run_batch(step, call)
-        except GeneratorExit:  # the caller stopped early: not a failure
-            if call is not None:
-                call.finish()
-            raise
-        except BaseException as exc:
-            if call is not None:
-                call.finish(exc)
-            raise
-        if call is not None:
-            call.finish()
 
     def run(self, plan: Plan[T], call: Call | None = None) -> T:
         """Run a plan that emits nothing; return its result."""
@@ -119,30 +108,18 @@ class Driver:
 
     async def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a plan without blocking the event loop, yielding what it emits."""
-        if call is not None:
-            call.start()
-        reply: list[Any] | None = None
-        try:
+        with _running(call):
+            reply: list[Any] | None = None
             while True:
                 try:
                     step = plan.send(reply)
                 except StopIteration:
-                    break
+                    return
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
                 else:
                     reply = await self._arun_batch(step, call)
-        except GeneratorExit:
-            if call is not None:
-                call.finish()
-            raise
-        except BaseException as exc:
-            if call is not None:
-                call.finish(exc)
-            raise
-        if call is not None:
-            call.finish()
 
     async def arun(self, plan: Plan[T], call: Call | None = None) -> T:
         """Async twin of :meth:`run`."""
@@ -150,6 +127,14 @@ class Driver:
         async for _ in self.aiterate(_returning(plan, result, call), call):
             raise TypeError("plan emitted an item where none was expected")
         return result[0]
+
+
+def _running(call: Call | None) -> contextlib.AbstractContextManager[Any]:
+    """The call's span and counters around a plan run (nothing without a call)."""
+    return _NO_CALL if call is None else call
+
+
+_NO_CALL = contextlib.nullcontext()
 
 
 def _settled(ops: Sequence[Op], outcomes: list[Any], call: Call | None) -> list[Any]:

@@ -20,6 +20,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -359,8 +360,9 @@ def _identifier(value: object) -> str | None:
 class Call:
     """One saver call: counts its requests, and traces it when a span records.
 
-    The driver calls :meth:`start`, then :meth:`record` after each batch, and
-    :meth:`finish` once. When :attr:`span` is not ``None`` the driver runs
+    The driver enters it around the plan run (:meth:`start`; :meth:`finish`
+    on the way out, with the exception if one escapes) and calls
+    :meth:`record` after each batch. When :attr:`span` is not ``None`` the driver runs
     requests through :meth:`execute`/:meth:`aexecute`, which make one CLIENT
     span per request, a child of the call's span.
     """
@@ -411,6 +413,19 @@ class Call:
         self.span = span
         self._parent = otel_trace.set_span_in_context(span)
         self._tally = Tally()
+
+    def __enter__(self) -> Call:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # GeneratorExit: the caller stopped a listing early, not a failure.
+        self.finish(None if isinstance(exc, GeneratorExit) else exc)
 
     def _start_attributes(self) -> dict[str, Any]:
         # Read defensively: a malformed config is the plan's to refuse, by name.
