@@ -241,6 +241,14 @@ def test_put_and_get_tuple_span_trees_match_the_meter(
     call, children = _tree(exporter, "objstore_saver.get_tuple")
     _check_tree(call, children, meter, metered.log, base_store)
     assert call.attributes["langgraph.checkpoint_id"] == cp["id"]  # learnt from the result
+    assert meter["get"] == 0  # the newest manifest is the one this saver just wrote
+
+    exporter.clear()
+    metered.reset()
+    assert saver.get_tuple(stored) is not None  # by id: the manifest is read
+    meter = _diff(metered.snapshot(), Meter())
+    call, children = _tree(exporter, "objstore_saver.get_tuple")
+    _check_tree(call, children, meter, metered.log, base_store)
     received = {
         c.attributes["objstore_saver.key"]: c.attributes["objstore_saver.bytes_received"]
         for c in children
@@ -459,7 +467,8 @@ def test_a_storage_fault_fails_its_request_span_and_the_call_span(
     metered = MeteredStore(faulty)
     with ObjectStoreSaver(metered, tracer_provider=provider) as saver:
         saver.put(_config("t-fault"), cp, {"step": 0}, versions)
-        faulty.plan = FailWhere(lambda r: r.op == "get", times=1)
+        # The latest lookup LISTs (the manifest it finds is remembered, not read).
+        faulty.plan = FailWhere(lambda r: r.op == "list", times=1)
         before = metered.snapshot()
         with pytest.raises(InjectedFaultError):
             if mode == "sync":
@@ -471,7 +480,7 @@ def test_a_storage_fault_fails_its_request_span_and_the_call_span(
     name = "objstore_saver.get_tuple" if mode == "sync" else "objstore_saver.aget_tuple"
     call, children = _tree(exporter, name)
     (failed,) = [c for c in children if c.status.status_code is StatusCode.ERROR]
-    assert failed.attributes["objstore_saver.request.kind"] == "get"
+    assert failed.attributes["objstore_saver.request.kind"] == "list"
     assert failed.attributes["error.type"] == "objstore_saver.storage.faults.InjectedFaultError"
     assert [e.name for e in failed.events] == ["exception"]
     assert call.status.status_code is StatusCode.ERROR

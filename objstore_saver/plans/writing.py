@@ -49,6 +49,8 @@ from objstore_saver.store_requests import (
     run_one,
 )
 
+#: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
+REMEMBERED_MANIFEST_MAX = 16 * 1024
 #: Bytes of streamed part objects sent per batch while a large value is encoded.
 STREAM_WINDOW = 8 * codec.PART_SIZE
 
@@ -361,7 +363,8 @@ def put(
         stored = yield from run_one(Get(mkey))
         if stored != manifest:
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
-    ctx.entries.put(mkey, CheckpointEntries(versions, channels))
+    kept = manifest if len(manifest) <= REMEMBERED_MANIFEST_MAX else None
+    ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
 
 
