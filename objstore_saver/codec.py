@@ -24,7 +24,7 @@ FORMAT_VERSION = 1
 #: Serialized values up to this size are inline (in the manifest, write or chunk).
 INLINE_MAX = 1024
 #: List elements up to this size are inline in their chunk.
-ELEMENT_INLINE_MAX = 64
+ELEMENT_INLINE_MAX = 128
 #: Data stored in an object is compressed above this size when that helps.
 COMPRESS_MIN = 128
 #: Largest payload data of one ``value`` object; larger data is split into parts.
@@ -341,9 +341,11 @@ class ElementCache(Protocol):
 
 
 def encode_element(type_: str, data: bytes) -> EncodedElement:
-    """Encode one list element: inline when small, else a value or parts."""
-    if len(data) <= ELEMENT_INLINE_MAX:
-        return EncodedElement(["i", *make_payload(type_, data).to_msgpack()], None, {}, {})
+    """Encode one list element: inline when its payload is small, else a value or parts."""
+    if len(data) <= PART_SIZE:
+        payload = make_payload(type_, data)
+        if len(payload.data) <= ELEMENT_INLINE_MAX:
+            return EncodedElement(["i", *payload.to_msgpack()], None, {}, {})
     objects: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
     ref = _store_data(type_, data, objects, children)
@@ -368,7 +370,7 @@ def encode_list(elements: list[tuple[str, bytes]], cache: ElementCache | None = 
         element = cache.get((type_, data)) if cache is not None else None
         if element is None:
             element = encode_element(type_, data)
-            if cache is not None and element.digest is not None:
+            if cache is not None:
                 cache.put((type_, data), element)
         items.append(element.item)
         refs.append(element.digest)
