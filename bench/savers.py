@@ -8,6 +8,7 @@ returning every stored object with a fingerprint of its content.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import itertools
@@ -30,6 +31,7 @@ from bench.meters import (
     StoreMeter,
 )
 from bench.shims import LegacySerdeShim
+from objstore_saver.storage.base import PutMode, StoreWrapper
 
 ACCESS_KEY = "bench-access-key"
 SECRET_KEY = "bench-secret-key"
@@ -192,26 +194,29 @@ class ObjstoreS3(SaverSpec):
             yield handle
 
 
-class DelayedStore:
-    """Sleeps ``env.local_delay_s`` before each request, like a network round trip.
+class DelayedStore(StoreWrapper):
+    """Waits ``env.local_delay_s`` before each request, like a network round trip.
 
-    The sleep happens in the saver's worker thread, so requests the saver issues
-    in parallel overlap, as they would against a remote store.
+    The blocking methods sleep in the calling (worker) thread; the coroutines
+    await ``asyncio.sleep`` on the event loop, as a request to a remote store
+    would. Either way requests issued in parallel overlap.
     """
 
     def __init__(self, inner: Any, env: Env) -> None:
-        self.inner, self.env = inner, env
+        super().__init__(inner)
+        self.env = env
 
     def _wait(self) -> None:
         if self.env.local_delay_s:
             time.sleep(self.env.local_delay_s)
 
-    def put(self, key: str, data: bytes, mode: Any = None) -> None:
+    async def _await(self) -> None:
+        if self.env.local_delay_s:
+            await asyncio.sleep(self.env.local_delay_s)
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         self._wait()
-        if mode is None:
-            self.inner.put(key, data)
-        else:
-            self.inner.put(key, data, mode)
+        self.inner.put(key, data, mode)
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         self._wait()
@@ -225,8 +230,21 @@ class DelayedStore:
         self._wait()
         self.inner.delete(keys)
 
-    def close(self) -> None:
-        self.inner.close()
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        await self._await()
+        await self.inner.aput(key, data, mode)
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        await self._await()
+        return await self.inner.aget(key, byte_range)
+
+    async def alist(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> Any:
+        await self._await()
+        return await self.inner.alist(prefix, start_after=start_after, limit=limit)
+
+    async def adelete(self, keys: Any) -> None:
+        await self._await()
+        await self.inner.adelete(keys)
 
 
 class ObjstoreLocal(SaverSpec):

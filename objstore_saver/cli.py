@@ -19,7 +19,7 @@ from objstore_saver import ops
 from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, ConfigurationError
 from objstore_saver.errors import ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
-from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE
+from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE, parse_duration
 from objstore_saver.ops.migration import SOURCES
 from objstore_saver.storage.base import StorageError
 
@@ -190,10 +190,17 @@ def _text_migrate(r: dict[str, Any]) -> str:
 
 def _text_prune(r: dict[str, Any]) -> str:
     mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
-    lines = [
-        f"prune {r['store']} keep_last={r['keep_last']} min_age={r['min_age']}s: {mode}"
-        + (" [cancelled]" if r["cancelled"] else "")
-    ]
+    rules = f"keep_last={r['keep_last']} min_age={r['min_age']}s"
+    if r.get("older_than") is not None:
+        rules += f" older_than={r['older_than']:g}s"
+    if r.get("idle_for") is not None:
+        rules += f" idle_for={r['idle_for']:g}s idle_action={r['idle_action']}"
+    lines = [f"prune {r['store']} {rules}: {mode}" + (" [cancelled]" if r["cancelled"] else "")]
+    if r.get("idle_for") is not None:
+        idle = r.get("threads_idle") or []
+        lines.append(
+            f"idle threads: {len(idle)}" + (f" ({', '.join(map(repr, idle))})" if idle else "")
+        )
     lines += [
         f"  {t['thread_id']!r}: " + ", ".join(f"{k}={v}" for k, v in t.items() if k != "thread_id")
         for t in r["threads"]
@@ -255,11 +262,25 @@ def _cmd_delete(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
     return ops.delete_thread(a.thread, apply=a.apply, config=c), _text_delete, EXIT_OK
 
 
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def _cmd_prune(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
+    keep_last = a.keep_last
+    if keep_last is None:
+        # --idle-for alone touches only idle threads; otherwise the daily default.
+        keep_last = None if a.idle_for is not None and a.older_than is None else DEFAULT_KEEP_LAST
     r = ops.prune(
         a.thread or None,
-        keep_last=a.keep_last,
+        keep_last=keep_last,
         min_age=a.min_age,
+        older_than=a.older_than,
+        idle_for=a.idle_for,
+        idle_action=a.idle_action.replace("-", "_"),
         apply=a.apply,
         config=c,
         progress=bar,
@@ -334,9 +355,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "prune",
         parents=[common],
-        help="keep the newest N root checkpoints per thread (needs --apply)",
+        help="keep the newest N root checkpoints per thread, delete idle threads (needs --apply)",
     )
-    p.add_argument("--keep-last", type=int, default=DEFAULT_KEEP_LAST, metavar="N")
+    p.add_argument(
+        "--keep-last",
+        type=int,
+        metavar="N",
+        help=f"root checkpoints kept per thread (default {DEFAULT_KEEP_LAST}; with --idle-for "
+        "alone, threads that are not idle are left alone)",
+    )
+    p.add_argument(
+        "--older-than",
+        type=_duration,
+        metavar="DURATION",
+        help="delete root checkpoints beyond the newest N only when this old (e.g. 7d)",
+    )
+    p.add_argument(
+        "--idle-for",
+        type=_duration,
+        metavar="DURATION",
+        help="threads with no write for this long (e.g. 30d, 12h, 2w) are idle",
+    )
+    p.add_argument(
+        "--idle-action",
+        choices=["delete", "keep-latest"],
+        default="delete",
+        help="what idle threads get: deleted (default) or reduced to their latest checkpoint",
+    )
     p.add_argument(
         "--min-age",
         type=float,

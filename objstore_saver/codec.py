@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
+from itertools import chain
 from typing import Any, Literal, Protocol
 
 import msgpack
@@ -22,7 +24,7 @@ FORMAT_VERSION = 1
 #: Serialized values up to this size are inline (in the manifest, write or chunk).
 INLINE_MAX = 1024
 #: List elements up to this size are inline in their chunk.
-ELEMENT_INLINE_MAX = 64
+ELEMENT_INLINE_MAX = 128
 #: Data stored in an object is compressed above this size when that helps.
 COMPRESS_MIN = 128
 #: Largest payload data of one ``value`` object; larger data is split into parts.
@@ -229,42 +231,86 @@ def entry_to_msgpack(entry: Entry) -> list[Any]:
     return [entry.tag, entry.digest]
 
 
+def _compressed_pieces(data: bytes) -> Iterator[bytes]:
+    """``data`` as one zstd frame (content size in its header), in ``PART_SIZE`` pieces.
+
+    A compressor of its own: the caller may suspend between pieces (a plan
+    waiting for its PUTs) while another encoding uses the thread's compressor.
+    """
+    compressor = zstandard.ZstdCompressor(
+        level=ZSTD_LEVEL, dict_data=_D1, write_content_size=True, write_dict_id=False
+    )
+    chunker = compressor.chunker(size=len(data), chunk_size=PART_SIZE)
+    # finish() may only be called once compress()'s output is consumed.
+    yield from (piece for piece in chunker.compress(data) if piece)
+    yield from (piece for piece in chunker.finish() if piece)
+
+
+def _value_object(payload: Payload) -> tuple[bytes, bytes]:
+    body = _pack({"f": FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()})
+    return digest_of(body), body
+
+
+#: What :func:`large_objects` returns: the entry, and the container object
+#: (digest, body) with the digests of the parts it lists.
+LargeResult = tuple[Ref, tuple[bytes, bytes], tuple[bytes, ...]]
+
+
+def large_objects(type_: str, data: bytes) -> Generator[tuple[bytes, bytes], None, LargeResult]:
+    """Encode data larger than ``PART_SIZE``, yielding part objects as they are made.
+
+    The data is compressed into one zstd frame written in ``PART_SIZE``
+    pieces as the compressor produces them, and each piece is packed as a
+    ``part`` object and yielded at once (digest, body), so neither the whole
+    frame nor all the parts need to be held: a caller can store each part
+    and drop it. A frame of one piece is a ``value`` object and yields nothing.
+    Incompressible data is still framed (zstd adds a few bytes per block).
+
+    Returns:
+        The entry (``b`` or ``p``), the container object (the value, or the
+        ``parts`` object listing the parts) and the parts' digests.
+    """
+    pieces = _compressed_pieces(data)
+    first = next(pieces)
+    second = next(pieces, None)
+    if second is None:
+        d, body = _value_object(Payload(type_, ZD1, first))
+        return Ref("b", d), (d, body), ()
+    hashes: list[bytes] = []
+    size = 0
+    for piece in chain((first, second), pieces):
+        part = _pack({"f": FORMAT_VERSION, "k": "part", "d": piece})
+        d = digest_of(part)
+        hashes.append(d)
+        size += len(piece)
+        yield d, part
+    body = _pack({"f": FORMAT_VERSION, "k": "parts", "t": type_, "e": ZD1, "n": size, "p": hashes})
+    d = digest_of(body)
+    return Ref("p", d), (d, body), tuple(hashes)
+
+
 def _store_data(
     type_: str,
     serialized: bytes,
     out: dict[bytes, bytes],
     children: dict[bytes, tuple[bytes, ...]],
 ) -> Ref:
-    """Store serialized bytes as a value object, or as parts when large."""
-    payload = make_payload(type_, serialized)
-    if len(payload.data) <= PART_SIZE:
-        body = _pack({"f": FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()})
-        d = digest_of(body)
+    """Store serialized bytes as a value object, or as parts when large (spec §4.2, §4.3)."""
+    if len(serialized) <= PART_SIZE:
+        d, body = _value_object(make_payload(type_, serialized))
         out[d] = body
         return Ref("b", d)
-    hashes: list[bytes] = []
-    view = memoryview(payload.data)
-    for start in range(0, len(view), PART_SIZE):
-        part = _pack(
-            {"f": FORMAT_VERSION, "k": "part", "d": bytes(view[start : start + PART_SIZE])}
-        )
-        d = digest_of(part)
+    stream = large_objects(type_, serialized)
+    while True:
+        try:
+            d, part = next(stream)
+        except StopIteration as done:
+            ref, (d, body), hashes = done.value
+            out[d] = body
+            if hashes:
+                children[d] = hashes
+            return ref
         out[d] = part
-        hashes.append(d)
-    body = _pack(
-        {
-            "f": FORMAT_VERSION,
-            "k": "parts",
-            "t": type_,
-            "e": payload.encoding,
-            "n": len(payload.data),
-            "p": hashes,
-        }
-    )
-    d = digest_of(body)
-    out[d] = body
-    children[d] = tuple(hashes)
-    return Ref("p", d)
 
 
 def encode_serialized(type_: str, serialized: bytes, *, inline_max: int = INLINE_MAX) -> Encoded:
@@ -295,9 +341,11 @@ class ElementCache(Protocol):
 
 
 def encode_element(type_: str, data: bytes) -> EncodedElement:
-    """Encode one list element: inline when small, else a value or parts."""
-    if len(data) <= ELEMENT_INLINE_MAX:
-        return EncodedElement(["i", *make_payload(type_, data).to_msgpack()], None, {}, {})
+    """Encode one list element: inline when its payload is small, else a value or parts."""
+    if len(data) <= PART_SIZE:
+        payload = make_payload(type_, data)
+        if len(payload.data) <= ELEMENT_INLINE_MAX:
+            return EncodedElement(["i", *payload.to_msgpack()], None, {}, {})
     objects: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
     ref = _store_data(type_, data, objects, children)
@@ -322,7 +370,7 @@ def encode_list(elements: list[tuple[str, bytes]], cache: ElementCache | None = 
         element = cache.get((type_, data)) if cache is not None else None
         if element is None:
             element = encode_element(type_, data)
-            if cache is not None and element.digest is not None:
+            if cache is not None:
                 cache.put((type_, data), element)
         items.append(element.item)
         refs.append(element.digest)

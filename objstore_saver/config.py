@@ -7,11 +7,14 @@
 * :func:`create_checkpointer`: the saver an application should use, by a fixed
   precedence (explicit saver, ``OBJSTORE_SAVER_URL``, ``POSTGRES_URL``, memory).
 * :func:`langgraph_checkpointer`: the async context manager a LangGraph server's
-  ``langgraph.json`` names as its custom checkpointer (``docs/langgraph-server.md``).
+  ``langgraph.json`` names as its custom checkpointer, in the dotted form the
+  server loads: ``objstore_saver.config.langgraph_checkpointer``
+  (``docs/langgraph-server.md``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -325,20 +328,33 @@ def create_checkpointer(
 
 
 @contextlib.asynccontextmanager
-async def langgraph_checkpointer() -> AsyncIterator[ObjectStoreSaver]:
+async def langgraph_checkpointer(
+    settings: Mapping[str, Any] | None = None,
+) -> AsyncIterator[ObjectStoreSaver]:
     """The custom checkpointer of a LangGraph server (``langgraph.json``).
 
     Reads ``OBJSTORE_SAVER_URL``, checks the store at startup, yields an
     :class:`~objstore_saver.saver.AsyncObjectStoreSaver` and closes it when the
-    server stops. In ``langgraph.json``::
+    server stops. The server loads a module path only in dotted form, so in
+    ``langgraph.json``::
 
-        "checkpointer": {"path": "objstore_saver.config:langgraph_checkpointer"}
+        "checkpointer": {"path": "objstore_saver.config.langgraph_checkpointer"}
+
+    The server applies ``checkpointer.ttl`` itself; this factory checks it and
+    logs what the server will do with it (``docs/langgraph-server.md``).
+
+    Args:
+        settings: The ``checkpointer`` block of ``langgraph.json``. The server
+            (langgraph-api 0.16) passes nothing; the block is then read from
+            ``LANGGRAPH_CHECKPOINTER``, which the server sets.
 
     Raises:
-        ConfigurationError: ``OBJSTORE_SAVER_URL`` is not set or invalid.
+        ConfigurationError: ``OBJSTORE_SAVER_URL`` is not set or invalid, or a
+            TTL setting is invalid (the message names it).
         StoreUnavailableError: the bucket cannot be used.
     """
     from objstore_saver.saver import AsyncObjectStoreSaver
+    from objstore_saver.server_settings import describe_ttl, thread_ttl
 
     url = os.environ.get(OBJSTORE_SAVER_URL, "").strip()
     if not url:
@@ -346,9 +362,15 @@ async def langgraph_checkpointer() -> AsyncIterator[ObjectStoreSaver]:
             f"{OBJSTORE_SAVER_URL} is not set: the LangGraph server's custom checkpointer "
             "needs it (e.g. s3://bucket/prefix?region=eu-west-1)"
         )
-    saver = AsyncObjectStoreSaver.from_url(url)
+    ttl = thread_ttl(settings)
+    # The server enters this on its event loop: the bucket check and the
+    # shutdown of the saver's pool block, so they run in a worker thread.
+    saver = await asyncio.to_thread(AsyncObjectStoreSaver.from_url, url)
     logger.info("checkpointer: LangGraph server uses the object store %s", saver.store.location)
+    if ttl is not None:
+        level, message = describe_ttl(ttl)
+        logger.log(level, "checkpointer: thread TTL %s", message)
     try:
         yield saver
     finally:
-        saver.close()
+        await asyncio.to_thread(saver.close)

@@ -1,18 +1,26 @@
 """The two thin drivers that carry out plans: one blocking, one asyncio.
 
 Both feed the same plan generators; only the way a batch of requests is run
-differs (a thread pool, or the event loop awaiting the same pool).
+differs: the blocking driver runs a batch's requests on a thread pool, the
+asyncio driver awaits the store's coroutines on the event loop (a backend with
+a native async client makes no thread hop at all).
+
+A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`:
+the driver hands it each batch's outcomes (counters) and, when its span
+records, runs the requests under child spans.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.store_requests import Batch, Emit, Plan, execute
+from objstore_saver.store_requests import Batch, Emit, Op, Plan, aexecute, execute
+from objstore_saver.telemetry import Call
 
 T = TypeVar("T")
 
@@ -22,6 +30,7 @@ class Driver:
 
     def __init__(self, store: ObjectStore, *, max_workers: int = 32) -> None:
         self.store = store
+        self._max_workers = max_workers
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="objstore")
 
     def close(self) -> None:
@@ -30,71 +39,117 @@ class Driver:
 
     # --- sync --------------------------------------------------------------
 
-    def _run_batch(self, batch: Batch) -> list[Any]:
-        if len(batch.ops) == 1:
-            return [execute(self.store, batch.ops[0])]
-        futures = [self._pool.submit(execute, self.store, op) for op in batch.ops]
-        # Wait for every request before raising, so none outlives the plan step.
-        errors = [f.exception() for f in futures]
-        for err in errors:
-            if err is not None:
-                raise err
-        return [f.result() for f in futures]
-
-    def iterate(self, plan: Plan[Any]) -> Iterator[Any]:
-        """Run a plan, yielding what it emits."""
-        reply: list[Any] | None = None
-        while True:
+    def _run_batch(self, batch: Batch, call: Call | None = None) -> list[Any]:
+        ops = batch.ops
+        # The per-request cost of telemetry when no span records: this test.
+        run = execute if call is None or call.span is None else call.execute
+        outcomes: list[Any]
+        if len(ops) == 1:
             try:
-                step = plan.send(reply)
-            except StopIteration:
-                return
-            if isinstance(step, Emit):
-                reply = None
-                yield step.item
-            else:
-                reply = self._run_batch(step)
+                outcomes = [run(self.store, ops[0])]
+            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
+                outcomes = [exc]
+        else:
+            futures = [self._pool.submit(run, self.store, op) for op in ops]
+            # Wait for every request before raising, so none outlives the plan step.
+            outcomes = [f.result() if f.exception() is None else f.exception() for f in futures]
+        return _settled(ops, outcomes, call)
 
-    def run(self, plan: Plan[T]) -> T:
+    def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:
+        """Run a plan, yielding what it emits.
+
+        Args:
+            plan: The plan.
+            call: Telemetry of the saver call the plan carries out; started
+                when the iteration starts, finished when it ends.
+        """
+        with _running(call):
+            reply: list[Any] | None = None
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration:
+                    return
+                if isinstance(step, Emit):
+                    reply = None
+                    yield step.item
+                else:
+                    reply = self._run_batch(step, call)
+
+    def run(self, plan: Plan[T], call: Call | None = None) -> T:
         """Run a plan that emits nothing; return its result."""
         result: list[T] = []
-        for _ in self.iterate(_returning(plan, result)):
+        for _ in self.iterate(_returning(plan, result, call), call):
             raise TypeError("plan emitted an item where none was expected")
         return result[0]
 
     # --- async -------------------------------------------------------------
 
-    async def _arun_batch(self, batch: Batch) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        futures = [loop.run_in_executor(self._pool, execute, self.store, op) for op in batch.ops]
-        results = await asyncio.gather(*futures, return_exceptions=True)
-        for res in results:
-            if isinstance(res, BaseException):
-                raise res
-        return list(results)
-
-    async def aiterate(self, plan: Plan[Any]) -> AsyncIterator[Any]:
-        """Run a plan without blocking the event loop, yielding what it emits."""
-        reply: list[Any] | None = None
-        while True:
+    async def _arun_batch(self, batch: Batch, call: Call | None = None) -> list[Any]:
+        ops = batch.ops
+        run = aexecute if call is None or call.span is None else call.aexecute
+        outcomes: list[Any]
+        if len(ops) == 1:
             try:
-                step = plan.send(reply)
-            except StopIteration:
-                return
-            if isinstance(step, Emit):
-                reply = None
-                yield step.item
-            else:
-                reply = await self._arun_batch(step)
+                outcomes = [await run(self.store, ops[0])]
+            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
+                outcomes = [exc]
+        else:
+            # At most max_workers requests of one batch in flight, as on the sync path.
+            gate = asyncio.Semaphore(self._max_workers)
 
-    async def arun(self, plan: Plan[T]) -> T:
+            async def one(op: Op) -> Any:
+                async with gate:
+                    return await run(self.store, op)
+
+            # Each gathered request runs in a task with a copy of this context.
+            outcomes = await asyncio.gather(*(one(op) for op in ops), return_exceptions=True)
+        return _settled(ops, outcomes, call)
+
+    async def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
+        """Run a plan without blocking the event loop, yielding what it emits."""
+        with _running(call):
+            reply: list[Any] | None = None
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration:
+                    return
+                if isinstance(step, Emit):
+                    reply = None
+                    yield step.item
+                else:
+                    reply = await self._arun_batch(step, call)
+
+    async def arun(self, plan: Plan[T], call: Call | None = None) -> T:
         """Async twin of :meth:`run`."""
         result: list[T] = []
-        async for _ in self.aiterate(_returning(plan, result)):
+        async for _ in self.aiterate(_returning(plan, result, call), call):
             raise TypeError("plan emitted an item where none was expected")
         return result[0]
 
 
-def _returning(plan: Plan[T], result: list[T]) -> Plan[None]:
-    """Wrap a plan so that its return value lands in ``result``."""
-    result.append((yield from plan))
+def _running(call: Call | None) -> contextlib.AbstractContextManager[Any]:
+    """The call's span and counters around a plan run (nothing without a call)."""
+    return _NO_CALL if call is None else call
+
+
+_NO_CALL = contextlib.nullcontext()
+
+
+def _settled(ops: Sequence[Op], outcomes: list[Any], call: Call | None) -> list[Any]:
+    """Count a batch's outcomes, then raise its first error or return its results."""
+    if call is not None:
+        call.record(ops, outcomes)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes
+
+
+def _returning(plan: Plan[T], result: list[T], call: Call | None) -> Plan[None]:
+    """Wrap a plan so that its return value lands in ``result`` (and on the call's span)."""
+    value = yield from plan
+    result.append(value)
+    if call is not None:
+        call.returned(value)

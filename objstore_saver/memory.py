@@ -125,6 +125,8 @@ class CheckpointEntries:
 
     versions: dict[str, str | int | float]
     entries: dict[str, Entry]
+    manifest: bytes | None = None
+    """The manifest's bytes when this process wrote it (small manifests only)."""
 
 
 class EntryMemory:

@@ -10,7 +10,7 @@ import os
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -30,7 +30,11 @@ from objstore_saver.memory import EntryMemory, ObjectMemory
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
+from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
 class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
@@ -61,6 +65,9 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         reuse_window: W of spec §6.9: the saver skips writing an object it
             believes stored only if it confirmed that within W/2, and a put
             that takes longer than W/2 re-confirms before its manifest.
+        tracer_provider: OpenTelemetry ``TracerProvider`` of the call and
+            request spans; ``None`` uses the global one (a no-op until the
+            application configures an SDK). See ``docs/observability.md``.
 
     Example:
         >>> saver = ObjectStoreSaver.from_directory("./agent-memory")
@@ -78,6 +85,7 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         prune_grace: timedelta = timedelta(seconds=60),
         sweep_delay: timedelta = timedelta(hours=1),
         reuse_window: timedelta = timedelta(seconds=plans.REUSE_WINDOW),
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if sweep_delay < reuse_window:
@@ -89,6 +97,8 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         self.prune_grace = prune_grace
         self.sweep_delay = sweep_delay
         self._driver = Driver(store, max_workers=max_workers)
+        self._telemetry = Telemetry(store, tracer_provider)
+        self._call = self._telemetry.call
         self._ctx = plans.Context(
             self.serde,
             objects=ObjectMemory(object_cache_bytes),
@@ -210,11 +220,26 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         clone._ctx = self._ctx.with_serde(clone.serde)
         return clone
 
+    # --- telemetry ------------------------------------------------------------------
+
+    def stats(self) -> SaverStats:
+        """Counters of this saver's calls and storage requests since creation or reset.
+
+        Counted whether or not OpenTelemetry is configured; thread-safe. Clones
+        made by :meth:`with_allowlist` share them. ``later - earlier`` gives the
+        work in between; ``.as_dict()`` is JSON-serializable.
+        """
+        return self._telemetry.counters.snapshot()
+
+    def reset_stats(self) -> None:
+        """Zero the counters of :meth:`stats`."""
+        self._telemetry.counters.reset()
+
     # --- sync API ----------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint tuple: the one named by ``checkpoint_id``, else the latest."""
-        return self._driver.run(plans.get_tuple(self._ctx, config))
+        return self._driver.run(plans.get_tuple(self._ctx, config), self._call("get_tuple", config))
 
     def list(
         self,
@@ -226,7 +251,8 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
     ) -> Iterator[CheckpointTuple]:
         """List checkpoints newest first, like ``InMemorySaver.list``."""
         return self._driver.iterate(
-            plans.list_checkpoints(self._ctx, config, filter=filter, before=before, limit=limit)
+            plans.list_checkpoints(self._ctx, config, filter=filter, before=before, limit=limit),
+            self._call("list", config),
         )
 
     def put(
@@ -237,7 +263,10 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint: new values as objects, then its create-only manifest."""
-        return self._driver.run(plans.put(self._ctx, config, checkpoint, metadata, new_versions))
+        return self._driver.run(
+            plans.put(self._ctx, config, checkpoint, metadata, new_versions),
+            self._call("put", config, checkpoint=checkpoint),
+        )
 
     def put_writes(
         self,
@@ -247,29 +276,47 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes (first write wins; special channels replace)."""
-        self._driver.run(plans.put_writes(self._ctx, config, writes, task_id, task_path))
+        self._driver.run(
+            plans.put_writes(self._ctx, config, writes, task_id, task_path),
+            self._call("put_writes", config, task_id=task_id),
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every object of a thread (a prefix sweep) and nothing else."""
-        self._driver.run(plans.delete_thread(self._ctx, thread_id))
+        self._driver.run(
+            plans.delete_thread(self._ctx, thread_id),
+            self._call("delete_thread", thread_id=thread_id),
+        )
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints and writes whose metadata ``run_id`` is listed."""
-        self._driver.run(plans.delete_for_runs(self._ctx, run_ids))
+        self._driver.run(plans.delete_for_runs(self._ctx, run_ids), self._call("delete_for_runs"))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and value of a thread to another thread."""
-        self._driver.run(plans.copy_thread(self._ctx, source_thread_id, target_thread_id))
+        self._driver.run(
+            plans.copy_thread(self._ctx, source_thread_id, target_thread_id),
+            self._call(
+                "copy_thread", thread_id=source_thread_id, target_thread_id=target_thread_id
+            ),
+        )
 
     def _prune_plan(
         self,
         thread_ids: Sequence[str],
         strategy: str,
-        keep_last: int,
+        keep_last: int | None,
         min_age: float | None,
         dry_run: bool,
         now: datetime | None = None,
+        *,
+        older_than: float | None = None,
+        idle_for: float | None = None,
+        idle_action: str = "delete",
     ) -> plans.Step:
+        def span(seconds: float | None) -> timedelta | None:
+            return None if seconds is None else timedelta(seconds=seconds)
+
         return plans.prune(
             self._ctx,
             thread_ids,
@@ -279,16 +326,22 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
             sweep_delay=self.sweep_delay,
             dry_run=dry_run,
             now=now,
+            older_than=span(older_than),
+            idle_for=span(idle_for),
+            idle_action=idle_action,
         )
 
     def prune(  # type: ignore[override]  # returns a report where LangGraph's returns None
         self,
         thread_ids: Sequence[str],
         *,
-        keep_last: int = 1,
+        keep_last: int | None = 1,
         min_age: float | None = None,
         dry_run: bool = False,
         strategy: str = "keep_latest",
+        older_than: float | None = None,
+        idle_for: float | None = None,
+        idle_action: str = "delete",
     ) -> dict[str, Any]:
         """Prune threads, safely while agents write to them (spec §6.9).
 
@@ -298,23 +351,52 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         checkpoint replays; it deletes the other checkpoints and their writes.
         Values no kept checkpoint reaches are marked, and deleted by a later
         run at least ``sweep_delay`` after, if still unreferenced then.
-        ``delete`` removes the threads entirely.
+        ``delete`` (or LangGraph's ``delete_all``) removes the threads entirely.
+
+        With ``idle_for``, a thread whose newest root checkpoint is older than
+        that (decided from one LIST, no read) and that nothing else wrote to
+        since is idle: it is deleted (``idle_action="delete"``) or reduced to
+        its latest checkpoint (``"keep_latest"``, two-phase). Ages are the
+        store's ``LastModified`` of manifests.
 
         Args:
             thread_ids: Threads to prune.
-            keep_last: Root checkpoints kept per thread (at least 1).
+            keep_last: Root checkpoints kept per thread (at least 1); None
+                (only with ``idle_for``) leaves threads that are not idle alone.
             min_age: Seconds; values younger than this are never marked.
                 Defaults to the saver's ``prune_grace``.
             dry_run: Only report what would be deleted and marked.
-            strategy: ``"keep_latest"`` or ``"delete"``.
+            strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
+            older_than: Seconds; root checkpoints beyond the ``keep_last``
+                newest are deleted only when at least this old.
+            idle_for: Seconds without a write after which a thread is idle.
+            idle_action: ``"delete"`` or ``"keep_latest"``, for idle threads.
 
         Returns:
             A JSON-serializable report: totals (``checkpoints_kept``,
             ``checkpoints_deleted``, ``writes_deleted``, ``objects_marked``,
             ``bytes_marked``, ``objects_swept``, ``bytes_swept``,
-            ``marks_executed``), ``threads_deferred`` and one entry per thread.
+            ``marks_executed``), ``threads_deferred``, ``threads_idle`` and
+            one entry per thread.
+
+        Raises:
+            ValueError: An unknown strategy or idle action (named with the
+                accepted ones), or a bad ``keep_last``, duration or thread id;
+                before any request.
         """
-        return self._driver.run(self._prune_plan(thread_ids, strategy, keep_last, min_age, dry_run))
+        return self._driver.run(
+            self._prune_plan(
+                thread_ids,
+                strategy,
+                keep_last,
+                min_age,
+                dry_run,
+                older_than=older_than,
+                idle_for=idle_for,
+                idle_action=idle_action,
+            ),
+            self._call("prune", threads=len(thread_ids)),
+        )
 
     def verify(self, thread_id: str | None = None) -> VerifyReport:
         """Check the stored objects of one thread, or of every thread (an fsck).
@@ -327,13 +409,19 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
             A :class:`~objstore_saver.verify.VerifyReport`; ``report.ok`` is False
             when ``report.problems`` names a key at fault.
         """
-        return self._driver.run(fsck.verify(None if thread_id is None else [thread_id]))
+        return self._driver.run(
+            fsck.verify(None if thread_id is None else [thread_id]),
+            self._call("verify", thread_id=thread_id),
+        )
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Writes and seed of delta channels along the parent chain (LangGraph beta API)."""
-        return self._driver.run(plans.delta_channel_history(self._ctx, config, channels))
+        return self._driver.run(
+            plans.delta_channel_history(self._ctx, config, channels),
+            self._call("get_delta_channel_history", config),
+        )
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
         """Next channel version: integers for new threads, strings continue as strings."""
@@ -343,7 +431,9 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`."""
-        return await self._driver.arun(plans.get_tuple(self._ctx, config))
+        return await self._driver.arun(
+            plans.get_tuple(self._ctx, config), self._call("aget_tuple", config)
+        )
 
     async def alist(
         self,
@@ -355,7 +445,7 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
     ) -> AsyncIterator[CheckpointTuple]:
         """Async :meth:`list`."""
         plan = plans.list_checkpoints(self._ctx, config, filter=filter, before=before, limit=limit)
-        async for item in self._driver.aiterate(plan):
+        async for item in self._driver.aiterate(plan, self._call("alist", config)):
             yield item
 
     async def aput(
@@ -367,7 +457,8 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
     ) -> RunnableConfig:
         """Async :meth:`put`."""
         return await self._driver.arun(
-            plans.put(self._ctx, config, checkpoint, metadata, new_versions)
+            plans.put(self._ctx, config, checkpoint, metadata, new_versions),
+            self._call("aput", config, checkpoint=checkpoint),
         )
 
     async def aput_writes(
@@ -378,43 +469,75 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         task_path: str = "",
     ) -> None:
         """Async :meth:`put_writes`."""
-        await self._driver.arun(plans.put_writes(self._ctx, config, writes, task_id, task_path))
+        await self._driver.arun(
+            plans.put_writes(self._ctx, config, writes, task_id, task_path),
+            self._call("aput_writes", config, task_id=task_id),
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
-        await self._driver.arun(plans.delete_thread(self._ctx, thread_id))
+        await self._driver.arun(
+            plans.delete_thread(self._ctx, thread_id),
+            self._call("adelete_thread", thread_id=thread_id),
+        )
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""
-        await self._driver.arun(plans.delete_for_runs(self._ctx, run_ids))
+        await self._driver.arun(
+            plans.delete_for_runs(self._ctx, run_ids), self._call("adelete_for_runs")
+        )
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async :meth:`copy_thread`."""
-        await self._driver.arun(plans.copy_thread(self._ctx, source_thread_id, target_thread_id))
+        await self._driver.arun(
+            plans.copy_thread(self._ctx, source_thread_id, target_thread_id),
+            self._call(
+                "acopy_thread", thread_id=source_thread_id, target_thread_id=target_thread_id
+            ),
+        )
 
     async def aprune(  # type: ignore[override]
         self,
         thread_ids: Sequence[str],
         *,
-        keep_last: int = 1,
+        keep_last: int | None = 1,
         min_age: float | None = None,
         dry_run: bool = False,
         strategy: str = "keep_latest",
+        older_than: float | None = None,
+        idle_for: float | None = None,
+        idle_action: str = "delete",
     ) -> dict[str, Any]:
         """Async :meth:`prune`."""
         return await self._driver.arun(
-            self._prune_plan(thread_ids, strategy, keep_last, min_age, dry_run)
+            self._prune_plan(
+                thread_ids,
+                strategy,
+                keep_last,
+                min_age,
+                dry_run,
+                older_than=older_than,
+                idle_for=idle_for,
+                idle_action=idle_action,
+            ),
+            self._call("aprune", threads=len(thread_ids)),
         )
 
     async def averify(self, thread_id: str | None = None) -> VerifyReport:
         """Async :meth:`verify`."""
-        return await self._driver.arun(fsck.verify(None if thread_id is None else [thread_id]))
+        return await self._driver.arun(
+            fsck.verify(None if thread_id is None else [thread_id]),
+            self._call("averify", thread_id=thread_id),
+        )
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async :meth:`get_delta_channel_history`."""
-        return await self._driver.arun(plans.delta_channel_history(self._ctx, config, channels))
+        return await self._driver.arun(
+            plans.delta_channel_history(self._ctx, config, channels),
+            self._call("aget_delta_channel_history", config),
+        )
 
 
 class AsyncObjectStoreSaver(ObjectStoreSaver):

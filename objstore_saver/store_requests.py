@@ -18,6 +18,7 @@ from objstore_saver.storage.base import (
     ObjectNotFoundError,
     ObjectStore,
     PutMode,
+    StorageError,
 )
 
 T = TypeVar("T")
@@ -76,23 +77,47 @@ class Emit:
 Plan = Generator[Batch | Emit, list[Any] | None, T]
 
 
-def execute(store: ObjectStore, op: Op) -> Any:
-    """Carry out one request on a store (runs in a worker thread for async)."""
+def _call_of(op: Op) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """The store method (sync name) and arguments that carry out one request."""
     if isinstance(op, Get):
-        try:
-            return store.get(op.key, op.byte_range)
-        except ObjectNotFoundError:
-            return None
+        return "get", (op.key, op.byte_range), {}
     if isinstance(op, Put):
-        try:
-            store.put(op.key, op.data, op.mode)
-        except ObjectExistsError:
-            return False
-        return True
+        return "put", (op.key, op.data, op.mode), {}
     if isinstance(op, ListKeys):
-        return store.list(op.prefix, start_after=op.start_after, limit=op.limit)
-    store.delete(op.keys)
-    return None
+        return "list", (op.prefix,), {"start_after": op.start_after, "limit": op.limit}
+    return "delete", (op.keys,), {}
+
+
+def _result_of(op: Op, returned: Any) -> Any:
+    # A put answers True when it stored the object (False: CREATE found one).
+    return True if isinstance(op, Put) else returned
+
+
+def _expected_absence(op: Op, exc: StorageError) -> Any:
+    """The result a plan expects when a GET finds nothing or a create-only PUT finds a value."""
+    if isinstance(op, Get) and isinstance(exc, ObjectNotFoundError):
+        return None
+    if isinstance(op, Put) and isinstance(exc, ObjectExistsError):
+        return False
+    raise exc
+
+
+def execute(store: ObjectStore, op: Op) -> Any:
+    """Carry out one request with the store's blocking methods."""
+    name, args, kwargs = _call_of(op)
+    try:
+        return _result_of(op, getattr(store, name)(*args, **kwargs))
+    except (ObjectNotFoundError, ObjectExistsError) as exc:
+        return _expected_absence(op, exc)
+
+
+async def aexecute(store: ObjectStore, op: Op) -> Any:
+    """Carry out one request with the store's coroutines (no thread hop of ours)."""
+    name, args, kwargs = _call_of(op)
+    try:
+        return _result_of(op, await getattr(store, "a" + name)(*args, **kwargs))
+    except (ObjectNotFoundError, ObjectExistsError) as exc:
+        return _expected_absence(op, exc)
 
 
 def run_batch(*ops: Op) -> Generator[Batch, list[Any] | None, list[Any]]:

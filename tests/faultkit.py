@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -264,17 +265,44 @@ class Workload:
 
 
 def run_workload(
-    ours: ObjectStoreSaver, model: Model, work: Workload, steps: int, stats: Redrive
+    ours: ObjectStoreSaver,
+    model: Model,
+    work: Workload,
+    steps: int,
+    stats: Redrive,
+    *,
+    api: str = "sync",
 ) -> list[RunnableConfig]:
-    """Drive ``steps`` steps into both savers; return the stored configs."""
+    """Drive ``steps`` steps into both savers; return the stored configs.
+
+    ``api="async"`` drives ``aput``/``aput_writes`` on an event loop of its own
+    (the store's coroutines), ``"sync"`` the blocking methods.
+    """
+    loop = asyncio.new_event_loop() if api == "async" else None
+
+    def put(*args: Any) -> RunnableConfig:
+        if loop is not None:
+            return loop.run_until_complete(ours.aput(*args))
+        return ours.put(*args)
+
+    def put_writes(*args: Any) -> None:
+        if loop is not None:
+            loop.run_until_complete(ours.aput_writes(*args))
+        else:
+            ours.put_writes(*args)
+
     stored: list[RunnableConfig] = []
-    for _ in range(steps):
-        cfg, cp, md, new = work.step()
-        i = work.n - 1
-        saved = redrive(stats, lambda: ours.put(cfg, cp, md, new))  # noqa: B023
-        model.put(cfg, cp, md, new)
-        stored.append(saved)
-        for writes, task in work.writes(saved, i):
-            redrive(stats, lambda: ours.put_writes(saved, writes, task))  # noqa: B023
-            model.put_writes(saved, writes, task)
+    try:
+        for _ in range(steps):
+            cfg, cp, md, new = work.step()
+            i = work.n - 1
+            saved = redrive(stats, lambda: put(cfg, cp, md, new))  # noqa: B023
+            model.put(cfg, cp, md, new)
+            stored.append(saved)
+            for writes, task in work.writes(saved, i):
+                redrive(stats, lambda: put_writes(saved, writes, task))  # noqa: B023
+                model.put_writes(saved, writes, task)
+    finally:
+        if loop is not None:
+            loop.close()
     return stored

@@ -1,20 +1,26 @@
 """Behaviour every ObjectStore backend must have.
 
 Subclass :class:`StoreContract` in a ``test_*.py`` module and provide a
-``store`` fixture returning an empty store.
+``backend`` fixture returning an empty store. Every test runs twice: once on the
+blocking methods and once on the coroutines (``aput``, ``aget``, ``alist``,
+``adelete``), which :class:`ThroughCoroutines` drives from a loop of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
+from collections.abc import Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 import pytest
 
 from objstore_saver.storage import (
     InvalidKeyError,
+    ListPage,
     ObjectExistsError,
     ObjectNotFoundError,
     ObjectStore,
@@ -63,6 +69,47 @@ INVALID_KEYS = [
 ]
 
 
+T = TypeVar("T")
+
+
+class ThroughCoroutines:
+    """The blocking store API carried out by a store's coroutines.
+
+    Each call is awaited on an event loop running in a thread of its own, so
+    callers on many threads issue concurrent coroutine requests.
+    """
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def _await(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=120)
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        self._await(self.inner.aput(key, data, mode))
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        return self._await(self.inner.aget(key, byte_range))
+
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> ListPage:
+        return self._await(self.inner.alist(prefix, start_after=start_after, limit=limit))
+
+    def delete(self, keys: Sequence[str]) -> None:
+        self._await(self.inner.adelete(keys))
+
+
 def longest_key(nbytes: int) -> str:
     """A key of ``nbytes`` bytes in segments short enough for any filesystem."""
     segments = []
@@ -100,12 +147,25 @@ class StoreContract:
     max_key_bytes = 1024
 
     @pytest.fixture
-    def store(self) -> ObjectStore:
+    def backend(self) -> ObjectStore:
         raise NotImplementedError("subclasses provide an empty store")
 
-    def test_is_an_object_store(self, store: ObjectStore) -> None:
-        assert isinstance(store, ObjectStore)
-        assert store.location
+    @pytest.fixture(params=["sync", "async"])
+    def store(self, backend: ObjectStore, request: pytest.FixtureRequest) -> Iterator[Any]:
+        if request.param == "sync":
+            yield backend
+            return
+        facade = ThroughCoroutines(backend)
+        try:
+            yield facade
+        finally:
+            facade.close()
+
+    def test_is_an_object_store(self, backend: ObjectStore) -> None:
+        assert isinstance(backend, ObjectStore)
+        assert backend.location
+        for name in ("aput", "aget", "alist", "adelete"):
+            assert asyncio.iscoroutinefunction(getattr(backend, name)), name
 
     @pytest.mark.parametrize("size", [0, 1, 3 * 1024 * 1024])
     def test_round_trip(self, store: ObjectStore, size: int) -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,30 @@ def test_missing_bucket_names_bucket_and_endpoint(s3_endpoint: Any) -> None:
     proc = run(["du", "--url", url], env)
     assert proc.returncode == 3
     assert "absent-bucket-123" in proc.stderr and s3_endpoint.url in proc.stderr
+
+
+def test_prune_idle_for_is_a_dry_run_until_apply_with_progress(
+    local_url: str, tmp_path: Path
+) -> None:
+    at = time.time() - 40 * 86400
+    for p in (tmp_path / "store" / "threads" / "_bob").rglob("*"):
+        if p.is_file():
+            os.utime(p, (at, at))
+    files = lambda: sorted(str(p) for p in (tmp_path / "store").rglob("*") if p.is_file())  # noqa: E731
+    before = files()
+    dry = run(["prune", "--idle-for", "30d", "--url", local_url])
+    assert dry.returncode == 0, dry.stderr
+    assert "idle threads: 1 ('bob')" in dry.stdout and "add --apply" in dry.stdout
+    assert "] 2/2 bob" in dry.stderr  # progress, one line per thread off a terminal
+    assert files() == before
+    report = run_json(["prune", "--idle-for", "30d", "--url", local_url, "--apply"])
+    assert report["threads_idle"] == ["bob"] and report["keep_last"] is None
+    names = {t["thread_id"] for t in run_json(["threads", "--url", local_url])["threads"]}
+    assert names == {"alice"}
+    assert [f for f in files() if "/_alice/" in f] == [f for f in before if "/_alice/" in f]
+
+
+def test_prune_refuses_a_duration_without_unit(local_url: str) -> None:
+    proc = run(["prune", "--idle-for", "30", "--url", local_url])
+    assert proc.returncode == 2
+    assert "--idle-for: invalid duration '30'" in proc.stderr

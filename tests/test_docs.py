@@ -110,7 +110,7 @@ def test_scheduling_cron_line_and_cronjob_manifest() -> None:
     line = next(ln for ln in cron.splitlines() if ln and not ln.startswith("CRON_TZ"))
     assert "CRON_TZ=UTC" in cron
     assert line.startswith("0 3 * * * ")
-    assert "--keep-last 20 --min-age 60 --apply" in line
+    assert "--idle-for 30d --keep-last 20 --min-age 60 --apply" in line
     (manifest,) = [yaml.safe_load(b) for b in _blocks("scheduling.md", "yaml")]
     assert manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "CronJob"
     spec = manifest["spec"]
@@ -120,6 +120,13 @@ def test_scheduling_cron_line_and_cronjob_manifest() -> None:
     cmd = container["command"]
     assert cmd[:2] == ["objstore-saver", "prune"] and "--apply" in cmd
     assert cmd[cmd.index("--keep-last") + 1] == "20" and cmd[cmd.index("--min-age") + 1] == "60"
+    assert cmd[cmd.index("--idle-for") + 1] == "30d"
+    # The CLI's own parser accepts the job's arguments as written.
+    from objstore_saver.cli import build_parser
+
+    for argv in (line.split("objstore-saver ", 1)[1].split(" >>")[0].split(), cmd[1:]):
+        args = build_parser().parse_args(argv)
+        assert args.idle_for == 30 * 86400 and args.keep_last == 20 and args.apply
     assert {e["name"] for e in container["env"]} == {"OBJSTORE_SAVER_URL"}
 
 
@@ -154,3 +161,20 @@ def test_compose_files_are_pinned_and_healthchecked(name: str) -> None:
         assert volume.split(":")[1].startswith("/etc/localstack/init/ready.d/")
         script = (ROOT / "localstack" / name / hook).read_text()
         assert "awslocal s3 mb s3://agent-memory" in script
+
+
+def test_the_lifecycle_example_never_expires_a_current_object(
+    s3_endpoint: Any, s3_bucket: str
+) -> None:
+    (lifecycle,) = [json.loads(b) for b in _blocks("runbooks.md", "json")]
+    for rule in lifecycle["Rules"]:
+        assert rule["Status"] == "Enabled" and rule["Filter"] == {"Prefix": "prod/"}
+        # Only incomplete uploads, noncurrent versions and delete markers: no
+        # rule may expire (or transition) a current object by its age.
+        assert set(rule.get("Expiration", {})) <= {"ExpiredObjectDeleteMarker"}, rule
+        assert "Transitions" not in rule and "Transition" not in rule
+    # An S3 API accepts it as written.
+    client = s3_endpoint.client()
+    client.put_bucket_lifecycle_configuration(Bucket=s3_bucket, LifecycleConfiguration=lifecycle)
+    stored = client.get_bucket_lifecycle_configuration(Bucket=s3_bucket)["Rules"]
+    assert sorted(r["ID"] for r in stored) == sorted(r["ID"] for r in lifecycle["Rules"])

@@ -187,13 +187,15 @@ def test_client_gives_up_after_bounded_attempts_with_a_clear_error(
 # --- the saver under faults ----------------------------------------------------------
 
 
-def _run(store: ObjectStore, faulty: FaultyStore, steps: int, threads: int = 3) -> tuple[int, int]:
+def _run(
+    store: ObjectStore, faulty: FaultyStore, steps: int, threads: int = 3, api: str = "sync"
+) -> tuple[int, int]:
     """Run the workload through ``faulty``; compare with the model from a fresh saver."""
     work = Workload([f"thread-{t}" for t in range(threads)])
     model = Model()
     stats = Redrive()
     with ObjectStoreSaver(faulty) as ours:
-        run_workload(ours, model, work, steps, stats)
+        run_workload(ours, model, work, steps, stats, api=api)
     with ObjectStoreSaver(store) as fresh:
         verified = assert_agree(fresh, model, work.threads)
     assert verified == steps
@@ -218,6 +220,17 @@ def test_saver_loses_nothing_under_a_random_mix(base_store: ObjectStore, long_ru
     injected, _ = _run(base_store, faulty, steps, threads=4)
     assert injected >= steps // 10
     print(f"\nrandom mix: {steps} checkpoints, {injected} faults injected, totals {TOTALS}")
+
+
+def test_async_saver_loses_nothing_under_a_random_mix(
+    base_store: ObjectStore, long_run: bool
+) -> None:
+    """The same mix through aput/aput_writes: faults raised by the store's coroutines."""
+    steps = 1000 if long_run else (120 if isinstance(base_store, LocalStore) else 60)
+    faulty = FaultyStore(base_store, RandomFaults(0.05, seed=6))
+    injected, failures = _run(base_store, faulty, steps, threads=3, api="async")
+    assert injected >= steps // 10 and failures > 0
+    assert all(r.op in {"put", "get", "list", "delete"} for r in faulty.seen)
 
 
 def test_saver_loses_nothing_under_client_faults_and_store_faults(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from objstore_saver.errors import CorruptObjectError
 
 
 def _elements(n: int) -> list[tuple[str, bytes]]:
-    # Alternate small (inline) and large (referenced) elements.
-    return [("msgpack", (b"e%d-" % i) * (1 if i % 3 else 40)) for i in range(n)]
+    # Alternate small (inline) and incompressible large (referenced) elements.
+    return [
+        ("msgpack", b"e%d-" % i if i % 3 else random.Random(i).randbytes(200)) for i in range(n)
+    ]
 
 
 def _list(enc: codec.Encoded) -> ListObj:

@@ -27,7 +27,7 @@ from objstore_saver.storage.metered import LogEntry
 
 class TestMeteredStoreContract(StoreContract):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> MeteredStore:
+    def backend(self, tmp_path: Path) -> MeteredStore:
         return MeteredStore(LocalStore(tmp_path / "store", fsync=False))
 
 

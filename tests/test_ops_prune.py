@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -9,9 +11,14 @@ from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver import keys as k
+from objstore_saver.driver import Driver
 from objstore_saver.ops import JobError, OpsConfig, prune
-from objstore_saver.ops.maintain import _core_prune_takes_keep_last
-from objstore_saver.storage import LocalStore
+from objstore_saver.ops.maintain import (
+    _all_thread_ids,
+    _core_prune_takes_keep_last,
+    parse_duration,
+)
+from objstore_saver.storage import LocalStore, MeteredStore
 
 
 @pytest.fixture
@@ -82,3 +89,87 @@ def test_bad_arguments(config: OpsConfig) -> None:
         prune(keep_last=0, config=config)
     with pytest.raises(JobError, match="min_age"):
         prune(min_age=-1, config=config)
+
+
+# --- retention by age (spec §6.9, the idle and age rules) ------------------------------------
+
+
+def _make_old(tmp_path: Path, thread: str, days: float) -> None:
+    at = time.time() - days * 86400
+    for p in (tmp_path / "store" / k.thread_prefix(thread)).rglob("*"):
+        if p.is_file():
+            os.utime(p, (at, at))
+
+
+def test_idle_rule_deletes_idle_threads_only(config: OpsConfig, tmp_path: Path) -> None:
+    _make_old(tmp_path, "short", 40)
+    long_before = [f for f in _files(tmp_path) if "/_long/" in f]
+    seen: list[str] = []
+    dry = prune(
+        keep_last=None,
+        idle_for=parse_duration("30d"),
+        config=config,
+        progress=lambda d, t, i: seen.append(i),
+    )
+    assert sorted(seen) == ["long", "short"] and dry["threads_idle"] == ["short"]
+    assert _root_checkpoints(tmp_path, "short") == 3  # a dry run
+    done = prune(keep_last=None, idle_for=parse_duration("30d"), apply=True, config=config)
+    assert done["threads_idle"] == ["short"] and done["idle_for"] == 30 * 86400
+    assert not any("/_short/" in f for f in _files(tmp_path))
+    assert [f for f in _files(tmp_path) if "/_long/" in f] == long_before
+
+
+def test_idle_keep_latest_and_keep_last_together(config: OpsConfig, tmp_path: Path) -> None:
+    _make_old(tmp_path, "short", 40)
+    report = prune(
+        keep_last=2,
+        min_age=0,
+        idle_for=30 * 86400,
+        idle_action="keep_latest",
+        apply=True,
+        config=config,
+    )
+    assert report["threads_idle"] == ["short"]
+    assert _root_checkpoints(tmp_path, "short") == 1
+    assert _root_checkpoints(tmp_path, "long") == 2
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("30d") == 30 * 86400
+    assert parse_duration("1d12h") == 36 * 3600
+    assert parse_duration("2w") == 14 * 86400
+    assert parse_duration("90m") == parse_duration("1.5h") == 5400
+    assert parse_duration("45s") == 45
+    for bad in ("30", "", "d", "3x", "-1d", "0h", "1d 2h"):
+        with pytest.raises(ValueError, match="invalid duration"):
+            parse_duration(bad)
+
+
+def test_bad_age_arguments(config: OpsConfig) -> None:
+    with pytest.raises(JobError, match="keep_last may be left out only with idle_for"):
+        prune(keep_last=None, config=config)
+    with pytest.raises(JobError, match="idle_for must be more than 0"):
+        prune(idle_for=0, config=config)
+    with pytest.raises(JobError, match="unknown idle_action 'archive'"):
+        prune(idle_for=60, idle_action="archive", config=config)
+
+
+def test_enumeration_is_one_list_per_thread_and_names_hashed_threads(
+    config: OpsConfig, tmp_path: Path
+) -> None:
+    long_id = "L" * 250  # over 200 quoted characters: a hashed key token
+    with ObjectStoreSaver.from_url(config.require_url()) as saver:
+        chat(saver, long_id, ["hello"])
+    meter = MeteredStore(LocalStore(tmp_path / "store"))
+    driver = Driver(meter, max_workers=1)
+    try:
+        ids = _all_thread_ids(driver)
+    finally:
+        driver.close()
+    assert sorted(ids) == sorted(["long", "short", long_id])
+    # A skip scan: one LIST per thread and one past the last; the hashed
+    # thread costs one LIST and one GET more to be named.
+    assert meter.snapshot().requests == {"put": 0, "get": 1, "list": 3 + 1 + 1, "delete": 0}
+    _make_old(tmp_path, long_id, 40)
+    report = prune(keep_last=None, idle_for=30 * 86400, apply=True, config=config)
+    assert report["threads_idle"] == [long_id]

@@ -24,13 +24,13 @@ from objstore_saver.storage import (
 
 class TestLocalStoreContract(StoreContract):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> LocalStore:
+    def backend(self, tmp_path: Path) -> LocalStore:
         return LocalStore(tmp_path / "store")
 
 
 class TestLocalStoreWithoutFsyncContract(StoreContract):
     @pytest.fixture
-    def store(self, tmp_path: Path) -> LocalStore:
+    def backend(self, tmp_path: Path) -> LocalStore:
         return LocalStore(tmp_path / "store", fsync=False)
 
 

@@ -28,13 +28,13 @@ class TestS3StoreContract(StoreContract):
     max_key_bytes = 1024 - len("pfx/")
 
     @pytest.fixture
-    def store(self, s3_store: S3Store) -> S3Store:
+    def backend(self, s3_store: S3Store) -> S3Store:
         return s3_store
 
 
 class TestS3StoreWithoutPrefixContract(StoreContract):
     @pytest.fixture
-    def store(self, s3_endpoint: Any, s3_bucket: str) -> S3Store:
+    def backend(self, s3_endpoint: Any, s3_bucket: str) -> S3Store:
         return S3Store(s3_bucket, client=s3_endpoint.client())
 
 

@@ -12,11 +12,11 @@ Example (a daily retention job in an application's own scheduler)::
 
     from objstore_saver import ops
 
-    report = ops.prune(keep_last=20, min_age=60, apply=True)
+    report = ops.prune(keep_last=20, min_age=60, idle_for=ops.parse_duration("30d"), apply=True)
 """
 
 from objstore_saver.ops._common import JobError, OpsConfig, redact
-from objstore_saver.ops.maintain import delete_thread, prune, verify
+from objstore_saver.ops.maintain import delete_thread, parse_duration, prune, verify
 from objstore_saver.ops.migration import migrate
 from objstore_saver.ops.views import cat, du, history, show, threads
 
@@ -28,6 +28,7 @@ __all__ = [
     "du",
     "history",
     "migrate",
+    "parse_duration",
     "prune",
     "redact",
     "show",

@@ -24,7 +24,7 @@ from objstore_saver.plans.context import (
     Step,
 )
 from objstore_saver.plans.history import delta_channel_history
-from objstore_saver.plans.prune import PRUNE_STRATEGIES, PruneStats, prune
+from objstore_saver.plans.prune import IDLE_ACTIONS, PRUNE_STRATEGIES, PruneStats, prune
 from objstore_saver.plans.reading import (
     decode_checked_manifest,
     effective_writes,
@@ -48,6 +48,7 @@ from objstore_saver.plans.threads import (
 from objstore_saver.plans.writing import encode_value, put, put_writes
 
 __all__ = [
+    "IDLE_ACTIONS",
     "LIST_READ_AHEAD",
     "PRUNE_STRATEGIES",
     "PUT_ATTEMPTS",

@@ -64,6 +64,10 @@ class PruneStats:
     marks_executed: int = 0
     deferred: bool = False
     """True when a mark younger than the sweep delay exists: the thread was left alone."""
+    idle: bool = False
+    """True when the idle rule found the thread idle and gave it the idle action."""
+    newest_root_at: str | None = None
+    """``LastModified`` (ISO 8601) of the newest root checkpoint the idle rule listed."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -125,7 +129,11 @@ def _reach(
 
 
 def _select_kept(
-    ctx: Context, thread_id: str, listing: ThreadListing, keep_last: int
+    ctx: Context,
+    thread_id: str,
+    listing: ThreadListing,
+    keep_last: int,
+    young_after: datetime | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
     """Sub-plan: the manifests a prune keeps (spec §6.9 "Which checkpoints are kept")."""
     by_ns: dict[str, list[ObjectInfo]] = {}
@@ -135,6 +143,8 @@ def _select_kept(
     root_tok = keys.token("checkpoint_ns", "")
     roots = by_ns.get(root_tok, [])
     chosen = [o.key for o in roots[:keep_last]]
+    if young_after is not None:  # the age rule: beyond keep_last, only old ones go
+        chosen += [o.key for o in roots[keep_last:] if o.last_modified > young_after]
     root_ids = sorted(keys.unreverse_id(o.key.rsplit("/", 1)[1]) for o in roots)
     kept_root_ids = {keys.unreverse_id(k.rsplit("/", 1)[1]) for k in chosen}
     for ns_tok, infos in by_ns.items():
@@ -176,19 +186,23 @@ def _prune_thread(
     thread_id: str,
     *,
     keep_last: int,
+    older_than: timedelta | None,
     min_age: timedelta,
     sweep_delay: timedelta,
     dry_run: bool,
     now: datetime,
+    listing: ThreadListing | None = None,
 ) -> Generator[Batch, list[Any] | None, PruneStats]:
-    """Sub-plan: one thread of ``prune(strategy="keep_latest")``, spec §6.9 steps 1-6."""
+    """Sub-plan: one thread of ``prune(strategy="keep_latest")``, spec §6.9 steps 1-5."""
     stats = PruneStats(thread_id)
     pfx = keys.thread_prefix(thread_id)
-    listing = yield from list_thread(pfx)
+    if listing is None:
+        listing = yield from list_thread(pfx)
     if any(o.last_modified > now - sweep_delay for o in listing.marks):
         stats.deferred = True
         return stats
-    kept = yield from _select_kept(ctx, thread_id, listing, keep_last)
+    young_after = None if older_than is None else now - older_than
+    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after)
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)
@@ -270,7 +284,144 @@ def _prune_thread(
     return stats
 
 
-PRUNE_STRATEGIES = ("keep_latest", "delete")
+PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")
+"""Accepted ``strategy`` names; ``"delete_all"`` is another name of ``"delete"``."""
+IDLE_ACTIONS = ("delete", "keep_latest")
+"""What the idle rule does to an idle thread (spec §6.9 "The idle rule" step 4)."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The retention rules of one prune run (spec §6.9)."""
+
+    keep_last: int | None
+    older_than: timedelta | None
+    idle_for: timedelta | None
+    idle_action: str
+    min_age: timedelta
+    sweep_delay: timedelta
+    dry_run: bool
+    now: datetime
+
+
+def _check_rules(ctx: Context, strategy: str, r: Rules) -> None:
+    if strategy not in PRUNE_STRATEGIES:
+        raise ValueError(
+            f"unknown prune strategy {strategy!r}: use one of "
+            + ", ".join(repr(x) for x in PRUNE_STRATEGIES)
+        )
+    if r.keep_last is None:
+        if r.idle_for is None:
+            raise ValueError("keep_last may be None only with idle_for (the idle rule alone)")
+    elif isinstance(r.keep_last, bool) or not isinstance(r.keep_last, int) or r.keep_last < 1:
+        raise ValueError(f"keep_last must be an integer of at least 1, got {r.keep_last!r}")
+    if strategy != "keep_latest" and (r.idle_for is not None or r.older_than is not None):
+        raise ValueError(
+            f"idle_for and older_than apply to strategy 'keep_latest', not {strategy!r}"
+        )
+    for name in ("older_than", "idle_for"):
+        value = getattr(r, name)
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"{name} must be a positive duration, got {value.total_seconds()} s")
+    if r.idle_action not in IDLE_ACTIONS:
+        raise ValueError(f"unknown idle_action {r.idle_action!r}: use 'delete' or 'keep_latest'")
+    if r.min_age < timedelta(0):
+        raise ValueError(f"min_age must not be negative, got {r.min_age.total_seconds()} s")
+    if r.sweep_delay.total_seconds() < ctx.reuse_window:
+        raise ValueError(
+            f"sweep delay {r.sweep_delay.total_seconds():g} s is shorter than the reuse window "
+            f"{ctx.reuse_window:g} s: a concurrent put could lose an object (spec §6.9)"
+        )
+
+
+def _delete_thread(
+    ctx: Context, thread_id: str, listing: ThreadListing, dry_run: bool
+) -> Generator[Batch, list[Any] | None, PruneStats]:
+    """Sub-plan: ``delete_thread`` on a listing (spec §6.6 step 2), with its counts."""
+    stats = PruneStats(
+        thread_id,
+        checkpoints_deleted=len(listing.manifests),
+        writes_deleted=len(listing.writes),
+        objects_swept=len(listing.objects),
+        bytes_swept=sum(o.size for o in listing.objects),
+    )
+    if not dry_run:
+        yield from delete_listing(ctx, thread_id, listing)
+    return stats
+
+
+def _still_idle(listing: ThreadListing, cutoff: datetime) -> bool:
+    """Spec §6.9 "The idle rule" step 3: nothing a writer makes is newer than ``cutoff``."""
+    touched = listing.manifests + listing.writes
+    if not listing.manifests:
+        touched += listing.objects + listing.runs
+    # A thread that holds nothing (but marks) has nothing to act on: not idle.
+    return bool(touched) and all(o.last_modified <= cutoff for o in touched)
+
+
+def _retain_thread(
+    ctx: Context, thread_id: str, r: Rules
+) -> Generator[Batch, list[Any] | None, PruneStats]:
+    """Sub-plan: one thread of ``keep_latest`` with the idle and age rules (spec §6.9)."""
+    listing: ThreadListing | None = None
+    newest_at: str | None = None
+    if r.idle_for is not None:
+        cutoff = r.now - r.idle_for
+        # Step 1: one LIST, one key: the newest root checkpoint (keys reverse-ordered).
+        page = yield from run_one(ListKeys(keys.manifests_prefix(thread_id, ""), limit=1))
+        newest = page.objects[0] if page.objects else None
+        newest_at = None if newest is None else newest.last_modified.isoformat()
+        if newest is None or newest.last_modified <= cutoff:
+            listing = yield from list_thread(keys.thread_prefix(thread_id))
+            if _still_idle(listing, cutoff):
+                if r.idle_action == "delete":
+                    stats = yield from _delete_thread(ctx, thread_id, listing, r.dry_run)
+                else:
+                    stats = yield from _prune_thread(
+                        ctx,
+                        thread_id,
+                        keep_last=1,
+                        older_than=None,
+                        min_age=r.min_age,
+                        sweep_delay=r.sweep_delay,
+                        dry_run=r.dry_run,
+                        now=r.now,
+                        listing=listing,
+                    )
+                stats.idle = True
+                stats.newest_root_at = newest_at
+                return stats
+    if r.keep_last is None:  # the idle rule alone: an active thread is left alone
+        return PruneStats(thread_id, newest_root_at=newest_at)
+    stats = yield from _prune_thread(
+        ctx,
+        thread_id,
+        keep_last=r.keep_last,
+        older_than=r.older_than,
+        min_age=r.min_age,
+        sweep_delay=r.sweep_delay,
+        dry_run=r.dry_run,
+        now=r.now,
+        listing=listing,
+    )
+    stats.newest_root_at = newest_at
+    return stats
+
+
+_TOTALS = (
+    "checkpoints_kept",
+    "checkpoints_deleted",
+    "writes_deleted",
+    "objects_marked",
+    "bytes_marked",
+    "objects_swept",
+    "bytes_swept",
+    "marks_executed",
+)
+
+
+def _seconds(d: timedelta | None) -> float | None:
+    return None if d is None else d.total_seconds()
 
 
 def prune(
@@ -278,72 +429,48 @@ def prune(
     thread_ids: Sequence[str],
     strategy: str = "keep_latest",
     *,
-    keep_last: int = 1,
+    keep_last: int | None = 1,
     min_age: timedelta = timedelta(seconds=60),
     sweep_delay: timedelta = timedelta(hours=1),
     dry_run: bool = False,
     now: datetime | None = None,
+    older_than: timedelta | None = None,
+    idle_for: timedelta | None = None,
+    idle_action: str = "delete",
 ) -> Step:
     """Plan: spec §6.9. Returns a JSON-serializable report."""
-    if strategy not in PRUNE_STRATEGIES:
-        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
-        raise ValueError(f"keep_last must be an integer of at least 1, got {keep_last!r}")
-    if min_age < timedelta(0):
-        raise ValueError(f"min_age must not be negative, got {min_age.total_seconds()} s")
-    if sweep_delay.total_seconds() < ctx.reuse_window:
-        raise ValueError(
-            f"sweep delay {sweep_delay.total_seconds():g} s is shorter than the reuse window "
-            f"{ctx.reuse_window:g} s: a concurrent put could lose an object (spec §6.9)"
-        )
+    rules = Rules(
+        keep_last=keep_last,
+        older_than=older_than,
+        idle_for=idle_for,
+        idle_action=idle_action,
+        min_age=min_age,
+        sweep_delay=sweep_delay,
+        dry_run=dry_run,
+        now=now or datetime.now(UTC),
+    )
+    _check_rules(ctx, strategy, rules)
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # rejects a bad id before anything is deleted
-    at = now or datetime.now(UTC)
     threads: list[dict[str, Any]] = []
     for thread_id in thread_ids:
-        if strategy == "delete":
-            pfx = keys.thread_prefix(thread_id)
-            listing = yield from list_thread(pfx)
-            stats = PruneStats(
-                thread_id,
-                checkpoints_deleted=len(listing.manifests),
-                writes_deleted=len(listing.writes),
-                objects_swept=len(listing.objects),
-                bytes_swept=sum(o.size for o in listing.objects),
-            )
-            if not dry_run:
-                yield from delete_listing(ctx, thread_id, listing)
+        if strategy in ("delete", "delete_all"):
+            listing = yield from list_thread(keys.thread_prefix(thread_id))
+            stats = yield from _delete_thread(ctx, thread_id, listing, dry_run)
         else:
-            stats = yield from _prune_thread(
-                ctx,
-                thread_id,
-                keep_last=keep_last,
-                min_age=min_age,
-                sweep_delay=sweep_delay,
-                dry_run=dry_run,
-                now=at,
-            )
+            stats = yield from _retain_thread(ctx, thread_id, rules)
         threads.append(stats.to_dict())
-    totals = {
-        name: sum(t[name] for t in threads)
-        for name in (
-            "checkpoints_kept",
-            "checkpoints_deleted",
-            "writes_deleted",
-            "objects_marked",
-            "bytes_marked",
-            "objects_swept",
-            "bytes_swept",
-            "marks_executed",
-        )
-    }
     return {
         "strategy": strategy,
         "dry_run": dry_run,
         "keep_last": keep_last,
         "min_age_seconds": min_age.total_seconds(),
         "sweep_delay_seconds": sweep_delay.total_seconds(),
+        "older_than_seconds": _seconds(older_than),
+        "idle_for_seconds": _seconds(idle_for),
+        "idle_action": idle_action,
         "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
-        **totals,
+        "threads_idle": [t["thread_id"] for t in threads if t["idle"]],
+        **{name: sum(t[name] for t in threads) for name in _TOTALS},
         "threads": threads,
     }

@@ -269,8 +269,14 @@ def read_tuples(
         checkpoint["channel_values"] = {
             name: materialize(ctx.serde, e, got, pfx) for name, e in m.channels.items()
         }
+        known = ctx.entries.get(mkey)
         ctx.entries.put(
-            mkey, CheckpointEntries(dict(checkpoint.get("channel_versions", {})), m.channels)
+            mkey,
+            CheckpointEntries(
+                dict(checkpoint.get("channel_versions", {})),
+                m.channels,
+                known.manifest if known is not None else None,
+            ),
         )
         given = configs[i] if configs is not None else None
         out.append(
@@ -322,9 +328,14 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
             return None
         given = None
     mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
-    body, writes_page = yield from run_batch(
-        Get(mkey), ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, cid))
-    )
+    writes_list = ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, cid))
+    # The LIST just saw the newest manifest exist; one this process wrote has
+    # immutable bytes it still holds (the usual next turn of a conversation).
+    remembered = ctx.entries.get(mkey) if given is None else None
+    if remembered is not None and remembered.manifest is not None:
+        body, writes_page = remembered.manifest, (yield from run_one(writes_list))
+    else:
+        body, writes_page = yield from run_batch(Get(mkey), writes_list)
     if body is None:
         return None
     manifest = decode_checked_manifest(body, mkey)

@@ -11,13 +11,13 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
-    SerializerProtocol,
     get_checkpoint_metadata,
 )
 
 from objstore_saver import codec, keys
 from objstore_saver.codec import (
     Encoded,
+    EncodedElement,
     Entry,
     Inline,
     ListObj,
@@ -30,9 +30,7 @@ from objstore_saver.errors import (
     MissingObjectError,
     ObjstoreSaverError,
 )
-from objstore_saver.memory import (
-    CheckpointEntries,
-)
+from objstore_saver.memory import CheckpointEntries, ElementMemory
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.reading import (
     child_refs,
@@ -51,17 +49,117 @@ from objstore_saver.store_requests import (
     run_one,
 )
 
+#: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
+REMEMBERED_MANIFEST_MAX = 16 * 1024
+#: Bytes of streamed part objects sent per batch while a large value is encoded.
+STREAM_WINDOW = 8 * codec.PART_SIZE
+
+
+class _StreamedFirst:
+    """An element cache that answers first from the elements just streamed."""
+
+    def __init__(
+        self, streamed: dict[tuple[str, bytes], EncodedElement], inner: ElementMemory
+    ) -> None:
+        self._streamed = streamed
+        self._inner = inner
+
+    def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
+        return self._streamed.get(key) or self._inner.get(key)
+
+    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
+        self._inner.put(key, value)
+
 
 def encode_value(
-    serde: SerializerProtocol, value: Any, cache: codec.ElementCache | None = None
-) -> Encoded:
-    """Entry and objects for one value (spec §4)."""
+    ctx: Context, pfx: str, value: Any, *, trust: bool = True
+) -> Generator[Batch, list[Any] | None, Encoded]:
+    """Sub-plan: entry and objects for one value (spec §4).
+
+    Data larger than a part is streamed: its part objects are stored while
+    the compressor produces them (:func:`stream_large`), so the returned
+    :class:`Encoded` holds only small objects.
+    """
     if type(value) is list and value:
-        elements = [serde.dumps_typed(e) for e in value]
+        elements = [ctx.serde.dumps_typed(e) for e in value]
         if codec.use_list_encoding(elements):
-            return codec.encode_list(elements, cache)
-    type_, data = serde.dumps_typed(value)
+            streamed: dict[tuple[str, bytes], EncodedElement] = {}
+            for element in elements:
+                if (
+                    len(element[1]) > codec.PART_SIZE
+                    and element not in streamed
+                    and ctx.elements.get(element) is None
+                ):
+                    ref, (d, body) = yield from stream_large(ctx, pfx, *element, trust=trust)
+                    streamed[element] = EncodedElement(
+                        codec.entry_to_msgpack(ref), d, {d: body}, {}
+                    )
+            return codec.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
+    type_, data = ctx.serde.dumps_typed(value)
+    if len(data) > codec.PART_SIZE:
+        ref, (d, body) = yield from stream_large(ctx, pfx, type_, data, trust=trust)
+        return Encoded(ref, {d: body})
     return codec.encode_serialized(type_, data)
+
+
+def stream_large(
+    ctx: Context, pfx: str, type_: str, data: bytes, *, trust: bool = True
+) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
+    """Sub-plan: store the parts of large data as they are produced (spec §4.3).
+
+    Parts go out create-only in batches of about :data:`STREAM_WINDOW` bytes
+    and are dropped once stored, so a put holds one window of parts, not the
+    whole value twice. Returns the entry and the container object (``parts``,
+    or ``value`` when the compressed data fits one part), which the caller
+    stores after its parts like any other object.
+    """
+    stream = codec.large_objects(type_, data)
+    window: list[Put] = []
+    pending = 0
+    while True:
+        try:
+            d, part = next(stream)
+        except StopIteration as done:
+            ref, container, _parts = done.value
+            break
+        if trust and ctx.objects.known(pfx, d, ctx.trust_age):
+            continue
+        window.append(Put(keys.object_key_in(pfx, d), part))
+        pending += len(part)
+        if pending >= STREAM_WINDOW:
+            yield from put_objects(ctx, pfx, window)
+            window, pending = [], 0
+    yield from put_objects(ctx, pfx, window)
+    return ref, container
+
+
+def put_objects(
+    ctx: Context, pfx: str, puts: Sequence[Put], extra: Sequence[Put] = ()
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: PUT content-addressed objects create-only, in parallel, and remember them.
+
+    ``exists`` is success, the key being the hash of the bytes; the object is
+    then re-PUT in overwrite mode with the same bytes, which renews its
+    ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
+    Written objects are remembered decoded, so reading them back costs no
+    request. ``extra`` requests (run markers) go in the same batch.
+    """
+    created = yield from run_batch(*puts, *extra)
+    # An old object we did not write may be marked by a prune (§6.9): renew it.
+    yield from run_batch(
+        *(
+            Put(p.key, p.data, PutMode.OVERWRITE)
+            for p, ok in zip(puts, created[: len(puts)], strict=True)
+            if not ok
+        )
+    )
+    for put_op in puts:
+        d = bytes.fromhex(put_op.key.rsplit("/", 1)[1])
+        obj = codec.decode_object(put_op.data, put_op.key)
+        if isinstance(obj, PartObj):
+            ctx.objects.add_known(pfx, [d])
+        else:
+            ctx.objects.add(pfx, d, obj)
 
 
 def store_objects(
@@ -76,11 +174,9 @@ def store_objects(
 
     The walk starts at each entry and does not descend below an object known
     to be stored (confirmed within the trust age; with ``trust=False`` nothing
-    is): a stored container implies its children are (write order).
-    ``exists`` is success, the key being the hash of the bytes; the object is
-    then re-PUT in overwrite mode with the same bytes, which renews its
-    ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
-    Written objects are remembered decoded, so reading them back costs no request.
+    is): a stored container implies its children are (write order). Parts
+    streamed by :func:`stream_large` are not among an :class:`Encoded`'s
+    children: they were stored before their container, in this attempt.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -101,22 +197,7 @@ def store_objects(
             continue
         puts.append(Put(keys.object_key_in(pfx, d), bodies[d]))
         stack.extend(children.get(d, ()))
-    created = yield from run_batch(*puts, *extra)
-    # An old object we did not write may be marked by a prune (§6.9): renew it.
-    yield from run_batch(
-        *(
-            Put(p.key, p.data, PutMode.OVERWRITE)
-            for p, ok in zip(puts, created[: len(puts)], strict=True)
-            if not ok
-        )
-    )
-    for put_op in puts:
-        d = bytes.fromhex(put_op.key.rsplit("/", 1)[1])
-        obj = codec.decode_object(put_op.data, put_op.key)
-        if isinstance(obj, PartObj):
-            ctx.objects.add_known(pfx, [d])
-        else:
-            ctx.objects.add(pfx, d, obj)
+    yield from put_objects(ctx, pfx, puts, extra)
 
 
 def recall_parent(
@@ -238,7 +319,7 @@ def put(
                     channels[name] = parent.entries[name]
                 continue
             if name in values:
-                enc = encode_value(ctx.serde, values[name], ctx.elements)
+                enc = yield from encode_value(ctx, pfx, values[name], trust=trust)
                 channels[name] = enc.entry
                 encoded.append(enc)
 
@@ -282,7 +363,8 @@ def put(
         stored = yield from run_one(Get(mkey))
         if stored != manifest:
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
-    ctx.entries.put(mkey, CheckpointEntries(versions, channels))
+    kept = manifest if len(manifest) <= REMEMBERED_MANIFEST_MAX else None
+    ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
 
 
@@ -299,35 +381,39 @@ def put_writes(
     if not isinstance(task_id, str):
         raise InvalidIdentifierError(f"task_id must be a string, got {task_id!r}")
     pfx = keys.thread_prefix(scope.thread_id)
-    encoded: list[Encoded] = []
-    write_puts: list[Put] = []
     # Readers keep the regular writes of this call hidden until all are stored.
     regular = tuple(i for i, (ch, _) in enumerate(writes) if WRITES_IDX_MAP.get(ch, i) >= 0)
-    for i, (channel, value) in enumerate(writes):
-        idx = WRITES_IDX_MAP.get(channel, i)
-        # Taken in call order, before any request: a later special write wins
-        # even when its request completes first, or comes later in one call.
-        seq = ctx.next_seq() if idx < 0 else 0
-        enc = encode_value(ctx.serde, value, ctx.elements)
-        encoded.append(enc)
-        body = codec.encode_write(
-            task_id=task_id,
-            task_path=task_path,
-            idx=idx,
-            channel=channel,
-            value=enc.entry,
-            seq=seq,
-            group=regular if idx >= 0 and len(regular) > 1 else (),
-        )
-        key = keys.write_key(
-            scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seq
-        )
-        # Create-only: the first regular write wins; special writes get a new key
-        # per call and the greatest sequence is in force (nothing is overwritten).
-        write_puts.append(Put(key, body))
+    # Taken in call order, before any request: a later special write wins
+    # even when its request completes first, or comes later in one call.
+    seqs = [
+        ctx.next_seq() if WRITES_IDX_MAP.get(ch, i) < 0 else 0 for i, (ch, _) in enumerate(writes)
+    ]
     for attempt in range(PUT_ATTEMPTS):
+        trust = attempt == 0
         started = ctx.clock()
-        yield from store_objects(ctx, pfx, encoded, trust=attempt == 0)
+        encoded: list[Encoded] = []
+        write_puts: list[Put] = []
+        for i, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, i)
+            enc = yield from encode_value(ctx, pfx, value, trust=trust)
+            encoded.append(enc)
+            body = codec.encode_write(
+                task_id=task_id,
+                task_path=task_path,
+                idx=idx,
+                channel=channel,
+                value=enc.entry,
+                seq=seqs[i],
+                group=regular if idx >= 0 and len(regular) > 1 else (),
+            )
+            key = keys.write_key(
+                scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seqs[i]
+            )
+            # Create-only: the first regular write wins; special writes get a new
+            # key per call and the greatest sequence is in force (nothing is
+            # overwritten).
+            write_puts.append(Put(key, body))
+        yield from store_objects(ctx, pfx, encoded, trust=trust)
         if ctx.clock() - started <= ctx.trust_age:
             break
     else:

@@ -6,18 +6,28 @@ overwrite), ``get`` (whole object or a byte range), ``list`` (keys under a
 prefix, in ascending byte order, from a start key, one page at a time) and a
 batched ``delete``. Everything the saver does is expressed with these.
 
-Backends are synchronous and thread-safe; the async saver runs the very same
-calls in worker threads, so no backend logic exists twice.
+Every backend offers the four operations twice: as blocking, thread-safe
+methods and as coroutines (``aput``, ``aget``, ``alist``, ``adelete``) with the
+same arguments, results and errors. A backend with a native async client awaits
+it; one without (the local directory, boto3) inherits :class:`ThreadedAsync`,
+the single place where blocking calls are moved to worker threads.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import enum
+import functools
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
 
 
 class PutMode(enum.Enum):
@@ -182,6 +192,86 @@ class ObjectStore(Protocol):
         Backends split the keys into requests of at most 1,000 keys.
         """
         ...
+
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Coroutine twin of :meth:`put`."""
+        ...
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Coroutine twin of :meth:`get`."""
+        ...
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Coroutine twin of :meth:`list`."""
+        ...
+
+    async def adelete(self, keys: Sequence[str]) -> None:
+        """Coroutine twin of :meth:`delete`."""
+        ...
+
+
+#: Worker threads shared by every :class:`ThreadedAsync` backend of the process.
+BLOCKING_WORKERS = 64
+_blocking_pool: ThreadPoolExecutor | None = None
+_blocking_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _blocking_pool
+    with _blocking_pool_lock:
+        if _blocking_pool is None:
+            _blocking_pool = ThreadPoolExecutor(
+                max_workers=BLOCKING_WORKERS, thread_name_prefix="objstore-io"
+            )
+        return _blocking_pool
+
+
+async def in_thread(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking storage call in the shared worker pool, with the caller's context.
+
+    The pool is larger than the event loop's default executor, so many
+    concurrent conversations do not queue behind a handful of threads; context
+    variables (a trace span, for one) travel with the call.
+    """
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(
+        _pool(), functools.partial(context.run, call, *args, **kwargs)
+    )
+
+
+class ThreadedAsync:
+    """The coroutine operations of a backend whose client only blocks.
+
+    Each coroutine runs the blocking method through :func:`in_thread`, so the
+    loop never waits on the disk or the network. This is the one place the
+    project moves a storage call to a thread.
+    """
+
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Run :meth:`put` in a worker thread."""
+        await in_thread(self.put, key, data, mode)  # type: ignore[attr-defined]
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Run :meth:`get` in a worker thread."""
+        return await in_thread(self.get, key, byte_range)  # type: ignore[attr-defined]
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Run :meth:`list` in a worker thread."""
+        return await in_thread(
+            self.list,  # type: ignore[attr-defined]
+            prefix,
+            start_after=start_after,
+            limit=limit,
+        )
+
+    async def adelete(self, keys: Sequence[str]) -> None:
+        """Run :meth:`delete` in a worker thread."""
+        await in_thread(self.delete, list(keys))  # type: ignore[attr-defined]
 
 
 class StoreWrapper:

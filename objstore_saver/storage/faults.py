@@ -21,10 +21,11 @@ Which requests fail is decided by a *fault plan*: any callable taking a
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -184,25 +185,44 @@ class FaultyStore(StoreWrapper):
         self.seen: list[Request] = []
         """Every request, in the order they were seen."""
 
-    def _call(self, op: str, key: str, call: Callable[[], T]) -> T:
+    def _decide(self, op: str, key: str) -> tuple[Request, Fault | None]:
         with self._lock:
             request = Request(self.requests, op, key)
             self.requests += 1
             self.seen.append(request)
         fault = self.plan(request) if self.plan is not None else None
-        if fault is None:
-            return call()
-        with self._lock:
-            self.injected.append((request, fault))
-        if fault in NOT_CARRIED_OUT:
-            raise InjectedFaultError(fault, request, self.location)
+        if fault is not None:
+            with self._lock:
+                self.injected.append((request, fault))
+            if fault in NOT_CARRIED_OUT:
+                raise InjectedFaultError(fault, request, self.location)
+        return request, fault
+
+    @contextlib.contextmanager
+    def _lost(self, request: Request, fault: Fault) -> Iterator[None]:
         # Lost response: the caller sees an error whatever the store answered
         # (the object stored, or "exists", or "not found").
         try:
-            call()
+            yield
         except StorageError as exc:
             raise InjectedFaultError(fault, request, self.location) from exc
         raise InjectedFaultError(fault, request, self.location)
+
+    def _call(self, op: str, key: str, call: Callable[[], T]) -> T:
+        request, fault = self._decide(op, key)
+        if fault is None:
+            return call()
+        with self._lost(request, fault):
+            call()
+        raise AssertionError("unreachable: a lost response always raises")
+
+    async def _acall(self, op: str, key: str, call: Callable[[], Awaitable[T]]) -> T:
+        request, fault = self._decide(op, key)
+        if fault is None:
+            return await call()
+        with self._lost(request, fault):
+            await call()
+        raise AssertionError("unreachable: a lost response always raises")
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Forward a put, unless the plan fails it."""
@@ -224,6 +244,29 @@ class FaultyStore(StoreWrapper):
         """Forward a delete, unless the plan fails it."""
         keys = list(keys)
         self._call("delete", keys[0] if keys else "", lambda: self._inner.delete(keys))
+
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Coroutine twin of :meth:`put`."""
+        await self._acall("put", key, lambda: self._inner.aput(key, data, mode))
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Coroutine twin of :meth:`get`."""
+        return await self._acall("get", key, lambda: self._inner.aget(key, byte_range))
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Coroutine twin of :meth:`list`."""
+        return await self._acall(
+            "list",
+            prefix,
+            lambda: self._inner.alist(prefix, start_after=start_after, limit=limit),
+        )
+
+    async def adelete(self, keys: Sequence[str]) -> None:
+        """Coroutine twin of :meth:`delete`."""
+        keys = list(keys)
+        await self._acall("delete", keys[0] if keys else "", lambda: self._inner.adelete(keys))
 
 
 # --- botocore client hooks -------------------------------------------------------

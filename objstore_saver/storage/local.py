@@ -28,6 +28,7 @@ from objstore_saver.storage.base import (
     ObjectNotFoundError,
     PutMode,
     StorageError,
+    ThreadedAsync,
     validate_byte_range,
     validate_key,
 )
@@ -77,7 +78,7 @@ def _scan(path: str, dir_key: str) -> Iterator[tuple[str, bool, str]]:
     return iter(entries)
 
 
-class LocalStore:
+class LocalStore(ThreadedAsync):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on a local directory.
 
     Thread-safe and safe for several processes sharing the directory: creates

@@ -7,8 +7,9 @@ succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -103,12 +104,15 @@ class MeteredStore(StoreWrapper):
             if self._logging:
                 self.log.extend(entries)
 
-    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Forward to the inner store, counting one request and the body sent."""
+    # Each request is counted by one context manager, around the blocking call
+    # or the awaited coroutine alike.
+
+    @contextlib.contextmanager
+    def _putting(self, key: str, data: bytes) -> Iterator[None]:
         n = len(data)
         stored = conflict = False
         try:
-            self._inner.put(key, data, mode)
+            yield
             stored = True
         except ObjectExistsError:
             conflict = True
@@ -123,14 +127,13 @@ class MeteredStore(StoreWrapper):
                 create_conflicts=int(conflict),
             )
 
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Forward to the inner store, counting one request and the bytes returned."""
-        data = b""
+    @contextlib.contextmanager
+    def _getting(self, key: str) -> Iterator[list[bytes]]:
+        received: list[bytes] = []
         try:
-            data = self._inner.get(key, byte_range)
-            return data
+            yield received
         finally:
-            n = len(data)
+            n = len(received[0]) if received else 0
             self._add(
                 [LogEntry("get", key, n)],
                 get_requests=1,
@@ -138,20 +141,65 @@ class MeteredStore(StoreWrapper):
                 largest_response_body=n,
             )
 
+    @contextlib.contextmanager
+    def _listing(self, prefix: str) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._add([LogEntry("list", prefix, 0)], list_requests=1)
+
+    @contextlib.contextmanager
+    def _deleting(self, keys: Sequence[str]) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            requests = -(-len(keys) // MAX_DELETE_BATCH)
+            self._add([LogEntry("delete", k, 0) for k in keys], delete_requests=requests)
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Forward to the inner store, counting one request and the body sent."""
+        with self._putting(key, data):
+            self._inner.put(key, data, mode)
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Forward to the inner store, counting one request and the bytes returned."""
+        with self._getting(key) as received:
+            received.append(self._inner.get(key, byte_range))
+        return received[0]
+
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """Forward to the inner store, counting one request."""
-        try:
+        with self._listing(prefix):
             return self._inner.list(prefix, start_after=start_after, limit=limit)
-        finally:
-            self._add([LogEntry("list", prefix, 0)], list_requests=1)
 
     def delete(self, keys: Sequence[str]) -> None:
         """Forward to the inner store, counting one request per 1,000 keys."""
         keys = list(keys)
-        try:
+        with self._deleting(keys):
             self._inner.delete(keys)
-        finally:
-            requests = -(-len(keys) // MAX_DELETE_BATCH)
-            self._add([LogEntry("delete", k, 0) for k in keys], delete_requests=requests)
+
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Coroutine twin of :meth:`put`."""
+        with self._putting(key, data):
+            await self._inner.aput(key, data, mode)
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Coroutine twin of :meth:`get`."""
+        with self._getting(key) as received:
+            received.append(await self._inner.aget(key, byte_range))
+        return received[0]
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Coroutine twin of :meth:`list`."""
+        with self._listing(prefix):
+            return await self._inner.alist(prefix, start_after=start_after, limit=limit)
+
+    async def adelete(self, keys: Sequence[str]) -> None:
+        """Coroutine twin of :meth:`delete`."""
+        keys = list(keys)
+        with self._deleting(keys):
+            await self._inner.adelete(keys)

@@ -43,6 +43,7 @@ from objstore_saver.storage.base import (
     PutMode,
     StorageError,
     StoreUnavailableError,
+    ThreadedAsync,
     validate_byte_range,
     validate_key,
 )
@@ -273,7 +274,7 @@ def _build_client(
     )
 
 
-class S3Store:
+class S3Store(ThreadedAsync):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket.
 
     Keys given to the store are relative to ``prefix``; listings return them

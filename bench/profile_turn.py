@@ -1,0 +1,212 @@
+"""Where the CPU of a chat turn goes: cProfile over a conversation, by component.
+
+``python -m bench.profile_turn --turns 100 --store local|s3 --api sync|async``
+drives workload 1's chat graph (the seed conversation) through one saver,
+profiles the turns after a warm-up, and prints CPU per turn split by component
+(LangGraph itself, the saver's plans, serialization, compression, hashing,
+MessagePack, the storage client) and the saver functions that cost most.
+
+The S3 store talks to a moto server started in another process (its CPU is not
+counted here). Figures are CPU seconds from the profiler; they vary between
+machines, so compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench.graphs import SEED, chat_graph
+from objstore_saver import LocalStore, ObjectStoreSaver, S3Store
+from objstore_saver.storage import ObjectStore
+
+#: Components, by where a function's code lives (first match wins).
+COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
+    ("storage client (botocore, urllib3, http)", ("botocore", "urllib3", "http/client", "ssl")),
+    ("obstore", ("obstore",)),
+    ("zstandard", ("zstandard",)),
+    ("hashlib", ("hashlib", "_hashlib")),
+    ("msgpack", ("msgpack", "ormsgpack")),
+    ("objstore_saver storage", ("objstore_saver/storage",)),
+    ("objstore_saver codec and memories", ("objstore_saver/codec", "objstore_saver/memory")),
+    ("objstore_saver plans and driver", ("objstore_saver/",)),
+    ("LangGraph serializer", ("langgraph/checkpoint/serde",)),
+    ("LangGraph and LangChain", ("langgraph", "langchain_core", "pydantic")),
+    ("threads and asyncio", ("threading", "concurrent/futures", "asyncio", "queue")),
+]
+
+
+def component_of(filename: str, funcname: str) -> str:
+    """The component a profiled function belongs to."""
+    where = filename.replace("\\", "/")
+    if where == "~":  # built-ins: name them by what they are
+        where = funcname
+    for name, needles in COMPONENTS:
+        if any(n in where for n in needles):
+            return name
+    return "other"
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto S3 server in a child process; yields its endpoint URL."""
+    code = (
+        "import sys\n"
+        "from moto.server import ThreadedMotoServer\n"
+        "s = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False)\n"
+        "s.start()\n"
+        "h, p = s.get_host_and_port()\n"
+        "print(f'http://{h}:{p}', flush=True)\n"
+        "sys.stdin.read()\n"
+        "s.stop()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def open_store(kind: str, root: str, endpoint: str | None) -> ObjectStore:
+    """An empty store of the given kind."""
+    if kind == "local":
+        return LocalStore(root, fsync=False)
+    import boto3
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket="profile")
+    return S3Store.from_client(client, "profile", "p/")
+
+
+def drive(saver: ObjectStoreSaver, turns: int, api: str) -> Callable[[range], None]:
+    """A function running the given turns of one conversation through ``api``."""
+    graph = chat_graph(saver, SEED)
+    config = {"configurable": {"thread_id": "profiled"}}
+    if api == "sync":
+
+        def run(rng: range) -> None:
+            for t in rng:
+                graph.invoke({"messages": SEED.inputs(t)}, config)
+
+        return run
+    loop = asyncio.new_event_loop()
+
+    def run_async(rng: range) -> None:
+        async def go() -> None:
+            for t in rng:
+                await graph.ainvoke({"messages": SEED.inputs(t)}, config)
+
+        loop.run_until_complete(go())
+
+    return run_async
+
+
+def profile(turns: int, warmup: int, store_kind: str, api: str, top: int) -> dict[str, Any]:
+    """Profile ``turns`` turns after ``warmup`` turns; return the breakdown.
+
+    yappi measures CPU time in every thread (the saver's request pools
+    included), which cProfile, bound to the calling thread, cannot.
+    """
+    import yappi
+
+    with tempfile.TemporaryDirectory() as root, _endpoint(store_kind) as endpoint:
+        store = open_store(store_kind, root, endpoint)
+        with ObjectStoreSaver(store) as saver:
+            run = drive(saver, turns, api)
+            run(range(warmup))
+            yappi.clear_stats()
+            yappi.set_clock_type("cpu")
+            cpu0 = time.process_time()
+            yappi.start(builtins=True, profile_threads=True)
+            run(range(warmup, warmup + turns))
+            yappi.stop()
+            cpu = time.process_time() - cpu0
+    by_component: dict[str, float] = {}
+    saver_functions: list[tuple[float, int, str]] = []
+    for stat in yappi.get_func_stats():
+        filename = (stat.module or "~").replace("\\", "/")
+        comp = component_of(filename, stat.name)
+        by_component[comp] = by_component.get(comp, 0.0) + stat.tsub
+        if "objstore_saver/" in filename:
+            short = filename.split("objstore_saver/")[-1]
+            saver_functions.append((stat.ttot, stat.ncall, f"{short}:{stat.lineno}({stat.name})"))
+    yappi.clear_stats()
+    saver_functions.sort(reverse=True)
+    per_turn = 1000.0 / turns
+    return {
+        "store": store_kind,
+        "api": api,
+        "turns": turns,
+        "warmup": warmup,
+        "cpu_ms_per_turn": round(cpu * per_turn, 2),
+        "by_component_ms_per_turn": {
+            k: round(v * per_turn, 3)
+            for k, v in sorted(by_component.items(), key=lambda kv: -kv[1])
+        },
+        "top_saver_functions_cumulative_ms_per_turn": [
+            {
+                "function": name,
+                "calls_per_turn": round(nc / turns, 2),
+                "ms": round(ct * per_turn, 3),
+            }
+            for ct, nc, name in saver_functions[:top]
+        ],
+    }
+
+
+@contextmanager
+def _endpoint(kind: str) -> Iterator[str | None]:
+    if kind == "s3":
+        with moto_server() as url:
+            yield url
+    else:
+        yield None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--store", choices=["local", "s3"], default="local")
+    parser.add_argument("--api", choices=["sync", "async"], default="sync")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    report = profile(args.turns, args.warmup, args.store, args.api, args.top)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(
+        f"{report['store']} store, {report['api']} API: {report['cpu_ms_per_turn']} ms CPU per "
+        f"turn over {report['turns']} turns (after {report['warmup']})"
+    )
+    print("\nby component (self time, ms per turn):")
+    for name, ms in report["by_component_ms_per_turn"].items():
+        print(f"  {ms:8.3f}  {name}")
+    print("\nobjstore_saver functions (cumulative ms per turn):")
+    for row in report["top_saver_functions_cumulative_ms_per_turn"]:
+        print(f"  {row['ms']:8.3f}  {row['calls_per_turn']:6.2f}/turn  {row['function']}")
+
+
+if __name__ == "__main__":
+    main()

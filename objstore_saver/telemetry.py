@@ -1,0 +1,545 @@
+"""What a saver tells about its work: OpenTelemetry spans and plain counters.
+
+Every saver call (``put``, ``aget_tuple``, ``list``...) is one :class:`Call`.
+The driver hands it the requests of each batch with their outcomes, so the
+saver's counters (:class:`SaverStats`, read with ``saver.stats()``) count
+every storage request whether or not tracing is on.
+
+Spans are made through ``opentelemetry-api`` only, imported here if installed.
+A call asks its tracer for a span once; when no SDK is configured (or the
+sampler drops it) the span does not record and the call makes no request spans
+and sets no attributes: the per-request cost of the disabled path is one
+``is None`` test. ``docs/observability.md`` lists every span, attribute and
+counter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
+from objstore_saver.storage.local import LocalStore
+from objstore_saver.storage.s3 import S3Store
+from objstore_saver.store_requests import Delete, Get, ListKeys, Op, Put, aexecute, execute
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
+except ImportError:  # the optional extra "otel" is not installed: counters only
+    otel_context = None  # type: ignore[assignment]
+    otel_trace = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context as OtelContext
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+#: Request kinds, as counted (and named in ``requests`` of :class:`SaverStats`).
+KINDS = ("put", "get", "list", "delete")
+#: Instrumentation scope name of the tracer.
+SCOPE = "objstore_saver"
+#: Prefix of the call span names: ``objstore_saver.put``, ``objstore_saver.aget_tuple``...
+CALL_SPAN_PREFIX = "objstore_saver."
+
+
+# --- counters ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaverStats:
+    """A snapshot of a saver's counters since it was made (or last reset).
+
+    Subtract two snapshots (``later - earlier``) for the work in between;
+    :meth:`as_dict` is JSON-serializable. ``docs/observability.md`` defines
+    each counter.
+    """
+
+    calls: Mapping[str, int] = field(default_factory=dict)
+    """Saver calls by method name (``put``, ``aput``, ``get_tuple``...), failed ones included."""
+    call_errors: Mapping[str, int] = field(default_factory=dict)
+    """Saver calls that raised, by method name."""
+    requests: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    """Storage requests by kind: ``put``, ``get``, ``list``, ``delete`` (per 1,000 keys)."""
+    request_errors: int = 0
+    """Requests that raised (a missing key on GET and a taken key on PUT are not errors)."""
+    bytes_sent: int = 0
+    """Bytes of PUT bodies, sent or attempted."""
+    bytes_received: int = 0
+    """Bytes of GET results."""
+    create_conflicts: int = 0
+    """Create-only PUTs that found the key taken (S3's 412): the object was already stored."""
+    not_found: int = 0
+    """GETs that found no object at the key (S3's 404)."""
+
+    @property
+    def total_requests(self) -> int:
+        """Requests of every kind."""
+        return sum(self.requests.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """The snapshot as plain dicts and ints, ``total_requests`` included."""
+        out = asdict(self)
+        out["total_requests"] = self.total_requests
+        return out
+
+    def __sub__(self, earlier: SaverStats) -> SaverStats:
+        def diff(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+            return {k: a.get(k, 0) - b.get(k, 0) for k in sorted(set(a) | set(b))}
+
+        return SaverStats(
+            calls={k: v for k, v in diff(self.calls, earlier.calls).items() if v},
+            call_errors={k: v for k, v in diff(self.call_errors, earlier.call_errors).items() if v},
+            requests=diff(self.requests, earlier.requests),
+            request_errors=self.request_errors - earlier.request_errors,
+            bytes_sent=self.bytes_sent - earlier.bytes_sent,
+            bytes_received=self.bytes_received - earlier.bytes_received,
+            create_conflicts=self.create_conflicts - earlier.create_conflicts,
+            not_found=self.not_found - earlier.not_found,
+        )
+
+
+class Tally:
+    """Request counters of one batch or one call (not locked: one owner)."""
+
+    __slots__ = (
+        "bytes_received",
+        "bytes_sent",
+        "create_conflicts",
+        "delete",
+        "get",
+        "list",
+        "not_found",
+        "put",
+        "request_errors",
+    )
+
+    def __init__(self) -> None:
+        self.put = self.get = self.list = self.delete = 0
+        self.bytes_sent = self.bytes_received = 0
+        self.create_conflicts = self.not_found = self.request_errors = 0
+
+    def count(self, op: Op, outcome: Any) -> None:
+        """Count one request and its outcome (its result, or the exception it raised)."""
+        if isinstance(op, Put):
+            self.put += 1
+            self.bytes_sent += len(op.data)
+            if outcome is False:
+                self.create_conflicts += 1
+        elif isinstance(op, Get):
+            self.get += 1
+            if outcome is None:
+                self.not_found += 1
+            elif isinstance(outcome, bytes):
+                self.bytes_received += len(outcome)
+        elif isinstance(op, ListKeys):
+            self.list += 1
+        else:
+            self.delete += delete_requests(op)
+        if isinstance(outcome, BaseException):
+            self.request_errors += 1
+
+
+def delete_requests(op: Delete) -> int:
+    """Requests a delete of ``op.keys`` makes: one per 1,000 keys."""
+    return -(-len(op.keys) // MAX_DELETE_BATCH)
+
+
+class Counters:
+    """The saver-wide counters behind ``saver.stats()``; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[str, int] = {}
+        self._call_errors: dict[str, int] = {}
+        self._tally = Tally()
+
+    def call(self, method: str) -> None:
+        """Count a call of ``method``."""
+        with self._lock:
+            self._calls[method] = self._calls.get(method, 0) + 1
+
+    def call_error(self, method: str) -> None:
+        """Count a call of ``method`` that raised."""
+        with self._lock:
+            self._call_errors[method] = self._call_errors.get(method, 0) + 1
+
+    def record(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
+        """Count the requests of one batch and their outcomes."""
+        with self._lock:
+            count = self._tally.count
+            for op, outcome in zip(ops, outcomes, strict=True):
+                count(op, outcome)
+
+    def snapshot(self) -> SaverStats:
+        """The counters now."""
+        with self._lock:
+            t = self._tally
+            return SaverStats(
+                calls=dict(self._calls),
+                call_errors=dict(self._call_errors),
+                requests={kind: getattr(t, kind) for kind in KINDS},
+                request_errors=t.request_errors,
+                bytes_sent=t.bytes_sent,
+                bytes_received=t.bytes_received,
+                create_conflicts=t.create_conflicts,
+                not_found=t.not_found,
+            )
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        with self._lock:
+            self._calls.clear()
+            self._call_errors.clear()
+            self._tally = Tally()
+
+
+# --- request span names and attributes -------------------------------------------
+
+_S3_METHODS = {
+    Put: "PutObject",
+    Get: "GetObject",
+    ListKeys: "ListObjectsV2",
+    Delete: "DeleteObjects",
+}
+_KIND_OF = {Put: "put", Get: "get", ListKeys: "list", Delete: "delete"}
+
+
+def _innermost(store: ObjectStore) -> ObjectStore:
+    while isinstance(store, StoreWrapper):
+        store = store.inner
+    return store
+
+
+class RequestNaming:
+    """Names and attributes of the request spans of one store.
+
+    S3 requests follow OpenTelemetry's AWS SDK and S3 conventions
+    (``S3.PutObject``, ``rpc.system=aws-api``, ``aws.s3.bucket``,
+    ``aws.s3.key``...). A local directory names its requests after the same
+    four object operations (``LocalStore.PutObject``...) with ``file.*``
+    attributes; any other store after its class.
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        base = _innermost(store)
+        self._key_prefix = ""
+        self._file_root: str | None = None
+        common: dict[str, Any] = {}
+        if isinstance(base, S3Store):
+            self._service = "S3"
+            self._key_prefix = base.prefix
+            common = {"rpc.system": "aws-api", "rpc.service": "S3", "aws.s3.bucket": base.bucket}
+            meta = base.client.meta
+            endpoint = urlsplit(meta.endpoint_url or "")
+            if endpoint.hostname:
+                common["server.address"] = endpoint.hostname
+                common["server.port"] = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+            region = getattr(meta, "region_name", None)
+            if region:
+                common["cloud.region"] = region
+        elif isinstance(base, LocalStore):
+            self._service = "LocalStore"
+            self._file_root = base.root
+            common = {"file.directory": base.root}
+        else:
+            self._service = type(base).__name__
+        self._s3 = isinstance(base, S3Store)
+        self._common = common
+
+    def name(self, op: Op) -> str:
+        """Span name, ``Service.Operation``: ``S3.GetObject``, ``LocalStore.PutObject``..."""
+        return f"{self._service}.{_S3_METHODS[type(op)]}"
+
+    def attributes(self, op: Op) -> dict[str, Any]:
+        """Attributes known before the request is sent."""
+        attrs = dict(self._common)
+        kind = _KIND_OF[type(op)]
+        attrs["objstore_saver.request.kind"] = kind
+        if self._s3:
+            attrs["rpc.method"] = _S3_METHODS[type(op)]
+        if isinstance(op, Put | Get):
+            attrs["objstore_saver.key"] = op.key
+            if self._s3:
+                attrs["aws.s3.key"] = self._key_prefix + op.key
+            elif self._file_root is not None:
+                attrs["file.path"] = os.path.join(self._file_root, *op.key.split("/"))
+        if isinstance(op, Put):
+            attrs["objstore_saver.bytes_sent"] = len(op.data)
+            attrs["objstore_saver.put.create_only"] = op.mode is PutMode.CREATE
+        elif isinstance(op, ListKeys):
+            attrs["objstore_saver.list.prefix"] = self._key_prefix + op.prefix
+        elif isinstance(op, Delete):
+            attrs["objstore_saver.delete.keys"] = len(op.keys)
+            attrs["objstore_saver.requests"] = delete_requests(op)
+        return attrs
+
+
+def _outcome_attributes(span: Span, op: Op, result: Any) -> None:
+    if isinstance(op, Get):
+        if result is None:
+            span.set_attribute("objstore_saver.not_found", True)
+        else:
+            span.set_attribute("objstore_saver.bytes_received", len(result))
+    elif isinstance(op, Put) and result is False:
+        span.set_attribute("objstore_saver.create_conflict", True)
+
+
+def _record_error(span: Span, exc: BaseException) -> None:
+    """Mark a span failed, as OpenTelemetry's recording-errors convention says."""
+    from opentelemetry.trace import Status, StatusCode
+
+    kind = type(exc)
+    span.set_attribute("error.type", f"{kind.__module__}.{kind.__qualname__}")
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"{kind.__name__}: {exc}"))
+
+
+# --- the telemetry of a saver, and one call -------------------------------------------
+
+
+class Telemetry:
+    """Counters, tracer and request naming shared by every call of one saver.
+
+    Args:
+        store: The saver's store (wrappers are looked through for naming).
+        tracer_provider: The provider to make spans with; ``None`` uses the
+            global one, which is a no-op until an application configures an
+            SDK. Ignored when ``opentelemetry-api`` is not installed.
+    """
+
+    def __init__(self, store: ObjectStore, tracer_provider: TracerProvider | None = None) -> None:
+        from objstore_saver import __version__
+
+        self.counters = Counters()
+        self.naming = RequestNaming(store)
+        self.location = store.location
+        self.tracer: Tracer | None = None
+        if otel_trace is not None:
+            self.tracer = otel_trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
+
+    def call(
+        self,
+        method: str,
+        config: object = None,
+        *,
+        thread_id: object = None,
+        checkpoint: object = None,
+        **attributes: Any,
+    ) -> Call:
+        """A call of ``method``; identifiers are read only if its span records.
+
+        Args:
+            method: Saver method name, e.g. ``aput``.
+            config: The call's ``RunnableConfig``, read for thread, namespace
+                and checkpoint id.
+            thread_id: The thread when the call names it outside a config.
+            checkpoint: The checkpoint a ``put`` stores (its ``id`` is the
+                new checkpoint id).
+            **attributes: More span attributes, named without the
+                ``objstore_saver.`` prefix.
+        """
+        return Call(self, method, config, thread_id, checkpoint, attributes)
+
+
+def _identifier(value: object) -> str | None:
+    # Only strings and ints become attributes; anything else is left for the
+    # plan to refuse with its own error.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+class Call:
+    """One saver call: counts its requests, and traces it when a span records.
+
+    The driver enters it around the plan run (:meth:`start`; :meth:`finish`
+    on the way out, with the exception if one escapes) and calls
+    :meth:`record` after each batch. When :attr:`span` is not ``None`` the driver runs
+    requests through :meth:`execute`/:meth:`aexecute`, which make one CLIENT
+    span per request, a child of the call's span.
+    """
+
+    __slots__ = (
+        "_attributes",
+        "_checkpoint",
+        "_config",
+        "_parent",
+        "_tally",
+        "_thread_id",
+        "method",
+        "span",
+        "telemetry",
+    )
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        method: str,
+        config: object,
+        thread_id: object,
+        checkpoint: object,
+        attributes: dict[str, Any],
+    ) -> None:
+        self.telemetry = telemetry
+        self.method = method
+        self._config = config
+        self._thread_id = thread_id
+        self._checkpoint = checkpoint
+        self._attributes = attributes
+        self.span: Span | None = None
+        """The call's span while it records, else ``None``."""
+        self._parent: OtelContext | None = None
+        self._tally: Tally | None = None
+
+    def start(self) -> None:
+        """Count the call and open its span (current context is its parent)."""
+        telemetry = self.telemetry
+        telemetry.counters.call(self.method)
+        tracer = telemetry.tracer
+        if tracer is None:
+            return
+        span = tracer.start_span(CALL_SPAN_PREFIX + self.method, kind=otel_trace.SpanKind.INTERNAL)
+        if not span.is_recording():
+            return
+        span.set_attributes(self._start_attributes())
+        self.span = span
+        self._parent = otel_trace.set_span_in_context(span)
+        self._tally = Tally()
+
+    def __enter__(self) -> Call:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # GeneratorExit: the caller stopped a listing early, not a failure.
+        self.finish(None if isinstance(exc, GeneratorExit) else exc)
+
+    def _start_attributes(self) -> dict[str, Any]:
+        # Read defensively: a malformed config is the plan's to refuse, by name.
+        config = self._config if isinstance(self._config, Mapping) else {}
+        conf = config.get("configurable")
+        if not isinstance(conf, Mapping):
+            conf = {}
+        attrs: dict[str, Any] = {
+            "objstore_saver.operation": self.method,
+            "objstore_saver.store": self.telemetry.location,
+        }
+        thread = _identifier(
+            self._thread_id if self._thread_id is not None else conf.get("thread_id")
+        )
+        if thread is not None:
+            attrs["langgraph.thread_id"] = thread
+        if conf:
+            ns = conf.get("checkpoint_ns") or ""
+            if isinstance(ns, str):
+                attrs["langgraph.checkpoint_ns"] = ns
+        checkpoint = self._checkpoint
+        new_id = checkpoint.get("id") if isinstance(checkpoint, Mapping) else None
+        cid = _identifier(new_id or conf.get("checkpoint_id"))
+        if cid:
+            attrs["langgraph.checkpoint_id"] = cid
+        for name, value in self._attributes.items():
+            attrs["objstore_saver." + name] = value
+        return attrs
+
+    def record(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
+        """Count the requests of one batch: results, or the exceptions raised."""
+        self.telemetry.counters.record(ops, outcomes)
+        tally = self._tally
+        if tally is not None:
+            for op, outcome in zip(ops, outcomes, strict=True):
+                tally.count(op, outcome)
+
+    def returned(self, value: Any) -> None:
+        """Note the call's return value: a checkpoint id it names goes on the span."""
+        span = self.span
+        if span is None:
+            return
+        config = getattr(value, "config", value)  # a CheckpointTuple, or a put's config
+        if isinstance(config, Mapping):
+            conf = config.get("configurable")
+            cid = _identifier(conf.get("checkpoint_id")) if isinstance(conf, Mapping) else None
+            if cid:
+                span.set_attribute("langgraph.checkpoint_id", cid)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Count a failure, put the request totals on the span and end it."""
+        if error is not None:
+            self.telemetry.counters.call_error(self.method)
+        span = self.span
+        if span is None:
+            return
+        tally = self._tally
+        assert tally is not None
+        span.set_attributes(
+            {
+                "objstore_saver.requests": tally.put + tally.get + tally.list + tally.delete,
+                "objstore_saver.requests.put": tally.put,
+                "objstore_saver.requests.get": tally.get,
+                "objstore_saver.requests.list": tally.list,
+                "objstore_saver.requests.delete": tally.delete,
+                "objstore_saver.request_errors": tally.request_errors,
+                "objstore_saver.bytes_sent": tally.bytes_sent,
+                "objstore_saver.bytes_received": tally.bytes_received,
+                "objstore_saver.create_conflicts": tally.create_conflicts,
+                "objstore_saver.not_found": tally.not_found,
+            }
+        )
+        if error is not None:
+            _record_error(span, error)
+        span.end()
+        self.span = None
+
+    @contextlib.contextmanager
+    def _requesting(self, op: Op) -> Iterator[list[Any]]:
+        """One request's CLIENT span, current while the request runs.
+
+        The parent is passed explicitly and the span attached in whatever
+        thread or task runs the request, so parallel requests of a batch (pool
+        threads, gathered tasks) are all children of the call's span.
+        """
+        naming = self.telemetry.naming
+        tracer = self.telemetry.tracer
+        assert tracer is not None and otel_context is not None
+        span = tracer.start_span(
+            naming.name(op),
+            context=self._parent,
+            kind=otel_trace.SpanKind.CLIENT,
+            attributes=naming.attributes(op),
+        )
+        token = otel_context.attach(otel_trace.set_span_in_context(span, self._parent))
+        result: list[Any] = []
+        try:
+            yield result
+            _outcome_attributes(span, op, result[0])
+        except BaseException as exc:
+            _record_error(span, exc)
+            raise
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    def execute(self, store: ObjectStore, op: Op) -> Any:
+        """Carry out one request under its span (any thread)."""
+        with self._requesting(op) as result:
+            result.append(execute(store, op))
+        return result[0]
+
+    async def aexecute(self, store: ObjectStore, op: Op) -> Any:
+        """Coroutine twin of :meth:`execute` (any task)."""
+        with self._requesting(op) as result:
+            result.append(await aexecute(store, op))
+        return result[0]
