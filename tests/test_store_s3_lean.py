@@ -96,7 +96,11 @@ Reply = HttpResponse | TransportFailure
 
 
 class AsyncDriven:
-    """The blocking protocol carried out by a LeanS3Store's coroutines on a private loop."""
+    """The blocking protocol carried out by a LeanS3Store's coroutines on a private loop.
+
+    Like the contract suite's ``ThroughCoroutines``, plus closing the store's
+    aiohttp session on that loop.
+    """
 
     def __init__(self, store: LeanS3Store) -> None:
         self.store = store
@@ -137,30 +141,46 @@ class TestLeanS3StoreContract(StoreContract):
     max_key_bytes = 1024 - len("pfx/")
 
     @pytest.fixture
-    def store(self, s3_endpoint: Any, s3_bucket: str, creds_env: None) -> LeanS3Store:
+    def backend(self, s3_endpoint: Any, s3_bucket: str, creds_env: None) -> LeanS3Store:
         return lean(s3_endpoint, s3_bucket, "pfx/")
 
 
 class TestLeanS3StoreWithoutPrefixContract(StoreContract):
     @pytest.fixture
-    def store(self, s3_endpoint: Any, s3_bucket: str, creds_env: None) -> LeanS3Store:
+    def backend(self, s3_endpoint: Any, s3_bucket: str, creds_env: None) -> LeanS3Store:
         return lean(s3_endpoint, s3_bucket)
 
 
-class TestLeanS3StoreAsyncContract(StoreContract):
-    max_key_bytes = 1024 - len("pfx/")
+async def test_coroutines_never_leave_the_loop(
+    s3_endpoint: Any, s3_bucket: str, creds_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No thread hop: the blocking transport and every executor are out of reach."""
+    store = lean(s3_endpoint, s3_bucket, "t/")
 
-    @pytest.fixture
-    def store(self, s3_endpoint: Any, s3_bucket: str, creds_env: None) -> Iterator[Any]:
-        driven = AsyncDriven(lean(s3_endpoint, s3_bucket, "pfx/"))
-        yield driven
-        driven.close()
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a coroutine used a blocking path")
 
-    def test_is_an_object_store(self, store: Any) -> None:
-        # The adapter is not the store; the store itself must be one.
-        from objstore_saver.storage import ObjectStore
+    monkeypatch.setattr(store, "_send", refuse)
+    monkeypatch.setattr(asyncio.get_running_loop(), "run_in_executor", refuse)
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+    asend = store._asend
 
-        assert isinstance(store.store, ObjectStore)
+    async def on_loop(request: HttpRequest) -> Reply:
+        seen.append(threading.get_ident())
+        return await asend(request)
+
+    monkeypatch.setattr(store, "_asend", on_loop)
+    try:
+        await store.aput("k", b"v", PutMode.CREATE)
+        assert await store.aget("k", (0, 1)) == b"v"
+        assert [o.key for o in (await store.alist("")).objects] == ["k"]
+        await store.adelete(["k"])
+        await store.acheck()
+    finally:
+        await store.aclose()
+    assert len(seen) == 5
+    assert set(seen) == {loop_thread}
 
 
 # --- signing ---------------------------------------------------------------------------
