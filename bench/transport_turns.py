@@ -23,7 +23,8 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -32,6 +33,13 @@ from bench.graphs import SEED, chat_graph
 from bench.postgres import PostgresServer
 from bench.server import ServerProcess
 from objstore_saver import ObjectStoreSaver, S3Store
+from objstore_saver.storage import (
+    ListPage,
+    ObjectExistsError,
+    ObjectInfo,
+    ObjectNotFoundError,
+    PutMode,
+)
 from objstore_saver.storage.s3_lean import LeanS3Store
 
 REGION = "us-east-1"
@@ -49,7 +57,65 @@ def _bucket(url: str) -> str:
     return name
 
 
+class DictStore:
+    """Objects in a dict, no I/O: the saver's and LangGraph's CPU without any transport.
+
+    Not a backend (no key checks, no byte order beyond ``sorted``): a floor
+    for the table only.
+    """
+
+    location = "memory://floor"
+
+    def __init__(self) -> None:
+        self._objects: dict[str, bytes] = {}
+        self._times: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        with self._lock:
+            if mode is PutMode.CREATE and key in self._objects:
+                raise ObjectExistsError(self.location, key)
+            self._objects[key] = bytes(data)
+            self._times[key] = datetime.now(UTC)
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        try:
+            data = self._objects[key]
+        except KeyError:
+            raise ObjectNotFoundError(self.location, key) from None
+        return data if byte_range is None else data[byte_range[0] : byte_range[1]]
+
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> ListPage:
+        with self._lock:
+            keys = sorted(k for k in self._objects if k.startswith(prefix))
+        if start_after:
+            keys = [k for k in keys if k > start_after]
+        objects = [ObjectInfo(k, len(self._objects[k]), self._times[k]) for k in keys[:limit]]
+        return ListPage(objects=objects, truncated=len(keys) > limit)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._objects.pop(key, None)
+
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        self.put(key, data, mode)
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        return self.get(key, byte_range)
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, limit: int = 1000
+    ) -> ListPage:
+        return self.list(prefix, start_after=start_after, limit=limit)
+
+    async def adelete(self, keys: Sequence[str]) -> None:
+        self.delete(keys)
+
+
 def _store(kind: str, url: str) -> Any:
+    if kind == "dict":
+        return DictStore()
     bucket = _bucket(url)
     if kind == "boto3":
         return S3Store(bucket, endpoint_url=url, region_name=REGION)
@@ -166,7 +232,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=10, help="measured turns per conversation")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--savers", default="postgres,boto3,lean")
+    parser.add_argument(
+        "--savers",
+        default="postgres,boto3,lean,dict",
+        help="dict: ObjectStoreSaver on an in-process dict, the floor without any transport",
+    )
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
     os.environ.update(AWS_ACCESS_KEY_ID="bench-access-key", AWS_SECRET_ACCESS_KEY="bench-secret")

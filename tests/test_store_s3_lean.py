@@ -857,3 +857,89 @@ def test_a_connection_the_server_closed_is_not_reused(
         if use_async:
             driven.close()
     assert len(heads) == 5
+
+
+# --- HTTP/1.1 framing of both pools ------------------------------------------------------
+
+
+def _canned_server(answer: bytes) -> tuple[str, threading.Thread, socket.socket]:
+    """A loopback server answering one request with ``answer`` bytes, then closing."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"127.0.0.1:{listener.getsockname()[1]}", thread, listener
+
+
+FRAMINGS = {
+    "content-length": (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 200, b"hello"),
+    "chunked": (
+        b"HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\nX-Amz-Id: 1\r\n\r\n"
+        b"3;ext=1\r\nhel\r\n2\r\nlo\r\n0\r\nTrailer: x\r\n\r\n",
+        206,
+        b"hello",
+    ),
+    "until-close": (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello", 200, b"hello"),
+    "interim-100": (
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 412 Precondition Failed\r\n"
+        b"Content-Length: 2\r\n\r\nno",
+        412,
+        b"no",
+    ),
+}
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("framing", sorted(FRAMINGS))
+def test_pools_read_every_framing(framing: str, use_async: bool) -> None:
+    from objstore_saver.storage.aio_pool import AsyncConnectionPool
+    from objstore_saver.storage.http_pool import ConnectionPool
+
+    answer, status, body = FRAMINGS[framing]
+    host, thread, listener = _canned_server(answer)
+    options = {"connect_timeout": 5.0, "read_timeout": 5.0, "max_idle": 4}
+    request = HttpRequest("GET", "/b/k", {"host": host})
+    try:
+        if use_async:
+            reply = asyncio.run(AsyncConnectionPool("http", host, **options).send(request))
+        else:
+            reply = ConnectionPool("http", host, **options).send(request)
+    finally:
+        thread.join(10)
+        listener.close()
+    assert isinstance(reply, HttpResponse), reply
+    assert (reply.status, reply.body) == (status, body)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize(
+    "answer",
+    [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", b""],
+    ids=["bad-status-line", "cut-body", "no-answer"],
+)
+def test_pools_report_broken_answers_as_transport_failures(answer: bytes, use_async: bool) -> None:
+    from objstore_saver.storage.aio_pool import AsyncConnectionPool
+    from objstore_saver.storage.http_pool import ConnectionPool
+
+    host, thread, listener = _canned_server(answer)
+    options = {"connect_timeout": 5.0, "read_timeout": 5.0, "max_idle": 4}
+    request = HttpRequest("PUT", "/b/k", {"host": host}, b"body")
+    try:
+        if use_async:
+            reply = asyncio.run(AsyncConnectionPool("http", host, **options).send(request))
+        else:
+            reply = ConnectionPool("http", host, **options).send(request)
+    finally:
+        thread.join(10)
+        listener.close()
+    assert isinstance(reply, TransportFailure), reply
+    assert reply.sent

@@ -14,11 +14,12 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import botocore.session
 
+from objstore_saver.storage.aio_pool import AsyncConnectionPool
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -39,18 +40,13 @@ from objstore_saver.storage.s3_protocol import (
     Addressing,
     Exchange,
     HttpRequest,
-    HttpResponse,
     Reply,
     RetryPolicy,
     S3Protocol,
     Sleep,
     T,
-    TransportFailure,
 )
 from objstore_saver.storage.sigv4 import Credentials, Signer
-
-if TYPE_CHECKING:
-    import aiohttp
 
 #: Default of ``backoff_base``: the largest wait before the second attempt.
 DEFAULT_BACKOFF_BASE = 0.5
@@ -254,7 +250,7 @@ class LeanS3Store:
             max_idle=self._pool_size,
             extra_headers={"user-agent": _USER_AGENT},
         )
-        self._aio: tuple[asyncio.AbstractEventLoop, aiohttp.ClientSession] | None = None
+        self._aio: tuple[asyncio.AbstractEventLoop, AsyncConnectionPool] | None = None
 
     # --- description -----------------------------------------------------------------
 
@@ -309,48 +305,26 @@ class LeanS3Store:
         """Send one request on the blocking pool."""
         return self._pool.send(request)
 
-    def _aio_session(self) -> aiohttp.ClientSession:
-        """The aiohttp session of the running loop (one per loop: sessions are loop-bound)."""
+    def _aio_pool(self) -> AsyncConnectionPool:
+        """The connection pool of the running loop (connections are loop-bound)."""
         loop = asyncio.get_running_loop()
         current = self._aio
-        if current is not None and current[0] is loop and not current[1].closed:
+        if current is not None and current[0] is loop:
             return current[1]
-        import aiohttp
-
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self._pool_size),
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=self._connect_timeout, sock_read=self._read_timeout
-            ),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        pool = AsyncConnectionPool(
+            self._protocol.addressing.scheme,
+            self._protocol.addressing.host,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+            max_idle=self._pool_size,
+            extra_headers={"user-agent": _USER_AGENT},
         )
-        self._aio = (loop, session)
-        return session
+        self._aio = (loop, pool)
+        return pool
 
     async def _asend(self, request: HttpRequest) -> Reply:
-        """Send one request on the running loop's session."""
-        import aiohttp
-        from yarl import URL
-
-        session = self._aio_session()
-        url = URL(self._protocol.addressing.origin + request.target, encoded=True)
-        try:
-            async with session.request(
-                request.method,
-                url,
-                data=request.body or None,
-                headers={**request.headers, "user-agent": _USER_AGENT},
-                allow_redirects=False,
-            ) as response:
-                body = await response.read()
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-            return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return TransportFailure(f"{type(exc).__name__}: {exc}")
-        headers = {k.lower(): v for k, v in response.headers.items()}
-        return HttpResponse(response.status, headers, body)
+        """Send one request on the running loop's pool."""
+        return await self._aio_pool().send(request)
 
     def _run(self, plan: Exchange[T]) -> T:
         reply: Reply | None = None
@@ -383,9 +357,9 @@ class LeanS3Store:
         self._pool.close()
 
     async def aclose(self) -> None:
-        """Close the running loop's aiohttp session (a later call opens a new one)."""
+        """Close the idle connections of the running loop's pool (the store stays usable)."""
         current, self._aio = self._aio, None
-        if current is not None and not current[1].closed:
+        if current is not None and current[0] is asyncio.get_running_loop():
             await current[1].close()
 
     # --- the protocol, blocking ---------------------------------------------------------
