@@ -11,7 +11,7 @@ response bytes per request, then wall throughput and CPU per request of ranged
 GETs run 1 and 64 at a time with 20 ms injected per request.
 
 Transports: ``boto3`` (the current ``S3Store``, sync), ``lean`` (``LeanS3Store``
-sync and async: SigV4 here, http.client / aiohttp), ``aiobotocore`` (async),
+sync and async: SigV4 here, http.client / asyncio streams), ``aiobotocore`` (async),
 ``obstore`` (sync and async). Missing packages are reported and skipped; run it
 in the venv of ``docs/transport.md``.
 """
@@ -113,7 +113,7 @@ def _lean(url: str, bucket: str, is_async: bool) -> Client:
         raise AssertionError("no 412")
 
     return Client(
-        "lean (LeanS3Store, async: aiohttp)",
+        "lean (LeanS3Store, async: asyncio streams)",
         True,
         lambda k, d: s.aput(k, d, PutMode.CREATE),
         aexists,

@@ -8,7 +8,7 @@ threads (``invoke``), then as 64 conversations on one event loop
 metering proxy, no injected delay, keep-alive connections), so
 ``time.process_time()`` over the measured turns is the client's CPU alone: the
 graph, the saver, serialization and the storage client. Run it with the
-project's environment (langgraph, langgraph-checkpoint-postgres, aiohttp);
+project's environment (langgraph, langgraph-checkpoint-postgres);
 PostgreSQL's ``initdb``/``postgres`` must be installed (see bench/README.md).
 """
 

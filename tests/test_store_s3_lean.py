@@ -39,8 +39,6 @@ from objstore_saver.storage.s3_lean import LeanS3Store
 from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
 from objstore_saver.storage.sigv4 import Credentials, Signer, canonical_query
 
-pytest.importorskip("aiohttp", reason="the lean-s3 extra (aiohttp) is part of the test extra")
-
 
 @pytest.fixture
 def creds_env(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +97,7 @@ class AsyncDriven:
     """The blocking protocol carried out by a LeanS3Store's coroutines on a private loop.
 
     Like the contract suite's ``ThroughCoroutines``, plus closing the store's
-    aiohttp session on that loop.
+    connections on that loop.
     """
 
     def __init__(self, store: LeanS3Store) -> None:

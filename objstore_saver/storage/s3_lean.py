@@ -1,11 +1,11 @@
-"""A lean S3 backend: SigV4 signed here, http.client for sync calls, aiohttp for async.
+"""A lean S3 backend: SigV4 signed here, HTTP/1.1 sent by the standard library, sync and async.
 
 The requests, retries and error mapping are the pure plans of
 ``s3_protocol.py``; this module only sends what they yield, one way blocking
 (a thread-safe keep-alive pool of ``http.client`` connections, ``http_pool.py``)
-and one way on the event loop (aiohttp, no thread hop). Credentials come from
-botocore's standard chain. Why this design won over boto3, aiobotocore and
-obstore is in ``docs/transport.md``.
+and one way on the event loop (asyncio streams, ``aio_pool.py``, no thread
+hop). Credentials come from botocore's standard chain. Why this design won
+over boto3, aiobotocore and obstore is in ``docs/transport.md``.
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ class LeanS3Store:
 
     Same behaviour, errors and messages as :class:`S3Store`, at a fraction of
     its client CPU per request; the coroutines ``aput``/``aget``/``alist``/
-    ``adelete`` run on the event loop without a thread. Needs the ``lean-s3``
-    extra (``aiohttp``) for the coroutines only.
+    ``adelete`` run on the event loop without a thread. Needs nothing beyond
+    the standard library and botocore (for credentials).
 
     Args:
         bucket: Bucket name.
@@ -150,8 +150,8 @@ class LeanS3Store:
             doubling per attempt (full jitter, capped at 20 s); default 0.5.
         connect_timeout: Seconds to wait for a connection; default 5.
         read_timeout: Seconds to wait for data on a connection; default 30.
-        max_pool_connections: Connections kept per pool (one for blocking
-            calls, one per event loop); default 64.
+        max_pool_connections: Idle connections kept per pool (one pool for
+            blocking calls, one per event loop); default 64.
         encryption: Server-side encryption of every object; every PUT answer
             must confirm it.
         extra_put_headers: Extra HTTP headers of every PUT, e.g.
