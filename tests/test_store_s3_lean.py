@@ -941,3 +941,21 @@ def test_pools_report_broken_answers_as_transport_failures(answer: bytes, use_as
         listener.close()
     assert isinstance(reply, TransportFailure), reply
     assert reply.sent
+
+
+def test_each_event_loop_has_its_own_connections(
+    s3_endpoint: Any, s3_bucket: str, creds_env: None
+) -> None:
+    store = lean(s3_endpoint, s3_bucket, "loops/")
+    first, second = AsyncDriven(store), AsyncDriven(store)
+    try:
+        for i in range(3):  # interleaved: neither loop may use the other's connections
+            first.put(f"a{i}", b"1")
+            second.put(f"b{i}", b"2")
+            assert first.get(f"b{i}") == b"2"
+            assert second.get(f"a{i}") == b"1"
+        assert len(store._aio) == 2
+    finally:
+        first.close()
+        second.close()
+    assert len(store._aio) == 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -250,7 +251,11 @@ class LeanS3Store:
             max_idle=self._pool_size,
             extra_headers={"user-agent": _USER_AGENT},
         )
-        self._aio: tuple[asyncio.AbstractEventLoop, AsyncConnectionPool] | None = None
+        # One pool per event loop (stream connections are bound to their loop);
+        # a loop that is garbage-collected takes its pool along.
+        self._aio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- description -----------------------------------------------------------------
 
@@ -308,9 +313,9 @@ class LeanS3Store:
     def _aio_pool(self) -> AsyncConnectionPool:
         """The connection pool of the running loop (connections are loop-bound)."""
         loop = asyncio.get_running_loop()
-        current = self._aio
-        if current is not None and current[0] is loop:
-            return current[1]
+        pool = self._aio.get(loop)
+        if pool is not None:
+            return pool
         pool = AsyncConnectionPool(
             self._protocol.addressing.scheme,
             self._protocol.addressing.host,
@@ -319,7 +324,7 @@ class LeanS3Store:
             max_idle=self._pool_size,
             extra_headers={"user-agent": _USER_AGENT},
         )
-        self._aio = (loop, pool)
+        self._aio[loop] = pool
         return pool
 
     async def _asend(self, request: HttpRequest) -> Reply:
@@ -358,9 +363,9 @@ class LeanS3Store:
 
     async def aclose(self) -> None:
         """Close the idle connections of the running loop's pool (the store stays usable)."""
-        current, self._aio = self._aio, None
-        if current is not None and current[0] is asyncio.get_running_loop():
-            await current[1].close()
+        pool = self._aio.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
 
     # --- the protocol, blocking ---------------------------------------------------------
 
