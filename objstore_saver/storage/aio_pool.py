@@ -99,7 +99,10 @@ class AsyncConnectionPool:
             reader, writer = self._idle.pop()
             # An idle connection has nothing to read: data or EOF means the
             # server closed it (or broke framing); drop it.
-            if not writer.is_closing() and not reader.at_eof() and not reader._buffer:  # type: ignore[attr-defined]
+            # (StreamReader has no public "bytes buffered" accessor; without
+            # one, stray bytes surface as a framing error the retry sees.)
+            buffered = getattr(reader, "_buffer", b"")
+            if not writer.is_closing() and not reader.at_eof() and not buffered:
                 return (reader, writer), None
             writer.close()
         try:
