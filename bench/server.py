@@ -179,6 +179,12 @@ class SeaweedBackend:
             "actions": ["Admin", "Read", "Write", "List", "Tagging"],
         }
         config.write_text(json.dumps({"identities": [identity]}))
+        # Every bucket is a collection with volumes of its own, 7 by default;
+        # the benchmark makes a bucket per saver and run, so grow one at a time.
+        # weed reads master.toml from its working directory.
+        Path(self._dir, "master.toml").write_text(
+            "[master.volume_growth]\ncopy_1 = 1\ncopy_2 = 1\ncopy_3 = 1\ncopy_other = 1\n"
+        )
         names = (
             "master.port",
             "master.port.grpc",
@@ -205,7 +211,7 @@ class SeaweedBackend:
             "-s3.autoCreateBucket=false",
             "-master.telemetry=false",
             "-master.volumeSizeLimitMB=256",
-            "-volume.max=16",
+            "-volume.max=0",
             "-volume.preStopSeconds=0",
             *(f"-{k}={v}" for k, v in ports.items()),
         ]
