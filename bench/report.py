@@ -38,6 +38,15 @@ def _ops(requests: dict[str, int]) -> str:
     return ", ".join(f"{op} {n}" for op, n in sorted(requests.items())) or "-"
 
 
+def s3_server(doc: dict[str, Any]) -> str:
+    """The S3 server a results document was measured on.
+
+    Runs from before ``--s3-server`` do not record it: they all used moto.
+    """
+    recorded = doc.get("machine", {}).get("s3_server")
+    return recorded or f"moto {doc.get('versions', {}).get('moto', '')}".strip()
+
+
 class Doc:
     """Accessors over a results document."""
 
@@ -48,6 +57,10 @@ class Doc:
         self.labels = {k: v["label"] for k, v in doc["savers"].items()}
         self.supplement: dict[str, Any] | None = None
         """Workload 2 of objstore-saver on S3 from a separate, longer run, if any."""
+        self.s3_server = s3_server(doc)
+        """The S3 server behind the metering proxy in this run."""
+        self.supplement_server: str | None = None
+        """The S3 server of the separate workload 2 run."""
 
     def rows(self, workload: str) -> dict[str, Any]:
         return self.results.get(workload, {})
@@ -104,12 +117,14 @@ def targets(d: Doc) -> list[dict[str, Any]]:
             None if fl is None else fl <= 1.1,
             "-" if fl is None else f"{fl:.3f}",
         )
-    _long_targets(d.ok("2", OURS), add, "")
+    _long_targets(d.ok("2", OURS), add, "", d.s3_server)
     if d.supplement is not None:
+        server = d.supplement_server or d.s3_server
         _long_targets(
             d.supplement,
             add,
-            f"separate run of workload 2 alone, cap {d.supplement['cap_s']:.0f} s",
+            f"separate run of workload 2 alone on {server}, cap {d.supplement['cap_s']:.0f} s",
+            server,
         )
     w3 = d.ok("3", OURS)
     if w3:
@@ -154,7 +169,7 @@ def targets(d: Doc) -> list[dict[str, Any]]:
     return out
 
 
-def _long_targets(w2: dict[str, Any] | None, add: Any, note: str) -> None:
+def _long_targets(w2: dict[str, Any] | None, add: Any, note: str, server: str) -> None:
     if w2 and len(w2["points"]) == 1:
         only = next(iter(w2["points"]))
         add(
@@ -186,8 +201,13 @@ def _long_targets(w2: dict[str, Any] | None, add: Any, note: str) -> None:
                     f"Same request count at both turns "
                     f"({pts[first]['invoke']['total_requests']} vs "
                     f"{pts[last]['invoke']['total_requests']}); the S3 server's own time for "
-                    f"the turn's requests went from {sa * 1000:.0f} ms to {sb * 1000:.0f} ms "
-                    "(moto answers a prefix listing by scanning the whole bucket); the rest "
+                    f"the turn's requests went from {sa * 1000:.0f} ms to {sb * 1000:.0f} ms"
+                    + (
+                        " (moto answers a prefix listing by scanning the whole bucket)"
+                        if server.startswith("moto")
+                        else ""
+                    )
+                    + "; the rest "
                     f"of the turn (the saver's CPU, queuing on this shared 2-core machine) "
                     f"went from {(ia - sa) * 1000:.0f} ms to {(ib - sb) * 1000:.0f} ms, and "
                     f"the bytes written per turn from "
@@ -332,9 +352,10 @@ def markdown(d: Doc) -> str:
         f"{doc['generated_at']}, {doc['elapsed_s'] / 60:.1f} minutes on "
         f"{doc['machine']['cpus']} CPUs).",
         "",
-        "**How it is measured.** S3 savers talk to a moto S3 server on loopback through a",
-        "metering reverse proxy (`bench/proxy.py`) that runs, with moto, in a separate",
-        "process: it counts every HTTP request by S3 operation, request and response body",
+        f"**How it is measured.** S3 savers talk to an S3 server, **{d.s3_server}**, on",
+        "loopback through a metering reverse proxy (`bench/proxy.py`); `bench/server.py`",
+        "runs both apart from the benchmark's process (`--s3-server` picks the server).",
+        "The proxy counts every HTTP request by S3 operation, request and response body",
         f"bytes and the largest single body, and delays each request by {delay:.0f} ms, a",
         "typical in-region S3 round trip (requests a client sends in parallel overlap).",
         "So every S3 client (boto3, aiobotocore, s3fs) is metered the same way and the",
@@ -484,7 +505,8 @@ def markdown(d: Doc) -> str:
         sup = d.supplement
         if sup is not None:
             out += [
-                f"### objstore-saver on S3 to {sup['turns_done']:,} turns (separate run)",
+                f"### objstore-saver on S3 to {sup['turns_done']:,} turns (separate run, "
+                f"{d.supplement_server or d.s3_server})",
                 "",
                 "The full run's time cap stops every saver early on this shared machine, so",
                 "workload 2 was also run alone for objstore-saver on S3 with a longer cap",
@@ -740,7 +762,7 @@ def markdown(d: Doc) -> str:
     out += _table(["package", "version"], [[k, v] for k, v in doc["versions"].items()])
     out += [
         f"Python {doc['machine']['python']}, PostgreSQL {doc['machine']['postgres']}, "
-        f"{doc['machine']['platform']}.",
+        f"S3 server {d.s3_server}, {doc['machine']['platform']}.",
         "",
     ]
     out += [
@@ -903,8 +925,8 @@ def _reason(d: Doc, target: str) -> str:
             )
             if one.get("server_s_per_request") and many.get("server_s_per_request"):
                 text += (
-                    "; the S3 server's own time per request (moto and the proxy, Python, in "
-                    "one process on the same 2 cores) went from "
+                    f"; the S3 server's own time per request ({d.s3_server} behind the "
+                    "proxy, on the same 2 cores) went from "
                     f"{one['server_s_per_request'] * 1000:.0f} ms with one conversation to "
                     f"{many['server_s_per_request'] * 1000:.0f} ms with 64"
                 )
@@ -935,6 +957,7 @@ def write(doc: dict[str, Any], root: Path) -> list[Path]:
     if sup.exists():
         extra = json.loads(sup.read_text())
         d.supplement = extra["results"]["2"].get(OURS)
+        d.supplement_server = s3_server(extra)
         if d.supplement is not None and "error" in d.supplement:
             d.supplement = None
     made = plots(d, root / "docs" / "img")
