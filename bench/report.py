@@ -47,6 +47,14 @@ def s3_server(doc: dict[str, Any]) -> str:
     return recorded or f"moto {doc.get('versions', {}).get('moto', '')}".strip()
 
 
+def server_flag(server: str) -> str:
+    """The ``--s3-server`` value that runs ``server`` (a :func:`s3_server` label)."""
+    for flag, label in (("seaweedfs", "SeaweedFS"), ("ceph", "Ceph"), ("moto", "moto")):
+        if server.startswith(label):
+            return flag
+    raise ValueError(f"no --s3-server value for S3 server {server!r}")
+
+
 class Doc:
     """Accessors over a results document."""
 
@@ -59,7 +67,7 @@ class Doc:
         """Workload 2 of objstore-saver on S3 from a separate, longer run, if any."""
         self.s3_server = s3_server(doc)
         """The S3 server behind the metering proxy in this run."""
-        self.supplement_server: str | None = None
+        self.supplement_server = ""
         """The S3 server of the separate workload 2 run."""
 
     def rows(self, workload: str) -> dict[str, Any]:
@@ -342,6 +350,7 @@ def markdown(d: Doc) -> str:
     doc = d.doc
     sizes = doc["sizes"]
     delay = sizes["delay_ms"]
+    flag = server_flag(d.s3_server)
     L = d.labels
     out: list[str] = [
         "# Benchmarks",
@@ -370,8 +379,8 @@ def markdown(d: Doc) -> str:
         "Reproduce (see the README's benchmark section for the one-time venv setup):",
         "",
         "```sh",
-        "PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench          # full run",
-        "PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench --quick  # smoke run",
+        f"PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench --s3-server {flag}  # full run",
+        f"PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench --s3-server {flag} --quick",
         "```",
         "",
     ]
@@ -511,7 +520,9 @@ def markdown(d: Doc) -> str:
                 "The full run's time cap stops every saver early on this shared machine, so",
                 "workload 2 was also run alone for objstore-saver on S3 with a longer cap",
                 f"({sup['cap_s']:.0f} s): `python -m bench --savers objstore-s3 --workloads 2",
-                "--long-cap 600 --no-docs --out bench/results/long-objstore-s3.json`.",
+                f"--long-cap {sup['cap_s']:.0f} --s3-server "
+                f"{server_flag(d.supplement_server or d.s3_server)} --no-docs --out "
+                "bench/results/long-objstore-s3.json`.",
                 "",
             ]
             rows = []

@@ -161,7 +161,7 @@ class SeaweedBackend:
     checks signatures against :data:`S3_KEYS` and creates no bucket on its own.
 
     Args:
-        timeout: Seconds to wait for the S3 gateway to answer.
+        timeout: Seconds to wait for the S3 gateway to accept a write.
     """
 
     name = "seaweedfs"
@@ -216,19 +216,20 @@ class SeaweedBackend:
             *(f"-{k}={v}" for k, v in ports.items()),
         ]
         self._log_path = Path(self._dir, "weed.log")
-        with self._log_path.open("wb") as log:
-            self._proc = subprocess.Popen(
-                args,
-                cwd=self._dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self._version = subprocess.run(
-            [binary, "version"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout.split()
+        self._proc: subprocess.Popen[bytes] | None = None
         try:
+            with self._log_path.open("wb") as log:
+                self._proc = subprocess.Popen(
+                    args,
+                    cwd=self._dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self._version = subprocess.run(
+                [binary, "version"], capture_output=True, text=True, timeout=30, check=False
+            ).stdout.split()
             self._wait(timeout)
         except BaseException:
             self.stop()
@@ -236,7 +237,8 @@ class SeaweedBackend:
 
     def _wait(self, timeout: float) -> None:
         # The gateway answers (403 without a signature) before the master has
-        # volumes to write to; a HeadBucket through the filer proves both up.
+        # volumes to write to; only a PUT that succeeds proves every part up.
+        assert self._proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -265,7 +267,11 @@ class SeaweedBackend:
         )
         bucket = "bench-start-probe"
         try:
-            client.create_bucket(Bucket=bucket)
+            try:
+                client.create_bucket(Bucket=bucket)
+            except ClientError as exc:  # an earlier probe made it, then its PUT failed
+                if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
+                    return False
             client.put_object(Bucket=bucket, Key="probe", Body=b"up")
             client.delete_object(Bucket=bucket, Key="probe")
             client.delete_bucket(Bucket=bucket)
@@ -284,7 +290,7 @@ class SeaweedBackend:
 
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL it after a bound, remove the folder."""
-        if self._proc.poll() is None:
+        if self._proc is not None and self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGTERM)
             try:
