@@ -376,6 +376,19 @@ def markdown(d: Doc) -> str:
         "(PostgreSQL on loopback, no injected delay). Wall-clock figures other than the",
         "simulated latency are given only as ratios between savers of this run.",
         "",
+        *(
+            [
+                "On SeaweedFS a folder emptied by deletes stays visible to listings with a",
+                "delimiter, as a zero-byte `folder/` key and a common prefix",
+                "(`docs/s3-compatibility.md`); s3fs, under",
+                "`langgraph-checkpoint-objectstorage`, then reads it back as a checkpoint key",
+                "after a thread is deleted (workload 5's check that the thread is gone fails",
+                "with `not a checkpoint key`). moto, like S3 itself, lists nothing there.",
+                "",
+            ]
+            if flag == "seaweedfs"
+            else []
+        ),
         "Reproduce (see the README's benchmark section for the one-time venv setup):",
         "",
         "```sh",

@@ -196,6 +196,19 @@ def run_checks(client: Any, bucket: str, *, races: int = 10, writers: int = 32) 
         assert left == 0, f"{left} keys left"
         return f"{len(keys)} keys"
 
+    @check("a folder emptied by a delete is not listed with Delimiter='/'", required=False)
+    def _() -> str:
+        key = root + "gone/t/checkpoints/x"
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+        client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key}], "Quiet": True})
+        inner = client.list_objects_v2(Bucket=bucket, Prefix=root + "gone/t/", Delimiter="/")
+        outer = client.list_objects_v2(Bucket=bucket, Prefix=root + "gone/", Delimiter="/")
+        listed = [o["Key"] for o in inner.get("Contents", [])] + [
+            p["Prefix"] for p in inner.get("CommonPrefixes", []) + outer.get("CommonPrefixes", [])
+        ]
+        assert not listed, f"still listed: {listed}"
+        return "ok"
+
     @check("PutObject into a missing bucket fails (no bucket is created)", required=False)
     def _() -> str:
         missing = f"missing-{uuid.uuid4().hex[:12]}"

@@ -42,7 +42,7 @@ def test_moto_server_process_announces_meters_and_stops() -> None:
     assert srv._proc.returncode == 0, "the server process did not exit cleanly"
     failed = [(r.name, r.detail) for r in results if not r.ok]
     assert failed == [], failed
-    assert len(results) == 10
+    assert len(results) == 11
     # Every request went through the proxy and its server time is split by operation.
     ops = counters["requests"]
     for op in ("HeadBucket", "PutObject", "GetObject", "ListObjectsV2", "DeleteObjects"):
