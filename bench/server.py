@@ -311,7 +311,8 @@ class CephBackend:
         self._script = str(ROOT / "scripts" / "ceph-rgw.sh")
         self._dir = tempfile.mkdtemp(prefix="bench-ceph-")
         self._env = os.environ | {
-            "OBJSTORE_CEPH_DIR": self._dir,
+            # A folder that does not exist yet: the script takes one that does for stale.
+            "OBJSTORE_CEPH_DIR": str(Path(self._dir, "cluster")),
             "OBJSTORE_CEPH_TIMEOUT": str(int(timeout)),
         }
         try:
