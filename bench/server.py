@@ -316,8 +316,13 @@ class CephBackend:
             "OBJSTORE_CEPH_TIMEOUT": str(int(timeout)),
         }
         try:
+            # Its output (apt-get's too) goes to stderr: stdout carries the announcement.
             subprocess.run(
-                [self._script, "start"], env=self._env, check=True, timeout=timeout + 600
+                [self._script, "start"],
+                env=self._env,
+                check=True,
+                timeout=timeout + 600,
+                stdout=sys.stderr,
             )
             out = subprocess.run(
                 [self._script, "env"], env=self._env, check=True, capture_output=True, text=True
