@@ -101,12 +101,15 @@ class Counters:
     """Responses with status >= 400 (conditional-put conflicts, 404 lookups)."""
     server_s: float = 0.0
     """Seconds spent waiting for the upstream server, summed over requests."""
+    server_s_by_op: dict[str, float] = field(default_factory=dict)
+    """``server_s`` by S3 operation."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, op: str, sent: int, received: int, status: int, server_s: float = 0.0) -> None:
         """Count one request."""
         with self._lock:
             self.server_s += server_s
+            self.server_s_by_op[op] = self.server_s_by_op.get(op, 0.0) + server_s
             self.requests[op] = self.requests.get(op, 0) + 1
             self.bytes_sent += sent
             self.bytes_received += received
@@ -134,6 +137,7 @@ class Counters:
                 "objects_written": self.objects_written,
                 "errors": self.errors,
                 "server_s": self.server_s,
+                "server_s_by_op": dict(self.server_s_by_op),
             }
 
 

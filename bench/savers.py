@@ -46,22 +46,25 @@ class Env:
     """The servers and scratch space shared by every saver of a run."""
 
     proxy_url: str
-    moto_url: str
+    s3_url: str
+    """The S3 server itself, bypassing the proxy (setup and proofs, not metered)."""
     tmp: str
     postgres: Any = None
     #: Round trip injected into every request of the local-directory saver
-    #: (workload 6 only: the same latency as the proxy, without moto).
+    #: (workload 6 only: the same latency as the proxy, without an S3 server).
     local_delay_s: float = 0.0
+    keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)
+    """Access key id and secret key of the S3 server."""
     _names: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         # Clients that take no endpoint argument (aioboto3 sessions of the
         # langgraph-checkpoint-s3 saver) find the proxy through these.
-        os.environ["AWS_ACCESS_KEY_ID"] = ACCESS_KEY
-        os.environ["AWS_SECRET_ACCESS_KEY"] = SECRET_KEY
+        os.environ["AWS_ACCESS_KEY_ID"] = self.keys[0]
+        os.environ["AWS_SECRET_ACCESS_KEY"] = self.keys[1]
         os.environ["AWS_DEFAULT_REGION"] = REGION
         os.environ["AWS_ENDPOINT_URL"] = self.proxy_url
-        self.direct = self.client(self.moto_url)
+        self.direct = self.client(self.s3_url)
 
     def client(self, url: str | None = None) -> Any:
         """A boto3 S3 client on the proxy (or ``url``), path-style addressing."""
@@ -69,8 +72,8 @@ class Env:
             "s3",
             endpoint_url=url or self.proxy_url,
             region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
+            aws_access_key_id=self.keys[0],
+            aws_secret_access_key=self.keys[1],
             config=botocore.config.Config(
                 s3={"addressing_style": "path"},
                 max_pool_connections=64,
@@ -83,13 +86,13 @@ class Env:
         return f"{stem}-{next(self._names)}".lower().replace("_", "-")
 
     def new_bucket(self, stem: str) -> str:
-        """Create a bucket directly on moto (not metered)."""
+        """Create a bucket directly on the S3 server (not metered)."""
         bucket = self.name(stem)[:63]
         self.direct.create_bucket(Bucket=bucket)
         return bucket
 
     def bucket_listing(self, bucket: str) -> Listing:
-        """Every object of a bucket with its ETag, read directly from moto."""
+        """Every object of a bucket with its ETag, read directly from the S3 server."""
         out: Listing = {}
         for page in self.direct.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for item in page.get("Contents", []):
@@ -372,8 +375,8 @@ class ObjectStoragePeer(SaverSpec):
         import s3fs
 
         return s3fs.S3FileSystem(
-            key=ACCESS_KEY,
-            secret=SECRET_KEY,
+            key=env.keys[0],
+            secret=env.keys[1],
             endpoint_url=env.proxy_url,
             client_kwargs={"region_name": REGION},
             skip_instance_cache=True,
