@@ -37,7 +37,7 @@ from bench.server import ServerProcess
 BODY = os.urandom(2048)
 RANGED = os.urandom(16384)
 KINDS = ("put_create", "put_exists", "get_range", "list_1", "delete_10")
-ACCESS, SECRET, REGION = "bench-access-key", "bench-secret-key", "us-east-1"
+REGION = "us-east-1"
 
 
 @dataclass
@@ -187,8 +187,8 @@ def _obstore(url: str, bucket: str, is_async: bool) -> Client:
         bucket,
         endpoint=url,
         region=REGION,
-        access_key_id=ACCESS,
-        secret_access_key=SECRET,
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
         virtual_hosted_style_request=False,
         client_options={"allow_http": True, "pool_max_idle_per_host": "64"},
     )
@@ -362,13 +362,15 @@ def main() -> None:
     parser.add_argument("--per-task", type=int, default=10, help="GETs per task when concurrent")
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--transports", default=",".join(TRANSPORTS))
+    parser.add_argument("--s3-server", default="moto", help="S3 server of bench.server")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
-    os.environ.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
     results: dict[str, Any] = {}
-    with ServerProcess(delay_ms=0) as server:
+    with ServerProcess(delay_ms=0, s3_server=args.s3_server) as server:
+        access, secret = server.keys
+        os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
         url = server.proxy_url
         bucket = f"transport-{uuid.uuid4().hex[:8]}"
         _seed(url, bucket)

@@ -237,13 +237,15 @@ def main() -> None:
         default="postgres,boto3,lean,dict",
         help="dict: ObjectStoreSaver on an in-process dict, the floor without any transport",
     )
+    parser.add_argument("--s3-server", default="moto", help="S3 server of bench.server")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
-    os.environ.update(AWS_ACCESS_KEY_ID="bench-access-key", AWS_SECRET_ACCESS_KEY="bench-secret")
     results: dict[str, dict[str, float]] = {}
     pg = PostgresServer()
     try:
-        with ServerProcess(delay_ms=0) as server:
+        with ServerProcess(delay_ms=0, s3_server=args.s3_server) as server:
+            access, secret = server.keys
+            os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
             for mode, fn in MODES.items():
                 for kind in args.savers.split(","):
                     before = _requests(server.proxy_url)
