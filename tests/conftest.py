@@ -183,6 +183,15 @@ def s3_bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
 
 
 @pytest.fixture
+def creds_env(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The endpoint's credentials in boto3's default chain (environment)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_endpoint.access_key or "testing-access-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_endpoint.secret_key or "testing-secret-key")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
 def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> S3Store:
     """An :class:`S3Store` under the prefix ``pfx/`` of a new bucket."""
     return S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())

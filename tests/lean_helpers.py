@@ -1,0 +1,99 @@
+"""Helpers of the LeanS3Store tests: a store builder, a request recorder and a
+driver of the coroutines (the ``creds_env`` fixture is in conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from objstore_saver.storage import (
+    ListPage,
+    PutMode,
+)
+from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
+
+
+def lean(s3_endpoint: Any, bucket: str, prefix: str = "", **options: Any) -> LeanS3Store:
+    """A store on the test endpoint (credentials from the environment)."""
+    return LeanS3Store(
+        bucket, prefix, endpoint_url=s3_endpoint.url, region_name=s3_endpoint.region, **options
+    )
+
+
+class Recorder:
+    """Wraps a store's two send paths, recording requests and optionally replacing replies."""
+
+    def __init__(
+        self,
+        store: LeanS3Store,
+        reply: Callable[[HttpRequest, Reply], Reply] | None = None,
+        *,
+        intercept: Callable[[HttpRequest], Reply | None] | None = None,
+    ) -> None:
+        """``intercept`` may answer a request instead of the server (it is then not sent);
+        ``reply`` may replace the server's answer after the request was sent."""
+        self.requests: list[HttpRequest] = []
+        send, asend = store._send, store._asend
+        edit = reply or (lambda _req, rep: rep)
+        early = intercept or (lambda _req: None)
+
+        def sync(request: HttpRequest) -> Reply:
+            self.requests.append(request)
+            answer = early(request)
+            return answer if answer is not None else edit(request, send(request))
+
+        async def asyn(request: HttpRequest) -> Reply:
+            self.requests.append(request)
+            answer = early(request)
+            return answer if answer is not None else edit(request, await asend(request))
+
+        store._send = sync  # type: ignore[method-assign]
+        store._asend = asyn  # type: ignore[method-assign]
+
+    def of(self, method: str) -> list[HttpRequest]:
+        return [r for r in self.requests if r.method == method]
+
+
+Reply = HttpResponse | TransportFailure
+
+
+class AsyncDriven:
+    """The blocking protocol carried out by a LeanS3Store's coroutines on a private loop.
+
+    Like the contract suite's ``ThroughCoroutines``, plus closing the store's
+    connections on that loop.
+    """
+
+    def __init__(self, store: LeanS3Store) -> None:
+        self.store = store
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def location(self) -> str:
+        return self.store.location
+
+    def _wait(self, coro: Awaitable[Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(60)  # type: ignore[arg-type]
+
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        self._wait(self.store.aput(key, data, mode))
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        return self._wait(self.store.aget(key, byte_range))
+
+    def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> ListPage:
+        return self._wait(self.store.alist(prefix, start_after=start_after, limit=limit))
+
+    def delete(self, keys: Sequence[str]) -> None:
+        self._wait(self.store.adelete(keys))
+
+    def close(self) -> None:
+        self._wait(self.store.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
