@@ -29,6 +29,7 @@ from objstore_saver.errors import ObjstoreSaverError
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
+from objstore_saver.storage.s3_lean import LeanS3Store
 
 if TYPE_CHECKING:
     from objstore_saver.saver import ObjectStoreSaver
@@ -58,7 +59,10 @@ _S3_PARAMS = {
     "endpoint": "endpoint_url",
     "region": "region_name",
     "region_name": "region_name",
+    "transport": "transport",
 }
+#: S3 transports a URL can name: the lean one (default) and boto3's client.
+TRANSPORTS = ("lean", "boto3")
 #: Query parameter names that would put a secret in the URL: refused.
 _SECRET_PARAMS = frozenset(
     {
@@ -89,6 +93,7 @@ class StoreURL:
     endpoint_url: str | None = None
     region_name: str | None = None
     path: str = ""
+    transport: str = "lean"
 
     def __str__(self) -> str:
         if self.scheme == "file":
@@ -98,6 +103,8 @@ class StoreURL:
             query.append(f"endpoint_url={self.endpoint_url}")
         if self.region_name:
             query.append(f"region={self.region_name}")
+        if self.transport != "lean":
+            query.append(f"transport={self.transport}")
         tail = ("?" + "&".join(query)) if query else ""
         return f"s3://{self.bucket}/{self.prefix}{tail}"
 
@@ -124,8 +131,11 @@ def parse_url(url: str) -> StoreURL:
     """Parse an object store URL.
 
     Args:
-        url: ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME]`` or
-            ``file:///absolute/path`` (``file://relative`` is refused).
+        url: ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME&transport=T]``
+            or ``file:///absolute/path`` (``file://relative`` is refused).
+            ``transport`` is ``lean`` (default: :class:`~objstore_saver.storage.LeanS3Store`,
+            native async, about a quarter of boto3's client CPU per request) or
+            ``boto3`` (:class:`~objstore_saver.storage.S3Store`).
 
     Raises:
         ConfigurationError: unknown scheme, missing bucket or path, credentials
@@ -178,7 +188,7 @@ def parse_url(url: str) -> StoreURL:
         if lowered not in _S3_PARAMS:
             raise ConfigurationError(
                 f"object store URL {shown!r}: unknown parameter {name!r} "
-                f"(known: endpoint_url, region)"
+                f"(known: endpoint_url, region, transport)"
             )
         if not value:
             raise ConfigurationError(f"object store URL {shown!r}: parameter {name!r} is empty")
@@ -195,12 +205,19 @@ def parse_url(url: str) -> StoreURL:
             raise ConfigurationError(
                 f"object store URL {shown!r}: endpoint_url {endpoint!r} is not an http(s) URL"
             )
+    transport = options.get("transport", "lean")
+    if transport not in TRANSPORTS:
+        raise ConfigurationError(
+            f"object store URL {shown!r}: unknown transport {transport!r} "
+            f"(known: {', '.join(TRANSPORTS)})"
+        )
     return StoreURL(
         "s3",
         bucket=bucket,
         prefix=unquote(parts.path).lstrip("/"),
         endpoint_url=endpoint,
         region_name=options.get("region_name"),
+        transport=transport,
     )
 
 
@@ -212,7 +229,9 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
         check: For S3, send one ``HeadBucket`` so a missing bucket, a denied
             access, a wrong region or an endpoint that is down fails here, with
             one message naming bucket and endpoint, not at the first turn.
-        **s3_options: Extra :class:`~objstore_saver.storage.S3Store` options.
+        **s3_options: Extra options of the transport's store
+            (:class:`~objstore_saver.storage.LeanS3Store` or
+            :class:`~objstore_saver.storage.S3Store`).
 
     Raises:
         ConfigurationError: the URL is invalid.
@@ -229,13 +248,23 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
         or os.environ.get("AWS_ENDPOINT_URL")
         or None
     )
-    store = S3Store(
-        spec.bucket,
-        spec.prefix,
-        endpoint_url=endpoint,
-        region_name=spec.region_name,
-        **s3_options,
-    )
+    store: LeanS3Store | S3Store
+    if spec.transport == "boto3":
+        store = S3Store(
+            spec.bucket,
+            spec.prefix,
+            endpoint_url=endpoint,
+            region_name=spec.region_name,
+            **s3_options,
+        )
+    else:
+        store = LeanS3Store(
+            spec.bucket,
+            spec.prefix,
+            endpoint_url=endpoint,
+            region_name=spec.region_name,
+            **s3_options,
+        )
     if check:
         store.check()
     return store

@@ -30,6 +30,7 @@ from objstore_saver.memory import EntryMemory, ObjectMemory
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
+from objstore_saver.storage.s3_lean import LeanS3Store
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
 
@@ -121,25 +122,50 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         connect_timeout: float | None = None,
         read_timeout: float | None = None,
         encryption: S3Encryption | None = None,
+        transport: str = "lean",
         **kwargs: Any,
     ) -> ObjectStoreSaver:
         """A saver on an S3 bucket; credentials come from boto3's usual chain.
 
-        The S3 options are those of :class:`~objstore_saver.storage.S3Store`
-        (``None`` keeps its default); the other keyword arguments go to the
-        saver. ``docs/s3-compatibility.md`` documents defaults and servers.
+        Args:
+            bucket: Bucket name.
+            prefix: Key prefix of every object of the saver.
+            endpoint_url: S3-compatible endpoint (MinIO, Ceph RGW...).
+            region_name: Region of the bucket.
+            max_attempts: Attempts per request, the first included.
+            retry_mode: botocore's ``standard`` or ``adaptive`` (``boto3``
+                transport only; the lean transport retries like ``standard``).
+            connect_timeout: Seconds to wait for a connection.
+            read_timeout: Seconds to wait for data on a connection.
+            encryption: SSE-S3, SSE-KMS or SSE-C for every object.
+            transport: ``"lean"`` (:class:`~objstore_saver.storage.LeanS3Store`,
+                native async, the default) or ``"boto3"``
+                (:class:`~objstore_saver.storage.S3Store`).
+            **kwargs: Options of the saver (``serde``, ``max_workers``...).
+
+        Raises:
+            ValueError: an unknown transport, or ``retry_mode`` with the lean one.
         """
-        store = S3Store(
-            bucket,
-            prefix,
-            endpoint_url=endpoint_url,
-            region_name=region_name,
-            max_attempts=max_attempts,
-            retry_mode=retry_mode,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            encryption=encryption,
-        )
+        common: dict[str, Any] = {
+            "endpoint_url": endpoint_url,
+            "region_name": region_name,
+            "max_attempts": max_attempts,
+            "connect_timeout": connect_timeout,
+            "read_timeout": read_timeout,
+            "encryption": encryption,
+        }
+        store: ObjectStore
+        if transport == "boto3":
+            store = S3Store(bucket, prefix, retry_mode=retry_mode, **common)
+        elif transport == "lean":
+            if retry_mode not in (None, "standard"):
+                raise ValueError(
+                    f"retry_mode {retry_mode!r} needs transport='boto3'; the lean "
+                    "transport retries like botocore's 'standard' mode"
+                )
+            store = LeanS3Store(bucket, prefix, **common)
+        else:
+            raise ValueError(f"unknown transport {transport!r}: use 'lean' or 'boto3'")
         return cls(store, **kwargs)
 
     @classmethod

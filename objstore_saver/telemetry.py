@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
+from objstore_saver.storage.s3_lean import LeanS3Store
 from objstore_saver.store_requests import Delete, Get, ListKeys, Op, Put, aexecute, execute
 
 try:
@@ -231,16 +232,18 @@ class RequestNaming:
         self._key_prefix = ""
         self._file_root: str | None = None
         common: dict[str, Any] = {}
-        if isinstance(base, S3Store):
+        if isinstance(base, S3Store | LeanS3Store):
             self._service = "S3"
             self._key_prefix = base.prefix
             common = {"rpc.system": "aws-api", "rpc.service": "S3", "aws.s3.bucket": base.bucket}
-            meta = base.client.meta
-            endpoint = urlsplit(meta.endpoint_url or "")
+            if isinstance(base, S3Store):
+                endpoint_url, region = base.client.meta.endpoint_url, base.client.meta.region_name
+            else:
+                endpoint_url, region = base.endpoint, base.region
+            endpoint = urlsplit(endpoint_url or "")
             if endpoint.hostname:
                 common["server.address"] = endpoint.hostname
                 common["server.port"] = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-            region = getattr(meta, "region_name", None)
             if region:
                 common["cloud.region"] = region
         elif isinstance(base, LocalStore):
@@ -249,7 +252,7 @@ class RequestNaming:
             common = {"file.directory": base.root}
         else:
             self._service = type(base).__name__
-        self._s3 = isinstance(base, S3Store)
+        self._s3 = isinstance(base, S3Store | LeanS3Store)
         self._common = common
 
     def name(self, op: Op) -> str:

@@ -21,7 +21,7 @@ from objstore_saver.config import (
     parse_url,
     redact_url,
 )
-from objstore_saver.storage import LocalStore, S3Store
+from objstore_saver.storage import LeanS3Store, LocalStore, S3Store
 
 
 @pytest.fixture
@@ -99,9 +99,13 @@ def test_from_url_file(tmp_path: Path) -> None:
         assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
 
 
-def test_from_url_s3_round_trip(aws_env: Any, s3_bucket: str) -> None:
-    with ObjectStoreSaver.from_url(_s3_url(aws_env, s3_bucket)) as saver:
-        assert isinstance(saver.store, S3Store)
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [("", LeanS3Store), ("&transport=lean", LeanS3Store), ("&transport=boto3", S3Store)],
+)
+def test_from_url_s3_round_trip(aws_env: Any, s3_bucket: str, query: str, kind: type) -> None:
+    with ObjectStoreSaver.from_url(_s3_url(aws_env, s3_bucket) + query) as saver:
+        assert type(saver.store) is kind
         assert saver.store.prefix == "app/"
         cp = empty_checkpoint()
         saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {})
@@ -149,10 +153,19 @@ def test_denied_access_fails_at_construction(aws_env: Any, s3_bucket: str) -> No
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(BaseClient, "_make_api_call", deny_head_bucket)
         with pytest.raises(StoreUnavailableError) as info:
-            ObjectStoreSaver.from_url(_s3_url(aws_env, s3_bucket))
+            ObjectStoreSaver.from_url(_s3_url(aws_env, s3_bucket) + "&transport=boto3")
     assert s3_bucket in str(info.value)
     assert aws_env.url in str(info.value)
     assert "403" in str(info.value)
+
+
+def test_unknown_transport_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigurationError, match=r"unknown transport 'aiohttp'.*lean, boto3"):
+        ObjectStoreSaver.from_url("s3://b/p?transport=aiohttp")
+    with pytest.raises(ValueError, match="unknown transport 'x'"):
+        ObjectStoreSaver.from_bucket("b", transport="x")
+    with pytest.raises(ValueError, match="retry_mode 'adaptive' needs transport='boto3'"):
+        ObjectStoreSaver.from_bucket("b", retry_mode="adaptive")
 
 
 # --- create_checkpointer -------------------------------------------------------------------

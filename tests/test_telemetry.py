@@ -28,7 +28,15 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from objstore_saver import InvalidIdentifierError, ObjectStoreSaver
 from objstore_saver.driver import Driver
-from objstore_saver.storage import LocalStore, Meter, MeteredStore, ObjectStore, PutMode, S3Store
+from objstore_saver.storage import (
+    LeanS3Store,
+    LocalStore,
+    Meter,
+    MeteredStore,
+    ObjectStore,
+    PutMode,
+    S3Store,
+)
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, StoreWrapper, ThreadedAsync
 from objstore_saver.storage.faults import FailWhere, FaultyStore, InjectedFaultError
 from objstore_saver.store_requests import Batch, Get
@@ -53,12 +61,15 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     tp.shutdown()
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "s3-lean"])
 def base_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
         return LocalStore(tmp_path / "store", fsync=False)
     endpoint = request.getfixturevalue("s3_endpoint")
-    return S3Store(request.getfixturevalue("s3_bucket"), "saver/", client=endpoint.client())
+    bucket = request.getfixturevalue("s3_bucket")
+    if request.param == "s3-lean":
+        return endpoint.lean_store(bucket, "saver/")
+    return S3Store(bucket, "saver/", client=endpoint.client())
 
 
 @pytest.fixture
@@ -162,7 +173,7 @@ def _check_tree(
         span_keys[kind].append(
             a["objstore_saver.list.prefix" if kind == "list" else "objstore_saver.key"]
         )
-    prefix = store.prefix if isinstance(store, S3Store) else ""
+    prefix = store.prefix if isinstance(store, S3Store | LeanS3Store) else ""
     assert {k: sorted(v) for k, v in span_keys.items()} == {
         k: sorted(prefix + key if k == "list" else key for key in keys)
         for k, keys in by_kind.items()
@@ -182,7 +193,7 @@ _METHODS = {
 def _check_request_span(span: ReadableSpan, store: ObjectStore) -> None:
     a = span.attributes or {}
     kind = a["objstore_saver.request.kind"]
-    if isinstance(store, S3Store):
+    if isinstance(store, S3Store | LeanS3Store):
         assert span.name == f"S3.{_METHODS[kind]}"
         assert a["rpc.system"] == "aws-api"
         assert a["rpc.service"] == "S3"
@@ -350,7 +361,7 @@ async def test_delete_thread_spans_name_the_deleted_keys(
     assert sum(c.attributes["objstore_saver.delete.keys"] for c in deletes) == len(deleted) >= 4
     for span in deletes:
         assert span.kind is SpanKind.CLIENT
-        if isinstance(base_store, S3Store):
+        if isinstance(base_store, S3Store | LeanS3Store):
             assert span.name == "S3.DeleteObjects"
             assert span.attributes["rpc.method"] == "DeleteObjects"
             assert span.attributes["aws.s3.bucket"] == base_store.bucket
