@@ -178,14 +178,22 @@ class SaverSpec:
 
 
 class ObjstoreS3(SaverSpec):
+    """objstore-saver on S3 with its default transport (``LeanS3Store``)."""
+
     name, label, storage, package = "objstore-s3", "objstore-saver (S3)", "s3", "objstore-saver"
+
+    def store(self, env: Env, bucket: str) -> Any:
+        from objstore_saver.storage import LeanS3Store
+
+        # Credentials come from the environment Env set (the server's keys).
+        return LeanS3Store(bucket, endpoint_url=env.proxy_url, region_name=REGION)
 
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
-        from objstore_saver import ObjectStoreSaver, S3Store
+        from objstore_saver import ObjectStoreSaver
 
         bucket = env.new_bucket("objstore")
-        with ObjectStoreSaver(S3Store(bucket, client=env.client())) as saver:
+        with ObjectStoreSaver(self.store(env, bucket)) as saver:
             calls = CallCounter(saver)
             yield Handle(
                 saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
@@ -195,6 +203,17 @@ class ObjstoreS3(SaverSpec):
     async def open_async(self, env: Env) -> AsyncIterator[Handle]:
         with self.open_sync(env) as handle:
             yield handle
+
+
+class ObjstoreS3Boto3(ObjstoreS3):
+    """objstore-saver on S3 through boto3 (``transport=boto3``), for comparison."""
+
+    name, label = "objstore-s3-boto3", "objstore-saver (S3, boto3)"
+
+    def store(self, env: Env, bucket: str) -> Any:
+        from objstore_saver import S3Store
+
+        return S3Store(bucket, client=env.client())
 
 
 class DelayedStore(StoreWrapper):
@@ -480,6 +499,7 @@ class S3Peer(SaverSpec):
 
 ALL_SAVERS: list[SaverSpec] = [
     ObjstoreS3(),
+    ObjstoreS3Boto3(),
     ObjstoreLocal(),
     InMemory(),
     Sqlite(),
