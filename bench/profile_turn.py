@@ -1,6 +1,6 @@
 """Where the CPU of a chat turn goes: cProfile over a conversation, by component.
 
-``python -m bench.profile_turn --turns 100 --store local|s3 --api sync|async``
+``python -m bench.profile_turn --turns 100 --store local|s3|s3-boto3 --api sync|async``
 drives workload 1's chat graph (the seed conversation) through one saver,
 profiles the turns after a warm-up, and prints CPU per turn split by component
 (LangGraph itself, the saver's plans, serialization, compression, hashing,
@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.graphs import SEED, chat_graph
 from objstore_saver import LocalStore, ObjectStoreSaver, S3Store
-from objstore_saver.storage import ObjectStore
+from objstore_saver.storage import LeanS3Store, ObjectStore
 
 #: Components, by where a function's code lives (first match wins).
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
@@ -86,7 +86,7 @@ def moto_server() -> Iterator[str]:
 
 
 def open_store(kind: str, root: str, endpoint: str | None) -> ObjectStore:
-    """An empty store of the given kind."""
+    """An empty store of the given kind: ``local``, ``s3`` (lean transport), ``s3-boto3``."""
     if kind == "local":
         return LocalStore(root, fsync=False)
     import boto3
@@ -95,7 +95,9 @@ def open_store(kind: str, root: str, endpoint: str | None) -> ObjectStore:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     client.create_bucket(Bucket="profile")
-    return S3Store.from_client(client, "profile", "p/")
+    if kind == "s3-boto3":
+        return S3Store.from_client(client, "profile", "p/")
+    return LeanS3Store("profile", "p/", endpoint_url=endpoint, region_name="us-east-1")
 
 
 def drive(saver: ObjectStoreSaver, turns: int, api: str) -> Callable[[range], None]:
@@ -176,7 +178,7 @@ def profile(turns: int, warmup: int, store_kind: str, api: str, top: int) -> dic
 
 @contextmanager
 def _endpoint(kind: str) -> Iterator[str | None]:
-    if kind == "s3":
+    if kind.startswith("s3"):
         with moto_server() as url:
             yield url
     else:
@@ -187,7 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--store", choices=["local", "s3"], default="local")
+    parser.add_argument("--store", choices=["local", "s3", "s3-boto3"], default="local")
     parser.add_argument("--api", choices=["sync", "async"], default="sync")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--json", action="store_true")
