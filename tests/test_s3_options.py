@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import (
     EncryptionNotConfirmedError,
+    LeanS3Store,
     ObjectExistsError,
     PutMode,
     S3Encryption,
@@ -108,6 +109,7 @@ def test_from_bucket_forwards_the_s3_options(s3_endpoint: Any) -> None:
         connect_timeout=2,
         read_timeout=3,
         encryption=S3Encryption.sse_kms("k1"),
+        transport="boto3",
     )
     with saver:
         store = saver.store
@@ -115,6 +117,26 @@ def test_from_bucket_forwards_the_s3_options(s3_endpoint: Any) -> None:
         config = store.client.meta.config
         assert config.retries == {"mode": "adaptive", "total_max_attempts": 2}
         assert (config.connect_timeout, config.read_timeout) == (2, 3)
+        assert repr(store.encryption) == "S3Encryption.sse_kms('k1')"
+
+
+def test_from_bucket_forwards_the_options_to_the_lean_transport(s3_endpoint: Any) -> None:
+    saver = ObjectStoreSaver.from_bucket(
+        "bucket",
+        "p/",
+        endpoint_url=s3_endpoint.url,
+        region_name=s3_endpoint.region,
+        max_attempts=2,
+        connect_timeout=2,
+        read_timeout=3,
+        encryption=S3Encryption.sse_kms("k1"),
+    )
+    with saver:
+        store = saver.store
+        assert isinstance(store, LeanS3Store)
+        assert store.retry.max_attempts == 2
+        assert store.timeouts == (2, 3)
+        assert store.region == s3_endpoint.region
         assert repr(store.encryption) == "S3Encryption.sse_kms('k1')"
 
 

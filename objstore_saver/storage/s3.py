@@ -7,16 +7,14 @@ servers that this module handles are listed in ``docs/s3-compatibility.md``.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 import random
 import re
 import time
 from collections.abc import Sequence
 from datetime import UTC
-from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.config
@@ -47,24 +45,20 @@ from objstore_saver.storage.base import (
     validate_byte_range,
     validate_key,
 )
-
-#: Error codes meaning the bucket as a whole cannot be used with this client.
-_UNAVAILABLE_CODES = frozenset(
-    {
-        "NoSuchBucket",
-        "AccessDenied",
-        "AllAccessDisabled",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "TokenRefreshRequired",
-        "InvalidBucketName",
-        "PermanentRedirect",
-        "AuthorizationHeaderMalformed",
-    }
+from objstore_saver.storage.s3_common import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_POOL_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT,
+    UNAVAILABLE_CODES,
+    UNAVAILABLE_STATUS,
+    EncryptionNotConfirmedError,
+    S3Encryption,
+    bucket_prefix,
+    checked_encryption,
+    public_url,
 )
-_UNAVAILABLE_STATUS = frozenset({301, 403})
+
 #: botocore errors raised before any response arrives: nothing could be reached or signed.
 _UNREACHABLE = (
     BotoConnectionError,
@@ -76,12 +70,7 @@ _UNREACHABLE = (
 #: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
 _CONFLICT_RETRIES = 5
 
-#: Defaults of the client options (see ``docs/s3-compatibility.md``).
-DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_RETRY_MODE = "standard"
-DEFAULT_CONNECT_TIMEOUT = 5.0
-DEFAULT_READ_TIMEOUT = 30.0
-DEFAULT_MAX_POOL_CONNECTIONS = 64
 _RETRY_MODES = ("standard", "adaptive")
 _EXPECT_HOOK_ID = "objstore_saver.s3.drop-expect-100-continue"
 
@@ -100,135 +89,12 @@ def _drop_expect_header(request: Any, **_: Any) -> None:
         del request.headers["Expect"]
 
 
-class EncryptionNotConfirmedError(StorageError):
-    """The server stored an object without confirming the requested encryption.
-
-    The object may be stored unencrypted: the server ignored the SSE headers
-    (Ceph 16 does so for SSE-S3) or does not support the mode.
-    """
-
-
-class S3Encryption:
-    """Server-side encryption of every object an :class:`S3Store` writes.
-
-    Build one with :meth:`sse_s3`, :meth:`sse_kms` or :meth:`sse_c`. The
-    store sends the settings with every ``PutObject``, checks that the
-    server's answer confirms them, and, for SSE-C, sends the key with every
-    ``GetObject`` too. The customer key never appears in ``repr`` or errors.
-    """
-
-    __slots__ = ("_customer_key", "_key_md5", "_kind", "_kms_key_id")
-
-    def __init__(
-        self,
-        kind: Literal["SSE-S3", "SSE-KMS", "SSE-C"],
-        *,
-        kms_key_id: str | None = None,
-        customer_key: bytes | None = None,
-    ) -> None:
-        if kind not in ("SSE-S3", "SSE-KMS", "SSE-C"):
-            raise ValueError(f"unknown encryption kind {kind!r}: SSE-S3, SSE-KMS or SSE-C")
-        if kind == "SSE-C":
-            if not isinstance(customer_key, bytes) or len(customer_key) != 32:
-                size = len(customer_key) if isinstance(customer_key, bytes) else None
-                raise ValueError(
-                    "an SSE-C customer key is 32 bytes (AES-256), "
-                    + (f"got {size} bytes" if size is not None else "got no bytes object")
-                )
-        elif customer_key is not None:
-            raise ValueError(f"a customer key is for SSE-C only, not {kind}")
-        if kms_key_id is not None and (kind != "SSE-KMS" or not kms_key_id):
-            raise ValueError("kms_key_id is a non-empty key id, alias or ARN, for SSE-KMS only")
-        self._kind = kind
-        self._kms_key_id = kms_key_id
-        self._customer_key = customer_key
-        self._key_md5 = (
-            base64.b64encode(hashlib.md5(customer_key).digest()).decode()
-            if customer_key is not None
-            else None
-        )
-
-    @classmethod
-    def sse_s3(cls) -> S3Encryption:
-        """Keys managed by S3 (``ServerSideEncryption='AES256'``)."""
-        return cls("SSE-S3")
-
-    @classmethod
-    def sse_kms(cls, key_id: str | None = None) -> S3Encryption:
-        """Keys managed by KMS (``aws:kms``), with ``key_id`` or the bucket's default key."""
-        return cls("SSE-KMS", kms_key_id=key_id)
-
-    @classmethod
-    def sse_c(cls, key: bytes) -> S3Encryption:
-        """A 32-byte key of the caller's, sent with every PUT and GET and never stored."""
-        return cls("SSE-C", customer_key=key)
-
-    @property
-    def kind(self) -> str:
-        """``"SSE-S3"``, ``"SSE-KMS"`` or ``"SSE-C"``."""
-        return self._kind
-
-    @property
-    def kms_key_id(self) -> str | None:
-        """The KMS key of SSE-KMS, ``None`` for the bucket's default."""
-        return self._kms_key_id
-
-    @property
-    def customer_key_md5(self) -> str | None:
-        """Base64 MD5 of the SSE-C key, as servers report it; ``None`` otherwise."""
-        return self._key_md5
-
-    def __repr__(self) -> str:
-        if self._kind == "SSE-S3":
-            return "S3Encryption.sse_s3()"
-        if self._kind == "SSE-KMS":
-            return f"S3Encryption.sse_kms({self._kms_key_id!r})"
-        return "S3Encryption.sse_c(<customer key hidden>)"
-
-    def put_args(self) -> dict[str, Any]:
-        """The ``put_object`` arguments."""
-        if self._kind == "SSE-S3":
-            return {"ServerSideEncryption": "AES256"}
-        if self._kind == "SSE-KMS":
-            args: dict[str, Any] = {"ServerSideEncryption": "aws:kms"}
-            if self._kms_key_id is not None:
-                args["SSEKMSKeyId"] = self._kms_key_id
-            return args
-        return self.get_args()
-
-    def get_args(self) -> dict[str, Any]:
-        """The ``get_object`` / ``head_object`` arguments (SSE-C only)."""
-        if self._kind != "SSE-C":
-            return {}
-        # botocore adds the key's base64 form and its MD5 (SSECustomerKeyMD5).
-        return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": self._customer_key}
-
-    def confirmed_by(self, response: dict[str, Any]) -> bool:
-        """Whether a ``put_object`` response reports this encryption."""
-        if self._kind == "SSE-C":
-            return (
-                response.get("SSECustomerAlgorithm") == "AES256"
-                and response.get("SSECustomerKeyMD5") == self._key_md5
-            )
-        expected = "AES256" if self._kind == "SSE-S3" else "aws:kms"
-        return response.get("ServerSideEncryption") == expected
-
-
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", "Unknown"))
 
 
 def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-
-
-def _public_url(url: str) -> str:
-    """``url`` without any user info, so errors never carry credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _build_client(
@@ -262,7 +128,7 @@ def _build_client(
     if endpoint_url is not None:
         if urlsplit(endpoint_url).username is not None:
             raise ValueError(
-                f"endpoint_url {_public_url(endpoint_url)!r} carries user info: give "
+                f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
                 "credentials through boto3's chain (environment, profile, role) instead"
             )
         options["s3"] = {"addressing_style": "path"}
@@ -331,12 +197,8 @@ class S3Store(ThreadedAsync):
     ) -> None:
         if not bucket:
             raise ValueError("bucket must not be empty")
-        prefix = prefix.lstrip("/")
-        if prefix:
-            validate_key(prefix.rstrip("/"))
-            prefix = prefix.rstrip("/") + "/"
-        if encryption is not None and not isinstance(encryption, S3Encryption):
-            raise ValueError(f"encryption must be an S3Encryption, not {type(encryption).__name__}")
+        prefix = bucket_prefix(prefix)
+        encryption = checked_encryption(encryption)
         client_options = {
             "endpoint_url": endpoint_url,
             "region_name": region_name,
@@ -387,7 +249,7 @@ class S3Store(ThreadedAsync):
         self._client = client
         self._bucket = bucket
         self._prefix = prefix
-        self._endpoint = _public_url(client.meta.endpoint_url)
+        self._endpoint = public_url(client.meta.endpoint_url)
         location = f"s3://{bucket}/{prefix}"
         if endpoint_url is not None or not urlsplit(self._endpoint).netloc.endswith(
             ".amazonaws.com"
@@ -453,7 +315,7 @@ class S3Store(ThreadedAsync):
         subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
             code, status = _code(exc), _status(exc)
-            if code in _UNAVAILABLE_CODES or status in _UNAVAILABLE_STATUS or operation == "check":
+            if code in UNAVAILABLE_CODES or status in UNAVAILABLE_STATUS or operation == "check":
                 return StoreUnavailableError(
                     f"{where} is unavailable ({operation}): {code} (HTTP {status})"
                 )

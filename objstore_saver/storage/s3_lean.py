@@ -26,16 +26,17 @@ from objstore_saver.storage.base import (
     ListPage,
     PutMode,
     StoreUnavailableError,
-    validate_key,
 )
 from objstore_saver.storage.http_pool import ConnectionPool
-from objstore_saver.storage.s3 import (
+from objstore_saver.storage.s3_common import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_POOL_CONNECTIONS,
     DEFAULT_READ_TIMEOUT,
     S3Encryption,
-    _public_url,
+    bucket_prefix,
+    checked_encryption,
+    public_url,
 )
 from objstore_saver.storage.s3_protocol import (
     Addressing,
@@ -64,16 +65,16 @@ def _addressing(bucket: str, endpoint_url: str | None, region: str) -> Addressin
     parts = urlsplit(endpoint_url)
     if parts.username is not None or parts.password is not None:
         raise ValueError(
-            f"endpoint_url {_public_url(endpoint_url)!r} carries user info: give "
+            f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
             "credentials through boto3's chain (environment, profile, role) instead"
         )
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(
-            f"endpoint_url {_public_url(endpoint_url)!r} is not an http:// or https:// URL"
+            f"endpoint_url {public_url(endpoint_url)!r} is not an http:// or https:// URL"
         )
     host = parts.netloc
     base = parts.path.rstrip("/") + "/" + bucket  # path style, as S3Store uses with endpoints
-    return Addressing(parts.scheme, host, base, _public_url(endpoint_url))
+    return Addressing(parts.scheme, host, base, public_url(endpoint_url))
 
 
 def _positive_seconds(name: str, value: Any) -> float:
@@ -184,12 +185,8 @@ class LeanS3Store:
     ) -> None:
         if not bucket:
             raise ValueError("bucket must not be empty")
-        prefix = prefix.lstrip("/")
-        if prefix:
-            validate_key(prefix.rstrip("/"))
-            prefix = prefix.rstrip("/") + "/"
-        if encryption is not None and not isinstance(encryption, S3Encryption):
-            raise ValueError(f"encryption must be an S3Encryption, not {type(encryption).__name__}")
+        prefix = bucket_prefix(prefix)
+        encryption = checked_encryption(encryption)
         attempts = _at_least_one(
             "max_attempts", DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
         )

@@ -36,7 +36,12 @@ from objstore_saver.storage.base import (
     validate_byte_range,
     validate_key,
 )
-from objstore_saver.storage.s3 import EncryptionNotConfirmedError, S3Encryption
+from objstore_saver.storage.s3_common import (
+    UNAVAILABLE_CODES,
+    UNAVAILABLE_STATUS,
+    EncryptionNotConfirmedError,
+    S3Encryption,
+)
 from objstore_saver.storage.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
 
 T = TypeVar("T")
@@ -83,23 +88,6 @@ class Sleep:
 Reply = HttpResponse | TransportFailure
 Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
 
-#: Error codes meaning the bucket as a whole cannot be used with these credentials.
-UNAVAILABLE_CODES = frozenset(
-    {
-        "NoSuchBucket",
-        "AccessDenied",
-        "AllAccessDisabled",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "TokenRefreshRequired",
-        "InvalidBucketName",
-        "PermanentRedirect",
-        "AuthorizationHeaderMalformed",
-    }
-)
-_UNAVAILABLE_STATUS = frozenset({301, 403})
 #: Answers worth another attempt (the set botocore's standard mode retries).
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 RETRY_CODES = frozenset(
@@ -355,7 +343,7 @@ class S3Protocol:
         if isinstance(reply, TransportFailure):
             return StoreUnavailableError(f"{where} is unavailable ({operation}): {reply.error}")
         code, message = error_code(reply)
-        if code in UNAVAILABLE_CODES or reply.status in _UNAVAILABLE_STATUS or operation == "check":
+        if code in UNAVAILABLE_CODES or reply.status in UNAVAILABLE_STATUS or operation == "check":
             return StoreUnavailableError(
                 f"{where} is unavailable ({operation}): {code} (HTTP {reply.status})"
             )
