@@ -410,19 +410,17 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
                 accepted ones), or a bad ``keep_last``, duration or thread id;
                 before any request.
         """
-        return self._driver.run(
-            self._prune_plan(
-                thread_ids,
-                strategy,
-                keep_last,
-                min_age,
-                dry_run,
-                older_than=older_than,
-                idle_for=idle_for,
-                idle_action=idle_action,
-            ),
-            self._call("prune", threads=len(thread_ids)),
+        plan = self._prune_plan(
+            thread_ids,
+            strategy,
+            keep_last,
+            min_age,
+            dry_run,
+            older_than=older_than,
+            idle_for=idle_for,
+            idle_action=idle_action,
         )
+        return self._driver.run(plan, self._call("prune", threads=len(thread_ids)))
 
     def verify(self, thread_id: str | None = None) -> VerifyReport:
         """Check the stored objects of one thread, or of every thread (an fsck).
@@ -535,19 +533,17 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         idle_action: str = "delete",
     ) -> dict[str, Any]:
         """Async :meth:`prune`."""
-        return await self._driver.arun(
-            self._prune_plan(
-                thread_ids,
-                strategy,
-                keep_last,
-                min_age,
-                dry_run,
-                older_than=older_than,
-                idle_for=idle_for,
-                idle_action=idle_action,
-            ),
-            self._call("aprune", threads=len(thread_ids)),
+        plan = self._prune_plan(
+            thread_ids,
+            strategy,
+            keep_last,
+            min_age,
+            dry_run,
+            older_than=older_than,
+            idle_for=idle_for,
+            idle_action=idle_action,
         )
+        return await self._driver.arun(plan, self._call("aprune", threads=len(thread_ids)))
 
     async def averify(self, thread_id: str | None = None) -> VerifyReport:
         """Async :meth:`verify`."""
