@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
@@ -300,6 +301,23 @@ def _cmd_migrate(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
     return r, _text_migrate, EXIT_FOUND if r["diverged"] else EXIT_OK
 
 
+def _cmd_serve(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
+    from objstore_saver.config import store_from_url
+
+    try:
+        from objstore_saver.viewer.app import TOKEN_ENV, serve
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"serve needs the ui extra ({exc}): pip install 'objstore-saver[ui]'"
+        ) from exc
+    token = a.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        serve(store_from_url(c.require_url()), a.host, a.port, token, c.secrets())
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    return {"served": f"{a.host}:{a.port}"}, _text_dict, EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``objstore-saver``."""
     common = argparse.ArgumentParser(add_help=False)
@@ -408,6 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thread", action="append", help="a thread to migrate (repeatable)")
     p.add_argument("--apply", action="store_true", help="really copy")
     p.set_defaults(func=_cmd_migrate)
+
+    p = sub.add_parser("serve", parents=[common], help="read-only web viewer (extra: ui)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    p.add_argument("--token", help="require this token (default $OBJSTORE_SAVER_VIEWER_TOKEN)")
+    p.set_defaults(func=_cmd_serve)
     return parser
 
 

@@ -1,0 +1,318 @@
+"""The viewer's views: pure plans over the store, returned as JSON-ready dicts.
+
+Every listing is one page of keys: the threads page lists at most ``limit``
+thread prefixes by skip scan and one key page per thread, the thread page one
+page of manifest keys and those manifests, so the requests a page makes do
+not grow with the number of threads or checkpoints. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from objstore_saver import codec, keys, plans
+from objstore_saver.driver import Driver
+from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, ObjstoreSaverError
+from objstore_saver.ops.views import READ_AHEAD, SubPlan, _resolve, describe_object, show_plan
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.store_requests import Get, ListKeys, run_batch, run_one
+from objstore_saver.verify import verify as verify_plan
+
+#: Largest page a client may ask for.
+MAX_PAGE = 200
+#: Keys of one thread listed for its row on the threads page (one LIST page).
+ROW_LISTING = 1000
+
+
+class NotFoundError(ObjstoreSaverError):
+    """The thread, checkpoint or object asked for is not in the store (HTTP 404)."""
+
+
+class BadRequestError(ObjstoreSaverError):
+    """A parameter of the request is invalid (HTTP 400); the message names it."""
+
+
+def _limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise BadRequestError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    return limit
+
+
+# --- threads ------------------------------------------------------------------------------
+
+
+def _search_prefix(search: str) -> str:
+    # Readable tokens are "_" + percent-encoding, which encodes a prefix of a
+    # thread id as a prefix of its token; hashed ids are found only unsearched.
+    return keys.THREADS if not search else keys.THREADS + "_" + quote(search, safe="")
+
+
+def _row(pfx: str, page: Any) -> dict[str, Any]:
+    manifests = [o for o in page.objects if o.key[len(pfx) :].startswith("checkpoints/")]
+    last = max((o.last_modified for o in page.objects), default=None)
+    tid = keys.untoken(pfx[len(keys.THREADS) : -1])
+    return {
+        "thread_id": tid,
+        "prefix": pfx,
+        "checkpoints": len(manifests),
+        "checkpoints_at_least": bool(page.truncated),
+        "objects": len(page.objects),
+        "bytes": sum(o.size for o in page.objects),
+        "bytes_at_least": bool(page.truncated),
+        "last_update": None if last is None else last.isoformat(),
+    }
+
+
+def threads_page_plan(search: str, after: str | None, limit: int) -> SubPlan:
+    """Plan: one page of threads whose id starts with ``search``, in key order.
+
+    ``after`` is the ``next`` cursor of the previous page (a thread prefix).
+    Counts come from one LIST page of each thread, so a thread with more keys
+    than that shows lower bounds (``checkpoints_at_least``).
+    """
+    base = _search_prefix(search)
+    start = None if after is None else after[:-1] + "0"
+    if start is not None and not after.startswith(base):  # type: ignore[union-attr]
+        raise BadRequestError(f"cursor {after!r} is not a thread prefix of this search")
+    prefixes: list[str] = []
+    while len(prefixes) <= limit:
+        page = yield from run_one(ListKeys(base, start, limit=1))
+        if not page.objects:
+            break
+        pfx, _ = keys.split_thread_key(page.objects[0].key)
+        prefixes.append(pfx)
+        start = pfx[:-1] + "0"  # "0" follows "/": skip the rest of this thread
+    more = len(prefixes) > limit
+    prefixes = prefixes[:limit]
+    listings = yield from run_batch(*(ListKeys(p, None, ROW_LISTING) for p in prefixes))
+    rows = [_row(p, page) for p, page in zip(prefixes, listings, strict=True)]
+    return {
+        "search": search,
+        "threads": rows,
+        "next": prefixes[-1] if more and prefixes else None,
+    }
+
+
+# --- thread -------------------------------------------------------------------------------
+
+
+def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
+    if body is None:
+        return None
+    try:
+        m = codec.decode_manifest(body, key)
+        md = (yield from _resolve(pfx, {"m": m.metadata}, key))["m"]
+    except CorruptObjectError as exc:
+        return {"key": key, "error": {"key": exc.key, "reason": exc.reason}}
+    md = md if isinstance(md, dict) else {}
+    return {
+        "key": key,
+        "checkpoint_id": m.checkpoint_id,
+        "checkpoint_ns": m.checkpoint_ns,
+        "parent_checkpoint_id": m.parent_checkpoint_id,
+        "step": md.get("step"),
+        "source": md.get("source"),
+        "writes": md.get("writes"),
+        "channels": len(m.channels),
+        "manifest_bytes": size,
+    }
+
+
+def tree_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nest a page of checkpoints by parent link within each namespace.
+
+    Returns the roots (checkpoints whose parent is not on the page), each with
+    ``children``; a checkpoint with more than one child is a fork.
+    """
+    by_id = {(r.get("checkpoint_ns"), r.get("checkpoint_id")): dict(r, children=[]) for r in rows}
+    roots = []
+    for (ns, _), node in sorted(by_id.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
+        parent = by_id.get((ns, node.get("parent_checkpoint_id")))
+        if parent is None or node.get("error"):
+            roots.append(node)
+        else:
+            parent["children"].append(node)
+    return roots
+
+
+def thread_page_plan(thread_id: str, after: str | None, limit: int) -> SubPlan:
+    """Plan: one page of a thread's checkpoints (manifest keys in order) and their tree.
+
+    Within a namespace manifest keys run newest first; namespaces follow each
+    other by token. ``after`` is the ``next`` cursor (a manifest key).
+    """
+    pfx = keys.thread_prefix(thread_id)
+    prefix = pfx + "checkpoints/"
+    if after is not None and not after.startswith(prefix):
+        raise BadRequestError(f"cursor {after!r} is not a manifest key of thread {thread_id!r}")
+    page = yield from run_one(ListKeys(prefix, after, limit))
+    if not page.objects and after is None:
+        raise NotFoundError(f"thread {thread_id!r} has no checkpoint")
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(page.objects), READ_AHEAD):
+        group = page.objects[start : start + READ_AHEAD]
+        bodies = yield from run_batch(*(Get(o.key) for o in group))
+        for info, body in zip(group, bodies, strict=True):
+            row = yield from _manifest_row(info.key, info.size, body, pfx)
+            if row is not None:
+                rows.append(row)
+    forks = sum(1 for n in _walk(tree_of(rows)) if len(n["children"]) > 1)
+    return {
+        "thread_id": thread_id,
+        "checkpoints": rows,
+        "tree": tree_of(rows),
+        "forks": forks,
+        "next": page.objects[-1].key if page.truncated and page.objects else None,
+    }
+
+
+def _walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack += n["children"]
+    return out
+
+
+# --- diff -----------------------------------------------------------------------------------
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def diff_of(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Channels added/removed/changed, messages added/removed, metadata keys changed."""
+    ov, nv = old["channel_values"], new["channel_values"]
+    changed = sorted(k for k in ov.keys() & nv.keys() if _canon(ov[k]) != _canon(nv[k]))
+    om, nm = ov.get("messages"), nv.get("messages")
+    messages = None
+    if isinstance(om, list) or isinstance(nm, list):
+        olds = [_canon(m) for m in om or []] if isinstance(om, list) else []
+        news = [_canon(m) for m in nm or []] if isinstance(nm, list) else []
+        messages = {
+            "added": [m for m, c in zip(nm or [], news, strict=False) if c not in olds],
+            "removed": [m for m, c in zip(om or [], olds, strict=False) if c not in news],
+        }
+    omd, nmd = old.get("metadata") or {}, new.get("metadata") or {}
+    omd = omd if isinstance(omd, dict) else {}
+    nmd = nmd if isinstance(nmd, dict) else {}
+    return {
+        "from": old["checkpoint_id"],
+        "to": new["checkpoint_id"],
+        "channels_added": sorted(nv.keys() - ov.keys()),
+        "channels_removed": sorted(ov.keys() - nv.keys()),
+        "channels_changed": changed,
+        "messages": messages,
+        "metadata_changed": {
+            k: {"from": omd.get(k), "to": nmd.get(k)}
+            for k in sorted(omd.keys() | nmd.keys())
+            if _canon(omd.get(k)) != _canon(nmd.get(k))
+        },
+    }
+
+
+# --- storage ------------------------------------------------------------------------------
+
+
+def thread_storage_plan(thread_id: str) -> SubPlan:
+    """Plan: objects and bytes of one thread by kind, and a verify of it."""
+    pfx = keys.thread_prefix(thread_id)
+    listing = yield from plans.list_thread(pfx)
+    kinds = {
+        "manifests": listing.manifests,
+        "writes": listing.writes,
+        "objects": listing.objects,
+        "run-markers": listing.runs,
+        "marks": listing.marks,
+    }
+    if not any(kinds.values()):
+        raise NotFoundError(f"thread {thread_id!r} has no object")
+    report = yield from verify_plan([thread_id])
+    return {
+        "thread_id": thread_id,
+        "by_kind": {
+            k: {"objects": len(v), "bytes": sum(o.size for o in v)} for k, v in kinds.items()
+        },
+        "verify": report.to_dict(),
+    }
+
+
+# --- the views, run --------------------------------------------------------------------------
+
+
+class Viewer:
+    """The views over one store, each run by a blocking driver (thread-safe).
+
+    Args:
+        store: The store to read. The viewer only sends GET and LIST.
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._driver = Driver(store, max_workers=16)
+
+    def close(self) -> None:
+        """Stop the driver's worker threads."""
+        self._driver.close()
+
+    def _run(self, plan: SubPlan) -> Any:
+        try:
+            return self._driver.run(plan)
+        except InvalidIdentifierError as exc:
+            raise BadRequestError(str(exc)) from exc
+
+    def threads(self, search: str = "", after: str | None = None, limit: int = 50) -> Any:
+        """One page of threads (see :func:`threads_page_plan`)."""
+        return self._run(threads_page_plan(search, after, _limit(limit)))
+
+    def thread(self, thread_id: str, after: str | None = None, limit: int = 50) -> Any:
+        """One page of a thread's checkpoints and their tree.
+
+        Raises:
+            NotFoundError: the thread has no checkpoint.
+        """
+        return self._run(thread_page_plan(thread_id, after, _limit(limit)))
+
+    def checkpoint(self, thread_id: str, checkpoint_id: str | None, ns: str = "") -> Any:
+        """A checkpoint decoded to JSON, as ``show`` gives it (nothing unpickled).
+
+        Raises:
+            NotFoundError: no such checkpoint.
+            CorruptObjectError: an object it needs does not decode.
+        """
+        report = self._run(show_plan(thread_id, checkpoint_id, ns))
+        if report is None:
+            what = "the latest checkpoint" if checkpoint_id is None else f"{checkpoint_id!r}"
+            raise NotFoundError(f"thread {thread_id!r} (namespace {ns!r}) has no checkpoint {what}")
+        return report
+
+    def diff(self, thread_id: str, new_id: str, old_id: str | None = None, ns: str = "") -> Any:
+        """Diff of checkpoint ``new_id`` against ``old_id`` (default: its parent)."""
+        new = self.checkpoint(thread_id, new_id, ns)
+        old_id = old_id or new["parent_checkpoint_id"]
+        if old_id is None:
+            raise NotFoundError(f"checkpoint {new_id!r} of thread {thread_id!r} has no parent")
+        return diff_of(self.checkpoint(thread_id, old_id, ns), new)
+
+    def object(self, key: str) -> Any:
+        """Any stored object decoded (content-addressed ones checked against their hash).
+
+        Raises:
+            NotFoundError: nothing at ``key``.
+            CorruptObjectError: the object does not decode or hash as it must.
+        """
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise BadRequestError(f"key {key!r} is not a key of the store")
+        body = self._run(run_one(Get(key)))
+        if body is None:
+            raise NotFoundError(f"no object at key {key!r}")
+        return describe_object(key, body)
+
+    def storage(self, thread_id: str) -> Any:
+        """Objects by kind and a verify report of one thread."""
+        return self._run(thread_storage_plan(thread_id))

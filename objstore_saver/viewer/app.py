@@ -1,0 +1,193 @@
+"""The Starlette app of the viewer, its token check, and :func:`serve` (uvicorn).
+
+Needs the ``ui`` extra (``pip install 'objstore-saver[ui]'``). Handlers are
+plain functions, which Starlette runs in its thread pool: the views run on the
+blocking driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.ops._common import redact
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.viewer import pages
+from objstore_saver.viewer.api import BadRequestError, NotFoundError, Viewer
+
+#: Environment variable holding the token (``--token`` wins).
+TOKEN_ENV = "OBJSTORE_SAVER_VIEWER_TOKEN"
+#: Cookie set from a ``?token=`` link so the pages' own links keep working.
+TOKEN_COOKIE = "objstore_viewer_token"
+
+
+class TokenMiddleware(BaseHTTPMiddleware):
+    """Answer 401 unless the request carries the token (header, cookie or ``?token=``)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.token = token
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        header = request.headers.get("authorization", "")
+        given = [
+            header[7:] if header.lower().startswith("bearer ") else "",
+            request.cookies.get(TOKEN_COOKIE, ""),
+            request.query_params.get("token", ""),
+        ]
+        if not any(g and hmac.compare_digest(g, self.token) for g in given):
+            return JSONResponse({"error": "a valid token is required"}, status_code=401)
+        response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+        return response
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequestError(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+
+
+def create_app(
+    store: ObjectStore, *, token: str | None = None, secrets: list[str] | None = None
+) -> Starlette:
+    """The viewer app over ``store``.
+
+    Args:
+        store: The store to show; the app only reads it.
+        token: When given, every request must carry it.
+        secrets: Strings never to show (passwords in the configured URL).
+    """
+    viewer = Viewer(store)
+    hidden = list(secrets or [])
+
+    def handle(render: Callable[[Any], str] | None, view: Callable[[Request], Any]) -> Any:
+        def endpoint(request: Request) -> Response:
+            api = render is None
+            try:
+                result = view(request)
+            except NotFoundError as exc:
+                return _error(api, 404, str(exc))
+            except BadRequestError as exc:
+                return _error(api, 400, str(exc))
+            except CorruptObjectError as exc:
+                return _error(api, 422, exc.reason, exc.key)
+            if api:
+                return JSONResponse(result)
+            return HTMLResponse(redact(render(result), hidden))
+
+        return endpoint
+
+    def _error(api: bool, status: int, message: str, key: str | None = None) -> Response:
+        message = redact(message, hidden)
+        if api:
+            return JSONResponse({"error": message, "key": key}, status_code=status)
+        return HTMLResponse(pages.error_page(status, message, key), status_code=status)
+
+    def threads(r: Request) -> Any:
+        return viewer.threads(
+            r.query_params.get("q", ""), r.query_params.get("after") or None, _int(r, "limit", 50)
+        )
+
+    def thread(r: Request) -> Any:
+        return viewer.thread(
+            r.path_params["thread"], r.query_params.get("after") or None, _int(r, "limit", 50)
+        )
+
+    def checkpoint(r: Request) -> Any:
+        cid = r.path_params.get("checkpoint")
+        return viewer.checkpoint(r.path_params["thread"], cid, r.query_params.get("ns", ""))
+
+    def diff(r: Request) -> Any:
+        p = r.path_params
+        return viewer.diff(
+            p["thread"],
+            p["checkpoint"],
+            r.query_params.get("against") or None,
+            r.query_params.get("ns", ""),
+        )
+
+    def obj(r: Request) -> Any:
+        return viewer.object(r.path_params["key"])
+
+    def storage(r: Request) -> Any:
+        return viewer.storage(r.path_params["thread"])
+
+    def diff_html(r: Request) -> Any:
+        return (r.path_params["thread"], diff(r))
+
+    routes = [
+        Route("/api/threads", handle(None, threads)),
+        Route("/api/threads/{thread}", handle(None, thread)),
+        Route("/api/threads/{thread}/latest", handle(None, checkpoint)),
+        Route("/api/threads/{thread}/checkpoints/{checkpoint}", handle(None, checkpoint)),
+        Route("/api/threads/{thread}/diff/{checkpoint}", handle(None, diff)),
+        Route("/api/objects/{key:path}", handle(None, obj)),
+        Route("/api/storage/{thread}", handle(None, storage)),
+        Route("/", handle(pages.threads_page, threads)),
+        Route("/threads", lambda r: RedirectResponse("/")),
+        Route("/threads/{thread}", handle(pages.thread_page, thread)),
+        Route(
+            "/threads/{thread}/checkpoints/{checkpoint}", handle(pages.checkpoint_page, checkpoint)
+        ),
+        Route(
+            "/threads/{thread}/diff/{checkpoint}", handle(lambda t: pages.diff_page(*t), diff_html)
+        ),
+        Route("/objects/{key:path}", handle(pages.object_page, obj)),
+        Route("/storage/{thread}", handle(pages.storage_page, storage)),
+    ]
+    middleware = [Middleware(TokenMiddleware, token=token)] if token else []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            viewer.close()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.viewer = viewer
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(store: ObjectStore, host: str, port: int, token: str | None, secrets: list[str]) -> None:
+    """Run the viewer with uvicorn until interrupted.
+
+    Raises:
+        ValueError: ``host`` is not loopback and no token is given.
+    """
+    import uvicorn
+
+    if not is_loopback(host) and not token:
+        raise ValueError(
+            f"--host {host} is not loopback: give --token (or ${TOKEN_ENV}) to protect the viewer"
+        )
+    uvicorn.run(
+        create_app(store, token=token, secrets=secrets), host=host, port=port, log_level="info"
+    )

@@ -1,0 +1,226 @@
+"""Server-rendered HTML of the views; every stored string goes through :func:`text`.
+
+Stored content is hostile until shown otherwise: it is escaped with
+:func:`html.escape`, cut to a bound, and isolated for bidirectional text
+(``<bdi>``), so a message cannot inject markup, run script, or flip the page.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+from urllib.parse import quote, urlencode
+
+#: Longest stored string shown in full on a page.
+MAX_TEXT = 2000
+#: Longest JSON block shown on a page.
+MAX_JSON = 20000
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em;max-width:70em}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+pre{background:#f6f6f6;padding:.5em;overflow:auto;white-space:pre-wrap;word-break:break-all}
+.msg{border-left:4px solid #999;margin:.4em 0;padding:.2em .6em}
+.human{border-color:#36c}.ai{border-color:#3a3}.tool{border-color:#c80}
+.err{background:#fee;border:1px solid #c00;padding:.5em}.fork{color:#a0a;font-weight:bold}
+"""
+
+
+def text(value: Any, limit: int = MAX_TEXT) -> str:
+    """Escaped, bounded, direction-isolated text of any value."""
+    s = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    cut = ""
+    if len(s) > limit:
+        cut = f" … ({len(s) - limit} more characters)"
+        s = s[:limit]
+    return f"<bdi>{html.escape(s)}</bdi>{html.escape(cut)}"
+
+
+def block(value: Any) -> str:
+    """A JSON value as an escaped, bounded ``<pre>``."""
+    s = json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    return f'<pre dir="ltr">{text(s, MAX_JSON)}</pre>'
+
+
+def href(path: str, **params: Any) -> str:
+    """An escaped link target: path segments quoted, parameters encoded."""
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return html.escape(path + ("?" + query if query else ""), quote=True)
+
+
+def q(segment: str) -> str:
+    """One URL path segment."""
+    return quote(segment, safe="")
+
+
+def page(title: str, body: str, status_note: str = "") -> str:
+    """A whole HTML document."""
+    nav = (
+        f'<nav><a href="{href("/")}">Threads</a> · <a href="{href("/api/threads")}">JSON API</a>'
+        f"</nav>"
+    )
+    return (
+        '<!doctype html><html><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body>{nav}<h1>{text(title, 200)}</h1>{status_note}{body}</body></html>"
+    )
+
+
+def error_page(status: int, message: str, key: str | None = None) -> str:
+    """A page naming what is missing or corrupt (404, 400, 422)."""
+    where = f"<p>key: <code>{text(key, 500)}</code></p>" if key else ""
+    return page(f"{status}", f'<div class="err"><p>{text(message)}</p>{where}</div>')
+
+
+def _size(n: int, at_least: bool = False) -> str:
+    return ("≥ " if at_least else "") + f"{n:,} B"
+
+
+def threads_page(r: dict[str, Any]) -> str:
+    """The threads page: a search box, one page of rows, a link to the next page."""
+    rows = []
+    for t in r["threads"]:
+        tid = t["thread_id"]
+        name = text(tid, 200) if tid is not None else text(t["prefix"]) + " (hashed id)"
+        link = f'<a href="{href("/threads/" + q(tid))}">{name}</a>' if tid is not None else name
+        count = ("≥ " if t["checkpoints_at_least"] else "") + str(t["checkpoints"])
+        rows.append(
+            f"<tr><td>{link}</td><td>{count}</td><td>{_size(t['bytes'], t['bytes_at_least'])}"
+            f"</td><td>{text(t['last_update'] or '-')}</td></tr>"
+        )
+    nxt = ""
+    if r["next"]:
+        link = href("/", q=r["search"] or None, after=r["next"])
+        nxt = f'<p><a id="next" href="{link}">next page</a></p>'
+    form = (
+        f'<form action="/"><input name="q" value="{html.escape(r["search"], quote=True)}" '
+        'placeholder="thread id prefix"><button>search</button></form>'
+    )
+    table = (
+        "<table><tr><th>thread</th><th>checkpoints</th><th>size</th><th>last update</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    return page("Threads", form + table + nxt)
+
+
+def _node(thread_id: str, n: dict[str, Any]) -> str:
+    if n.get("error"):
+        e = n["error"]
+        return (
+            f'<li class="err">corrupt: <code>{text(e["key"], 500)}</code>: {text(e["reason"])}</li>'
+        )
+    cid, ns = n["checkpoint_id"], n["checkpoint_ns"]
+    link = href(f"/threads/{q(thread_id)}/checkpoints/{q(cid)}", ns=ns or None)
+    diff = href(f"/threads/{q(thread_id)}/diff/{q(cid)}", ns=ns or None)
+    fork = ' <span class="fork">fork</span>' if len(n["children"]) > 1 else ""
+    writes = f" writes: {text(n['writes'], 300)}" if n.get("writes") else ""
+    ns_note = f" ns {text(ns, 200)}" if ns else ""
+    parent = f' · <a href="{diff}">diff with parent</a>' if n["parent_checkpoint_id"] else ""
+    kids = "".join(_node(thread_id, c) for c in n["children"])
+    return (
+        f'<li><a href="{link}"><code>{text(cid, 200)}</code></a>{ns_note} step {text(n["step"])}'
+        f" {text(n['source'])}{writes}{parent}{fork}"
+        + (f"<ul>{kids}</ul>" if kids else "")
+        + "</li>"
+    )
+
+
+def thread_page(r: dict[str, Any]) -> str:
+    """The thread page: this page of checkpoints as a tree by parent link."""
+    tid = r["thread_id"]
+    tree = "".join(_node(tid, n) for n in r["tree"])
+    nxt = ""
+    if r["next"]:
+        link = href("/threads/" + q(tid), after=r["next"])
+        nxt = f'<p><a id="next" href="{link}">older checkpoints</a></p>'
+    storage = f'<p><a href="{href("/storage/" + q(tid))}">storage and verify</a></p>'
+    head = f"<p>{len(r['checkpoints'])} checkpoints on this page, {r['forks']} forks</p>"
+    return page(f"Thread {tid}", head + storage + f"<ul>{tree}</ul>" + nxt)
+
+
+def _transcript(messages: list[Any]) -> str:
+    out = []
+    for m in messages:
+        if not isinstance(m, dict):
+            out.append(f'<div class="msg">{text(m)}</div>')
+            continue
+        role = str(m.get("role", "?"))
+        rest = {k: v for k, v in m.items() if k not in ("role", "content")}
+        extra = f"<div>{text(rest, 500)}</div>" if rest else ""
+        out.append(
+            f'<div class="msg {html.escape(role, quote=True)}"><b>{text(role, 40)}</b>: '
+            f'<span dir="auto">{text(m.get("content"))}</span>{extra}</div>'
+        )
+    return "".join(out)
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) and "role" in v for v in value)
+
+
+def checkpoint_page(r: dict[str, Any]) -> str:
+    """The checkpoint page: transcript, every channel as JSON, pending writes, metadata."""
+    tid, cid = r["thread_id"], r["checkpoint_id"]
+    parts = [
+        f"<p>manifest <code>{text(r['key'], 500)}</code>, "
+        f"parent {text(r['parent_checkpoint_id'])}</p>"
+    ]
+    ns = r["checkpoint_ns"] or None
+    if r["parent_checkpoint_id"]:
+        link = href(f"/threads/{q(tid)}/diff/{q(cid)}", ns=ns)
+        parts.append(f'<p><a href="{link}">diff with parent</a></p>')
+    parts.append("<h2>Channels</h2>")
+    for name, value in r["channel_values"].items():
+        where = r["storage"][name]
+        obj = ""
+        if "key" in where:
+            obj = f' (<a href="{href("/objects/" + where["key"])}">object</a>)'
+        parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
+        parts.append(_transcript(value) if value and _is_messages(value) else block(value))
+    parts.append("<h2>Pending writes</h2>" + block(r["pending_writes"]))
+    parts.append("<h2>Metadata</h2>" + block(r["metadata"]))
+    return page(f"Checkpoint {cid}", "".join(parts))
+
+
+def diff_page(thread_id: str, r: dict[str, Any]) -> str:
+    """The diff page: channels and metadata changed, messages added and removed."""
+    parts = [
+        f"<p>from <code>{text(r['from'])}</code> to <code>{text(r['to'])}</code></p>",
+        f"<p>channels changed: {text(', '.join(r['channels_changed']) or '-')}</p>",
+        f"<p>channels added: {text(', '.join(r['channels_added']) or '-')}</p>",
+        f"<p>channels removed: {text(', '.join(r['channels_removed']) or '-')}</p>",
+    ]
+    if r["messages"] is not None:
+        parts.append("<h2>Messages added</h2>" + _transcript(r["messages"]["added"]))
+        parts.append("<h2>Messages removed</h2>" + _transcript(r["messages"]["removed"]))
+    parts.append("<h2>Metadata changed</h2>" + block(r["metadata_changed"]))
+    return page(f"Diff in thread {thread_id}", "".join(parts))
+
+
+def object_page(r: dict[str, Any]) -> str:
+    """The object page: kind, size, hash check, decoded content."""
+    ok = {True: "verified", None: "not content-addressed"}.get(r.get("sha256_ok"), "?")
+    head = f"<p>kind <b>{text(r.get('kind'))}</b>, {_size(r['bytes'])}, sha-256 {ok}</p>"
+    return page(f"Object {r['key']}", head + block(r))
+
+
+def storage_page(r: dict[str, Any]) -> str:
+    """The storage page of a thread: objects by kind and the verify findings."""
+    rows = "".join(
+        f"<tr><td>{text(k)}</td><td>{v['objects']}</td><td>{_size(v['bytes'])}</td></tr>"
+        for k, v in r["by_kind"].items()
+    )
+    v = r["verify"]
+    status = "OK" if v["ok"] else "CORRUPT"
+    problems = "".join(
+        f'<li class="err"><code>{text(p.get("key"), 500)}</code>: {text(p.get("detail"))}</li>'
+        for p in v.get("problems", [])
+    )
+    return page(
+        f"Storage of thread {r['thread_id']}",
+        "<table><tr><th>kind</th><th>objects</th><th>size</th></tr>"
+        + rows
+        + f"</table><h2>verify: {status}</h2><ul>{problems}</ul>",
+    )

@@ -1,0 +1,240 @@
+"""The web viewer: a real uvicorn server on loopback over stores written by real graphs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from langchain_core.messages import AIMessage
+from langgraph.graph import START, MessagesState, StateGraph
+from ops_helpers import chat, subgraph_chat
+
+from objstore_saver import ObjectStoreSaver, keys
+from objstore_saver.storage import LocalStore, MeteredStore
+from objstore_saver.storage.base import ObjectStore, PutMode
+from objstore_saver.viewer.app import create_app
+
+HOSTILE = "<script>window.pwned=1</script><b>bold</b> \u202eevil rtl\u202c " + "x" * 50_000
+
+
+class Server:
+    """A viewer served by uvicorn in a thread on 127.0.0.1, port 0."""
+
+    def __init__(self, store: ObjectStore, **options: Any) -> None:
+        self.metered = MeteredStore(store)
+        config = uvicorn.Config(
+            create_app(self.metered, **options), host="127.0.0.1", port=0, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            assert self.thread.is_alive(), "uvicorn stopped while starting"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.client.get(path, **kw)
+
+    def requests_for(self, path: str) -> tuple[httpx.Response, Any]:
+        """One GET and what it cost the store."""
+        self.metered.reset()
+        r = self.get(path)
+        return r, self.metered.snapshot()
+
+    def close(self) -> None:
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(20)
+
+
+def _fork(saver: ObjectStoreSaver, thread_id: str) -> None:
+    """Time travel: a new turn from the thread's first completed turn."""
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", lambda s: {"messages": [AIMessage("forked answer")]})
+    builder.add_edge(START, "bot")
+    graph = builder.compile(checkpointer=saver)
+    history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
+    old = [h for h in history if len(h.values.get("messages", [])) == 2][-1]
+    graph.invoke({"messages": [("user", "the other way")]}, old.config)
+
+
+def _populate(saver: ObjectStoreSaver) -> None:
+    chat(saver, "alice", ["hello", "how are you?", "bye"])
+    _fork(saver, "alice")
+    subgraph_chat(saver, "sup", ["delegate this"])
+    chat(saver, "hostile", [HOSTILE])
+    latest = saver.get_tuple({"configurable": {"thread_id": "hostile"}})
+    assert latest is not None
+    saver.put_writes(latest.config, [("blob", b"\x00\xff<script>x</script>")], "task-b")
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    if request.param == "local":
+        st: ObjectStore = LocalStore(tmp_path / "store", fsync=False)
+    else:
+        st = request.getfixturevalue("s3_store")
+    _populate(ObjectStoreSaver(st))
+    yield st
+
+
+@pytest.fixture
+def server(store: ObjectStore) -> Iterator[Server]:
+    s = Server(store)
+    yield s
+    s.close()
+
+
+def _no_writes(meter: Any) -> None:
+    assert meter.put_requests == 0 and meter.delete_requests == 0, meter
+
+
+def test_threads_page_and_api_search_and_paging(server: Server) -> None:
+    r = server.get("/api/threads")
+    assert r.status_code == 200
+    rows = {t["thread_id"]: t for t in r.json()["threads"]}
+    assert set(rows) == {"alice", "sup", "hostile"}
+    assert rows["alice"]["checkpoints"] >= 8 and rows["alice"]["bytes"] > 0
+    assert rows["alice"]["last_update"]
+    page1 = server.get("/api/threads", params={"limit": 2}).json()
+    assert [t["thread_id"] for t in page1["threads"]] == ["alice", "hostile"]
+    page2 = server.get("/api/threads", params={"limit": 2, "after": page1["next"]}).json()
+    assert [t["thread_id"] for t in page2["threads"]] == ["sup"] and page2["next"] is None
+    found = server.get("/api/threads", params={"q": "ho"}).json()["threads"]
+    assert [t["thread_id"] for t in found] == ["hostile"]
+    html = server.get("/", params={"q": "al"}).text
+    assert 'href="/threads/alice"' in html and "hostile" not in html.split("<table>")[1]
+    assert server.get("/api/threads", params={"limit": "x"}).status_code == 400
+
+
+def test_thread_page_tree_fork_and_subgraph(server: Server) -> None:
+    r = server.get("/api/threads/alice").json()
+    assert r["forks"] == 1
+    ids = {c["checkpoint_id"] for c in r["checkpoints"]}
+    assert all(c["parent_checkpoint_id"] in ids or c["step"] == -1 for c in r["checkpoints"])
+    assert len(r["tree"]) == 1  # one root: the first input
+    html = server.get("/threads/alice").text
+    assert html.count('class="fork"') == 1 and "diff with parent" in html
+    sup = server.get("/api/threads/sup").json()
+    namespaces = {c["checkpoint_ns"] for c in sup["checkpoints"]}
+    assert "" in namespaces and any(ns.startswith("inner:") for ns in namespaces)
+    # paging: three pages of 3 walk every checkpoint once
+    seen, after = [], None
+    while True:
+        page = server.get("/api/threads/alice", params={"limit": 3, "after": after}).json()
+        seen += [c["checkpoint_id"] for c in page["checkpoints"]]
+        after = page["next"]
+        if after is None:
+            break
+    assert sorted(seen) == sorted(ids)
+
+
+def test_checkpoint_transcript_writes_metadata_and_diff(server: Server) -> None:
+    latest = server.get("/api/threads/alice/latest").json()
+    assert [m["role"] for m in latest["channel_values"]["messages"]][-2:] == ["human", "ai"]
+    cid = latest["checkpoint_id"]
+    html = server.get(f"/threads/alice/checkpoints/{cid}").text
+    assert "the other way" in html and "forked answer" in html
+    assert 'class="msg human"' in html and "<h2>Metadata</h2>" in html
+    d = server.get(f"/api/threads/alice/diff/{cid}").json()
+    assert d["channels_changed"] == ["messages"]
+    assert [m["content"] for m in d["messages"]["added"]] == ["forked answer"]
+    assert "forked answer" in server.get(f"/threads/alice/diff/{cid}").text
+
+
+def test_hostile_content_is_escaped_and_bounded(server: Server) -> None:
+    latest = server.get("/api/threads/hostile/latest").json()
+    html = server.get(f"/threads/hostile/checkpoints/{latest['checkpoint_id']}").text
+    assert "<script>window.pwned" not in html and "&lt;script&gt;window.pwned" in html
+    assert "<b>bold</b>" not in html and "<bdi>" in html
+    assert "more characters" in html and len(html) < 200_000
+    assert any(w["channel"] == "blob" for w in latest["pending_writes"])
+    assert "<script>x</script>" not in html
+
+
+def test_object_page_verifies_hash_and_names_corrupt_keys(
+    server: Server, store: ObjectStore
+) -> None:
+    # The 50 kB message is too large to be inline: the manifest references an object.
+    latest = server.get("/api/threads/hostile/latest").json()
+    key = latest["storage"]["messages"]["key"]
+    obj = server.get(f"/api/objects/{key}").json()
+    assert obj["sha256_ok"] is True and obj["kind"] in ("list", "value", "parts")
+    assert "verified" in server.get(f"/objects/{key}").text
+    body = store.get(key)
+    assert body is not None
+    store.put(key, body[:-3] + b"zzz", PutMode.OVERWRITE)
+    for path in (f"/api/objects/{key}", f"/objects/{key}"):
+        r = server.get(path)
+        assert r.status_code == 422 and key in r.text, path
+    r = server.get(f"/threads/hostile/checkpoints/{latest['checkpoint_id']}")
+    assert r.status_code == 422 and key in r.text
+    storage = server.get("/api/storage/hostile").json()
+    assert storage["verify"]["ok"] is False
+    assert any(p["key"] == key for p in storage["verify"]["problems"])
+    assert key in server.get("/storage/hostile").text
+    # the other threads still render
+    assert server.get("/threads/alice").status_code == 200
+
+
+def test_unknown_things_are_404_naming_them(server: Server) -> None:
+    for path, name in [
+        ("/threads/nobody", "nobody"),
+        ("/api/threads/nobody", "nobody"),
+        ("/threads/alice/checkpoints/1ef-missing", "1ef-missing"),
+        ("/api/objects/threads/_alice/objects/" + "0" * 64, "0" * 64),
+        ("/objects/threads/_alice/objects/" + "0" * 64, "0" * 64),
+        ("/api/storage/nobody", "nobody"),
+    ]:
+        r = server.get(path)
+        assert r.status_code == 404, path
+        assert name in r.text, path
+    assert server.get("/api/objects/../etc/passwd").status_code in (400, 404)
+
+
+def test_viewer_never_writes(server: Server) -> None:
+    latest = server.get("/api/threads/alice/latest").json()
+    cid = latest["checkpoint_id"]
+    server.metered.reset()
+    for path in [
+        "/",
+        "/threads/alice",
+        "/threads/sup",
+        f"/threads/alice/checkpoints/{cid}",
+        f"/threads/alice/diff/{cid}",
+        "/storage/alice",
+        "/api/threads",
+    ]:
+        assert server.get(path).status_code == 200, path
+    meter = server.metered.snapshot()
+    assert meter.get_requests > 0 and meter.list_requests > 0
+    _no_writes(meter)
+
+
+@pytest.mark.parametrize("store", ["local"], indirect=True)
+def test_token_protects_every_route(store: ObjectStore) -> None:
+    s = Server(store, token="s3cret-token")
+    try:
+        assert s.get("/").status_code == 401
+        assert s.get("/api/threads").status_code == 401
+        assert s.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert s.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+        r = s.get("/", params={"token": "s3cret-token"})
+        assert r.status_code == 200 and "s3cret-token" not in r.text
+        assert s.get("/api/threads").status_code == 200  # the cookie set by ?token=
+    finally:
+        s.close()
