@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import pytest
@@ -238,3 +238,117 @@ def test_token_protects_every_route(store: ObjectStore) -> None:
         assert s.get("/api/threads").status_code == 200  # the cookie set by ?token=
     finally:
         s.close()
+
+
+# --- request counts: a page costs the same on 10,000 threads or 1,000 checkpoints ------
+
+
+class Counter(TypedDict):
+    n: int
+
+
+def _long_thread(saver: ObjectStoreSaver, thread_id: str, turns: int) -> None:
+    """A real graph run ``turns`` times: three checkpoints per turn."""
+    builder = StateGraph(Counter)
+    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "inc")
+    graph = builder.compile(checkpointer=saver)
+    for i in range(turns):
+        graph.invoke({"n": i}, {"configurable": {"thread_id": thread_id}})
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """10,000 threads and a thread of 1,002 checkpoints, in a local directory.
+
+    The 10,000 threads hold a copy of one real manifest each (the threads page
+    reads listings only); the long thread is written by a compiled graph.
+    """
+    st = LocalStore(tmp_path_factory.mktemp("big") / "store", fsync=False)
+    saver = ObjectStoreSaver(st)
+    _long_thread(saver, "long", 334)
+    _long_thread(saver, "short", 20)
+    page = st.list(keys.manifests_prefix("short"), limit=1)
+    manifest = st.get(page.objects[0].key)
+    assert manifest is not None
+    seg = page.objects[0].key.rsplit("/", 1)[1]
+    for i in range(10_000):
+        st.put(f"{keys.thread_prefix(f't{i:05d}')}checkpoints/_/{seg}", manifest, PutMode.CREATE)
+    s = Server(st)
+    yield s
+    s.close()
+
+
+def test_threads_page_requests_do_not_grow_with_10000_threads(big: Server) -> None:
+    r, first = big.requests_for("/?limit=50")
+    assert r.status_code == 200 and r.text.count('href="/threads/') == 50
+    # 51 one-key LISTs of the skip scan (the 51st tells there is a next page),
+    # one LIST page per row, no GET.
+    assert (first.list_requests, first.get_requests, first.put_requests) == (101, 0, 0), first
+    # 100 pages in (the cursor is the prefix of the last thread shown): the same cost
+    cursor = big.get("/api/threads", params={"after": keys.thread_prefix("t04999")}).json()
+    assert cursor["threads"][0]["thread_id"] == "t05000"
+    r, deep = big.requests_for(f"/?limit=50&after={keys.thread_prefix('t04999')}")
+    assert r.status_code == 200 and "t05049" in r.text and "t05050" not in r.text
+    assert deep.requests == first.requests, (deep, first)
+    r, search = big.requests_for("/?q=t0999")
+    assert r.text.count('href="/threads/') == 10
+    assert search.list_requests == 21 and search.get_requests == 0, search
+    api = big.get("/api/threads", params={"q": "long"}).json()["threads"]
+    # a row reads one LIST page of the thread: past 1,000 keys, a lower bound
+    assert api[0]["checkpoints"] == 1000 and api[0]["checkpoints_at_least"] is True
+
+
+def test_thread_page_requests_do_not_grow_with_1000_checkpoints(big: Server) -> None:
+    long_ = big.get("/api/threads/long").json()
+    assert len(long_["checkpoints"]) == 50 and long_["next"]
+    r, short = big.requests_for("/threads/short?limit=50")
+    assert r.status_code == 200
+    r, first = big.requests_for("/threads/long?limit=50")
+    assert r.status_code == 200
+    # one LIST page of manifest keys and one GET per manifest on the page
+    assert (first.list_requests, first.get_requests) == (1, 50), first
+    assert first.requests == short.requests
+    cursor = long_["next"]
+    for _ in range(15):
+        cursor = big.get("/api/threads/long", params={"after": cursor}).json()["next"]
+    r, deep = big.requests_for(f"/threads/long?limit=50&after={cursor}")
+    assert r.status_code == 200 and deep.requests == first.requests
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def test_serve_command_binds_loopback_and_checks_the_token(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/store"
+    with ObjectStoreSaver.from_url(url) as saver:
+        chat(saver, "alice", ["hello"])
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "objstore_saver", "serve", "--url", url, "--port", "0"]
+    refused = subprocess.run(
+        [*cmd, "--host", "0.0.0.0"], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "--token" in refused.stderr
+    env = dict(os.environ, OBJSTORE_SAVER_VIEWER_TOKEN="tok-123")
+    proc = subprocess.Popen(
+        cmd, cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        base = None
+        deadline = time.monotonic() + 60
+        while base is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            found = re.search(r"running on (http://127\.0\.0\.1:\d+)", line)
+            base = found.group(1) if found else None
+        assert base, "serve did not announce its address"
+        assert httpx.get(base + "/api/threads", timeout=10).status_code == 401
+        ok = httpx.get(
+            base + "/api/threads", headers={"Authorization": "Bearer tok-123"}, timeout=10
+        )
+        assert [t["thread_id"] for t in ok.json()["threads"]] == ["alice"]
+    finally:
+        proc.terminate()
+        proc.wait(20)
