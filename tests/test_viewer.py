@@ -80,6 +80,9 @@ def _populate(saver: ObjectStoreSaver) -> None:
     latest = saver.get_tuple({"configurable": {"thread_id": "hostile"}})
     assert latest is not None
     saver.put_writes(latest.config, [("blob", b"\x00\xff<script>x</script>")], "task-b")
+    sup = saver.get_tuple({"configurable": {"thread_id": "sup"}})
+    assert sup is not None
+    saver.put_writes(sup.config, [("__interrupt__", {"value": "ask the user"})], "task-i")
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -154,6 +157,18 @@ def test_checkpoint_transcript_writes_metadata_and_diff(server: Server) -> None:
     assert d["channels_changed"] == ["messages"]
     assert [m["content"] for m in d["messages"]["added"]] == ["forked answer"]
     assert "forked answer" in server.get(f"/threads/alice/diff/{cid}").text
+
+
+def test_interrupts_and_store_du(server: Server) -> None:
+    sup = server.get("/api/threads/sup/latest").json()
+    html = server.get(f"/threads/sup/checkpoints/{sup['checkpoint_id']}").text
+    interrupts = html.split("<h2>Interrupts</h2>")[1].split("<h2>")[0]
+    assert "ask the user" in interrupts
+    du = server.get("/api/storage").json()
+    assert {t["thread_id"] for t in du["by_thread"]} == {"alice", "sup", "hostile"}
+    assert du["total"]["bytes"] == sum(t["bytes"] for t in du["by_thread"])
+    page = server.get("/storage").text
+    assert 'href="/storage/alice"' in page and "manifests" in page
 
 
 def test_hostile_content_is_escaped_and_bounded(server: Server) -> None:
@@ -236,6 +251,8 @@ def test_token_protects_every_route(store: ObjectStore) -> None:
         r = s.get("/", params={"token": "s3cret-token"})
         assert r.status_code == 200 and "s3cret-token" not in r.text
         assert s.get("/api/threads").status_code == 200  # the cookie set by ?token=
+        s.client.cookies.clear()
+        assert s.get("/", params={"token": "tökén"}).status_code == 401
     finally:
         s.close()
 

@@ -15,7 +15,15 @@ from urllib.parse import quote
 from objstore_saver import codec, keys, plans
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, ObjstoreSaverError
-from objstore_saver.ops.views import READ_AHEAD, SubPlan, _resolve, describe_object, show_plan
+from objstore_saver.ops._common import never_cancel, no_progress
+from objstore_saver.ops.views import (
+    READ_AHEAD,
+    SubPlan,
+    _resolve,
+    describe_object,
+    du_plan,
+    show_plan,
+)
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.store_requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.verify import verify as verify_plan
@@ -312,6 +320,13 @@ class Viewer:
         if body is None:
             raise NotFoundError(f"no object at key {key!r}")
         return describe_object(key, body)
+
+    def du(self) -> Any:
+        """Objects and bytes of the whole store by kind and by thread (``du``).
+
+        The one view that lists every key: one LIST per 1,000 keys.
+        """
+        return self._run(du_plan(no_progress, never_cancel))
 
     def storage(self, thread_id: str) -> Any:
         """Objects by kind and a verify report of one thread."""

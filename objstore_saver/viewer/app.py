@@ -46,7 +46,9 @@ class TokenMiddleware(BaseHTTPMiddleware):
             request.cookies.get(TOKEN_COOKIE, ""),
             request.query_params.get("token", ""),
         ]
-        if not any(g and hmac.compare_digest(g, self.token) for g in given):
+        # Bytes: compare_digest refuses non-ASCII str, and a token may be anything.
+        want = self.token.encode()
+        if not any(g and hmac.compare_digest(g.encode(), want) for g in given):
             return JSONResponse({"error": "a valid token is required"}, status_code=401)
         response = await call_next(request)
         if request.query_params.get("token"):
@@ -129,6 +131,9 @@ def create_app(
     def storage(r: Request) -> Any:
         return viewer.storage(r.path_params["thread"])
 
+    def du(r: Request) -> Any:
+        return viewer.du()
+
     def diff_html(r: Request) -> Any:
         return (r.path_params["thread"], diff(r))
 
@@ -140,6 +145,7 @@ def create_app(
         Route("/api/threads/{thread}/diff/{checkpoint}", handle(None, diff)),
         Route("/api/objects/{key:path}", handle(None, obj)),
         Route("/api/storage/{thread}", handle(None, storage)),
+        Route("/api/storage", handle(None, du)),
         Route("/", handle(pages.threads_page, threads)),
         Route("/threads", lambda r: RedirectResponse("/")),
         Route("/threads/{thread}", handle(pages.thread_page, thread)),
@@ -151,6 +157,7 @@ def create_app(
         ),
         Route("/objects/{key:path}", handle(pages.object_page, obj)),
         Route("/storage/{thread}", handle(pages.storage_page, storage)),
+        Route("/storage", handle(pages.du_page, du)),
     ]
     middleware = [Middleware(TokenMiddleware, token=token)] if token else []
 

@@ -56,10 +56,7 @@ def q(segment: str) -> str:
 
 def page(title: str, body: str, status_note: str = "") -> str:
     """A whole HTML document."""
-    nav = (
-        f'<nav><a href="{href("/")}">Threads</a> · <a href="{href("/api/threads")}">JSON API</a>'
-        f"</nav>"
-    )
+    nav = f'<nav><a href="{href("/")}">Threads</a> · <a href="{href("/storage")}">Storage</a></nav>'
     return (
         '<!doctype html><html><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
@@ -179,7 +176,11 @@ def checkpoint_page(r: dict[str, Any]) -> str:
             obj = f' (<a href="{href("/objects/" + where["key"])}">object</a>)'
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
         parts.append(_transcript(value) if value and _is_messages(value) else block(value))
-    parts.append("<h2>Pending writes</h2>" + block(r["pending_writes"]))
+    interrupts = [w for w in r["pending_writes"] if w["channel"] == "__interrupt__"]
+    others = [w for w in r["pending_writes"] if w["channel"] != "__interrupt__"]
+    if interrupts:
+        parts.append("<h2>Interrupts</h2>" + block([w["value"] for w in interrupts]))
+    parts.append("<h2>Pending writes</h2>" + block(others))
     parts.append("<h2>Metadata</h2>" + block(r["metadata"]))
     return page(f"Checkpoint {cid}", "".join(parts))
 
@@ -223,4 +224,39 @@ def storage_page(r: dict[str, Any]) -> str:
         "<table><tr><th>kind</th><th>objects</th><th>size</th></tr>"
         + rows
         + f"</table><h2>verify: {status}</h2><ul>{problems}</ul>",
+    )
+
+
+def _bar(n: int, most: int) -> str:
+    width = 0 if most <= 0 else max(1, round(300 * n / most))
+    return f'<span style="display:inline-block;background:#69c;height:.8em;width:{width}px"></span>'
+
+
+def du_page(r: dict[str, Any]) -> str:
+    """The store's objects and bytes by kind and by thread, with bars."""
+    total = r["total"]
+    most = max((v["bytes"] for v in r["by_kind"].values()), default=0)
+    kinds = "".join(
+        f"<tr><td>{text(k)}</td><td>{v['objects']}</td><td>{_size(v['bytes'])}</td>"
+        f"<td>{_bar(v['bytes'], most)}</td></tr>"
+        for k, v in sorted(r["by_kind"].items())
+    )
+    most = max((t["bytes"] for t in r["by_thread"]), default=0)
+    threads = []
+    for t in r["by_thread"][:200]:
+        tid = t["thread_id"]
+        name = text(tid if tid is not None else t["prefix"], 200)
+        if tid is not None:
+            name = f'<a href="{href("/storage/" + q(tid))}">{name}</a>'
+        threads.append(
+            f"<tr><td>{name}</td><td>{t['objects']}</td><td>{_size(t['bytes'])}</td>"
+            f"<td>{_bar(t['bytes'], most)}</td></tr>"
+        )
+    head = "<tr><th>{}</th><th>objects</th><th>size</th><th></th></tr>"
+    shown = f"<p>the {len(threads)} largest of {len(r['by_thread'])} threads</p>"
+    return page(
+        "Storage",
+        f"<p>{total['objects']} objects, {_size(total['bytes'])}</p><h2>By kind</h2>"
+        f"<table>{head.format('kind')}{kinds}</table><h2>By thread</h2>{shown}"
+        f"<table>{head.format('thread')}{''.join(threads)}</table>",
     )
