@@ -9,8 +9,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from html import unescape as html_unescape
 from pathlib import Path
 from typing import Any, TypedDict
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -24,6 +26,8 @@ from objstore_saver.storage import LocalStore, MeteredStore
 from objstore_saver.storage.base import ObjectStore, PutMode
 from objstore_saver.viewer.app import create_app
 
+#: A thread id with a "/", non-ASCII text and a literal "%2F": links must keep them apart.
+ODD = "bob/ü %2F x"
 HOSTILE = "<script>window.pwned=1</script><b>bold</b> \u202eevil rtl\u202c " + "x" * 50_000
 
 
@@ -76,6 +80,7 @@ def _populate(saver: ObjectStoreSaver) -> None:
     chat(saver, "alice", ["hello", "how are you?", "bye"])
     _fork(saver, "alice")
     subgraph_chat(saver, "sup", ["delegate this"])
+    chat(saver, ODD, ["a" * 5000])
     chat(saver, "hostile", [HOSTILE])
     latest = saver.get_tuple({"configurable": {"thread_id": "hostile"}})
     assert latest is not None
@@ -110,13 +115,14 @@ def test_threads_page_and_api_search_and_paging(server: Server) -> None:
     r = server.get("/api/threads")
     assert r.status_code == 200
     rows = {t["thread_id"]: t for t in r.json()["threads"]}
-    assert set(rows) == {"alice", "sup", "hostile"}
+    assert set(rows) == {"alice", "sup", "hostile", ODD}
     assert rows["alice"]["checkpoints"] >= 8 and rows["alice"]["bytes"] > 0
     assert rows["alice"]["last_update"]
     page1 = server.get("/api/threads", params={"limit": 2}).json()
-    assert [t["thread_id"] for t in page1["threads"]] == ["alice", "hostile"]
+    assert [t["thread_id"] for t in page1["threads"]] == ["alice", ODD]
     page2 = server.get("/api/threads", params={"limit": 2, "after": page1["next"]}).json()
-    assert [t["thread_id"] for t in page2["threads"]] == ["sup"] and page2["next"] is None
+    assert [t["thread_id"] for t in page2["threads"]] == ["hostile", "sup"]
+    assert page2["next"] is None
     found = server.get("/api/threads", params={"q": "ho"}).json()["threads"]
     assert [t["thread_id"] for t in found] == ["hostile"]
     html = server.get("/", params={"q": "al"}).text
@@ -165,7 +171,7 @@ def test_interrupts_and_store_du(server: Server) -> None:
     interrupts = html.split("<h2>Interrupts</h2>")[1].split("<h2>")[0]
     assert "ask the user" in interrupts
     du = server.get("/api/storage").json()
-    assert {t["thread_id"] for t in du["by_thread"]} == {"alice", "sup", "hostile"}
+    assert {t["thread_id"] for t in du["by_thread"]} == {"alice", "sup", "hostile", ODD}
     assert du["total"]["bytes"] == sum(t["bytes"] for t in du["by_thread"])
     page = server.get("/storage").text
     assert 'href="/storage/alice"' in page and "manifests" in page
@@ -204,6 +210,26 @@ def test_object_page_verifies_hash_and_names_corrupt_keys(
     assert key in server.get("/storage/hostile").text
     # the other threads still render
     assert server.get("/threads/alice").status_code == 200
+
+
+def test_links_of_an_odd_thread_id_lead_to_its_pages(server: Server) -> None:
+    found = server.get("/api/threads", params={"q": "bob/ü %2F"}).json()["threads"]
+    assert [t["thread_id"] for t in found] == [ODD]
+    home = server.get("/", params={"q": "bob"}).text
+    link = re.search(r'href="(/threads/[^"]+)"', home)
+    assert link is not None
+    thread_page = server.get(html_unescape(link.group(1)))
+    assert thread_page.status_code == 200 and "bob/ü %2F x" in thread_page.text
+    cp_link = re.search(r'href="(/threads/[^"]+/checkpoints/[^"]+)"', thread_page.text)
+    assert cp_link is not None
+    cp_page = server.get(html_unescape(cp_link.group(1)))
+    assert cp_page.status_code == 200 and "a" * 2000 in cp_page.text
+    obj_link = re.search(r'href="(/objects/[^"]+)"', cp_page.text)
+    assert obj_link is not None  # the 5,000-character message is stored as an object
+    obj = server.get(html_unescape(obj_link.group(1)))
+    assert obj.status_code == 200 and "verified" in obj.text
+    storage = server.get("/storage/" + quote(ODD, safe=""))
+    assert storage.status_code == 200 and "verify: OK" in storage.text
 
 
 def test_unknown_things_are_404_naming_them(server: Server) -> None:

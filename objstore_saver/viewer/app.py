@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -66,6 +67,19 @@ def _int(request: Request, name: str, default: int) -> int:
         raise BadRequestError(f"query parameter {name!r} must be an integer, got {raw!r}") from None
 
 
+def _segments(request: Request, prefix: str) -> list[str]:
+    """The percent-decoded segments of the request path after ``prefix``.
+
+    Read from the raw path: a thread id or key segment may hold an encoded
+    "/" (``%2F``), which the decoded path would turn into a separator.
+    """
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    path = raw.decode("utf-8", "replace")
+    if not path.startswith(prefix):
+        raise NotFoundError(f"no page at {request.url.path!r}")
+    return [unquote(seg) for seg in path[len(prefix) :].split("/")]
+
+
 def create_app(
     store: ObjectStore, *, token: str | None = None, secrets: list[str] | None = None
 ) -> Starlette:
@@ -107,57 +121,63 @@ def create_app(
             r.query_params.get("q", ""), r.query_params.get("after") or None, _int(r, "limit", 50)
         )
 
-    def thread(r: Request) -> Any:
-        return viewer.thread(
-            r.path_params["thread"], r.query_params.get("after") or None, _int(r, "limit", 50)
-        )
+    def thread_view(r: Request, prefix: str) -> tuple[str, str, Any]:
+        tid, *rest = _segments(r, prefix)
+        ns = r.query_params.get("ns", "")
+        match rest:
+            case []:
+                after = r.query_params.get("after") or None
+                return "thread", tid, viewer.thread(tid, after, _int(r, "limit", 50))
+            case ["latest"]:
+                return "checkpoint", tid, viewer.checkpoint(tid, None, ns)
+            case ["checkpoints", cid]:
+                return "checkpoint", tid, viewer.checkpoint(tid, cid, ns)
+            case ["diff", cid]:
+                against = r.query_params.get("against") or None
+                return "diff", tid, viewer.diff(tid, cid, against, ns)
+        raise NotFoundError(f"no page at {r.url.path!r}")
 
-    def checkpoint(r: Request) -> Any:
-        cid = r.path_params.get("checkpoint")
-        return viewer.checkpoint(r.path_params["thread"], cid, r.query_params.get("ns", ""))
+    def one_thread(r: Request, prefix: str) -> str:
+        segs = _segments(r, prefix)
+        if len(segs) != 1:
+            raise NotFoundError(f"no page at {r.url.path!r}")
+        return segs[0]
 
-    def diff(r: Request) -> Any:
-        p = r.path_params
-        return viewer.diff(
-            p["thread"],
-            p["checkpoint"],
-            r.query_params.get("against") or None,
-            r.query_params.get("ns", ""),
-        )
-
-    def obj(r: Request) -> Any:
-        return viewer.object(r.path_params["key"])
-
-    def storage(r: Request) -> Any:
-        return viewer.storage(r.path_params["thread"])
-
-    def du(r: Request) -> Any:
-        return viewer.du()
-
-    def diff_html(r: Request) -> Any:
-        return (r.path_params["thread"], diff(r))
+    renderers: dict[str, Callable[[str, Any], str]] = {
+        "thread": lambda tid, data: pages.thread_page(data),
+        "checkpoint": lambda tid, data: pages.checkpoint_page(data),
+        "diff": pages.diff_page,
+    }
 
     routes = [
         Route("/api/threads", handle(None, threads)),
-        Route("/api/threads/{thread}", handle(None, thread)),
-        Route("/api/threads/{thread}/latest", handle(None, checkpoint)),
-        Route("/api/threads/{thread}/checkpoints/{checkpoint}", handle(None, checkpoint)),
-        Route("/api/threads/{thread}/diff/{checkpoint}", handle(None, diff)),
-        Route("/api/objects/{key:path}", handle(None, obj)),
-        Route("/api/storage/{thread}", handle(None, storage)),
-        Route("/api/storage", handle(None, du)),
+        Route(
+            "/api/threads/{rest:path}", handle(None, lambda r: thread_view(r, "/api/threads/")[2])
+        ),
+        Route(
+            "/api/objects/{key:path}",
+            handle(None, lambda r: viewer.object("/".join(_segments(r, "/api/objects/")))),
+        ),
+        Route(
+            "/api/storage/{rest:path}",
+            handle(None, lambda r: viewer.storage(one_thread(r, "/api/storage/"))),
+        ),
+        Route("/api/storage", handle(None, lambda r: viewer.du())),
         Route("/", handle(pages.threads_page, threads)),
         Route("/threads", lambda r: RedirectResponse("/")),
-        Route("/threads/{thread}", handle(pages.thread_page, thread)),
         Route(
-            "/threads/{thread}/checkpoints/{checkpoint}", handle(pages.checkpoint_page, checkpoint)
+            "/threads/{rest:path}",
+            handle(lambda v: renderers[v[0]](v[1], v[2]), lambda r: thread_view(r, "/threads/")),
         ),
         Route(
-            "/threads/{thread}/diff/{checkpoint}", handle(lambda t: pages.diff_page(*t), diff_html)
+            "/objects/{key:path}",
+            handle(pages.object_page, lambda r: viewer.object("/".join(_segments(r, "/objects/")))),
         ),
-        Route("/objects/{key:path}", handle(pages.object_page, obj)),
-        Route("/storage/{thread}", handle(pages.storage_page, storage)),
-        Route("/storage", handle(pages.du_page, du)),
+        Route(
+            "/storage/{rest:path}",
+            handle(pages.storage_page, lambda r: viewer.storage(one_thread(r, "/storage/"))),
+        ),
+        Route("/storage", handle(pages.du_page, lambda r: viewer.du())),
     ]
     middleware = [Middleware(TokenMiddleware, token=token)] if token else []
 

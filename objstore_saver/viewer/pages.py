@@ -54,6 +54,11 @@ def q(segment: str) -> str:
     return quote(segment, safe="")
 
 
+def object_href(key: str) -> str:
+    """The link to an object's page, each key segment quoted (tokens hold "%")."""
+    return href("/objects/" + "/".join(q(seg) for seg in key.split("/")))
+
+
 def page(title: str, body: str, status_note: str = "") -> str:
     """A whole HTML document."""
     nav = f'<nav><a href="{href("/")}">Threads</a> · <a href="{href("/storage")}">Storage</a></nav>'
@@ -173,7 +178,7 @@ def checkpoint_page(r: dict[str, Any]) -> str:
         where = r["storage"][name]
         obj = ""
         if "key" in where:
-            obj = f' (<a href="{href("/objects/" + where["key"])}">object</a>)'
+            obj = f' (<a href="{object_href(where["key"])}">object</a>)'
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
         parts.append(_transcript(value) if value and _is_messages(value) else block(value))
     interrupts = [w for w in r["pending_writes"] if w["channel"] == "__interrupt__"]
