@@ -21,7 +21,7 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;max-width:70em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 pre{background:#f6f6f6;padding:.5em;overflow:auto;white-space:pre-wrap;word-break:break-all}
-.msg{border-left:4px solid #999;margin:.4em 0;padding:.2em .6em}
+.msg{border-left:4px solid #999;margin:.4em 0;padding:.2em .6em;overflow-wrap:anywhere}
 .human{border-color:#36c}.ai{border-color:#3a3}.tool{border-color:#c80}
 .err{background:#fee;border:1px solid #c00;padding:.5em}.fork{color:#a0a;font-weight:bold}
 """
