@@ -32,7 +32,6 @@ from objstore_saver.storage import LeanS3Store, ObjectStore
 #: Components, by where a function's code lives (first match wins).
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("storage client (botocore, urllib3, http)", ("botocore", "urllib3", "http/client", "ssl")),
-    ("obstore", ("obstore",)),
     ("zstandard", ("zstandard",)),
     ("hashlib", ("hashlib", "_hashlib")),
     ("msgpack", ("msgpack", "ormsgpack")),

@@ -28,8 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from objstore_saver.errors import ObjstoreSaverError
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.s3 import S3Store
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.transports import TRANSPORTS, open_s3_store
 
 if TYPE_CHECKING:
     from objstore_saver.saver import ObjectStoreSaver
@@ -61,8 +60,7 @@ _S3_PARAMS = {
     "region_name": "region_name",
     "transport": "transport",
 }
-#: S3 transports a URL can name: the lean one (default) and boto3's client.
-TRANSPORTS = ("lean", "boto3")
+
 #: Query parameter names that would put a secret in the URL: refused.
 _SECRET_PARAMS = frozenset(
     {
@@ -248,23 +246,14 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
         or os.environ.get("AWS_ENDPOINT_URL")
         or None
     )
-    store: LeanS3Store | S3Store
-    if spec.transport == "boto3":
-        store = S3Store(
-            spec.bucket,
-            spec.prefix,
-            endpoint_url=endpoint,
-            region_name=spec.region_name,
-            **s3_options,
-        )
-    else:
-        store = LeanS3Store(
-            spec.bucket,
-            spec.prefix,
-            endpoint_url=endpoint,
-            region_name=spec.region_name,
-            **s3_options,
-        )
+    store = open_s3_store(
+        spec.bucket,
+        spec.prefix,
+        transport=spec.transport,
+        endpoint_url=endpoint,
+        region_name=spec.region_name,
+        **s3_options,
+    )
     if check:
         store.check()
     return store

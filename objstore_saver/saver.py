@@ -30,7 +30,7 @@ from objstore_saver.memory import EntryMemory, ObjectMemory
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.transports import open_s3_store
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
 
@@ -146,26 +146,18 @@ class ObjectStoreSaver(BaseCheckpointSaver[str | int]):
         Raises:
             ValueError: an unknown transport, or ``retry_mode`` with the lean one.
         """
-        common: dict[str, Any] = {
-            "endpoint_url": endpoint_url,
-            "region_name": region_name,
-            "max_attempts": max_attempts,
-            "connect_timeout": connect_timeout,
-            "read_timeout": read_timeout,
-            "encryption": encryption,
-        }
-        store: ObjectStore
-        if transport == "boto3":
-            store = S3Store(bucket, prefix, retry_mode=retry_mode, **common)
-        elif transport == "lean":
-            if retry_mode not in (None, "standard"):
-                raise ValueError(
-                    f"retry_mode {retry_mode!r} needs transport='boto3'; the lean "
-                    "transport retries like botocore's 'standard' mode"
-                )
-            store = LeanS3Store(bucket, prefix, **common)
-        else:
-            raise ValueError(f"unknown transport {transport!r}: use 'lean' or 'boto3'")
+        store = open_s3_store(
+            bucket,
+            prefix,
+            transport=transport,
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            max_attempts=max_attempts,
+            retry_mode=retry_mode,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            encryption=encryption,
+        )
         return cls(store, **kwargs)
 
     @classmethod

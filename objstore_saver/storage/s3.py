@@ -7,7 +7,6 @@ servers that this module handles are listed in ``docs/s3-compatibility.md``.
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import time
@@ -54,8 +53,10 @@ from objstore_saver.storage.s3_common import (
     UNAVAILABLE_STATUS,
     EncryptionNotConfirmedError,
     S3Encryption,
+    at_least_one,
     bucket_prefix,
     checked_encryption,
+    positive_seconds,
     public_url,
 )
 
@@ -108,17 +109,12 @@ def _build_client(
     max_pool_connections: int,
 ) -> Any:
     """A boto3 S3 client with bounded retries and timeouts."""
-    if not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be an integer of at least 1, got {max_attempts!r}")
+    at_least_one("max_attempts", max_attempts)
     if retry_mode not in _RETRY_MODES:
         raise ValueError(f"retry_mode must be 'standard' or 'adaptive', got {retry_mode!r}")
-    for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
-        if not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    if not isinstance(max_pool_connections, int) or max_pool_connections < 1:
-        raise ValueError(
-            f"max_pool_connections must be an integer of at least 1, got {max_pool_connections!r}"
-        )
+    positive_seconds("connect_timeout", connect_timeout)
+    positive_seconds("read_timeout", read_timeout)
+    at_least_one("max_pool_connections", max_pool_connections)
     options: dict[str, Any] = {
         "retries": {"mode": retry_mode, "total_max_attempts": max_attempts},
         "connect_timeout": connect_timeout,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -186,3 +187,29 @@ def checked_encryption(encryption: Any) -> S3Encryption | None:
     if encryption is not None and not isinstance(encryption, S3Encryption):
         raise ValueError(f"encryption must be an S3Encryption, not {type(encryption).__name__}")
     return encryption
+
+
+def positive_seconds(name: str, value: Any) -> float:
+    """``value`` as seconds if it is a finite positive number.
+
+    Raises:
+        ValueError: naming the option ``name`` and the value.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def at_least_one(name: str, value: Any) -> int:
+    """``value`` if it is an integer of at least 1.
+
+    Raises:
+        ValueError: naming the option ``name`` and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+    return value

@@ -11,7 +11,6 @@ over boto3, aiobotocore and obstore is in ``docs/transport.md``.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 import weakref
 from collections.abc import Sequence
@@ -34,8 +33,10 @@ from objstore_saver.storage.s3_common import (
     DEFAULT_MAX_POOL_CONNECTIONS,
     DEFAULT_READ_TIMEOUT,
     S3Encryption,
+    at_least_one,
     bucket_prefix,
     checked_encryption,
+    positive_seconds,
     public_url,
 )
 from objstore_saver.storage.s3_protocol import (
@@ -75,22 +76,6 @@ def _addressing(bucket: str, endpoint_url: str | None, region: str) -> Addressin
     host = parts.netloc
     base = parts.path.rstrip("/") + "/" + bucket  # path style, as S3Store uses with endpoints
     return Addressing(parts.scheme, host, base, public_url(endpoint_url))
-
-
-def _positive_seconds(name: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value > 0)
-    ):
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _at_least_one(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
-    return value
 
 
 class _CredentialChain:
@@ -187,20 +172,20 @@ class LeanS3Store:
             raise ValueError("bucket must not be empty")
         prefix = bucket_prefix(prefix)
         encryption = checked_encryption(encryption)
-        attempts = _at_least_one(
+        attempts = at_least_one(
             "max_attempts", DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
         )
         base = DEFAULT_BACKOFF_BASE if backoff_base is None else backoff_base
         if isinstance(base, bool) or not isinstance(base, int | float) or not 0 <= base <= 20:
             raise ValueError(f"backoff_base must be between 0 and 20 seconds, got {base!r}")
-        self._connect_timeout = _positive_seconds(
+        self._connect_timeout = positive_seconds(
             "connect_timeout",
             DEFAULT_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
         )
-        self._read_timeout = _positive_seconds(
+        self._read_timeout = positive_seconds(
             "read_timeout", DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout
         )
-        self._pool_size = _at_least_one(
+        self._pool_size = at_least_one(
             "max_pool_connections",
             DEFAULT_MAX_POOL_CONNECTIONS if max_pool_connections is None else max_pool_connections,
         )
