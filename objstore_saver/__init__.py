@@ -13,6 +13,7 @@ from objstore_saver.errors import (
     ObjstoreSaverError,
     UnsupportedFormatError,
 )
+from objstore_saver.longterm import InvalidStoreValueError, ObjectStoreStore
 from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
 from objstore_saver.storage import (
     InvalidKeyError,
@@ -34,11 +35,13 @@ __all__ = [
     "CorruptObjectError",
     "InvalidIdentifierError",
     "InvalidKeyError",
+    "InvalidStoreValueError",
     "LocalStore",
     "MeteredStore",
     "MissingObjectError",
     "ObjectStore",
     "ObjectStoreSaver",
+    "ObjectStoreStore",
     "ObjstoreSaverError",
     "Problem",
     "PutMode",

@@ -1,0 +1,388 @@
+"""Pure planners of the long-term store (spec §8.4).
+
+Each planner is a generator that yields request batches and receives their
+results; it never touches storage, so the blocking and the asyncio drivers run
+the very same code. Clock readings come from the :class:`StoreContext`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.longterm import layout
+from objstore_saver.longterm.records import (
+    DEL,
+    PUT,
+    Record,
+    decode_item,
+    decode_record,
+    decode_snapshot,
+    encode_item,
+    encode_record,
+    encode_snapshot,
+    to_micros,
+    ttl_micros,
+)
+from objstore_saver.storage.base import ListPage, ObjectInfo, PutMode, StorageError
+from objstore_saver.store_requests import Delete, Get, ListKeys, Plan, Put, run_batch, run_one
+
+#: Records beyond the newest snapshot before a writer compacts (N of §8.4).
+COMPACT_AFTER = 32
+#: Attempts of an index read whose segments vanish under it.
+READ_ATTEMPTS = 3
+
+
+@dataclass
+class StoreContext:
+    """Clock, versions and index parameters shared by the planners.
+
+    Attributes:
+        clock: Epoch seconds; drives timestamps, TTL and versions.
+        grace: G of §8.4.6, seconds a replaced index segment is kept.
+        retention: R of §8.4.6, seconds a tombstone is kept in snapshots.
+        compact_after: N of §8.4.
+        wall: Epoch seconds compared with the store's ``LastModified``.
+    """
+
+    clock: Callable[[], float] = time.time
+    grace: float = 300.0
+    retention: float = 3600.0
+    compact_after: int = COMPACT_AFTER
+    wall: Callable[[], float] = time.time
+    versions: layout.Versions = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.versions = layout.Versions(self.clock)
+
+    def now(self) -> int:
+        """The clock in microseconds."""
+        return to_micros(self.clock())
+
+
+@dataclass
+class NamespaceIndex:
+    """What one LIST and the reads of §8.3 tell about a namespace."""
+
+    path: str
+    snapshots: list[ObjectInfo] = field(default_factory=list)
+    records: list[ObjectInfo] = field(default_factory=list)
+    covered: frozenset[str] = frozenset()
+    state: dict[str, Record] = field(default_factory=dict)
+
+    @property
+    def newest_snapshot(self) -> ObjectInfo | None:
+        return max(self.snapshots, key=lambda o: o.key) if self.snapshots else None
+
+    def ns(self) -> tuple[str, ...] | None:
+        """The namespace labels, from any record read."""
+        for rec in self.state.values():
+            return rec.ns
+        return None
+
+    def live(self, now_us: int) -> list[Record]:
+        """Live items in creation order."""
+        return sorted((r for r in self.state.values() if r.live(now_us)), key=lambda r: r.cv)
+
+
+def _name(key: str) -> str:
+    return key.rsplit("/", 1)[1]
+
+
+def list_infos(prefix: str) -> Plan[list[ObjectInfo]]:
+    """Sub-plan: every object under ``prefix`` with its listing facts (all pages)."""
+    out: list[ObjectInfo] = []
+    after: str | None = None
+    while True:
+        page: ListPage = yield from run_one(ListKeys(prefix, after))
+        out.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return out
+        after = page.objects[-1].key
+
+
+def group_index(infos: Sequence[ObjectInfo]) -> dict[str, NamespaceIndex]:
+    """Index keys grouped by namespace path; other keys are ignored."""
+    groups: dict[str, NamespaceIndex] = {}
+    for info in infos:
+        parsed = layout.parse_index_key(info.key)
+        if parsed is None:
+            continue
+        group = groups.setdefault(parsed.path, NamespaceIndex(parsed.path))
+        (group.snapshots if parsed.kind == "s" else group.records).append(info)
+    return groups
+
+
+def _fold(state: dict[str, Record], rec: Record) -> None:
+    old = state.get(rec.key)
+    if old is None or rec.v > old.v:
+        state[rec.key] = rec
+
+
+def read_indexes(prefix: str, what: str) -> Plan[dict[str, NamespaceIndex]]:
+    """Sub-plan: LIST ``prefix`` and build the state of every namespace under it (§8.3).
+
+    Two concurrent rounds after the LIST: newest snapshots, then the records they
+    do not cover. A segment deleted after the LIST restarts the read.
+
+    Raises:
+        StorageError: segments vanished on every attempt; names ``what``.
+    """
+    for _ in range(READ_ATTEMPTS):
+        groups = group_index((yield from list_infos(prefix)))
+        snaps = [(g, g.newest_snapshot) for g in groups.values() if g.snapshots]
+        got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))
+        if any(data is None for data in got):
+            continue
+        for (group, info), data in zip(snaps, got, strict=True):
+            assert info is not None
+            snap = decode_snapshot(data, info.key)
+            group.covered = snap.covered
+            for rec in snap.records:
+                _fold(group.state, rec)
+        wanted = [
+            (g, info)
+            for g in groups.values()
+            for info in g.records
+            if _name(info.key) not in g.covered
+        ]
+        got = yield from run_batch(*(Get(info.key) for _, info in wanted))
+        if any(data is None for data in got):
+            continue
+        for (group, info), data in zip(wanted, got, strict=True):
+            _fold(group.state, decode_record(data, info.key))
+        return groups
+    raise StorageError(f"index segments of {what} kept vanishing while read; try again")
+
+
+# --- reads ---------------------------------------------------------------------
+
+
+def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record | None]:
+    """§8.4.2 step 1: exactly one GET; None when absent or expired."""
+    obj_key = layout.item_key(namespace, key)
+    data = yield from run_one(Get(obj_key))
+    if data is None:
+        return None
+    rec = decode_item(data, obj_key)
+    if rec.ns != tuple(namespace) or rec.key != key:
+        raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
+    return rec if rec.live(now_us) else None
+
+
+def search_candidates(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[Record]]:
+    """§8.4.4 steps 1-4 without the filter: live items under a prefix, in result order."""
+    groups = yield from read_indexes(
+        layout.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
+    )
+    n = len(namespace_prefix)
+    by_ns: dict[tuple[str, ...], list[Record]] = {}
+    for group in groups.values():
+        ns = group.ns()
+        if ns is None or ns[:n] != tuple(namespace_prefix):
+            continue
+        by_ns.setdefault(ns, []).extend(group.live(now_us))
+    return [rec for ns in sorted(by_ns) for rec in sorted(by_ns[ns], key=lambda r: r.cv)]
+
+
+def live_namespaces(prefix: tuple[str, ...], now_us: int) -> Plan[list[tuple[str, ...]]]:
+    """§8.4.5 steps 1-2: the namespaces under ``prefix`` that hold a live item."""
+    groups = yield from read_indexes(layout.listing_prefix(prefix), f"namespace prefix {prefix!r}")
+    found = set()
+    for group in groups.values():
+        ns = group.ns()
+        if ns is not None and group.live(now_us):
+            found.add(ns)
+    return sorted(found)
+
+
+# --- writes --------------------------------------------------------------------
+
+
+def put_item(
+    ctx: StoreContext,
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    *,
+    ttl: float | None,
+    vectors: dict[str, bytes],
+) -> Plan[Record]:
+    """§8.4.1: a put that keeps ``created_at`` of a live item."""
+    now = ctx.now()
+    old = yield from get_item(namespace, key, now)
+    version = ctx.versions.next()
+    rec = Record(
+        ns=tuple(namespace),
+        key=key,
+        v=version,
+        op=PUT,
+        value=value,
+        ca=old.ca if old else now,
+        ua=now,
+        cv=old.cv if old else version,
+        ttl=ttl,
+        ea=None if ttl is None else now + ttl_micros(ttl),
+        vec=vectors,
+    )
+    yield from write_record(ctx, rec)
+    return rec
+
+
+def refresh_item(ctx: StoreContext, rec: Record) -> Plan[Record]:
+    """§8.4.2 step 2: write the same item again with its TTL counted from now."""
+    fresh = rec.refreshed(ctx.versions.next(), ctx.now())
+    yield from write_record(ctx, fresh)
+    return fresh
+
+
+def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan[bool]:
+    """§8.4.3; True if an item was there."""
+    now = ctx.now()
+    obj_key = layout.item_key(namespace, key)
+    data = yield from run_one(Get(obj_key))
+    if data is None:
+        return False
+    old = decode_item(data, obj_key)
+    rec = replace(old, v=ctx.versions.next(), op=DEL, value=None, vec={}, ua=now)
+    yield from write_record(ctx, rec)
+    return True
+
+
+def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
+    """Put steps 2-6 (or delete steps 2-3) for a record whose fields are final."""
+    ns = rec.ns
+    name = layout.record_name(rec.v, rec.key)
+    rec_key = layout.index_prefix(ns) + "r/" + name
+    stored = yield from run_one(Put(rec_key, encode_record(rec), PutMode.CREATE))
+    if not stored:
+        raise StorageError(f"index record {rec_key!r} already exists (version reused)")
+    obj_key = layout.item_key(ns, rec.key)
+    if rec.op == PUT:
+        yield from run_one(Put(obj_key, encode_item(rec), PutMode.OVERWRITE))
+    else:
+        yield from run_one(Delete((obj_key,)))
+    infos = yield from list_infos(layout.index_prefix(ns))
+    yield from _repair(rec, name, infos)
+    groups = group_index(infos)
+    group = next(iter(groups.values()), None)
+    if group is not None and _needs_compaction(ctx, group):
+        yield from compact(ctx, ns, group)
+
+
+def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
+    """Put step 5: make the item object hold the newest record of its key."""
+    h = layout.key_hash(rec.key)
+    newer = [
+        i.key
+        for i in infos
+        if "/r/" in i.key and _name(i.key).endswith("-" + h) and _name(i.key) > name
+    ]
+    if not newer:
+        return
+    newest_key = max(newer)
+    data = yield from run_one(Get(newest_key))
+    if data is None:
+        return
+    other = decode_record(data, newest_key)
+    if other.key != rec.key or other.v <= rec.v:
+        return
+    obj_key = layout.item_key(rec.ns, rec.key)
+    if other.op == PUT:
+        yield from run_one(Put(obj_key, encode_item(other), PutMode.OVERWRITE))
+    else:
+        yield from run_one(Delete((obj_key,)))
+
+
+def _needs_compaction(ctx: StoreContext, group: NamespaceIndex) -> bool:
+    newest = group.newest_snapshot
+    after = [i for i in group.records if newest is None or _name(i.key) > _name(newest.key)]
+    return len(after) > ctx.compact_after or len(group.records) > 4 * ctx.compact_after
+
+
+def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Plan[str | None]:
+    """§8.4.6: fold a namespace's index into a new snapshot; return its key (None: gave up)."""
+    newest = group.newest_snapshot
+    state: dict[str, Record] = {}
+    covered: frozenset[str] = frozenset()
+    if newest is not None:
+        data = yield from run_one(Get(newest.key))
+        if data is None:
+            return None  # a concurrent compaction replaced it; nothing to do now
+        snap = decode_snapshot(data, newest.key)
+        covered = snap.covered
+        for rec in snap.records:
+            _fold(state, rec)
+    todo = [i for i in group.records if _name(i.key) not in covered]
+    got = yield from run_batch(*(Get(i.key) for i in todo))
+    if any(data is None for data in got):
+        return None
+    for info, data in zip(todo, got, strict=True):
+        _fold(state, decode_record(data, info.key))
+    horizon = int((ctx.clock() - ctx.retention) * 1e9)
+    kept = [
+        r
+        for r in sorted(state.values(), key=lambda r: r.cv)
+        if r.op == PUT or layout.version_nanos(r.v) >= horizon
+    ]
+    listed = {_name(i.key) for i in group.records}
+    new_cov = sorted((covered | {_name(i.key) for i in todo}) & listed)
+    snap_key = layout.index_prefix(ns) + "s/" + ctx.versions.next()
+    yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
+    if newest is not None and _older_than(newest, ctx.wall() - ctx.grace):
+        doomed = [i.key for i in group.records if _name(i.key) in covered]
+        doomed += [i.key for i in group.snapshots if i.key < newest.key]
+        if doomed:
+            yield from run_one(Delete(tuple(doomed)))
+    return snap_key
+
+
+def _older_than(info: ObjectInfo, cutoff: float) -> bool:
+    return info.last_modified < datetime.fromtimestamp(cutoff, tz=UTC)
+
+
+# --- TTL sweep -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """An expired item found in an index."""
+
+    namespace: tuple[str, ...]
+    key: str
+    version: str
+    expires_at_us: int
+
+
+def expired_items(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[Expired]]:
+    """§8.4.7: the expired items of every namespace under a prefix (reads the index only)."""
+    groups = yield from read_indexes(
+        layout.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
+    )
+    n = len(namespace_prefix)
+    out = [
+        Expired(r.ns, r.key, r.v, r.ea)
+        for g in groups.values()
+        for r in g.state.values()
+        if r.op == PUT and r.ea is not None and r.ea <= now_us and r.ns[:n] == namespace_prefix
+    ]
+    return sorted(out, key=lambda e: (e.namespace, e.key))
+
+
+def sweep_item(ctx: StoreContext, item: Expired) -> Plan[bool]:
+    """§8.4.7: delete an expired item unless a put or refresh renewed it; True if deleted."""
+    obj_key = layout.item_key(item.namespace, item.key)
+    data = yield from run_one(Get(obj_key))
+    if data is None:
+        return False
+    rec = decode_item(data, obj_key)
+    now = ctx.now()
+    if rec.v != item.version or rec.live(now):
+        return False
+    gone = replace(rec, v=ctx.versions.next(), op=DEL, value=None, vec={}, ua=now)
+    yield from write_record(ctx, gone)
+    return True

@@ -1,0 +1,369 @@
+"""``ObjectStoreStore``: LangGraph's ``BaseStore`` on object storage (spec §8).
+
+``batch`` and ``abatch`` differ only in how embeddings are computed (LangChain's
+sync or async calls); both build one plan from the ops and hand it to the
+blocking or the asyncio driver.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+
+from objstore_saver.driver import Driver
+from objstore_saver.longterm import plans, query
+from objstore_saver.longterm.records import Record, encode_value, to_datetime
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.local import LocalStore
+from objstore_saver.storage.s3 import S3Encryption, S3Store
+from objstore_saver.storage.transports import open_s3_store
+from objstore_saver.store_requests import Plan
+
+
+@dataclass
+class _Prepared:
+    """Ops checked and split: reads in order, puts deduplicated, texts to embed."""
+
+    ops: list[Op]
+    puts: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)
+    texts: list[str] = field(default_factory=list)
+    # put op index -> [(field path, index into texts)]
+    put_texts: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+    queries: list[str] = field(default_factory=list)
+
+
+class ObjectStoreStore(BaseStore):
+    """Long-term memory (LangGraph ``BaseStore``) on an S3 bucket or a directory.
+
+    Items are JSON documents under a namespace and a key; ``get`` is one GET,
+    ``search`` reads per-namespace index segments (no GET per item), semantic
+    search uses the ``index`` config's embeddings, and TTLs are honoured at
+    read time. The format is spec §8.
+
+    Args:
+        store: The object store (the saver's may be shared: keys live under
+            ``store/``).
+        index: ``{"dims", "embed", "fields"}`` to enable semantic search.
+        ttl: ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
+        max_workers: Parallel requests of one batch.
+        clock: Epoch seconds for timestamps and TTL (tests inject one).
+        index_grace: Seconds a replaced index segment is kept (G of §8.4.6).
+        compact_after: Records beyond a snapshot before a writer compacts.
+
+    Example:
+        >>> store = ObjectStoreStore.from_directory("./memories")
+        >>> store.put(("users", "u1"), "prefs", {"theme": "dark"})  # doctest: +SKIP
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        max_workers: int = 32,
+        clock: Callable[[], float] = time.time,
+        index_grace: float = 300.0,
+        compact_after: int = plans.COMPACT_AFTER,
+    ) -> None:
+        self.store = store
+        self.ttl_config = ttl
+        self.index_config = dict(index) if index else None
+        self.embeddings = ensure_embeddings(index.get("embed")) if index else None
+        self._fields: list[tuple[str, list[str] | str]] = []
+        if index:
+            self._fields = [
+                (p, tokenize_path(p) if p != "$" else "$") for p in (index.get("fields") or ["$"])
+            ]
+        self._driver = Driver(store, max_workers=max_workers)
+        self._ctx = plans.StoreContext(clock=clock, grace=index_grace, compact_after=compact_after)
+
+    # --- construction --------------------------------------------------------
+
+    @classmethod
+    def from_store(cls, store: ObjectStore, **kwargs: Any) -> Self:
+        """A store on any :class:`~objstore_saver.storage.ObjectStore`."""
+        return cls(store, **kwargs)
+
+    @classmethod
+    def from_url(cls, url: str, *, check: bool = True, **kwargs: Any) -> Self:
+        """A store on ``s3://bucket/prefix?...`` or ``file:///path`` (see the saver's).
+
+        Raises:
+            ConfigurationError: the URL is invalid or carries credentials.
+            StoreUnavailableError: the bucket check failed (names bucket and endpoint).
+        """
+        from objstore_saver.config import store_from_url
+
+        return cls(store_from_url(url, check=check), **kwargs)
+
+    @classmethod
+    def from_bucket(
+        cls,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        encryption: S3Encryption | None = None,
+        transport: str = "lean",
+        **kwargs: Any,
+    ) -> Self:
+        """A store on an S3 bucket; credentials come from boto3's usual chain."""
+        s3 = open_s3_store(
+            bucket,
+            prefix,
+            transport=transport,
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            encryption=encryption,
+        )
+        return cls(s3, **kwargs)
+
+    @classmethod
+    def from_client(
+        cls,
+        client: Any,
+        bucket: str,
+        prefix: str = "",
+        *,
+        encryption: S3Encryption | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A store on an S3 bucket through an existing boto3 S3 client."""
+        return cls(S3Store(bucket, prefix, client=client, encryption=encryption), **kwargs)
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike[str], **kwargs: Any) -> Self:
+        """A store on a local directory (created if missing)."""
+        return cls(LocalStore(path), **kwargs)
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        self._driver.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- BaseStore -----------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ops; reads see the state before the batch's puts (as InMemoryStore)."""
+        prep = self._prepare(ops)
+        vectors = self.embeddings.embed_documents(prep.texts) if prep.texts else []
+        queries = [self.embeddings.embed_query(q) for q in prep.queries] if prep.queries else []
+        return self._driver.run(self._plan(prep, vectors, queries))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async twin of :meth:`batch`."""
+        prep = self._prepare(ops)
+        vectors = await self.embeddings.aembed_documents(prep.texts) if prep.texts else []
+        queries = [await self.embeddings.aembed_query(q) for q in prep.queries]
+        return await self._driver.arun(self._plan(prep, vectors, queries))
+
+    # --- preparation (no I/O) ---------------------------------------------------
+
+    def _prepare(self, ops: Iterable[Op]) -> _Prepared:
+        prep = _Prepared(list(ops))
+        for i, op in enumerate(prep.ops):
+            if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
+                raise TypeError(f"unknown store operation {type(op).__name__}")
+            validate_op_namespace(op)
+            if isinstance(op, (GetOp, PutOp)) and not isinstance(op.key, str):
+                raise TypeError(f"key {op.key!r} in namespace {op.namespace!r} must be a string")
+            if isinstance(op, PutOp):
+                self._check_put(op)
+                prep.puts[(tuple(op.namespace), op.key)] = i
+            elif (
+                isinstance(op, SearchOp)
+                and op.query
+                and self.embeddings
+                and op.query not in prep.queries
+            ):
+                prep.queries.append(op.query)
+        for i in prep.puts.values():
+            op = prep.ops[i]
+            assert isinstance(op, PutOp)
+            if op.value is not None:
+                prep.put_texts[i] = self._texts_of(op, prep.texts)
+        return prep
+
+    @staticmethod
+    def _check_put(op: PutOp) -> None:
+        if op.value is None:
+            return
+        if not op.namespace:
+            raise InvalidNamespaceError(f"namespace of key {op.key!r} cannot be empty")
+        if op.namespace[0] == "langgraph":
+            raise InvalidNamespaceError(
+                f'root label of namespace {op.namespace!r} cannot be "langgraph"'
+            )
+        encode_value(op.namespace, op.key, op.value)
+        if op.ttl is not None and (not isinstance(op.ttl, (int, float)) or op.ttl <= 0):
+            raise ValueError(
+                f"ttl {op.ttl!r} of key {op.key!r} in namespace {op.namespace!r} "
+                "must be a positive number of minutes"
+            )
+
+    def _texts_of(self, op: PutOp, texts: list[str]) -> list[tuple[str, int]]:
+        """Field paths of a put to embed, each with the index of its text in ``texts``."""
+        if not self.embeddings or op.index is False:
+            return []
+        paths = self._fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
+        out: list[tuple[str, int]] = []
+        for path, tokens in paths:
+            found = get_text_at_path(op.value, tokens)
+            named = (
+                [(path, found[0])]
+                if len(found) == 1
+                else [(f"{path}.{n}", text) for n, text in enumerate(found)]
+            )
+            for name, text in named:
+                out.append((name, len(texts)))
+                texts.append(text)
+        return out
+
+    # --- the one plan of a batch ---------------------------------------------------
+
+    def _plan(
+        self,
+        prep: _Prepared,
+        vectors: Sequence[Sequence[float]],
+        queries: Sequence[Sequence[float]],
+    ) -> Plan[list[Result]]:
+        results: list[Result] = [None] * len(prep.ops)
+        query_vectors = dict(zip(prep.queries, queries, strict=True))
+        for i, op in enumerate(prep.ops):
+            if isinstance(op, GetOp):
+                results[i] = yield from self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = yield from self._search(op, query_vectors.get(op.query or ""))
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = yield from self._list_namespaces(op)
+        for i in prep.puts.values():
+            op = prep.ops[i]
+            assert isinstance(op, PutOp)
+            ns = tuple(op.namespace)
+            if op.value is None:
+                yield from plans.delete_item(self._ctx, ns, op.key)
+                continue
+            vec = {name: query.pack_vector(vectors[t]) for name, t in prep.put_texts.get(i, [])}
+            ttl = None if op.ttl is None else float(op.ttl)
+            yield from plans.put_item(self._ctx, ns, op.key, dict(op.value), ttl=ttl, vectors=vec)
+        return results
+
+    def _get(self, op: GetOp) -> Plan[Item | None]:
+        rec = yield from plans.get_item(tuple(op.namespace), op.key, self._ctx.now())
+        if rec is None:
+            return None
+        if op.refresh_ttl and rec.ttl is not None:
+            rec = yield from plans.refresh_item(self._ctx, rec)
+        return _item(rec)
+
+    def _search(self, op: SearchOp, query_vector: Sequence[float] | None) -> Plan[list[SearchItem]]:
+        ns = tuple(op.namespace_prefix)
+        candidates = yield from plans.search_candidates(ns, self._ctx.now())
+        kept = [r for r in candidates if query.passes(r, op.filter)]
+        ranked = query.page(kept, query_vector, op.offset, op.limit)
+        out: list[SearchItem] = []
+        for rec, score in ranked:
+            if op.refresh_ttl and rec.ttl is not None:
+                rec = yield from plans.refresh_item(self._ctx, rec)
+            out.append(_search_item(rec, score))
+        return out
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
+        literal: list[str] = []
+        for cond in op.match_conditions or ():
+            if cond.match_type == "prefix":
+                for label in cond.path:
+                    if label == "*":
+                        break
+                    literal.append(label)
+                break
+        found = yield from plans.live_namespaces(tuple(literal), self._ctx.now())
+        conds = op.match_conditions or ()
+        chosen = [ns for ns in found if all(_matches(c, ns) for c in conds)]
+        if op.max_depth is not None:
+            chosen = sorted({ns[: op.max_depth] for ns in chosen})
+        return chosen[op.offset : op.offset + op.limit]
+
+
+def _matches(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
+    """A prefix or suffix condition, ``*`` matching any one label."""
+    path = tuple(cond.path)
+    if len(ns) < len(path):
+        return False
+    if cond.match_type == "prefix":
+        part = ns[: len(path)]
+    elif cond.match_type == "suffix":
+        part = ns[len(ns) - len(path) :]
+    else:
+        raise ValueError(f"unsupported namespace match type {cond.match_type!r}")
+    return all(p in ("*", label) for p, label in zip(path, part, strict=True))
+
+
+def _item(rec: Record) -> Item:
+    return Item(
+        value=dict(rec.value or {}),
+        key=rec.key,
+        namespace=rec.ns,
+        created_at=to_datetime(rec.ca),
+        updated_at=to_datetime(rec.ua),
+    )
+
+
+def _search_item(rec: Record, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=rec.ns,
+        key=rec.key,
+        value=dict(rec.value or {}),
+        created_at=to_datetime(rec.ca),
+        updated_at=to_datetime(rec.ua),
+        score=score,
+    )
