@@ -1,0 +1,304 @@
+"""ObjectStoreStore (spec §8): round trips, TTL, semantic search, request counts,
+hostile input and crashes, on a directory and on S3 (moto), sync and async."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langgraph.store.base import InvalidNamespaceError, PutOp
+from langgraph.store.memory import InMemoryStore
+
+from objstore_saver import InvalidStoreValueError, MeteredStore, ObjectStoreStore
+from objstore_saver.longterm import layout, plans
+from objstore_saver.longterm.records import PUT, Record, encode_snapshot
+from objstore_saver.storage.base import PutMode
+from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
+from objstore_saver.storage.local import LocalStore
+from tests.longterm_helpers import DIMS, Caller, Clock, HashEmbeddings, caller
+
+BACKENDS = ["local", "s3"]
+MODES = ["sync", "async"]
+
+
+@pytest.fixture(params=list(itertools.product(BACKENDS, MODES)), ids=lambda p: "-".join(p))
+def st(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Caller]:
+    kind, mode = request.param
+    yield from caller(kind, mode, tmp_path, request, clock=Clock())
+
+
+def test_round_trip_and_separation(st: Caller) -> None:
+    clock = st.store._ctx.clock
+    st("put", ("a",), "k", {"v": 1, "nested": {"x": [1, "two", None, True]}})
+    st("put", ("a", "b"), "k", {"v": 2})
+    st("put", ("ab",), "k", {"v": 3})
+    assert st("get", ("a",), "k").value == {"v": 1, "nested": {"x": [1, "two", None, True]}}
+    assert st("get", ("a", "b"), "k").value == {"v": 2}
+    assert st("get", ("ab",), "k").value == {"v": 3}
+    assert st("get", ("a",), "missing") is None
+    assert [i.namespace for i in st("search", ("a",))] == [("a",), ("a", "b")]
+    assert st("list_namespaces") == [("a",), ("a", "b"), ("ab",)]
+    # created_at survives an update; updated_at moves
+    first = st("get", ("a",), "k")
+    clock.advance(5)  # type: ignore[attr-defined]
+    st("put", ("a",), "k", {"v": 10})
+    again = st("get", ("a",), "k")
+    assert again.value == {"v": 10}
+    assert again.created_at == first.created_at
+    assert (again.updated_at - first.updated_at).total_seconds() == pytest.approx(5)
+    st("delete", ("a",), "k")
+    assert st("get", ("a",), "k") is None
+    assert st("list_namespaces") == [("a", "b"), ("ab",)]
+    # re-created after a delete: a new created_at
+    st("put", ("a",), "k", {"v": 11})
+    assert st("get", ("a",), "k").created_at > first.created_at
+
+
+def test_search_filter_order_offset_limit(st: Caller) -> None:
+    for i in range(12):
+        st("put", ("docs",), f"d{i}", {"n": i, "tag": "even" if i % 2 == 0 else "odd"})
+    st("put", ("docs",), "d3", {"n": 3, "tag": "odd", "updated": True})  # keeps position
+    keys = [r.key for r in st("search", ("docs",), limit=100)]
+    assert keys == [f"d{i}" for i in range(12)]
+    got = st("search", ("docs",), filter={"tag": "odd", "n": {"$gte": 5}}, limit=2, offset=1)
+    assert [r.key for r in got] == ["d7", "d9"]
+    got = st("search", ("docs",), filter={"n": {"$lt": 3, "$ne": 1}})
+    assert [r.key for r in got] == ["d0", "d2"]
+
+
+def test_ttl_expiry_and_refresh(st: Caller) -> None:
+    clock = st.store._ctx.clock
+    st("put", ("t",), "short", {"v": 1}, ttl=1.0)
+    st("put", ("t",), "forever", {"v": 2})
+    clock.advance(50)  # type: ignore[attr-defined]
+    assert st("get", ("t",), "short", refresh_ttl=False) is not None
+    assert st("get", ("t",), "short") is not None  # refreshes: expires 60 s from now
+    clock.advance(50)  # type: ignore[attr-defined]
+    assert [r.key for r in st("search", ("t",), refresh_ttl=False)] == ["short", "forever"]
+    clock.advance(11)  # type: ignore[attr-defined]
+    assert st("get", ("t",), "short") is None
+    assert [r.key for r in st("search", ("t",))] == ["forever"]
+    expired = st.store._driver.run(plans.expired_items(("t",), st.store._ctx.now()))
+    assert [(e.namespace, e.key) for e in expired] == [(("t",), "short")]
+    swept = st.store._driver.run(plans.sweep_item(st.store._ctx, expired[0]))
+    assert swept
+    assert st.store._driver.run(plans.expired_items(("t",), st.store._ctx.now())) == []
+    assert st("list_namespaces") == [("t",)]
+    st("delete", ("t",), "forever")
+    assert st("list_namespaces") == []
+
+
+def test_ttl_config_default(tmp_path: Any, request: pytest.FixtureRequest) -> None:
+    clock = Clock()
+    for st in caller("local", "sync", tmp_path, request, clock=clock, ttl={"default_ttl": 2}):
+        st("put", ("t",), "k", {"v": 1})
+        clock.advance(119)
+        assert st("get", ("t",), "k", refresh_ttl=False) is not None
+        clock.advance(2)
+        assert st("get", ("t",), "k") is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_semantic_search_matches_inmemory(
+    mode: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    index = {"dims": DIMS, "embed": HashEmbeddings(), "fields": ["text", "tags"]}
+    ref = InMemoryStore(index=index)  # type: ignore[arg-type]
+    docs = [
+        ("a", {"text": "the cat sat on the mat", "tags": ["pets", "home"]}),
+        ("b", {"text": "dogs chase cats in the park"}),
+        ("c", {"text": "stock markets fell sharply today", "tags": ["finance"]}),
+        ("d", {"text": "a recipe for bread and butter"}),
+        ("e", {"other": "no indexed field here"}),
+        ("f", {"text": "cat cat cat mat"}),
+    ]
+    for st in caller("local", mode, tmp_path, request, index=index):
+        for key, value in docs:
+            st("put", ("docs",), key, value)
+            ref.put(("docs",), key, value)
+        st("put", ("docs",), "g", {"text": "cat"}, index=False)
+        ref.put(("docs",), "g", {"text": "cat"}, index=False)
+        for q, limit, offset in [("cat on a mat", 10, 0), ("markets", 3, 1), ("bread cats", 7, 2)]:
+            ours = st("search", ("docs",), query=q, limit=limit, offset=offset)
+            theirs = ref.search(("docs",), query=q, limit=limit, offset=offset)
+            assert [r.key for r in ours] == [r.key for r in theirs]
+            for a, b in zip(ours, theirs, strict=True):
+                if b.score is None:
+                    assert a.score is None
+                else:
+                    assert a.score == pytest.approx(b.score, abs=1e-6)
+
+
+def _metered(tmp_path: Any, **options: Any) -> tuple[ObjectStoreStore, MeteredStore]:
+    meter = MeteredStore(LocalStore(tmp_path / "m"))
+    return ObjectStoreStore(meter, **options), meter
+
+
+def test_request_counts_get_put(tmp_path: Any) -> None:
+    store, meter = _metered(tmp_path)
+    with store:
+        store.put(("n",), "k", {"v": 1})
+        meter.reset()
+        assert store.get(("n",), "k") is not None
+        assert meter.snapshot().requests == {"put": 0, "get": 1, "list": 0, "delete": 0}
+        meter.reset()
+        store.put(("n",), "k", {"v": 2})
+        # GET (created_at) + PUT record + PUT item + LIST index
+        assert meter.snapshot().requests == {"put": 2, "get": 1, "list": 1, "delete": 0}
+        for i in range(200):  # compactions included, every put stays bounded
+            meter.reset()
+            store.put(("n",), f"k{i}", {"v": i})
+            assert meter.snapshot().total_requests <= plans.COMPACT_AFTER + 8
+
+
+def _bulk_snapshot(store: ObjectStoreStore, ns: tuple[str, ...], n: int, dims: int) -> None:
+    """Write a namespace of ``n`` items as one index snapshot (the compactor's encoding)."""
+    ctx = store._ctx
+    now = ctx.now()
+    recs = []
+    vec = HashEmbeddings(dims).embed_query("filler words here")
+    from objstore_saver.longterm.query import pack_vector
+
+    for i in range(n):
+        v = ctx.versions.next()
+        recs.append(
+            Record(
+                ns,
+                f"k{i}",
+                v,
+                PUT,
+                {"i": i, "text": "filler"},
+                now,
+                now,
+                v,
+                vec={"text": pack_vector(vec)},
+            )
+        )
+    key = layout.index_prefix(ns) + "s/" + ctx.versions.next()
+    store.store.put(key, encode_snapshot(ns, [], recs), PutMode.CREATE)
+
+
+@pytest.mark.parametrize("n", [100, 10_000])
+def test_search_requests_do_not_grow_with_items(tmp_path: Any, n: int) -> None:
+    index = {"dims": DIMS, "embed": HashEmbeddings(), "fields": ["text"]}
+    store, meter = _metered(tmp_path, index=index)
+    with store:
+        _bulk_snapshot(store, ("big",), n, DIMS)
+        for i in range(5):  # a few records beyond the snapshot
+            store.put(("big",), f"new{i}", {"i": -1, "text": "cat on the mat"})
+        meter.reset()
+        got = store.search(("big",), filter={"i": {"$gte": n - 3}}, limit=10)
+        assert [r.key for r in got] == [f"k{n - 3}", f"k{n - 2}", f"k{n - 1}"]
+        # 1 LIST + 1 snapshot GET + 5 record GETs, whatever n is
+        assert meter.snapshot().requests == {"put": 0, "get": 6, "list": 1, "delete": 0}
+        meter.reset()
+        got = store.search(("big",), query="cat mat", limit=3)
+        assert {r.key for r in got} <= {f"new{i}" for i in range(5)}
+        assert len(got) == 3
+        assert meter.snapshot().requests == {"put": 0, "get": 6, "list": 1, "delete": 0}
+
+
+def test_compaction_bounds_reads_and_deletes_after_grace(tmp_path: Any) -> None:
+    store, meter = _metered(tmp_path, compact_after=4, index_grace=0.0)
+    with store:
+        for i in range(30):
+            store.put(("c",), f"k{i % 7}", {"i": i})
+        for i in range(3):
+            store.delete(("c",), f"k{i}")
+        meter.reset()
+        got = store.search(("c",), limit=100)
+        assert sorted(r.key for r in got) == [f"k{i}" for i in range(3, 7)]
+        assert {r.key: r.value["i"] for r in got} == {"k3": 24, "k4": 25, "k5": 26, "k6": 27}
+        assert meter.snapshot().get_requests <= 1 + 4 * 4
+        keys = [o.key for o in store.store.list("store/ix/_c/x/").objects]
+        assert sum("/s/" in k for k in keys) <= 2  # old snapshots deleted (grace 0)
+        assert sum("/r/" in k for k in keys) <= 4 * 4 + 1
+
+
+def test_hostile_labels_and_keys(st: Caller) -> None:
+    labels = ["a/b", "ünïcødé 🚀", "x" * 2000, "%2F", "~", "a b"]  # "." is forbidden
+    keys = ["", "/", "..", "k/../k", "ü" * 700, "%41", "\n"]
+    written = {}
+    for i, (label, key) in enumerate(itertools.product(labels[:5], keys)):
+        ns = ("root", label) if i % 2 else (label,)
+        written[(ns, key)] = {"i": i}
+        st("put", ns, key, {"i": i})
+    deep = tuple("y" * 190 + str(d) for d in range(6))  # a hashed namespace path
+    st("put", deep, "k", {"deep": True})
+    assert st("get", deep, "k").value == {"deep": True}
+    for (ns, key), value in written.items():
+        assert st("get", ns, key).value == value
+    found = {(r.namespace, r.key): r.value for r in st("search", (), limit=1000)}
+    assert found == {**written, (deep, "k"): {"deep": True}}
+    assert [r.key for r in st("search", deep[:3])] == ["k"]
+    assert set(st("list_namespaces", limit=1000)) == {ns for ns, _ in written} | {deep}
+    assert st("list_namespaces", prefix=deep[:2]) == [deep]
+    assert st("list_namespaces", prefix=deep[:2], max_depth=3) == [deep[:3]]
+
+
+def test_bad_input_names_it(st: Caller) -> None:
+    with pytest.raises(InvalidNamespaceError, match=r"a\.b"):
+        st("put", ("a.b",), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError, match="empty"):
+        st("put", (), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):
+        st("put", ("langgraph", "x"), "k", {"v": 1})
+    with pytest.raises(InvalidStoreValueError, match=r"'kk'.*\('users',\)"):
+        st("put", ("users",), "kk", ["not", "a", "dict"])
+    with pytest.raises(InvalidStoreValueError, match=r"'kk'.*\('users',\).*set"):
+        st("put", ("users",), "kk", {"s": {1, 2}})
+    with pytest.raises(InvalidStoreValueError, match="not a string"):
+        st("put", ("users",), "kk", {"d": {1: "x"}})
+    with pytest.raises(InvalidNamespaceError):
+        st("batch", [PutOp(("a", ""), "k", {"v": 1})])
+    assert st("list_namespaces") == []  # nothing was written
+
+
+@pytest.mark.parametrize("what", ["put", "update", "delete"])
+def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> None:
+    """A put/delete interrupted at request i: get and search show the old or the new item."""
+    old, new = {"v": "old"}, ({"v": "new"} if what != "delete" else None)
+    i = 0
+    while True:
+        root = LocalStore(tmp_path / f"r{i}")
+        clean = ObjectStoreStore(root, compact_after=2)
+        for k in range(3):  # enough records that the next write compacts
+            clean.put(("ns",), f"other{k}", {"k": k})
+        if what != "put":
+            clean.put(("ns",), "k", old)
+        faulty = ObjectStoreStore(FaultyStore(root, FailAt({i}, Fault.ERROR)), compact_after=2)
+        try:
+            if new is None:
+                faulty.delete(("ns",), "k")
+            else:
+                faulty.put(("ns",), "k", new)
+            finished = True
+        except InjectedFaultError:
+            finished = False
+        before = old if what != "put" else None
+        got = clean.get(("ns",), "k")
+        got_v = got.value if got else None
+        hits = [r.value for r in clean.search(("ns",), limit=100) if r.key == "k"]
+        allowed = [before, new]
+        assert got_v in allowed
+        assert (hits[0] if hits else None) in allowed
+        assert len([r for r in clean.search(("ns",), limit=100) if r.key.startswith("other")]) == 3
+        if finished:
+            assert got_v == new and (hits[0] if hits else None) == new
+            # the write completed, retrying on the crashed stores converges too
+            clean.close()
+            faulty.close()
+            break
+        # retry after the crash converges to the new state
+        if new is None:
+            clean.delete(("ns",), "k")
+        else:
+            clean.put(("ns",), "k", new)
+        got = clean.get(("ns",), "k")
+        assert (got.value if got else None) == new
+        clean.close()
+        faulty.close()
+        i += 1
+    assert i >= 4  # the write really was interrupted at each of its requests
