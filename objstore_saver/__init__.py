@@ -4,7 +4,7 @@ Checkpoints are stored as increments: create-only manifests over immutable,
 content-addressed values scoped to their thread. See ``docs/spec.md``.
 """
 
-from objstore_saver.config import ConfigurationError, create_checkpointer
+from objstore_saver.config import ConfigurationError, create_checkpointer, create_store
 from objstore_saver.errors import (
     CheckpointConflictError,
     CorruptObjectError,
@@ -52,5 +52,6 @@ __all__ = [
     "UnsupportedFormatError",
     "VerifyReport",
     "create_checkpointer",
+    "create_store",
 ]
 __version__ = "0.1.0"

@@ -39,7 +39,9 @@ __all__ = [
     "ConfigurationError",
     "StoreURL",
     "create_checkpointer",
+    "create_store",
     "langgraph_checkpointer",
+    "langgraph_store",
     "parse_url",
     "redact_url",
     "store_from_url",
@@ -392,3 +394,22 @@ async def langgraph_checkpointer(
         yield saver
     finally:
         await asyncio.to_thread(saver.close)
+
+
+def create_store(
+    store: Any = None, *, environ: Mapping[str, str] | None = None, **options: Any
+) -> Any:
+    """The long-term store (``BaseStore``) an application should use; same precedence as
+    :func:`create_checkpointer`. See :func:`objstore_saver.longterm.factory.create_store`."""
+    from objstore_saver.longterm.factory import create_store as create
+
+    return create(store, environ=environ, **options)
+
+
+def langgraph_store(settings: Mapping[str, Any] | None = None) -> Any:
+    """The custom store of a LangGraph server, in the dotted form ``langgraph.json`` loads:
+    ``"store": {"path": "objstore_saver.config.langgraph_store"}``. See
+    :func:`objstore_saver.longterm.factory.langgraph_store`."""
+    from objstore_saver.longterm.factory import langgraph_store as make
+
+    return make(settings)

@@ -1,0 +1,116 @@
+"""A real graph with the saver and the long-term store on one bucket, and the
+store's configuration entry points (create_store, langgraph.json)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, TypedDict
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from objstore_saver import ObjectStoreSaver, ObjectStoreStore
+from objstore_saver.config import create_store, langgraph_store
+
+
+class State(TypedDict, total=False):
+    said: str
+    recalled: list[str]
+
+
+def remember(state: State, config: RunnableConfig, *, store: BaseStore) -> State:
+    user = config["configurable"]["user_id"]
+    if state.get("said", "").startswith("remember "):
+        fact = state["said"].removeprefix("remember ")
+        store.put(("memories", user), uuid.uuid4().hex, {"fact": fact})
+    found = store.search(("memories", user), limit=10)
+    return {"recalled": [m.value["fact"] for m in found]}
+
+
+def _graph(saver: ObjectStoreSaver, store: ObjectStoreStore) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", END)
+    return builder.compile(checkpointer=saver, store=store)
+
+
+def test_memories_cross_threads_on_one_bucket(s3_endpoint: Any, s3_bucket: str) -> None:
+    saver = ObjectStoreSaver(s3_endpoint.lean_store(s3_bucket, "app/"))
+    store = ObjectStoreStore(s3_endpoint.lean_store(s3_bucket, "app/"))
+    with saver, store:
+        graph = _graph(saver, store)
+        one = {"configurable": {"thread_id": "t-1", "user_id": "ada"}}
+        two = {"configurable": {"thread_id": "t-2", "user_id": "ada"}}
+        other = {"configurable": {"thread_id": "t-3", "user_id": "bob"}}
+        graph.invoke({"said": "remember likes cats"}, one)
+        graph.invoke({"said": "remember lives in Turin"}, one)
+        out = graph.invoke({"said": "what do you know?"}, two)
+        assert out["recalled"] == ["likes cats", "lives in Turin"]
+        assert graph.invoke({"said": "hello"}, other)["recalled"] == []
+        # each thread's state is in the saver, the memories in the store, one bucket
+        assert graph.get_state(two).values["recalled"] == ["likes cats", "lives in Turin"]
+        client = s3_endpoint.client()
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+        assert any(k.startswith("app/threads/_t-1/") for k in keys)
+        assert any(k.startswith("app/store/it/_memories/_ada/i/") for k in keys)
+        assert store.list_namespaces() == [("memories", "ada")]
+
+
+def test_memories_async_graph(tmp_path: Any) -> None:
+    saver = ObjectStoreSaver.from_directory(tmp_path)
+    store = ObjectStoreStore.from_directory(tmp_path)
+
+    async def node(state: State, config: RunnableConfig, *, store: BaseStore) -> State:
+        user = config["configurable"]["user_id"]
+        if state.get("said", "").startswith("remember "):
+            await store.aput(("memories", user), "k", {"fact": state["said"][9:]})
+        return {"recalled": [m.value["fact"] for m in await store.asearch(("memories", user))]}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    graph = builder.compile(checkpointer=saver, store=store)
+
+    async def run() -> list[str]:
+        await graph.ainvoke(
+            {"said": "remember tea"}, {"configurable": {"thread_id": "a", "user_id": "u"}}
+        )
+        out = await graph.ainvoke(
+            {"said": "?"}, {"configurable": {"thread_id": "b", "user_id": "u"}}
+        )
+        return out["recalled"]
+
+    with saver, store:
+        assert asyncio.run(run()) == ["tea"]
+
+
+def test_create_store_precedence(tmp_path: Any) -> None:
+    mine = InMemoryStore()
+    assert create_store(mine, environ={"OBJSTORE_SAVER_URL": "file:///nowhere"}) is mine
+    found = create_store(environ={"OBJSTORE_SAVER_URL": f"file://{tmp_path}"})
+    assert isinstance(found, ObjectStoreStore)
+    found.close()
+    assert isinstance(create_store(environ={}), InMemoryStore)
+
+
+def test_langgraph_store_reads_url_and_ttl(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OBJSTORE_SAVER_URL", f"file://{tmp_path}")
+    monkeypatch.setenv("LANGGRAPH_STORE", '{"path": "x", "ttl": {"default_ttl": 5}}')
+
+    async def run() -> None:
+        async with langgraph_store() as store:
+            assert isinstance(store, ObjectStoreStore)
+            assert store.ttl_config == {"default_ttl": 5}
+            await store.aput(("n",), "k", {"v": 1})
+            item = await store.aget(("n",), "k")
+            assert item is not None and item.value == {"v": 1}
+
+    asyncio.run(run())
+    monkeypatch.delenv("OBJSTORE_SAVER_URL")
+    with pytest.raises(Exception, match="OBJSTORE_SAVER_URL is not set"):
+        asyncio.run(run())
