@@ -50,7 +50,7 @@ class StoreContext:
     """
 
     clock: Callable[[], float] = time.time
-    grace: float = 300.0
+    grace: float = 60.0
     retention: float = 3600.0
     compact_after: int = COMPACT_AFTER
     wall: Callable[[], float] = time.time
@@ -301,7 +301,7 @@ def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
 def _needs_compaction(ctx: StoreContext, group: NamespaceIndex) -> bool:
     newest = group.newest_snapshot
     after = [i for i in group.records if newest is None or _name(i.key) > _name(newest.key)]
-    return len(after) > ctx.compact_after or len(group.records) > 4 * ctx.compact_after
+    return len(after) > ctx.compact_after
 
 
 def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Plan[str | None]:
@@ -333,12 +333,28 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
     new_cov = sorted((covered | {_name(i.key) for i in todo}) & listed)
     snap_key = layout.index_prefix(ns) + "s/" + ctx.versions.next()
     yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
-    if newest is not None and _older_than(newest, ctx.wall() - ctx.grace):
-        doomed = [i.key for i in group.records if _name(i.key) in covered]
-        doomed += [i.key for i in group.snapshots if i.key < newest.key]
-        if doomed:
-            yield from run_one(Delete(tuple(doomed)))
+    yield from _collect(ctx, group, newest, covered)
     return snap_key
+
+
+def _collect(
+    ctx: StoreContext, group: NamespaceIndex, newest: ObjectInfo | None, covered: frozenset[str]
+) -> Plan[None]:
+    """§8.4.6 step 5: delete what the newest snapshot older than G made redundant."""
+    cutoff = ctx.wall() - ctx.grace
+    ripe = [i for i in group.snapshots if _older_than(i, cutoff)]
+    if not ripe:
+        return
+    settled = max(ripe, key=lambda i: i.key)
+    if newest is None or settled.key != newest.key:
+        data = yield from run_one(Get(settled.key))
+        if data is None:
+            return
+        covered = decode_snapshot(data, settled.key).covered
+    doomed = [i.key for i in group.records if _name(i.key) in covered]
+    doomed += [i.key for i in group.snapshots if i.key < settled.key]
+    if doomed:
+        yield from run_one(Delete(tuple(doomed)))
 
 
 def _older_than(info: ObjectInfo, cutoff: float) -> bool:

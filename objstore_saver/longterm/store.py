@@ -89,7 +89,7 @@ class ObjectStoreStore(BaseStore):
         ttl: TTLConfig | None = None,
         max_workers: int = 32,
         clock: Callable[[], float] = time.time,
-        index_grace: float = 300.0,
+        index_grace: float = 60.0,
         compact_after: int = plans.COMPACT_AFTER,
     ) -> None:
         self.store = store
