@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from objstore_saver import ops
 from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, ConfigurationError
 from objstore_saver.errors import ObjstoreSaverError
+from objstore_saver.ops import longterm as store_ops
 from objstore_saver.ops._common import OpsConfig, redact
 from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE, parse_duration
 from objstore_saver.ops.migration import SOURCES
@@ -318,6 +319,113 @@ def _cmd_serve(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
     return {"served": f"{a.host}:{a.port}"}, _text_dict, EXIT_OK
 
 
+# --- long-term store ------------------------------------------------------------------
+
+
+def _ns(labels: Sequence[str]) -> str:
+    return json.dumps(list(labels), ensure_ascii=False)
+
+
+def _text_store_ls(r: dict[str, Any]) -> str:
+    lines = [f"{len(r['namespaces'])} namespaces under {_ns(r['prefix'])} in {r['store']}"]
+    lines += [
+        f"  {_ns(n['namespace'])}: {n['items']} items"
+        + (f", {n['expired']} expired" if n["expired"] else "")
+        for n in r["namespaces"]
+    ]
+    end = r["offset"] + len(r["items"])
+    lines.append(f"items {r['offset'] + 1 if r['items'] else 0}-{end} of {r['total']}:")
+    rows = [
+        [
+            _ns(i["namespace"]),
+            json.dumps(i["key"], ensure_ascii=False),
+            "-" if i["size"] is None else _size(i["size"]),
+            i["updated_at"],
+            (i["expires_at"] or "-") + (" (expired)" if i["expired"] else ""),
+        ]
+        for i in r["items"]
+    ]
+    lines.append(_table(rows, ["NAMESPACE", "KEY", "SIZE", "UPDATED", "EXPIRES"]))
+    if r["next_offset"] is not None:
+        lines.append(f"more: --offset {r['next_offset']}")
+    return "\n".join(lines)
+
+
+def _text_store_du(r: dict[str, Any]) -> str:
+    t = r["total"]
+    lines = [f"{t['objects']} store objects, {_size(t['bytes'])} in {r['store']}", "by kind:"]
+    lines += [
+        f"  {k:<14} {v['objects']:>7} objects {_size(v['bytes']):>11}"
+        for k, v in r["by_kind"].items()
+    ]
+    rows = []
+    for n in r["by_namespace"]:
+        kinds = ", ".join(f"{k} {v['objects']}" for k, v in n["by_kind"].items())
+        label = n["namespace"] if isinstance(n["namespace"], str) else _ns(n["namespace"])
+        rows.append([label, n["objects"], _size(n["bytes"]), kinds])
+    lines.append(_table(rows, ["NAMESPACE", "OBJECTS", "SIZE", "BY KIND"]))
+    return "\n".join(lines)
+
+
+def _text_store_sweep(r: dict[str, Any]) -> str:
+    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
+    head = f"store-sweep {r['store']} {_ns(r['prefix'])}: {mode}"
+    lines = [head + (" [cancelled]" if r["cancelled"] else "")]
+    lines += [
+        f"  {_ns(i['namespace'])} {json.dumps(i['key'], ensure_ascii=False)}: "
+        f"expired {i['expires_at']}, {i['action']}"
+        for i in r["items"]
+    ]
+    lines += [f"  UNREADABLE {u['key']}: {u['detail']}" for u in r["unreadable"]]
+    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    return "\n".join(lines)
+
+
+def _cmd_store_ls(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
+    r = store_ops.store_ls(a.labels, limit=a.limit, offset=a.offset, config=c)
+    return r, _text_store_ls, EXIT_OK
+
+
+def _cmd_store_get(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
+    r = store_ops.store_get(a.labels[:-1], a.labels[-1], config=c)
+    return r, _text_dict, EXIT_OK
+
+
+def _cmd_store_du(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
+    return store_ops.store_du(a.labels, config=c), _text_store_du, EXIT_OK
+
+
+def _cmd_store_sweep(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
+    r = store_ops.store_sweep(a.labels, apply=a.apply, config=c, progress=bar)
+    return r, _text_store_sweep, EXIT_OK
+
+
+def _add_store_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``store ls|get|du`` and ``store-sweep``; a namespace is one argument per label."""
+    labels = "namespace labels, one argument each (labels may hold dots and slashes)"
+    p = sub.add_parser("store", help="inspect the long-term memory store (BaseStore)")
+    ssub = p.add_subparsers(dest="store_command", required=True, metavar="STORE_COMMAND")
+    q = ssub.add_parser("ls", parents=[common], help="namespaces and items under a prefix")
+    q.add_argument("labels", nargs="*", metavar="LABEL", help=labels + "; none: every namespace")
+    q.add_argument("--limit", type=int, default=store_ops.DEFAULT_PAGE, help="items per page")
+    q.add_argument("--offset", type=int, default=0, help="items skipped (the page's start)")
+    q.set_defaults(func=_cmd_store_ls)
+    q = ssub.add_parser("get", parents=[common], help="one item, its value decoded as JSON")
+    q.add_argument(
+        "labels", nargs="+", metavar="LABEL... KEY", help=labels + "; the last is the key"
+    )
+    q.set_defaults(func=_cmd_store_get)
+    q = ssub.add_parser("du", parents=[common], help="objects and bytes by kind and namespace")
+    q.add_argument("labels", nargs="*", metavar="LABEL", help=labels + "; none: everything")
+    q.set_defaults(func=_cmd_store_du)
+    p = sub.add_parser(
+        "store-sweep", parents=[common], help="delete expired store items (needs --apply)"
+    )
+    p.add_argument("labels", nargs="*", metavar="LABEL", help=labels + "; none: every namespace")
+    p.add_argument("--apply", action="store_true", help="really delete")
+    p.set_defaults(func=_cmd_store_sweep)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``objstore-saver``."""
     common = argparse.ArgumentParser(add_help=False)
@@ -432,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
     p.add_argument("--token", help="require this token (default $OBJSTORE_SAVER_VIEWER_TOKEN)")
     p.set_defaults(func=_cmd_serve)
+    _add_store_commands(sub, common)
     return parser
 
 

@@ -16,6 +16,7 @@ Example (a daily retention job in an application's own scheduler)::
 """
 
 from objstore_saver.ops._common import JobError, OpsConfig, redact
+from objstore_saver.ops.longterm import store_du, store_get, store_ls, store_sweep
 from objstore_saver.ops.maintain import delete_thread, parse_duration, prune, verify
 from objstore_saver.ops.migration import migrate
 from objstore_saver.ops.views import cat, du, history, show, threads
@@ -32,6 +33,10 @@ __all__ = [
     "prune",
     "redact",
     "show",
+    "store_du",
+    "store_get",
+    "store_ls",
+    "store_sweep",
     "threads",
     "verify",
 ]

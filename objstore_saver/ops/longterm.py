@@ -1,0 +1,407 @@
+"""Operator jobs of the long-term store (spec §8): ``store_ls``, ``store_get``,
+``store_du`` and ``store_sweep``.
+
+Namespaces are given as sequences of labels (the CLI takes each label as its
+own argument), so labels holding dots or slashes are never split. The reads
+use the index (spec §8.3) for item facts and one LIST of the item tree for
+sizes: their cost grows with the number of items only by LIST pages (1,000
+keys each), never by one GET per item. ``store_sweep`` is a dry run unless
+``apply=True``, like ``prune``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.keys import untoken
+from objstore_saver.longterm import layout, plans
+from objstore_saver.longterm.records import DEL, PUT, Record, decode_item, to_datetime
+from objstore_saver.ops._common import (
+    CancelCheck,
+    JobError,
+    OpsConfig,
+    ProgressCallback,
+    never_cancel,
+    no_progress,
+    open_store,
+)
+from objstore_saver.storage.base import ObjectInfo
+from objstore_saver.store_requests import Get, run_batch, run_one
+
+SubPlan = Generator[Any, list[Any] | None, Any]
+
+#: Items per page of ``store_ls`` unless told.
+DEFAULT_PAGE = 100
+
+
+def _iso(micros: int | None) -> str | None:
+    return None if micros is None else to_datetime(micros).isoformat()
+
+
+def _labels(what: str, namespace: Sequence[str]) -> tuple[str, ...]:
+    out = tuple(namespace)
+    for label in out:
+        if not isinstance(label, str):
+            raise JobError(f"{what} {out!r}: label {label!r} is not a string")
+    return out
+
+
+def _path_labels(path: str) -> list[str] | str:
+    """The labels of a namespace path, or the path itself when hashed."""
+    labels = [untoken(tok) for tok in path.split("/")]
+    if any(label is None for label in labels):
+        return path
+    return [label for label in labels if label is not None]
+
+
+def _state(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: the index state of every namespace under ``prefix`` (records by key)."""
+    groups = yield from plans.read_indexes(
+        layout.listing_prefix(prefix), f"namespace prefix {prefix!r}"
+    )
+    n = len(prefix)
+    out: dict[tuple[str, ...], dict[str, Record]] = {}
+    for group in groups.values():
+        ns = group.ns()
+        if ns is not None and ns[:n] == prefix:
+            out[ns] = group.state
+    return out
+
+
+def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: every item object under ``prefix``, by key (LIST only)."""
+    infos = yield from plans.list_infos(layout.listing_prefix(prefix, layout.ITEMS))
+    return {info.key: info for info in infos}
+
+
+# --- ls ----------------------------------------------------------------------------
+
+
+def _ls_plan(prefix: tuple[str, ...], now_us: int) -> SubPlan:
+    states = yield from _state(prefix)
+    sizes = yield from _item_sizes(prefix)
+    rows: list[dict[str, Any]] = []
+    namespaces: list[dict[str, Any]] = []
+    for ns in sorted(states):
+        records = sorted(
+            (r for r in states[ns].values() if r.op == PUT), key=lambda r: r.key.encode("utf-8")
+        )
+        live = 0
+        for rec in records:
+            info = sizes.get(layout.item_key(ns, rec.key))
+            expired = not rec.live(now_us)
+            live += not expired
+            rows.append(
+                {
+                    "namespace": list(ns),
+                    "key": rec.key,
+                    "size": None if info is None else info.size,
+                    "created_at": _iso(rec.ca),
+                    "updated_at": _iso(rec.ua),
+                    "expires_at": _iso(rec.ea),
+                    "expired": expired,
+                }
+            )
+        if records:
+            namespaces.append(
+                {"namespace": list(ns), "items": live, "expired": len(records) - live}
+            )
+    return namespaces, rows
+
+
+def store_ls(
+    prefix: Sequence[str] = (),
+    *,
+    limit: int = DEFAULT_PAGE,
+    offset: int = 0,
+    config: OpsConfig | None = None,
+    clock: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """Namespaces and items under a namespace prefix, one page of items.
+
+    Items are ordered by namespace, then key; expired items a sweep has not
+    removed yet are listed with ``expired: true`` (readers no longer see them).
+    Cost: the index LIST and reads of search (spec §8.4.4) plus one LIST page
+    per 1,000 items for their sizes.
+
+    Args:
+        prefix: Namespace labels the listed namespaces start with (empty: all).
+        limit: Items in the page (at least 1).
+        offset: Items skipped before the page.
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        clock: Epoch seconds deciding what has expired.
+
+    Returns:
+        ``{"prefix", "namespaces": [{namespace, items, expired}], "items":
+        [{namespace, key, size, created_at, updated_at, expires_at, expired}],
+        "total", "offset", "next_offset"}``; ``next_offset`` is None on the
+        last page.
+
+    Raises:
+        JobError: ``limit``/``offset`` out of range or a label is not a string.
+    """
+    ns = _labels("namespace prefix", prefix)
+    if limit < 1 or offset < 0:
+        raise JobError(f"limit must be at least 1 and offset at least 0, got {limit}, {offset}")
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        namespaces, rows = driver.run(_ls_plan(ns, round(clock() * 1e6)))
+        page = rows[offset : offset + limit]
+        nxt = offset + limit if offset + limit < len(rows) else None
+        return {
+            "store": store.location,
+            "prefix": list(ns),
+            "namespaces": namespaces,
+            "items": page,
+            "total": len(rows),
+            "offset": offset,
+            "next_offset": nxt,
+        }
+
+
+# --- get ---------------------------------------------------------------------------
+
+
+def _get_plan(namespace: tuple[str, ...], key: str) -> SubPlan:
+    obj_key = layout.item_key(namespace, key)
+    data = yield from run_one(Get(obj_key))
+    if data is None:
+        return obj_key, None, 0
+    rec = decode_item(data, obj_key)
+    if rec.ns != namespace or rec.key != key:
+        raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
+    return obj_key, rec, len(data)
+
+
+def store_get(
+    namespace: Sequence[str],
+    key: str,
+    *,
+    config: OpsConfig | None = None,
+    clock: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """One item, its value decoded to JSON (one GET; no TTL refresh).
+
+    An expired item a sweep has not removed yet is returned with
+    ``expired: true`` (LangGraph's ``get`` no longer returns it).
+
+    Raises:
+        JobError: no such item (names namespace and key), or an empty namespace.
+        CorruptObjectError: the item object does not decode (names the key).
+    """
+    ns = _labels("namespace", namespace)
+    if not ns:
+        raise JobError(f"namespace of key {key!r} is empty; give at least one label")
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        obj_key, rec, size = driver.run(_get_plan(ns, key))
+        if rec is None:
+            raise JobError(f"no item {key!r} in namespace {ns!r} of {store.location}")
+        return {
+            "store": store.location,
+            "object": obj_key,
+            "namespace": list(rec.ns),
+            "key": rec.key,
+            "value": rec.value,
+            "size": size,
+            "version": rec.v,
+            "created_at": _iso(rec.ca),
+            "updated_at": _iso(rec.ua),
+            "ttl_minutes": rec.ttl,
+            "expires_at": _iso(rec.ea),
+            "expired": not rec.live(round(clock() * 1e6)),
+            "indexed_fields": sorted(rec.vec),
+        }
+
+
+# --- du ----------------------------------------------------------------------------
+
+KINDS = ("items", "index records", "snapshots", "other")
+
+
+def _kind(info: ObjectInfo) -> tuple[str, str]:
+    """(namespace path, kind) of a key under ``store/``."""
+    if info.key.startswith(layout.INDEX):
+        parsed = layout.parse_index_key(info.key)
+        if parsed is not None:
+            return parsed.path, "index records" if parsed.kind == "r" else "snapshots"
+        return "", "other"
+    rest = info.key[len(layout.ITEMS) :]
+    path, sep, _ = rest.rpartition("/i/")
+    return (path, "items") if sep else ("", "other")
+
+
+def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> dict[str, Any]:
+    """Objects and bytes of the long-term store, by kind and by namespace (LIST only).
+
+    Kinds: ``items`` (one object per item, expired ones until swept),
+    ``index records``, ``snapshots``, ``other`` (keys under ``store/`` the
+    format does not define). A namespace whose path is hashed (over 400
+    characters) is shown by its path.
+    """
+    ns = _labels("namespace prefix", prefix)
+    config = config or OpsConfig.from_env()
+
+    def plan() -> SubPlan:
+        items = yield from plans.list_infos(layout.listing_prefix(ns, layout.ITEMS))
+        index = yield from plans.list_infos(layout.listing_prefix(ns, layout.INDEX))
+        return items + index
+
+    with open_store(config) as (store, driver):
+        infos = driver.run(plan())
+    wanted = layout.namespace_path(ns) if ns else ""
+    by_kind = {k: {"objects": 0, "bytes": 0} for k in KINDS}
+    by_ns: dict[str, dict[str, Any]] = {}
+    for info in infos:
+        path, kind = _kind(info)
+        # a listing prefix may reach a sibling (hashed path lead): keep ns's own tree
+        if wanted and path and path != wanted and not path.startswith(wanted + "/"):
+            continue
+        by_kind[kind]["objects"] += 1
+        by_kind[kind]["bytes"] += info.size
+        row = by_ns.setdefault(
+            path, {"namespace": _path_labels(path), "objects": 0, "bytes": 0, "by_kind": {}}
+        )
+        row["objects"] += 1
+        row["bytes"] += info.size
+        cell = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
+        cell["objects"] += 1
+        cell["bytes"] += info.size
+    return {
+        "store": store.location,
+        "prefix": list(ns),
+        "total": {
+            "objects": sum(v["objects"] for v in by_kind.values()),
+            "bytes": sum(v["bytes"] for v in by_kind.values()),
+        },
+        "by_kind": by_kind,
+        "by_namespace": [by_ns[p] for p in sorted(by_ns)],
+    }
+
+
+# --- sweep -------------------------------------------------------------------------
+
+
+def _sweep_candidates(prefix: tuple[str, ...], now_us: int) -> SubPlan:
+    """Sub-plan: expired items the index names, plus item objects the index does not
+    hold as a put (left by a crash between a delete record and the item's DELETE),
+    read to learn whether they expired. Returns (candidates, unreadable keys)."""
+    states = yield from _state(prefix)
+    found: list[tuple[plans.Expired, Record | None]] = []
+    kept: set[str] = set()
+    for ns, state in states.items():
+        for rec in state.values():
+            if rec.op != PUT:
+                continue
+            kept.add(layout.item_key(ns, rec.key))
+            if rec.ea is not None and rec.ea <= now_us:
+                found.append((plans.Expired(ns, rec.key, rec.v, rec.ea), rec))
+    sizes = yield from _item_sizes(prefix)
+    strays = sorted(k for k in sizes if k not in kept)
+    bodies = yield from run_batch(*(Get(k) for k in strays))
+    bad: list[dict[str, str]] = []
+    n = len(prefix)
+    for key, data in zip(strays, bodies, strict=True):
+        if data is None:
+            continue
+        try:
+            rec = decode_item(data, key)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            bad.append({"key": key, "detail": str(exc)})
+            continue
+        if rec.ns[:n] == prefix and rec.ea is not None and rec.ea <= now_us:
+            found.append((plans.Expired(rec.ns, rec.key, rec.v, rec.ea), None))
+    return sorted(found, key=lambda f: (f[0].namespace, f[0].key)), bad
+
+
+def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None) -> SubPlan:
+    """Sub-plan: sweep one item; True if this run deleted it.
+
+    An index put whose item object is missing (a put that crashed before its
+    item PUT, then expired) gets its tombstone here, so the index forgets it.
+    """
+    if (yield from plans.sweep_item(ctx, item)):
+        return True
+    if rec is None:
+        return False
+    data = yield from run_one(Get(layout.item_key(item.namespace, item.key)))
+    if data is not None:
+        return False  # renewed by a put or a refresh since the index was read
+    gone = replace(rec, v=ctx.versions.next(), op=DEL, value=None, vec={}, ua=ctx.now())
+    yield from plans.write_record(ctx, gone)
+    return True
+
+
+def store_sweep(
+    prefix: Sequence[str] = (),
+    *,
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    clock: Callable[[], float] = time.time,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Delete expired items (spec §8.4.7); a dry run unless ``apply``.
+
+    Each expired item is deleted as a delete is (a ``del`` record, then the
+    item object), only if it is still the version found and still expired, so
+    a concurrent put or TTL refresh wins. Its records and the tombstone leave
+    the index at later compactions (spec §8.4.6). Item objects the index no
+    longer holds as a put (a crash between a delete's record and the item's
+    DELETE) are swept too when expired. Running it again finds nothing more:
+    the job is idempotent, and a crashed run is completed by the next one.
+
+    Args:
+        prefix: Namespace labels swept namespaces start with (empty: all).
+        apply: Delete; without it the job reports what it would delete.
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        clock: Epoch seconds deciding what has expired.
+        progress: Called after each item.
+        should_cancel: Polled between items; True stops cleanly.
+
+    Returns:
+        ``{"items": [{namespace, key, expires_at, action}], "totals":
+        {"expired", "deleted", "renewed"}, "unreadable", "apply", "cancelled"}``;
+        ``action`` is ``would delete``, ``deleted`` or ``renewed`` (a put or
+        refresh came first).
+    """
+    ns = _labels("namespace prefix", prefix)
+    config = config or OpsConfig.from_env()
+    ctx = plans.StoreContext(clock=clock)
+    with open_store(config) as (store, driver):
+        found, bad = driver.run(_sweep_candidates(ns, ctx.now()))
+        rows: list[dict[str, Any]] = []
+        cancelled = False
+        for i, (item, rec) in enumerate(found):
+            if apply and should_cancel():
+                cancelled = True
+                break
+            action = "would delete"
+            if apply:
+                action = "deleted" if driver.run(_sweep_one(ctx, item, rec)) else "renewed"
+            rows.append(
+                {
+                    "namespace": list(item.namespace),
+                    "key": item.key,
+                    "expires_at": _iso(item.expires_at_us),
+                    "action": action,
+                }
+            )
+            progress(i + 1, len(found), f"{item.namespace!r} {item.key!r}")
+    return {
+        "store": store.location,
+        "prefix": list(ns),
+        "apply": apply,
+        "cancelled": cancelled,
+        "totals": {
+            "expired": len(found),
+            "deleted": sum(r["action"] == "deleted" for r in rows),
+            "renewed": sum(r["action"] == "renewed" for r in rows),
+        },
+        "unreadable": bad,
+        "items": rows,
+    }
