@@ -1,0 +1,258 @@
+"""Operator side of the long-term store: ``store ls/get/du``, ``store-sweep`` and
+``verify`` of store objects, as library jobs and through the CLI, on a directory
+and on S3 (moto)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from objstore_saver import MeteredStore, ObjectStoreStore, cli
+from objstore_saver.driver import Driver
+from objstore_saver.longterm import layout, plans
+from objstore_saver.ops import longterm as store_ops
+from objstore_saver.ops._common import OpsConfig
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
+from objstore_saver.storage.local import LocalStore
+
+HOUR = 3600.0
+
+
+def _past() -> float:
+    """A clock an hour behind: items it puts with ttl=1 (minute) are already expired."""
+    return time.time() - HOUR
+
+
+@pytest.fixture(params=["local", "s3"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[ObjectStore, str]:
+    """(object store, URL of the same root) on a directory or a fresh moto bucket."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "root"), f"file://{tmp_path}/root"
+    endpoint = request.getfixturevalue("s3_endpoint")
+    bucket = request.getfixturevalue("s3_bucket")
+    mp = request.getfixturevalue("monkeypatch")
+    mp.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key or "testing")
+    mp.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key or "testing")
+    url = f"s3://{bucket}/ops?endpoint_url={endpoint.url}&region={endpoint.region}"
+    return endpoint.lean_store(bucket, "ops/"), url
+
+
+def _seed(root: ObjectStore) -> None:
+    with (
+        ObjectStoreStore(root) as now,
+        ObjectStoreStore(root, clock=_past) as past,
+    ):
+        now.put(("users", "a/b c"), "prefs", {"theme": "dark"})
+        now.put(("users", "bob"), "k1", {"x": 1})
+        now.put(("users", "bob"), "k2", {"x": 2}, ttl=600)  # expires in ~10 h
+        past.put(("users", "bob"), "gone", {"x": 3}, ttl=1)
+        past.put(("teams", "t"), "old", {"x": 4}, ttl=1)
+        now.put(("usersx",), "k", {"x": 5})
+
+
+def _keys(root: ObjectStore) -> dict[str, int]:
+    driver = Driver(root, max_workers=1)
+    try:
+        return {i.key: i.size for i in driver.run(plans.list_infos("store/"))}
+    finally:
+        driver.close()
+
+
+def test_ls_get_du(backend: tuple[ObjectStore, str]) -> None:
+    root, url = backend
+    _seed(root)
+    cfg = OpsConfig(url=url)
+    stored = _keys(root)
+
+    r = store_ops.store_ls(["users"], config=cfg)
+    assert r["namespaces"] == [
+        {"namespace": ["users", "a/b c"], "items": 1, "expired": 0},
+        {"namespace": ["users", "bob"], "items": 2, "expired": 1},
+    ]
+    got = [(i["namespace"][1], i["key"], i["expired"]) for i in r["items"]]
+    assert got == [("a/b c", "prefs", False), ("bob", "gone", True), ("bob", "k1", False),
+                   ("bob", "k2", False)]  # fmt: skip
+    assert r["total"] == 4 and r["next_offset"] is None
+    for item in r["items"]:
+        ns = tuple(item["namespace"])
+        assert item["size"] == stored[layout.item_key(ns, item["key"])]
+    k2 = next(i for i in r["items"] if i["key"] == "k2")
+    assert k2["expires_at"] is not None and k2["expires_at"] > k2["updated_at"]
+
+    pages, offset = [], 0
+    while offset is not None:
+        page = store_ops.store_ls(["users"], limit=3, offset=offset, config=cfg)
+        pages += page["items"]
+        offset = page["next_offset"]
+    assert pages == r["items"]
+    assert store_ops.store_ls([], config=cfg)["total"] == 6
+
+    g = store_ops.store_get(["users", "a/b c"], "prefs", config=cfg)
+    assert g["value"] == {"theme": "dark"} and g["expired"] is False
+    assert g["object"].endswith("/i/_prefs") and g["size"] == stored[g["object"]]
+    assert store_ops.store_get(["users", "bob"], "gone", config=cfg)["expired"] is True
+    with pytest.raises(store_ops.JobError, match=r"no item 'nope' in namespace \('users',\)"):
+        store_ops.store_get(["users"], "nope", config=cfg)
+
+    du = store_ops.store_du([], config=cfg)
+    assert du["total"] == {"objects": len(stored), "bytes": sum(stored.values())}
+    assert du["by_kind"]["items"]["objects"] == 6
+    assert du["by_kind"]["index records"]["objects"] == 6
+    assert du["by_kind"]["other"]["objects"] == 0
+    users = store_ops.store_du(["users"], config=cfg)
+    assert [n["namespace"] for n in users["by_namespace"]] == [["users", "a/b c"], ["users", "bob"]]
+    assert users["by_kind"]["items"]["objects"] == 4
+
+
+def test_ls_reads_the_index_not_every_item(tmp_path: Path) -> None:
+    """ls of 300 items: the index reads (1 snapshot + records past it) and LIST pages,
+    never one GET per item."""
+    root = LocalStore(tmp_path)
+    with ObjectStoreStore(root) as st:
+        st.batch([])
+        for n in range(300):
+            st.put(("many",), f"k{n:03d}", {"n": n})
+    metered = MeteredStore(root)
+    driver = Driver(metered, max_workers=8)
+    try:
+        namespaces, rows = driver.run(store_ops._ls_plan(("many",), int(time.time() * 1e6)))
+    finally:
+        driver.close()
+    assert len(rows) == 300 and namespaces[0]["items"] == 300
+    meter = metered.snapshot()
+    assert meter.get_requests <= 1 + 33, meter
+    assert meter.list_requests == 2, meter
+
+
+@contextlib.contextmanager
+def _on(store: ObjectStore) -> Iterator[tuple[ObjectStore, Driver]]:
+    driver = Driver(store, max_workers=4)
+    try:
+        yield store, driver
+    finally:
+        driver.close()
+
+
+def _visible(root: ObjectStore) -> dict[tuple[tuple[str, ...], str], Any]:
+    """What LangGraph readers see: search over everything, and get of each key."""
+    with ObjectStoreStore(root) as st:
+        found = {(i.namespace, i.key): i.value for i in st.search((), limit=1000)}
+        for (ns, key), value in found.items():
+            got = st.get(ns, key)
+            assert got is not None and got.value == value
+        return found
+
+
+LIVE = {
+    (("users", "a/b c"), "prefs"): {"theme": "dark"},
+    (("users", "bob"), "k1"): {"x": 1},
+    (("users", "bob"), "k2"): {"x": 2},
+    (("usersx",), "k"): {"x": 5},
+}
+
+
+def test_sweep_dry_run_apply_idempotent(backend: tuple[ObjectStore, str]) -> None:
+    root, url = backend
+    _seed(root)
+    cfg = OpsConfig(url=url)
+    before = _keys(root)
+    dry = store_ops.store_sweep(config=cfg)
+    assert [(i["namespace"], i["key"], i["action"]) for i in dry["items"]] == [
+        (["teams", "t"], "old", "would delete"),
+        (["users", "bob"], "gone", "would delete"),
+    ]
+    assert _keys(root) == before  # a dry run writes nothing
+
+    only_users = store_ops.store_sweep(["users"], apply=True, config=cfg)
+    assert only_users["totals"] == {"expired": 1, "deleted": 1, "renewed": 0}
+    assert store_ops.store_get(["teams", "t"], "old", config=cfg)["expired"] is True
+    with pytest.raises(store_ops.JobError, match="no item 'gone'"):
+        store_ops.store_get(["users", "bob"], "gone", config=cfg)
+
+    rest = store_ops.store_sweep(apply=True, config=cfg)
+    assert rest["totals"] == {"expired": 1, "deleted": 1, "renewed": 0}
+    again = store_ops.store_sweep(apply=True, config=cfg)
+    assert again["totals"] == {"expired": 0, "deleted": 0, "renewed": 0}
+    assert _visible(root) == LIVE
+    items = [k for k in _keys(root) if k.startswith("store/it/")]
+    assert len(items) == 4
+
+
+def test_sweep_lets_a_concurrent_put_win(tmp_path: Path) -> None:
+    root = LocalStore(tmp_path)
+    _seed(root)
+    cfg = OpsConfig(url=f"file://{tmp_path}")
+
+    def put_first() -> bool:  # polled just before each item is swept
+        with ObjectStoreStore(root) as st:
+            st.put(("teams", "t"), "old", {"x": "renewed"})
+        return False
+
+    r = store_ops.store_sweep(["teams"], apply=True, config=cfg, should_cancel=put_first)
+    assert r["items"][0]["action"] == "renewed"
+    with ObjectStoreStore(root) as st:
+        assert st.get(("teams", "t"), "old").value == {"x": "renewed"}
+
+
+def test_sweep_crash_at_every_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep interrupted at request i shows readers nothing that had not expired,
+    and the next run completes it."""
+    i = 0
+    while True:
+        root = LocalStore(tmp_path / f"r{i}")
+        _seed(root)
+        cfg = OpsConfig(url=f"file://{tmp_path}/r{i}")
+        faulty = FaultyStore(root, FailAt({i}, Fault.ERROR))
+        monkeypatch.setattr(store_ops, "open_store", lambda c, s=faulty: _on(s))
+        try:
+            store_ops.store_sweep(apply=True, config=cfg)
+            finished = True
+        except InjectedFaultError:
+            finished = False
+        monkeypatch.undo()
+        assert _visible(root) == LIVE
+        if not finished:
+            store_ops.store_sweep(apply=True, config=cfg)
+        last = store_ops.store_sweep(apply=True, config=cfg)
+        assert last["totals"]["expired"] == 0, (i, last)
+        assert len([k for k in _keys(root) if k.startswith("store/it/")]) == 4
+        assert _visible(root) == LIVE
+        if finished:
+            break
+        i += 1
+    assert i >= 8  # listing, reads and two sweeps' writes were each interrupted
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["--no-progress" if a == "@np" else a for a in args], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_store_commands(backend: tuple[ObjectStore, str]) -> None:
+    root, url = backend
+    _seed(root)
+    code, out, _ = _cli("store", "ls", "users", "bob", "--url", url)
+    assert code == 0
+    assert '["users", "bob"]: 2 items, 1 expired' in out and '"gone"' in out and "(expired)" in out
+    code, out, _ = _cli("store", "get", "users", "a/b c", "prefs", "--url", url, "--json")
+    assert code == 0 and json.loads(out)["value"] == {"theme": "dark"}
+    code, _, err = _cli("store", "get", "users", "a/b c", "missing", "--url", url)
+    assert code == 3 and "no item 'missing' in namespace ('users', 'a/b c')" in err
+    code, _, err = _cli("store", "get", "prefs", "--url", url)
+    assert code == 3 and "namespace of key 'prefs' is empty" in err
+    code, out, _ = _cli("store", "du", "--url", url, "--json")
+    assert code == 0 and json.loads(out)["by_kind"]["items"]["objects"] == 6
+    code, out, _ = _cli("store-sweep", "--url", url, "@np")
+    assert code == 0 and "dry run" in out and "expired=2, deleted=0" in out
+    code, out, _ = _cli("store-sweep", "--url", url, "--apply", "@np")
+    assert code == 0 and "expired=2, deleted=2" in out
+    assert _visible(root) == LIVE
