@@ -7,9 +7,10 @@ raised: one corrupt object does not hide the others.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+import time
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from objstore_saver import codec, keys
 from objstore_saver.codec import (
@@ -24,9 +25,21 @@ from objstore_saver.codec import (
     ValueObj,
 )
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.longterm import layout
+from objstore_saver.longterm.plans import NamespaceIndex, group_index, list_infos
+from objstore_saver.longterm.records import (
+    PUT,
+    Record,
+    Snapshot,
+    decode_item,
+    decode_record,
+    decode_snapshot,
+)
 from objstore_saver.plans import decode_checked_manifest, thread_prefixes
 from objstore_saver.storage.base import ObjectInfo
 from objstore_saver.store_requests import Batch, Get, ListKeys, run_batch, run_one
+
+T = TypeVar("T")
 
 #: Objects fetched per batch: bounds the bytes held at once.
 GET_BATCH = 64
@@ -44,7 +57,8 @@ class Problem:
         kind: ``unreadable`` (does not decode, or a newer format), ``digest``
             (bytes do not hash to the key), ``missing`` (referenced, absent),
             ``wrong-kind`` (a reference reaches an object of another kind),
-            ``shape`` (counts or sizes disagree), or ``unknown-key``.
+            ``shape`` (counts or sizes disagree), ``unknown-key``, or
+            ``disagrees`` (a store item and its namespace's index differ).
         detail: What was found, naming the referrer where there is one.
     """
 
@@ -65,6 +79,12 @@ class VerifyReport:
     orphan_objects: int = 0
     orphan_bytes: int = 0
     orphan_writes: int = 0
+    #: Long-term store (spec §8): namespaces, item objects, index records and snapshots.
+    store_namespaces: int = 0
+    store_items: int = 0
+    store_index_objects: int = 0
+    #: Expired items (or index puts) a ``store-sweep`` has not removed yet.
+    store_unswept: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -296,10 +316,103 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
         report.orphan_bytes += sizes[digest]
 
 
+def _decoded(
+    key: str, body: bytes, decode: Callable[[bytes, str], T], report: VerifyReport
+) -> T | None:
+    try:
+        return decode(body, key)
+    except (CorruptObjectError, UnsupportedFormatError) as exc:
+        report.problems.append(Problem(key, "unreadable", str(exc)))
+        return None
+
+
+def _fold(state: dict[str, Record], rec: Record) -> None:
+    """Keep per key the record with the greatest version (spec §8.3)."""
+    if rec.key not in state or rec.v > state[rec.key].v:
+        state[rec.key] = rec
+
+
+def _check_index(
+    group: NamespaceIndex, report: VerifyReport
+) -> Generator[Batch, list[Any] | None, None]:
+    """Decode every segment of one namespace's index and build its state (§8.3)."""
+    snaps: dict[str, Snapshot] = {}
+    for key, body in (yield from _fetch([o.key for o in group.snapshots])):
+        snap = None if body is None else _decoded(key, body, decode_snapshot, report)
+        if snap is not None and layout.namespace_path(snap.ns) != group.path:
+            report.problems.append(Problem(key, "unreadable", f"snapshot of {snap.ns!r}"))
+        elif snap is not None:
+            snaps[key] = snap
+    newest = max(snaps) if snaps else None
+    if newest is not None:
+        group.covered = snaps[newest].covered
+        for rec in snaps[newest].records:
+            _fold(group.state, rec)
+    for key, body in (yield from _fetch([o.key for o in group.records])):
+        rec = None if body is None else _decoded(key, body, decode_record, report)
+        if rec is None:
+            continue
+        if key != layout.index_prefix(rec.ns) + "r/" + layout.record_name(rec.v, rec.key):
+            report.problems.append(
+                Problem(key, "unreadable", f"holds record {rec.v} of {rec.key!r} in {rec.ns!r}")
+            )
+        elif key.rsplit("/", 1)[1] not in group.covered:
+            _fold(group.state, rec)
+
+
+def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: spec §8 objects. Every item, record and snapshot decodes; each item
+    agrees with the newest record of its key in its namespace's index, and each
+    live put of an index has its item object. Expired leftovers are counted."""
+    infos = yield from list_infos(layout.ROOT)
+    items = [i for i in infos if i.key.startswith(layout.ITEMS) and "/i/" in i.key]
+    item_keys = {i.key for i in items}
+    groups = group_index(infos)
+    for i in infos:
+        if i.key not in item_keys and layout.parse_index_key(i.key) is None:
+            report.problems.append(Problem(i.key, "unknown-key", "not a key the format defines"))
+    report.store_index_objects += sum(len(g.records) + len(g.snapshots) for g in groups.values())
+    state: dict[str, Record] = {}  # item key -> newest record of its key
+    for group in groups.values():
+        yield from _check_index(group, report)
+        report.store_namespaces += 1
+        state.update({layout.item_key(r.ns, r.key): r for r in group.state.values()})
+    for key, body in (yield from _fetch([i.key for i in items])):
+        newest = state.pop(key, None)  # an unreadable item is not also missing
+        item = None if body is None else _decoded(key, body, decode_item, report)
+        if item is None:
+            continue
+        report.store_items += 1
+        if key != layout.item_key(item.ns, item.key):
+            report.problems.append(
+                Problem(key, "unreadable", f"holds item {item.key!r} of {item.ns!r}")
+            )
+            continue
+        expired = not item.live(now_us)
+        if newest == item or (expired and (newest is None or newest.v > item.v)):
+            # an expired item, or the expired leftover of a crashed delete: sweep's
+            report.store_unswept += expired
+            continue
+        said = "nothing" if newest is None else f"{newest.op} at version {newest.v}"
+        report.problems.append(
+            Problem(key, "disagrees", f"item at version {item.v}; its index holds {said}")
+        )
+    for key, rec in state.items():
+        if rec.op != PUT:
+            continue
+        if not rec.live(now_us):
+            report.store_unswept += 1
+            continue
+        report.problems.append(
+            Problem(key, "missing", f"its index holds a live put at version {rec.v}")
+        )
+
+
 def verify(
-    thread_ids: Sequence[str] | None = None,
+    thread_ids: Sequence[str] | None = None, *, now_us: int | None = None
 ) -> Generator[Batch, list[Any] | None, VerifyReport]:
-    """Plan: spec §6.11. Check the named threads, or every thread in the store."""
+    """Plan: spec §6.11. Check the named threads, or every thread and the
+    long-term store's objects (§8) in the store."""
     report = VerifyReport()
     if thread_ids is None:
         prefixes = yield from thread_prefixes()
@@ -307,4 +420,6 @@ def verify(
         prefixes = [keys.thread_prefix(t) for t in thread_ids]
     for pfx in prefixes:
         yield from verify_thread(pfx, report)
+    if thread_ids is None:
+        yield from verify_store(report, round(time.time() * 1e6) if now_us is None else now_us)
     return report

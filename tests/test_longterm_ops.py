@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from objstore_saver import MeteredStore, ObjectStoreStore, cli
+from objstore_saver import MeteredStore, ObjectStoreSaver, ObjectStoreStore, cli
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import layout, plans
 from objstore_saver.ops import longterm as store_ops
@@ -219,12 +219,14 @@ def test_sweep_crash_at_every_request(tmp_path: Path, monkeypatch: pytest.Monkey
             finished = False
         monkeypatch.undo()
         assert _visible(root) == LIVE
+        assert _verify(root)["ok"], i  # a crashed sweep leaves leftovers, not corruption
         if not finished:
             store_ops.store_sweep(apply=True, config=cfg)
         last = store_ops.store_sweep(apply=True, config=cfg)
         assert last["totals"]["expired"] == 0, (i, last)
         assert len([k for k in _keys(root) if k.startswith("store/it/")]) == 4
         assert _visible(root) == LIVE
+        assert _verify(root)["store_unswept"] == 0
         if finished:
             break
         i += 1
@@ -256,3 +258,52 @@ def test_cli_store_commands(backend: tuple[ObjectStore, str]) -> None:
     code, out, _ = _cli("store-sweep", "--url", url, "--apply", "@np")
     assert code == 0 and "expired=2, deleted=2" in out
     assert _visible(root) == LIVE
+
+
+def _verify(root: ObjectStore) -> dict[str, Any]:
+    with ObjectStoreSaver(root) as saver:
+        return saver.verify().to_dict()
+
+
+def test_verify_covers_store_objects(backend: tuple[ObjectStore, str]) -> None:
+    root, url = backend
+    _seed(root)
+    with ObjectStoreStore(root, compact_after=2) as st:  # snapshots too
+        for n in range(4):
+            st.put(("users", "bob"), "k1", {"x": n})
+        before_k1 = root.get(layout.item_key(("users", "bob"), "k1"))
+        st.put(("users", "bob"), "k1", {"x": "newest"})
+    ok = _verify(root)
+    assert ok["ok"], ok["problems"]
+    assert ok["store_items"] == 6 and ok["store_namespaces"] == 4 and ok["store_unswept"] == 2
+    assert any("/x/s/" in k for k in _keys(root))
+
+    prefs = layout.item_key(("users", "a/b c"), "prefs")
+    k1 = layout.item_key(("users", "bob"), "k1")
+    k = layout.item_key(("usersx",), "k")
+    record = next(k for k in _keys(root) if k.startswith(layout.index_prefix(("teams", "t"))))
+    root.put(prefs, b"\x93not an item")
+    root.put(k1, before_k1)  # an older version than the index's newest
+    root.delete([k])  # a live put of the index has no item
+    root.put(record, b"junk")
+    root.put("store/it/stray", b"?")
+    bad = _verify(root)
+    assert not bad["ok"]
+    found = {(p["key"], p["kind"]) for p in bad["problems"]}
+    assert found == {
+        (prefs, "unreadable"),
+        (k1, "disagrees"),
+        (k, "missing"),
+        (record, "unreadable"),
+        ("store/it/stray", "unknown-key"),
+    }, bad["problems"]
+    code, out, _ = _cli("verify", "--url", url)
+    assert code == 1 and f"PROBLEM disagrees: {k1}" in out
+
+
+def test_verify_after_a_sweep_counts_nothing_unswept(tmp_path: Path) -> None:
+    root = LocalStore(tmp_path)
+    _seed(root)
+    store_ops.store_sweep(apply=True, config=OpsConfig(url=f"file://{tmp_path}"))
+    report = _verify(root)
+    assert report["ok"] and report["store_unswept"] == 0 and report["store_items"] == 4
