@@ -9,12 +9,15 @@ from typing import Any, TypedDict
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.config import create_store, langgraph_store
+from tests.longterm_helpers import backend_store
 
 
 class State(TypedDict, total=False):
@@ -114,3 +117,83 @@ def test_langgraph_store_reads_url_and_ttl(tmp_path: Any, monkeypatch: pytest.Mo
     monkeypatch.delenv("OBJSTORE_SAVER_URL")
     with pytest.raises(Exception, match="OBJSTORE_SAVER_URL is not set"):
         asyncio.run(run())
+
+
+# --- memory across threads on every backend and mode (get_store() / the runtime) ------
+
+
+class Turn(TypedDict, total=False):
+    said: str
+    recalled: list[str]
+
+
+def _remember_sync(state: Turn, config: RunnableConfig) -> Turn:
+    store = get_store()
+    user = config["configurable"]["user_id"]
+    if state["said"].startswith("remember "):
+        store.put(
+            ("memories", user),
+            f"m{len(store.search(('memories', user)))}",
+            {"fact": state["said"].removeprefix("remember ")},
+        )
+    return {"recalled": [m.value["fact"] for m in store.search(("memories", user))]}
+
+
+async def _remember_async(state: Turn, config: RunnableConfig, runtime: Any) -> Turn:
+    store = runtime.store
+    user = config["configurable"]["user_id"]
+    if state["said"].startswith("remember "):
+        n = len(await store.asearch(("memories", user)))
+        await store.aput(("memories", user), f"m{n}", {"fact": state["said"][9:]})
+    return {"recalled": [m.value["fact"] for m in await store.asearch(("memories", user))]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_memory_across_threads_every_backend(
+    kind: str, mode: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """Saver and store on ONE root: memories written in one thread are read in another,
+    the threads' states are the saver's, and a fresh process-like pair sees them too."""
+    root = backend_store(kind, tmp_path, request)
+
+    def build(saver: ObjectStoreSaver, store: ObjectStoreStore) -> Any:
+        builder = StateGraph(Turn)
+        if mode == "sync":
+            builder.add_node("remember", _remember_sync)
+        else:
+
+            async def node(state: Turn, config: RunnableConfig, runtime: Runtime) -> Turn:
+                return await _remember_async(state, config, runtime)
+
+            builder.add_node("remember", node)
+        builder.add_edge(START, "remember")
+        return builder.compile(checkpointer=saver, store=store)
+
+    def cfg(thread: str, user: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread, "user_id": user}}
+
+    def invoke(graph: Any, said: str, config: RunnableConfig) -> list[str]:
+        if mode == "sync":
+            return graph.invoke({"said": said}, config)["recalled"]
+        return asyncio.run(graph.ainvoke({"said": said}, config))["recalled"]
+
+    with ObjectStoreSaver(root) as saver, ObjectStoreStore(root) as store:
+        graph = build(saver, store)
+        assert invoke(graph, "remember tea", cfg("t-1", "ada")) == ["tea"]
+        assert invoke(graph, "remember Turin", cfg("t-1", "ada")) == ["tea", "Turin"]
+        assert invoke(graph, "hello", cfg("t-2", "ada")) == ["tea", "Turin"]
+        assert invoke(graph, "hello", cfg("t-3", "bob")) == []
+    with ObjectStoreSaver(root) as saver, ObjectStoreStore(root) as store:
+        graph = build(saver, store)  # new instances: everything came from the root
+        assert graph.get_state(cfg("t-2", "ada")).values == {
+            "said": "hello",
+            "recalled": ["tea", "Turin"],
+        }
+        assert graph.get_state(cfg("t-1", "ada")).values["said"] == "remember Turin"
+        assert [i.value for i in store.search(("memories", "ada"))] == [
+            {"fact": "tea"},
+            {"fact": "Turin"},
+        ]
+        assert saver.get_tuple(cfg("t-3", "bob")) is not None
+        assert store.list_namespaces() == [("memories", "ada")]
