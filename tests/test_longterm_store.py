@@ -302,3 +302,45 @@ def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> N
         faulty.close()
         i += 1
     assert i >= 4  # the write really was interrupted at each of its requests
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_concurrent_puts_of_one_key_last_writer_wins(
+    kind: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """Two writers race on one key: the item is one writer's whole value, and get and
+    search agree on the writer with the greater version (put step 5 repairs the item)."""
+    import threading
+
+    from tests.longterm_helpers import backend_store
+
+    root = backend_store(kind, tmp_path, request)
+    writers = [ObjectStoreStore(root, compact_after=3) for _ in range(2)]
+    try:
+        for rnd in range(12):
+            barrier = threading.Barrier(2)
+            written: dict[int, dict[str, Any]] = {}
+
+            def write(
+                w: int,
+                rnd: int = rnd,
+                barrier: threading.Barrier = barrier,
+                written: dict[int, dict[str, Any]] = written,
+            ) -> None:
+                value = {"writer": w, "round": rnd, "pad": "x" * (w * 500)}
+                barrier.wait()
+                written[w] = value
+                writers[w].put(("race",), "k", value)
+
+            threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            got = writers[0].get(("race",), "k")
+            hits = writers[1].search(("race",), limit=10)
+            assert got is not None and got.value in written.values()
+            assert [h.value for h in hits] == [got.value]
+    finally:
+        for w in writers:
+            w.close()
