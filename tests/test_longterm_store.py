@@ -14,7 +14,7 @@ from langgraph.store.memory import InMemoryStore
 from objstore_saver import InvalidStoreValueError, MeteredStore, ObjectStoreStore
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import PUT, Record, encode_snapshot
-from objstore_saver.storage.base import PutMode
+from objstore_saver.storage.base import PutMode, StorageError
 from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 from objstore_saver.storage.local import LocalStore
 from tests.longterm_helpers import DIMS, Caller, Clock, HashEmbeddings, caller
@@ -344,3 +344,42 @@ def test_concurrent_puts_of_one_key_last_writer_wins(
     finally:
         for w in writers:
             w.close()
+
+
+def test_wrong_embedding_size_names_the_item(tmp_path: Any) -> None:
+    index = {"dims": DIMS + 1, "embed": HashEmbeddings(), "fields": ["text"]}
+    with ObjectStoreStore.from_directory(tmp_path, index=index) as store:
+        with pytest.raises(ValueError, match=r"'text' of key 'k' in namespace \('n',\)"):
+            store.put(("n",), "k", {"text": "hello"})
+        assert store.list_namespaces() == []
+
+
+class _VanishingSnapshots(LocalStore):
+    """A directory whose snapshot GETs find nothing the first ``misses`` times."""
+
+    def __init__(self, path: Any, misses: int) -> None:
+        super().__init__(path)
+        self.misses = misses
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        if "/x/s/" in key and self.misses > 0:
+            self.misses -= 1
+            from objstore_saver.storage.base import ObjectNotFoundError
+
+            raise ObjectNotFoundError(self.location, key)
+        return super().get(key, byte_range)
+
+
+@pytest.mark.parametrize(("misses", "found"), [(2, True), (3, False)])
+def test_search_retries_when_segments_vanish(tmp_path: Any, misses: int, found: bool) -> None:
+    """A compaction may delete a segment a reader listed: the reader lists again (3 tries)."""
+    with ObjectStoreStore.from_directory(tmp_path, compact_after=2) as writer:
+        for i in range(5):
+            writer.put(("ns",), f"k{i}", {"i": i})
+    flaky = _VanishingSnapshots(tmp_path, misses)
+    with ObjectStoreStore(flaky) as reader:
+        if found:
+            assert len(reader.search(("ns",))) == 5
+        else:
+            with pytest.raises(StorageError, match=r"namespace prefix \('ns',\)"):
+                reader.search(("ns",))
