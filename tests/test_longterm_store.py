@@ -120,6 +120,9 @@ def test_semantic_search_matches_inmemory(
             ref.put(("docs",), key, value)
         st("put", ("docs",), "g", {"text": "cat"}, index=False)
         ref.put(("docs",), "g", {"text": "cat"}, index=False)
+        only_tags = {"text": "markets and cats", "tags": ["bread", "cat mat"]}
+        st("put", ("docs",), "h", only_tags, index=["tags"])
+        ref.put(("docs",), "h", only_tags, index=["tags"])
         for q, limit, offset in [("cat on a mat", 10, 0), ("markets", 3, 1), ("bread cats", 7, 2)]:
             ours = st("search", ("docs",), query=q, limit=limit, offset=offset)
             theirs = ref.search(("docs",), query=q, limit=limit, offset=offset)
@@ -256,8 +259,9 @@ def test_bad_input_names_it(st: Caller) -> None:
     assert st("list_namespaces") == []  # nothing was written
 
 
+@pytest.mark.parametrize("fault", [Fault.ERROR, Fault.LOST_RESPONSE])
 @pytest.mark.parametrize("what", ["put", "update", "delete"])
-def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> None:
+def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str, fault: Fault) -> None:
     """A put/delete interrupted at request i: get and search show the old or the new item."""
     old, new = {"v": "old"}, ({"v": "new"} if what != "delete" else None)
     i = 0
@@ -268,7 +272,7 @@ def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> N
             clean.put(("ns",), f"other{k}", {"k": k})
         if what != "put":
             clean.put(("ns",), "k", old)
-        faulty = ObjectStoreStore(FaultyStore(root, FailAt({i}, Fault.ERROR)), compact_after=2)
+        faulty = ObjectStoreStore(FaultyStore(root, FailAt({i}, fault)), compact_after=2)
         try:
             if new is None:
                 faulty.delete(("ns",), "k")
