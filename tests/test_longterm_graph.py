@@ -4,6 +4,7 @@ store's configuration entry points (create_store, langgraph.json)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any, TypedDict
 
@@ -197,3 +198,45 @@ def test_memory_across_threads_every_backend(
         ]
         assert saver.get_tuple(cfg("t-3", "bob")) is not None
         assert store.list_namespaces() == [("memories", "ada")]
+
+
+_LOADER = """
+import asyncio
+from langgraph_api.store import _load_store, _yield_store
+from objstore_saver import ObjectStoreStore
+
+async def run():
+    value = _load_store("objstore_saver.config.langgraph_store")
+    async with _yield_store(value) as store:
+        assert isinstance(store, ObjectStoreStore), type(store)
+        assert store.ttl_config == {"default_ttl": 3}, store.ttl_config
+        await store.aput(("server",), "k", {"v": 1})
+        print([i.key for i in await store.asearch(("server",))])
+
+asyncio.run(run())
+"""
+
+
+def test_langgraph_server_loader_takes_the_dotted_path(tmp_path: Any) -> None:
+    """langgraph-api's own loader (in a process configured as ``langgraph dev`` does):
+    the path splits at the last dot, the factory is entered as an async context
+    manager, and the store it yields is ours, with the block's TTL."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "OBJSTORE_SAVER_URL": f"file://{tmp_path}",
+        "LANGGRAPH_STORE": json.dumps(
+            {"path": "objstore_saver.config.langgraph_store", "ttl": {"default_ttl": 3}}
+        ),
+        "DATABASE_URI": ":memory:",
+        "REDIS_URI": "fake",
+        "MIGRATIONS_PATH": "__inmem",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADER], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['k']"

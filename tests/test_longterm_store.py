@@ -14,7 +14,7 @@ from langgraph.store.memory import InMemoryStore
 from objstore_saver import InvalidStoreValueError, MeteredStore, ObjectStoreStore
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import PUT, Record, encode_snapshot
-from objstore_saver.storage.base import PutMode
+from objstore_saver.storage.base import PutMode, StorageError
 from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 from objstore_saver.storage.local import LocalStore
 from tests.longterm_helpers import DIMS, Caller, Clock, HashEmbeddings, caller
@@ -120,6 +120,9 @@ def test_semantic_search_matches_inmemory(
             ref.put(("docs",), key, value)
         st("put", ("docs",), "g", {"text": "cat"}, index=False)
         ref.put(("docs",), "g", {"text": "cat"}, index=False)
+        only_tags = {"text": "markets and cats", "tags": ["bread", "cat mat"]}
+        st("put", ("docs",), "h", only_tags, index=["tags"])
+        ref.put(("docs",), "h", only_tags, index=["tags"])
         for q, limit, offset in [("cat on a mat", 10, 0), ("markets", 3, 1), ("bread cats", 7, 2)]:
             ours = st("search", ("docs",), query=q, limit=limit, offset=offset)
             theirs = ref.search(("docs",), query=q, limit=limit, offset=offset)
@@ -256,8 +259,9 @@ def test_bad_input_names_it(st: Caller) -> None:
     assert st("list_namespaces") == []  # nothing was written
 
 
+@pytest.mark.parametrize("fault", [Fault.ERROR, Fault.LOST_RESPONSE])
 @pytest.mark.parametrize("what", ["put", "update", "delete"])
-def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> None:
+def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str, fault: Fault) -> None:
     """A put/delete interrupted at request i: get and search show the old or the new item."""
     old, new = {"v": "old"}, ({"v": "new"} if what != "delete" else None)
     i = 0
@@ -268,7 +272,7 @@ def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> N
             clean.put(("ns",), f"other{k}", {"k": k})
         if what != "put":
             clean.put(("ns",), "k", old)
-        faulty = ObjectStoreStore(FaultyStore(root, FailAt({i}, Fault.ERROR)), compact_after=2)
+        faulty = ObjectStoreStore(FaultyStore(root, FailAt({i}, fault)), compact_after=2)
         try:
             if new is None:
                 faulty.delete(("ns",), "k")
@@ -302,3 +306,84 @@ def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str) -> N
         faulty.close()
         i += 1
     assert i >= 4  # the write really was interrupted at each of its requests
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_concurrent_puts_of_one_key_last_writer_wins(
+    kind: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """Two writers race on one key: the item is one writer's whole value, and get and
+    search agree on the writer with the greater version (put step 5 repairs the item)."""
+    import threading
+
+    from tests.longterm_helpers import backend_store
+
+    root = backend_store(kind, tmp_path, request)
+    writers = [ObjectStoreStore(root, compact_after=3) for _ in range(2)]
+    try:
+        for rnd in range(12):
+            barrier = threading.Barrier(2)
+            written: dict[int, dict[str, Any]] = {}
+
+            def write(
+                w: int,
+                rnd: int = rnd,
+                barrier: threading.Barrier = barrier,
+                written: dict[int, dict[str, Any]] = written,
+            ) -> None:
+                value = {"writer": w, "round": rnd, "pad": "x" * (w * 500)}
+                barrier.wait()
+                written[w] = value
+                writers[w].put(("race",), "k", value)
+
+            threads = [threading.Thread(target=write, args=(w,)) for w in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            got = writers[0].get(("race",), "k")
+            hits = writers[1].search(("race",), limit=10)
+            assert got is not None and got.value in written.values()
+            assert [h.value for h in hits] == [got.value]
+    finally:
+        for w in writers:
+            w.close()
+
+
+def test_wrong_embedding_size_names_the_item(tmp_path: Any) -> None:
+    index = {"dims": DIMS + 1, "embed": HashEmbeddings(), "fields": ["text"]}
+    with ObjectStoreStore.from_directory(tmp_path, index=index) as store:
+        with pytest.raises(ValueError, match=r"'text' of key 'k' in namespace \('n',\)"):
+            store.put(("n",), "k", {"text": "hello"})
+        assert store.list_namespaces() == []
+
+
+class _VanishingSnapshots(LocalStore):
+    """A directory whose snapshot GETs find nothing the first ``misses`` times."""
+
+    def __init__(self, path: Any, misses: int) -> None:
+        super().__init__(path)
+        self.misses = misses
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        if "/x/s/" in key and self.misses > 0:
+            self.misses -= 1
+            from objstore_saver.storage.base import ObjectNotFoundError
+
+            raise ObjectNotFoundError(self.location, key)
+        return super().get(key, byte_range)
+
+
+@pytest.mark.parametrize(("misses", "found"), [(2, True), (3, False)])
+def test_search_retries_when_segments_vanish(tmp_path: Any, misses: int, found: bool) -> None:
+    """A compaction may delete a segment a reader listed: the reader lists again (3 tries)."""
+    with ObjectStoreStore.from_directory(tmp_path, compact_after=2) as writer:
+        for i in range(5):
+            writer.put(("ns",), f"k{i}", {"i": i})
+    flaky = _VanishingSnapshots(tmp_path, misses)
+    with ObjectStoreStore(flaky) as reader:
+        if found:
+            assert len(reader.search(("ns",))) == 5
+        else:
+            with pytest.raises(StorageError, match=r"namespace prefix \('ns',\)"):
+                reader.search(("ns",))

@@ -277,6 +277,7 @@ class ObjectStoreStore(BaseStore):
         queries: Sequence[Sequence[float]],
     ) -> Plan[list[Result]]:
         results: list[Result] = [None] * len(prep.ops)
+        self._check_vectors(prep, vectors, queries)
         query_vectors = dict(zip(prep.queries, queries, strict=True))
         for i, op in enumerate(prep.ops):
             if isinstance(op, GetOp):
@@ -296,6 +297,30 @@ class ObjectStoreStore(BaseStore):
             ttl = None if op.ttl is None else float(op.ttl)
             yield from plans.put_item(self._ctx, ns, op.key, dict(op.value), ttl=ttl, vectors=vec)
         return results
+
+    def _check_vectors(
+        self,
+        prep: _Prepared,
+        vectors: Sequence[Sequence[float]],
+        queries: Sequence[Sequence[float]],
+    ) -> None:
+        """Refuse embeddings whose count or size differs from what the index asked for."""
+        if len(vectors) != len(prep.texts) or len(queries) != len(prep.queries):
+            raise ValueError(
+                f"the embeddings returned {len(vectors)} document and {len(queries)} query "
+                f"vectors for {len(prep.texts)} texts and {len(prep.queries)} queries"
+            )
+        dims = (self.index_config or {}).get("dims")
+        for i, fields in prep.put_texts.items():
+            op = prep.ops[i]
+            assert isinstance(op, PutOp)
+            for name, t in fields:
+                if dims is not None and len(vectors[t]) != dims:
+                    raise ValueError(
+                        f"embedding of field {name!r} of key {op.key!r} in namespace "
+                        f"{tuple(op.namespace)!r} has {len(vectors[t])} dimensions; the "
+                        f"index says dims={dims}"
+                    )
 
     def _get(self, op: GetOp) -> Plan[Item | None]:
         rec = yield from plans.get_item(tuple(op.namespace), op.key, self._ctx.now())
