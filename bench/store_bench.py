@@ -339,7 +339,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"of each kind, one at a time; S3 server: {doc['s3_server'] or 'not run'}, "
         f"{doc['delay_ms']:g} ms injected per S3 request). Cells: median latency / "
         "requests per operation (counted by `MeteredStore`; PostgreSQL's statements are "
-        "not counted, InMemoryStore makes none).",
+        "not counted, InMemoryStore makes none). Only the S3 row has the injected round "
+        "trip: the directory and PostgreSQL (a local server on loopback) have none, so "
+        "compare their latencies with care; compare requests, which do not depend on it.",
         "",
         "| store | " + " | ".join(label for _, label in OPS) + " |",
         "|---" * (len(OPS) + 1) + "|",
