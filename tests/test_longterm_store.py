@@ -407,3 +407,19 @@ def test_delete_hides_what_an_interrupted_put_left_in_the_index(tmp_path: Any) -
         assert s.get(("n",), "k") is None
         assert s.search(("n",)) == []
         assert s.list_namespaces() == []
+
+
+def test_sweep_spares_an_item_renewed_after_it_was_found(tmp_path: Any) -> None:
+    clock = Clock()
+    with ObjectStoreStore.from_directory(tmp_path, clock=clock) as store:
+        store.put(("t",), "a", {"v": 1}, ttl=1.0)
+        store.put(("t",), "b", {"v": 2}, ttl=1.0)
+        clock.advance(61)
+        found = store._driver.run(plans.expired_items((), store._ctx.now()))
+        assert [e.key for e in found] == ["a", "b"]
+        store.put(("t",), "a", {"v": 3}, ttl=1.0)  # renewed between listing and sweep
+        swept = [store._driver.run(plans.sweep_item(store._ctx, e)) for e in found]
+        assert swept == [False, True]
+        assert store.get(("t",), "a").value == {"v": 3}
+        assert [r.key for r in store.search(("t",))] == ["a"]
+        assert store.list_namespaces() == [("t",)]
