@@ -150,6 +150,10 @@ def test_request_counts_get_put(tmp_path: Any) -> None:
         store.put(("n",), "k", {"v": 2})
         # GET (created_at) + PUT record + PUT item + LIST index
         assert meter.snapshot().requests == {"put": 2, "get": 1, "list": 1, "delete": 0}
+        meter.reset()
+        store.delete(("n",), "k")
+        # PUT tombstone record + DELETE item + LIST index
+        assert meter.snapshot().requests == {"put": 1, "get": 0, "list": 1, "delete": 1}
         for i in range(200):  # compactions included, every put stays bounded
             meter.reset()
             store.put(("n",), f"k{i}", {"v": i})
@@ -305,7 +309,7 @@ def test_crash_at_every_request_leaves_old_or_new(tmp_path: Any, what: str, faul
         clean.close()
         faulty.close()
         i += 1
-    assert i >= 4  # the write really was interrupted at each of its requests
+    assert i >= (3 if what == "delete" else 4)  # interrupted at each of its requests
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -387,3 +391,35 @@ def test_search_retries_when_segments_vanish(tmp_path: Any, misses: int, found: 
         else:
             with pytest.raises(StorageError, match=r"namespace prefix \('ns',\)"):
                 reader.search(("ns",))
+
+
+def test_delete_hides_what_an_interrupted_put_left_in_the_index(tmp_path: Any) -> None:
+    from objstore_saver.storage.faults import FailWhere
+
+    root = LocalStore(tmp_path)
+    item_puts = FailWhere(lambda r: r.op == "put" and "/it/" in r.key, Fault.ERROR, times=1)
+    with ObjectStoreStore(FaultyStore(root, item_puts)) as faulty, ObjectStoreStore(root) as s:
+        with pytest.raises(InjectedFaultError):
+            faulty.put(("n",), "k", {"v": "new"})
+        assert s.get(("n",), "k") is None  # the documented window: index ahead of item
+        assert [r.value for r in s.search(("n",))] == [{"v": "new"}]
+        s.delete(("n",), "k")
+        assert s.get(("n",), "k") is None
+        assert s.search(("n",)) == []
+        assert s.list_namespaces() == []
+
+
+def test_sweep_spares_an_item_renewed_after_it_was_found(tmp_path: Any) -> None:
+    clock = Clock()
+    with ObjectStoreStore.from_directory(tmp_path, clock=clock) as store:
+        store.put(("t",), "a", {"v": 1}, ttl=1.0)
+        store.put(("t",), "b", {"v": 2}, ttl=1.0)
+        clock.advance(61)
+        found = store._driver.run(plans.expired_items((), store._ctx.now()))
+        assert [e.key for e in found] == ["a", "b"]
+        store.put(("t",), "a", {"v": 3}, ttl=1.0)  # renewed between listing and sweep
+        swept = [store._driver.run(plans.sweep_item(store._ctx, e)) for e in found]
+        assert swept == [False, True]
+        assert store.get(("t",), "a").value == {"v": 3}
+        assert [r.key for r in store.search(("t",))] == ["a"]
+        assert store.list_namespaces() == [("t",)]

@@ -240,17 +240,16 @@ def refresh_item(ctx: StoreContext, rec: Record) -> Plan[Record]:
     return fresh
 
 
-def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan[bool]:
-    """§8.4.3; True if an item was there."""
+def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan[None]:
+    """§8.4.3: a tombstone record, then the item object goes.
+
+    No GET first: after a put interrupted between its record and its item, the
+    index holds an item the item object does not, and only a tombstone hides it.
+    """
     now = ctx.now()
-    obj_key = layout.item_key(namespace, key)
-    data = yield from run_one(Get(obj_key))
-    if data is None:
-        return False
-    old = decode_item(data, obj_key)
-    rec = replace(old, v=ctx.versions.next(), op=DEL, value=None, vec={}, ua=now)
+    version = ctx.versions.next()
+    rec = Record(tuple(namespace), key, version, DEL, None, now, now, version)
     yield from write_record(ctx, rec)
-    return True
 
 
 def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
