@@ -7,6 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,3 +310,17 @@ def test_verify_after_a_sweep_counts_nothing_unswept(tmp_path: Path) -> None:
     store_ops.store_sweep(apply=True, config=OpsConfig(url=f"file://{tmp_path}"))
     report = _verify(root)
     assert report["ok"] and report["store_unswept"] == 0 and report["store_items"] == 4
+
+
+def test_entry_point_reads_the_url_from_the_environment(tmp_path: Path) -> None:
+    """The real ``objstore-saver`` process, configured by ``OBJSTORE_SAVER_URL`` alone."""
+    _seed(LocalStore(tmp_path))
+    env = {**os.environ, "OBJSTORE_SAVER_URL": f"file://{tmp_path}"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "objstore_saver", "store", "ls", "--json", "--", "users", "bob"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["prefix"] == ["users", "bob"] and report["total"] == 3
