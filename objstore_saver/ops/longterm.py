@@ -36,6 +36,8 @@ SubPlan = Generator[Any, list[Any] | None, Any]
 
 #: Items per page of ``store_ls`` unless told.
 DEFAULT_PAGE = 100
+#: Item objects outside the index read per batch by the sweep.
+STRAY_BATCH = 64
 
 
 def _iso(micros: int | None) -> str | None:
@@ -302,7 +304,9 @@ def _sweep_candidates(prefix: tuple[str, ...], now_us: int) -> SubPlan:
                 found.append((plans.Expired(ns, rec.key, rec.v, rec.ea), rec))
     sizes = yield from _item_sizes(prefix)
     strays = sorted(k for k in sizes if k not in kept)
-    bodies = yield from run_batch(*(Get(k) for k in strays))
+    bodies: list[bytes | None] = []
+    for start in range(0, len(strays), STRAY_BATCH):  # bounds the bytes held at once
+        bodies += yield from run_batch(*(Get(k) for k in strays[start : start + STRAY_BATCH]))
     bad: list[dict[str, str]] = []
     n = len(prefix)
     for key, data in zip(strays, bodies, strict=True):
