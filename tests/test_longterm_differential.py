@@ -209,13 +209,19 @@ def test_differential(kind: str, mode: str, request: pytest.FixtureRequest) -> N
 
         def make(clock: Clock) -> ObjectStoreStore:
             return ObjectStoreStore(
-                endpoint.lean_store(bucket, f"ex{next(counter)}/"), clock=clock, compact_after=4
+                endpoint.lean_store(bucket, f"ex{next(counter)}/"),
+                clock=clock,
+                compact_after=4,
+                index_grace=0.0,
             )
     else:
 
         def make(clock: Clock) -> ObjectStoreStore:
             return ObjectStoreStore(
-                LocalStore(f"{tmp.name}/ex{next(counter)}"), clock=clock, compact_after=4
+                LocalStore(f"{tmp.name}/ex{next(counter)}"),
+                clock=clock,
+                compact_after=4,
+                index_grace=0.0,
             )
 
     machine = type(

@@ -183,7 +183,7 @@ def _bulk_snapshot(store: ObjectStoreStore, ns: tuple[str, ...], n: int, dims: i
                 vec={"text": pack_vector(vec)},
             )
         )
-    key = layout.index_prefix(ns) + "s/" + ctx.versions.next()
+    key = layout.index_prefix(ns) + "s/" + layout.snapshot_name(ctx.versions.next(), n)
     store.store.put(key, encode_snapshot(ns, [], recs), PutMode.CREATE)
 
 
@@ -423,3 +423,22 @@ def test_sweep_spares_an_item_renewed_after_it_was_found(tmp_path: Any) -> None:
         assert store.get(("t",), "a").value == {"v": 3}
         assert [r.key for r in store.search(("t",))] == ["a"]
         assert store.list_namespaces() == [("t",)]
+
+
+def test_list_namespaces_reads_nothing_when_the_listing_decides(tmp_path: Any) -> None:
+    store, meter = _metered(tmp_path, compact_after=4)
+    with store:
+        for user in range(20):
+            for i in range(user % 7):  # 0..6 items, some past a compaction
+                store.put(("users", f"u{user}"), f"k{i}", {"i": i})
+        store.put(("users", "temp"), "k", {"i": 0}, ttl=5)  # a TTL: must be read
+        store.put(("users", "gone"), "k", {"i": 0})
+        store.delete(("users", "gone"), "k")  # deleted: must be read
+        meter.reset()
+        found = store.list_namespaces(prefix=("users",), limit=100)
+        want = sorted([("users", f"u{u}") for u in range(20) if u % 7] + [("users", "temp")])
+        assert found == want
+        # one LIST; GETs only for the records of the two namespaces the listing
+        # cannot decide: temp's put (TTL), gone's put and delete
+        assert meter.snapshot().list_requests == 1
+        assert meter.snapshot().get_requests == 3

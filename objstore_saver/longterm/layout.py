@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from objstore_saver.keys import token
+from objstore_saver.keys import token, untoken
 
 ROOT = "store/"
 ITEMS = ROOT + "it/"
@@ -68,9 +68,51 @@ def index_prefix(namespace: Sequence[str]) -> str:
     return f"{INDEX}{namespace_path(namespace)}/x/"
 
 
-def record_name(version: str, key: str) -> str:
-    """``<V>-<h>``: name of an index record."""
-    return f"{version}-{key_hash(key)}"
+#: Length of a version: 20 digits, ``-``, 8 hex digits.
+VERSION_LEN = 29
+#: Op letters of record names: put without TTL, put with TTL, delete.
+PERMANENT, EXPIRING, DELETED = "p", "t", "d"
+
+
+def record_name(version: str, key: str, op: str) -> str:
+    """``<V>-<h>-<o>``: name of an index record (``o``: ``p``, ``t`` or ``d``)."""
+    return f"{version}-{key_hash(key)}-{op}"
+
+
+def snapshot_name(version: str, permanent: int) -> str:
+    """``<V>-<n>``: name of a snapshot holding ``n`` live items without a TTL."""
+    return f"{version}-{permanent}"
+
+
+def name_version(name: str) -> str:
+    """The version a record or snapshot name starts with."""
+    return name[:VERSION_LEN]
+
+
+def record_hash(name: str) -> str:
+    """``<h>`` of a record name."""
+    return name[VERSION_LEN + 1 : VERSION_LEN + 17]
+
+
+def record_op(name: str) -> str:
+    """``<o>`` of a record name."""
+    return name[VERSION_LEN + 18 :]
+
+
+def snapshot_permanent(name: str) -> int:
+    """``<n>`` of a snapshot name."""
+    return int(name[VERSION_LEN + 1 :])
+
+
+def path_labels(path: str) -> tuple[str, ...] | None:
+    """The labels of a namespace path made only of readable tokens, else None."""
+    labels = []
+    for segment in path.split("/"):
+        label = untoken(segment)
+        if label is None:
+            return None
+        labels.append(label)
+    return tuple(labels)
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,17 +123,21 @@ def _fold(state: dict[str, Record], rec: Record) -> None:
         state[rec.key] = rec
 
 
-def read_indexes(prefix: str, what: str) -> Plan[dict[str, NamespaceIndex]]:
+def read_indexes(
+    prefix: str, what: str, skip: Callable[[NamespaceIndex], bool] | None = None
+) -> Plan[dict[str, NamespaceIndex]]:
     """Sub-plan: LIST ``prefix`` and build the state of every namespace under it (§8.3).
 
     Two concurrent rounds after the LIST: newest snapshots, then the records they
-    do not cover. A segment deleted after the LIST restarts the read.
+    do not cover. A segment deleted after the LIST restarts the read. Groups for
+    which ``skip`` is true are returned as listed, unread.
 
     Raises:
         StorageError: segments vanished on every attempt; names ``what``.
     """
     for _ in range(READ_ATTEMPTS):
-        groups = group_index((yield from list_infos(prefix)))
+        listed = group_index((yield from list_infos(prefix)))
+        groups = {p: g for p, g in listed.items() if skip is None or not skip(g)}
         snaps = [(g, g.newest_snapshot) for g in groups.values() if g.snapshots]
         got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))
         if any(data is None for data in got):
@@ -155,7 +159,7 @@ def read_indexes(prefix: str, what: str) -> Plan[dict[str, NamespaceIndex]]:
             continue
         for (group, info), data in zip(wanted, got, strict=True):
             _fold(group.state, decode_record(data, info.key))
-        return groups
+        return listed
     raise StorageError(f"index segments of {what} kept vanishing while read; try again")
 
 
@@ -189,15 +193,44 @@ def search_candidates(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[li
     return [rec for ns in sorted(by_ns) for rec in sorted(by_ns[ns], key=lambda r: r.cv)]
 
 
+def surely_live(group: NamespaceIndex) -> bool:
+    """§8.4.5 step 2 from the listing alone: a live item without TTL is certain.
+
+    True when the path is readable and either the latest record of some key
+    after the newest snapshot is a put without TTL, or the snapshot holds more
+    items without TTL than there are keys with a later record.
+    """
+    if layout.path_labels(group.path) is None:
+        return False
+    newest = group.newest_snapshot
+    base = layout.name_version(_name(newest.key)) if newest else ""
+    permanent = layout.snapshot_permanent(_name(newest.key)) if newest else 0
+    latest: dict[str, str] = {}
+    for info in sorted(group.records, key=lambda i: _name(i.key)):
+        name = _name(info.key)
+        if layout.name_version(name) > base:
+            latest[layout.record_hash(name)] = layout.record_op(name)
+    if layout.PERMANENT in latest.values():
+        return True
+    return permanent > len(latest)
+
+
 def live_namespaces(prefix: tuple[str, ...], now_us: int) -> Plan[list[tuple[str, ...]]]:
     """§8.4.5 steps 1-2: the namespaces under ``prefix`` that hold a live item."""
-    groups = yield from read_indexes(layout.listing_prefix(prefix), f"namespace prefix {prefix!r}")
+    groups = yield from read_indexes(
+        layout.listing_prefix(prefix), f"namespace prefix {prefix!r}", skip=surely_live
+    )
     found = set()
     for group in groups.values():
+        if surely_live(group):
+            labels = layout.path_labels(group.path)
+            assert labels is not None
+            found.add(labels)
+            continue
         ns = group.ns()
         if ns is not None and group.live(now_us):
             found.add(ns)
-    return sorted(found)
+    return sorted(ns for ns in found if ns[: len(prefix)] == tuple(prefix))
 
 
 # --- writes --------------------------------------------------------------------
@@ -255,7 +288,7 @@ def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan
 def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     """Put steps 2-6 (or delete steps 2-3) for a record whose fields are final."""
     ns = rec.ns
-    name = layout.record_name(rec.v, rec.key)
+    name = layout.record_name(rec.v, rec.key, _op_letter(rec))
     rec_key = layout.index_prefix(ns) + "r/" + name
     stored = yield from run_one(Put(rec_key, encode_record(rec), PutMode.CREATE))
     if not stored:
@@ -273,13 +306,19 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
         yield from compact(ctx, ns, group)
 
 
+def _op_letter(rec: Record) -> str:
+    if rec.op == DEL:
+        return layout.DELETED
+    return layout.PERMANENT if rec.ttl is None else layout.EXPIRING
+
+
 def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
     """Put step 5: make the item object hold the newest record of its key."""
     h = layout.key_hash(rec.key)
     newer = [
         i.key
         for i in infos
-        if "/r/" in i.key and _name(i.key).endswith("-" + h) and _name(i.key) > name
+        if "/r/" in i.key and layout.record_hash(_name(i.key)) == h and _name(i.key) > name
     ]
     if not newer:
         return
@@ -330,7 +369,8 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
     ]
     listed = {_name(i.key) for i in group.records}
     new_cov = sorted((covered | {_name(i.key) for i in todo}) & listed)
-    snap_key = layout.index_prefix(ns) + "s/" + ctx.versions.next()
+    permanent = sum(1 for r in kept if r.op == PUT and r.ttl is None)
+    snap_key = layout.index_prefix(ns) + "s/" + layout.snapshot_name(ctx.versions.next(), permanent)
     yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
     yield from _collect(ctx, group, newest, covered)
     return snap_key
