@@ -332,6 +332,23 @@ def _fold(state: dict[str, Record], rec: Record) -> None:
         state[rec.key] = rec
 
 
+def _put_letter(rec: Record) -> str:
+    return layout.PERMANENT if rec.ttl is None else layout.EXPIRING
+
+
+def _check_snapshot_name(key: str, snap: Snapshot, report: VerifyReport) -> None:
+    """A snapshot's name carries its count of items without a TTL (spec §8.3)."""
+    permanent = sum(1 for r in snap.records if r.op == PUT and r.ttl is None)
+    try:
+        named = layout.snapshot_permanent(key.rsplit("/", 1)[1])
+    except ValueError:
+        named = None
+    if named != permanent:
+        report.problems.append(
+            Problem(key, "shape", f"holds {permanent} items without a TTL, its name says {named}")
+        )
+
+
 def _check_index(
     group: NamespaceIndex, report: VerifyReport
 ) -> Generator[Batch, list[Any] | None, None]:
@@ -343,6 +360,7 @@ def _check_index(
             report.problems.append(Problem(key, "unreadable", f"snapshot of {snap.ns!r}"))
         elif snap is not None:
             snaps[key] = snap
+            _check_snapshot_name(key, snap, report)
     newest = max(snaps) if snaps else None
     if newest is not None:
         group.covered = snaps[newest].covered
@@ -352,7 +370,8 @@ def _check_index(
         rec = None if body is None else _decoded(key, body, decode_record, report)
         if rec is None:
             continue
-        if key != layout.index_prefix(rec.ns) + "r/" + layout.record_name(rec.v, rec.key):
+        op = layout.DELETED if rec.op != PUT else _put_letter(rec)
+        if key != layout.index_prefix(rec.ns) + "r/" + layout.record_name(rec.v, rec.key, op):
             report.problems.append(
                 Problem(key, "unreadable", f"holds record {rec.v} of {rec.key!r} in {rec.ns!r}")
             )

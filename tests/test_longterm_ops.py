@@ -290,6 +290,11 @@ def test_verify_covers_store_objects(backend: tuple[ObjectStore, str]) -> None:
     root.delete([k])  # a live put of the index has no item
     root.put(record, b"junk")
     root.put("store/it/stray", b"?")
+    snap = max(k for k in _keys(root) if "/x/s/" in k)
+    version, count = snap.rsplit("/", 1)[1].rsplit("-", 1)
+    miscounted = f"{snap.rsplit('/', 1)[0]}/{version}-{int(count) + 1}"
+    root.put(miscounted, root.get(snap))
+    root.delete([snap])
     bad = _verify(root)
     assert not bad["ok"]
     found = {(p["key"], p["kind"]) for p in bad["problems"]}
@@ -299,6 +304,7 @@ def test_verify_covers_store_objects(backend: tuple[ObjectStore, str]) -> None:
         (k, "missing"),
         (record, "unreadable"),
         ("store/it/stray", "unknown-key"),
+        (miscounted, "shape"),
     }, bad["problems"]
     code, out, _ = _cli("verify", "--url", url)
     assert code == 1 and f"PROBLEM disagrees: {k1}" in out
