@@ -442,3 +442,15 @@ def test_list_namespaces_reads_nothing_when_the_listing_decides(tmp_path: Any) -
         # cannot decide: temp's put (TTL), gone's put and delete
         assert meter.snapshot().list_requests == 1
         assert meter.snapshot().get_requests == 3
+
+
+def test_scores_numpy_and_python_paths_agree() -> None:
+    from objstore_saver.longterm.query import cosine, pack_vector, scores
+
+    q = [0.5, -1.0, 2.0, 0.0]
+    vecs = [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.5, -1.0, 2.0, 0.0], [-3, 1, 0.25, 9]]
+    fast = scores(q, [pack_vector(v) for v in vecs])  # one size: the matrix path
+    slow = scores(q, [pack_vector(v) for v in vecs] + [pack_vector([1.0])])[:4]  # mixed: Python
+    assert fast == pytest.approx(slow, abs=1e-9)
+    assert fast == pytest.approx([cosine(q, v) for v in vecs], abs=1e-6)
+    assert fast[1] == 0.0 and fast[2] == pytest.approx(1.0)
