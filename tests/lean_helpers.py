@@ -97,3 +97,38 @@ class AsyncDriven:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+class SocketCounter:
+    """Counts the connections a process opens with ``asyncio.open_connection`` and has not closed.
+
+    Installed over ``asyncio.open_connection`` (the only way the async pool
+    opens sockets); a connection counts from its opening until the first
+    ``close()`` of its writer.
+    """
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.open = 0
+        self.peak = 0
+        self.opened = 0
+        original = asyncio.open_connection
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reader, writer = await original(*args, **kwargs)
+            self.opened += 1
+            self.open += 1
+            self.peak = max(self.peak, self.open)
+            close = writer.close
+            closed = False
+
+            def counted_close() -> None:
+                nonlocal closed
+                if not closed:
+                    closed = True
+                    self.open -= 1
+                close()
+
+            writer.close = counted_close  # type: ignore[method-assign]
+            return reader, writer
+
+        monkeypatch.setattr(asyncio, "open_connection", counted)
