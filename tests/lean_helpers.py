@@ -132,3 +132,43 @@ class SocketCounter:
             return reader, writer
 
         monkeypatch.setattr(asyncio, "open_connection", counted)
+
+
+class ThreadSocketCounter:
+    """Counts the ``http.client`` connections open at once (the blocking pool's sockets).
+
+    A connection counts from a successful ``connect()`` until its first
+    ``close()``. With ``hold`` set, each connect waits (at most 10 s) until
+    that many connections are open together: a way to prove they can be.
+    """
+
+    def __init__(self, monkeypatch: Any, hold: int | None = None) -> None:
+        import http.client
+
+        self.open = 0
+        self.peak = 0
+        self.opened = 0
+        lock = threading.Lock()
+        barrier = threading.Barrier(hold) if hold else None
+        connect, close = http.client.HTTPConnection.connect, http.client.HTTPConnection.close
+        counted: set[int] = set()
+
+        def counted_connect(conn: Any) -> None:
+            connect(conn)
+            with lock:
+                counted.add(id(conn))
+                self.opened += 1
+                self.open += 1
+                self.peak = max(self.peak, self.open)
+            if barrier is not None and not barrier.broken:
+                barrier.wait(10)
+
+        def counted_close(conn: Any) -> None:
+            with lock:
+                if id(conn) in counted:
+                    counted.discard(id(conn))
+                    self.open -= 1
+            close(conn)
+
+        monkeypatch.setattr(http.client.HTTPConnection, "connect", counted_connect)
+        monkeypatch.setattr(http.client.HTTPConnection, "close", counted_close)

@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from lean_helpers import Recorder, SocketCounter
+from lean_helpers import Recorder, SocketCounter, ThreadSocketCounter
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import PutMode
 from objstore_saver.storage.aio_pool import AsyncConnectionPool
+from objstore_saver.storage.connection_cap import CappedPool
+from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3_lean import LeanS3Store
 from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
 
@@ -180,12 +183,16 @@ def test_region_precedence_and_signature_scope(
 # --- open connections per event loop --------------------------------------------------------
 
 
-async def _concurrent_gets(
-    s3_endpoint: Any, s3_bucket: str, count: int, counter: SocketCounter, **options: Any
-) -> AsyncConnectionPool:
+def _seed(s3_endpoint: Any, s3_bucket: str, count: int) -> None:
     client = s3_endpoint.client()
     for i in range(count):
         client.put_object(Bucket=s3_bucket, Key=f"cap/k{i}", Body=bytes([i]) * 300)
+
+
+async def _concurrent_gets(
+    s3_endpoint: Any, s3_bucket: str, count: int, counter: SocketCounter, **options: Any
+) -> AsyncConnectionPool:
+    _seed(s3_endpoint, s3_bucket, count)
     store = s3_endpoint.lean_store(s3_bucket, "cap/", **options)
     try:
         bodies = await asyncio.gather(*(store.aget(f"k{i}") for i in range(count)))
@@ -263,3 +270,75 @@ async def test_a_request_waits_for_a_free_connection_at_most_wait_timeout() -> N
 def test_invalid_max_connections_is_refused(value: Any) -> None:
     with pytest.raises(ValueError, match="max_connections must be an integer of at least 1"):
         LeanS3Store("bucket", endpoint_url="http://127.0.0.1:9", max_connections=value)
+
+
+def _threaded_gets(store: LeanS3Store, count: int) -> list[bytes]:
+    barrier = threading.Barrier(count)
+    bodies: dict[int, bytes] = {}
+
+    def get(i: int) -> None:
+        barrier.wait(30)
+        bodies[i] = store.get(f"k{i}")
+
+    threads = [threading.Thread(target=get, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return [bodies.get(i, b"") for i in range(count)]
+
+
+def test_max_connections_caps_the_blocking_pool_too(
+    s3_endpoint: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed(s3_endpoint, s3_bucket, 64)
+    store = s3_endpoint.lean_store(s3_bucket, "cap/", max_connections=4)
+    counter = ThreadSocketCounter(monkeypatch)
+    try:
+        assert _threaded_gets(store, 64) == [bytes([i]) * 300 for i in range(64)]
+    finally:
+        store.close()
+    assert 1 <= counter.peak <= 4
+    assert 1 <= store._pool.peak_busy <= 4
+    assert counter.open == 0
+
+
+def test_without_a_low_cap_64_threads_open_more_sockets(
+    s3_endpoint: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control of the test above: eight connections can be open at once."""
+    _seed(s3_endpoint, s3_bucket, 64)
+    store = s3_endpoint.lean_store(s3_bucket, "cap/")
+    counter = ThreadSocketCounter(monkeypatch, hold=8)
+    try:
+        assert _threaded_gets(store, 64) == [bytes([i]) * 300 for i in range(64)]
+    finally:
+        store.close()
+    assert counter.peak >= 8
+
+
+def test_a_blocking_request_waits_for_a_free_connection_at_most_wait_timeout() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    host = f"127.0.0.1:{listener.getsockname()[1]}"
+    pool = CappedPool(
+        ConnectionPool("http", host, connect_timeout=5.0, read_timeout=30.0, max_idle=4),
+        max_connections=1,
+        wait_timeout=0.2,
+    )
+    request = HttpRequest("GET", "/b/k", {"host": host})
+    replies: list[Any] = []
+    holder = threading.Thread(target=lambda: replies.append(pool.send(request)))
+    holder.start()
+    conn, _ = listener.accept()  # the holder's request arrived; it is never answered
+    try:
+        assert pool.busy == 1
+        reply = pool.send(request)
+        assert isinstance(reply, TransportFailure)
+        assert reply.error.startswith("PoolTimeoutError: all 1 connections stayed busy")
+        assert reply.sent is False
+    finally:
+        conn.close()  # the holder reads EOF and gives its slot back
+        holder.join(30)
+        listener.close()
+    assert isinstance(replies[0], TransportFailure)
+    assert pool.busy == 0

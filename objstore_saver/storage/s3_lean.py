@@ -27,6 +27,7 @@ from objstore_saver.storage.base import (
     PutMode,
     StoreUnavailableError,
 )
+from objstore_saver.storage.connection_cap import CappedPool
 from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3_common import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -191,9 +192,10 @@ class LeanS3Store:
         read_timeout: Seconds to wait for data on a connection; default 30.
         max_pool_connections: Idle connections kept per pool (one pool for
             blocking calls, one per event loop); default 64.
-        max_connections: Connections open at once per pool (busy and idle
-            together); a request beyond it waits up to ``read_timeout`` for
-            one to be free, then fails as not sent (and is retried); default 64.
+        max_connections: Connections open at once per pool (the blocking
+            one and each event loop's; busy and idle together); a request
+            beyond it waits up to ``read_timeout`` for one to be free, then
+            fails as not sent (and is retried); default 64.
         encryption: Server-side encryption of every object; every PUT answer
             must confirm it.
         extra_put_headers: Extra HTTP headers of every PUT, e.g.
@@ -285,13 +287,17 @@ class LeanS3Store:
             retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
         )
         self._region = region_name
-        self._pool = ConnectionPool(
-            addressing.scheme,
-            addressing.host,
-            connect_timeout=self._connect_timeout,
-            read_timeout=self._read_timeout,
-            max_idle=self._pool_size,
-            extra_headers={"user-agent": _USER_AGENT},
+        self._pool = CappedPool(
+            ConnectionPool(
+                addressing.scheme,
+                addressing.host,
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                max_idle=self._pool_size,
+                extra_headers={"user-agent": _USER_AGENT},
+            ),
+            max_connections=self._max_connections,
+            wait_timeout=self._read_timeout,
         )
         # One pool per event loop (stream connections are bound to their loop);
         # a loop that is garbage-collected takes its pool along.
