@@ -342,3 +342,14 @@ def test_a_blocking_request_waits_for_a_free_connection_at_most_wait_timeout() -
         listener.close()
     assert isinstance(replies[0], TransportFailure)
     assert pool.busy == 0
+
+
+def test_lean_only_options_with_boto3_are_refused_naming_them() -> None:
+    from objstore_saver.storage.transports import open_s3_store
+
+    with pytest.raises(
+        ValueError, match="options of transport='lean' only: max_connections, session"
+    ):
+        open_s3_store("bucket", transport="boto3", max_connections=4, session=object())
+    store = open_s3_store("bucket", endpoint_url="http://127.0.0.1:9", max_connections=4)
+    assert isinstance(store, LeanS3Store)
