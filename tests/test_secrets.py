@@ -10,7 +10,9 @@ botocore itself logs request headers at DEBUG (the access key id in
 ``Authorization``, the session token, the SSE-C key): that is botocore's, and
 ``docs/s3-compatibility.md`` warns against DEBUG logging of botocore in
 production. The test checks that the capture does see botocore's records, so
-a leak of ours would be seen too.
+a leak of ours would be seen too. LeanS3Store does not log requests; its
+failures are provoked over its blocking calls and its coroutines, and the
+recorded requests show that the distinctive credentials did sign them.
 """
 
 from __future__ import annotations
