@@ -56,8 +56,22 @@ def _iso(when: datetime | None) -> str | None:
 # --- structural decoding of entries ------------------------------------------------
 
 
-def _resolve(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
-    """Sub-plan: JSON of each named entry, fetching what they reference."""
+def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+    """Sub-plan: the JSON of each named entry, fetching the objects they reference.
+
+    Values are decoded structurally: nothing is unpickled.
+
+    Args:
+        pfx: The thread prefix the entries belong to.
+        entries: Entries by name (inline values or references to objects).
+        referrer: The key that holds the entries, named in errors.
+
+    Returns:
+        The decoded value of each entry, by the same names.
+
+    Raises:
+        CorruptObjectError: a referenced object is missing or does not decode.
+    """
     refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
     got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
@@ -168,7 +182,7 @@ def history_plan(thread_id: str) -> SubPlan:
             if body is None:
                 continue  # deleted since listed
             m = codec.decode_manifest(body, info.key)
-            md = (yield from _resolve(pfx, {"m": m.metadata}, info.key))["m"]
+            md = (yield from resolve_entries(pfx, {"m": m.metadata}, info.key))["m"]
             md = md if isinstance(md, dict) else {}
             rows.append(
                 {
@@ -217,7 +231,7 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
     if body is None:
         return None
     m = codec.decode_manifest(body, mkey)
-    decoded = yield from _resolve(
+    decoded = yield from resolve_entries(
         pfx,
         {
             "checkpoint": m.checkpoint,
@@ -233,7 +247,7 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
         if b is not None
     ]
     in_force = plans.effective_writes(writes)
-    write_values = yield from _resolve(
+    write_values = yield from resolve_entries(
         pfx, {str(i): w.value for i, w in enumerate(in_force)}, wprefix
     )
     checkpoint = decoded["checkpoint"]

@@ -19,9 +19,9 @@ from objstore_saver.ops._common import never_cancel, no_progress
 from objstore_saver.ops.views import (
     READ_AHEAD,
     SubPlan,
-    _resolve,
     describe_object,
     du_plan,
+    resolve_entries,
     show_plan,
 )
 from objstore_saver.storage.base import ObjectStore
@@ -111,7 +111,7 @@ def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
         return None
     try:
         m = codec.decode_manifest(body, key)
-        md = (yield from _resolve(pfx, {"m": m.metadata}, key))["m"]
+        md = (yield from resolve_entries(pfx, {"m": m.metadata}, key))["m"]
     except CorruptObjectError as exc:
         return {"key": key, "error": {"key": exc.key, "reason": exc.reason}}
     md = md if isinstance(md, dict) else {}
