@@ -77,7 +77,8 @@ def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> Su
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
 
 
-def _describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
+def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
+    """How an entry is stored: inline (type, encoding, size) or the key of its object."""
     if isinstance(entry, Inline):
         return {
             "stored": "inline",
@@ -261,7 +262,7 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
         "metadata": decoded["metadata"],
         "checkpoint": checkpoint,
         "channel_values": {name: decoded["channel:" + name] for name in m.channels},
-        "storage": {name: _describe_entry(e, pfx) for name, e in m.channels.items()},
+        "storage": {name: describe_entry(e, pfx) for name, e in m.channels.items()},
         "pending_writes": [
             {
                 "task_id": w.task_id,
