@@ -182,7 +182,9 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
                     containers.setdefault(e.digest, e.tag)
     order = sorted(containers)
     okeys = [keys.object_key_in(pfx, d) for d in order]
-    bodies = yield from run_batch(*(Get(k) for k in okeys)) if okeys else []
+    bodies: list[Any] = []
+    if okeys:
+        bodies = yield from run_batch(*(Get(k) for k in okeys))
     objects: list[dict[str, str]] = []
     for d, k, body in zip(order, okeys, bodies, strict=True):
         if body is None:
