@@ -34,6 +34,7 @@ from viewer_graphs import (
     Server,
     approval,
     nested_subgraphs,
+    noted_chat,
     populate,
 )
 
@@ -139,7 +140,7 @@ def site(
     approval(saver, "approval")
     nested_subgraphs(saver, "team")
     chat(saver, "attack", payloads(listener.url))
-    chat(saver, "broken", ["a message long enough for its own object " * 100, "still here"])
+    noted_chat(saver, "broken", ["a message long enough for its own object " * 100, "still"])
     shots = os.environ.get(SHOTS_ENV)
     out = Path(shots) if shots and request.param == "local" else tmp_path_factory.mktemp("shots")
     out.mkdir(parents=True, exist_ok=True)
@@ -322,6 +323,8 @@ def test_a_corrupt_object_leaves_the_rest_of_the_page(
     err = page.locator(".err").all_inner_texts()
     assert any(key in e and "SHA-256" in e for e in err), err
     assert "step" in page.locator("h2:has-text('Metadata') + pre").inner_text()
+    assert page.locator("h3:has-text('summary') + pre").inner_text() == '"5 characters"'
+
     assert page.locator("h2").all_inner_texts()[:1] == ["Channels"]
     shoot(page, out, "corrupt")
     page.goto(f"/storage/{'broken'}")

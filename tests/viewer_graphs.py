@@ -109,6 +109,27 @@ def nested_subgraphs(saver: ObjectStoreSaver, thread_id: str) -> None:
     )
 
 
+class Noted(MessagesState):
+    """Messages and a running summary: two channels."""
+
+    summary: str
+
+
+def noted_chat(saver: ObjectStoreSaver, thread_id: str, questions: list[str]) -> None:
+    """A chat bot that also keeps a summary channel."""
+
+    def bot(state: Noted) -> dict:
+        q = state["messages"][-1].content
+        return {"messages": [AIMessage(f"noted: {q[:20]}")], "summary": f"{len(q)} characters"}
+
+    builder = StateGraph(Noted)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    graph = builder.compile(checkpointer=saver)
+    for q in questions:
+        graph.invoke({"messages": [("user", q)]}, {"configurable": {"thread_id": thread_id}})
+
+
 def populate(saver: ObjectStoreSaver) -> None:
     """The threads of tests/test_viewer.py: a chat with a fork, a subgraph, odd and hostile ids."""
     chat(saver, "alice", ["hello", "how are you?", "bye"])

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from objstore_saver import codec, keys, plans
-from objstore_saver.codec import Entry, ListObj, NodeObj, PartsObj, Ref, ValueObj
+from objstore_saver.codec import ChunkObj, Entry, ListObj, NodeObj, PartsObj, Ref
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.ops.views import READ_AHEAD, SubPlan, describe_entry, resolve_entries
 from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
@@ -129,9 +129,9 @@ def _children(obj: Any) -> set[bytes]:
         return {d for d, _ in obj.sealed} | {e.digest for e in obj.tail if isinstance(e, Ref)}
     if isinstance(obj, NodeObj):
         return {d for d, _ in obj.subtrees}
-    if isinstance(obj, ValueObj) or not hasattr(obj, "items"):
-        return set()
-    return {e.digest for e in obj.items if isinstance(e, Ref)}
+    if isinstance(obj, ChunkObj):
+        return {e.digest for e in obj.items if isinstance(e, Ref)}
+    return set()  # values and parts reference nothing
 
 
 def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
