@@ -109,6 +109,8 @@ def test_referrers_of_an_object_and_what_the_scan_costs(server: Server) -> None:
     assert "Referenced by" in page and latest["key"] in page
     assert 'id="referrers-link"' in server.get(f"/objects/{list_key}").text
     assert server.get(f"/api/objects/{latest['key']}?referrers=1").status_code == 400
+    bad = server.get(f"/api/objects/{big}?referrers=1&after=threads/_alice/checkpoints/x")
+    assert bad.status_code == 400 and "threads/_alice/checkpoints/x" in bad.json()["error"]
 
 
 def test_referrers_scan_is_bounded_and_pages_on(server: Server) -> None:

@@ -369,10 +369,6 @@ class Viewer:
             BadRequestError: ``key`` is not an object key, or ``after`` not a manifest key of it.
         """
         self._check_key(key)
-        if after is not None and not after.startswith(keys.split_thread_key(key)[0]):
-            raise BadRequestError(
-                f"cursor {after!r} is not a manifest key of the thread of {key!r}"
-            )
         try:
             return self._run(referrers_plan(key, after, _limit(limit)))
         except ValueError as exc:

@@ -26,6 +26,7 @@ from objstore_saver.ops._common import redact
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.viewer import pages
 from objstore_saver.viewer.api import BadRequestError, NotFoundError, Viewer
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS
 
 #: Environment variable holding the token (``--token`` wins).
 TOKEN_ENV = "OBJSTORE_SAVER_VIEWER_TOKEN"
@@ -148,7 +149,7 @@ def create_app(
         report = viewer.object(key)
         if r.query_params.get("referrers"):
             after = r.query_params.get("after") or None
-            report["referrers"] = viewer.referrers(key, after, _int(r, "limit", 50))
+            report["referrers"] = viewer.referrers(key, after, _int(r, "limit", REFERRER_MANIFESTS))
         return report
 
     renderers: dict[str, Callable[[str, Any], str]] = {
