@@ -11,8 +11,10 @@ from ops_helpers import chat, subgraph_chat
 from viewer_graphs import HOSTILE, Server, nested_subgraphs
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.storage import LocalStore
-from objstore_saver.storage.base import ObjectStore
+from objstore_saver.driver import Driver
+from objstore_saver.ops.views import show_plan
+from objstore_saver.storage import LocalStore, MeteredStore
+from objstore_saver.storage.base import ObjectStore, PutMode
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -134,3 +136,36 @@ def test_referrers_scan_is_bounded_and_pages_on(server: Server) -> None:
     assert 'id="more-referrers"' in html
     bad = server.get(f"/api/objects/{key}", params={"referrers": 1, "after": "threads/_x/"})
     assert bad.status_code == 400 and "cursor" in bad.json()["error"]
+
+
+def test_checkpoint_page_costs_what_show_costs_until_an_object_is_corrupt(
+    server: Server,
+) -> None:
+    latest = server.get("/api/threads/hostile/latest").json()
+    cid = latest["checkpoint_id"]
+    # what ``show`` (the CLI's plan) sends for this checkpoint, through its own meter
+    metered = MeteredStore(server.metered.inner)
+    driver = Driver(metered)
+    try:
+        assert driver.run(show_plan("hostile", cid, "")) is not None
+    finally:
+        driver.close()
+    show_cost = metered.snapshot()
+    r, page = server.requests_for(f"/threads/hostile/checkpoints/{cid}")
+    assert r.status_code == 200
+    assert (page.list_requests, page.get_requests) == (
+        show_cost.list_requests,
+        show_cost.get_requests,
+    )
+    key = latest["storage"]["messages"]["key"]
+    body = server.metered.inner.get(key)
+    assert body is not None
+    server.metered.inner.put(key, body[:-3] + b"zzz", PutMode.OVERWRITE)
+    r, corrupt = server.requests_for(f"/threads/hostile/checkpoints/{cid}")
+    assert r.status_code == 200 and key in r.text
+    # Bounded: at most one more resolution per entry (checkpoint, metadata, one
+    # channel) to tell which is corrupt; the corrupt list's elements are never read,
+    # so here it is the manifest and the list object twice.
+    assert corrupt.list_requests == show_cost.list_requests
+    assert corrupt.get_requests <= show_cost.get_requests + 3
+    assert corrupt.get_requests == 3, corrupt
