@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ops_helpers import chat, subgraph_chat
-from viewer_graphs import HOSTILE, Server, nested_subgraphs
+from viewer_graphs import HOSTILE, Server, nested_subgraphs, tool_use
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.driver import Driver
@@ -28,6 +28,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
     subgraph_chat(saver, "sup", ["one", "two"])
     chat(saver, "hostile", [HOSTILE, "and again"])
     chat(saver, "long", [f"question {i}" for i in range(25)])
+    tool_use(saver, "tools")
     s = Server(st)
     yield s
     s.close()
@@ -169,3 +170,17 @@ def test_checkpoint_page_costs_what_show_costs_until_an_object_is_corrupt(
     assert corrupt.list_requests == show_cost.list_requests
     assert corrupt.get_requests <= show_cost.get_requests + 3
     assert corrupt.get_requests == 3, corrupt
+
+
+def test_transcript_shows_tool_calls_and_links_each_result_to_its_call(server: Server) -> None:
+    newest = server.get("/api/threads/tools").json()["checkpoints"][0]["checkpoint_id"]
+    page = server.get(f"/threads/tools/checkpoints/{newest}")
+    assert page.status_code == 200
+    html = page.text
+    # the AI message's call: tool name, escaped arguments, and an anchor its result links to
+    assert '<li class="call" id="call-call_7">calls <b><bdi>lookup_order</bdi></b>' in html
+    assert "A-17&lt;img src=x&gt;" in html and "<img src=x>" not in html
+    # the ToolNode's result names the call it answers and links to it
+    assert 'result of <a href="#call-call_7"><bdi>lookup_order</bdi></a>' in html
+    assert "order A-17&lt;img src=x&gt;: shipped" in html
+    assert html.index('id="call-call_7"') < html.index('href="#call-call_7"')

@@ -8,8 +8,10 @@ from typing import Any
 
 import httpx
 import uvicorn
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 from ops_helpers import chat, subgraph_chat
 
@@ -22,6 +24,8 @@ from objstore_saver.viewer.app import create_app
 ODD = "bob/ü %2F x"
 #: A message that would run script, bold text and flip direction if not escaped.
 HOSTILE = "<script>window.pwned=1</script><b>bold</b> \u202eevil rtl\u202c " + "x" * 50_000
+#: The argument of the tool call: markup that must show as text in the call's arguments.
+TOOL_ARG = "A-17<img src=x>"
 #: The question the approval graph interrupts with, and the answer it resumes with.
 QUESTION, ANSWER = "approve the refund of 42 EUR?", "approved by Dana"
 
@@ -86,6 +90,32 @@ def approval(saver: ObjectStoreSaver, thread_id: str) -> None:
     config = {"configurable": {"thread_id": thread_id}}
     graph.invoke({"messages": [("user", "refund me")]}, config)
     graph.invoke(Command(resume=ANSWER), config)
+
+
+def tool_use(saver: ObjectStoreSaver, thread_id: str) -> None:
+    """A model that calls a tool (run by LangGraph's ToolNode), then answers with its result."""
+
+    @tool
+    def lookup_order(order_id: str) -> str:
+        """Look an order up."""
+        return f"order {order_id}: shipped"
+
+    def model(state: MessagesState) -> dict:
+        if isinstance(state["messages"][-1], ToolMessage):
+            return {"messages": [AIMessage(f"done: {state['messages'][-1].content}")]}
+        call = {"name": "lookup_order", "args": {"order_id": TOOL_ARG}, "id": "call_7"}
+        return {"messages": [AIMessage("", tool_calls=[call])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_node("tools", ToolNode([lookup_order]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(
+        {"messages": [("user", "where is my order?")]}, {"configurable": {"thread_id": thread_id}}
+    )
 
 
 def nested_subgraphs(saver: ObjectStoreSaver, thread_id: str) -> None:

@@ -149,6 +149,24 @@ def thread_page(r: dict[str, Any]) -> str:
     return page(f"Thread {tid}", head + storage + f"<ul>{tree}</ul>" + nxt)
 
 
+def _tool_calls(calls: Any) -> str:
+    """An AI message's tool calls: name, arguments and the id their result answers."""
+    if not isinstance(calls, list):
+        return f"<div>tool calls: {text(calls, 500)}</div>"
+    items = []
+    for c in calls:
+        if not isinstance(c, dict):
+            items.append(f"<li>{text(c, 500)}</li>")
+            continue
+        call_id = str(c.get("id") or "")
+        anchor = f' id="call-{html.escape(call_id, quote=True)}"' if call_id else ""
+        items.append(
+            f'<li class="call"{anchor}>calls <b>{text(c.get("name"), 200)}</b>'
+            f"(<code>{text(c.get('args'), 2_000)}</code>) <small>{text(call_id, 200)}</small></li>"
+        )
+    return f'<ul class="calls">{"".join(items)}</ul>'
+
+
 def _transcript(messages: list[Any]) -> str:
     out = []
     for m in messages:
@@ -156,11 +174,19 @@ def _transcript(messages: list[Any]) -> str:
             out.append(f'<div class="msg">{text(m)}</div>')
             continue
         role = str(m.get("role", "?"))
-        rest = {k: v for k, v in m.items() if k not in ("role", "content")}
+        head = f"<b>{text(role, 40)}</b>"
+        answers = m.get("tool_call_id")
+        if answers:
+            # a tool's result names the call it answers; the link jumps to that call
+            link = "#call-" + html.escape(str(answers), quote=True)
+            head += f' result of <a href="{link}">{text(m.get("name") or answers, 200)}</a>'
+        shown = {"role", "content", "tool_calls", "tool_call_id"} | ({"name"} if answers else set())
+        rest = {k: v for k, v in m.items() if k not in shown}
+        calls = _tool_calls(m["tool_calls"]) if m.get("tool_calls") else ""
         extra = f"<div>{text(rest, 500)}</div>" if rest else ""
         out.append(
-            f'<div class="msg {html.escape(role, quote=True)}"><b>{text(role, 40)}</b>: '
-            f'<span dir="auto">{text(m.get("content"))}</span>{extra}</div>'
+            f'<div class="msg {html.escape(role, quote=True)}">{head}: '
+            f'<span dir="auto">{text(m.get("content"))}</span>{calls}{extra}</div>'
         )
     return "".join(out)
 
