@@ -103,6 +103,26 @@ class S3Endpoint:
             **options,
         )
 
+    def store(self, transport: str, bucket: str, prefix: str = "", **options: Any) -> Any:
+        """A store on this endpoint over ``transport`` (one of :data:`S3_TRANSPORTS`).
+
+        Args:
+            transport: ``"boto3"`` (:class:`S3Store` on :meth:`client`) or
+                ``"lean"`` (:meth:`lean_store`).
+            bucket: Bucket name.
+            prefix: Key prefix.
+            **options: Other options of that store.
+        """
+        if transport == "boto3":
+            return S3Store(bucket, prefix, client=self.client(), **options)
+        if transport == "lean":
+            return self.lean_store(bucket, prefix, **options)
+        raise ValueError(f"unknown S3 transport {transport!r} in a test: {S3_TRANSPORTS}")
+
+
+#: The S3 transports the suites that take a store run on (``S3Endpoint.store``).
+S3_TRANSPORTS = ("boto3", "lean")
+
 
 def _serialize_moto_puts(mp: pytest.MonkeyPatch) -> None:
     """Make moto's ``If-None-Match: *`` check atomic, as it is on S3.

@@ -4,6 +4,7 @@ driver of the coroutines (the ``creds_env`` fixture is in conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -97,3 +98,83 @@ class AsyncDriven:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+class SocketCounter:
+    """Counts the connections a process opens with ``asyncio.open_connection`` and has not closed.
+
+    Installed over ``asyncio.open_connection`` (the only way the async pool
+    opens sockets); a connection counts from its opening until the first
+    ``close()`` of its writer.
+    """
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.open = 0
+        self.peak = 0
+        self.opened = 0
+        original = asyncio.open_connection
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            reader, writer = await original(*args, **kwargs)
+            self.opened += 1
+            self.open += 1
+            self.peak = max(self.peak, self.open)
+            close = writer.close
+            closed = False
+
+            def counted_close() -> None:
+                nonlocal closed
+                if not closed:
+                    closed = True
+                    self.open -= 1
+                close()
+
+            writer.close = counted_close  # type: ignore[method-assign]
+            return reader, writer
+
+        monkeypatch.setattr(asyncio, "open_connection", counted)
+
+
+class ThreadSocketCounter:
+    """Counts the ``http.client`` connections open at once (the blocking pool's sockets).
+
+    A connection counts from a successful ``connect()`` until its first
+    ``close()``. With ``hold`` set, the first ``hold`` connects wait (at most
+    10 s) until all of them are open together: a way to prove they can be.
+    """
+
+    def __init__(self, monkeypatch: Any, hold: int | None = None) -> None:
+        import http.client
+
+        self.open = 0
+        self.peak = 0
+        self.opened = 0
+        lock = threading.Lock()
+        barrier = threading.Barrier(hold) if hold else None
+        connect, close = http.client.HTTPConnection.connect, http.client.HTTPConnection.close
+        counted: set[int] = set()
+
+        def counted_connect(conn: Any) -> None:
+            connect(conn)
+            with lock:
+                counted.add(id(conn))
+                self.opened += 1
+                self.open += 1
+                self.peak = max(self.peak, self.open)
+                first = self.opened <= (hold or 0)
+            if barrier is not None and first:
+                # Only the first ``hold`` connections wait for each other; if
+                # they cannot all be open at once, the wait times out and the
+                # caller's assertion on ``peak`` fails.
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    barrier.wait(10)
+
+        def counted_close(conn: Any) -> None:
+            with lock:
+                if id(conn) in counted:
+                    counted.discard(id(conn))
+                    self.open -= 1
+            close(conn)
+
+        monkeypatch.setattr(http.client.HTTPConnection, "connect", counted_connect)
+        monkeypatch.setattr(http.client.HTTPConnection, "close", counted_close)

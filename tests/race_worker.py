@@ -9,6 +9,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import CheckpointConflictError, ObjectStoreSaver
 from objstore_saver.storage import LocalStore, ObjectStore, S3Store
+from objstore_saver.storage.s3_lean import LeanS3Store
 
 PARENT = "1f000000-0000-6000-8000-000000000000"
 
@@ -20,6 +21,21 @@ def fork_id(writer: int) -> str:
 def open_store(spec: dict[str, Any]) -> ObjectStore:
     if spec["kind"] == "local":
         return LocalStore(spec["path"], fsync=False)
+    if spec["transport"] == "lean":
+        import boto3
+
+        session = boto3.session.Session(
+            aws_access_key_id=spec["access_key"],
+            aws_secret_access_key=spec["secret_key"],
+            region_name=spec["region"],
+        )
+        return LeanS3Store(
+            spec["bucket"],
+            spec["prefix"],
+            endpoint_url=spec["url"],
+            region_name=spec["region"],
+            session=session,
+        )
     import boto3
 
     client = boto3.session.Session().client(

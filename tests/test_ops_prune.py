@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ops_helpers import chat
@@ -18,7 +19,8 @@ from objstore_saver.ops.maintain import (
     _core_prune_takes_keep_last,
     parse_duration,
 )
-from objstore_saver.storage import LocalStore, MeteredStore
+from objstore_saver.storage import LocalStore, MeteredStore, S3Store
+from objstore_saver.storage.s3_lean import LeanS3Store
 
 
 @pytest.fixture
@@ -173,3 +175,30 @@ def test_enumeration_is_one_list_per_thread_and_names_hashed_threads(
     _make_old(tmp_path, long_id, 40)
     report = prune(keep_last=None, idle_for=30 * 86400, apply=True, config=config)
     assert report["threads_idle"] == [long_id]
+
+
+# --- on S3, over both transports --------------------------------------------------------------
+
+
+# Both transports: the job enumerates threads with start-after listings and
+# deletes with DeleteObjects, through the store its URL opens.
+@pytest.mark.parametrize("transport", ["boto3", "lean"])
+def test_prune_on_s3_over_each_transport(
+    creds_env: None, s3_endpoint: Any, s3_bucket: str, transport: str
+) -> None:
+    url = (
+        f"s3://{s3_bucket}/ops?endpoint_url={s3_endpoint.url}"
+        f"&region={s3_endpoint.region}&transport={transport}"
+    )
+    with ObjectStoreSaver.from_url(url) as saver:
+        assert type(saver.store) is (S3Store if transport == "boto3" else LeanS3Store)
+        chat(saver, "long", [f"question {i}" for i in range(4)])
+        chat(saver, "short", ["just one"])
+    report = prune(keep_last=1, min_age=0, apply=True, config=OpsConfig(url=url))
+    assert sorted(row["thread_id"] for row in report["threads"]) == ["long", "short"]
+    with ObjectStoreSaver.from_url(url) as saver:
+        for thread in ("long", "short"):
+            assert len(saver.store.list(k.manifests_prefix(thread, "")).objects) == 1
+        latest = saver.get_tuple({"configurable": {"thread_id": "long"}})
+        assert latest is not None
+        assert len(latest.checkpoint["channel_values"]["messages"]) == 8

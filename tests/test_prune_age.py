@@ -310,11 +310,27 @@ def test_bad_rules_are_refused_naming_what_is_wrong(local: LocalStore) -> None:
 # --- request counts -----------------------------------------------------------------------
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3-boto3", "s3-lean"])
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
         return LocalStore(tmp_path / "counted")
-    return request.getfixturevalue("s3_store")
+    return request.getfixturevalue(f"s3_store_{request.param.removeprefix('s3-')}")
+
+
+@pytest.fixture
+def s3_store_boto3(s3_store: S3Store) -> S3Store:
+    return s3_store
+
+
+@pytest.fixture
+def s3_store_lean(s3_endpoint: Any, s3_bucket: str) -> ObjectStore:
+    return s3_endpoint.lean_store(s3_bucket, "pfx/")
+
+
+# Both transports: idleness is read from the LastModified of each transport's listing.
+@pytest.fixture(params=["boto3", "lean"])
+def s3_any(request: pytest.FixtureRequest) -> ObjectStore:
+    return request.getfixturevalue(f"s3_store_{request.param}")
 
 
 def test_the_idle_decision_costs_one_list_per_thread_and_no_get(any_store: ObjectStore) -> None:
@@ -347,26 +363,26 @@ def test_the_idle_decision_costs_one_list_per_thread_and_no_get(any_store: Objec
 # --- on S3: fresh and idle separated by LastModified ------------------------------------------
 
 
-def test_idle_delete_on_s3(s3_store: S3Store) -> None:
-    with _saver(s3_store) as saver:
+def test_idle_delete_on_s3(s3_any: ObjectStore) -> None:
+    with _saver(s3_any) as saver:
         _chain(saver, "old", 3)
         time.sleep(1.1)  # S3 LastModified has one-second resolution
         _chain(saver, "fresh", 3)
         newest = {
-            t: s3_store.list(k.manifests_prefix(t, ""), limit=1).objects[0].last_modified
+            t: s3_any.list(k.manifests_prefix(t, ""), limit=1).objects[0].last_modified
             for t in ("old", "fresh")
         }
         assert newest["old"] < newest["fresh"]
         # The prune host's clock: "old" is just past idle_for, "fresh" just short of it.
         now = newest["fresh"] + timedelta(seconds=IDLE) - timedelta(milliseconds=500)
-        fresh_keys = _keys(s3_store, k.thread_prefix("fresh"))
+        fresh_keys = _keys(s3_any, k.thread_prefix("fresh"))
         plan = saver._prune_plan(
             ["old", "fresh"], "keep_latest", None, 0.0, False, now=now, idle_for=IDLE
         )
         report = saver._driver.run(plan)
         assert report["threads_idle"] == ["old"]
-        assert _keys(s3_store, k.thread_prefix("old")) == []
-        assert _keys(s3_store, k.thread_prefix("fresh")) == fresh_keys
+        assert _keys(s3_any, k.thread_prefix("old")) == []
+        assert _keys(s3_any, k.thread_prefix("fresh")) == fresh_keys
 
 
 # --- a writer during an idle delete ------------------------------------------------------------

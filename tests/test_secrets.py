@@ -10,7 +10,9 @@ botocore itself logs request headers at DEBUG (the access key id in
 ``Authorization``, the session token, the SSE-C key): that is botocore's, and
 ``docs/s3-compatibility.md`` warns against DEBUG logging of botocore in
 production. The test checks that the capture does see botocore's records, so
-a leak of ours would be seen too.
+a leak of ours would be seen too. LeanS3Store does not log requests; its
+failures are provoked over its blocking calls and its coroutines, and the
+recorded requests show that the distinctive credentials did sign them.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from lean_helpers import AsyncDriven, Recorder
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import PutMode, S3Encryption, S3Store, StorageError
+from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3_protocol import HttpResponse
+from objstore_saver.storage.transports import TRANSPORTS
 
 _TAG = uuid.uuid4().hex[:10].upper()
 
@@ -167,33 +173,128 @@ def test_failures_carry_no_secret(
     assert SECRETS.access_key in botocore_text  # the capture sees botocore's DEBUG records
 
 
+def _lean_failures(
+    endpoint: Any, bucket: str, recorders: list[Recorder]
+) -> list[tuple[str, LeanS3Store]]:
+    """The same failures on LeanS3Store: (what, store) pairs; the call is chosen by ``what``.
+
+    Every store is recorded, so the test can check that the distinctive
+    credentials did sign what was sent.
+    """
+    sse_c = S3Encryption.sse_c(SECRETS.sse_c_key)
+    down = f"http://127.0.0.1:{_closed_port()}"
+    on_server = {"endpoint_url": endpoint.url, "region_name": endpoint.region}
+    missing = LeanS3Store(f"missing-{uuid.uuid4().hex[:10]}", "p/", encryption=sse_c, **on_server)
+    unreachable = LeanS3Store("bucket", encryption=sse_c, endpoint_url=down, max_attempts=1)
+    denied = LeanS3Store(bucket, encryption=sse_c, **on_server)
+    failing_put = LeanS3Store(bucket, encryption=sse_c, max_attempts=2, backoff_base=0, **on_server)
+    ssec_reader = LeanS3Store(bucket, encryption=sse_c, **on_server)
+    recorders += [Recorder(missing), Recorder(unreachable), Recorder(ssec_reader)]
+    if os.environ.get("OBJSTORE_TEST_ENDPOINT"):
+        recorders.append(Recorder(denied))
+    else:
+        # moto accepts any credentials: play the server's refusal.
+        recorders.append(Recorder(denied, intercept=_lean_error(403, "InvalidAccessKeyId")))
+    recorders.append(Recorder(failing_put, intercept=_lean_error(500, "InternalError", "PUT")))
+    return [
+        ("missing bucket put", missing),
+        ("missing bucket get", missing),
+        ("endpoint down check", unreachable),
+        ("endpoint down put", unreachable),
+        ("wrong credentials check", denied),
+        ("wrong credentials put", denied),
+        ("wrong credentials get", denied),
+        ("failing put", failing_put),
+        ("SSE-C get of a missing key", ssec_reader),
+    ]
+
+
+def _lean_error(status: int, code: str, method: str | None = None) -> Any:
+    body = f"<Error><Code>{code}</Code><Message>refused</Message></Error>".encode()
+    return lambda req: HttpResponse(status, {}, body) if method in (None, req.method) else None
+
+
+def _lean_call(what: str, store: Any) -> Any:
+    if what.endswith("check"):
+        return store.check() if hasattr(store, "check") else store.store_check()
+    if what.endswith("put"):
+        return store.put("k", b"v", PutMode.CREATE)
+    return store.get("k", (0, 4))
+
+
+class _Driven(AsyncDriven):
+    def store_check(self) -> None:
+        self._wait(self.store.acheck())
+
+
+# LeanS3Store has its own error paths for its blocking calls and its coroutines.
+@pytest.mark.usefixtures("credentials")
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_lean_failures_carry_no_secret(
+    s3_endpoint: Any, s3_bucket: str, captured: pytest.LogCaptureFixture, use_async: bool
+) -> None:
+    recorders: list[Recorder] = []
+    for what, store in _lean_failures(s3_endpoint, s3_bucket, recorders):
+        driven = _Driven(store) if use_async else store
+        try:
+            with pytest.raises(StorageError) as info:
+                _lean_call(what, driven)
+        finally:
+            if use_async:
+                driven.close()
+        _assert_clean(_exception_text(info.value), f"the exception of: {what}")
+    _assert_clean(_ours(captured), "this package's log records")
+    # The distinctive credentials signed what was sent (the SSE-C key went too),
+    # so a leak of them would have been seen above.
+    sent = [r for rec in recorders for r in rec.requests]
+    assert sent
+    assert all(SECRETS.access_key in r.headers["authorization"] for r in sent)
+    assert all(r.headers["x-amz-security-token"] == SECRETS.session_token for r in sent)
+    key64 = base64.b64encode(SECRETS.sse_c_key).decode()
+    assert any(r.headers.get("x-amz-server-side-encryption-customer-key") == key64 for r in sent)
+
+
 @pytest.mark.usefixtures("credentials")
 def test_reprs_carry_no_secret(s3_endpoint: Any) -> None:
     sse_c = S3Encryption.sse_c(SECRETS.sse_c_key)
     store = S3Store(
         "bucket", "p/", endpoint_url=s3_endpoint.url, region_name="us-east-1", encryption=sse_c
     )
-    saver = ObjectStoreSaver.from_bucket(
+    lean_store = LeanS3Store(
         "bucket", "p/", endpoint_url=s3_endpoint.url, region_name="us-east-1", encryption=sse_c
     )
-    with saver:
-        for what, text in [
-            ("repr(store)", repr(store)),
-            ("str(store)", str(store)),
-            ("store.location", store.location),
-            ("repr(encryption)", repr(sse_c)),
-            ("repr(saver)", repr(saver)),
-            ("repr(saver.store)", repr(saver.store)),
-            ("vars(saver)", repr(vars(saver))),
-        ]:
-            _assert_clean(text, what)
+    for transport in TRANSPORTS:
+        saver = ObjectStoreSaver.from_bucket(
+            "bucket",
+            "p/",
+            endpoint_url=s3_endpoint.url,
+            region_name="us-east-1",
+            encryption=sse_c,
+            transport=transport,
+        )
+        with saver:
+            for what, text in [
+                ("repr(store)", repr(store)),
+                ("str(store)", str(store)),
+                ("store.location", store.location),
+                ("repr(lean_store)", repr(lean_store)),
+                ("str(lean_store)", str(lean_store)),
+                ("vars(lean_store)", repr(vars(lean_store))),
+                ("repr(encryption)", repr(sse_c)),
+                ("repr(saver)", repr(saver)),
+                ("repr(saver.store)", repr(saver.store)),
+                ("vars(saver)", repr(vars(saver))),
+            ]:
+                _assert_clean(text, f"{what} ({transport})")
 
 
 def test_endpoint_url_password_is_refused_without_echo() -> None:
     url = f"http://objstore:{SECRETS.url_password}@127.0.0.1:{_closed_port()}"
     for build in (
         lambda: S3Store("bucket", endpoint_url=url),
+        lambda: LeanS3Store("bucket", endpoint_url=url),
         lambda: ObjectStoreSaver.from_bucket("bucket", endpoint_url=url),
+        lambda: ObjectStoreSaver.from_bucket("bucket", endpoint_url=url, transport="boto3"),
     ):
         with pytest.raises(ValueError, match="user info") as info:
             build()
@@ -201,8 +302,9 @@ def test_endpoint_url_password_is_refused_without_echo() -> None:
 
 
 @pytest.mark.usefixtures("credentials")
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_saver_failures_carry_no_secret(
-    s3_endpoint: Any, captured: pytest.LogCaptureFixture
+    s3_endpoint: Any, captured: pytest.LogCaptureFixture, transport: str
 ) -> None:
     from langgraph.checkpoint.base import empty_checkpoint
 
@@ -212,6 +314,7 @@ async def test_saver_failures_carry_no_secret(
         endpoint_url=s3_endpoint.url,
         region_name=s3_endpoint.region,
         encryption=S3Encryption.sse_c(SECRETS.sse_c_key),
+        transport=transport,
     )
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     with saver:

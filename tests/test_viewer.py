@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from html import unescape as html_unescape
@@ -16,78 +15,16 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-import uvicorn
-from langchain_core.messages import AIMessage
-from langgraph.graph import START, MessagesState, StateGraph
-from ops_helpers import chat, subgraph_chat
+from langgraph.graph import START, StateGraph
+from ops_helpers import chat
+from viewer_graphs import ODD, Server, populate
 
 from objstore_saver import ObjectStoreSaver, keys
-from objstore_saver.storage import LocalStore, MeteredStore
+from objstore_saver.storage import LocalStore
 from objstore_saver.storage.base import ObjectStore, PutMode
-from objstore_saver.viewer.app import create_app
 
-#: A thread id with a "/", non-ASCII text and a literal "%2F": links must keep them apart.
-ODD = "bob/ü %2F x"
-HOSTILE = "<script>window.pwned=1</script><b>bold</b> \u202eevil rtl\u202c " + "x" * 50_000
-
-
-class Server:
-    """A viewer served by uvicorn in a thread on 127.0.0.1, port 0."""
-
-    def __init__(self, store: ObjectStore, **options: Any) -> None:
-        self.metered = MeteredStore(store)
-        config = uvicorn.Config(
-            create_app(self.metered, **options), host="127.0.0.1", port=0, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            assert self.thread.is_alive(), "uvicorn stopped while starting"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-
-    def get(self, path: str, **kw: Any) -> httpx.Response:
-        return self.client.get(path, **kw)
-
-    def requests_for(self, path: str) -> tuple[httpx.Response, Any]:
-        """One GET and what it cost the store."""
-        self.metered.reset()
-        r = self.get(path)
-        return r, self.metered.snapshot()
-
-    def close(self) -> None:
-        self.client.close()
-        self.server.should_exit = True
-        self.thread.join(20)
-
-
-def _fork(saver: ObjectStoreSaver, thread_id: str) -> None:
-    """Time travel: a new turn from the thread's first completed turn."""
-    builder = StateGraph(MessagesState)
-    builder.add_node("bot", lambda s: {"messages": [AIMessage("forked answer")]})
-    builder.add_edge(START, "bot")
-    graph = builder.compile(checkpointer=saver)
-    history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
-    old = [h for h in history if len(h.values.get("messages", [])) == 2][-1]
-    graph.invoke({"messages": [("user", "the other way")]}, old.config)
-
-
-def _populate(saver: ObjectStoreSaver) -> None:
-    chat(saver, "alice", ["hello", "how are you?", "bye"])
-    _fork(saver, "alice")
-    subgraph_chat(saver, "sup", ["delegate this"])
-    chat(saver, ODD, ["a" * 5000])
-    chat(saver, "hostile", [HOSTILE])
-    latest = saver.get_tuple({"configurable": {"thread_id": "hostile"}})
-    assert latest is not None
-    saver.put_writes(latest.config, [("blob", b"\x00\xff<script>x</script>")], "task-b")
-    sup = saver.get_tuple({"configurable": {"thread_id": "sup"}})
-    assert sup is not None
-    saver.put_writes(sup.config, [("__interrupt__", {"value": "ask the user"})], "task-i")
+#: Any reason: compared as equal to any string.
+ANY_REASON: Any = type("AnyStr", (), {"__eq__": lambda self, o: isinstance(o, str)})()
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -96,7 +33,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStor
         st: ObjectStore = LocalStore(tmp_path / "store", fsync=False)
     else:
         st = request.getfixturevalue("s3_store")
-    _populate(ObjectStoreSaver(st))
+    populate(ObjectStoreSaver(st))
     yield st
 
 
@@ -202,8 +139,18 @@ def test_object_page_verifies_hash_and_names_corrupt_keys(
     for path in (f"/api/objects/{key}", f"/objects/{key}"):
         r = server.get(path)
         assert r.status_code == 422 and key in r.text, path
+    # The checkpoint page still renders: the corrupt channel names its key and
+    # why, the other sections (pending writes, metadata) are shown.
     r = server.get(f"/threads/hostile/checkpoints/{latest['checkpoint_id']}")
-    assert r.status_code == 422 and key in r.text
+    assert r.status_code == 200 and key in r.text
+    assert "does not match its SHA-256 address" in r.text
+    assert "&quot;step&quot;: 1" in r.text.split("<h2>Metadata</h2>")[1]
+    api = server.get(f"/api/threads/hostile/checkpoints/{latest['checkpoint_id']}").json()
+    assert api["errors"] == {"channel:messages": {"key": key, "reason": ANY_REASON}}
+    assert api["channel_values"]["messages"] is None and api["metadata"]["step"] >= 1
+    assert any(w["channel"] == "blob" for w in api["pending_writes"])
+    d = server.get(f"/api/threads/hostile/diff/{latest['checkpoint_id']}").json()
+    assert "messages" not in d["channels_changed"] and key in str(d["errors"])
     storage = server.get("/api/storage/hostile").json()
     assert storage["verify"]["ok"] is False
     assert any(p["key"] == key for p in storage["verify"]["problems"])

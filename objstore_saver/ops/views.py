@@ -56,14 +56,29 @@ def _iso(when: datetime | None) -> str | None:
 # --- structural decoding of entries ------------------------------------------------
 
 
-def _resolve(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
-    """Sub-plan: JSON of each named entry, fetching what they reference."""
+def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+    """Sub-plan: the JSON of each named entry, fetching the objects they reference.
+
+    Values are decoded structurally: nothing is unpickled.
+
+    Args:
+        pfx: The thread prefix the entries belong to.
+        entries: Entries by name (inline values or references to objects).
+        referrer: The key that holds the entries, named in errors.
+
+    Returns:
+        The decoded value of each entry, by the same names.
+
+    Raises:
+        CorruptObjectError: a referenced object is missing or does not decode.
+    """
     refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
     got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
 
 
-def _describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
+def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
+    """How an entry is stored: inline (type, encoding, size) or the key of its object."""
     if isinstance(entry, Inline):
         return {
             "stored": "inline",
@@ -168,7 +183,7 @@ def history_plan(thread_id: str) -> SubPlan:
             if body is None:
                 continue  # deleted since listed
             m = codec.decode_manifest(body, info.key)
-            md = (yield from _resolve(pfx, {"m": m.metadata}, info.key))["m"]
+            md = (yield from resolve_entries(pfx, {"m": m.metadata}, info.key))["m"]
             md = md if isinstance(md, dict) else {}
             rows.append(
                 {
@@ -217,7 +232,7 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
     if body is None:
         return None
     m = codec.decode_manifest(body, mkey)
-    decoded = yield from _resolve(
+    decoded = yield from resolve_entries(
         pfx,
         {
             "checkpoint": m.checkpoint,
@@ -233,7 +248,7 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
         if b is not None
     ]
     in_force = plans.effective_writes(writes)
-    write_values = yield from _resolve(
+    write_values = yield from resolve_entries(
         pfx, {str(i): w.value for i, w in enumerate(in_force)}, wprefix
     )
     checkpoint = decoded["checkpoint"]
@@ -247,7 +262,7 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
         "metadata": decoded["metadata"],
         "checkpoint": checkpoint,
         "channel_values": {name: decoded["channel:" + name] for name in m.channels},
-        "storage": {name: _describe_entry(e, pfx) for name, e in m.channels.items()},
+        "storage": {name: describe_entry(e, pfx) for name, e in m.channels.items()},
         "pending_writes": [
             {
                 "task_id": w.task_id,

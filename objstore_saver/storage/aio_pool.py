@@ -62,7 +62,12 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
 
 
 class AsyncConnectionPool:
-    """Idle connections to ``scheme://host`` on one event loop, at most ``max_idle`` kept.
+    """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open.
+
+    At most ``max_idle`` of them are kept open between requests. A request
+    beyond ``max_connections`` waits for another to finish (at most
+    ``wait_timeout``; then it fails as not sent), so a burst of coroutines
+    never opens more sockets than the cap.
 
     Args:
         scheme: ``http`` or ``https``.
@@ -70,6 +75,10 @@ class AsyncConnectionPool:
         connect_timeout: Seconds to open a connection (TLS handshake included).
         read_timeout: Seconds to wait for each read of an answer.
         max_idle: Connections kept open between requests.
+        max_connections: Connections open at once (busy and idle together);
+            default 64.
+        wait_timeout: Seconds a request waits for a free connection; default
+            ``read_timeout``.
         extra_headers: Headers added to every request (e.g. ``user-agent``).
     """
 
@@ -81,6 +90,8 @@ class AsyncConnectionPool:
         connect_timeout: float,
         read_timeout: float,
         max_idle: int,
+        max_connections: int = 64,
+        wait_timeout: float | None = None,
         extra_headers: dict[str, str] | None = None,
     ) -> None:
         parts = urlsplit(f"{scheme}://{host}")
@@ -90,6 +101,15 @@ class AsyncConnectionPool:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_idle = max_idle
+        self._max_connections = max_connections
+        self._wait_timeout = read_timeout if wait_timeout is None else wait_timeout
+        # Invariant: open connections <= max_connections. A request holds a
+        # slot from before it takes a connection until it has put it back or
+        # closed it, and a new connection is opened only when no idle one is
+        # left: at that moment every open connection is held by a busy request.
+        self._slots = asyncio.Semaphore(max_connections)
+        self._busy = 0
+        self._peak_busy = 0
         self._idle: list[_Conn] = []
         self._extra = "".join(f"{k}: {v}\r\n" for k, v in (extra_headers or {}).items())
 
@@ -116,8 +136,39 @@ class AsyncConnectionPool:
             return None, f"{type(exc).__name__}: {exc}"
         return conn, None
 
+    @property
+    def busy(self) -> int:
+        """Requests holding a connection (or opening one) now."""
+        return self._busy
+
+    @property
+    def peak_busy(self) -> int:
+        """The most requests that held a connection at once; open sockets never exceed it."""
+        return self._peak_busy
+
     async def send(self, request: HttpRequest) -> Reply:
-        """Send one request and read the whole answer; failures become :class:`TransportFailure`."""
+        """Send one request and read the whole answer; failures become :class:`TransportFailure`.
+
+        Waits for a free slot first when ``max_connections`` requests are busy.
+        """
+        try:
+            async with asyncio.timeout(self._wait_timeout):
+                await self._slots.acquire()
+        except TimeoutError:
+            return TransportFailure(
+                f"PoolTimeoutError: all {self._max_connections} connections stayed busy "
+                f"for {self._wait_timeout} s",
+                sent=False,
+            )
+        self._busy += 1
+        self._peak_busy = max(self._peak_busy, self._busy)
+        try:
+            return await self._send(request)
+        finally:
+            self._busy -= 1
+            self._slots.release()
+
+    async def _send(self, request: HttpRequest) -> Reply:
         conn, error = await self._take()
         if conn is None:
             return TransportFailure(str(error), sent=False)

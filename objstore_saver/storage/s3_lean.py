@@ -11,6 +11,7 @@ over boto3, aiobotocore and obstore is in ``docs/transport.md``.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import weakref
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from objstore_saver.storage.base import (
     PutMode,
     StoreUnavailableError,
 )
+from objstore_saver.storage.connection_cap import CappedPool
 from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3_common import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -53,10 +55,60 @@ from objstore_saver.storage.sigv4 import Credentials, Signer
 
 #: Default of ``backoff_base``: the largest wait before the second attempt.
 DEFAULT_BACKOFF_BASE = 0.5
+#: Default of ``max_connections``: open connections per pool.
+DEFAULT_MAX_CONNECTIONS = 64
 _USER_AGENT = "objstore-saver-lean-s3"
 
 
-def _addressing(bucket: str, endpoint_url: str | None, region: str) -> Addressing:
+#: Environment variables naming the endpoint, most specific first (as boto3 reads them).
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: Environment variables naming the region, most specific first.
+REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def _botocore_session(session: Any) -> Any:
+    """The botocore session of a boto3 one, or ``session`` itself."""
+    return getattr(session, "_session", session)
+
+
+def _configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | None, str]:
+    """The endpoint and the name of where it came from, for error messages.
+
+    Precedence: the argument, then ``AWS_ENDPOINT_URL_S3``, then
+    ``AWS_ENDPOINT_URL``, then none (AWS itself); the variables are ignored
+    when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
+    ``ignore_configured_endpoint_urls``) is true, as in boto3.
+    """
+    if endpoint_url is not None:
+        return endpoint_url, "endpoint_url"
+    if _botocore_session(session).get_config_variable("ignore_configured_endpoint_urls"):
+        return None, ""
+    for name in ENDPOINT_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value, name
+    return None, ""
+
+
+def _configured_region(region_name: str | None, session: Any) -> str:
+    """The region requests are signed for.
+
+    Precedence: the argument, then a region set on the session object itself,
+    then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the profile's
+    ``region``, then ``us-east-1``.
+    """
+    if region_name is not None:
+        return region_name
+    core = _botocore_session(session)
+    candidates = [core.get_config_variable("region", methods=("instance",))]
+    candidates += [os.environ.get(name) for name in REGION_ENV]
+    candidates.append(core.get_config_variable("region"))
+    return next((str(region) for region in candidates if region), "us-east-1")
+
+
+def _addressing(
+    bucket: str, endpoint_url: str | None, region: str, source: str = "endpoint_url"
+) -> Addressing:
     if endpoint_url is None:
         if "." in bucket:  # a dotted name breaks the TLS wildcard of virtual hosts
             host = f"s3.{region}.amazonaws.com"
@@ -66,13 +118,11 @@ def _addressing(bucket: str, endpoint_url: str | None, region: str) -> Addressin
     parts = urlsplit(endpoint_url)
     if parts.username is not None or parts.password is not None:
         raise ValueError(
-            f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
+            f"{source} {public_url(endpoint_url)!r} carries user info: give "
             "credentials through boto3's chain (environment, profile, role) instead"
         )
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(
-            f"endpoint_url {public_url(endpoint_url)!r} is not an http:// or https:// URL"
-        )
+        raise ValueError(f"{source} {public_url(endpoint_url)!r} is not an http:// or https:// URL")
     host = parts.netloc
     base = parts.path.rstrip("/") + "/" + bucket  # path style, as S3Store uses with endpoints
     return Addressing(parts.scheme, host, base, public_url(endpoint_url))
@@ -127,8 +177,11 @@ class LeanS3Store:
             ending with ``/``.
         endpoint_url: S3-compatible endpoint (MinIO, Ceph...); path-style
             addressing is used with it. User info in the URL is refused.
-        region_name: Region of the bucket; default the session's, else
-            ``us-east-1``.
+            Default: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (unless
+            ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is true), else AWS.
+        region_name: Region of the bucket. Default: a region set on
+            ``session``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``, else
+            the profile's, else ``us-east-1``.
         session: A ``boto3.Session`` or ``botocore.session.Session`` whose
             credential chain signs the requests; default a new botocore session
             (environment, shared files, roles).
@@ -139,6 +192,10 @@ class LeanS3Store:
         read_timeout: Seconds to wait for data on a connection; default 30.
         max_pool_connections: Idle connections kept per pool (one pool for
             blocking calls, one per event loop); default 64.
+        max_connections: Connections open at once per pool (the blocking
+            one and each event loop's; busy and idle together); a request
+            beyond it waits up to ``read_timeout`` for one to be free, then
+            fails as not sent (and is retried); default 64.
         encryption: Server-side encryption of every object; every PUT answer
             must confirm it.
         extra_put_headers: Extra HTTP headers of every PUT, e.g.
@@ -164,6 +221,7 @@ class LeanS3Store:
         connect_timeout: float | None = None,
         read_timeout: float | None = None,
         max_pool_connections: int | None = None,
+        max_connections: int | None = None,
         encryption: S3Encryption | None = None,
         extra_put_headers: dict[str, str] | None = None,
         extra_get_headers: dict[str, str] | None = None,
@@ -189,6 +247,10 @@ class LeanS3Store:
             "max_pool_connections",
             DEFAULT_MAX_POOL_CONNECTIONS if max_pool_connections is None else max_pool_connections,
         )
+        self._max_connections = at_least_one(
+            "max_connections",
+            DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections,
+        )
         put_headers = {k.lower(): v for k, v in (extra_put_headers or {}).items()}
         get_headers = {k.lower(): v for k, v in (extra_get_headers or {}).items()}
         clash = sorted(
@@ -204,9 +266,9 @@ class LeanS3Store:
                 "use encryption= for server-side encryption"
             )
         session = botocore.session.Session() if session is None else session
-        if region_name is None:
-            region_name = _session_region(session) or "us-east-1"
-        addressing = _addressing(bucket, endpoint_url, region_name)
+        region_name = _configured_region(region_name, session)
+        endpoint_url, endpoint_source = _configured_endpoint(endpoint_url, session)
+        addressing = _addressing(bucket, endpoint_url, region_name, endpoint_source)
         location = f"s3://{bucket}/{prefix}"
         if endpoint_url is not None:
             location += f" at {addressing.public_url}"
@@ -225,13 +287,17 @@ class LeanS3Store:
             retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
         )
         self._region = region_name
-        self._pool = ConnectionPool(
-            addressing.scheme,
-            addressing.host,
-            connect_timeout=self._connect_timeout,
-            read_timeout=self._read_timeout,
-            max_idle=self._pool_size,
-            extra_headers={"user-agent": _USER_AGENT},
+        self._pool = CappedPool(
+            ConnectionPool(
+                addressing.scheme,
+                addressing.host,
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                max_idle=self._pool_size,
+                extra_headers={"user-agent": _USER_AGENT},
+            ),
+            max_connections=self._max_connections,
+            wait_timeout=self._read_timeout,
         )
         # One pool per event loop (stream connections are bound to their loop);
         # a loop that is garbage-collected takes its pool along.
@@ -304,6 +370,7 @@ class LeanS3Store:
             connect_timeout=self._connect_timeout,
             read_timeout=self._read_timeout,
             max_idle=self._pool_size,
+            max_connections=self._max_connections,
             extra_headers={"user-agent": _USER_AGENT},
         )
         self._aio[loop] = pool
@@ -429,12 +496,3 @@ class LeanS3Store:
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine of :meth:`delete`."""
         await self._arun(self._protocol.delete(keys))
-
-
-def _session_region(session: Any) -> str | None:
-    """The region a boto3 or botocore session is configured with."""
-    region = getattr(session, "region_name", None)  # boto3.Session
-    if region:
-        return str(region)
-    get = getattr(session, "get_config_variable", None)  # botocore Session
-    return str(get("region")) if get is not None and get("region") else None

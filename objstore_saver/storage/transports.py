@@ -9,6 +9,14 @@ from objstore_saver.storage.s3_lean import LeanS3Store
 
 #: S3 transports by name: the lean one (default) and boto3's client.
 TRANSPORTS = ("lean", "boto3")
+#: Options only :class:`LeanS3Store` has (boto3's client is configured otherwise).
+LEAN_ONLY_OPTIONS = (
+    "backoff_base",
+    "max_connections",
+    "session",
+    "extra_put_headers",
+    "extra_get_headers",
+)
 
 
 def open_s3_store(
@@ -25,9 +33,16 @@ def open_s3_store(
             ``retry_mode`` other than ``"standard"`` needs ``boto3``.
 
     Raises:
-        ValueError: an unknown transport, or ``retry_mode`` with the lean one.
+        ValueError: an unknown transport, ``retry_mode`` with the lean one, or
+            an option of the lean one with ``boto3``.
     """
     if transport == "boto3":
+        lean_only = [name for name in LEAN_ONLY_OPTIONS if options.get(name) is not None]
+        if lean_only:
+            raise ValueError(
+                f"options of transport='lean' only: {', '.join(lean_only)} "
+                "(boto3's S3Store takes client= or its own options instead)"
+            )
         return S3Store(bucket, prefix, **options)
     if transport != "lean":
         raise ValueError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")

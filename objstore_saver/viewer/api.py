@@ -19,14 +19,14 @@ from objstore_saver.ops._common import never_cancel, no_progress
 from objstore_saver.ops.views import (
     READ_AHEAD,
     SubPlan,
-    _resolve,
     describe_object,
     du_plan,
-    show_plan,
+    resolve_entries,
 )
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.store_requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.verify import verify as verify_plan
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS, checkpoint_plan, referrers_plan
 
 #: Largest page a client may ask for.
 MAX_PAGE = 200
@@ -111,7 +111,7 @@ def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
         return None
     try:
         m = codec.decode_manifest(body, key)
-        md = (yield from _resolve(pfx, {"m": m.metadata}, key))["m"]
+        md = (yield from resolve_entries(pfx, {"m": m.metadata}, key))["m"]
     except CorruptObjectError as exc:
         return {"key": key, "error": {"key": exc.key, "reason": exc.reason}}
     md = md if isinstance(md, dict) else {}
@@ -125,23 +125,53 @@ def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
         "writes": md.get("writes"),
         "channels": len(m.channels),
         "manifest_bytes": size,
+        "parents": md.get("parents") if isinstance(md.get("parents"), dict) else {},
     }
 
 
+def _parent_step(node: dict[str, Any]) -> tuple[str, Any] | None:
+    """The checkpoint whose task ran a subgraph checkpoint: (namespace, id), or None.
+
+    A subgraph's namespace is its parent's plus one ``node:task_id`` segment
+    (``a:id|b:id`` nests ``b`` in ``a``), and LangGraph records in the child's
+    metadata ``parents`` the checkpoint id current in each enclosing namespace.
+    """
+    ns = node.get("checkpoint_ns") or ""
+    if not ns:
+        return None
+    parent_ns = ns.rsplit("|", 1)[0] if "|" in ns else ""
+    parent_id = (node.get("parents") or {}).get(parent_ns)
+    return None if parent_id is None else (parent_ns, parent_id)
+
+
 def tree_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Nest a page of checkpoints by parent link within each namespace.
+    """Nest a page of checkpoints: by parent link within a namespace, subgraphs under their step.
 
     Returns the roots (checkpoints whose parent is not on the page), each with
-    ``children``; a checkpoint with more than one child is a fork.
+    ``children`` (a checkpoint with more than one child is a fork) and
+    ``subgraphs``: the first checkpoints of the subgraph runs its tasks made,
+    each the root of its own namespace's tree. A subgraph run whose parent
+    checkpoint is not on this page stays a root (its ``parents`` name it).
     """
-    by_id = {(r.get("checkpoint_ns"), r.get("checkpoint_id")): dict(r, children=[]) for r in rows}
+    by_id = {
+        (r.get("checkpoint_ns"), r.get("checkpoint_id")): dict(r, children=[], subgraphs=[])
+        for r in rows
+    }
     roots = []
     for (ns, _), node in sorted(by_id.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "")):
-        parent = by_id.get((ns, node.get("parent_checkpoint_id")))
-        if parent is None or node.get("error"):
+        if node.get("error"):
             roots.append(node)
-        else:
+            continue
+        parent = by_id.get((ns, node.get("parent_checkpoint_id")))
+        if parent is not None:
             parent["children"].append(node)
+            continue
+        step = _parent_step(node)
+        owner = by_id.get(step) if step is not None else None
+        if owner is not None:
+            owner["subgraphs"].append(node)
+        else:
+            roots.append(node)
     return roots
 
 
@@ -166,11 +196,12 @@ def thread_page_plan(thread_id: str, after: str | None, limit: int) -> SubPlan:
             row = yield from _manifest_row(info.key, info.size, body, pfx)
             if row is not None:
                 rows.append(row)
-    forks = sum(1 for n in _walk(tree_of(rows)) if len(n["children"]) > 1)
+    tree = tree_of(rows)
+    forks = sum(1 for n in _walk(tree) if len(n["children"]) > 1)
     return {
         "thread_id": thread_id,
         "checkpoints": rows,
-        "tree": tree_of(rows),
+        "tree": tree,
         "forks": forks,
         "next": page.objects[-1].key if page.truncated and page.objects else None,
     }
@@ -182,7 +213,7 @@ def _walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     while stack:
         n = stack.pop()
         out.append(n)
-        stack += n["children"]
+        stack += n["children"] + n["subgraphs"]
     return out
 
 
@@ -195,7 +226,14 @@ def _canon(value: Any) -> str:
 
 def diff_of(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Channels added/removed/changed, messages added/removed, metadata keys changed."""
-    ov, nv = old["channel_values"], new["channel_values"]
+    broken = {
+        name.removeprefix("channel:")
+        for r in (old, new)
+        for name in r.get("errors", {})
+        if name.startswith("channel:")
+    }
+    ov = {k: v for k, v in old["channel_values"].items() if k not in broken}
+    nv = {k: v for k, v in new["channel_values"].items() if k not in broken}
     changed = sorted(k for k in ov.keys() & nv.keys() if _canon(ov[k]) != _canon(nv[k]))
     om, nm = ov.get("messages"), nv.get("messages")
     messages = None
@@ -212,6 +250,7 @@ def diff_of(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return {
         "from": old["checkpoint_id"],
         "to": new["checkpoint_id"],
+        "errors": {**old.get("errors", {}), **new.get("errors", {})},
         "channels_added": sorted(nv.keys() - ov.keys()),
         "channels_removed": sorted(ov.keys() - nv.keys()),
         "channels_changed": changed,
@@ -289,11 +328,14 @@ class Viewer:
     def checkpoint(self, thread_id: str, checkpoint_id: str | None, ns: str = "") -> Any:
         """A checkpoint decoded to JSON, as ``show`` gives it (nothing unpickled).
 
+        A part whose object is corrupt is named in ``errors`` and the rest is
+        decoded (see :func:`~objstore_saver.viewer.reading.checkpoint_plan`).
+
         Raises:
             NotFoundError: no such checkpoint.
-            CorruptObjectError: an object it needs does not decode.
+            CorruptObjectError: its manifest does not decode.
         """
-        report = self._run(show_plan(thread_id, checkpoint_id, ns))
+        report = self._run(checkpoint_plan(thread_id, checkpoint_id, ns))
         if report is None:
             what = "the latest checkpoint" if checkpoint_id is None else f"{checkpoint_id!r}"
             raise NotFoundError(f"thread {thread_id!r} (namespace {ns!r}) has no checkpoint {what}")
@@ -314,12 +356,28 @@ class Viewer:
             NotFoundError: nothing at ``key``.
             CorruptObjectError: the object does not decode or hash as it must.
         """
-        if not key or key.startswith("/") or ".." in key.split("/"):
-            raise BadRequestError(f"key {key!r} is not a key of the store")
+        self._check_key(key)
         body = self._run(run_one(Get(key)))
         if body is None:
             raise NotFoundError(f"no object at key {key!r}")
         return describe_object(key, body)
+
+    def referrers(self, key: str, after: str | None = None, limit: int = REFERRER_MANIFESTS) -> Any:
+        """Manifests and objects of the thread that reference object ``key`` (one scan page).
+
+        Raises:
+            BadRequestError: ``key`` is not an object key, or ``after`` not a manifest key of it.
+        """
+        self._check_key(key)
+        try:
+            return self._run(referrers_plan(key, after, _limit(limit)))
+        except ValueError as exc:
+            raise BadRequestError(str(exc)) from exc
+
+    @staticmethod
+    def _check_key(key: str) -> None:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise BadRequestError(f"key {key!r} is not a key of the store")
 
     def du(self) -> Any:
         """Objects and bytes of the whole store by kind and by thread (``du``).

@@ -26,6 +26,7 @@ from objstore_saver.ops._common import redact
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.viewer import pages
 from objstore_saver.viewer.api import BadRequestError, NotFoundError, Viewer
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS
 
 #: Environment variable holding the token (``--token`` wins).
 TOKEN_ENV = "OBJSTORE_SAVER_VIEWER_TOKEN"
@@ -143,6 +144,14 @@ def create_app(
             raise NotFoundError(f"no page at {r.url.path!r}")
         return segs[0]
 
+    def one_object(r: Request, prefix: str) -> Any:
+        key = "/".join(_segments(r, prefix))
+        report = viewer.object(key)
+        if r.query_params.get("referrers"):
+            after = r.query_params.get("after") or None
+            report["referrers"] = viewer.referrers(key, after, _int(r, "limit", REFERRER_MANIFESTS))
+        return report
+
     renderers: dict[str, Callable[[str, Any], str]] = {
         "thread": lambda tid, data: pages.thread_page(data),
         "checkpoint": lambda tid, data: pages.checkpoint_page(data),
@@ -156,7 +165,7 @@ def create_app(
         ),
         Route(
             "/api/objects/{key:path}",
-            handle(None, lambda r: viewer.object("/".join(_segments(r, "/api/objects/")))),
+            handle(None, lambda r: one_object(r, "/api/objects/")),
         ),
         Route(
             "/api/storage/{rest:path}",
@@ -171,7 +180,7 @@ def create_app(
         ),
         Route(
             "/objects/{key:path}",
-            handle(pages.object_page, lambda r: viewer.object("/".join(_segments(r, "/objects/")))),
+            handle(pages.object_page, lambda r: one_object(r, "/objects/")),
         ),
         Route(
             "/storage/{rest:path}",

@@ -24,6 +24,7 @@ pre{background:#f6f6f6;padding:.5em;overflow:auto;white-space:pre-wrap;word-brea
 .msg{border-left:4px solid #999;margin:.4em 0;padding:.2em .6em;overflow-wrap:anywhere}
 .human{border-color:#36c}.ai{border-color:#3a3}.tool{border-color:#c80}
 .err{background:#fee;border:1px solid #c00;padding:.5em}.fork{color:#a0a;font-weight:bold}
+.subgraph{color:#555}.subgraphs{border-left:2px dashed #a0a;margin-left:.5em}
 """
 
 
@@ -121,9 +122,15 @@ def _node(thread_id: str, n: dict[str, Any]) -> str:
     ns_note = f" ns {text(ns, 200)}" if ns else ""
     parent = f' · <a href="{diff}">diff with parent</a>' if n["parent_checkpoint_id"] else ""
     kids = "".join(_node(thread_id, c) for c in n["children"])
+    subs = "".join(
+        f'<li class="subgraph">subgraph <code>{text(c["checkpoint_ns"], 200)}</code>'
+        f"<ul>{_node(thread_id, c)}</ul></li>"
+        for c in n.get("subgraphs", [])
+    )
     return (
         f'<li><a href="{link}"><code>{text(cid, 200)}</code></a>{ns_note} step {text(n["step"])}'
         f" {text(n['source'])}{writes}{parent}{fork}"
+        + (f'<ul class="subgraphs">{subs}</ul>' if subs else "")
         + (f"<ul>{kids}</ul>" if kids else "")
         + "</li>"
     )
@@ -142,6 +149,24 @@ def thread_page(r: dict[str, Any]) -> str:
     return page(f"Thread {tid}", head + storage + f"<ul>{tree}</ul>" + nxt)
 
 
+def _tool_calls(calls: Any) -> str:
+    """An AI message's tool calls: name, arguments and the id their result answers."""
+    if not isinstance(calls, list):
+        return f"<div>tool calls: {text(calls, 500)}</div>"
+    items = []
+    for c in calls:
+        if not isinstance(c, dict):
+            items.append(f"<li>{text(c, 500)}</li>")
+            continue
+        call_id = str(c.get("id") or "")
+        anchor = f' id="call-{html.escape(call_id, quote=True)}"' if call_id else ""
+        items.append(
+            f'<li class="call"{anchor}>calls <b>{text(c.get("name"), 200)}</b>'
+            f"(<code>{text(c.get('args'), 2_000)}</code>) <small>{text(call_id, 200)}</small></li>"
+        )
+    return f'<ul class="calls">{"".join(items)}</ul>'
+
+
 def _transcript(messages: list[Any]) -> str:
     out = []
     for m in messages:
@@ -149,13 +174,28 @@ def _transcript(messages: list[Any]) -> str:
             out.append(f'<div class="msg">{text(m)}</div>')
             continue
         role = str(m.get("role", "?"))
-        rest = {k: v for k, v in m.items() if k not in ("role", "content")}
+        head = f"<b>{text(role, 40)}</b>"
+        answers = m.get("tool_call_id")
+        if answers:
+            # a tool's result names the call it answers; the link jumps to that call
+            link = "#call-" + html.escape(str(answers), quote=True)
+            head += f' result of <a href="{link}">{text(m.get("name") or answers, 200)}</a>'
+        shown = {"role", "content", "tool_calls", "tool_call_id"} | ({"name"} if answers else set())
+        rest = {k: v for k, v in m.items() if k not in shown}
+        calls = _tool_calls(m["tool_calls"]) if m.get("tool_calls") else ""
         extra = f"<div>{text(rest, 500)}</div>" if rest else ""
         out.append(
-            f'<div class="msg {html.escape(role, quote=True)}"><b>{text(role, 40)}</b>: '
-            f'<span dir="auto">{text(m.get("content"))}</span>{extra}</div>'
+            f'<div class="msg {html.escape(role, quote=True)}">{head}: '
+            f'<span dir="auto">{text(m.get("content"))}</span>{calls}{extra}</div>'
         )
     return "".join(out)
+
+
+def corrupt(e: dict[str, str]) -> str:
+    """A box naming a corrupt object's key and why it does not decode."""
+    return (
+        f'<div class="err">corrupt: <code>{text(e["key"], 500)}</code>: {text(e["reason"])}</div>'
+    )
 
 
 def _is_messages(value: Any) -> bool:
@@ -173,6 +213,9 @@ def checkpoint_page(r: dict[str, Any]) -> str:
     if r["parent_checkpoint_id"]:
         link = href(f"/threads/{q(tid)}/diff/{q(cid)}", ns=ns)
         parts.append(f'<p><a href="{link}">diff with parent</a></p>')
+    errors = r.get("errors", {})
+    if errors:
+        parts.append(f'<p class="err">{len(errors)} part(s) of this checkpoint are corrupt</p>')
     parts.append("<h2>Channels</h2>")
     for name, value in r["channel_values"].items():
         where = r["storage"][name]
@@ -180,13 +223,20 @@ def checkpoint_page(r: dict[str, Any]) -> str:
         if "key" in where:
             obj = f' (<a href="{object_href(where["key"])}">object</a>)'
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
-        parts.append(_transcript(value) if value and _is_messages(value) else block(value))
+        if "channel:" + name in errors:
+            parts.append(corrupt(errors["channel:" + name]))
+        else:
+            parts.append(_transcript(value) if value and _is_messages(value) else block(value))
     interrupts = [w for w in r["pending_writes"] if w["channel"] == "__interrupt__"]
     others = [w for w in r["pending_writes"] if w["channel"] != "__interrupt__"]
     if interrupts:
         parts.append("<h2>Interrupts</h2>" + block([w["value"] for w in interrupts]))
     parts.append("<h2>Pending writes</h2>" + block(others))
-    parts.append("<h2>Metadata</h2>" + block(r["metadata"]))
+    parts += [corrupt(e) for name, e in errors.items() if name.startswith("write ")]
+    meta = corrupt(errors["metadata"]) if "metadata" in errors else block(r["metadata"])
+    parts.append("<h2>Metadata</h2>" + meta)
+    if "checkpoint" in errors:
+        parts.append("<h2>Checkpoint</h2>" + corrupt(errors["checkpoint"]))
     return page(f"Checkpoint {cid}", "".join(parts))
 
 
@@ -202,6 +252,9 @@ def diff_page(thread_id: str, r: dict[str, Any]) -> str:
         parts.append("<h2>Messages added</h2>" + _transcript(r["messages"]["added"]))
         parts.append("<h2>Messages removed</h2>" + _transcript(r["messages"]["removed"]))
     parts.append("<h2>Metadata changed</h2>" + block(r["metadata_changed"]))
+    if r.get("errors"):
+        parts.append("<h2>Not compared (corrupt)</h2>")
+        parts += [corrupt(e) for e in r["errors"].values()]
     return page(f"Diff in thread {thread_id}", "".join(parts))
 
 
@@ -209,7 +262,39 @@ def object_page(r: dict[str, Any]) -> str:
     """The object page: kind, size, hash check, decoded content."""
     ok = {True: "verified", None: "not content-addressed"}.get(r.get("sha256_ok"), "?")
     head = f"<p>kind <b>{text(r.get('kind'))}</b>, {_size(r['bytes'])}, sha-256 {ok}</p>"
-    return page(f"Object {r['key']}", head + block(r))
+    refs = r.get("referrers")
+    key = r["key"]
+    if refs is not None:
+        found = [
+            f'<li>manifest <a href="{object_href(m["key"])}"><code>{text(m["key"], 500)}</code></a>'
+            f" (entry {text(m['entry'], 200)})</li>"
+            for m in refs["manifests"]
+        ] + [
+            f'<li>{text(o["kind"])} <a href="{object_href(o["key"])}">'
+            f"<code>{text(o['key'], 500)}</code></a></li>"
+            for o in refs["objects"]
+        ]
+        more = ""
+        if refs["next"]:
+            link = (
+                object_href(key)
+                + "?"
+                + html.escape(urlencode({"referrers": 1, "after": refs["next"]}))
+            )
+            more = f'<p><a id="more-referrers" href="{link}">scan more manifests</a></p>'
+        head += (
+            f'<h2>Referenced by</h2><p id="referrers">{len(found)} found in '
+            f"{refs['scanned_manifests']} manifests and {refs['scanned_objects']} list or parts "
+            f"objects of the thread</p><ul>{''.join(found)}</ul>{more}"
+            + "".join(corrupt(e) for e in refs["problems"])
+        )
+        body = {k: v for k, v in r.items() if k != "referrers"}
+    else:
+        body = r
+        if key.startswith("threads/") and "/objects/" in key:
+            link = object_href(key) + "?referrers=1"
+            head += f'<p><a id="referrers-link" href="{link}">find what references it</a></p>'
+    return page(f"Object {key}", head + block(body))
 
 
 def storage_page(r: dict[str, Any]) -> str:
