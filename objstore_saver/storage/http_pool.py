@@ -63,6 +63,24 @@ class _Connection:
                 raise EOFError("connection closed by the server before a full line")
             buf += chunk
 
+    def head(self) -> bytes:
+        """The next status line and headers, without the blank line ending them."""
+        buf = self.buf
+        start = 0
+        while True:
+            end = buf.find(b"\r\n\r\n", start)
+            if end >= 0:
+                head = bytes(buf[:end])
+                del buf[: end + 4]
+                return head
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ProtocolError(f"answer head longer than {MAX_HEAD_BYTES} bytes")
+            start = max(0, len(buf) - 3)
+            chunk = self.sock.recv(_RECV)
+            if not chunk:
+                raise EOFError("connection closed by the server before a full answer head")
+            buf += chunk
+
     def exactly(self, n: int) -> bytes:
         """The next ``n`` bytes."""
         buf = self.buf
@@ -96,16 +114,12 @@ class _Connection:
 
 def _read_head(conn: _Connection) -> tuple[int, dict[str, str]]:
     """Status and lower-cased headers of one answer (repeated headers joined by ``, ``)."""
-    status_line = conn.line(MAX_HEAD_BYTES).decode("latin-1")
-    parts = status_line.split(" ", 2)
+    lines = conn.head().decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError(f"bad status line {status_line[:80]!r}")
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
     headers: dict[str, str] = {}
-    budget = MAX_HEAD_BYTES
-    while line := conn.line(budget).decode("latin-1"):
-        budget -= len(line) + 2
-        if budget < 0:
-            raise ProtocolError(f"answer head longer than {MAX_HEAD_BYTES} bytes")
+    for line in lines[1:]:
         name, sep, value = line.partition(":")
         if not sep:
             raise ProtocolError(f"bad header line {line[:80]!r}")
