@@ -1,7 +1,8 @@
 """Where the CPU of a chat turn goes: cProfile over a conversation, by component.
 
-``python -m bench.profile_turn --turns 100 --store local|s3|s3-boto3 --api sync|async``
-drives workload 1's chat graph (the seed conversation) through one saver,
+``python -m bench.profile_turn --turns 100 --store local|s3|s3-boto3 --api sync|async|threads``
+drives workload 1's chat graph (the seed conversation) through one saver
+(``threads``: 8 conversations on 8 OS threads, one saver, ``--turns`` each),
 profiles the turns after a warm-up, and prints CPU per turn split by component
 (LangGraph itself, the saver's plans, serialization, compression, hashing,
 MessagePack, the storage client) and the saver functions that cost most.
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -99,6 +101,10 @@ def open_store(kind: str, root: str, endpoint: str | None) -> ObjectStore:
     return LeanS3Store("profile", "p/", endpoint_url=endpoint, region_name="us-east-1")
 
 
+#: Conversations (one OS thread each) of ``--api threads``.
+THREADS = 8
+
+
 def drive(saver: ObjectStoreSaver, turns: int, api: str) -> Callable[[range], None]:
     """A function running the given turns of one conversation through ``api``."""
     graph = chat_graph(saver, SEED)
@@ -110,6 +116,21 @@ def drive(saver: ObjectStoreSaver, turns: int, api: str) -> Callable[[range], No
                 graph.invoke({"messages": SEED.inputs(t)}, config)
 
         return run
+    if api == "threads":
+
+        def run_threads(rng: range) -> None:
+            def conversation(i: int) -> None:
+                cfg = {"configurable": {"thread_id": f"profiled-{i}"}}
+                for t in rng:
+                    graph.invoke({"messages": SEED.inputs(t)}, cfg)
+
+            workers = [threading.Thread(target=conversation, args=(i,)) for i in range(THREADS)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+
+        return run_threads
     loop = asyncio.new_event_loop()
 
     def run_async(rng: range) -> None:
@@ -153,6 +174,8 @@ def profile(turns: int, warmup: int, store_kind: str, api: str, top: int) -> dic
             saver_functions.append((stat.ttot, stat.ncall, f"{short}:{stat.lineno}({stat.name})"))
     yappi.clear_stats()
     saver_functions.sort(reverse=True)
+    if api == "threads":
+        turns *= THREADS
     per_turn = 1000.0 / turns
     return {
         "store": store_kind,
@@ -189,7 +212,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--store", choices=["local", "s3", "s3-boto3"], default="local")
-    parser.add_argument("--api", choices=["sync", "async"], default="sync")
+    parser.add_argument("--api", choices=["sync", "async", "threads"], default="sync")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -1,9 +1,10 @@
 """The two thin drivers that carry out plans: one blocking, one asyncio.
 
 Both feed the same plan generators; only the way a batch of requests is run
-differs: the blocking driver runs a batch's requests on a thread pool, the
-asyncio driver awaits the store's coroutines on the event loop (a backend with
-a native async client makes no thread hop at all).
+(and a :class:`~objstore_saver.gate.Hold` waited for) differs: the blocking
+driver runs a batch's requests on a thread pool (the first on the caller's
+thread), the asyncio driver awaits the store's coroutines on the event loop (a
+backend with a native async client makes no thread hop at all).
 
 A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`:
 the driver hands it each batch's outcomes (counters) and, when its span
@@ -18,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from objstore_saver.gate import Hold
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.store_requests import Batch, Emit, Op, Plan, aexecute, execute
 from objstore_saver.telemetry import Call
@@ -50,9 +52,15 @@ class Driver:
             except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
                 outcomes = [exc]
         else:
-            futures = [self._pool.submit(run, self.store, op) for op in ops]
+            # The caller's thread runs the first request itself: one hand-off fewer.
+            futures = [self._pool.submit(run, self.store, op) for op in ops[1:]]
+            try:
+                first = run(self.store, ops[0])
+            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
+                first = exc
             # Wait for every request before raising, so none outlives the plan step.
-            outcomes = [f.result() if f.exception() is None else f.exception() for f in futures]
+            outcomes = [first]
+            outcomes += [f.result() if f.exception() is None else f.exception() for f in futures]
         return _settled(ops, outcomes, call)
 
     def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:
@@ -63,7 +71,8 @@ class Driver:
             call: Telemetry of the saver call the plan carries out; started
                 when the iteration starts, finished when it ends.
         """
-        with _running(call):
+        # Closing the plan when it stops early runs its finally blocks (a held gate).
+        with _running(call), contextlib.closing(plan):
             reply: list[Any] | None = None
             while True:
                 try:
@@ -73,6 +82,9 @@ class Driver:
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
+                elif isinstance(step, Hold):
+                    reply = None
+                    step.gate.acquire()
                 else:
                     reply = self._run_batch(step, call)
 
@@ -108,7 +120,7 @@ class Driver:
 
     async def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a plan without blocking the event loop, yielding what it emits."""
-        with _running(call):
+        with _running(call), contextlib.closing(plan):
             reply: list[Any] | None = None
             while True:
                 try:
@@ -118,6 +130,9 @@ class Driver:
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
+                elif isinstance(step, Hold):
+                    reply = None
+                    await step.gate.aacquire()
                 else:
                     reply = await self._arun_batch(step, call)
 

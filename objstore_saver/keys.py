@@ -50,6 +50,10 @@ def untoken(tok: str) -> str | None:
     return None
 
 
+#: ``b -> 255 - b`` for every byte, as a ``bytes.translate`` table.
+_COMPLEMENT = bytes(range(255, -1, -1))
+
+
 def reverse_id(checkpoint_id: object) -> str:
     """Return the reverse-ordered key segment of a checkpoint id (spec §3.2)."""
     s = _require_str("checkpoint_id", checkpoint_id)
@@ -61,14 +65,14 @@ def reverse_id(checkpoint_id: object) -> str:
             f"checkpoint_id {s[:40]!r}... is {len(raw)} bytes; at most "
             f"{MAX_CHECKPOINT_ID_BYTES} are supported"
         )
-    return bytes(255 - b for b in raw).hex() + "~"
+    return raw.translate(_COMPLEMENT).hex() + "~"
 
 
 def unreverse_id(segment: str) -> str:
     """Invert :func:`reverse_id`."""
     if not segment.endswith("~"):
         raise ValueError(f"not a checkpoint key segment: {segment!r}")
-    return bytes(255 - b for b in bytes.fromhex(segment[:-1])).decode("utf-8")
+    return bytes.fromhex(segment[:-1]).translate(_COMPLEMENT).decode("utf-8")
 
 
 def thread_prefix(thread_id: str) -> str:

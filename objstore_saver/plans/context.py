@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import (
     SerializerProtocol,
 )
 
+from objstore_saver.gate import Hold, LargeValueGate
 from objstore_saver.memory import (
     BoundedSet,
     ElementMemory,
@@ -24,7 +25,7 @@ from objstore_saver.store_requests import (
     Emit,
 )
 
-Step = Generator[Batch | Emit, list[Any] | None, Any]
+Step = Generator[Batch | Emit | Hold, list[Any] | None, Any]
 
 #: How many manifests a listing reads in parallel.
 LIST_READ_AHEAD = 16
@@ -54,6 +55,8 @@ class Context:
     reuse_window: float = REUSE_WINDOW
     clock: Callable[[], float] = time.monotonic
     seqs: SeqSource = field(default_factory=lambda: SeqSource())
+    #: One large serialized value alive at a time (spec §6.1 step 2.2).
+    gate: LargeValueGate = field(default_factory=LargeValueGate)
 
     def __post_init__(self) -> None:
         self.objects.clock = self.clock
@@ -69,7 +72,7 @@ class Context:
         return self.seqs.next()
 
     def with_serde(self, serde: SerializerProtocol) -> Context:
-        """The same memories and write sequence, with another serializer."""
+        """The same memories, write sequence and gate, with another serializer."""
         return dataclasses.replace(self, serde=serde)
 
 

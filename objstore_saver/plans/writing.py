@@ -30,6 +30,7 @@ from objstore_saver.errors import (
     MissingObjectError,
     ObjstoreSaverError,
 )
+from objstore_saver.gate import Hold
 from objstore_saver.memory import CheckpointEntries, ElementMemory
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.reading import (
@@ -73,32 +74,39 @@ class _StreamedFirst:
 
 def encode_value(
     ctx: Context, pfx: str, value: Any, *, trust: bool = True
-) -> Generator[Batch, list[Any] | None, Encoded]:
+) -> Generator[Batch | Hold, list[Any] | None, Encoded]:
     """Sub-plan: entry and objects for one value (spec §4).
 
     Data larger than a part is streamed: its part objects are stored while
     the compressor produces them (:func:`stream_large`), so the returned
-    :class:`Encoded` holds only small objects.
+    :class:`Encoded` holds only small objects. The value is serialized under
+    the saver's gate, kept while large data is streamed (spec §6.1 step 2.2).
     """
-    if type(value) is list and value:
-        elements = [ctx.serde.dumps_typed(e) for e in value]
-        if codec.use_list_encoding(elements):
-            streamed: dict[tuple[str, bytes], EncodedElement] = {}
-            for element in elements:
-                if (
-                    len(element[1]) > codec.PART_SIZE
-                    and element not in streamed
-                    and ctx.elements.get(element) is None
-                ):
-                    ref, (d, body) = yield from stream_large(ctx, pfx, *element, trust=trust)
-                    streamed[element] = EncodedElement(
-                        codec.entry_to_msgpack(ref), d, {d: body}, {}
-                    )
-            return codec.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
-    type_, data = ctx.serde.dumps_typed(value)
-    if len(data) > codec.PART_SIZE:
-        ref, (d, body) = yield from stream_large(ctx, pfx, type_, data, trust=trust)
-        return Encoded(ref, {d: body})
+    if not ctx.gate.try_acquire():
+        yield Hold(ctx.gate)
+    try:
+        if type(value) is list and value:
+            elements = [ctx.serde.dumps_typed(e) for e in value]
+            if codec.use_list_encoding(elements):
+                streamed: dict[tuple[str, bytes], EncodedElement] = {}
+                for element in elements:
+                    if (
+                        len(element[1]) > codec.PART_SIZE
+                        and element not in streamed
+                        and ctx.elements.get(element) is None
+                    ):
+                        ref, (d, body) = yield from stream_large(ctx, pfx, *element, trust=trust)
+                        streamed[element] = EncodedElement(
+                            codec.entry_to_msgpack(ref), d, {d: body}, {}
+                        )
+                return codec.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
+            del elements
+        type_, data = ctx.serde.dumps_typed(value)
+        if len(data) > codec.PART_SIZE:
+            ref, (d, body) = yield from stream_large(ctx, pfx, type_, data, trust=trust)
+            return Encoded(ref, {d: body})
+    finally:
+        ctx.gate.release()
     return codec.encode_serialized(type_, data)
 
 

@@ -1,0 +1,98 @@
+"""The blocking HTTP/1.1 pool of the lean S3 transport: when a connection is kept.
+
+A kept connection whose framing is off would hand the next request someone
+else's answer, so an answer that may not be followed on its connection (HTTP/1.0
+without keep-alive, bytes after the answer, ``Connection: close``) must close it.
+Real sockets on loopback.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from objstore_saver.storage.http_pool import ConnectionPool
+from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse
+
+OPTIONS = {"connect_timeout": 5.0, "read_timeout": 5.0, "max_idle": 4}
+
+
+def _serve(answers: list[bytes]) -> tuple[str, threading.Thread, socket.socket, list[int]]:
+    """A loopback server answering requests in order; counts the connections it accepted."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    accepted: list[int] = []
+
+    def serve() -> None:
+        pending = list(answers)
+        while pending:
+            conn, _ = listener.accept()
+            accepted.append(1)
+            with conn:
+                data = b""
+                while pending:
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if b"\r\n\r\n" not in data:
+                        break  # the client closed this connection: accept the next
+                    data = data.split(b"\r\n\r\n", 1)[1]
+                    conn.sendall(pending.pop(0))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"127.0.0.1:{listener.getsockname()[1]}", thread, listener, accepted
+
+
+KEEP = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+CASES = {
+    "keep-alive": (KEEP, True),
+    "http-1.0": (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", False),
+    "http-1.0-keep-alive": (
+        b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+        True,
+    ),
+    "connection-close": (
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        False,
+    ),
+    "bytes-after-answer": (KEEP + b"HTTP/1.1 200 OK\r\n", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_connection_is_kept_only_when_its_framing_is_sound(case: str) -> None:
+    first, kept = CASES[case]
+    host, thread, listener, accepted = _serve([first, KEEP])
+    pool = ConnectionPool("http", host, **OPTIONS)
+    try:
+        replies = [pool.send(HttpRequest("GET", f"/b/k{i}", {"host": host})) for i in range(2)]
+    finally:
+        pool.close()
+        thread.join(10)
+        listener.close()
+    for reply in replies:
+        assert isinstance(reply, HttpResponse), reply
+        assert (reply.status, reply.body) == (200, b"ok")
+    assert len(accepted) == (1 if kept else 2)
+
+
+def test_a_large_body_arrives_whole_across_reads() -> None:
+    body = bytes(range(256)) * 8192  # 2 MiB, many recv calls
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    host, thread, listener, accepted = _serve([answer, KEEP])
+    pool = ConnectionPool("http", host, **OPTIONS)
+    try:
+        big = pool.send(HttpRequest("PUT", "/b/big", {"host": host}, body))
+        small = pool.send(HttpRequest("GET", "/b/k", {"host": host}))
+    finally:
+        pool.close()
+        thread.join(10)
+        listener.close()
+    assert isinstance(big, HttpResponse) and big.body == body
+    assert isinstance(small, HttpResponse) and small.body == b"ok"
+    assert len(accepted) == 1
