@@ -136,26 +136,26 @@ class SocketCounter:
 
 
 class ThreadSocketCounter:
-    """Counts the ``http.client`` connections open at once (the blocking pool's sockets).
+    """Counts the blocking pool's connections open at once (``http_pool`` sockets).
 
-    A connection counts from a successful ``connect()`` until its first
-    ``close()``. With ``hold`` set, the first ``hold`` connects wait (at most
+    A connection counts from a successful ``ConnectionPool._connect()`` until
+    its first ``close()``. With ``hold`` set, the first ``hold`` connects wait (at most
     10 s) until all of them are open together: a way to prove they can be.
     """
 
     def __init__(self, monkeypatch: Any, hold: int | None = None) -> None:
-        import http.client
+        from objstore_saver.storage import http_pool
 
         self.open = 0
         self.peak = 0
         self.opened = 0
         lock = threading.Lock()
         barrier = threading.Barrier(hold) if hold else None
-        connect, close = http.client.HTTPConnection.connect, http.client.HTTPConnection.close
+        connect, close = http_pool.ConnectionPool._connect, http_pool._Connection.close
         counted: set[int] = set()
 
-        def counted_connect(conn: Any) -> None:
-            connect(conn)
+        def counted_connect(pool: Any) -> Any:
+            conn = connect(pool)
             with lock:
                 counted.add(id(conn))
                 self.opened += 1
@@ -168,6 +168,7 @@ class ThreadSocketCounter:
                 # caller's assertion on ``peak`` fails.
                 with contextlib.suppress(threading.BrokenBarrierError):
                     barrier.wait(10)
+            return conn
 
         def counted_close(conn: Any) -> None:
             with lock:
@@ -176,5 +177,5 @@ class ThreadSocketCounter:
                     self.open -= 1
             close(conn)
 
-        monkeypatch.setattr(http.client.HTTPConnection, "connect", counted_connect)
-        monkeypatch.setattr(http.client.HTTPConnection, "close", counted_close)
+        monkeypatch.setattr(http_pool.ConnectionPool, "_connect", counted_connect)
+        monkeypatch.setattr(http_pool._Connection, "close", counted_close)

@@ -2,7 +2,7 @@
 
 The requests, retries and error mapping are the pure plans of
 ``s3_protocol.py``; this module only sends what they yield, one way blocking
-(a thread-safe keep-alive pool of ``http.client`` connections, ``http_pool.py``)
+(a thread-safe keep-alive pool of plain sockets, ``http_pool.py``)
 and one way on the event loop (asyncio streams, ``aio_pool.py``, no thread
 hop). Credentials come from botocore's standard chain. Why this design won
 over boto3, aiobotocore and obstore is in ``docs/transport.md``.
