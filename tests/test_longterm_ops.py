@@ -21,6 +21,7 @@ from objstore_saver import MeteredStore, ObjectStoreSaver, ObjectStoreStore, cli
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import layout, plans
 from objstore_saver.ops import longterm as store_ops
+from objstore_saver.ops import views
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
@@ -113,6 +114,19 @@ def test_ls_get_du(backend: tuple[ObjectStore, str]) -> None:
     users = store_ops.store_du(["users"], config=cfg)
     assert [n["namespace"] for n in users["by_namespace"]] == [["users", "a/b c"], ["users", "bob"]]
     assert users["by_kind"]["items"]["objects"] == 4
+
+
+def test_whole_store_du_counts_store_objects_by_kind(backend: tuple[ObjectStore, str]) -> None:
+    """The saver's ``du`` names the long-term store's objects instead of calling them foreign."""
+    root, url = backend
+    _seed(root)
+    stored = _keys(root)
+    du = views.du(OpsConfig(url=url))
+    assert "foreign" not in du["by_kind"]
+    assert du["by_kind"]["store items"]["objects"] == 6
+    assert du["by_kind"]["store index records"]["objects"] == 6
+    store_kinds = {k: v for k, v in du["by_kind"].items() if k.startswith("store ")}
+    assert sum(v["bytes"] for v in store_kinds.values()) == sum(stored.values())
 
 
 def test_ls_reads_the_index_not_every_item(tmp_path: Path) -> None:

@@ -157,3 +157,21 @@ class Versions:
         with self._lock:
             self._last = max(self._last + 1, int(self._clock() * 1e9))
             return f"{self._last:020d}-{secrets.token_hex(4)}"
+
+
+def classify(key: str) -> tuple[str, str]:
+    """(namespace path, kind) of a key under ``store/``.
+
+    The kind is ``"items"``, ``"index records"``, ``"snapshots"`` or ``"other"``
+    (a key under ``store/`` the format does not define; its path is ``""``).
+    """
+    if key.startswith(INDEX):
+        parsed = parse_index_key(key)
+        if parsed is not None:
+            return parsed.path, "index records" if parsed.kind == "r" else "snapshots"
+        return "", "other"
+    if key.startswith(ITEMS):
+        path, sep, _ = key[len(ITEMS) :].rpartition("/i/")
+        if sep:
+            return path, "items"
+    return "", "other"

@@ -29,7 +29,6 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.storage.base import ObjectInfo
 from objstore_saver.store_requests import Get, run_batch, run_one
 
 SubPlan = Generator[Any, list[Any] | None, Any]
@@ -225,18 +224,6 @@ def store_get(
 KINDS = ("items", "index records", "snapshots", "other")
 
 
-def _kind(info: ObjectInfo) -> tuple[str, str]:
-    """(namespace path, kind) of a key under ``store/``."""
-    if info.key.startswith(layout.INDEX):
-        parsed = layout.parse_index_key(info.key)
-        if parsed is not None:
-            return parsed.path, "index records" if parsed.kind == "r" else "snapshots"
-        return "", "other"
-    rest = info.key[len(layout.ITEMS) :]
-    path, sep, _ = rest.rpartition("/i/")
-    return (path, "items") if sep else ("", "other")
-
-
 def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> dict[str, Any]:
     """Objects and bytes of the long-term store, by kind and by namespace (LIST only).
 
@@ -259,7 +246,7 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     by_kind = {k: {"objects": 0, "bytes": 0} for k in KINDS}
     by_ns: dict[str, dict[str, Any]] = {}
     for info in infos:
-        path, kind = _kind(info)
+        path, kind = layout.classify(info.key)
         # a listing prefix may reach a sibling (hashed path lead): keep ns's own tree
         if wanted and path and path != wanted and not path.startswith(wanted + "/"):
             continue

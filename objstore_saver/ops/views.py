@@ -26,6 +26,7 @@ from objstore_saver.codec import (
     ValueObj,
 )
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.longterm import layout as longterm_layout
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -457,8 +458,12 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
                 slot = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
                 slot["objects"] += 1
                 slot["bytes"] += info.size
+            elif info.key.startswith(keys.RUNS):
+                kind = "run-index"
+            elif info.key.startswith(longterm_layout.ROOT):
+                kind = "store " + longterm_layout.classify(info.key)[1]
             else:
-                kind = "run-index" if info.key.startswith(keys.RUNS) else "foreign"
+                kind = "foreign"
             agg = by_kind.setdefault(kind, {"objects": 0, "bytes": 0})
             agg["objects"] += 1
             agg["bytes"] += info.size
