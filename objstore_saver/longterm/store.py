@@ -7,12 +7,9 @@ blocking or the asyncio driver.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
 
 from langgraph.store.base import (
     BaseStore,
@@ -34,13 +31,11 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from objstore_saver.construction import OnObjectStore
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import plans, query
 from objstore_saver.longterm.records import Record, encode_value, to_datetime
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.s3 import S3Encryption, S3Store
-from objstore_saver.storage.transports import open_s3_store
 from objstore_saver.store_requests import Plan
 
 
@@ -56,7 +51,7 @@ class _Prepared:
     queries: list[str] = field(default_factory=list)
 
 
-class ObjectStoreStore(BaseStore):
+class ObjectStoreStore(OnObjectStore, BaseStore):
     """Long-term memory (LangGraph ``BaseStore``) on an S3 bucket or a directory.
 
     Items are JSON documents under a namespace and a key; ``get`` is one GET,
@@ -103,92 +98,6 @@ class ObjectStoreStore(BaseStore):
             ]
         self._driver = Driver(store, max_workers=max_workers)
         self._ctx = plans.StoreContext(clock=clock, grace=index_grace, compact_after=compact_after)
-
-    # --- construction --------------------------------------------------------
-
-    @classmethod
-    def from_store(cls, store: ObjectStore, **kwargs: Any) -> Self:
-        """A store on any :class:`~objstore_saver.storage.ObjectStore`."""
-        return cls(store, **kwargs)
-
-    @classmethod
-    def from_url(cls, url: str, *, check: bool = True, **kwargs: Any) -> Self:
-        """A store on ``s3://bucket/prefix?...`` or ``file:///path`` (see the saver's).
-
-        Raises:
-            ConfigurationError: the URL is invalid or carries credentials.
-            StoreUnavailableError: the bucket check failed (names bucket and endpoint).
-        """
-        from objstore_saver.config import store_from_url
-
-        return cls(store_from_url(url, check=check), **kwargs)
-
-    @classmethod
-    def from_bucket(
-        cls,
-        bucket: str,
-        prefix: str = "",
-        *,
-        endpoint_url: str | None = None,
-        region_name: str | None = None,
-        encryption: S3Encryption | None = None,
-        transport: str = "lean",
-        **kwargs: Any,
-    ) -> Self:
-        """A store on an S3 bucket; credentials come from boto3's usual chain."""
-        s3 = open_s3_store(
-            bucket,
-            prefix,
-            transport=transport,
-            endpoint_url=endpoint_url,
-            region_name=region_name,
-            encryption=encryption,
-        )
-        return cls(s3, **kwargs)
-
-    @classmethod
-    def from_client(
-        cls,
-        client: Any,
-        bucket: str,
-        prefix: str = "",
-        *,
-        encryption: S3Encryption | None = None,
-        **kwargs: Any,
-    ) -> Self:
-        """A store on an S3 bucket through an existing boto3 S3 client."""
-        return cls(S3Store(bucket, prefix, client=client, encryption=encryption), **kwargs)
-
-    @classmethod
-    def from_directory(cls, path: str | os.PathLike[str], **kwargs: Any) -> Self:
-        """A store on a local directory (created if missing)."""
-        return cls(LocalStore(path), **kwargs)
-
-    def close(self) -> None:
-        """Stop the worker threads."""
-        self._driver.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- BaseStore -----------------------------------------------------------
 
