@@ -39,7 +39,8 @@ DEFAULT_PAGE = 100
 STRAY_BATCH = 64
 
 
-def _iso(micros: int | None) -> str | None:
+def iso(micros: int | None) -> str | None:
+    """Microseconds since the epoch as ISO 8601 UTC text (None stays None)."""
     return None if micros is None else to_datetime(micros).isoformat()
 
 
@@ -101,9 +102,9 @@ def _ls_plan(prefix: tuple[str, ...], now_us: int) -> SubPlan:
                     "namespace": list(ns),
                     "key": rec.key,
                     "size": None if info is None else info.size,
-                    "created_at": _iso(rec.ca),
-                    "updated_at": _iso(rec.ua),
-                    "expires_at": _iso(rec.ea),
+                    "created_at": iso(rec.ca),
+                    "updated_at": iso(rec.ua),
+                    "expires_at": iso(rec.ea),
                     "expired": expired,
                 }
             )
@@ -167,15 +168,23 @@ def store_ls(
 # --- get ---------------------------------------------------------------------------
 
 
-def _get_plan(namespace: tuple[str, ...], key: str) -> SubPlan:
+def get_plan(namespace: tuple[str, ...], key: str) -> SubPlan:
+    """Sub-plan: one GET of an item object, decoded whether or not it expired.
+
+    Returns:
+        ``(object key, record or None when absent, the object's bytes or b"")``.
+
+    Raises:
+        CorruptObjectError: the object does not decode, or holds another item.
+    """
     obj_key = layout.item_key(namespace, key)
     data = yield from run_one(Get(obj_key))
     if data is None:
-        return obj_key, None, 0
+        return obj_key, None, b""
     rec = decode_item(data, obj_key)
     if rec.ns != namespace or rec.key != key:
         raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
-    return obj_key, rec, len(data)
+    return obj_key, rec, data
 
 
 def store_get(
@@ -199,7 +208,7 @@ def store_get(
         raise JobError(f"namespace of key {key!r} is empty; give at least one label")
     config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
-        obj_key, rec, size = driver.run(_get_plan(ns, key))
+        obj_key, rec, data = driver.run(get_plan(ns, key))
         if rec is None:
             raise JobError(f"no item {key!r} in namespace {ns!r} of {store.location}")
         return {
@@ -208,12 +217,12 @@ def store_get(
             "namespace": list(rec.ns),
             "key": rec.key,
             "value": rec.value,
-            "size": size,
+            "size": len(data),
             "version": rec.v,
-            "created_at": _iso(rec.ca),
-            "updated_at": _iso(rec.ua),
+            "created_at": iso(rec.ca),
+            "updated_at": iso(rec.ua),
             "ttl_minutes": rec.ttl,
-            "expires_at": _iso(rec.ea),
+            "expires_at": iso(rec.ea),
             "expired": not rec.live(round(clock() * 1e6)),
             "indexed_fields": sorted(rec.vec),
         }
@@ -378,7 +387,7 @@ def store_sweep(
                 {
                     "namespace": list(item.namespace),
                     "key": item.key,
-                    "expires_at": _iso(item.expires_at_us),
+                    "expires_at": iso(item.expires_at_us),
                     "action": action,
                 }
             )

@@ -9,12 +9,14 @@ not grow with the number of threads or checkpoints. Nothing here writes.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 from urllib.parse import quote
 
 from objstore_saver import codec, keys, plans
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, ObjstoreSaverError
+from objstore_saver.longterm.records import to_micros
 from objstore_saver.ops._common import never_cancel, no_progress
 from objstore_saver.ops.views import (
     READ_AHEAD,
@@ -26,6 +28,7 @@ from objstore_saver.ops.views import (
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.store_requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.verify import verify as verify_plan
+from objstore_saver.viewer import longterm
 from objstore_saver.viewer.reading import REFERRER_MANIFESTS, checkpoint_plan, referrers_plan
 
 #: Largest page a client may ask for.
@@ -312,6 +315,8 @@ class Viewer:
             return self._driver.run(plan)
         except InvalidIdentifierError as exc:
             raise BadRequestError(str(exc)) from exc
+        except longterm.StoreLookupError as exc:
+            raise NotFoundError(str(exc)) from exc
 
     def threads(self, search: str = "", after: str | None = None, limit: int = 50) -> Any:
         """One page of threads (see :func:`threads_page_plan`)."""
@@ -389,3 +394,40 @@ class Viewer:
     def storage(self, thread_id: str) -> Any:
         """Objects by kind and a verify report of one thread."""
         return self._run(thread_storage_plan(thread_id))
+
+    # --- the long-term store (spec §8) -----------------------------------------------------
+
+    def store_namespaces(
+        self, prefix: tuple[str, ...] = (), after: str | None = None, limit: int = 50
+    ) -> Any:
+        """One page of long-term store namespaces under ``prefix`` with item counts.
+
+        See :func:`~objstore_saver.viewer.longterm.namespaces_plan`.
+        """
+        plan = longterm.namespaces_plan(prefix, after, _limit(limit), to_micros(time.time()))
+        return self._run(plan)
+
+    def store_namespace(self, namespace: tuple[str, ...], offset: int = 0, limit: int = 50) -> Any:
+        """One page of a namespace's items from its index (no GET per item).
+
+        Raises:
+            NotFoundError: the namespace holds no item.
+            BadRequestError: an empty namespace or a negative offset.
+        """
+        if not namespace:
+            raise BadRequestError("give the namespace as one 'label' parameter per label")
+        if offset < 0:
+            raise BadRequestError(f"offset must be at least 0, got {offset}")
+        plan = longterm.namespace_plan(namespace, offset, _limit(limit), to_micros(time.time()))
+        return self._run(plan)
+
+    def store_item(self, namespace: tuple[str, ...], key: str) -> Any:
+        """One item decoded, with its index records (one GET of the item, no TTL refresh).
+
+        Raises:
+            NotFoundError: no such item (names namespace and key).
+            CorruptObjectError: the item object does not decode.
+        """
+        if not namespace:
+            raise BadRequestError(f"namespace of key {key!r} is empty: give 'label' parameters")
+        return self._run(longterm.item_plan(namespace, key, to_micros(time.time())))

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.ops._common import redact
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.viewer import pages
+from objstore_saver.viewer import pages, store_pages
 from objstore_saver.viewer.api import BadRequestError, NotFoundError, Viewer
 from objstore_saver.viewer.reading import REFERRER_MANIFESTS
 
@@ -66,6 +66,22 @@ def _int(request: Request, name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise BadRequestError(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+
+
+def _labels(request: Request) -> tuple[str, ...]:
+    """The namespace of a long-term store page: one ``label`` parameter per label, in order.
+
+    Empty labels are dropped (LangGraph refuses them in namespaces; an empty
+    search box sends one).
+    """
+    return tuple(label for label in request.query_params.getlist("label") if label)
+
+
+def _key(request: Request) -> str:
+    key = request.query_params.get("key")
+    if key is None:
+        raise BadRequestError("query parameter 'key' (the item's key) is missing")
+    return key
 
 
 def _segments(request: Request, prefix: str) -> list[str]:
@@ -152,6 +168,16 @@ def create_app(
             report["referrers"] = viewer.referrers(key, after, _int(r, "limit", REFERRER_MANIFESTS))
         return report
 
+    def store_namespaces(r: Request) -> Any:
+        after = r.query_params.get("after") or None
+        return viewer.store_namespaces(_labels(r), after, _int(r, "limit", 50))
+
+    def store_namespace(r: Request) -> Any:
+        return viewer.store_namespace(_labels(r), _int(r, "offset", 0), _int(r, "limit", 50))
+
+    def store_item(r: Request) -> Any:
+        return viewer.store_item(_labels(r), _key(r))
+
     renderers: dict[str, Callable[[str, Any], str]] = {
         "thread": lambda tid, data: pages.thread_page(data),
         "checkpoint": lambda tid, data: pages.checkpoint_page(data),
@@ -172,6 +198,12 @@ def create_app(
             handle(None, lambda r: viewer.storage(one_thread(r, "/api/storage/"))),
         ),
         Route("/api/storage", handle(None, lambda r: viewer.du())),
+        Route("/api/store", handle(None, store_namespaces)),
+        Route("/api/store/ns", handle(None, store_namespace)),
+        Route("/api/store/item", handle(None, store_item)),
+        Route("/store", handle(store_pages.store_page, store_namespaces)),
+        Route("/store/ns", handle(store_pages.namespace_page, store_namespace)),
+        Route("/store/item", handle(store_pages.item_page, store_item)),
         Route("/", handle(pages.threads_page, threads)),
         Route("/threads", lambda r: RedirectResponse("/")),
         Route(

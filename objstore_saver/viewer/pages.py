@@ -62,7 +62,10 @@ def object_href(key: str) -> str:
 
 def page(title: str, body: str, status_note: str = "") -> str:
     """A whole HTML document."""
-    nav = f'<nav><a href="{href("/")}">Threads</a> · <a href="{href("/storage")}">Storage</a></nav>'
+    nav = (
+        f'<nav><a href="{href("/")}">Threads</a> · <a href="{href("/storage")}">Storage</a>'
+        f' · <a id="nav-store" href="{href("/store")}">Long-term store</a></nav>'
+    )
     return (
         '<!doctype html><html><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
@@ -326,8 +329,10 @@ def du_page(r: dict[str, Any]) -> str:
     """The store's objects and bytes by kind and by thread, with bars."""
     total = r["total"]
     most = max((v["bytes"] for v in r["by_kind"].values()), default=0)
+    store_link = f' (<a href="{href("/store")}">browse</a>)'
     kinds = "".join(
-        f"<tr><td>{text(k)}</td><td>{v['objects']}</td><td>{_size(v['bytes'])}</td>"
+        f"<tr><td>{text(k)}{store_link if k.startswith('store ') else ''}</td>"
+        f"<td>{v['objects']}</td><td>{_size(v['bytes'])}</td>"
         f"<td>{_bar(v['bytes'], most)}</td></tr>"
         for k, v in sorted(r["by_kind"].items())
     )

@@ -1,0 +1,215 @@
+"""The viewer's reads of the long-term store (spec §8): pure plans, no I/O, no writes.
+
+A namespace is named by its labels, in URLs as a repeated ``label`` query
+parameter (``?label=users&label=u%2F1``): percent-encoding makes that
+injective for any label, "/" and unicode included. Items come from the index
+state (snapshots and records, spec §8.3), which holds every item's value, so
+listing a namespace never GETs an item object. Reading never refreshes a TTL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from objstore_saver.longterm import layout, plans
+from objstore_saver.longterm.records import PUT, Record, decode_snapshot
+from objstore_saver.ops.longterm import get_plan, iso
+from objstore_saver.ops.views import SubPlan
+from objstore_saver.store_requests import Get, run_one
+
+#: Characters of a value shown as its preview in item lists.
+PREVIEW = 160
+#: Largest JSON text of an item value sent by the item view (the rest is cut).
+MAX_VALUE = 100_000
+
+
+class StoreLookupError(LookupError):
+    """A namespace or item asked for is not in the long-term store."""
+
+
+def preview(value: Any) -> str:
+    """The start of a value's JSON text (raw text: pages escape it)."""
+    s = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return s if len(s) <= PREVIEW else s[:PREVIEW] + "…"
+
+
+def _row_counts(ns: tuple[str, ...] | None, state: dict[str, Record], now_us: int) -> dict:
+    puts = [r for r in state.values() if r.op == PUT]
+    live = sum(r.live(now_us) for r in puts)
+    return {
+        "namespace": None if ns is None else list(ns),
+        "items": live,
+        "expired": len(puts) - live,
+    }
+
+
+def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_us: int) -> SubPlan:
+    """Plan: one page of the namespaces under ``prefix``, with live and expired item counts.
+
+    Namespaces are listed from the index (one LIST per 1,000 index keys, as
+    ``store ls`` lists them), ordered by namespace path; only the ``limit``
+    paths of the page have their index read (a snapshot and the records it
+    does not cover each), so GETs do not grow with the number of namespaces.
+    A namespace that holds no item (only tombstones) is left out of its page,
+    so a page may hold fewer than ``limit`` rows. ``after`` is the ``next``
+    cursor (a namespace path).
+    """
+    groups = plans.group_index((yield from plans.list_infos(layout.listing_prefix(prefix))))
+    n = len(prefix)
+
+    def may_match(path: str) -> bool:
+        labels = layout.path_labels(path)
+        # a hashed path (long namespace) tells its labels only once read
+        return labels is None or labels[:n] == prefix
+
+    paths = [p for p in sorted(groups) if may_match(p) and (after is None or p > after)]
+    page = set(paths[:limit])
+    more = len(paths) > limit
+    read = yield from plans.read_indexes(
+        layout.listing_prefix(prefix),
+        f"namespace prefix {prefix!r}",
+        skip=lambda g: g.path not in page,
+    )
+    rows = []
+    for path in sorted(page):
+        group = read.get(path)
+        if group is None:
+            continue  # its segments went away between the two listings
+        ns = group.ns()
+        if ns is None or ns[:n] != prefix:
+            continue
+        row = _row_counts(ns, group.state, now_us)
+        if row["items"] or row["expired"]:
+            rows.append(dict(row, path=path))
+    return {
+        "prefix": list(prefix),
+        "namespaces": rows,
+        "next": max(page) if more and page else None,
+    }
+
+
+def namespace_plan(namespace: tuple[str, ...], offset: int, limit: int, now_us: int) -> SubPlan:
+    """Plan: one page of a namespace's items, by key, from its index (no item GET).
+
+    Cost: one LIST per 1,000 index keys of the namespace, one GET of its newest
+    snapshot and one per record the snapshot does not cover (at most the
+    compaction threshold, spec §8.4), one LIST per 1,000 items for sizes.
+
+    Raises:
+        StoreLookupError: the namespace holds no item.
+    """
+    groups = yield from plans.read_indexes(
+        layout.index_prefix(namespace), f"namespace {namespace!r}"
+    )
+    infos = yield from plans.list_infos(layout.items_prefix(namespace))
+    sizes = {i.key: i.size for i in infos}
+    records = sorted(
+        (r for g in groups.values() for r in g.state.values() if r.op == PUT and r.ns == namespace),
+        key=lambda r: r.key.encode("utf-8"),
+    )
+    if not records:
+        raise StoreLookupError(f"namespace {namespace!r} holds no item")
+    live = sum(r.live(now_us) for r in records)
+    items = []
+    for rec in records[offset : offset + limit]:
+        items.append(
+            {
+                "key": rec.key,
+                "size": sizes.get(layout.item_key(namespace, rec.key)),
+                "created_at": iso(rec.ca),
+                "updated_at": iso(rec.ua),
+                "expires_at": iso(rec.ea),
+                "expired": not rec.live(now_us),
+                "preview": preview(rec.value),
+            }
+        )
+    return {
+        "namespace": list(namespace),
+        "items": items,
+        "live": live,
+        "expired": len(records) - live,
+        "total": len(records),
+        "offset": offset,
+        "next_offset": offset + limit if offset + limit < len(records) else None,
+    }
+
+
+def _vector(path: str, raw: bytes) -> dict[str, Any]:
+    # spec §8.2: dims float32 little-endian; the numbers themselves are not shown
+    return {"field": path, "dims": len(raw) // 4, "bytes": len(raw)}
+
+
+def _membership(namespace: Sequence[str], key: str) -> SubPlan:
+    """Sub-plan: the index records of ``key`` (by name, LIST only) and the newest snapshot's say.
+
+    One LIST per 1,000 index keys of the namespace and one GET of its newest
+    snapshot: whether that snapshot holds the key and which records it covers.
+    """
+    groups = plans.group_index((yield from plans.list_infos(layout.index_prefix(namespace))))
+    h = layout.key_hash(key)
+    records: list[dict[str, Any]] = []
+    snapshot = None
+    for group in groups.values():
+        newest = group.newest_snapshot
+        covered: frozenset[str] = frozenset()
+        if newest is not None:
+            data = yield from run_one(Get(newest.key))
+            if data is not None:
+                snap = decode_snapshot(data, newest.key)
+                covered = snap.covered
+                held = [r for r in snap.records if r.key == key]
+                snapshot = {
+                    "key": newest.key,
+                    "holds_key": bool(held),
+                    "version": held[0].v if held else None,
+                }
+        for info in sorted(group.records, key=lambda i: i.key):
+            name = info.key.rsplit("/", 1)[1]
+            if layout.record_hash(name) != h:
+                continue  # another key's record (hashes of 16 hex digits may collide: names only)
+            records.append(
+                {
+                    "key": info.key,
+                    "version": layout.name_version(name),
+                    "op": layout.record_op(name),
+                    "covered_by_snapshot": name in covered,
+                }
+            )
+    return records, snapshot
+
+
+def item_plan(namespace: tuple[str, ...], key: str, now_us: int) -> SubPlan:
+    """Plan: one item decoded (one GET of its object), and its index records and snapshot.
+
+    Raises:
+        StoreLookupError: no item object for (namespace, key).
+        CorruptObjectError: the item object does not decode (names its key).
+    """
+    obj_key, rec, data = yield from get_plan(namespace, key)
+    if rec is None:
+        raise StoreLookupError(f"no item {key!r} in namespace {namespace!r}")
+    records, snapshot = yield from _membership(namespace, key)
+    text = json.dumps(rec.value, ensure_ascii=False, sort_keys=True)
+    value: Any = rec.value
+    if len(text) > MAX_VALUE:
+        value = {"truncated": True, "json_chars": len(text), "start": text[:MAX_VALUE]}
+    return {
+        "namespace": list(rec.ns),
+        "key": rec.key,
+        "object": obj_key,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "value": value,
+        "version": rec.v,
+        "created_at": iso(rec.ca),
+        "updated_at": iso(rec.ua),
+        "ttl_minutes": rec.ttl,
+        "expires_at": iso(rec.ea),
+        "expired": not rec.live(now_us),
+        "vectors": [_vector(p, b) for p, b in sorted(rec.vec.items())],
+        "index_records": records,
+        "snapshot": snapshot,
+    }
