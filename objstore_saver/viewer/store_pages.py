@@ -15,6 +15,8 @@ from objstore_saver.viewer.pages import block, page, text
 
 #: Characters of one label shown before it is cut.
 LABEL_CHARS = 120
+#: Record name op letters (spec §8.3) as shown.
+OPS = {"p": "put", "t": "put with TTL", "d": "delete"}
 
 
 def store_href(path: str, labels: list[str], **params: Any) -> str:
@@ -120,7 +122,7 @@ def item_page(r: dict[str, Any]) -> str:
         for v in r["vectors"]
     )
     records = "".join(
-        f"<li><code>{text(rec['key'], 500)}</code> {text(rec['op'])}"
+        f"<li><code>{text(rec['key'], 500)}</code> {text(OPS.get(rec['op'], rec['op']))}"
         + (" (in the snapshot)" if rec["covered_by_snapshot"] else "")
         + "</li>"
         for rec in r["index_records"]
