@@ -252,3 +252,15 @@ def test_namespace_page_requests_do_not_grow_with_items(tmp_path: Path, n: int) 
         assert r.status_code == 200 and meter.get_requests <= COMPACT_AFTER + 2, meter
     finally:
         s.close()
+
+
+def test_corrupt_index_record_is_422_naming_its_key(server: Server, store: ObjectStore) -> None:
+    prefix = layout.index_prefix(("users", "bob"))
+    record = next(k.key for k in store.list(prefix).objects if "/r/" in k.key)
+    store.put(record, b"garbage", PutMode.OVERWRITE)
+    r = server.get("/api/store/ns", params=_params(["users", "bob"]))
+    assert r.status_code == 422 and r.json()["key"] == record
+    page = server.get("/store", params=_params(["users"]))
+    assert page.status_code == 422 and record in unescape(page.text)
+    # other namespaces' pages do not read that record
+    assert server.get("/store/ns", params=_params(["users", "alice"])).status_code == 200
