@@ -142,8 +142,8 @@ def targets(d: Doc) -> list[dict[str, Any]]:
             f"largest {w3['largest_body'] / MIB:.2f} MiB",
         )
         add(
-            "W3 peak memory < 4x the value",
-            w3["peak_over_payload"] < 4,
+            "W3 peak memory < 3x the value",
+            w3["peak_over_payload"] < 3,
             f"{w3['peak_over_payload']:.2f}x of {w3['payload_bytes'] / MIB:.0f} MiB",
             "tracemalloc peak of the turn",
         )
@@ -169,11 +169,11 @@ def targets(d: Doc) -> list[dict[str, Any]]:
     pg6a, us6a = d.ok("6a", "postgres"), d.ok("6a", OURS)
     if pg6a and us6a:
         r = us6a["cpu_s_per_turn"] / pg6a["cpu_s_per_turn"]
-        add("W6 CPU per turn ≤ 2x PostgresSaver (8 OS threads)", r <= 2, f"{r:.2f}x")
+        add("W6 CPU per turn ≤ 1.5x PostgresSaver (8 OS threads)", r <= 1.5, f"{r:.2f}x")
     pg6b = d.ok("6b", "postgres")
     if pg6b and w6b and "64" in pg6b and "64" in w6b:
         r = w6b["64"]["cpu_s_per_turn"] / pg6b["64"]["cpu_s_per_turn"]
-        add("W6 CPU per turn ≤ 2x PostgresSaver (64 async)", r <= 2, f"{r:.2f}x")
+        add("W6 CPU per turn ≤ 1.5x PostgresSaver (64 async)", r <= 1.5, f"{r:.2f}x")
     return out
 
 
@@ -928,15 +928,15 @@ def _reason(d: Doc, target: str) -> str:
                 "fixed overhead, and the growing tail chunk is rewritten each turn."
             )
     if target.startswith("W3 peak"):
-        base = d.ok("3", "inmemory")
+        pg = d.ok("3", "postgres")
         extra = (
-            f" InMemorySaver's peak in the same run: {base['peak_over_payload']:.2f}x."
-            if base
-            else ""
+            f" PostgresSaver's peak in the same run: {pg['peak_over_payload']:.2f}x." if pg else ""
         )
         return (
-            "The traced peak includes LangGraph's own copies of the message while it runs "
-            "the turn (input, channel update, serialized write), not only the saver's." + extra
+            "LangGraph's serializer (ormsgpack) alone peaks at about 3x a value while it "
+            "builds the bytes; the saver serializes one large value at a time (its large-value "
+            "gate) and streams its parts, so the turn peaks at the serializer's own figure "
+            "(docs/profile.md)." + extra
         )
     if target.startswith("W6 64 async"):
         r = d.ok("6b", OURS)
@@ -957,11 +957,13 @@ def _reason(d: Doc, target: str) -> str:
             return text + ". The machine was shared with other work during the run."
     if target.startswith("W6 CPU"):
         w1 = d.ok("1", OURS)
-        reqs = f"{w1['total_requests'] / len(w1['turns']):.0f}" if w1 else "about 15"
+        reqs = f"{w1['total_requests'] / len(w1['turns']):.0f}" if w1 else "about 10"
         return (
-            f"objstore-saver sends about {reqs} HTTP requests per chat turn through botocore "
-            "(signing, XML parsing) plus hashing and compression of every value; "
-            "PostgresSaver makes a handful of SQL round trips on one open connection."
+            f"objstore-saver sends about {reqs} HTTP requests per chat turn (lean transport: "
+            "SigV4 and HTTP/1.1 of its own) plus hashing and compression of new values; "
+            "PostgresSaver makes a handful of SQL round trips on one open connection. The "
+            "saver and LangGraph without any storage already cost about PostgresSaver's whole "
+            "turn (docs/profile.md)."
         )
     return ""
 
