@@ -94,7 +94,7 @@ class OnObjectStore:
         **kwargs: Any,
     ) -> Self:
         """An instance on an S3 bucket through an existing boto3 S3 client."""
-        return cls(S3Store(bucket, prefix, client=client, encryption=encryption), **kwargs)
+        return cls(S3Store.from_client(client, bucket, prefix, encryption=encryption), **kwargs)
 
     @classmethod
     def from_url(cls, url: str, *, check: bool = True, **kwargs: Any) -> Self:

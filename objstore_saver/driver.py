@@ -45,22 +45,18 @@ class Driver:
         ops = batch.ops
         # The per-request cost of telemetry when no span records: this test.
         run = execute if call is None or call.span is None else call.execute
-        outcomes: list[Any]
-        if len(ops) == 1:
-            try:
-                outcomes = [run(self.store, ops[0])]
-            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
-                outcomes = [exc]
-        else:
-            # The caller's thread runs the first request itself: one hand-off fewer.
-            futures = [self._pool.submit(run, self.store, op) for op in ops[1:]]
-            try:
-                first = run(self.store, ops[0])
-            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
-                first = exc
-            # Wait for every request before raising, so none outlives the plan step.
-            outcomes = [first]
-            outcomes += [f.result() if f.exception() is None else f.exception() for f in futures]
+        if not ops:
+            return _settled(ops, [], call)
+        # The caller's thread runs the first request itself; the others go to the pool.
+        futures = [self._pool.submit(run, self.store, op) for op in ops[1:]]
+        try:
+            first = run(self.store, ops[0])
+        except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
+            first = exc
+        # Wait for every request before raising, so none outlives the plan step.
+        outcomes = [first] + [
+            f.result() if f.exception() is None else f.exception() for f in futures
+        ]
         return _settled(ops, outcomes, call)
 
     def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:

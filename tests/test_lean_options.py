@@ -23,7 +23,6 @@ from lean_helpers import Recorder, SocketCounter, ThreadSocketCounter
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import PutMode
 from objstore_saver.storage.aio_pool import AsyncConnectionPool
-from objstore_saver.storage.connection_cap import CappedPool
 from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3_lean import LeanS3Store
 from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
@@ -320,8 +319,12 @@ def test_without_a_low_cap_64_threads_open_more_sockets(
 def test_a_blocking_request_waits_for_a_free_connection_at_most_wait_timeout() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     host = f"127.0.0.1:{listener.getsockname()[1]}"
-    pool = CappedPool(
-        ConnectionPool("http", host, connect_timeout=5.0, read_timeout=30.0, max_idle=4),
+    pool = ConnectionPool(
+        "http",
+        host,
+        connect_timeout=5.0,
+        read_timeout=30.0,
+        max_idle=4,
         max_connections=1,
         wait_timeout=0.2,
     )

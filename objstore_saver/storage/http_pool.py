@@ -145,7 +145,13 @@ def _read_chunked(conn: _Connection) -> bytes:
 
 
 class ConnectionPool:
-    """Idle connections to ``scheme://host``, at most ``max_idle`` kept.
+    """Connections to ``scheme://host``, at most ``max_connections`` open.
+
+    At most ``max_idle`` of them are kept open between requests. A request
+    beyond ``max_connections`` waits for another to finish (at most
+    ``wait_timeout``; then it fails as not sent), so many threads sending at
+    once never open more sockets than the cap (the async twin is
+    ``aio_pool.AsyncConnectionPool``).
 
     Args:
         scheme: ``http`` or ``https``.
@@ -153,6 +159,10 @@ class ConnectionPool:
         connect_timeout: Seconds to open a connection (TLS handshake included).
         read_timeout: Seconds to wait for each read of an answer.
         max_idle: Connections kept open between requests.
+        max_connections: Connections open at once (busy and idle together);
+            default 64.
+        wait_timeout: Seconds a request waits for a free connection; default
+            ``read_timeout``.
         extra_headers: Headers added to every request (e.g. ``user-agent``).
     """
 
@@ -164,6 +174,8 @@ class ConnectionPool:
         connect_timeout: float,
         read_timeout: float,
         max_idle: int,
+        max_connections: int = 64,
+        wait_timeout: float | None = None,
         extra_headers: dict[str, str] | None = None,
     ) -> None:
         parts = urlsplit(f"{scheme}://{host}")
@@ -172,6 +184,15 @@ class ConnectionPool:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_idle = max_idle
+        self._max_connections = max_connections
+        self._wait_timeout = read_timeout if wait_timeout is None else wait_timeout
+        # Invariant: open connections <= max_connections. A request holds a
+        # slot from before it takes a connection until it has put it back or
+        # closed it, and a new connection is opened only when no idle one is
+        # left: at that moment every open connection is held by a busy request.
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._busy = 0
+        self._peak_busy = 0
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._extra = "".join(f"{k}: {v}\r\n" for k, v in (extra_headers or {}).items())
@@ -209,8 +230,38 @@ class ConnectionPool:
                 return
         conn.close()
 
+    @property
+    def busy(self) -> int:
+        """Requests holding a connection (or opening one) now."""
+        return self._busy
+
+    @property
+    def peak_busy(self) -> int:
+        """The most requests that held a connection at once; open sockets never exceed it."""
+        return self._peak_busy
+
     def send(self, request: HttpRequest) -> Reply:
-        """Send one request and read the whole answer; failures become :class:`TransportFailure`."""
+        """Send one request and read the whole answer; failures become :class:`TransportFailure`.
+
+        Waits for a free slot first when ``max_connections`` requests are busy.
+        """
+        if not self._slots.acquire(timeout=self._wait_timeout):
+            return TransportFailure(
+                f"PoolTimeoutError: all {self._max_connections} connections stayed busy "
+                f"for {self._wait_timeout} s",
+                sent=False,
+            )
+        with self._lock:
+            self._busy += 1
+            self._peak_busy = max(self._peak_busy, self._busy)
+        try:
+            return self._send(request)
+        finally:
+            with self._lock:
+                self._busy -= 1
+            self._slots.release()
+
+    def _send(self, request: HttpRequest) -> Reply:
         conn = self._take()
         if conn is None:
             try:

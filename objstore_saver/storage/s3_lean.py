@@ -27,7 +27,6 @@ from objstore_saver.storage.base import (
     PutMode,
     StoreUnavailableError,
 )
-from objstore_saver.storage.connection_cap import CappedPool
 from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3_common import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -287,17 +286,14 @@ class LeanS3Store:
             retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
         )
         self._region = region_name
-        self._pool = CappedPool(
-            ConnectionPool(
-                addressing.scheme,
-                addressing.host,
-                connect_timeout=self._connect_timeout,
-                read_timeout=self._read_timeout,
-                max_idle=self._pool_size,
-                extra_headers={"user-agent": _USER_AGENT},
-            ),
+        self._pool = ConnectionPool(
+            addressing.scheme,
+            addressing.host,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+            max_idle=self._pool_size,
             max_connections=self._max_connections,
-            wait_timeout=self._read_timeout,
+            extra_headers={"user-agent": _USER_AGENT},
         )
         # One pool per event loop (stream connections are bound to their loop);
         # a loop that is garbage-collected takes its pool along.
