@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langgraph.store.base import InvalidNamespaceError, PutOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
 
 from objstore_saver import InvalidStoreValueError, MeteredStore, ObjectStoreStore
@@ -158,6 +158,27 @@ def test_request_counts_get_put(tmp_path: Any) -> None:
             meter.reset()
             store.put(("n",), f"k{i}", {"v": i})
             assert meter.snapshot().total_requests <= plans.COMPACT_AFTER + 8
+
+
+def test_the_gets_of_one_batch_are_read_in_one_concurrent_step(tmp_path: Any) -> None:
+    """LangGraph batches concurrent ``get``s into one ``batch``: one round trip, not one each."""
+    store, meter = _metered(tmp_path)
+    with store:
+        for k in ("a", "b"):
+            store.put(("n",), k, {"v": k})
+        sizes: list[list[str]] = []
+        run_batch = store._driver._run_batch
+
+        def recording(batch: Any, call: Any = None) -> list[Any]:
+            sizes.append([type(op).__name__ for op in batch.ops])
+            return run_batch(batch, call)
+
+        store._driver._run_batch = recording  # type: ignore[method-assign]
+        meter.reset()
+        got = store.batch([GetOp(("n",), "a"), GetOp(("n",), "missing"), GetOp(("n",), "b")])
+        assert [None if g is None else g.value for g in got] == [{"v": "a"}, None, {"v": "b"}]
+        assert sizes == [["Get", "Get", "Get"]]
+        assert meter.snapshot().requests == {"put": 0, "get": 3, "list": 0, "delete": 0}
 
 
 def _bulk_snapshot(store: ObjectStoreStore, ns: tuple[str, ...], n: int, dims: int) -> None:

@@ -166,16 +166,30 @@ def read_indexes(
 # --- reads ---------------------------------------------------------------------
 
 
+def get_items(
+    wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int
+) -> Plan[list[Record | None]]:
+    """§8.4.2 step 1 for several items: one GET each, all in one concurrent batch.
+
+    Returns, in the order asked, each live item or None when absent or expired.
+    """
+    obj_keys = [layout.item_key(ns, key) for ns, key in wanted]
+    got = yield from run_batch(*(Get(k) for k in obj_keys))
+    out: list[Record | None] = []
+    for (ns, key), obj_key, data in zip(wanted, obj_keys, got, strict=True):
+        if data is None:
+            out.append(None)
+            continue
+        rec = decode_item(data, obj_key)
+        if rec.ns != tuple(ns) or rec.key != key:
+            raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
+        out.append(rec if rec.live(now_us) else None)
+    return out
+
+
 def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record | None]:
     """§8.4.2 step 1: exactly one GET; None when absent or expired."""
-    obj_key = layout.item_key(namespace, key)
-    data = yield from run_one(Get(obj_key))
-    if data is None:
-        return None
-    rec = decode_item(data, obj_key)
-    if rec.ns != tuple(namespace) or rec.key != key:
-        raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
-    return rec if rec.live(now_us) else None
+    return (yield from get_items([(namespace, key)], now_us))[0]
 
 
 def search_candidates(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[Record]]:

@@ -188,10 +188,15 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         results: list[Result] = [None] * len(prep.ops)
         self._check_vectors(prep, vectors, queries)
         query_vectors = dict(zip(prep.queries, queries, strict=True))
+        gets = [(i, op) for i, op in enumerate(prep.ops) if isinstance(op, GetOp)]
+        now = self._ctx.now()
+        found = yield from plans.get_items([(tuple(op.namespace), op.key) for _, op in gets], now)
+        for (i, op), rec in zip(gets, found, strict=True):
+            if rec is not None and op.refresh_ttl and rec.ttl is not None:
+                rec = yield from plans.refresh_item(self._ctx, rec)
+            results[i] = None if rec is None else _item(rec)
         for i, op in enumerate(prep.ops):
-            if isinstance(op, GetOp):
-                results[i] = yield from self._get(op)
-            elif isinstance(op, SearchOp):
+            if isinstance(op, SearchOp):
                 results[i] = yield from self._search(op, query_vectors.get(op.query or ""))
             elif isinstance(op, ListNamespacesOp):
                 results[i] = yield from self._list_namespaces(op)
@@ -230,14 +235,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
                         f"{tuple(op.namespace)!r} has {len(vectors[t])} dimensions; the "
                         f"index says dims={dims}"
                     )
-
-    def _get(self, op: GetOp) -> Plan[Item | None]:
-        rec = yield from plans.get_item(tuple(op.namespace), op.key, self._ctx.now())
-        if rec is None:
-            return None
-        if op.refresh_ttl and rec.ttl is not None:
-            rec = yield from plans.refresh_item(self._ctx, rec)
-        return _item(rec)
 
     def _search(self, op: SearchOp, query_vector: Sequence[float] | None) -> Plan[list[SearchItem]]:
         ns = tuple(op.namespace_prefix)
