@@ -250,6 +250,7 @@ def test_namespace_page_requests_do_not_grow_with_items(tmp_path: Path, n: int) 
         assert item.status_code == 200 and meter.get_requests <= 2 and meter.list_requests == 1
         r, meter = s.requests_for("/store")
         assert r.status_code == 200 and meter.get_requests <= COMPACT_AFTER + 2, meter
+        assert meter.list_requests == 1, meter  # the index is listed once, not per step
     finally:
         s.close()
 

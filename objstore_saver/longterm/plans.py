@@ -124,19 +124,26 @@ def _fold(state: dict[str, Record], rec: Record) -> None:
 
 
 def read_indexes(
-    prefix: str, what: str, skip: Callable[[NamespaceIndex], bool] | None = None
+    prefix: str,
+    what: str,
+    skip: Callable[[NamespaceIndex], bool] | None = None,
+    infos: Sequence[ObjectInfo] | None = None,
 ) -> Plan[dict[str, NamespaceIndex]]:
     """Sub-plan: LIST ``prefix`` and build the state of every namespace under it (§8.3).
 
     Two concurrent rounds after the LIST: newest snapshots, then the records they
     do not cover. A segment deleted after the LIST restarts the read. Groups for
-    which ``skip`` is true are returned as listed, unread.
+    which ``skip`` is true are returned as listed, unread. ``infos``, a listing of
+    ``prefix`` the caller already has, replaces the first attempt's LIST.
 
     Raises:
         StorageError: segments vanished on every attempt; names ``what``.
     """
-    for _ in range(READ_ATTEMPTS):
-        listed = group_index((yield from list_infos(prefix)))
+    for attempt in range(READ_ATTEMPTS):
+        if attempt == 0 and infos is not None:
+            listed = group_index(infos)
+        else:
+            listed = group_index((yield from list_infos(prefix)))
         groups = {p: g for p, g in listed.items() if skip is None or not skip(g)}
         snaps = [(g, g.newest_snapshot) for g in groups.values() if g.snapshots]
         got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))

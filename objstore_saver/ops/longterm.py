@@ -17,7 +17,6 @@ from dataclasses import replace
 from typing import Any
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
-from objstore_saver.keys import untoken
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import DEL, PUT, Record, decode_item, to_datetime
 from objstore_saver.ops._common import (
@@ -52,12 +51,10 @@ def _labels(what: str, namespace: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-def _path_labels(path: str) -> list[str] | str:
+def _labels_or_path(path: str) -> list[str] | str:
     """The labels of a namespace path, or the path itself when hashed."""
-    labels = [untoken(tok) for tok in path.split("/")]
-    if any(label is None for label in labels):
-        return path
-    return [label for label in labels if label is not None]
+    labels = layout.path_labels(path)
+    return path if labels is None else list(labels)
 
 
 def _state(prefix: tuple[str, ...]) -> SubPlan:
@@ -77,10 +74,33 @@ def _state(prefix: tuple[str, ...]) -> SubPlan:
 def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
     """Sub-plan: every item object under ``prefix``, by key (LIST only)."""
     infos = yield from plans.list_infos(layout.listing_prefix(prefix, layout.ITEMS))
-    return {info.key: info for info in infos}
+    return {info.key: info.size for info in infos}
 
 
 # --- ls ----------------------------------------------------------------------------
+
+
+def item_rows(
+    ns: tuple[str, ...], state: dict[str, Record], sizes: dict[str, int], now_us: int
+) -> list[dict[str, Any]]:
+    """The items of one namespace's index state as listing rows, ordered by key.
+
+    Each row: key, record (for callers that show more), object size (from a
+    listing, ``None`` when the object is missing), times and the expired flag.
+    """
+    records = sorted((r for r in state.values() if r.op == PUT), key=lambda r: r.key.encode())
+    return [
+        {
+            "key": rec.key,
+            "record": rec,
+            "size": sizes.get(layout.item_key(ns, rec.key)),
+            "created_at": iso(rec.ca),
+            "updated_at": iso(rec.ua),
+            "expires_at": iso(rec.ea),
+            "expired": not rec.live(now_us),
+        }
+        for rec in records
+    ]
 
 
 def _ls_plan(prefix: tuple[str, ...], now_us: int) -> SubPlan:
@@ -89,30 +109,16 @@ def _ls_plan(prefix: tuple[str, ...], now_us: int) -> SubPlan:
     rows: list[dict[str, Any]] = []
     namespaces: list[dict[str, Any]] = []
     for ns in sorted(states):
-        records = sorted(
-            (r for r in states[ns].values() if r.op == PUT), key=lambda r: r.key.encode("utf-8")
-        )
-        live = 0
-        for rec in records:
-            info = sizes.get(layout.item_key(ns, rec.key))
-            expired = not rec.live(now_us)
-            live += not expired
-            rows.append(
-                {
-                    "namespace": list(ns),
-                    "key": rec.key,
-                    "size": None if info is None else info.size,
-                    "created_at": iso(rec.ca),
-                    "updated_at": iso(rec.ua),
-                    "expires_at": iso(rec.ea),
-                    "expired": expired,
-                }
-            )
-        if records:
-            namespaces.append(
-                {"namespace": list(ns), "items": live, "expired": len(records) - live}
-            )
+        items = item_rows(ns, states[ns], sizes, now_us)
+        rows += [{"namespace": list(ns), **_public(row)} for row in items]
+        if items:
+            live = sum(not row["expired"] for row in items)
+            namespaces.append({"namespace": list(ns), "items": live, "expired": len(items) - live})
     return namespaces, rows
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "record"}
 
 
 def store_ls(
@@ -262,7 +268,7 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
         by_kind[kind]["objects"] += 1
         by_kind[kind]["bytes"] += info.size
         row = by_ns.setdefault(
-            path, {"namespace": _path_labels(path), "objects": 0, "bytes": 0, "by_kind": {}}
+            path, {"namespace": _labels_or_path(path), "objects": 0, "bytes": 0, "by_kind": {}}
         )
         row["objects"] += 1
         row["bytes"] += info.size

@@ -16,7 +16,7 @@ from typing import Any
 
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import PUT, Record, decode_snapshot
-from objstore_saver.ops.longterm import get_plan, iso
+from objstore_saver.ops.longterm import get_plan, iso, item_rows
 from objstore_saver.ops.views import SubPlan
 from objstore_saver.store_requests import Get, run_one
 
@@ -49,15 +49,16 @@ def _row_counts(ns: tuple[str, ...] | None, state: dict[str, Record], now_us: in
 def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_us: int) -> SubPlan:
     """Plan: one page of the namespaces under ``prefix``, with live and expired item counts.
 
-    Namespaces are listed from the index (one LIST per 1,000 index keys, as
-    ``store ls`` lists them), ordered by namespace path; only the ``limit``
+    Namespaces are listed from the index once (one LIST per 1,000 index keys,
+    as ``store ls`` lists them), ordered by namespace path; only the ``limit``
     paths of the page have their index read (a snapshot and the records it
     does not cover each), so GETs do not grow with the number of namespaces.
     A namespace that holds no item (only tombstones) is left out of its page,
     so a page may hold fewer than ``limit`` rows. ``after`` is the ``next``
     cursor (a namespace path).
     """
-    groups = plans.group_index((yield from plans.list_infos(layout.listing_prefix(prefix))))
+    infos = yield from plans.list_infos(layout.listing_prefix(prefix))
+    groups = plans.group_index(infos)
     n = len(prefix)
 
     def may_match(path: str) -> bool:
@@ -72,6 +73,7 @@ def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_
         layout.listing_prefix(prefix),
         f"namespace prefix {prefix!r}",
         skip=lambda g: g.path not in page,
+        infos=infos,
     )
     rows = []
     for path in sorted(page):
@@ -106,34 +108,23 @@ def namespace_plan(namespace: tuple[str, ...], offset: int, limit: int, now_us: 
     )
     infos = yield from plans.list_infos(layout.items_prefix(namespace))
     sizes = {i.key: i.size for i in infos}
-    records = sorted(
-        (r for g in groups.values() for r in g.state.values() if r.op == PUT and r.ns == namespace),
-        key=lambda r: r.key.encode("utf-8"),
-    )
-    if not records:
+    state = {k: r for g in groups.values() for k, r in g.state.items() if r.ns == namespace}
+    rows = item_rows(namespace, state, sizes, now_us)
+    if not rows:
         raise StoreLookupError(f"namespace {namespace!r} holds no item")
-    live = sum(r.live(now_us) for r in records)
-    items = []
-    for rec in records[offset : offset + limit]:
-        items.append(
-            {
-                "key": rec.key,
-                "size": sizes.get(layout.item_key(namespace, rec.key)),
-                "created_at": iso(rec.ca),
-                "updated_at": iso(rec.ua),
-                "expires_at": iso(rec.ea),
-                "expired": not rec.live(now_us),
-                "preview": preview(rec.value),
-            }
-        )
+    live = sum(not row["expired"] for row in rows)
+    items = [
+        {**{k: v for k, v in row.items() if k != "record"}, "preview": preview(row["record"].value)}
+        for row in rows[offset : offset + limit]
+    ]
     return {
         "namespace": list(namespace),
         "items": items,
         "live": live,
-        "expired": len(records) - live,
-        "total": len(records),
+        "expired": len(rows) - live,
+        "total": len(rows),
         "offset": offset,
-        "next_offset": offset + limit if offset + limit < len(records) else None,
+        "next_offset": offset + limit if offset + limit < len(rows) else None,
     }
 
 
