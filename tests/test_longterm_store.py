@@ -181,6 +181,26 @@ def test_the_gets_of_one_batch_are_read_in_one_concurrent_step(tmp_path: Any) ->
         assert meter.snapshot().requests == {"put": 0, "get": 3, "list": 0, "delete": 0}
 
 
+def test_a_put_encodes_its_value_once_for_record_and_item(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from objstore_saver.longterm import records
+
+    calls: list[str] = []
+    real = records.encode_value
+
+    def counting(namespace: Any, key: str, value: Any) -> bytes:
+        calls.append(key)
+        return real(namespace, key, value)
+
+    with ObjectStoreStore(LocalStore(tmp_path / "root")) as store:
+        monkeypatch.setattr(records, "encode_value", counting)
+        store.put(("n",), "k", {"text": "x" * 500})
+        # the record and the item object carry the same payload, encoded once
+        assert calls == ["k"]
+        assert store.get(("n",), "k").value == {"text": "x" * 500}
+
+
 def _bulk_snapshot(store: ObjectStoreStore, ns: tuple[str, ...], n: int, dims: int) -> None:
     """Write a namespace of ``n`` items as one index snapshot (the compactor's encoding)."""
     ctx = store._ctx

@@ -23,7 +23,7 @@ from objstore_saver.longterm.records import (
     decode_record,
     decode_snapshot,
     encode_item,
-    encode_record,
+    encode_record_and_item,
     encode_snapshot,
     to_micros,
     ttl_micros,
@@ -311,12 +311,13 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     ns = rec.ns
     name = layout.record_name(rec.v, rec.key, _op_letter(rec))
     rec_key = layout.index_prefix(ns) + "r/" + name
-    stored = yield from run_one(Put(rec_key, encode_record(rec), PutMode.CREATE))
+    record, item = encode_record_and_item(rec)
+    stored = yield from run_one(Put(rec_key, record, PutMode.CREATE))
     if not stored:
         raise StorageError(f"index record {rec_key!r} already exists (version reused)")
     obj_key = layout.item_key(ns, rec.key)
-    if rec.op == PUT:
-        yield from run_one(Put(obj_key, encode_item(rec), PutMode.OVERWRITE))
+    if item is not None:
+        yield from run_one(Put(obj_key, item, PutMode.OVERWRITE))
     else:
         yield from run_one(Delete((obj_key,)))
     infos = yield from list_infos(layout.index_prefix(ns))

@@ -138,9 +138,13 @@ def encode_item(rec: Record) -> bytes:
     return _pack({"f": codec.FORMAT_VERSION, "k": ITEM_KIND, **_record_map(rec, False)})
 
 
-def encode_record(rec: Record) -> bytes:
-    """Bytes of the index record of a put or delete."""
-    return _pack({"f": codec.FORMAT_VERSION, "k": RECORD_KIND, **_record_map(rec, True)})
+def encode_record_and_item(rec: Record) -> tuple[bytes, bytes | None]:
+    """Bytes of a record and, for a put, of its item object: the value encoded once."""
+    fields = _record_map(rec, False)
+    record = _pack({"f": codec.FORMAT_VERSION, "k": RECORD_KIND, **fields, "op": rec.op})
+    if rec.op != PUT:
+        return record, None
+    return record, _pack({"f": codec.FORMAT_VERSION, "k": ITEM_KIND, **fields})
 
 
 def encode_snapshot(ns: Sequence[str], covered: Sequence[str], records: Sequence[Record]) -> bytes:
