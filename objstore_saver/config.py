@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -261,6 +261,84 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
     return store
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backends(Generic[T]):
+    """The candidates of one role (checkpointer or store), in order of precedence.
+
+    Attributes:
+        role: ``"checkpointer"`` or ``"store"`` (the start of each log line).
+        noun: What an explicit one is called (``"saver"``, ``"store"``).
+        objstore: Builds ours from ``OBJSTORE_SAVER_URL`` (checks it at once).
+        postgres: Builds LangGraph's PostgreSQL one, or None when its package
+            is not installed.
+        postgres_name: Its class name, for the log.
+        in_memory: Builds the in-process fallback.
+        lost: What the fallback loses on restart (``"conversations"``...).
+    """
+
+    role: str
+    noun: str
+    objstore: Callable[[str], T]
+    postgres: Callable[[str], T | None]
+    postgres_name: str
+    in_memory: Callable[[], T]
+    lost: str
+
+
+def choose_backend(backends: Backends[T], explicit: T | None, env: Mapping[str, str]) -> T:
+    """The precedence shared by :func:`create_checkpointer` and ``create_store``.
+
+    An explicit one, else ``OBJSTORE_SAVER_URL``, else ``POSTGRES_URL`` when
+    the PostgreSQL package is installed, else in memory with a WARNING; each
+    step logged at INFO with its reason (never a password).
+    """
+    role = backends.role
+    if explicit is not None:
+        logger.info("%s: using the %s passed in (%s)", role, backends.noun, type(explicit).__name__)
+        return explicit
+    logger.info("%s: no %s passed in; looking at %s", role, backends.noun, OBJSTORE_SAVER_URL)
+    url = env.get(OBJSTORE_SAVER_URL, "").strip()
+    if url:
+        found = backends.objstore(url)
+        location = found.store.location  # type: ignore[attr-defined]
+        logger.info("%s: using the object store %s (from %s)", role, location, OBJSTORE_SAVER_URL)
+        return found
+    logger.info("%s: %s is not set; looking at %s", role, OBJSTORE_SAVER_URL, POSTGRES_URL)
+    pg_url = env.get(POSTGRES_URL, "").strip()
+    if pg_url:
+        pg = backends.postgres(pg_url)
+        if pg is not None:
+            logger.info(
+                "%s: using %s at %s (from %s)",
+                role,
+                backends.postgres_name,
+                redact_url(pg_url),
+                POSTGRES_URL,
+            )
+            return pg
+        logger.info(
+            "%s: %s is set but langgraph-checkpoint-postgres is not installed "
+            "(pip install 'objstore-saver[postgres]'); not using it",
+            role,
+            POSTGRES_URL,
+        )
+    else:
+        logger.info("%s: %s is not set", role, POSTGRES_URL)
+    fallback = backends.in_memory()
+    logger.warning(
+        "%s: using %s: %s are lost when the process restarts; set %s "
+        "(e.g. s3://bucket/prefix) to keep them",
+        role,
+        type(fallback).__name__,
+        backends.lost,
+        OBJSTORE_SAVER_URL,
+    )
+    return fallback
+
+
 def _postgres_saver(url: str) -> BaseCheckpointSaver[Any]:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection
@@ -304,47 +382,29 @@ def create_checkpointer(
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is set but invalid.
         StoreUnavailableError: the bucket it names cannot be used.
     """
-    env = os.environ if environ is None else environ
-    if memory is not None:
-        logger.info("checkpointer: using the saver passed in (%s)", type(memory).__name__)
-        return memory
-    logger.info("checkpointer: no saver passed in; looking at %s", OBJSTORE_SAVER_URL)
-    url = env.get(OBJSTORE_SAVER_URL, "").strip()
-    if url:
-        from objstore_saver.saver import ObjectStoreSaver
-
-        saver = ObjectStoreSaver.from_url(url)
-        logger.info(
-            "checkpointer: using the object store %s (from %s)",
-            saver.store.location,
-            OBJSTORE_SAVER_URL,
-        )
-        return saver
-    logger.info("checkpointer: %s is not set; looking at %s", OBJSTORE_SAVER_URL, POSTGRES_URL)
-    pg_url = env.get(POSTGRES_URL, "").strip()
-    if pg_url:
-        if _postgres_installed():
-            logger.info(
-                "checkpointer: using PostgresSaver at %s (from %s)",
-                redact_url(pg_url),
-                POSTGRES_URL,
-            )
-            return _postgres_saver(pg_url)
-        logger.info(
-            "checkpointer: %s is set but langgraph-checkpoint-postgres is not installed "
-            "(pip install 'objstore-saver[postgres]'); not using it",
-            POSTGRES_URL,
-        )
-    else:
-        logger.info("checkpointer: %s is not set", POSTGRES_URL)
     from langgraph.checkpoint.memory import InMemorySaver
 
-    logger.warning(
-        "checkpointer: using InMemorySaver: conversations are lost when the process "
-        "restarts; set %s (e.g. s3://bucket/prefix) to keep them",
-        OBJSTORE_SAVER_URL,
+    def objstore(url: str) -> BaseCheckpointSaver[Any]:
+        from objstore_saver.saver import ObjectStoreSaver
+
+        return ObjectStoreSaver.from_url(url)
+
+    def postgres(url: str) -> BaseCheckpointSaver[Any] | None:
+        return _postgres_saver(url) if _postgres_installed() else None
+
+    return choose_backend(
+        Backends(
+            "checkpointer",
+            "saver",
+            objstore,
+            postgres,
+            "PostgresSaver",
+            InMemorySaver,
+            lost="conversations",
+        ),
+        memory,
+        os.environ if environ is None else environ,
     )
-    return InMemorySaver()
 
 
 @contextlib.asynccontextmanager

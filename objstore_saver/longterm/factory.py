@@ -19,9 +19,9 @@ from langgraph.store.base import BaseStore
 
 from objstore_saver.config import (
     OBJSTORE_SAVER_URL,
-    POSTGRES_URL,
+    Backends,
     ConfigurationError,
-    redact_url,
+    choose_backend,
 )
 from objstore_saver.longterm.store import ObjectStoreStore
 
@@ -70,38 +70,24 @@ def create_store(
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is set but invalid.
         StoreUnavailableError: the bucket it names cannot be used.
     """
-    env = os.environ if environ is None else environ
-    if store is not None:
-        logger.info("store: using the store passed in (%s)", type(store).__name__)
-        return store
-    url = env.get(OBJSTORE_SAVER_URL, "").strip()
-    if url:
-        found = ObjectStoreStore.from_url(url, **options)
-        logger.info(
-            "store: using the object store %s (from %s)", found.store.location, OBJSTORE_SAVER_URL
-        )
-        return found
-    logger.info("store: %s is not set; looking at %s", OBJSTORE_SAVER_URL, POSTGRES_URL)
-    pg_url = env.get(POSTGRES_URL, "").strip()
-    if pg_url:
-        pg = _postgres_store(pg_url)
-        if pg is not None:
-            logger.info(
-                "store: using PostgresStore at %s (from %s)", redact_url(pg_url), POSTGRES_URL
-            )
-            return pg
-        logger.info(
-            "store: %s is set but langgraph-checkpoint-postgres is not installed; not using it",
-            POSTGRES_URL,
-        )
     from langgraph.store.memory import InMemoryStore
 
-    logger.warning(
-        "store: using InMemoryStore: memories are lost when the process restarts; set %s "
-        "(e.g. s3://bucket/prefix) to keep them",
-        OBJSTORE_SAVER_URL,
+    def objstore(url: str) -> BaseStore:
+        return ObjectStoreStore.from_url(url, **options)
+
+    return choose_backend(
+        Backends(
+            "store",
+            "store",
+            objstore,
+            _postgres_store,
+            "PostgresStore",
+            InMemoryStore,
+            lost="memories",
+        ),
+        store,
+        os.environ if environ is None else environ,
     )
-    return InMemoryStore()
 
 
 def _server_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
