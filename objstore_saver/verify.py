@@ -26,7 +26,7 @@ from objstore_saver.codec import (
 )
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.longterm import layout
-from objstore_saver.longterm.plans import NamespaceIndex, group_index, list_infos
+from objstore_saver.longterm.plans import NamespaceIndex, fold, group_index, list_infos, op_letter
 from objstore_saver.longterm.records import (
     PUT,
     Record,
@@ -326,16 +326,6 @@ def _decoded(
         return None
 
 
-def _fold(state: dict[str, Record], rec: Record) -> None:
-    """Keep per key the record with the greatest version (spec §8.3)."""
-    if rec.key not in state or rec.v > state[rec.key].v:
-        state[rec.key] = rec
-
-
-def _put_letter(rec: Record) -> str:
-    return layout.PERMANENT if rec.ttl is None else layout.EXPIRING
-
-
 def _check_snapshot_name(key: str, snap: Snapshot, report: VerifyReport) -> None:
     """A snapshot's name carries its count of items without a TTL (spec §8.3)."""
     permanent = sum(1 for r in snap.records if r.op == PUT and r.ttl is None)
@@ -365,18 +355,18 @@ def _check_index(
     if newest is not None:
         group.covered = snaps[newest].covered
         for rec in snaps[newest].records:
-            _fold(group.state, rec)
+            fold(group.state, rec)
     for key, body in (yield from _fetch([o.key for o in group.records])):
         rec = None if body is None else _decoded(key, body, decode_record, report)
         if rec is None:
             continue
-        op = layout.DELETED if rec.op != PUT else _put_letter(rec)
-        if key != layout.index_prefix(rec.ns) + "r/" + layout.record_name(rec.v, rec.key, op):
+        name = layout.record_name(rec.v, rec.key, op_letter(rec))
+        if key != layout.index_prefix(rec.ns) + "r/" + name:
             report.problems.append(
                 Problem(key, "unreadable", f"holds record {rec.v} of {rec.key!r} in {rec.ns!r}")
             )
         elif key.rsplit("/", 1)[1] not in group.covered:
-            _fold(group.state, rec)
+            fold(group.state, rec)
 
 
 def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any] | None, None]:
@@ -384,7 +374,7 @@ def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any
     agrees with the newest record of its key in its namespace's index, and each
     live put of an index has its item object. Expired leftovers are counted."""
     infos = yield from list_infos(layout.ROOT)
-    items = [i for i in infos if i.key.startswith(layout.ITEMS) and "/i/" in i.key]
+    items = [i for i in infos if layout.classify(i.key)[1] == "items"]
     item_keys = {i.key for i in items}
     groups = group_index(infos)
     for i in infos:

@@ -117,7 +117,8 @@ def group_index(infos: Sequence[ObjectInfo]) -> dict[str, NamespaceIndex]:
     return groups
 
 
-def _fold(state: dict[str, Record], rec: Record) -> None:
+def fold(state: dict[str, Record], rec: Record) -> None:
+    """Keep per key the record with the greatest version (spec §8.3)."""
     old = state.get(rec.key)
     if old is None or rec.v > old.v:
         state[rec.key] = rec
@@ -154,7 +155,7 @@ def read_indexes(
             snap = decode_snapshot(data, info.key)
             group.covered = snap.covered
             for rec in snap.records:
-                _fold(group.state, rec)
+                fold(group.state, rec)
         wanted = [
             (g, info)
             for g in groups.values()
@@ -165,7 +166,7 @@ def read_indexes(
         if any(data is None for data in got):
             continue
         for (group, info), data in zip(wanted, got, strict=True):
-            _fold(group.state, decode_record(data, info.key))
+            fold(group.state, decode_record(data, info.key))
         return listed
     raise StorageError(f"index segments of {what} kept vanishing while read; try again")
 
@@ -309,7 +310,7 @@ def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan
 def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     """Put steps 2-6 (or delete steps 2-3) for a record whose fields are final."""
     ns = rec.ns
-    name = layout.record_name(rec.v, rec.key, _op_letter(rec))
+    name = layout.record_name(rec.v, rec.key, op_letter(rec))
     rec_key = layout.index_prefix(ns) + "r/" + name
     record, item = encode_record_and_item(rec)
     stored = yield from run_one(Put(rec_key, record, PutMode.CREATE))
@@ -328,7 +329,8 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
         yield from compact(ctx, ns, group)
 
 
-def _op_letter(rec: Record) -> str:
+def op_letter(rec: Record) -> str:
+    """The ``<o>`` of a record's name (spec §8.1): delete, put without or with a TTL."""
     if rec.op == DEL:
         return layout.DELETED
     return layout.PERMANENT if rec.ttl is None else layout.EXPIRING
@@ -376,13 +378,13 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
         snap = decode_snapshot(data, newest.key)
         covered = snap.covered
         for rec in snap.records:
-            _fold(state, rec)
+            fold(state, rec)
     todo = [i for i in group.records if _name(i.key) not in covered]
     got = yield from run_batch(*(Get(i.key) for i in todo))
     if any(data is None for data in got):
         return None
     for info, data in zip(todo, got, strict=True):
-        _fold(state, decode_record(data, info.key))
+        fold(state, decode_record(data, info.key))
     horizon = int((ctx.clock() - ctx.retention) * 1e9)
     kept = [
         r
