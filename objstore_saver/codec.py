@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
-from itertools import chain
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import msgpack
 import zstandard
@@ -58,7 +56,7 @@ def _load_d1() -> zstandard.ZstdCompressionDict:
     return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
-_D1 = _load_d1()
+D1 = _load_d1()
 
 # zstd (de)compressor objects are not thread-safe: one of each per thread.
 _local = threading.local()
@@ -68,7 +66,7 @@ def _compressor() -> zstandard.ZstdCompressor:
     comp = getattr(_local, "compressor", None)
     if comp is None:
         comp = _local.compressor = zstandard.ZstdCompressor(
-            level=ZSTD_LEVEL, dict_data=_D1, write_content_size=True, write_dict_id=False
+            level=ZSTD_LEVEL, dict_data=D1, write_content_size=True, write_dict_id=False
         )
     return comp
 
@@ -77,7 +75,7 @@ def _decompressor(encoding: str) -> zstandard.ZstdDecompressor:
     name = f"decompressor_{encoding}"
     dec = getattr(_local, name, None)
     if dec is None:
-        dec = zstandard.ZstdDecompressor(dict_data=_D1 if encoding == ZD1 else None)
+        dec = zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None)
         setattr(_local, name, dec)
     return dec
 
@@ -197,7 +195,7 @@ def digest_of(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def _pack(obj: dict[str, Any]) -> bytes:
+def pack_object(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
@@ -231,211 +229,6 @@ def entry_to_msgpack(entry: Entry) -> list[Any]:
     return [entry.tag, entry.digest]
 
 
-def _compressed_pieces(data: bytes) -> Iterator[bytes]:
-    """``data`` as one zstd frame (content size in its header), in ``PART_SIZE`` pieces.
-
-    A compressor of its own: the caller may suspend between pieces (a plan
-    waiting for its PUTs) while another encoding uses the thread's compressor.
-    """
-    compressor = zstandard.ZstdCompressor(
-        level=ZSTD_LEVEL, dict_data=_D1, write_content_size=True, write_dict_id=False
-    )
-    chunker = compressor.chunker(size=len(data), chunk_size=PART_SIZE)
-    # finish() may only be called once compress()'s output is consumed.
-    yield from (piece for piece in chunker.compress(data) if piece)
-    yield from (piece for piece in chunker.finish() if piece)
-
-
-def _value_object(payload: Payload) -> tuple[bytes, bytes]:
-    body = _pack({"f": FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()})
-    return digest_of(body), body
-
-
-#: What :func:`large_objects` returns: the entry, and the container object
-#: (digest, body) with the digests of the parts it lists.
-LargeResult = tuple[Ref, tuple[bytes, bytes], tuple[bytes, ...]]
-
-
-def large_objects(type_: str, data: bytes) -> Generator[tuple[bytes, bytes], None, LargeResult]:
-    """Encode data larger than ``PART_SIZE``, yielding part objects as they are made.
-
-    The data is compressed into one zstd frame written in ``PART_SIZE``
-    pieces as the compressor produces them, and each piece is packed as a
-    ``part`` object and yielded at once (digest, body), so neither the whole
-    frame nor all the parts need to be held: a caller can store each part
-    and drop it. A frame of one piece is a ``value`` object and yields nothing.
-    Incompressible data is still framed (zstd adds a few bytes per block).
-
-    Returns:
-        The entry (``b`` or ``p``), the container object (the value, or the
-        ``parts`` object listing the parts) and the parts' digests.
-    """
-    pieces = _compressed_pieces(data)
-    first = next(pieces)
-    second = next(pieces, None)
-    if second is None:
-        d, body = _value_object(Payload(type_, ZD1, first))
-        return Ref("b", d), (d, body), ()
-    hashes: list[bytes] = []
-    size = 0
-    for piece in chain((first, second), pieces):
-        part = _pack({"f": FORMAT_VERSION, "k": "part", "d": piece})
-        d = digest_of(part)
-        hashes.append(d)
-        size += len(piece)
-        yield d, part
-    body = _pack({"f": FORMAT_VERSION, "k": "parts", "t": type_, "e": ZD1, "n": size, "p": hashes})
-    d = digest_of(body)
-    return Ref("p", d), (d, body), tuple(hashes)
-
-
-def _store_data(
-    type_: str,
-    serialized: bytes,
-    out: dict[bytes, bytes],
-    children: dict[bytes, tuple[bytes, ...]],
-) -> Ref:
-    """Store serialized bytes as a value object, or as parts when large (spec §4.2, §4.3)."""
-    if len(serialized) <= PART_SIZE:
-        d, body = _value_object(make_payload(type_, serialized))
-        out[d] = body
-        return Ref("b", d)
-    stream = large_objects(type_, serialized)
-    while True:
-        try:
-            d, part = next(stream)
-        except StopIteration as done:
-            ref, (d, body), hashes = done.value
-            out[d] = body
-            if hashes:
-                children[d] = hashes
-            return ref
-        out[d] = part
-
-
-def encode_serialized(type_: str, serialized: bytes, *, inline_max: int = INLINE_MAX) -> Encoded:
-    """Entry for already serialized bytes: inline when small, else an object."""
-    if len(serialized) <= inline_max:
-        return Encoded(Inline(make_payload(type_, serialized)))
-    enc = Encoded(Inline(Payload(type_, RAW, b"")))
-    enc.entry = _store_data(type_, serialized, enc.objects, enc.children)
-    return enc
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedElement:
-    """One list element as encoded: its entry and the objects behind it."""
-
-    item: list[Any]
-    digest: bytes | None
-    objects: dict[bytes, bytes]
-    children: dict[bytes, tuple[bytes, ...]]
-
-
-class ElementCache(Protocol):
-    """Where :func:`encode_list` keeps elements it encoded, by serialized bytes."""
-
-    def get(self, key: tuple[str, bytes]) -> EncodedElement | None: ...
-
-    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None: ...
-
-
-def encode_element(type_: str, data: bytes) -> EncodedElement:
-    """Encode one list element: inline when its payload is small, else a value or parts."""
-    if len(data) <= PART_SIZE:
-        payload = make_payload(type_, data)
-        if len(payload.data) <= ELEMENT_INLINE_MAX:
-            return EncodedElement(["i", *payload.to_msgpack()], None, {}, {})
-    objects: dict[bytes, bytes] = {}
-    children: dict[bytes, tuple[bytes, ...]] = {}
-    ref = _store_data(type_, data, objects, children)
-    return EncodedElement(entry_to_msgpack(ref), ref.digest, objects, children)
-
-
-def encode_list(elements: list[tuple[str, bytes]], cache: ElementCache | None = None) -> Encoded:
-    """Entry for a list given its serialized elements (spec §4.4).
-
-    The layout depends only on the element sequence: full chunks of
-    ``CHUNK_LEN`` elements, grouped into nodes of ``NODE_FANOUT`` equal
-    subtrees like the digits of the chunk count in base ``NODE_FANOUT``, and a
-    tail of the remaining elements inside the list object. An appended element
-    therefore leaves every sealed object's hash unchanged. With a ``cache``,
-    an element encoded before is not compressed and hashed again.
-    """
-    enc = Encoded(Inline(Payload("", RAW, b"")))
-    out, children = enc.objects, enc.children
-    items: list[list[Any]] = []
-    refs: list[bytes | None] = []
-    for type_, data in elements:
-        element = cache.get((type_, data)) if cache is not None else None
-        if element is None:
-            element = encode_element(type_, data)
-            if cache is not None:
-                cache.put((type_, data), element)
-        items.append(element.item)
-        refs.append(element.digest)
-        out.update(element.objects)
-        children.update(element.children)
-    full = len(items) // CHUNK_LEN
-    chunks: list[tuple[bytes, int]] = []
-    for start in range(0, full * CHUNK_LEN, CHUNK_LEN):
-        body = _pack({"f": FORMAT_VERSION, "k": "chunk", "x": items[start : start + CHUNK_LEN]})
-        d = digest_of(body)
-        out[d] = body
-        children[d] = tuple(r for r in refs[start : start + CHUNK_LEN] if r is not None)
-        chunks.append((d, CHUNK_LEN))
-    sealed: list[tuple[bytes, int]] = []
-    pos = 0
-    span = 1
-    while span * NODE_FANOUT <= full:
-        span *= NODE_FANOUT
-    while pos < full:
-        while full - pos < span:
-            span //= NODE_FANOUT
-        sealed.append(_subtree(chunks[pos : pos + span], out, children))
-        pos += span
-    tail_start = full * CHUNK_LEN
-    body = _pack(
-        {
-            "f": FORMAT_VERSION,
-            "k": "list",
-            "n": len(items),
-            "c": [[d, n] for d, n in sealed],
-            "x": items[tail_start:],
-        }
-    )
-    d = digest_of(body)
-    out[d] = body
-    children[d] = tuple(c for c, _ in sealed) + tuple(r for r in refs[tail_start:] if r)
-    enc.entry = Ref("l", d)
-    return enc
-
-
-def _subtree(
-    chunks: list[tuple[bytes, int]],
-    out: dict[bytes, bytes],
-    children: dict[bytes, tuple[bytes, ...]],
-) -> tuple[bytes, int]:
-    """Seal ``NODE_FANOUT ** k`` full chunks under nested nodes; return (digest, count)."""
-    if len(chunks) == 1:
-        return chunks[0]
-    step = len(chunks) // NODE_FANOUT
-    subtrees = [_subtree(chunks[i : i + step], out, children) for i in range(0, len(chunks), step)]
-    body = _pack({"f": FORMAT_VERSION, "k": "node", "c": [[d, n] for d, n in subtrees]})
-    d = digest_of(body)
-    out[d] = body
-    children[d] = tuple(c for c, _ in subtrees)
-    return d, sum(n for _, n in subtrees)
-
-
-def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:
-    """Whether a list value is stored element by element (spec §4.4)."""
-    if not elements:
-        return False
-    total = sum(len(data) for _, data in elements)
-    return total > INLINE_MAX and total / len(elements) >= LIST_MIN_MEAN_ELEMENT
-
-
 def encode_manifest(
     *,
     thread_id: str,
@@ -447,7 +240,7 @@ def encode_manifest(
     channels: dict[str, Entry],
 ) -> bytes:
     """Bytes of a manifest (spec §4.1). Channels are written in sorted order."""
-    return _pack(
+    return pack_object(
         {
             "f": FORMAT_VERSION,
             "k": "manifest",
@@ -485,12 +278,12 @@ def encode_write(
     }
     if group:
         fields["g"] = list(group)
-    return _pack(fields)
+    return pack_object(fields)
 
 
 def encode_mark(digests: list[bytes]) -> bytes:
     """Bytes of a sweep mark (spec §4.9): candidate object digests of one prune run."""
-    return _pack({"f": FORMAT_VERSION, "k": "mark", "d": digests})
+    return pack_object({"f": FORMAT_VERSION, "k": "mark", "d": digests})
 
 
 def decode_mark(data: bytes, key: str) -> list[bytes]:
@@ -503,7 +296,7 @@ def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
     """Re-encode a manifest for another thread (copy_thread)."""
     raw = unpack_object(manifest_bytes, key, "manifest")
     raw["thread_id"] = thread_id
-    return _pack(raw)
+    return pack_object(raw)
 
 
 # --- decoding -------------------------------------------------------------

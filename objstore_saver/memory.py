@@ -23,7 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from objstore_saver.codec import EncodedElement, Entry, StoredObject, object_size
+from objstore_saver.codec import Entry, StoredObject, object_size
+from objstore_saver.list_encoding import EncodedElement
 
 _KNOWN_ONLY_COST = 120
 

@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from objstore_saver import codec
+from objstore_saver import codec, list_encoding
 from objstore_saver.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
 from objstore_saver.errors import CorruptObjectError
 
@@ -52,7 +52,7 @@ def _payloads(enc: codec.Encoded, entries: list[codec.Entry]) -> list[bytes]:
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 31, 32, 33, 100, 127, 128, 129, 600])
 def test_layout_holds_every_element_in_order(n: int) -> None:
     elements = _elements(n)
-    enc = codec.encode_list(elements)
+    enc = list_encoding.encode_list(elements)
     lst = _list(enc)
     assert lst.count == n
     assert len(lst.tail) == n % CHUNK_LEN
@@ -67,7 +67,7 @@ def test_layout_holds_every_element_in_order(n: int) -> None:
 def test_top_subtrees_are_the_base_4_digits_of_the_chunk_count(n: int) -> None:
     if n == 0:
         return
-    lst = _list(codec.encode_list(_elements(n)))
+    lst = _list(list_encoding.encode_list(_elements(n)))
     counts = [c for _, c in lst.sealed]
     assert counts == sorted(counts, reverse=True)
     chunks, digits, level = n // CHUNK_LEN, [], 0
@@ -83,9 +83,9 @@ def test_top_subtrees_are_the_base_4_digits_of_the_chunk_count(n: int) -> None:
 
 def test_appending_keeps_every_sealed_object_and_writes_only_the_list() -> None:
     elements = _elements(300)
-    before = codec.encode_list(elements[:1])
+    before = list_encoding.encode_list(elements[:1])
     for n in range(2, 301):
-        after = codec.encode_list(elements[:n])
+        after = list_encoding.encode_list(elements[:n])
         old = set(before.objects) - {before.entry.digest}
         assert old <= set(after.objects), n
         new = set(after.objects) - set(before.objects)
@@ -103,7 +103,7 @@ def test_appending_keeps_every_sealed_object_and_writes_only_the_list() -> None:
 
 
 def test_list_object_stays_small_at_2000_elements() -> None:
-    enc = codec.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
+    enc = list_encoding.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
     assert len(enc.objects[enc.entry.digest]) < 1024
     assert max(len(b) for b in enc.objects.values()) < 2048
 
@@ -120,7 +120,7 @@ def test_list_object_stays_small_at_2000_elements() -> None:
 def test_malformed_list_objects_raise_naming_the_key(
     mutate: Callable[[dict[str, Any]], object], reason: str
 ) -> None:
-    enc = codec.encode_list(_elements(20))
+    enc = list_encoding.encode_list(_elements(20))
     raw = msgpack.unpackb(enc.objects[enc.entry.digest], raw=False)
     mutate(raw)
     with pytest.raises(CorruptObjectError, match=reason) as info:
@@ -172,22 +172,22 @@ def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatc
     from objstore_saver.memory import ElementMemory
 
     calls: list[bytes] = []
-    real = codec.encode_element
+    real = list_encoding.encode_element
 
-    def counting(type_: str, data: bytes) -> codec.EncodedElement:
+    def counting(type_: str, data: bytes) -> list_encoding.EncodedElement:
         calls.append(data)
         return real(type_, data)
 
-    monkeypatch.setattr(codec, "encode_element", counting)
+    monkeypatch.setattr(list_encoding, "encode_element", counting)
     cache = ElementMemory()
     elements = [("msgpack", b"m%d" % i * 100) for i in range(40)]
-    first = codec.encode_list(elements[:39], cache)
+    first = list_encoding.encode_list(elements[:39], cache)
     assert len(calls) == 39
     calls.clear()
-    second = codec.encode_list(elements, cache)
+    second = list_encoding.encode_list(elements, cache)
     assert calls == [elements[39][1]]
     # Same bytes as without a cache: the cache never changes the layout.
-    assert second.objects == codec.encode_list(elements).objects
+    assert second.objects == list_encoding.encode_list(elements).objects
     assert set(first.objects) - {first.entry.digest} <= set(second.objects)
 
 
@@ -197,7 +197,7 @@ def test_element_memory_is_bounded_by_bytes() -> None:
     cache = ElementMemory(max_bytes=64 * 1024)
     for i in range(500):
         data = b"%d" % i * 200
-        cache.put(("msgpack", data), codec.encode_element("msgpack", data))
+        cache.put(("msgpack", data), list_encoding.encode_element("msgpack", data))
     assert cache._bytes <= 64 * 1024
     assert cache.get(("msgpack", b"499" * 200)) is not None
     assert cache.get(("msgpack", b"0" * 200)) is None

@@ -128,30 +128,28 @@ def _record_map(rec: Record, with_op: bool) -> dict[str, Any]:
     return out
 
 
-def _pack(obj: dict[str, Any]) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
-
-
 def encode_item(rec: Record) -> bytes:
     """Bytes of the item object of a put."""
     assert rec.op == PUT
-    return _pack({"f": codec.FORMAT_VERSION, "k": ITEM_KIND, **_record_map(rec, False)})
+    return codec.pack_object({"f": codec.FORMAT_VERSION, "k": ITEM_KIND, **_record_map(rec, False)})
 
 
 def encode_record_and_item(rec: Record) -> tuple[bytes, bytes | None]:
     """Bytes of a record and, for a put, of its item object: the value encoded once."""
     fields = _record_map(rec, False)
-    record = _pack({"f": codec.FORMAT_VERSION, "k": RECORD_KIND, **fields, "op": rec.op})
+    record = codec.pack_object(
+        {"f": codec.FORMAT_VERSION, "k": RECORD_KIND, **fields, "op": rec.op}
+    )
     if rec.op != PUT:
         return record, None
-    return record, _pack({"f": codec.FORMAT_VERSION, "k": ITEM_KIND, **fields})
+    return record, codec.pack_object({"f": codec.FORMAT_VERSION, "k": ITEM_KIND, **fields})
 
 
 def encode_snapshot(ns: Sequence[str], covered: Sequence[str], records: Sequence[Record]) -> bytes:
     """Bytes of an index snapshot."""
-    body = _pack({"r": [_record_map(r, True) for r in records]})
+    body = codec.pack_object({"r": [_record_map(r, True) for r in records]})
     payload = codec.make_payload("msgpack", body)
-    return _pack(
+    return codec.pack_object(
         {
             "f": codec.FORMAT_VERSION,
             "k": SNAPSHOT_KIND,

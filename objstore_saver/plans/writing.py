@@ -14,10 +14,9 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from objstore_saver import codec, keys
+from objstore_saver import codec, keys, list_encoding, value_encoding
 from objstore_saver.codec import (
     Encoded,
-    EncodedElement,
     Entry,
     Inline,
     ListObj,
@@ -31,6 +30,7 @@ from objstore_saver.errors import (
     ObjstoreSaverError,
 )
 from objstore_saver.gate import Hold
+from objstore_saver.list_encoding import EncodedElement
 from objstore_saver.memory import CheckpointEntries, ElementMemory
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.reading import (
@@ -87,7 +87,7 @@ def encode_value(
     try:
         if type(value) is list and value:
             elements = [ctx.serde.dumps_typed(e) for e in value]
-            if codec.use_list_encoding(elements):
+            if list_encoding.use_list_encoding(elements):
                 streamed: dict[tuple[str, bytes], EncodedElement] = {}
                 for element in elements:
                     if (
@@ -99,7 +99,7 @@ def encode_value(
                         streamed[element] = EncodedElement(
                             codec.entry_to_msgpack(ref), d, {d: body}, {}
                         )
-                return codec.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
+                return list_encoding.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
             del elements
         type_, data = ctx.serde.dumps_typed(value)
         if len(data) > codec.PART_SIZE:
@@ -107,7 +107,7 @@ def encode_value(
             return Encoded(ref, {d: body})
     finally:
         ctx.gate.release()
-    return codec.encode_serialized(type_, data)
+    return value_encoding.encode_serialized(type_, data)
 
 
 def stream_large(
@@ -121,7 +121,7 @@ def stream_large(
     or ``value`` when the compressed data fits one part), which the caller
     stores after its parts like any other object.
     """
-    stream = codec.large_objects(type_, data)
+    stream = value_encoding.large_objects(type_, data)
     window: list[Put] = []
     pending = 0
     while True:
@@ -259,7 +259,9 @@ def _fit_manifest(fields: dict[str, Any], encoded: list[Encoded]) -> bytes:
         entry = holder[name]
         if not isinstance(entry, Inline):
             continue
-        enc = codec.encode_serialized(*codec.payload_bytes(entry.payload, name), inline_max=-1)
+        enc = value_encoding.encode_serialized(
+            *codec.payload_bytes(entry.payload, name), inline_max=-1
+        )
         encoded.append(enc)
         holder[name] = enc.entry
         fields = {**fields, "channels": channels}
@@ -331,8 +333,8 @@ def put(
                 channels[name] = enc.entry
                 encoded.append(enc)
 
-        cp_enc = codec.encode_serialized(*ctx.serde.dumps_typed(bare))
-        md_enc = codec.encode_serialized(*ctx.serde.dumps_typed(md))
+        cp_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(bare))
+        md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md))
         encoded += [cp_enc, md_enc]
         manifest = _fit_manifest(
             {

@@ -1,0 +1,117 @@
+"""Encoding of one serialized value (spec §4.2, §4.3): inline, a value object, or parts.
+
+Pure functions; no I/O. Data larger than a part is compressed into one zstd
+frame and cut into part objects as the compressor emits them, so a caller can
+store and drop each part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from itertools import chain
+
+import zstandard
+
+from objstore_saver import codec
+
+
+def _compressed_pieces(data: bytes) -> Iterator[bytes]:
+    """``data`` as one zstd frame (content size in its header), in ``codec.PART_SIZE`` pieces.
+
+    A compressor of its own: the caller may suspend between pieces (a plan
+    waiting for its PUTs) while another encoding uses the thread's compressor.
+    """
+    compressor = zstandard.ZstdCompressor(
+        level=codec.ZSTD_LEVEL, dict_data=codec.D1, write_content_size=True, write_dict_id=False
+    )
+    chunker = compressor.chunker(size=len(data), chunk_size=codec.PART_SIZE)
+    # finish() may only be called once compress()'s output is consumed.
+    yield from (piece for piece in chunker.compress(data) if piece)
+    yield from (piece for piece in chunker.finish() if piece)
+
+
+def _value_object(payload: codec.Payload) -> tuple[bytes, bytes]:
+    body = codec.pack_object({"f": codec.FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()})
+    return codec.digest_of(body), body
+
+
+#: What :func:`large_objects` returns: the entry, and the container object
+#: (digest, body) with the digests of the parts it lists.
+LargeResult = tuple[codec.Ref, tuple[bytes, bytes], tuple[bytes, ...]]
+
+
+def large_objects(type_: str, data: bytes) -> Generator[tuple[bytes, bytes], None, LargeResult]:
+    """Encode data larger than ``codec.PART_SIZE``, yielding part objects as they are made.
+
+    The data is compressed into one zstd frame written in ``codec.PART_SIZE``
+    pieces as the compressor produces them, and each piece is packed as a
+    ``part`` object and yielded at once (digest, body), so neither the whole
+    frame nor all the parts need to be held: a caller can store each part
+    and drop it. A frame of one piece is a ``value`` object and yields nothing.
+    Incompressible data is still framed (zstd adds a few bytes per block).
+
+    Returns:
+        The entry (``b`` or ``p``), the container object (the value, or the
+        ``parts`` object listing the parts) and the parts' digests.
+    """
+    pieces = _compressed_pieces(data)
+    first = next(pieces)
+    second = next(pieces, None)
+    if second is None:
+        d, body = _value_object(codec.Payload(type_, codec.ZD1, first))
+        return codec.Ref("b", d), (d, body), ()
+    hashes: list[bytes] = []
+    size = 0
+    for piece in chain((first, second), pieces):
+        part = codec.pack_object({"f": codec.FORMAT_VERSION, "k": "part", "d": piece})
+        d = codec.digest_of(part)
+        hashes.append(d)
+        size += len(piece)
+        yield d, part
+    body = codec.pack_object(
+        {
+            "f": codec.FORMAT_VERSION,
+            "k": "parts",
+            "t": type_,
+            "e": codec.ZD1,
+            "n": size,
+            "p": hashes,
+        }
+    )
+    d = codec.digest_of(body)
+    return codec.Ref("p", d), (d, body), tuple(hashes)
+
+
+def store_data(
+    type_: str,
+    serialized: bytes,
+    out: dict[bytes, bytes],
+    children: dict[bytes, tuple[bytes, ...]],
+) -> codec.Ref:
+    """Store serialized bytes as a value object, or as parts when large (spec §4.2, §4.3)."""
+    if len(serialized) <= codec.PART_SIZE:
+        d, body = _value_object(codec.make_payload(type_, serialized))
+        out[d] = body
+        return codec.Ref("b", d)
+    stream = large_objects(type_, serialized)
+    while True:
+        try:
+            d, part = next(stream)
+        except StopIteration as done:
+            ref, (d, body), hashes = done.value
+            out[d] = body
+            if hashes:
+                children[d] = hashes
+            return ref
+        out[d] = part
+
+
+def encode_serialized(
+    type_: str, serialized: bytes, *, inline_max: int = codec.INLINE_MAX
+) -> codec.Encoded:
+    """Entry for already serialized bytes: inline when small, else an object."""
+    if len(serialized) <= inline_max:
+        return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
+    enc = codec.Encoded(codec.Inline(codec.Payload(type_, codec.RAW, b"")))
+    enc.entry = store_data(type_, serialized, enc.objects, enc.children)
+    return enc
