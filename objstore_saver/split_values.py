@@ -43,25 +43,46 @@ def splits_for(serde: SerializerProtocol) -> bool:
 def find_holes(value: Any) -> list[tuple[Path, str]]:
     """Paths of the messages with a text longer than :data:`SPLIT_MIN`, and the texts."""
     found: list[tuple[Path, str]] = []
-    _walk(value, (), found)
+    if _worth_walking(type(value)):
+        _walk(value, (), found)
     return found
 
 
+#: Whether a class is a message class, by class: an ``isinstance`` against
+#: the message base class costs more than serializing a small value's header.
+_MESSAGE_CLASSES: dict[type, bool] = {}
+_MESSAGE_CLASSES_MAX = 4096
+
+
+def _is_message(cls: type) -> bool:
+    known = _MESSAGE_CLASSES.get(cls)
+    if known is None:
+        known = issubclass(cls, BaseMessage)
+        if len(_MESSAGE_CLASSES) < _MESSAGE_CLASSES_MAX:
+            _MESSAGE_CLASSES[cls] = known
+    return known
+
+
+def _worth_walking(cls: type) -> bool:
+    return cls is dict or cls is list or _is_message(cls)
+
+
 def _walk(value: Any, path: Path, found: list[tuple[Path, str]]) -> None:
-    if isinstance(value, BaseMessage):
+    cls = type(value)
+    if cls is dict:
+        if len(path) < MAX_DEPTH:
+            for k, v in value.items():
+                if type(k) is str and _worth_walking(type(v)):
+                    _walk(v, (*path, k), found)
+    elif cls is list:
+        if len(path) < MAX_DEPTH:
+            for i, v in enumerate(value):
+                if _worth_walking(type(v)):
+                    _walk(v, (*path, i), found)
+    else:
         text = value.content
         if type(text) is str and len(text) > SPLIT_MIN:
             found.append((path, text))
-        return
-    if len(path) >= MAX_DEPTH:
-        return
-    if type(value) is dict:
-        for k, v in value.items():
-            if type(k) is str:
-                _walk(v, (*path, k), found)
-    elif type(value) is list:
-        for i, v in enumerate(value):
-            _walk(v, (*path, i), found)
 
 
 def emptied(value: Any, paths: Iterable[Path]) -> Any:
