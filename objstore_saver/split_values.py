@@ -117,9 +117,20 @@ def text_size(text: str) -> int:
 
 
 def text_pieces(text: str) -> Iterator[bytes]:
-    """``text`` in UTF-8, a piece at a time (at most 256 KiB each)."""
+    """``text`` in UTF-8, a piece at a time (at most 256 KiB each).
+
+    Raises:
+        ValueError: the text holds a lone surrogate (not UTF-8 encodable; the
+            serializer refuses such a text too).
+    """
     for start in range(0, len(text), _PIECE_CHARS):
-        yield text[start : start + _PIECE_CHARS].encode("utf-8")
+        try:
+            yield text[start : start + _PIECE_CHARS].encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"a message text of {len(text)} characters cannot be stored: character "
+                f"{start + exc.start} is not encodable as UTF-8 ({exc.reason})"
+            ) from None
 
 
 def decode_text(pieces: Iterable[bytes], key: str) -> str:

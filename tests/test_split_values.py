@@ -278,6 +278,17 @@ def test_a_corrupt_text_part_names_its_key(tmp_path: Path) -> None:
     assert [p.key for p in problems] == [victim]
 
 
+def test_a_text_with_a_lone_surrogate_is_refused_by_position(tmp_path: Path) -> None:
+    text = "a" * (split_values.SPLIT_MIN + 7) + "\ud800"
+    with ObjectStoreSaver(LocalStore(tmp_path / "s", fsync=False)) as saver:
+        cp, versions = _checkpoint({"m": _tool(text)})
+        with pytest.raises(ValueError, match=f"character {len(text) - 1} is not encodable"):
+            saver.put(config("t"), cp, {"step": 0}, versions)
+        # The gate was given back: the next put goes through.
+        cp, versions = _checkpoint({"m": _tool(text[:-1])})
+        saver.put(config("t"), cp, {"step": 0}, versions)
+
+
 def test_a_split_path_that_leads_nowhere_names_the_split_object() -> None:
     text_body = codec.pack_object({"f": 1, "k": "value", "p": ["utf8", "raw", "héllo".encode()]})
     text_ref = codec.Ref("b", codec.digest_of(text_body))
