@@ -256,6 +256,9 @@ def test_prune_verify_and_the_viewer_reach_the_split_objects(tmp_path: Path) -> 
     page = ops.cat(kept_split[0], OpsConfig(url=url))
     assert page["kind"] == "split"
     assert page["texts"] == [{"path": [], "ref": "parts", "key": text_key}]
+    # ``show`` decodes structurally (nothing imported): the text is put back too.
+    shown = ops.show("p", config=OpsConfig(url=url))
+    assert shown["channel_values"]["messages"][0]["content"] == text
 
 
 def test_a_corrupt_text_part_names_its_key(tmp_path: Path) -> None:
