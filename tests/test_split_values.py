@@ -42,11 +42,13 @@ def _text(nchars: int, seed: int, *, unicode: bool = False) -> str:
     words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(500)]
     out: list[str] = []
     size = 0
-    while size < nchars:
+    while size <= nchars:  # the joined words are one space shorter than ``size``
         w = rng.choice(words)
         out.append(w)
         size += len(w) + 1
-    return " ".join(out)[:nchars]
+    text = " ".join(out)[:nchars]
+    assert len(text) == nchars
+    return text
 
 
 def _tool(text: str) -> ToolMessage:
@@ -135,6 +137,29 @@ def test_values_round_trip_sync_and_async(store: ObjectStore) -> None:
     )
 
 
+def test_a_list_with_a_split_element_is_stored_element_by_element(tmp_path: Path) -> None:
+    # 2,000 tiny elements would make the list one value (§4.4: mean < 256 B);
+    # with a large text among them it is a list, so the text is never serialized.
+    text = _text(split_values.SPLIT_MIN + 1, seed=8)
+    value = [*range(2000), _tool(text), {"m": _tool(text)}, random.Random(9).randbytes(300_000)]
+    store = LocalStore(tmp_path / "s", fsync=False)
+    with ObjectStoreSaver(store) as saver:
+        cp, versions = _checkpoint({"v": value})
+        saver.put(config("t"), cp, {"step": 0}, versions)
+        got = saver.get_tuple(config("t")).checkpoint["channel_values"]["v"]
+        report = saver.verify("t")
+    assert got == _round_trip(value)
+    assert report.ok and report.orphan_objects == 0
+    manifest = codec.decode_manifest(store.get(report_manifest(store)), "m")
+    assert manifest.channels["v"].tag == "l"
+    splits = [o for o in _objects(store, "t").values() if isinstance(o, SplitObj)]
+    assert sorted(o.holes[0][0] for o in splits) == [(), ("m",)]
+
+
+def report_manifest(store: ObjectStore) -> str:
+    return store.list(keys.thread_prefix("t") + "checkpoints/").objects[0].key
+
+
 def test_the_caller_value_is_not_changed(tmp_path: Path) -> None:
     text = _text(split_values.SPLIT_MIN + 1, seed=3)
     values = _values(text, "small")
@@ -194,6 +219,7 @@ def test_a_20_mib_tool_turn_peaks_far_below_the_serializer(tmp_path: Path) -> No
 def test_encrypted_serde_is_not_split_and_stays_encrypted(tmp_path: Path) -> None:
     serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 32)
     text = _text(split_values.SPLIT_MIN + 5, seed=4)
+    assert split_values.find_holes(_tool(text))  # would be split with JsonPlusSerializer
     store = LocalStore(tmp_path / "s", fsync=False)
     with ObjectStoreSaver(store, serde=serde) as saver:
         cp, versions = _checkpoint({"m": _tool(text)})
@@ -211,8 +237,10 @@ def test_a_subclassed_serializer_is_not_split(tmp_path: Path) -> None:
         pass
 
     store = LocalStore(tmp_path / "s", fsync=False)
+    text = _text(split_values.SPLIT_MIN + 5, seed=5)
+    assert split_values.find_holes(_tool(text))  # would be split with JsonPlusSerializer
     with ObjectStoreSaver(store, serde=Custom()) as saver:
-        cp, versions = _checkpoint({"m": _tool(_text(split_values.SPLIT_MIN + 5, seed=5))})
+        cp, versions = _checkpoint({"m": _tool(text)})
         saver.put(config("t"), cp, {"step": 0}, versions)
     assert not any(isinstance(o, SplitObj) for o in _objects(store, "t").values())
 

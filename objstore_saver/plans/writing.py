@@ -89,23 +89,28 @@ def encode_value(
     try:
         split = split_values.splits_for(ctx.serde)
         if type(value) is list and value:
-            elements: list[tuple[str, bytes]] = []
-            streamed: dict[tuple[str, bytes], EncodedElement] = {}
-            for e in value:
-                holes = split_values.find_holes(e) if split else []
-                if holes:
-                    enc = yield from encode_split(ctx, pfx, e, holes, trust=trust)
-                    assert isinstance(enc.entry, Ref)
-                    # Not a serializer type: the key stands for this element only.
-                    element = (_SPLIT_ELEMENT, enc.entry.digest)
-                    streamed[element] = EncodedElement(
-                        codec.entry_to_msgpack(enc.entry),
-                        enc.entry.digest,
-                        enc.objects,
-                        enc.children,
-                    )
-                else:
-                    element = ctx.serde.dumps_typed(e)
+            # Elements with large texts are found first; the others serialized.
+            found = [split_values.find_holes(e) if split else [] for e in value]
+            elements = [
+                (_SPLIT_ELEMENT, b"") if h else ctx.serde.dumps_typed(e)
+                for e, h in zip(value, found, strict=True)
+            ]
+            if any(found) or list_encoding.use_list_encoding(elements):
+                streamed: dict[tuple[str, bytes], EncodedElement] = {}
+                for i, (e, h) in enumerate(zip(value, found, strict=True)):
+                    if h:
+                        enc = yield from encode_split(ctx, pfx, e, h, trust=trust)
+                        assert isinstance(enc.entry, Ref)
+                        # Not a serializer's type: the key stands for this element only.
+                        elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
+                        streamed[elements[i]] = EncodedElement(
+                            codec.entry_to_msgpack(enc.entry),
+                            enc.entry.digest,
+                            enc.objects,
+                            enc.children,
+                        )
+                        continue
+                    element = elements[i]
                     if (
                         len(element[1]) > codec.PART_SIZE
                         and element not in streamed
@@ -117,13 +122,10 @@ def encode_value(
                         streamed[element] = EncodedElement(
                             codec.entry_to_msgpack(ref), d, {d: body}, {}
                         )
-                elements.append(element)
-            if list_encoding.use_list_encoding(elements) or any(
-                t == _SPLIT_ELEMENT for t, _ in elements
-            ):
                 return list_encoding.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
-            del elements, streamed
-        holes = split_values.find_holes(value) if split else []
+            del elements
+        # A list's elements were searched above (none holds a large text).
+        holes = split_values.find_holes(value) if split and type(value) is not list else []
         if holes:
             return (yield from encode_split(ctx, pfx, value, holes, trust=trust))
         type_, data = ctx.serde.dumps_typed(value)
