@@ -90,14 +90,15 @@ def encode_value(
         split = split_values.splits_for(ctx.serde)
         if type(value) is list and value:
             # Elements with large texts are found first; the others serialized.
-            found = [split_values.find_holes(e) if split else [] for e in value]
+            found = split_values.holes_by_element(value) if split else {}
             elements = [
-                (_SPLIT_ELEMENT, b"") if h else ctx.serde.dumps_typed(e)
-                for e, h in zip(value, found, strict=True)
+                (_SPLIT_ELEMENT, b"") if i in found else ctx.serde.dumps_typed(e)
+                for i, e in enumerate(value)
             ]
-            if any(found) or list_encoding.use_list_encoding(elements):
+            if found or list_encoding.use_list_encoding(elements):
                 streamed: dict[tuple[str, bytes], EncodedElement] = {}
-                for i, (e, h) in enumerate(zip(value, found, strict=True)):
+                for i, e in enumerate(value):
+                    h = found.get(i)
                     if h:
                         enc = yield from encode_split(ctx, pfx, e, h, trust=trust)
                         assert isinstance(enc.entry, Ref)
