@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -101,9 +102,12 @@ class Inline:
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """Entry pointing at a content-addressed object: ``b`` value, ``p`` parts, ``l`` list."""
+    """Entry pointing at a content-addressed object.
 
-    tag: Literal["b", "p", "l"]
+    ``b`` value, ``p`` parts, ``l`` list, ``s`` split value (§4.4a).
+    """
+
+    tag: Literal["b", "p", "l", "s"]
     digest: bytes
 
 
@@ -174,7 +178,16 @@ class WriteObj:
     """Indexes of the regular writes stored by the same call (empty: not recorded); §4.7."""
 
 
-StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj
+@dataclass(frozen=True, slots=True)
+class SplitObj:
+    """A value with its large message texts stored apart (spec §4.4a)."""
+
+    value: Entry
+    #: (path to a message, ``b`` or ``p`` reference to its UTF-8 text).
+    holes: tuple[tuple[tuple[str | int, ...], Ref], ...]
+
+
+StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj | SplitObj
 
 
 @dataclass(slots=True)
@@ -220,7 +233,46 @@ def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     raise CorruptObjectError(key, f"unknown payload encoding {payload.encoding!r}")
 
 
+def stream_payload(encoding: str, size: int, data: Iterable[bytes], key: str) -> Iterator[bytes]:
+    """Decoded bytes of payload data given in slices (parts), without joining them.
+
+    Checks that the slices hold ``size`` bytes in all and that a zstd frame
+    is complete.
+    """
+    if encoding not in ENCODINGS:
+        raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
+    # A decompressor of its own: the thread's may be used between two slices.
+    dobj = (
+        zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None).decompressobj()
+        if encoding != RAW
+        else None
+    )
+    total = 0
+    try:
+        for piece in data:
+            total += len(piece)
+            yield piece if dobj is None else dobj.decompress(piece)
+    except zstandard.ZstdError as exc:
+        raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
+    if total != size:
+        raise CorruptObjectError(key, f"parts hold {total} bytes, expected {size}")
+    if dobj is not None and not dobj.eof:
+        raise CorruptObjectError(key, "zstd frame is truncated")
+
+
 # --- encoding -------------------------------------------------------------
+
+
+def encode_split(value: Entry, holes: list[tuple[tuple[str | int, ...], Ref]]) -> bytes:
+    """Bytes of a split value object (spec §4.4a)."""
+    return pack_object(
+        {
+            "f": FORMAT_VERSION,
+            "k": "split",
+            "v": entry_to_msgpack(value),
+            "s": [[list(path), entry_to_msgpack(ref)] for path, ref in holes],
+        }
+    )
 
 
 def entry_to_msgpack(entry: Entry) -> list[Any]:
@@ -358,7 +410,7 @@ def decode_entry(raw: Any, key: str) -> Entry:
         tag = raw[0]
         if tag == "i" and len(raw) == 4:
             return Inline(_payload(raw[1:], key))
-        if tag in ("b", "p", "l") and len(raw) == 2:
+        if tag in ("b", "p", "l", "s") and len(raw) == 2:
             return Ref(tag, _digest(raw[1], key))
     raise CorruptObjectError(key, f"invalid entry {raw!r:.80}")
 
@@ -409,7 +461,8 @@ _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
     "l": ("list",),
     "c": ("chunk", "node"),
     "d": ("part",),
-    None: ("value", "parts", "list", "node", "chunk", "part"),
+    "s": ("split",),
+    None: ("value", "parts", "list", "node", "chunk", "part", "split"),
 }
 
 
@@ -417,7 +470,8 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
     """Decode a content-addressed object reached through an entry tagged ``tag``.
 
     ``tag`` is ``b`` (value), ``p`` (parts), ``l`` (list), ``c`` (chunk),
-    ``c`` (chunk or node), ``d`` (part, a data slice), or None to accept any.
+    ``c`` (chunk or node), ``d`` (part, a data slice), ``s`` (split value),
+    or None to accept any.
     """
     kinds = _KINDS_BY_TAG[tag]
     obj = unpack_object(data, key, *kinds)
@@ -443,6 +497,8 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
         if sum(c for _, c in sealed) + len(tail) != count:
             raise CorruptObjectError(key, "element count differs from its subtrees and tail")
         return ListObj(count, sealed, tail)
+    if kind == "split":
+        return _split(obj, key)
     if kind == "node":
         subtrees = _subtree_refs(_field(obj, "c", list, key), key)
         if len(subtrees) != NODE_FANOUT or len({c for _, c in subtrees}) != 1:
@@ -452,6 +508,24 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
     if len(items) != CHUNK_LEN:
         raise CorruptObjectError(key, f"a chunk holds {len(items)} elements, not {CHUNK_LEN}")
     return ChunkObj(items)
+
+
+def _split(obj: dict[str, Any], key: str) -> SplitObj:
+    value = decode_entry(obj.get("v"), key)
+    if isinstance(value, Ref) and value.tag not in ("b", "p"):
+        raise CorruptObjectError(key, f"a split value's value is a {value.tag!r} entry")
+    holes = []
+    for hole in _field(obj, "s", list, key):
+        if not isinstance(hole, list) or len(hole) != 2 or not isinstance(hole[0], list):
+            raise CorruptObjectError(key, "a split value's hole is not [path, reference]")
+        path = tuple(hole[0])
+        if not all(type(step) in (str, int) for step in path):
+            raise CorruptObjectError(key, f"a split value's path {hole[0]!r} is not keys/indexes")
+        ref = decode_entry(hole[1], key)
+        if not isinstance(ref, Ref) or ref.tag not in ("b", "p"):
+            raise CorruptObjectError(key, "a split value's text is not a b or p reference")
+        holes.append((path, ref))
+    return SplitObj(value, tuple(holes))
 
 
 def _subtree_refs(raw: list[Any], key: str) -> tuple[tuple[bytes, int], ...]:
@@ -488,4 +562,7 @@ def object_size(obj: StoredObject) -> int:
         return 56 * len(obj.sealed) + tail + 64
     if isinstance(obj, NodeObj):
         return 56 * len(obj.subtrees) + 64
+    if isinstance(obj, SplitObj):
+        inline = obj.value.payload.data if isinstance(obj.value, Inline) else b""
+        return len(inline) + 96 * len(obj.holes) + 128
     return sum(len(i.payload.data) + 64 if isinstance(i, Inline) else 48 for i in obj.items) + 64

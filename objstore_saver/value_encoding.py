@@ -7,27 +7,29 @@ store and drop each part.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from itertools import chain
 
 import zstandard
 
-from objstore_saver import codec
+from objstore_saver import codec, split_values
 
 
-def _compressed_pieces(data: bytes) -> Iterator[bytes]:
-    """``data`` as one zstd frame (content size in its header), in ``codec.PART_SIZE`` pieces.
+def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:
+    """``data`` (``size`` bytes in all) as one zstd frame, in ``codec.PART_SIZE`` pieces.
 
-    A compressor of its own: the caller may suspend between pieces (a plan
-    waiting for its PUTs) while another encoding uses the thread's compressor.
+    The frame has the content size in its header. A compressor of its own:
+    the caller may suspend between pieces (a plan waiting for its PUTs)
+    while another encoding uses the thread's compressor.
     """
     compressor = zstandard.ZstdCompressor(
         level=codec.ZSTD_LEVEL, dict_data=codec.D1, write_content_size=True, write_dict_id=False
     )
-    chunker = compressor.chunker(size=len(data), chunk_size=codec.PART_SIZE)
+    chunker = compressor.chunker(size=size, chunk_size=codec.PART_SIZE)
+    for piece in data:
+        yield from (out for out in chunker.compress(piece) if out)
     # finish() may only be called once compress()'s output is consumed.
-    yield from (piece for piece in chunker.compress(data) if piece)
-    yield from (piece for piece in chunker.finish() if piece)
+    yield from (out for out in chunker.finish() if out)
 
 
 def _value_object(payload: codec.Payload) -> tuple[bytes, bytes]:
@@ -54,7 +56,24 @@ def large_objects(type_: str, data: bytes) -> Generator[tuple[bytes, bytes], Non
         The entry (``b`` or ``p``), the container object (the value, or the
         ``parts`` object listing the parts) and the parts' digests.
     """
-    pieces = _compressed_pieces(data)
+    return (yield from frame_objects(type_, _compressed_pieces(len(data), (data,))))
+
+
+def text_objects(text: str) -> Generator[tuple[bytes, bytes], None, LargeResult]:
+    """Like :func:`large_objects` for a message text (spec §4.4a): its UTF-8 bytes.
+
+    The text is encoded and compressed a piece at a time, so no whole UTF-8
+    copy of it is ever made.
+    """
+    size = split_values.text_size(text)
+    pieces = _compressed_pieces(size, split_values.text_pieces(text))
+    return (yield from frame_objects(split_values.TEXT_TYPE, pieces))
+
+
+def frame_objects(
+    type_: str, pieces: Iterator[bytes]
+) -> Generator[tuple[bytes, bytes], None, LargeResult]:
+    """Pack the pieces of one zstd frame as parts (or one value), yielding parts as made."""
     first = next(pieces)
     second = next(pieces, None)
     if second is None:

@@ -21,6 +21,7 @@ from objstore_saver.codec import (
     PartObj,
     PartsObj,
     Ref,
+    SplitObj,
     StoredObject,
     ValueObj,
 )
@@ -45,7 +46,14 @@ T = TypeVar("T")
 GET_BATCH = 64
 
 #: Object kind expected behind each reference tag (spec §4.0).
-KIND_OF_TAG = {"b": "value", "p": "parts", "l": "list", "c": "subtree", "d": "part"}
+KIND_OF_TAG = {
+    "b": "value",
+    "p": "parts",
+    "l": "list",
+    "c": "subtree",
+    "d": "part",
+    "s": "split",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,8 @@ def _facts(obj: StoredObject) -> _Facts:
         return _Facts("list", refs, shape=list(obj.sealed))
     if isinstance(obj, NodeObj):
         return _Facts("node", [("c", d) for d, _ in obj.subtrees], shape=list(obj.subtrees))
+    if isinstance(obj, SplitObj):
+        return _Facts("split", _refs([obj.value, *(ref for _, ref in obj.holes)]))
     assert isinstance(obj, ChunkObj)
     refs = [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
     return _Facts("chunk", refs, length=len(obj.items))

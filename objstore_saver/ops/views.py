@@ -23,6 +23,7 @@ from objstore_saver.codec import (
     PartObj,
     PartsObj,
     Ref,
+    SplitObj,
     ValueObj,
 )
 from objstore_saver.errors import CorruptObjectError
@@ -78,6 +79,10 @@ def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> Su
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
 
 
+#: Object kind behind each entry tag (spec §4.0).
+_REF_KINDS = {"b": "value", "p": "parts", "l": "list", "s": "split"}
+
+
 def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
     """How an entry is stored: inline (type, encoding, size) or the key of its object."""
     if isinstance(entry, Inline):
@@ -87,7 +92,7 @@ def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
             "encoding": entry.payload.encoding,
             "bytes": len(entry.payload.data),
         }
-    kind = {"b": "value", "p": "parts", "l": "list"}[entry.tag]
+    kind = _REF_KINDS[entry.tag]
     return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}
 
 
@@ -323,7 +328,7 @@ def _raw_entry(raw: Entry, pfx: str) -> Any:
             "encoding": raw.payload.encoding,
         }
     return {
-        "ref": {"b": "value", "p": "parts", "l": "list"}[raw.tag],
+        "ref": _REF_KINDS[raw.tag],
         "key": keys.object_key_in(pfx, raw.digest),
     }
 
@@ -401,6 +406,12 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
             elements=obj.count,
             sealed=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
             tail=[_raw_entry(e, pfx) for e in obj.tail],
+        )
+    elif isinstance(obj, SplitObj):
+        out.update(
+            kind="split",
+            value=_raw_entry(obj.value, pfx),
+            texts=[{"path": list(p), **_raw_entry(ref, pfx)} for p, ref in obj.holes],
         )
     elif isinstance(obj, NodeObj):
         out.update(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -12,7 +12,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from objstore_saver import codec, keys
+from objstore_saver import codec, keys, split_values
 from objstore_saver.codec import (
     ChunkObj,
     Entry,
@@ -23,6 +23,7 @@ from objstore_saver.codec import (
     PartObj,
     PartsObj,
     Ref,
+    SplitObj,
     StoredObject,
     ValueObj,
     WriteObj,
@@ -57,6 +58,8 @@ def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
         return [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
     if isinstance(obj, PartsObj):
         return [("d", d) for d in obj.parts]
+    if isinstance(obj, SplitObj):
+        return entry_refs([obj.value]) + entry_refs(ref for _, ref in obj.holes)
     return []
 
 
@@ -163,6 +166,12 @@ def materialize(
             _expand(serde, digest, count, got, pfx, out)
         out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
         return out
+    if isinstance(obj, SplitObj):
+        value = materialize(serde, obj.value, got, pfx)
+        for path, ref in obj.holes:
+            text = split_values.decode_text(_text_pieces(ref, got, pfx), key)
+            split_values.fill(value, path, text, key)
+        return value
     if isinstance(obj, ValueObj):
         return serde.loads_typed(codec.payload_bytes(obj.payload, key))
     assert isinstance(obj, PartsObj)
@@ -170,6 +179,23 @@ def materialize(
     if len(data) != obj.size:
         raise CorruptObjectError(key, f"parts hold {len(data)} bytes, expected {obj.size}")
     return serde.loads_typed(codec.payload_bytes(codec.Payload(obj.type, obj.encoding, data), key))
+
+
+def _text_pieces(ref: Ref, got: Mapping[bytes, StoredObject], pfx: str) -> Iterator[bytes]:
+    """The UTF-8 bytes of a split value's text (§4.4a), decompressed part by part."""
+    key = keys.object_key_in(pfx, ref.digest)
+    obj = got[ref.digest]
+    if isinstance(obj, ValueObj):
+        type_, data = codec.payload_bytes(obj.payload, key)
+        if type_ != split_values.TEXT_TYPE:
+            raise CorruptObjectError(key, f"a message text has type {type_!r}, not 'utf8'")
+        yield data
+        return
+    assert isinstance(obj, PartsObj)
+    if obj.type != split_values.TEXT_TYPE:
+        raise CorruptObjectError(key, f"a message text has type {obj.type!r}, not 'utf8'")
+    frames = (cast(PartObj, got[d]).data for d in obj.parts)
+    yield from codec.stream_payload(obj.encoding, obj.size, frames, key)
 
 
 def _expand(

@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from objstore_saver import codec, keys, list_encoding, value_encoding
+from objstore_saver import codec, keys, list_encoding, split_values, value_encoding
 from objstore_saver.codec import (
     Encoded,
     Entry,
@@ -79,49 +79,119 @@ def encode_value(
 
     Data larger than a part is streamed: its part objects are stored while
     the compressor produces them (:func:`stream_large`), so the returned
-    :class:`Encoded` holds only small objects. The value is serialized under
-    the saver's gate, kept while large data is streamed (spec §6.1 step 2.2).
+    :class:`Encoded` holds only small objects. A value holding a very large
+    message text is split (:func:`encode_split`, spec §4.4a): the serializer
+    never sees the text. The value is serialized under the saver's gate,
+    kept while large data is streamed (spec §6.1 step 2.2).
     """
     if not ctx.gate.try_acquire():
         yield Hold(ctx.gate)
     try:
+        split = split_values.splits_for(ctx.serde)
         if type(value) is list and value:
-            elements = [ctx.serde.dumps_typed(e) for e in value]
-            if list_encoding.use_list_encoding(elements):
+            # Elements with large texts are found first; the others serialized.
+            found = split_values.holes_by_element(value) if split else {}
+            elements = [
+                (_SPLIT_ELEMENT, b"") if i in found else ctx.serde.dumps_typed(e)
+                for i, e in enumerate(value)
+            ]
+            if found or list_encoding.use_list_encoding(elements):
                 streamed: dict[tuple[str, bytes], EncodedElement] = {}
-                for element in elements:
+                for i, e in enumerate(value):
+                    h = found.get(i)
+                    if h:
+                        enc = yield from encode_split(ctx, pfx, e, h, trust=trust)
+                        assert isinstance(enc.entry, Ref)
+                        # Not a serializer's type: the key stands for this element only.
+                        elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
+                        streamed[elements[i]] = EncodedElement(
+                            codec.entry_to_msgpack(enc.entry),
+                            enc.entry.digest,
+                            enc.objects,
+                            enc.children,
+                        )
+                        continue
+                    element = elements[i]
                     if (
                         len(element[1]) > codec.PART_SIZE
                         and element not in streamed
                         and ctx.elements.get(element) is None
                     ):
-                        ref, (d, body) = yield from stream_large(ctx, pfx, *element, trust=trust)
+                        ref, (d, body) = yield from stream_large(
+                            ctx, pfx, value_encoding.large_objects(*element), trust=trust
+                        )
                         streamed[element] = EncodedElement(
                             codec.entry_to_msgpack(ref), d, {d: body}, {}
                         )
                 return list_encoding.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
             del elements
+        # A list's elements were searched above (none holds a large text).
+        holes = split_values.find_holes(value) if split and type(value) is not list else []
+        if holes:
+            return (yield from encode_split(ctx, pfx, value, holes, trust=trust))
         type_, data = ctx.serde.dumps_typed(value)
         if len(data) > codec.PART_SIZE:
-            ref, (d, body) = yield from stream_large(ctx, pfx, type_, data, trust=trust)
+            ref, (d, body) = yield from stream_large(
+                ctx, pfx, value_encoding.large_objects(type_, data), trust=trust
+            )
             return Encoded(ref, {d: body})
     finally:
         ctx.gate.release()
     return value_encoding.encode_serialized(type_, data)
 
 
-def stream_large(
-    ctx: Context, pfx: str, type_: str, data: bytes, *, trust: bool = True
-) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
-    """Sub-plan: store the parts of large data as they are produced (spec §4.3).
+#: Element key type of a split list element (never a serializer's type).
+_SPLIT_ELEMENT = "\0split"
 
+
+def encode_split(
+    ctx: Context,
+    pfx: str,
+    value: Any,
+    holes: list[tuple[split_values.Path, str]],
+    *,
+    trust: bool = True,
+) -> Generator[Batch, list[Any] | None, Encoded]:
+    """Sub-plan: a value with its large message texts stored apart (spec §4.4a).
+
+    Each text's parts are stored as they are made (:func:`stream_large`);
+    the value is serialized with those texts emptied. Returns the ``s``
+    entry and the small objects (split object, text containers, value).
+    """
+    objects: dict[bytes, bytes] = {}
+    refs: list[tuple[split_values.Path, Ref]] = []
+    for path, text in holes:
+        ref, (d, body) = yield from stream_large(
+            ctx, pfx, value_encoding.text_objects(text), trust=trust
+        )
+        objects[d] = body
+        refs.append((path, ref))
+    rest = value_encoding.encode_serialized(
+        *ctx.serde.dumps_typed(split_values.emptied(value, [p for p, _ in holes]))
+    )
+    body = codec.encode_split(rest.entry, refs)
+    d = codec.digest_of(body)
+    inner = [rest.entry.digest] if isinstance(rest.entry, Ref) else []
+    children = {**rest.children, d: (*inner, *(r.digest for _, r in refs))}
+    return Encoded(Ref("s", d), {**rest.objects, **objects, d: body}, children)
+
+
+def stream_large(
+    ctx: Context,
+    pfx: str,
+    stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult],
+    *,
+    trust: bool = True,
+) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
+    """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3).
+
+    ``stream`` is :func:`value_encoding.large_objects` or ``text_objects``.
     Parts go out create-only in batches of about :data:`STREAM_WINDOW` bytes
     and are dropped once stored, so a put holds one window of parts, not the
     whole value twice. Returns the entry and the container object (``parts``,
     or ``value`` when the compressed data fits one part), which the caller
     stores after its parts like any other object.
     """
-    stream = value_encoding.large_objects(type_, data)
     window: list[Put] = []
     pending = 0
     while True:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from objstore_saver import codec, keys, plans
-from objstore_saver.codec import ChunkObj, Entry, ListObj, NodeObj, PartsObj, Ref
+from objstore_saver.codec import ChunkObj, Entry, ListObj, NodeObj, PartsObj, Ref, SplitObj
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.ops.views import READ_AHEAD, SubPlan, describe_entry, resolve_entries
 from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
@@ -131,6 +131,8 @@ def _children(obj: Any) -> set[bytes]:
         return {d for d, _ in obj.subtrees}
     if isinstance(obj, ChunkObj):
         return {e.digest for e in obj.items if isinstance(e, Ref)}
+    if isinstance(obj, SplitObj):
+        return {r.digest for r in (obj.value, *(ref for _, ref in obj.holes)) if isinstance(r, Ref)}
     return set()  # values and parts reference nothing
 
 
@@ -178,7 +180,7 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
                     continue
                 if e.digest == digest:
                     manifests.append({"key": info.key, "entry": name})
-                elif e.tag in ("l", "p"):
+                elif e.tag in ("l", "p", "s"):
                     containers.setdefault(e.digest, e.tag)
     order = sorted(containers)
     okeys = [keys.object_key_in(pfx, d) for d in order]
