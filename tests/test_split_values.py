@@ -340,3 +340,15 @@ def test_a_split_path_that_leads_nowhere_names_the_split_object() -> None:
             with pytest.raises(CorruptObjectError, match="does not lead") as err:
                 materialize(SERDE, codec.Ref("s", d), got, "threads/t/")
             assert err.value.key == key
+
+
+def test_the_object_page_shows_a_split_text_stored_as_one_value(tmp_path: Path) -> None:
+    # A text that compresses into one part is a ``value`` object of type utf8.
+    text = "é" + "x" * (split_values.SPLIT_MIN + 10)
+    url = f"file://{tmp_path}/store"
+    with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
+        _chat(saver).invoke({"messages": [_tool(text)]}, {"configurable": {"thread_id": "v"}})
+    objects = _objects(LocalStore(tmp_path / "store", fsync=False), "v")
+    texts = [k for k, o in objects.items() if isinstance(o, ValueObj) and o.payload.type == "utf8"]
+    assert texts
+    assert ops.cat(texts[0], OpsConfig(url=url))["value"] == text

@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 
 from objstore_saver.codec import Payload, payload_bytes
+from objstore_saver.split_values import TEXT_TYPE
 
 # Extension codes of LangGraph's JsonPlusSerializer (langgraph.checkpoint.serde.jsonplus).
 _EXT_CONSTRUCTOR_SINGLE_ARG = 0
@@ -119,6 +120,11 @@ def decode_serialized(type_: str, data: bytes) -> Any:
         return jsonable(_unpack(data))
     if type_ == "pickle":
         return {"__unreadable__": "pickle payload (never unpickled here)", "bytes": len(data)}
+    if type_ == TEXT_TYPE:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return {"__unreadable__": f"text that is not UTF-8 ({exc.reason})", "bytes": len(data)}
     return {"__unreadable__": f"payload of serializer type {type_!r}", "bytes": len(data)}
 
 
