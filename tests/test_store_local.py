@@ -245,14 +245,19 @@ def test_put_into_an_existing_directory_makes_no_directory_calls(
     store.put("t/c/second", b"2", PutMode.CREATE)
     assert mkdirs == []
     assert synced == [str(tmp_path / "t" / "c")]
-    # A new directory: the chain is created and each new entry's directory synced.
-    store.put("t/d/e/third", b"3", PutMode.CREATE)
+    # A new directory under an existing one: one mkdir, and its parent synced.
+    c = tmp_path / "t" / "c"
+    store.put("t/c/new/third", b"3", PutMode.CREATE)
+    assert mkdirs == [str(c / "new")]
+    assert sorted(synced[1:]) == [str(c), str(c / "new")]
+    # A new chain: found from the bottom up, created from the top down.
+    del mkdirs[:], synced[:]
+    store.put("t/d/e/fourth", b"4", PutMode.CREATE)
     t = tmp_path / "t"
-    assert mkdirs == [str(t), str(t / "d"), str(t / "d" / "e")]
-    assert sorted(synced[1:]) == sorted(
-        [str(tmp_path / "t"), str(tmp_path / "t" / "d"), str(tmp_path / "t" / "d" / "e")]
-    )
-    assert [store.get(k) for k in ("t/c/first", "t/c/second", "t/d/e/third")] == [b"1", b"2", b"3"]
+    assert mkdirs == [str(t / "d" / "e"), str(t / "d"), str(t / "d" / "e")]
+    assert sorted(synced) == [str(t), str(t / "d"), str(t / "d" / "e")]
+    keys = ("t/c/first", "t/c/second", "t/c/new/third", "t/d/e/fourth")
+    assert [store.get(k) for k in keys] == [b"1", b"2", b"3", b"4"]
 
 
 def test_get_of_a_directory_is_not_found_with_or_without_range(tmp_path: Path) -> None:

@@ -182,19 +182,37 @@ class LocalStore(ThreadedAsync):
         )
 
     def _make_parents(self, key: str) -> list[str]:
-        """Create the directories of ``key``; return those this call created."""
-        created = []
-        path = self._root
-        for seg in key.split("/")[:-1]:
-            path = os.path.join(path, seg)
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                if not os.path.isdir(path):
-                    raise self._conflict(key) from None
-            else:
-                created.append(path)
+        """Create the missing directories of ``key``; return those this call created.
+
+        Walks up from the key's directory to the deepest one that exists, then
+        creates the missing ones downwards: a new directory under an existing
+        one (a checkpoint's writes) costs one ``mkdir``.
+        """
+        created: list[str] = []
+        missing: list[str] = []
+        path = os.path.dirname(self._path(key))
+        while path != self._root and not self._mkdir(path, key, created):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(missing):
+            if not self._mkdir(path, key, created):
+                break  # a concurrent delete removed it again: the put retries
         return created
+
+    def _mkdir(self, path: str, key: str, created: list[str]) -> bool:
+        """Make directory ``path`` (or find it); False when its parent is missing."""
+        try:
+            os.mkdir(path)
+        except FileNotFoundError:
+            return False
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise self._conflict(key) from None
+        except NotADirectoryError:  # an ancestor is an object
+            raise self._conflict(key) from None
+        else:
+            created.append(path)
+        return True
 
     def _write_temp(self, directory: str, data: bytes) -> str:
         """Write ``data`` to a new temporary file in ``directory``; return its path.
