@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import threading
 import time
 from typing import Any
@@ -124,6 +125,18 @@ def test_a_cancelled_caller_leaves_the_pool_usable() -> None:
         return await pool.submit(lambda: 5, ())
 
     assert asyncio.run(main()) == 5
+
+
+def test_a_finished_loop_is_not_kept_alive() -> None:
+    pool = WorkerPool(2, "weak")
+
+    async def main() -> int:
+        return await pool.submit(lambda: 1, ())
+
+    for _ in range(3):
+        assert asyncio.run(main()) == 1
+    gc.collect()
+    assert len(pool._inboxes) == 0
 
 
 def test_pool_needs_a_worker() -> None:

@@ -40,7 +40,9 @@ class _Inbox:
     __slots__ = ("_items", "_lock", "_loop", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Weak: the pool maps loops to inboxes weakly, which a strong
+        # reference from the inbox back to its loop would defeat.
+        self._loop = weakref.ref(loop)
         self._items: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = collections.deque()
         self._lock = threading.Lock()
         self._scheduled = False
@@ -52,8 +54,11 @@ class _Inbox:
             if self._scheduled:
                 return  # the loop has yet to run the collection already asked for
             self._scheduled = True
+        loop = self._loop()
         try:
-            self._loop.call_soon_threadsafe(self._collect)
+            if loop is None:  # the loop is gone: nobody awaits these futures
+                raise RuntimeError("event loop collected")
+            loop.call_soon_threadsafe(self._collect)
         except RuntimeError:  # the loop is closed: nobody awaits these futures
             with self._lock:
                 self._items.clear()
