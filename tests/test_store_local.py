@@ -20,6 +20,7 @@ from objstore_saver.storage import (
     PutMode,
     StorageError,
 )
+from objstore_saver.storage import local as local_module
 
 
 class TestLocalStoreContract(StoreContract):
@@ -136,8 +137,10 @@ def test_put_retries_when_a_delete_removes_its_directory(
         return original(self, directory, data)
 
     monkeypatch.setattr(LocalStore, "_write_temp", racing_write_temp)
+    # The directories exist when the put starts, so its first write goes straight there.
+    os.makedirs(tmp_path / "p" / "q")
     store.put("p/q/key", b"v", PutMode.CREATE)
-    assert len(calls) == 2
+    assert calls == [str(tmp_path / "p" / "q")] * 2
     assert store.get("p/q/key") == b"v"
     assert _all_files(tmp_path) == ["p/q/key"]
 
@@ -218,3 +221,77 @@ def test_listing_matches_sorted_model(
         page = store.list(prefix, start_after=start_after, limit=limit)
         assert [o.key for o in page.objects] == expected[:limit]
         assert page.truncated == (len(expected) > limit)
+
+
+def test_put_into_an_existing_directory_makes_no_directory_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path)
+    store.put("t/c/first", b"1", PutMode.CREATE)
+    mkdirs: list[str] = []
+    synced: list[str] = []
+    real_mkdir, real_fsync_dir = os.mkdir, local_module._fsync_dir
+
+    def counting_mkdir(path: str, *args: object, **kwargs: object) -> None:
+        mkdirs.append(path)
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_fsync_dir(path: str) -> None:
+        synced.append(path)
+        real_fsync_dir(path)
+
+    monkeypatch.setattr(os, "mkdir", counting_mkdir)
+    monkeypatch.setattr(local_module, "_fsync_dir", counting_fsync_dir)
+    store.put("t/c/second", b"2", PutMode.CREATE)
+    assert mkdirs == []
+    assert synced == [str(tmp_path / "t" / "c")]
+    # A new directory under an existing one: one mkdir, and its parent synced.
+    c = tmp_path / "t" / "c"
+    store.put("t/c/new/third", b"3", PutMode.CREATE)
+    assert mkdirs == [str(c / "new")]
+    assert sorted(synced[1:]) == [str(c), str(c / "new")]
+    # A new chain: found from the bottom up, created from the top down.
+    del mkdirs[:], synced[:]
+    store.put("t/d/e/fourth", b"4", PutMode.CREATE)
+    t = tmp_path / "t"
+    assert mkdirs == [str(t / "d" / "e"), str(t / "d"), str(t / "d" / "e")]
+    assert sorted(synced) == [str(t), str(t / "d"), str(t / "d" / "e")]
+    keys = ("t/c/first", "t/c/second", "t/c/new/third", "t/d/e/fourth")
+    assert [store.get(k) for k in keys] == [b"1", b"2", b"3", b"4"]
+
+
+def test_get_of_a_directory_is_not_found_with_or_without_range(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("dir/key", b"v")
+    for byte_range in (None, (0, 0), (0, 5), (3, 2000)):
+        with pytest.raises(ObjectNotFoundError, match="'dir'"):
+            store.get("dir", byte_range)
+
+
+def test_ranged_and_whole_reads_of_a_large_object(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, fsync=False)
+    data = os.urandom(3 * 65536 + 17)
+    store.put("big", data)
+    assert store.get("big") == data
+    assert store.get("big", (65530, 2 * 65536 + 3)) == data[65530 : 2 * 65536 + 3]
+    assert store.get("big", (len(data) - 5, len(data) + 100)) == data[-5:]
+    assert store.get("big", (len(data), len(data) + 1)) == b""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_temporary_names_differ_in_a_forked_child(tmp_path: Path) -> None:
+    parent_name = local_module._temp_names.next()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports its next name and exits at once
+        try:
+            os.write(write_end, local_module._temp_names.next().encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    child_name = os.read(read_end, 200).decode()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert child_name.startswith("#") and parent_name.startswith("#")
+    # Different process tokens, not just different counters.
+    assert child_name.rsplit("-", 1)[0] != parent_name.rsplit("-", 1)[0]

@@ -5,6 +5,12 @@ Writes go to a temporary file in the target's directory and are then linked
 partial object. Temporary names contain ``#``, a character outside the key
 alphabet: they never collide with a key and listings skip them.
 
+A put is the chat turn's most frequent request, so its path is kept to the
+system calls its guarantees need (spec §2): with ``fsync``, create the
+temporary file, write, ``fsync``, close, ``link``/``rename``, ``unlink``, and
+``fsync`` of the directory; the parent directories are only looked at when
+the temporary file cannot be created (its directory is missing).
+
 Limits of the mapping: a key cannot be both an object and a directory of
 other keys (``a`` and ``a/b``), and every segment must fit in a file name
 (255 bytes).
@@ -14,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
+import stat
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -38,11 +46,59 @@ _MAX_SEGMENT_BYTES = 255
 #: Attempts of a put whose parent directory a concurrent delete keeps removing.
 _PUT_ATTEMPTS = 5
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%/")
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+#: Flags of a new temporary file (os.open makes it non-inheritable).
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY
+_READ_FLAGS = os.O_RDONLY | _O_BINARY
+#: Smallest read of a whole object after the first (which asks for its size).
+_READ_CHUNK = 1 << 16
+
+
+class _TempNames:
+    """Names of temporary files: ``#``, a random token of this process, a counter.
+
+    The token is drawn again in a forked child, so two processes (or a parent
+    and its child) writing into one directory never pick the same name; within
+    a process the counter, advanced under the GIL, keeps names distinct. This
+    costs no system call, where a random name per file costs one.
+    """
+
+    def __init__(self) -> None:
+        self._renew()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self) -> None:
+        self._prefix = f"#{uuid.uuid4().hex}-"
+        self._counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._counter):x}"
+
+
+_temp_names = _TempNames()
 
 
 def _unlink_quiet(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def _read_to_end(fd: int, size: int, limit: int | None = None) -> bytes:
+    """Read from ``fd`` until end of file (or ``limit`` bytes); ``size`` is the expected length."""
+    # The first read asks for one byte more than expected, so that a file of
+    # the expected size usually needs just one more (empty) read to end.
+    want = size + 1 if limit is None else limit
+    chunks = []
+    got = 0
+    while limit is None or got < limit:
+        chunk = os.read(fd, want)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        want = _READ_CHUNK if limit is None else limit - got
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _fsync_dir(path: str) -> None:
@@ -126,29 +182,57 @@ class LocalStore(ThreadedAsync):
         )
 
     def _make_parents(self, key: str) -> list[str]:
-        """Create the directories of ``key``; return those this call created."""
-        created = []
-        path = self._root
-        for seg in key.split("/")[:-1]:
-            path = os.path.join(path, seg)
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                if not os.path.isdir(path):
-                    raise self._conflict(key) from None
-            else:
-                created.append(path)
+        """Create the missing directories of ``key``; return those this call created.
+
+        Walks up from the key's directory to the deepest one that exists, then
+        creates the missing ones downwards: a new directory under an existing
+        one (a checkpoint's writes) costs one ``mkdir``.
+        """
+        created: list[str] = []
+        missing: list[str] = []
+        path = os.path.dirname(self._path(key))
+        while path != self._root and not self._mkdir(path, key, created):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(missing):
+            if not self._mkdir(path, key, created):
+                break  # a concurrent delete removed it again: the put retries
         return created
 
+    def _mkdir(self, path: str, key: str, created: list[str]) -> bool:
+        """Make directory ``path`` (or find it); False when its parent is missing."""
+        try:
+            os.mkdir(path)
+        except FileNotFoundError:
+            return False
+        except FileExistsError:
+            if not os.path.isdir(path):
+                raise self._conflict(key) from None
+        except NotADirectoryError:  # an ancestor is an object
+            raise self._conflict(key) from None
+        else:
+            created.append(path)
+        return True
+
     def _write_temp(self, directory: str, data: bytes) -> str:
-        tmp = os.path.join(directory, f"#{uuid.uuid4().hex}")
+        """Write ``data`` to a new temporary file in ``directory``; return its path.
+
+        Raises:
+            FileNotFoundError: ``directory`` does not exist.
+            NotADirectoryError: a component of ``directory`` is a file.
+        """
+        tmp = os.path.join(directory, _temp_names.next())
+        fd = os.open(tmp, _TEMP_FLAGS, 0o666)
         done = False
         try:
-            with open(tmp, "xb") as f:
-                f.write(data)
-                f.flush()
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
                 if self._fsync:
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             done = True
         finally:
             if not done:
@@ -187,20 +271,25 @@ class LocalStore(ThreadedAsync):
         """
         target = self._path(key)
         parent = os.path.dirname(target)
+        created: list[str] = []
         for _ in range(_PUT_ATTEMPTS):
             try:
-                created = self._make_parents(key)
                 tmp = self._write_temp(parent, data)
-            except FileNotFoundError:
-                # A concurrent delete removed a parent directory while it was
-                # still empty. Once the temp file exists the directory chain is
-                # non-empty and cannot be removed, so only this step can race.
+            except (FileNotFoundError, NotADirectoryError):
+                # The directory is missing (first key in it, or a concurrent
+                # delete removed it while it was empty) or an ancestor is an
+                # object: create the chain, which names the conflict if any.
+                # Once the temp file exists the chain is non-empty and cannot
+                # be removed, so only this step can race.
+                created.extend(self._make_parents(key))
                 continue
             try:
                 self._commit(tmp, target, key, mode)
             finally:
                 _unlink_quiet(tmp)
             if self._fsync:
+                # The new entry, and the entry of every directory this call
+                # created, are durable before the put returns.
                 for directory in {parent, *(os.path.dirname(d) for d in created)}:
                     _fsync_dir(directory)
             return
@@ -223,16 +312,22 @@ class LocalStore(ThreadedAsync):
         if byte_range is not None:
             start, end = validate_byte_range(byte_range)
         try:
-            with open(path, "rb") as f:
-                if byte_range is None:
-                    return f.read()
+            fd = os.open(path, _READ_FLAGS)
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISDIR(st.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "is a directory", path)
                 # Objects are never modified in place (writes replace the file),
                 # so the size of the open file is that of the object read.
-                end = min(end, os.fstat(f.fileno()).st_size)
+                if byte_range is None:
+                    return _read_to_end(fd, st.st_size)
+                end = min(end, st.st_size)
                 if start >= end:
                     return b""
-                f.seek(start)
-                return f.read(end - start)
+                os.lseek(fd, start, os.SEEK_SET)
+                return _read_to_end(fd, end - start, limit=end - start)
+            finally:
+                os.close(fd)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFoundError(self.location, key) from None
 
