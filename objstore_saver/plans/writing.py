@@ -99,7 +99,9 @@ def encode_value(
                         streamed[element] = EncodedElement(
                             codec.entry_to_msgpack(ref), d, {d: body}, {}
                         )
-                return list_encoding.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
+                return list_encoding.encode_list(
+                    elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
+                )
             del elements
         type_, data = ctx.serde.dumps_typed(value)
         if len(data) > codec.PART_SIZE:
