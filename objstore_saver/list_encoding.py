@@ -6,7 +6,7 @@ alone, so sealed chunks and nodes keep their hashes as a list grows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from objstore_saver import codec, value_encoding
@@ -37,6 +37,10 @@ class SealedObject:
     digest: bytes
     body: bytes
     children: tuple[bytes, ...]
+    element_objects: dict[bytes, bytes] = field(default_factory=dict)
+    """A chunk's referenced elements' objects (values), by digest."""
+    element_children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)
+    """What those objects reference in turn."""
 
 
 #: What a sealed object is a function of: ``("c", *element keys)`` for a chunk
@@ -83,35 +87,46 @@ def encode_list(
     """
     enc = codec.Encoded(codec.Inline(codec.Payload("", codec.RAW, b"")))
     out, children = enc.objects, enc.children
-    items: list[list[Any]] = []
-    refs: list[bytes | None] = []
-    for type_, data in elements:
-        element = cache.get((type_, data)) if cache is not None else None
+
+    def encoded(pair: tuple[str, bytes]) -> EncodedElement:
+        """One element, through the cache; the objects behind it join the output."""
+        element = cache.get(pair) if cache is not None else None
         if element is None:
-            element = encode_element(type_, data)
+            element = encode_element(*pair)
             if cache is not None:
-                cache.put((type_, data), element)
-        items.append(element.item)
-        refs.append(element.digest)
+                cache.put(pair, element)
         out.update(element.objects)
         children.update(element.children)
-    full = len(items) // codec.CHUNK_LEN
+        return element
+
+    full = len(elements) // codec.CHUNK_LEN
     chunks: list[tuple[bytes, int]] = []
     for start in range(0, full * codec.CHUNK_LEN, codec.CHUNK_LEN):
-        end = start + codec.CHUNK_LEN
-        key: SealedKey = ("c", *elements[start:end])
+        group = elements[start : start + codec.CHUNK_LEN]
+        key: SealedKey = ("c", *group)
         chunk = sealed_cache.get(key) if sealed_cache is not None else None
         if chunk is None:
+            members = [encoded(pair) for pair in group]
             body = codec.pack_object(
-                {"f": codec.FORMAT_VERSION, "k": "chunk", "x": items[start:end]}
+                {"f": codec.FORMAT_VERSION, "k": "chunk", "x": [m.item for m in members]}
             )
-            refs_in = tuple(r for r in refs[start:end] if r is not None)
-            chunk = SealedObject(codec.digest_of(body), body, refs_in)
+            chunk = SealedObject(
+                codec.digest_of(body),
+                body,
+                tuple(m.digest for m in members if m.digest is not None),
+                {d: b for m in members for d, b in m.objects.items()},
+                {d: c for m in members for d, c in m.children.items()},
+            )
             if sealed_cache is not None:
                 sealed_cache.put(key, chunk)
+        else:
+            # Its elements are not looked up one by one: the chunk holds what they add.
+            out.update(chunk.element_objects)
+            children.update(chunk.element_children)
         out[chunk.digest] = chunk.body
         children[chunk.digest] = chunk.children
         chunks.append((chunk.digest, codec.CHUNK_LEN))
+    tail = [encoded(pair) for pair in elements[full * codec.CHUNK_LEN :]]
     sealed: list[tuple[bytes, int]] = []
     pos = 0
     span = 1
@@ -122,19 +137,18 @@ def encode_list(
             span //= codec.NODE_FANOUT
         sealed.append(_subtree(chunks[pos : pos + span], out, children, sealed_cache))
         pos += span
-    tail_start = full * codec.CHUNK_LEN
     body = codec.pack_object(
         {
             "f": codec.FORMAT_VERSION,
             "k": "list",
-            "n": len(items),
+            "n": len(elements),
             "c": [[d, n] for d, n in sealed],
-            "x": items[tail_start:],
+            "x": [m.item for m in tail],
         }
     )
     d = codec.digest_of(body)
     out[d] = body
-    children[d] = tuple(c for c, _ in sealed) + tuple(r for r in refs[tail_start:] if r)
+    children[d] = tuple(c for c, _ in sealed) + tuple(m.digest for m in tail if m.digest)
     enc.entry = codec.Ref("l", d)
     return enc
 
@@ -171,5 +185,5 @@ def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:
     """Whether a list value is stored element by element (spec §4.4)."""
     if not elements:
         return False
-    total = sum(len(data) for _, data in elements)
+    total = sum([len(data) for _, data in elements])
     return total > codec.INLINE_MAX and total / len(elements) >= codec.LIST_MIN_MEAN_ELEMENT

@@ -257,7 +257,8 @@ class SealedMemory:
     def put(self, key: SealedKey, value: SealedObject) -> None:
         # The key holds the elements' serialized bytes: they count too.
         held = sum(len(k[1]) for k in key if isinstance(k, tuple))
-        cost = held + len(value.body) + 64 * len(key) + 200
+        held += len(value.body) + sum(len(b) for b in value.element_objects.values())
+        cost = held + 64 * len(key) + 200
         if cost > self.max_bytes // 8:
             return
         with self._lock:

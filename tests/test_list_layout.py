@@ -262,3 +262,37 @@ def test_sealed_memory_is_bounded_by_bytes() -> None:
     first = ("c", *[("msgpack", b"0-%d" % j * 40) for j in range(CHUNK_LEN)])
     assert cache.get(last) is not None
     assert cache.get(first) is None
+
+
+def test_remembered_chunks_still_carry_their_elements_to_the_store(tmp_path: Path) -> None:
+    """With no object known stored, a put walks into remembered chunks: their values go too."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from objstore_saver import ObjectStoreSaver
+    from objstore_saver.storage import LocalStore
+
+    def grown(n: int) -> list[bytes]:
+        # Incompressible 400-byte elements: each is a value object of its own.
+        return [random.Random(i).randbytes(400) for i in range(n)]
+
+    cfg: dict[str, Any] = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    # object_cache_bytes=0: nothing is remembered as stored, every put re-walks its list.
+    with ObjectStoreSaver(LocalStore(tmp_path / "a"), object_cache_bytes=0) as writer:
+        for n in (CHUNK_LEN * 5, CHUNK_LEN * 5 + 1):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"items": grown(n)}
+            cp["channel_versions"] = {"items": n}
+            writer.put(cfg, cp, {}, {"items": n})
+    # The second put's objects alone (a fresh store) must hold the whole list.
+    with ObjectStoreSaver(LocalStore(tmp_path / "b"), object_cache_bytes=0) as other:
+        other._ctx.elements.sealed = writer._ctx.elements.sealed
+        other._ctx.elements._items = writer._ctx.elements._items
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"items": grown(CHUNK_LEN * 5 + 2)}
+        cp["channel_versions"] = {"items": 1}
+        other.put(cfg, cp, {}, {"items": 1})
+        assert other.verify().ok
+    with ObjectStoreSaver(LocalStore(tmp_path / "b")) as reader:
+        got = reader.get_tuple(cfg)
+    assert got is not None
+    assert got.checkpoint["channel_values"]["items"] == grown(CHUNK_LEN * 5 + 2)
