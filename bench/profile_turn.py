@@ -10,6 +10,12 @@ MessagePack, the storage client) and the saver functions that cost most.
 The S3 store talks to a moto server started in another process (its CPU is not
 counted here). Figures are CPU seconds from the profiler; they vary between
 machines, so compare rows of one run.
+
+``--long N`` (no profiler) grows one conversation to ``N`` turns on the local
+store and measures turns 10-19 and the last ten with ``--delay-ms`` slept per
+request (workload 2's question, without a server): the median whole-turn wall
+time, the median wall time of each saver call, and the CPU of the saver calls
+against the rest of the process (LangGraph's own per-turn work).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,6 +205,88 @@ def profile(turns: int, warmup: int, store_kind: str, api: str, top: int) -> dic
     }
 
 
+class _SlowLocal(LocalStore):
+    """The local store with ``delay`` seconds slept per request (the GIL is free meanwhile)."""
+
+    delay = 0.0
+
+    def put(self, *args: Any, **kwargs: Any) -> None:
+        time.sleep(self.delay)
+        super().put(*args, **kwargs)
+
+    def get(self, *args: Any, **kwargs: Any) -> bytes:
+        time.sleep(self.delay)
+        return super().get(*args, **kwargs)
+
+    def list(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(self.delay)
+        return super().list(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> None:
+        time.sleep(self.delay)
+        super().delete(*args, **kwargs)
+
+
+def long_thread(turns: int, delay_ms: float, sample: int = 10) -> dict[str, Any]:
+    """Turns 10.. and the last ``sample`` turns of a ``turns``-turn chat, measured."""
+    walls: dict[str, list[float]] = {}
+    cpu: dict[str, float] = {}
+    phase = [""]
+
+    def timed(saver: ObjectStoreSaver, name: str) -> None:
+        call = getattr(saver, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            w0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                if phase[0]:
+                    key = f"{phase[0]} {name}"
+                    walls.setdefault(key, []).append(time.perf_counter() - w0)
+                    cpu[key] = cpu.get(key, 0.0) + time.thread_time() - c0
+
+        setattr(saver, name, wrapper)
+
+    process_cpu: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as root:
+        store = _SlowLocal(root, fsync=False)
+        with ObjectStoreSaver(store) as saver:
+            for name in ("get_tuple", "put", "put_writes"):
+                timed(saver, name)
+            graph = chat_graph(saver, SEED)
+            config = {"configurable": {"thread_id": "long"}}
+            for t in range(turns):
+                n = t + 1
+                phase[0] = f"turn {turns}" if n > turns - sample else ""
+                if 10 <= n < 10 + sample:
+                    phase[0] = "turn 10"
+                store.delay = delay_ms / 1000 if phase[0] else 0.0
+                w0, c0 = time.perf_counter(), time.process_time()
+                graph.invoke({"messages": SEED.inputs(t)}, config)
+                if phase[0]:
+                    walls.setdefault(f"{phase[0]} invoke", []).append(time.perf_counter() - w0)
+                    key = f"{phase[0]} process"
+                    process_cpu[key] = process_cpu.get(key, 0.0) + time.process_time() - c0
+    out: dict[str, Any] = {"turns": turns, "delay_ms": delay_ms, "sample": sample}
+    for at in ("turn 10", f"turn {turns}"):
+        saver_cpu = sum(v for k, v in cpu.items() if k.startswith(at + " "))
+        out[at] = {
+            "median_wall_ms": {
+                k.split(" ", 2)[2]: round(statistics.median(v) * 1000, 1)
+                for k, v in walls.items()
+                if k.startswith(at + " ")
+            },
+            "cpu_ms_per_turn": {
+                "saver calls": round(saver_cpu / sample * 1000, 1),
+                "rest (LangGraph, request threads)": round(
+                    (process_cpu[at + " process"] - saver_cpu) / sample * 1000, 1
+                ),
+            },
+        }
+    return out
+
+
 @contextmanager
 def _endpoint(kind: str) -> Iterator[str | None]:
     if kind.startswith("s3"):
@@ -215,7 +304,12 @@ def main() -> None:
     parser.add_argument("--api", choices=["sync", "async", "threads"], default="sync")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--long", type=int, default=0, help="measure a chat of this many turns")
+    parser.add_argument("--delay-ms", type=float, default=20.0)
     args = parser.parse_args()
+    if args.long:
+        print(json.dumps(long_thread(args.long, args.delay_ms), indent=2))
+        return
     report = profile(args.turns, args.warmup, args.store, args.api, args.top)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -4,7 +4,9 @@ Both feed the same plan generators; only the way a batch of requests is run
 (and a :class:`~objstore_saver.gate.Hold` waited for) differs: the blocking
 driver runs a batch's requests on a thread pool (the first on the caller's
 thread), the asyncio driver awaits the store's coroutines on the event loop (a
-backend with a native async client makes no thread hop at all).
+backend with a native async client makes no thread hop at all). A batch with
+``meanwhile`` work is sent first, then the work runs on the caller's thread (or
+the loop) while the requests are in flight, then they are awaited.
 
 A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`:
 the driver hands it each batch's outcomes (counters) and, when its span
@@ -15,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from objstore_saver.gate import Hold
@@ -45,6 +47,11 @@ class Driver:
         ops = batch.ops
         # The per-request cost of telemetry when no span records: this test.
         run = execute if call is None or call.span is None else call.execute
+        if batch.meanwhile is not None:
+            # Every request goes to the pool; the caller's thread computes meanwhile.
+            futures = [self._pool.submit(run, self.store, op) for op in ops]
+            failed = _computed(batch.meanwhile)
+            return _settled(ops, [_outcome(f) for f in futures], call, failed)
         if not ops:
             return _settled(ops, [], call)
         # The caller's thread runs the first request itself; the others go to the pool.
@@ -54,10 +61,7 @@ class Driver:
         except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
             first = exc
         # Wait for every request before raising, so none outlives the plan step.
-        outcomes = [first] + [
-            f.result() if f.exception() is None else f.exception() for f in futures
-        ]
-        return _settled(ops, outcomes, call)
+        return _settled(ops, [first] + [_outcome(f) for f in futures], call)
 
     def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:
         """Run a plan, yielding what it emits.
@@ -97,6 +101,17 @@ class Driver:
         ops = batch.ops
         run = aexecute if call is None or call.span is None else call.aexecute
         outcomes: list[Any]
+        if batch.meanwhile is not None:
+            tasks = [asyncio.ensure_future(run(self.store, op)) for op in ops]
+            try:
+                # One pass of the loop: each request is written to its socket
+                # (or handed to its thread) before the loop is held by the work.
+                await asyncio.sleep(0)
+                failed = _computed(batch.meanwhile)
+            finally:
+                # Even when cancelled: no request outlives the plan step.
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            return _settled(ops, outcomes, call, failed)
         if len(ops) == 1:
             try:
                 outcomes = [await run(self.store, ops[0])]
@@ -148,14 +163,36 @@ def _running(call: Call | None) -> contextlib.AbstractContextManager[Any]:
 _NO_CALL = contextlib.nullcontext()
 
 
-def _settled(ops: Sequence[Op], outcomes: list[Any], call: Call | None) -> list[Any]:
-    """Count a batch's outcomes, then raise its first error or return its results."""
+def _settled(
+    ops: Sequence[Op],
+    outcomes: list[Any],
+    call: Call | None,
+    failed: Exception | None = None,
+) -> list[Any]:
+    """Count a batch's outcomes, then raise its first error (requests first) or return them."""
     if call is not None:
         call.record(ops, outcomes)
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
+    if failed is not None:
+        raise failed
     return outcomes
+
+
+def _outcome(future: Future[Any]) -> Any:
+    """A finished request's result, or its error (waits for it)."""
+    error = future.exception()
+    return future.result() if error is None else error
+
+
+def _computed(work: Callable[[], None]) -> Exception | None:
+    """Run a batch's ``meanwhile`` work; its error is raised once the requests are settled."""
+    try:
+        work()
+    except Exception as exc:  # noqa: BLE001  # re-raised by _settled after the requests
+        return exc
+    return None
 
 
 def _returning(plan: Plan[T], result: list[T], call: Call | None) -> Plan[None]:

@@ -6,7 +6,7 @@ alone, so sealed chunks and nodes keep their hashes as a list grows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from objstore_saver import codec, value_encoding
@@ -30,6 +30,32 @@ class ElementCache(Protocol):
     def put(self, key: tuple[str, bytes], value: EncodedElement) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class SealedObject:
+    """A chunk or node as encoded: its address, bytes and the objects it references."""
+
+    digest: bytes
+    body: bytes
+    children: tuple[bytes, ...]
+    element_objects: dict[bytes, bytes] = field(default_factory=dict)
+    """A chunk's referenced elements' objects (values), by digest."""
+    element_children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)
+    """What those objects reference in turn."""
+
+
+#: What a sealed object is a function of: ``("c", *element keys)`` for a chunk
+#: (each key is ``(type, serialized bytes)``), ``("n", *subtree digests)`` for a node.
+SealedKey = tuple[object, ...]
+
+
+class SealedCache(Protocol):
+    """Where :func:`encode_list` keeps the chunks and nodes it sealed, by what they hold."""
+
+    def get(self, key: SealedKey) -> SealedObject | None: ...
+
+    def put(self, key: SealedKey, value: SealedObject) -> None: ...
+
+
 def encode_element(type_: str, data: bytes) -> EncodedElement:
     """Encode one list element: inline when its payload is small, else a value or parts."""
     if len(data) <= codec.PART_SIZE:
@@ -43,7 +69,9 @@ def encode_element(type_: str, data: bytes) -> EncodedElement:
 
 
 def encode_list(
-    elements: list[tuple[str, bytes]], cache: ElementCache | None = None
+    elements: list[tuple[str, bytes]],
+    cache: ElementCache | None = None,
+    sealed_cache: SealedCache | None = None,
 ) -> codec.Encoded:
     """Entry for a list given its serialized elements (spec §4.4).
 
@@ -52,32 +80,53 @@ def encode_list(
     subtrees like the digits of the chunk count in base ``codec.NODE_FANOUT``, and a
     tail of the remaining elements inside the list object. An appended element
     therefore leaves every sealed object's hash unchanged. With a ``cache``,
-    an element encoded before is not compressed and hashed again.
+    an element encoded before is not compressed and hashed again; with a
+    ``sealed_cache``, a chunk or node sealed before (the same elements, the
+    same subtrees) is not packed and hashed again: its bytes are a function of
+    what it holds, so they are the same.
     """
     enc = codec.Encoded(codec.Inline(codec.Payload("", codec.RAW, b"")))
     out, children = enc.objects, enc.children
-    items: list[list[Any]] = []
-    refs: list[bytes | None] = []
-    for type_, data in elements:
-        element = cache.get((type_, data)) if cache is not None else None
+
+    def encoded(pair: tuple[str, bytes]) -> EncodedElement:
+        """One element, through the cache; the objects behind it join the output."""
+        element = cache.get(pair) if cache is not None else None
         if element is None:
-            element = encode_element(type_, data)
+            element = encode_element(*pair)
             if cache is not None:
-                cache.put((type_, data), element)
-        items.append(element.item)
-        refs.append(element.digest)
+                cache.put(pair, element)
         out.update(element.objects)
         children.update(element.children)
-    full = len(items) // codec.CHUNK_LEN
+        return element
+
+    full = len(elements) // codec.CHUNK_LEN
     chunks: list[tuple[bytes, int]] = []
     for start in range(0, full * codec.CHUNK_LEN, codec.CHUNK_LEN):
-        body = codec.pack_object(
-            {"f": codec.FORMAT_VERSION, "k": "chunk", "x": items[start : start + codec.CHUNK_LEN]}
-        )
-        d = codec.digest_of(body)
-        out[d] = body
-        children[d] = tuple(r for r in refs[start : start + codec.CHUNK_LEN] if r is not None)
-        chunks.append((d, codec.CHUNK_LEN))
+        group = elements[start : start + codec.CHUNK_LEN]
+        key: SealedKey = ("c", *group)
+        chunk = sealed_cache.get(key) if sealed_cache is not None else None
+        if chunk is None:
+            members = [encoded(pair) for pair in group]
+            body = codec.pack_object(
+                {"f": codec.FORMAT_VERSION, "k": "chunk", "x": [m.item for m in members]}
+            )
+            chunk = SealedObject(
+                codec.digest_of(body),
+                body,
+                tuple(m.digest for m in members if m.digest is not None),
+                {d: b for m in members for d, b in m.objects.items()},
+                {d: c for m in members for d, c in m.children.items()},
+            )
+            if sealed_cache is not None:
+                sealed_cache.put(key, chunk)
+        else:
+            # Its elements are not looked up one by one: the chunk holds what they add.
+            out.update(chunk.element_objects)
+            children.update(chunk.element_children)
+        out[chunk.digest] = chunk.body
+        children[chunk.digest] = chunk.children
+        chunks.append((chunk.digest, codec.CHUNK_LEN))
+    tail = [encoded(pair) for pair in elements[full * codec.CHUNK_LEN :]]
     sealed: list[tuple[bytes, int]] = []
     pos = 0
     span = 1
@@ -86,21 +135,20 @@ def encode_list(
     while pos < full:
         while full - pos < span:
             span //= codec.NODE_FANOUT
-        sealed.append(_subtree(chunks[pos : pos + span], out, children))
+        sealed.append(_subtree(chunks[pos : pos + span], out, children, sealed_cache))
         pos += span
-    tail_start = full * codec.CHUNK_LEN
     body = codec.pack_object(
         {
             "f": codec.FORMAT_VERSION,
             "k": "list",
-            "n": len(items),
+            "n": len(elements),
             "c": [[d, n] for d, n in sealed],
-            "x": items[tail_start:],
+            "x": [m.item for m in tail],
         }
     )
     d = codec.digest_of(body)
     out[d] = body
-    children[d] = tuple(c for c, _ in sealed) + tuple(r for r in refs[tail_start:] if r)
+    children[d] = tuple(c for c, _ in sealed) + tuple(m.digest for m in tail if m.digest)
     enc.entry = codec.Ref("l", d)
     return enc
 
@@ -109,24 +157,33 @@ def _subtree(
     chunks: list[tuple[bytes, int]],
     out: dict[bytes, bytes],
     children: dict[bytes, tuple[bytes, ...]],
+    sealed_cache: SealedCache | None,
 ) -> tuple[bytes, int]:
     """Seal ``codec.NODE_FANOUT ** k`` full chunks under nested nodes; return (digest, count)."""
     if len(chunks) == 1:
         return chunks[0]
     step = len(chunks) // codec.NODE_FANOUT
-    subtrees = [_subtree(chunks[i : i + step], out, children) for i in range(0, len(chunks), step)]
-    body = codec.pack_object(
-        {"f": codec.FORMAT_VERSION, "k": "node", "c": [[d, n] for d, n in subtrees]}
-    )
-    d = codec.digest_of(body)
-    out[d] = body
-    children[d] = tuple(c for c, _ in subtrees)
-    return d, sum(n for _, n in subtrees)
+    subtrees = [
+        _subtree(chunks[i : i + step], out, children, sealed_cache)
+        for i in range(0, len(chunks), step)
+    ]
+    key: SealedKey = ("n", *(d for d, _ in subtrees))
+    node = sealed_cache.get(key) if sealed_cache is not None else None
+    if node is None:
+        body = codec.pack_object(
+            {"f": codec.FORMAT_VERSION, "k": "node", "c": [[d, n] for d, n in subtrees]}
+        )
+        node = SealedObject(codec.digest_of(body), body, tuple(c for c, _ in subtrees))
+        if sealed_cache is not None:
+            sealed_cache.put(key, node)
+    out[node.digest] = node.body
+    children[node.digest] = node.children
+    return node.digest, sum(n for _, n in subtrees)
 
 
 def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:
     """Whether a list value is stored element by element (spec §4.4)."""
     if not elements:
         return False
-    total = sum(len(data) for _, data in elements)
+    total = sum([len(data) for _, data in elements])
     return total > codec.INLINE_MAX and total / len(elements) >= codec.LIST_MIN_MEAN_ELEMENT

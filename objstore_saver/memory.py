@@ -6,7 +6,9 @@
 * :class:`EntryMemory` — per checkpoint, its channel versions and entries, so a
   child checkpoint reuses them without serializing (bounded by count).
 * :class:`ElementMemory` — list elements already encoded, by serialized bytes,
-  so a growing list compresses and hashes only its new elements (by bytes).
+  so a growing list compresses and hashes only its new elements (by bytes);
+  with its :class:`SealedMemory`, the chunks and nodes already sealed, so it
+  packs and hashes only its new chunk and nodes.
 
 Both are thread-safe. They hold only facts about immutable objects; a delete or
 prune run by this process forgets the thread it touched. Every fact carries the
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from objstore_saver.codec import Entry, StoredObject, object_size
-from objstore_saver.list_encoding import EncodedElement
+from objstore_saver.list_encoding import EncodedElement, SealedKey, SealedObject
 
 _KNOWN_ONLY_COST = 120
 
@@ -210,6 +212,8 @@ class ElementMemory:
         self._items: dict[tuple[str, bytes], tuple[EncodedElement, int]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
+        self.sealed = SealedMemory(max_bytes)
+        """Chunks and nodes of the lists encoded, with a budget of its own."""
 
     def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
         # A dict read is atomic; eviction order does not need the read.
@@ -218,6 +222,43 @@ class ElementMemory:
 
     def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
         cost = len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
+        if cost > self.max_bytes // 8:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, cost)
+            self._bytes += cost
+            while self._bytes > self.max_bytes:
+                oldest = next(iter(self._items))
+                self._bytes -= self._items.pop(oldest)[1]
+
+
+class SealedMemory:
+    """Sealed chunks and nodes by what they hold (element keys, subtree digests); FIFO.
+
+    A pure function cache like :class:`ElementMemory`: a chunk's bytes are a
+    function of its elements' serialized bytes, a node's of its subtrees'
+    digests, so an entry is never stale. It saves packing and hashing every
+    sealed object of a long list at each checkpoint.
+    """
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: dict[SealedKey, tuple[SealedObject, int]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: SealedKey) -> SealedObject | None:
+        # A dict read is atomic; eviction order does not need the read.
+        hit = self._items.get(key)
+        return None if hit is None else hit[0]
+
+    def put(self, key: SealedKey, value: SealedObject) -> None:
+        # The key holds the elements' serialized bytes: they count too.
+        held = sum(len(k[1]) for k in key if isinstance(k, tuple))
+        held += len(value.body) + sum(len(b) for b in value.element_objects.values())
+        cost = held + 64 * len(key) + 200
         if cost > self.max_bytes // 8:
             return
         with self._lock:

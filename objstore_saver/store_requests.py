@@ -8,7 +8,7 @@ checkpoint). They never touch the store themselves.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -62,9 +62,15 @@ Op = Get | Put | ListKeys | Delete
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """Requests that may run concurrently; results come back in the same order."""
+    """Requests that may run concurrently; results come back in the same order.
+
+    ``meanwhile``, when given, is CPU work that needs no answer of the batch:
+    the driver sends the requests, runs it while they are in flight, then
+    waits for them (see :func:`run_batch_while`).
+    """
 
     ops: Sequence[Op]
+    meanwhile: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,20 @@ def run_batch(*ops: Op) -> Generator[Batch, list[Any] | None, list[Any]]:
     results = yield Batch(ops)
     assert results is not None
     return results
+
+
+def run_batch_while(
+    compute: Callable[[], T], *ops: Op
+) -> Generator[Batch, list[Any] | None, tuple[list[Any], T]]:
+    """Sub-plan helper: run ``ops`` and, while they are in flight, ``compute()``.
+
+    Returns the requests' results and what ``compute`` returned. ``compute``
+    must not depend on the requests (it runs before their answers are read).
+    """
+    box: list[T] = []
+    results = yield Batch(ops, meanwhile=lambda: box.append(compute()))
+    assert results is not None and box
+    return results, box[0]
 
 
 def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:

@@ -201,3 +201,98 @@ def test_element_memory_is_bounded_by_bytes() -> None:
     assert cache._bytes <= 64 * 1024
     assert cache.get(("msgpack", b"499" * 200)) is not None
     assert cache.get(("msgpack", b"0" * 200)) is None
+
+
+def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore_saver.memory import ElementMemory
+
+    packed: list[str] = []
+    real = codec.pack_object
+
+    def counting(obj: dict[str, Any]) -> bytes:
+        packed.append(obj["k"])
+        return real(obj)
+
+    cache = ElementMemory()
+    # 4 ** 2 chunks make one node of nodes; one more element seals the 17th chunk.
+    n = CHUNK_LEN * NODE_FANOUT**2
+    elements = _elements(n + CHUNK_LEN)
+    list_encoding.encode_list(elements[:n], cache, cache.sealed)
+    monkeypatch.setattr(codec, "pack_object", counting)
+    # The same elements serialized again (new bytes objects, equal content).
+    again = [(t, bytes(bytearray(d))) for t, d in elements]
+    grown = list_encoding.encode_list(again, cache, cache.sealed)
+    # Only the new chunk, its new referenced elements and the list object; the
+    # 16 chunks and 5 nodes are remembered.
+    new_values = sum(1 for i in range(n, n + CHUNK_LEN) if i % 3 == 0)
+    assert sorted(packed) == ["chunk", "list"] + ["value"] * new_values
+    monkeypatch.undo()
+    # Byte for byte what an encoding without any memory gives (spec §4.4 layout).
+    fresh = list_encoding.encode_list(elements)
+    assert grown.entry == fresh.entry
+    assert grown.objects == fresh.objects
+    assert grown.children == fresh.children
+
+
+def test_sealed_memory_follows_the_elements_not_their_positions() -> None:
+    from objstore_saver.memory import ElementMemory
+
+    cache = ElementMemory()
+    elements = _elements(CHUNK_LEN * 6)
+    list_encoding.encode_list(elements, cache, cache.sealed)
+    # An element changed in place (a message edited): its chunk and the nodes
+    # above it are new; the result equals a fresh encoding.
+    edited = list(elements)
+    edited[3] = ("msgpack", b"edited")
+    got = list_encoding.encode_list(edited, cache, cache.sealed)
+    fresh = list_encoding.encode_list(edited)
+    assert got.entry == fresh.entry and got.objects == fresh.objects
+    assert got.entry != list_encoding.encode_list(elements).entry
+
+
+def test_sealed_memory_is_bounded_by_bytes() -> None:
+    from objstore_saver.memory import SealedMemory
+
+    cache = SealedMemory(max_bytes=64 * 1024)
+    for i in range(300):
+        elements = [("msgpack", b"%d-%d" % (i, j) * 40) for j in range(CHUNK_LEN)]
+        list_encoding.encode_list(elements, None, cache)
+    assert cache._bytes <= 64 * 1024
+    last = ("c", *[("msgpack", b"299-%d" % j * 40) for j in range(CHUNK_LEN)])
+    first = ("c", *[("msgpack", b"0-%d" % j * 40) for j in range(CHUNK_LEN)])
+    assert cache.get(last) is not None
+    assert cache.get(first) is None
+
+
+def test_remembered_chunks_still_carry_their_elements_to_the_store(tmp_path: Path) -> None:
+    """With no object known stored, a put walks into remembered chunks: their values go too."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from objstore_saver import ObjectStoreSaver
+    from objstore_saver.storage import LocalStore
+
+    def grown(n: int) -> list[bytes]:
+        # Incompressible 400-byte elements: each is a value object of its own.
+        return [random.Random(i).randbytes(400) for i in range(n)]
+
+    cfg: dict[str, Any] = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    # object_cache_bytes=0: nothing is remembered as stored, every put re-walks its list.
+    with ObjectStoreSaver(LocalStore(tmp_path / "a"), object_cache_bytes=0) as writer:
+        for n in (CHUNK_LEN * 5, CHUNK_LEN * 5 + 1):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"items": grown(n)}
+            cp["channel_versions"] = {"items": n}
+            writer.put(cfg, cp, {}, {"items": n})
+    # The second put's objects alone (a fresh store) must hold the whole list.
+    with ObjectStoreSaver(LocalStore(tmp_path / "b"), object_cache_bytes=0) as other:
+        other._ctx.elements.sealed = writer._ctx.elements.sealed
+        other._ctx.elements._items = writer._ctx.elements._items
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"items": grown(CHUNK_LEN * 5 + 2)}
+        cp["channel_versions"] = {"items": 1}
+        other.put(cfg, cp, {}, {"items": 1})
+        assert other.verify().ok
+    with ObjectStoreSaver(LocalStore(tmp_path / "b")) as reader:
+        got = reader.get_tuple(cfg)
+    assert got is not None
+    assert got.checkpoint["channel_values"]["items"] == grown(CHUNK_LEN * 5 + 2)

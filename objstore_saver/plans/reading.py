@@ -45,6 +45,7 @@ from objstore_saver.store_requests import (
     ListKeys,
     list_all,
     run_batch,
+    run_batch_while,
     run_one,
 )
 
@@ -250,11 +251,13 @@ def read_tuples(
     manifests: Sequence[tuple[str, Manifest]],
     configs: Sequence[RunnableConfig | None] | None = None,
     write_pages: Sequence[ListPage] | None = None,
+    decoded: Sequence[tuple[dict[str, Any], Any] | None] | None = None,
 ) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
     """Sub-plan: full tuples (values, metadata, pending writes) of manifests.
 
     ``write_pages`` are the first pages of the manifests' write listings when
-    the caller already fetched them alongside the manifests.
+    the caller already fetched them alongside the manifests; ``decoded`` the
+    manifests' values (:func:`manifest_values`) when the caller already has them.
     """
     if not manifests:
         return []
@@ -279,8 +282,9 @@ def read_tuples(
 
     sorted_writes = [effective_writes(writes_by_key[k] for k in wkeys) for wkeys in write_keys]
     refs_by_pfx: dict[str, list[tuple[str, bytes]]] = {}
-    for (_, m), writes in zip(manifests, sorted_writes, strict=True):
-        entries = [m.checkpoint, m.metadata, *m.channels.values(), *(w.value for w in writes)]
+    done = decoded if decoded is not None else [None] * len(manifests)
+    for (_, m), writes, values in zip(manifests, sorted_writes, done, strict=True):
+        entries = [w.value for w in writes] + (manifest_entries(m) if values is None else [])
         refs_by_pfx.setdefault(keys.thread_prefix(m.thread_id), []).extend(entry_refs(entries))
     got: dict[bytes, StoredObject] = {}
     for pfx, refs in refs_by_pfx.items():
@@ -289,12 +293,7 @@ def read_tuples(
     out: list[CheckpointTuple] = []
     for i, ((mkey, m), writes) in enumerate(zip(manifests, sorted_writes, strict=True)):
         pfx = keys.thread_prefix(m.thread_id)
-        checkpoint = materialize(ctx.serde, m.checkpoint, got, pfx)
-        checkpoint["id"] = m.checkpoint_id
-        metadata = materialize(ctx.serde, m.metadata, got, pfx)
-        checkpoint["channel_values"] = {
-            name: materialize(ctx.serde, e, got, pfx) for name, e in m.channels.items()
-        }
+        checkpoint, metadata = done[i] or manifest_values(ctx.serde, m, got, pfx)
         known = ctx.entries.get(mkey)
         ctx.entries.put(
             mkey,
@@ -322,6 +321,39 @@ def read_tuples(
             )
         )
     return out
+
+
+def manifest_entries(m: Manifest) -> list[Entry]:
+    """The entries of a manifest's own values: checkpoint, metadata, channels."""
+    return [m.checkpoint, m.metadata, *m.channels.values()]
+
+
+def manifest_values(
+    serde: SerializerProtocol, m: Manifest, got: Mapping[bytes, StoredObject], pfx: str
+) -> tuple[dict[str, Any], Any]:
+    """The checkpoint (with its id and channel values) and metadata of a manifest."""
+    checkpoint = materialize(serde, m.checkpoint, got, pfx)
+    checkpoint["id"] = m.checkpoint_id
+    metadata = materialize(serde, m.metadata, got, pfx)
+    checkpoint["channel_values"] = {
+        name: materialize(serde, e, got, pfx) for name, e in m.channels.items()
+    }
+    return checkpoint, metadata
+
+
+def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, Any], Any] | None:
+    """A manifest's values when every object they need is in memory, else None.
+
+    Makes no request: it runs while the checkpoint's writes are being listed.
+    """
+    pfx = keys.thread_prefix(m.thread_id)
+    walk = fetch_objects(ctx, pfx, entry_refs(manifest_entries(m)), mkey)
+    try:
+        next(walk)
+    except StopIteration as done:
+        return manifest_values(ctx.serde, m, done.value, pfx)
+    walk.close()  # it asked for a request: an object is not in memory
+    return None
 
 
 def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
@@ -359,9 +391,15 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
     # immutable bytes it still holds (the usual next turn of a conversation).
     remembered = ctx.entries.get(mkey) if given is None else None
     if remembered is not None and remembered.manifest is not None:
-        body, writes_page = remembered.manifest, (yield from run_one(writes_list))
-    else:
-        body, writes_page = yield from run_batch(Get(mkey), writes_list)
+        manifest = decode_checked_manifest(remembered.manifest, mkey)
+        # The values do not depend on the writes: decode them while the LIST is
+        # in flight (the history is most of a long thread's CPU, spec §6.2).
+        (writes_page,), values = yield from run_batch_while(
+            lambda: values_from_memory(ctx, manifest, mkey), writes_list
+        )
+        tuples = yield from read_tuples(ctx, [(mkey, manifest)], [given], [writes_page], [values])
+        return tuples[0]
+    body, writes_page = yield from run_batch(Get(mkey), writes_list)
     if body is None:
         return None
     manifest = decode_checked_manifest(body, mkey)

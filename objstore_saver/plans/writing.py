@@ -123,7 +123,9 @@ def encode_value(
                         streamed[element] = EncodedElement(
                             codec.entry_to_msgpack(ref), d, {d: body}, {}
                         )
-                return list_encoding.encode_list(elements, _StreamedFirst(streamed, ctx.elements))
+                return list_encoding.encode_list(
+                    elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
+                )
             del elements
         # A list's elements were searched above (none holds a large text).
         holes = split_values.find_holes(value) if split and type(value) is not list else []
