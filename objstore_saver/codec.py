@@ -406,9 +406,7 @@ def _write_group(raw: object, key: str) -> tuple[int, ...]:
     return tuple(raw)
 
 
-def decode_write(data: bytes, key: str) -> WriteObj:
-    """Decode and check a pending write."""
-    obj = unpack_object(data, key, "write")
+def _write_from(obj: dict[str, Any], key: str) -> WriteObj:
     return WriteObj(
         task_id=_field(obj, "task_id", str, key),
         task_path=_field(obj, "task_path", str, key),
@@ -424,7 +422,7 @@ def decode_writes(data: bytes, key: str) -> list[WriteObj]:
     """Decode and check a pending write or a write group into its writes (spec §4.7)."""
     obj = unpack_object(data, key, "write", "writes")
     if obj["k"] == "write":
-        return [decode_write(data, key)]
+        return [_write_from(obj, key)]
     task_id = _field(obj, "task_id", str, key)
     task_path = _field(obj, "task_path", str, key)
     rows = _field(obj, "w", list, key)
