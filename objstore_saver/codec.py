@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgpack
 import zstandard
 
+from objstore_saver import keys
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 
 FORMAT_VERSION = 1
@@ -333,6 +334,21 @@ def encode_write(
     return pack_object(fields)
 
 
+def encode_write_group(
+    *, task_id: str, task_path: str, writes: Sequence[tuple[int, str, Entry]]
+) -> bytes:
+    """Bytes of a write group (spec §4.7): a call's regular writes, ``(idx, channel, entry)``."""
+    return pack_object(
+        {
+            "f": FORMAT_VERSION,
+            "k": "writes",
+            "task_id": task_id,
+            "task_path": task_path,
+            "w": [[idx, channel, entry_to_msgpack(v)] for idx, channel, v in writes],
+        }
+    )
+
+
 def encode_mark(digests: list[bytes]) -> bytes:
     """Bytes of a sweep mark (spec §4.9): candidate object digests of one prune run."""
     return pack_object({"f": FORMAT_VERSION, "k": "mark", "d": digests})
@@ -441,9 +457,7 @@ def _write_group(raw: object, key: str) -> tuple[int, ...]:
     return tuple(raw)
 
 
-def decode_write(data: bytes, key: str) -> WriteObj:
-    """Decode and check a pending write."""
-    obj = unpack_object(data, key, "write")
+def _write_from(obj: dict[str, Any], key: str) -> WriteObj:
     return WriteObj(
         task_id=_field(obj, "task_id", str, key),
         task_path=_field(obj, "task_path", str, key),
@@ -453,6 +467,34 @@ def decode_write(data: bytes, key: str) -> WriteObj:
         seq=_field(obj, "seq", int, key),
         group=_write_group(obj.get("g", []), key),
     )
+
+
+def decode_writes(data: bytes, key: str) -> list[WriteObj]:
+    """Decode and check a pending write or a write group into its writes (spec §4.7)."""
+    obj = unpack_object(data, key, "write", "writes")
+    if obj["k"] == "write":
+        return [_write_from(obj, key)]
+    task_id = _field(obj, "task_id", str, key)
+    task_path = _field(obj, "task_path", str, key)
+    rows = _field(obj, "w", list, key)
+    out: list[WriteObj] = []
+    for row in rows:
+        if not (
+            isinstance(row, list)
+            and len(row) == 3
+            and isinstance(row[0], int)
+            and not isinstance(row[0], bool)
+            and row[0] >= 0
+            and isinstance(row[1], str)
+        ):
+            raise CorruptObjectError(key, f"write group row must be [idx, channel, v], got {row!r}")
+        out.append(WriteObj(task_id, task_path, row[0], row[1], decode_entry(row[2], key)))
+    idxs = [w.idx for w in out]
+    if len(idxs) < 2 or idxs != sorted(set(idxs)):
+        raise CorruptObjectError(key, f"write group indexes {idxs} are not ascending, distinct, 2+")
+    if key.rpartition(".")[2] != keys.group_suffix(idxs):
+        raise CorruptObjectError(key, f"write group indexes {idxs} do not match its key")
+    return out
 
 
 _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {

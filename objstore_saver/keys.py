@@ -109,6 +109,33 @@ def write_key(
     return f"{base}.{idx}" if idx >= 0 else f"{base}.{idx}.{seq:026d}"
 
 
+GROUP_SUFFIX_MAX = 29
+"""Longest index list of a write group key: never longer than a special write's suffix."""
+
+
+def group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
+    """The ``<L>`` of a write group key (spec §4.7): ascending indexes joined by ``~``."""
+    return "~".join(str(i) for i in indexes)
+
+
+def write_group_key(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, indexes: tuple[int, ...]
+) -> str:
+    """Key of the write group holding one call's regular writes (spec §4.7)."""
+    base = f"{writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{token('task_id', task_id)}"
+    return f"{base}.{group_suffix(indexes)}"
+
+
+def write_slots(key: str) -> tuple[str, tuple[int, ...]]:
+    """(task token, write indexes) of a pending write or write group key (spec §4.7)."""
+    seg = key.rsplit("/", 1)[1]
+    parts = seg.rsplit(".", 2)
+    if len(parts) == 3 and parts[1].startswith("-") and len(parts[2]) == 26:
+        return parts[0], (int(parts[1]),)
+    task, _, idxs = seg.rpartition(".")
+    return task, tuple(int(i) for i in idxs.split("~"))
+
+
 def objects_prefix(thread_id: str) -> str:
     """Content-addressed objects of a thread."""
     return thread_prefix(thread_id) + "objects/"

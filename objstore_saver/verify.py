@@ -226,7 +226,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
             continue
         report.writes += 1
         try:
-            w = codec.decode_write(body, key)
+            ws = codec.decode_writes(body, key)
         except (CorruptObjectError, UnsupportedFormatError) as exc:
             report.problems.append(Problem(key, "unreadable", str(exc)))
             continue
@@ -234,7 +234,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
             # Left by an interrupted delete or prune; never read (spec §6.6).
             report.orphan_writes += 1
             continue
-        want(_refs([w.value]), key)
+        want(_refs([w.value for w in ws]), key)
 
     facts: dict[bytes, _Facts] = {}
     sizes: dict[bytes, int] = {}

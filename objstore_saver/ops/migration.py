@@ -162,19 +162,13 @@ def _stored_checkpoints(thread_id: str) -> SubPlan:
     return out
 
 
-def _write_slot(key: str) -> tuple[str, int]:
-    """(task token, write index) of a pending write key (spec §4.7)."""
-    seg = key.rsplit("/", 1)[1]
-    parts = seg.rsplit(".", 2)
-    if len(parts) == 3 and parts[1].startswith("-") and len(parts[2]) == 26:
-        return parts[0], int(parts[1])
-    task, _, idx = seg.rpartition(".")
-    return task, int(idx)
-
-
 def _stored_write_slots(thread_id: str, ns: str, cid: str) -> SubPlan:
     found = yield from list_all(keys.writes_prefix(thread_id, ns, cid))
-    return {_write_slot(k) for k in found}
+    slots: set[tuple[str, int]] = set()
+    for k in found:
+        task, idxs = keys.write_slots(k)
+        slots.update((task, i) for i in idxs)
+    return slots
 
 
 def _ancestors_reach(thread_id: str, ns: str, head: str, wanted: str, known: set[str]) -> SubPlan:

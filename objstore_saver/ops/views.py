@@ -249,9 +249,10 @@ def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> 
     )
     write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
     writes = [
-        codec.decode_write(b, k)
+        w
         for k, b in zip(write_keys, write_bodies, strict=True)
         if b is not None
+        for w in codec.decode_writes(b, k)
     ]
     in_force = plans.effective_writes(writes)
     write_values = yield from resolve_entries(
@@ -358,7 +359,20 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         )
         return out
     if section == "writes":
-        w = codec.decode_write(body, key)
+        ws = codec.decode_writes(body, key)
+        if codec.unpack_object(body, key)["k"] == "writes":
+            out.update(
+                kind="writes",
+                format=codec.FORMAT_VERSION,
+                task_id=ws[0].task_id,
+                task_path=ws[0].task_path,
+                writes=[
+                    {"idx": w.idx, "channel": w.channel, "value": _raw_entry(w.value, pfx)}
+                    for w in ws
+                ],
+            )
+            return out
+        w = ws[0]
         out.update(
             kind="write",
             format=codec.FORMAT_VERSION,

@@ -57,7 +57,10 @@ def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequen
         )
         bodies = yield from run_batch(*(Get(k) for k in wkeys))
         writes = effective_writes(
-            codec.decode_write(b, k) for k, b in zip(wkeys, bodies, strict=True) if b is not None
+            w
+            for k, b in zip(wkeys, bodies, strict=True)
+            if b is not None
+            for w in codec.decode_writes(b, k)
         )
         wanted = [w for w in writes if w.channel in remaining]
         seeded = [c for c in remaining if c in m.channels]

@@ -123,7 +123,7 @@ def _reach(
         refs = []
         for k, body in zip(group, bodies, strict=True):
             if body is not None:  # deleted with its checkpoint since the listing
-                refs += entry_refs([codec.decode_write(body, k).value])
+                refs += entry_refs([w.value for w in codec.decode_writes(body, k)])
         yield from fetch_objects(ctx, pfx, refs, pfx, reached=reached)
     return reached
 

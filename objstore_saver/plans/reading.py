@@ -133,6 +133,9 @@ def fetch_objects(
 def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
     """Writes in force, in ``writes_sort_key`` order (spec §6.5).
 
+    ``writes`` come in the key order of their objects (a listing's order),
+    write groups expanded in place: of regular writes stored for one task
+    and index by several objects, the first is in force.
     A special write is stored once per call; the one with the greatest
     sequence replaces the others, as the last call does in ``InMemorySaver``.
     Regular writes of a call that are not all stored yet (a crash or a failed
@@ -274,13 +277,15 @@ def read_tuples(
         write_keys.append(found)
     flat = [k for ks in write_keys for k in ks]
     bodies = yield from run_batch(*(Get(k) for k in flat))
-    writes_by_key: dict[str, WriteObj] = {}
+    writes_by_key: dict[str, list[WriteObj]] = {}
     for k, body in zip(flat, bodies, strict=True):
         if body is None:
             raise MissingObjectError(k, "the listing of its checkpoint's writes")
-        writes_by_key[k] = codec.decode_write(body, k)
+        writes_by_key[k] = codec.decode_writes(body, k)
 
-    sorted_writes = [effective_writes(writes_by_key[k] for k in wkeys) for wkeys in write_keys]
+    sorted_writes = [
+        effective_writes(w for k in wkeys for w in writes_by_key[k]) for wkeys in write_keys
+    ]
     refs_by_pfx: dict[str, list[tuple[str, bytes]]] = {}
     done = decoded if decoded is not None else [None] * len(manifests)
     for (_, m), writes, values in zip(manifests, sorted_writes, done, strict=True):

@@ -463,8 +463,11 @@ def put_writes(
     if not isinstance(task_id, str):
         raise InvalidIdentifierError(f"task_id must be a string, got {task_id!r}")
     pfx = keys.thread_prefix(scope.thread_id)
-    # Readers keep the regular writes of this call hidden until all are stored.
     regular = tuple(i for i, (ch, _) in enumerate(writes) if WRITES_IDX_MAP.get(ch, i) >= 0)
+    # Two or more regular writes are one write group (one request, all or
+    # nothing); a call whose index list would make too long a key stores them
+    # one object each, and readers hide them until all are stored (`g`).
+    grouped = len(regular) > 1 and len(keys.group_suffix(regular)) <= keys.GROUP_SUFFIX_MAX
     # Taken in call order, before any request: a later special write wins
     # even when its request completes first, or comes later in one call.
     seqs = [
@@ -475,10 +478,14 @@ def put_writes(
         started = ctx.clock()
         encoded: list[Encoded] = []
         write_puts: list[Put] = []
+        group_rows: list[tuple[int, str, Entry]] = []
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
             enc = yield from encode_value(ctx, pfx, value, trust=trust)
             encoded.append(enc)
+            if grouped and idx >= 0:
+                group_rows.append((idx, channel, enc.entry))
+                continue
             body = codec.encode_write(
                 task_id=task_id,
                 task_path=task_path,
@@ -494,6 +501,14 @@ def put_writes(
             # Create-only: the first regular write wins; special writes get a new
             # key per call and the greatest sequence is in force (nothing is
             # overwritten).
+            write_puts.append(Put(key, body))
+        if group_rows:
+            # Create-only too: a stored group (a retry, or the task's earlier
+            # call with the same indexes) wins.
+            body = codec.encode_write_group(task_id=task_id, task_path=task_path, writes=group_rows)
+            key = keys.write_group_key(
+                scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, regular
+            )
             write_puts.append(Put(key, body))
         yield from store_objects(ctx, pfx, encoded, trust=trust)
         if ctx.clock() - started <= ctx.trust_age:

@@ -82,7 +82,7 @@ def checkpoint_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: st
         if b is None:
             continue  # deleted since the listing (prune): not a pending write any more
         try:
-            writes.append(codec.decode_write(b, k))
+            writes.extend(codec.decode_writes(b, k))
         except CorruptObjectError as exc:
             errors["write " + k] = _error(exc)
     in_force = plans.effective_writes(writes)
