@@ -174,7 +174,7 @@ class WriteObj:
     channel: str
     value: Entry
     seq: int = 0
-    """Order of special (negative index) writes: the greatest one is in force."""
+    """Call order: of special writes the greatest is in force, of regular ones the least."""
     group: tuple[int, ...] = ()
     """Indexes of the regular writes stored by the same call (empty: not recorded); §4.7."""
 
@@ -335,7 +335,7 @@ def encode_write(
 
 
 def encode_write_group(
-    *, task_id: str, task_path: str, writes: Sequence[tuple[int, str, Entry]]
+    *, task_id: str, task_path: str, writes: Sequence[tuple[int, str, Entry]], seq: int
 ) -> bytes:
     """Bytes of a write group (spec §4.7): a call's regular writes, ``(idx, channel, entry)``."""
     return pack_object(
@@ -344,6 +344,7 @@ def encode_write_group(
             "k": "writes",
             "task_id": task_id,
             "task_path": task_path,
+            "seq": seq,
             "w": [[idx, channel, entry_to_msgpack(v)] for idx, channel, v in writes],
         }
     )
@@ -476,6 +477,7 @@ def decode_writes(data: bytes, key: str) -> list[WriteObj]:
         return [_write_from(obj, key)]
     task_id = _field(obj, "task_id", str, key)
     task_path = _field(obj, "task_path", str, key)
+    seq = _field(obj, "seq", int, key)
     rows = _field(obj, "w", list, key)
     out: list[WriteObj] = []
     for row in rows:
@@ -488,7 +490,7 @@ def decode_writes(data: bytes, key: str) -> list[WriteObj]:
             and isinstance(row[1], str)
         ):
             raise CorruptObjectError(key, f"write group row must be [idx, channel, v], got {row!r}")
-        out.append(WriteObj(task_id, task_path, row[0], row[1], decode_entry(row[2], key)))
+        out.append(WriteObj(task_id, task_path, row[0], row[1], decode_entry(row[2], key), seq))
     idxs = [w.idx for w in out]
     if len(idxs) < 2 or idxs != sorted(set(idxs)):
         raise CorruptObjectError(key, f"write group indexes {idxs} are not ascending, distinct, 2+")

@@ -125,13 +125,13 @@ def test_retry_after_lost_response_and_first_call_wins(store: ObjectStore) -> No
     assert len(_write_keys(store, config)) == 1
 
 
-def test_mixed_layouts_first_object_in_key_order_wins(store: ObjectStore) -> None:
+def test_mixed_layouts_the_earliest_call_wins(store: ObjectStore) -> None:
     with ObjectStoreSaver(store) as saver:
         config = _head(saver, "t")
         c = config["configurable"]
         at = (c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
         # An earlier release stored the task's writes 0 and 1 one object each;
-        # a newer writer (a retry of the task) stored the group 0~1~2.
+        # a newer writer (a later call of the task) stored the group 0~1~2.
         store.put(
             k.write_key(*at, "task", 0), _single("task", 0, "a", b"1", (0, 1)), PutMode.CREATE
         )
@@ -139,10 +139,11 @@ def test_mixed_layouts_first_object_in_key_order_wins(store: ObjectStore) -> Non
             k.write_key(*at, "task", 1), _single("task", 1, "b", b"2", (0, 1)), PutMode.CREATE
         )
         saver.put_writes(config, [("a", 7), ("b", 8), ("c", 9)], "task")
-        # Per index, the object whose key sorts first: `.0`, `.0~1~2`, `.1`.
-        assert _pending(saver, config) == [("task", "a", 1), ("task", "b", 8), ("task", "c", 9)]
+        # Per index, the earliest call's write (the old ones carry seq 0), as
+        # InMemorySaver keeps the first call's: only index 2 is the group's.
+        assert _pending(saver, config) == [("task", "a", 1), ("task", "b", 2), ("task", "c", 9)]
         # An incomplete old call (its write 3 missing) is hidden and keeps its
-        # slot: the group's write 0 sorts after it (`.0` before `.0~1`).
+        # slot 0 (seq 0, earlier than the group's).
         store.put(
             k.write_key(*at, "other", 0), _single("other", 0, "a", b"5", (0, 3)), PutMode.CREATE
         )
@@ -150,6 +151,23 @@ def test_mixed_layouts_first_object_in_key_order_wins(store: ObjectStore) -> Non
         assert [w for w in _pending(saver, config) if w[0] == "other"] == [("other", "y", 2)]
     with ObjectStoreSaver(store) as fresh:
         assert fresh.verify("t").ok
+
+
+def test_calls_of_different_shapes_keep_the_first_calls_writes(store: ObjectStore) -> None:
+    # InMemorySaver keeps, per (task, index), the first call's regular write.
+    with ObjectStoreSaver(store) as saver:
+        config = _head(saver, "t")
+        saver.put_writes(config, [("a", 1), ("a", 2)], "g-first")  # the group 0~1
+        saver.put_writes(config, [("a", 3)], "g-first")  # a single write of index 0
+        saver.put_writes(config, [("a", 4)], "s-first")
+        saver.put_writes(config, [("a", 5), ("a", 6)], "s-first")
+    with ObjectStoreSaver(store) as fresh:  # no memory of the calls
+        assert _pending(fresh, config) == [
+            ("g-first", "a", 1),
+            ("g-first", "a", 2),
+            ("s-first", "a", 4),
+            ("s-first", "a", 6),
+        ]
 
 
 def test_long_index_list_falls_back_to_single_writes(store: ObjectStore) -> None:
@@ -171,11 +189,12 @@ def test_corrupt_group_names_its_key(store: ObjectStore) -> None:
         task_id="task",
         task_path="p",
         writes=[(0, "a", Inline(codec.Payload("json", "raw", b"1")))],
+        seq=1,
     )
     with pytest.raises(CorruptObjectError, match=r"_task\.0"):
         codec.decode_writes(body, "threads/_t/writes/_/_c/_task.0")  # one write is no group
     two = [(i, "a", Inline(codec.Payload("json", "raw", b"1"))) for i in (0, 1)]
-    body = codec.encode_write_group(task_id="task", task_path="p", writes=two)
+    body = codec.encode_write_group(task_id="task", task_path="p", writes=two, seq=1)
     with pytest.raises(CorruptObjectError, match=r"_task\.0~2.*do not match its key"):
         codec.decode_writes(body, "threads/_t/writes/_/_c/_task.0~2")
     with ObjectStoreSaver(store) as saver:

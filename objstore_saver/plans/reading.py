@@ -135,9 +135,10 @@ def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
 
     ``writes`` come in the key order of their objects (a listing's order),
     write groups expanded in place: of regular writes stored for one task
-    and index by several objects, the first is in force.
-    A special write is stored once per call; the one with the greatest
-    sequence replaces the others, as the last call does in ``InMemorySaver``.
+    and index by several objects, the one with the least sequence (the
+    earliest call; key order breaks ties) is in force, as the first call's
+    does in ``InMemorySaver``. A special write is stored once per call; the
+    one with the greatest sequence replaces the others, as the last call does.
     Regular writes of a call that are not all stored yet (a crash or a failed
     request in the middle of ``put_writes``) are not in force: LangGraph would
     take a task with some of its writes as done and lose the others.
@@ -145,7 +146,8 @@ def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
     latest: dict[tuple[str, int], WriteObj] = {}
     for w in writes:
         slot = (w.task_id, w.idx)
-        if slot not in latest or w.seq > latest[slot].seq:
+        held = latest.get(slot)
+        if held is None or (w.seq > held.seq if w.idx < 0 else w.seq < held.seq):
             latest[slot] = w
     complete = [w for w in latest.values() if all((w.task_id, i) in latest for i in w.group)]
     return sorted(complete, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))

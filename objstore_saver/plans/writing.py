@@ -469,10 +469,10 @@ def put_writes(
     # one object each, and readers hide them until all are stored (`g`).
     grouped = len(regular) > 1 and len(keys.group_suffix(regular)) <= keys.GROUP_SUFFIX_MAX
     # Taken in call order, before any request: a later special write wins
-    # even when its request completes first, or comes later in one call.
-    seqs = [
-        ctx.next_seq() if WRITES_IDX_MAP.get(ch, i) < 0 else 0 for i, (ch, _) in enumerate(writes)
-    ]
+    # even when its request completes first, or comes later in one call; of
+    # regular writes held by several objects (a group and a single write of
+    # one slot, from calls of different shapes) the earliest call's is in force.
+    seqs = [ctx.next_seq() for _ in writes]
     for attempt in range(PUT_ATTEMPTS):
         trust = attempt == 0
         started = ctx.clock()
@@ -505,7 +505,9 @@ def put_writes(
         if group_rows:
             # Create-only too: a stored group (a retry, or the task's earlier
             # call with the same indexes) wins.
-            body = codec.encode_write_group(task_id=task_id, task_path=task_path, writes=group_rows)
+            body = codec.encode_write_group(
+                task_id=task_id, task_path=task_path, writes=group_rows, seq=seqs[regular[0]]
+            )
             key = keys.write_group_key(
                 scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, regular
             )
