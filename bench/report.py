@@ -487,10 +487,13 @@ def markdown(d: Doc) -> str:
             f"## Workload 2: long thread ({sizes['long_turns']:,} turns, at most "
             f"{sizes['long_cap_s']:.0f} s per saver)",
             "",
-            "Turns run without injected delay except the measured ones: before turn N",
-            "the latest-checkpoint lookup (`get_tuple`) and turn N's whole `invoke` run",
-            f"with {delay:.0f} ms per S3 request. A saver that reached the time cap stops",
-            "there; the table says where.",
+            "Turns run without injected delay except the measured ones: before each of",
+            "turns N-2, N-1 and N the latest-checkpoint lookup (`get_tuple`) and that",
+            f"turn's whole `invoke` run with {delay:.0f} ms per S3 request; the figures at N",
+            "are those of the median lookup and the median turn of the three (one turn",
+            "is one sample: a garbage collection over a long history or this shared",
+            "machine moved single samples by up to 1.5x). A saver that reached the time",
+            "cap stops there; the table says where.",
             "",
         ]
         pts = sorted({int(p) for r in rows.values() if "points" in r for p in r["points"]})
