@@ -360,6 +360,12 @@ def markdown(d: Doc) -> str:
         f"One run of every workload of issue 3 against every saver ({doc['mode']} mode, "
         f"{doc['generated_at']}, {doc['elapsed_s'] / 60:.1f} minutes on "
         f"{doc['machine']['cpus']} CPUs).",
+        *[
+            f"Workloads {', '.join(r['workloads'])} come from a later run of those workloads "
+            f"against every saver ({r['generated_at']}, {r['elapsed_s'] / 60:.1f} minutes): "
+            f"{r['reason']}."
+            for r in doc.get("reruns", [])
+        ],
         "",
         f"**How it is measured.** S3 savers talk to an S3 server, **{d.s3_server}**, on",
         "loopback through a metering reverse proxy (`bench/proxy.py`); `bench/server.py`",
