@@ -24,11 +24,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from objstore_saver.codec import Entry, StoredObject, object_size
 from objstore_saver.list_encoding import EncodedElement, SealedKey, SealedObject
 
 _KNOWN_ONLY_COST = 120
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ObjectMemory:
@@ -199,29 +203,27 @@ class BoundedSet:
                 del self._items[item]
 
 
-class ElementMemory:
-    """Encoded list elements by (type, serialized bytes); first in, first out.
+class _BoundedFifo(Generic[K, V]):
+    """A thread-safe map with a byte budget; the oldest entries go first."""
 
-    A pure function cache: the encoding of given bytes never changes, so an
-    entry is never stale. It saves the compression and hashing of elements a
-    list held at its previous checkpoint.
-    """
-
-    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._items: dict[tuple[str, bytes], tuple[EncodedElement, int]] = {}
+        self._items: dict[K, tuple[V, int]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
-        self.sealed = SealedMemory(max_bytes)
-        """Chunks and nodes of the lists encoded, with a budget of its own."""
 
-    def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
+    def get(self, key: K) -> V | None:
         # A dict read is atomic; eviction order does not need the read.
         hit = self._items.get(key)
         return None if hit is None else hit[0]
 
-    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
-        cost = len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes the entries hold."""
+        return self._bytes
+
+    def put(self, key: K, value: V, cost: int) -> None:
+        """Keep ``value`` unless it alone would take over an eighth of the budget."""
         if cost > self.max_bytes // 8:
             return
         with self._lock:
@@ -232,6 +234,33 @@ class ElementMemory:
             while self._bytes > self.max_bytes:
                 oldest = next(iter(self._items))
                 self._bytes -= self._items.pop(oldest)[1]
+
+
+class ElementMemory:
+    """Encoded list elements by (type, serialized bytes); first in, first out.
+
+    A pure function cache: the encoding of given bytes never changes, so an
+    entry is never stale. It saves the compression and hashing of elements a
+    list held at its previous checkpoint.
+    """
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._fifo: _BoundedFifo[tuple[str, bytes], EncodedElement] = _BoundedFifo(max_bytes)
+        self.sealed = SealedMemory(max_bytes)
+        """Chunks and nodes of the lists encoded, with a budget of its own."""
+
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes the remembered elements hold."""
+        return self._fifo.held_bytes
+
+    def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
+        return self._fifo.get(key)
+
+    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
+        cost = len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
+        self._fifo.put(key, value, cost)
 
 
 class SealedMemory:
@@ -245,27 +274,18 @@ class SealedMemory:
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._items: dict[SealedKey, tuple[SealedObject, int]] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._fifo: _BoundedFifo[SealedKey, SealedObject] = _BoundedFifo(max_bytes)
+
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes the remembered chunks and nodes hold."""
+        return self._fifo.held_bytes
 
     def get(self, key: SealedKey) -> SealedObject | None:
-        # A dict read is atomic; eviction order does not need the read.
-        hit = self._items.get(key)
-        return None if hit is None else hit[0]
+        return self._fifo.get(key)
 
     def put(self, key: SealedKey, value: SealedObject) -> None:
         # The key holds the elements' serialized bytes: they count too.
         held = sum(len(k[1]) for k in key if isinstance(k, tuple))
         held += len(value.body) + sum(len(b) for b in value.element_objects.values())
-        cost = held + 64 * len(key) + 200
-        if cost > self.max_bytes // 8:
-            return
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = (value, cost)
-            self._bytes += cost
-            while self._bytes > self.max_bytes:
-                oldest = next(iter(self._items))
-                self._bytes -= self._items.pop(oldest)[1]
+        self._fifo.put(key, value, held + 64 * len(key) + 200)

@@ -198,7 +198,7 @@ def test_element_memory_is_bounded_by_bytes() -> None:
     for i in range(500):
         data = b"%d" % i * 200
         cache.put(("msgpack", data), list_encoding.encode_element("msgpack", data))
-    assert cache._bytes <= 64 * 1024
+    assert cache.held_bytes <= 64 * 1024
     assert cache.get(("msgpack", b"499" * 200)) is not None
     assert cache.get(("msgpack", b"0" * 200)) is None
 
@@ -257,7 +257,7 @@ def test_sealed_memory_is_bounded_by_bytes() -> None:
     for i in range(300):
         elements = [("msgpack", b"%d-%d" % (i, j) * 40) for j in range(CHUNK_LEN)]
         list_encoding.encode_list(elements, None, cache)
-    assert cache._bytes <= 64 * 1024
+    assert cache.held_bytes <= 64 * 1024
     last = ("c", *[("msgpack", b"299-%d" % j * 40) for j in range(CHUNK_LEN)])
     first = ("c", *[("msgpack", b"0-%d" % j * 40) for j in range(CHUNK_LEN)])
     assert cache.get(last) is not None
@@ -286,7 +286,7 @@ def test_remembered_chunks_still_carry_their_elements_to_the_store(tmp_path: Pat
     # The second put's objects alone (a fresh store) must hold the whole list.
     with ObjectStoreSaver(LocalStore(tmp_path / "b"), object_cache_bytes=0) as other:
         other._ctx.elements.sealed = writer._ctx.elements.sealed
-        other._ctx.elements._items = writer._ctx.elements._items
+        other._ctx.elements._fifo = writer._ctx.elements._fifo
         cp = empty_checkpoint()
         cp["channel_values"] = {"items": grown(CHUNK_LEN * 5 + 2)}
         cp["channel_versions"] = {"items": 1}
