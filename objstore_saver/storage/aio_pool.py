@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
-from urllib.parse import urlsplit
 
+from objstore_saver.storage.pool_cap import CappedPool
 from objstore_saver.storage.s3_protocol import (
     HttpRequest,
     HttpResponse,
@@ -61,57 +60,16 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         await reader.readexactly(2)
 
 
-class AsyncConnectionPool:
+class AsyncConnectionPool(CappedPool):
     """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open.
 
-    At most ``max_idle`` of them are kept open between requests. A request
-    beyond ``max_connections`` waits for another to finish (at most
-    ``wait_timeout``; then it fails as not sent), so a burst of coroutines
-    never opens more sockets than the cap.
-
-    Args:
-        scheme: ``http`` or ``https``.
-        host: ``host[:port]``.
-        connect_timeout: Seconds to open a connection (TLS handshake included).
-        read_timeout: Seconds to wait for each read of an answer.
-        max_idle: Connections kept open between requests.
-        max_connections: Connections open at once (busy and idle together);
-            default 64.
-        wait_timeout: Seconds a request waits for a free connection; default
-            ``read_timeout``.
-        extra_headers: Headers added to every request (e.g. ``user-agent``).
+    A burst of coroutines never opens more sockets than the cap; the blocking
+    twin is ``http_pool.ConnectionPool``. Arguments: :class:`CappedPool`.
     """
 
-    def __init__(
-        self,
-        scheme: str,
-        host: str,
-        *,
-        connect_timeout: float,
-        read_timeout: float,
-        max_idle: int,
-        max_connections: int = 64,
-        wait_timeout: float | None = None,
-        extra_headers: dict[str, str] | None = None,
-    ) -> None:
-        parts = urlsplit(f"{scheme}://{host}")
-        self._host = parts.hostname or host
-        self._port = parts.port or (443 if scheme == "https" else 80)
-        self._ssl = ssl.create_default_context() if scheme == "https" else None
-        self._connect_timeout = connect_timeout
-        self._read_timeout = read_timeout
-        self._max_idle = max_idle
-        self._max_connections = max_connections
-        self._wait_timeout = read_timeout if wait_timeout is None else wait_timeout
-        # Invariant: open connections <= max_connections. A request holds a
-        # slot from before it takes a connection until it has put it back or
-        # closed it, and a new connection is opened only when no idle one is
-        # left: at that moment every open connection is held by a busy request.
-        self._slots = asyncio.Semaphore(max_connections)
-        self._busy = 0
-        self._peak_busy = 0
+    def _setup(self) -> None:
+        self._slots = asyncio.Semaphore(self._max_connections)
         self._idle: list[_Conn] = []
-        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (extra_headers or {}).items())
 
     async def _take(self) -> tuple[_Conn | None, str | None]:
         """An open idle connection, a new one, or ``(None, error)`` when none opens."""
@@ -136,16 +94,6 @@ class AsyncConnectionPool:
             return None, f"{type(exc).__name__}: {exc}"
         return conn, None
 
-    @property
-    def busy(self) -> int:
-        """Requests holding a connection (or opening one) now."""
-        return self._busy
-
-    @property
-    def peak_busy(self) -> int:
-        """The most requests that held a connection at once; open sockets never exceed it."""
-        return self._peak_busy
-
     async def send(self, request: HttpRequest) -> Reply:
         """Send one request and read the whole answer; failures become :class:`TransportFailure`.
 
@@ -155,13 +103,8 @@ class AsyncConnectionPool:
             async with asyncio.timeout(self._wait_timeout):
                 await self._slots.acquire()
         except TimeoutError:
-            return TransportFailure(
-                f"PoolTimeoutError: all {self._max_connections} connections stayed busy "
-                f"for {self._wait_timeout} s",
-                sent=False,
-            )
-        self._busy += 1
-        self._peak_busy = max(self._peak_busy, self._busy)
+            return self._no_slot()
+        self._began()
         try:
             return await self._send(request)
         finally:

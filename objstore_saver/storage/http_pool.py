@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import select
 import socket
-import ssl
 import threading
-from urllib.parse import urlsplit
 
+from objstore_saver.storage.pool_cap import CappedPool
 from objstore_saver.storage.s3_protocol import (
     HttpRequest,
     HttpResponse,
@@ -144,58 +143,17 @@ def _read_chunked(conn: _Connection) -> bytes:
             raise ProtocolError("chunk not followed by CRLF")
 
 
-class ConnectionPool:
-    """Connections to ``scheme://host``, at most ``max_connections`` open.
+class ConnectionPool(CappedPool):
+    """Blocking connections to ``scheme://host``, at most ``max_connections`` open.
 
-    At most ``max_idle`` of them are kept open between requests. A request
-    beyond ``max_connections`` waits for another to finish (at most
-    ``wait_timeout``; then it fails as not sent), so many threads sending at
-    once never open more sockets than the cap (the async twin is
-    ``aio_pool.AsyncConnectionPool``).
-
-    Args:
-        scheme: ``http`` or ``https``.
-        host: ``host[:port]``.
-        connect_timeout: Seconds to open a connection (TLS handshake included).
-        read_timeout: Seconds to wait for each read of an answer.
-        max_idle: Connections kept open between requests.
-        max_connections: Connections open at once (busy and idle together);
-            default 64.
-        wait_timeout: Seconds a request waits for a free connection; default
-            ``read_timeout``.
-        extra_headers: Headers added to every request (e.g. ``user-agent``).
+    Many threads sending at once never open more sockets than the cap; the
+    async twin is ``aio_pool.AsyncConnectionPool``. Arguments: :class:`CappedPool`.
     """
 
-    def __init__(
-        self,
-        scheme: str,
-        host: str,
-        *,
-        connect_timeout: float,
-        read_timeout: float,
-        max_idle: int,
-        max_connections: int = 64,
-        wait_timeout: float | None = None,
-        extra_headers: dict[str, str] | None = None,
-    ) -> None:
-        parts = urlsplit(f"{scheme}://{host}")
-        self._address = (parts.hostname or host, parts.port or (443 if scheme == "https" else 80))
-        self._ssl = ssl.create_default_context() if scheme == "https" else None
-        self._connect_timeout = connect_timeout
-        self._read_timeout = read_timeout
-        self._max_idle = max_idle
-        self._max_connections = max_connections
-        self._wait_timeout = read_timeout if wait_timeout is None else wait_timeout
-        # Invariant: open connections <= max_connections. A request holds a
-        # slot from before it takes a connection until it has put it back or
-        # closed it, and a new connection is opened only when no idle one is
-        # left: at that moment every open connection is held by a busy request.
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._busy = 0
-        self._peak_busy = 0
+    def _setup(self) -> None:
+        self._slots = threading.BoundedSemaphore(self._max_connections)
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
-        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (extra_headers or {}).items())
 
     def _take(self) -> _Connection | None:
         """An idle connection still open, or ``None``."""
@@ -212,11 +170,11 @@ class ConnectionPool:
             conn.close()
 
     def _connect(self) -> _Connection:
-        sock = socket.create_connection(self._address, timeout=self._connect_timeout)
+        sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
-                sock = self._ssl.wrap_socket(sock, server_hostname=self._address[0])
+                sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
             sock.settimeout(self._read_timeout)
         except BaseException:
             sock.close()
@@ -230,30 +188,15 @@ class ConnectionPool:
                 return
         conn.close()
 
-    @property
-    def busy(self) -> int:
-        """Requests holding a connection (or opening one) now."""
-        return self._busy
-
-    @property
-    def peak_busy(self) -> int:
-        """The most requests that held a connection at once; open sockets never exceed it."""
-        return self._peak_busy
-
     def send(self, request: HttpRequest) -> Reply:
         """Send one request and read the whole answer; failures become :class:`TransportFailure`.
 
         Waits for a free slot first when ``max_connections`` requests are busy.
         """
         if not self._slots.acquire(timeout=self._wait_timeout):
-            return TransportFailure(
-                f"PoolTimeoutError: all {self._max_connections} connections stayed busy "
-                f"for {self._wait_timeout} s",
-                sent=False,
-            )
+            return self._no_slot()
         with self._lock:
-            self._busy += 1
-            self._peak_busy = max(self._peak_busy, self._busy)
+            self._began()
         try:
             return self._send(request)
         finally:
