@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
     empty_checkpoint,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import ObjectStore, StorageError
@@ -306,3 +307,15 @@ def run_workload(
         if loop is not None:
             loop.close()
     return stored
+
+
+def counting_chat(saver: Any) -> Any:
+    """A one-node chat graph whose bot answers with the number of messages it read."""
+
+    def bot(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"read {len(state['messages'])} messages")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import config
+from faultkit import config, counting_chat
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import START, MessagesState, StateGraph
 
 from objstore_saver import LocalStore, ObjectStoreSaver
 from objstore_saver.storage import PutMode, StorageError
@@ -41,16 +40,6 @@ def _text(nbytes: int, seed: int) -> str:
         out.append(w)
         size += len(w) + 1
     return " ".join(out)[:nbytes]
-
-
-def _chat(saver: ObjectStoreSaver) -> Any:
-    def bot(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(f"read {len(state['messages'])} messages")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("bot", bot)
-    builder.add_edge(START, "bot")
-    return builder.compile(checkpointer=saver)
 
 
 def _traced_peak(fn: Any) -> int:
@@ -75,7 +64,7 @@ def test_a_20_mib_tool_turn_peaks_at_the_serializers_own_peak(tmp_path: Path) ->
     # What LangGraph's serializer costs alone for the message (about 3x).
     own = _traced_peak(lambda: JsonPlusSerializer().dumps_typed(inputs[2]))
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
-        graph = _chat(saver)
+        graph = counting_chat(saver)
         cfg = {"configurable": {"thread_id": "big"}}
         graph.invoke({"messages": [HumanMessage("hello")]}, cfg)
         peak = _traced_peak(lambda: graph.invoke({"messages": inputs}, cfg))

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import config
+from faultkit import config, counting_chat
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import START, MessagesState, StateGraph
 
 from objstore_saver import LocalStore, ObjectStoreSaver, codec, keys, ops, split_values
 from objstore_saver.codec import PartsObj, SplitObj, ValueObj
@@ -171,16 +170,6 @@ def test_the_caller_value_is_not_changed(tmp_path: Path) -> None:
     assert {k: _round_trip(v) for k, v in values.items()} == before
 
 
-def _chat(saver: ObjectStoreSaver) -> Any:
-    def bot(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(f"read {len(state['messages'])} messages")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("bot", bot)
-    builder.add_edge(START, "bot")
-    return builder.compile(checkpointer=saver)
-
-
 def _traced_peak(fn: Any) -> tuple[int, Any]:
     tracemalloc.start()
     try:
@@ -201,7 +190,7 @@ def test_a_20_mib_tool_turn_peaks_far_below_the_serializer(tmp_path: Path) -> No
         ToolMessage(payload, tool_call_id="call-1"),
     ]
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
-        graph = _chat(saver)
+        graph = counting_chat(saver)
         cfg = {"configurable": {"thread_id": "big"}}
         graph.invoke({"messages": [HumanMessage("hello")]}, cfg)
         write_peak, _ = _traced_peak(lambda: graph.invoke({"messages": inputs}, cfg))
@@ -250,7 +239,7 @@ def test_prune_verify_and_the_viewer_reach_the_split_objects(tmp_path: Path) -> 
     store = LocalStore(tmp_path / "store", fsync=False)
     text = _text(split_values.SPLIT_MIN + 200_000, seed=6)
     with ObjectStoreSaver(store, prune_grace=timedelta(0)) as saver:
-        graph = _chat(saver)
+        graph = counting_chat(saver)
         cfg = {"configurable": {"thread_id": "p"}}
         graph.invoke({"messages": [_tool(text)]}, cfg)
         graph.invoke({"messages": [HumanMessage("and then?")]}, cfg)
@@ -347,7 +336,9 @@ def test_the_object_page_shows_a_split_text_stored_as_one_value(tmp_path: Path) 
     text = "é" + "x" * (split_values.SPLIT_MIN + 10)
     url = f"file://{tmp_path}/store"
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
-        _chat(saver).invoke({"messages": [_tool(text)]}, {"configurable": {"thread_id": "v"}})
+        counting_chat(saver).invoke(
+            {"messages": [_tool(text)]}, {"configurable": {"thread_id": "v"}}
+        )
     objects = _objects(LocalStore(tmp_path / "store", fsync=False), "v")
     texts = [k for k, o in objects.items() if isinstance(o, ValueObj) and o.payload.type == "utf8"]
     assert texts
