@@ -191,17 +191,18 @@ def _text_pieces(ref: Ref, got: Mapping[bytes, StoredObject], pfx: str) -> Itera
     """The UTF-8 bytes of a split value's text (§4.4a), decompressed part by part."""
     key = keys.object_key_in(pfx, ref.digest)
     obj = got[ref.digest]
+    pieces: Iterable[bytes]
     if isinstance(obj, ValueObj):
         type_, data = codec.payload_bytes(obj.payload, key)
-        if type_ != split_values.TEXT_TYPE:
-            raise CorruptObjectError(key, f"a message text has type {type_!r}, not 'utf8'")
-        yield data
-        return
-    assert isinstance(obj, PartsObj)
-    if obj.type != split_values.TEXT_TYPE:
-        raise CorruptObjectError(key, f"a message text has type {obj.type!r}, not 'utf8'")
-    frames = (cast(PartObj, got[d]).data for d in obj.parts)
-    yield from codec.stream_payload(obj.encoding, obj.size, frames, key)
+        pieces = (data,)
+    else:
+        assert isinstance(obj, PartsObj)
+        type_ = obj.type
+        frames = (cast(PartObj, got[d]).data for d in obj.parts)
+        pieces = codec.stream_payload(obj.encoding, obj.size, frames, key)
+    if type_ != split_values.TEXT_TYPE:
+        raise CorruptObjectError(key, f"a message text has type {type_!r}, not 'utf8'")
+    yield from pieces
 
 
 def _expand(

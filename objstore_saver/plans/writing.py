@@ -89,44 +89,9 @@ def encode_value(
     try:
         split = split_values.splits_for(ctx.serde)
         if type(value) is list and value:
-            # Elements with large texts are found first; the others serialized.
-            found = split_values.holes_by_element(value) if split else {}
-            elements = [
-                (_SPLIT_ELEMENT, b"") if i in found else ctx.serde.dumps_typed(e)
-                for i, e in enumerate(value)
-            ]
-            if found or list_encoding.use_list_encoding(elements):
-                streamed: dict[tuple[str, bytes], EncodedElement] = {}
-                for i, e in enumerate(value):
-                    h = found.get(i)
-                    if h:
-                        enc = yield from encode_split(ctx, pfx, e, h, trust=trust)
-                        assert isinstance(enc.entry, Ref)
-                        # Not a serializer's type: the key stands for this element only.
-                        elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
-                        streamed[elements[i]] = EncodedElement(
-                            codec.entry_to_msgpack(enc.entry),
-                            enc.entry.digest,
-                            enc.objects,
-                            enc.children,
-                        )
-                        continue
-                    element = elements[i]
-                    if (
-                        len(element[1]) > codec.PART_SIZE
-                        and element not in streamed
-                        and ctx.elements.get(element) is None
-                    ):
-                        ref, (d, body) = yield from stream_large(
-                            ctx, pfx, value_encoding.large_objects(*element), trust=trust
-                        )
-                        streamed[element] = EncodedElement(
-                            codec.entry_to_msgpack(ref), d, {d: body}, {}
-                        )
-                return list_encoding.encode_list(
-                    elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
-                )
-            del elements
+            listed = yield from _encode_list(ctx, pfx, value, split=split, trust=trust)
+            if listed is not None:
+                return listed
         # A list's elements were searched above (none holds a large text).
         holes = split_values.find_holes(value) if split and type(value) is not list else []
         if holes:
@@ -140,6 +105,50 @@ def encode_value(
     finally:
         ctx.gate.release()
     return value_encoding.encode_serialized(type_, data)
+
+
+def _encode_list(
+    ctx: Context, pfx: str, value: list[Any], *, split: bool, trust: bool
+) -> Generator[Batch, list[Any] | None, Encoded | None]:
+    """Sub-plan of :func:`encode_value`: a list element by element (spec §4.4), or None.
+
+    None when the list is stored as one value (small, or small elements) and
+    none of its elements holds a large text. Elements with large texts are
+    found first and split; the others are serialized, and those larger than
+    a part are streamed before the list is encoded.
+    """
+    found = split_values.holes_by_element(value) if split else {}
+    elements = [
+        (_SPLIT_ELEMENT, b"") if i in found else ctx.serde.dumps_typed(e)
+        for i, e in enumerate(value)
+    ]
+    if not found and not list_encoding.use_list_encoding(elements):
+        return None
+    streamed: dict[tuple[str, bytes], EncodedElement] = {}
+    for i, e in enumerate(value):
+        holes = found.get(i)
+        if holes:
+            enc = yield from encode_split(ctx, pfx, e, holes, trust=trust)
+            assert isinstance(enc.entry, Ref)
+            # Not a serializer's type: the key stands for this element only.
+            elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
+            streamed[elements[i]] = EncodedElement(
+                codec.entry_to_msgpack(enc.entry), enc.entry.digest, enc.objects, enc.children
+            )
+            continue
+        element = elements[i]
+        if (
+            len(element[1]) > codec.PART_SIZE
+            and element not in streamed
+            and ctx.elements.get(element) is None
+        ):
+            ref, (d, body) = yield from stream_large(
+                ctx, pfx, value_encoding.large_objects(*element), trust=trust
+            )
+            streamed[element] = EncodedElement(codec.entry_to_msgpack(ref), d, {d: body}, {})
+    return list_encoding.encode_list(
+        elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
+    )
 
 
 #: Element key type of a split list element (never a serializer's type).
