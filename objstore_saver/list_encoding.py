@@ -85,8 +85,8 @@ def encode_list(
     same subtrees) is not packed and hashed again: its bytes are a function of
     what it holds, so they are the same.
     """
-    enc = codec.Encoded(codec.Inline(codec.Payload("", codec.RAW, b"")))
-    out, children = enc.objects, enc.children
+    out: dict[bytes, bytes] = {}
+    children: dict[bytes, tuple[bytes, ...]] = {}
 
     def encoded(pair: tuple[str, bytes]) -> EncodedElement:
         """One element, through the cache; the objects behind it join the output."""
@@ -149,8 +149,7 @@ def encode_list(
     d = codec.digest_of(body)
     out[d] = body
     children[d] = tuple(c for c, _ in sealed) + tuple(m.digest for m in tail if m.digest)
-    enc.entry = codec.Ref("l", d)
-    return enc
+    return codec.Encoded(codec.Ref("l", d), out, children)
 
 
 def _subtree(

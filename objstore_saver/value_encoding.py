@@ -131,6 +131,7 @@ def encode_serialized(
     """Entry for already serialized bytes: inline when small, else an object."""
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
-    enc = codec.Encoded(codec.Inline(codec.Payload(type_, codec.RAW, b"")))
-    enc.entry = store_data(type_, serialized, enc.objects, enc.children)
-    return enc
+    objects: dict[bytes, bytes] = {}
+    children: dict[bytes, tuple[bytes, ...]] = {}
+    ref = store_data(type_, serialized, objects, children)
+    return codec.Encoded(ref, objects, children)
