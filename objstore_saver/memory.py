@@ -8,7 +8,9 @@
 * :class:`ElementMemory` — list elements already encoded, by serialized bytes,
   so a growing list compresses and hashes only its new elements (by bytes);
   with its :class:`SealedMemory`, the chunks and nodes already sealed, so it
-  packs and hashes only its new chunk and nodes.
+  packs and hashes only its new chunk and nodes; and with its
+  :class:`SerializedMemory`, messages already serialized, by state key, so it
+  serializes only its new messages.
 
 Both are thread-safe. They hold only facts about immutable objects; a delete or
 prune run by this process forgets the thread it touched. Every fact carries the
@@ -28,6 +30,7 @@ from typing import Generic, TypeVar
 
 from objstore_saver.codec import Entry, StoredObject, object_size
 from objstore_saver.list_encoding import EncodedElement, SealedKey, SealedObject
+from objstore_saver.message_state import StateKey
 
 _KNOWN_ONLY_COST = 120
 
@@ -249,6 +252,8 @@ class ElementMemory:
         self._fifo: _BoundedFifo[tuple[str, bytes], EncodedElement] = _BoundedFifo(max_bytes)
         self.sealed = SealedMemory(max_bytes)
         """Chunks and nodes of the lists encoded, with a budget of its own."""
+        self.serialized = SerializedMemory(max_bytes)
+        """Serialized messages by state key, with a budget of its own."""
 
     @property
     def held_bytes(self) -> int:
@@ -289,3 +294,27 @@ class SealedMemory:
         held = sum(len(k[1]) for k in key if isinstance(k, tuple))
         held += len(value.body) + sum(len(b) for b in value.element_objects.values())
         self._fifo.put(key, value, held + 64 * len(key) + 200)
+
+
+class SerializedMemory:
+    """Serialized messages (serializer type, bytes) by state key; FIFO.
+
+    A pure function cache like :class:`ElementMemory`: a message's bytes are a
+    function of its state key (:mod:`objstore_saver.message_state`), so an
+    entry is never stale. Only LangGraph's default serializer's bytes are kept.
+    """
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._fifo: _BoundedFifo[StateKey, tuple[str, bytes]] = _BoundedFifo(max_bytes)
+
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes the remembered messages hold."""
+        return self._fifo.held_bytes
+
+    def get(self, key: StateKey) -> tuple[str, bytes] | None:
+        return self._fifo.get(key)
+
+    def put(self, key: StateKey, value: tuple[str, bytes]) -> None:
+        self._fifo.put(key, value, len(key[1]) + len(value[1]) + 150)

@@ -48,26 +48,23 @@ def find_holes(value: Any) -> list[tuple[Path, str]]:
     return found
 
 
-def holes_by_element(values: list[Any]) -> dict[int, list[tuple[Path, str]]]:
-    """:func:`find_holes` of each element of a list, for the elements that have any.
+def holes_of_element(value: Any) -> list[tuple[Path, str]]:
+    """:func:`find_holes` of one list element, cheaply when it is a small message.
 
-    One loop for the whole list: a long conversation's messages are searched
-    at every put, so the common case (a small message) stays a few lookups.
+    A long conversation's messages are searched at every put, so the common
+    case (a small message) stays a few lookups.
     """
-    out: dict[int, list[tuple[Path, str]]] = {}
-    known = _MESSAGE_CLASSES
-    for i, v in enumerate(values):
-        cls = type(v)
-        if cls is dict or cls is list:
-            found: list[tuple[Path, str]] = []
-            _walk(v, (), found)
-            if found:
-                out[i] = found
-        elif known.get(cls) or (cls not in known and _is_message(cls)):
-            text = v.content
-            if type(text) is str and len(text) > SPLIT_MIN:
-                out[i] = [((), text)]
-    return out
+    cls = type(value)
+    if cls is dict or cls is list:
+        found: list[tuple[Path, str]] = []
+        _walk(value, (), found)
+        return found
+    known = _MESSAGE_CLASSES.get(cls)
+    if known or (known is None and _is_message(cls)):
+        text = value.content
+        if type(text) is str and len(text) > SPLIT_MIN:
+            return [((), text)]
+    return []
 
 
 #: Whether a class is a message class, by class: an ``isinstance`` against

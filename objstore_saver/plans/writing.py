@@ -14,7 +14,14 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from objstore_saver import codec, keys, list_encoding, split_values, value_encoding
+from objstore_saver import (
+    codec,
+    keys,
+    list_encoding,
+    message_state,
+    split_values,
+    value_encoding,
+)
 from objstore_saver.codec import (
     Encoded,
     Entry,
@@ -117,11 +124,7 @@ def _encode_list(
     found first and split; the others are serialized, and those larger than
     a part are streamed before the list is encoded.
     """
-    found = split_values.holes_by_element(value) if split else {}
-    elements = [
-        (_SPLIT_ELEMENT, b"") if i in found else ctx.serde.dumps_typed(e)
-        for i, e in enumerate(value)
-    ]
+    elements, found = _serialize_elements(ctx, value, split=split)
     if not found and not list_encoding.use_list_encoding(elements):
         return None
     streamed: dict[tuple[str, bytes], EncodedElement] = {}
@@ -149,6 +152,37 @@ def _encode_list(
     return list_encoding.encode_list(
         elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
     )
+
+
+def _serialize_elements(
+    ctx: Context, value: list[Any], *, split: bool
+) -> tuple[list[tuple[str, bytes]], dict[int, list[tuple[split_values.Path, str]]]]:
+    """Each element serialized, and the large texts of those to split (not serialized).
+
+    A message serialized before by this process, in the same state, is not
+    serialized again (:mod:`objstore_saver.message_state`): it was not split
+    then, and it holds the same text now.
+    """
+    memory = ctx.elements.serialized if message_state.applies_to(ctx.serde) else None
+    elements: list[tuple[str, bytes]] = []
+    found: dict[int, list[tuple[split_values.Path, str]]] = {}
+    for i, e in enumerate(value):
+        key = message_state.state_key(e) if memory is not None else None
+        if key is not None and memory is not None:
+            known = memory.get(key)
+            if known is not None:
+                elements.append(known)
+                continue
+        holes = split_values.holes_of_element(e) if split else None
+        if holes:
+            found[i] = holes
+            elements.append((_SPLIT_ELEMENT, b""))
+            continue
+        pair = ctx.serde.dumps_typed(e)
+        if key is not None and memory is not None:
+            memory.put(key, pair)
+        elements.append(pair)
+    return elements, found
 
 
 #: Element key type of a split list element (never a serializer's type).
