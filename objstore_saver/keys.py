@@ -6,6 +6,7 @@ Pure functions only. Every key the saver builds comes from here.
 from __future__ import annotations
 
 import hashlib
+import re
 from urllib.parse import quote, unquote
 
 from objstore_saver.errors import InvalidIdentifierError
@@ -17,6 +18,9 @@ MAX_QUOTED_TOKEN = 200
 MAX_CHECKPOINT_ID_BYTES = 120
 
 THREADS = "threads/"
+
+#: The unreserved characters of spec §3.1, kept as they are in a token.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 RUNS = "runs/"
 
 
@@ -34,10 +38,13 @@ def token(what: str, value: object) -> str:
         value: The identifier.
     """
     s = _require_str(what, value)
-    try:
-        q = quote(s, safe="", encoding="utf-8", errors="strict")
-    except UnicodeEncodeError as exc:
-        raise InvalidIdentifierError(f"{what} {s!r} is not valid Unicode text: {exc}") from exc
+    if _UNRESERVED.fullmatch(s) is not None:
+        q = s  # what percent-encoding would leave as it is (most identifiers)
+    else:
+        try:
+            q = quote(s, safe="", encoding="utf-8", errors="strict")
+        except UnicodeEncodeError as exc:
+            raise InvalidIdentifierError(f"{what} {s!r} is not valid Unicode text: {exc}") from exc
     if len(q) <= MAX_QUOTED_TOKEN:
         return "_" + q
     return "~" + hashlib.sha256(s.encode("utf-8")).hexdigest()

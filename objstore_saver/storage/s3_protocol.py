@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,9 @@ from objstore_saver.storage.s3_common import (
 from objstore_saver.storage.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
 
 T = TypeVar("T")
+
+#: A key ``quote(key, safe="/~")`` leaves as it is (most keys): not quoted again.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_.~/-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +327,8 @@ class S3Protocol:
         """A signed request on the bucket (``full_key=None``) or on one object."""
         path = self.addressing.base_path
         if full_key is not None:
-            path += "/" + quote(full_key, safe="/~")
+            plain = _PLAIN_PATH.fullmatch(full_key) is not None
+            path += "/" + (full_key if plain else quote(full_key, safe="/~"))
         elif not path:
             path = "/"
         qs = canonical_query(query) if query else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,8 +33,14 @@ class Credentials:
         return "Credentials(<hidden>)"
 
 
+#: The RFC 3986 unreserved characters, which SigV4 leaves unencoded.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
 def quote_query(value: str) -> str:
     """Percent-encode a query name or value as SigV4 wants (RFC 3986 unreserved kept)."""
+    if _UNRESERVED.fullmatch(value) is not None:
+        return value
     return quote(value, safe="-_.~")
 
 
