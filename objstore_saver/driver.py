@@ -22,8 +22,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from objstore_saver.gate import Hold
-from objstore_saver.storage.base import ObjectStore
-from objstore_saver.store_requests import Batch, Emit, Op, Plan, aexecute, execute
+from objstore_saver.storage.base import ObjectStore, SendsAhead
+from objstore_saver.store_requests import (
+    Batch,
+    Emit,
+    Op,
+    Plan,
+    aexecute,
+    execute,
+    execute_ahead,
+)
 from objstore_saver.telemetry import Call
 
 T = TypeVar("T")
@@ -34,6 +42,7 @@ class Driver:
 
     def __init__(self, store: ObjectStore, *, max_workers: int = 32) -> None:
         self.store = store
+        self._ahead = store if isinstance(store, SendsAhead) else None
         self._max_workers = max_workers
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="objstore")
 
@@ -47,6 +56,8 @@ class Driver:
         ops = batch.ops
         # The per-request cost of telemetry when no span records: this test.
         run = execute if call is None or call.span is None else call.execute
+        if self._ahead is not None and run is execute and (batch.meanwhile or len(ops) > 1):
+            return self._run_ahead(self._ahead, batch, call)
         if batch.meanwhile is not None:
             # Every request goes to the pool; the caller's thread computes meanwhile.
             futures = [self._pool.submit(run, self.store, op) for op in ops]
@@ -62,6 +73,20 @@ class Driver:
             first = exc
         # Wait for every request before raising, so none outlives the plan step.
         return _settled(ops, [first] + [_outcome(f) for f in futures], call)
+
+    def _run_ahead(self, store: SendsAhead, batch: Batch, call: Call | None) -> list[Any]:
+        """A batch sent from the caller's thread, answers read after the ``meanwhile`` work."""
+        answers: list[Callable[[], Any]] = []
+        failed: Exception | None = None
+        try:
+            for op in batch.ops:
+                answers.append(execute_ahead(store, op))
+            if batch.meanwhile is not None:
+                failed = _computed(batch.meanwhile)
+        finally:
+            # Every request sent is answered, even when sending another failed.
+            outcomes = [_answered(answer) for answer in answers]
+        return _settled(batch.ops, outcomes, call, failed)
 
     def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:
         """Run a plan, yielding what it emits.
@@ -184,6 +209,14 @@ def _outcome(future: Future[Any]) -> Any:
     """A finished request's result, or its error (waits for it)."""
     error = future.exception()
     return future.result() if error is None else error
+
+
+def _answered(answer: Callable[[], Any]) -> Any:
+    """A request's result, or its error."""
+    try:
+        return answer()
+    except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
+        return exc
 
 
 def _computed(work: Callable[[], None]) -> Exception | None:

@@ -18,6 +18,7 @@ from objstore_saver.storage.base import (
     ObjectNotFoundError,
     ObjectStore,
     PutMode,
+    SendsAhead,
     StorageError,
 )
 
@@ -115,6 +116,23 @@ def execute(store: ObjectStore, op: Op) -> Any:
         return _result_of(op, getattr(store, name)(*args, **kwargs))
     except (ObjectNotFoundError, ObjectExistsError) as exc:
         return _expected_absence(op, exc)
+
+
+def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
+    """Send one request now (:class:`SendsAhead`); the returned function finishes it.
+
+    That function returns what :func:`execute` would, or raises what it would raise.
+    """
+    name, args, kwargs = _call_of(op)
+    answer = store.send_ahead(name, *args, **kwargs)
+
+    def finish() -> Any:
+        try:
+            return _result_of(op, answer())
+        except (ObjectNotFoundError, ObjectExistsError) as exc:
+            return _expected_absence(op, exc)
+
+    return finish
 
 
 async def aexecute(store: ObjectStore, op: Op) -> Any:

@@ -210,6 +210,19 @@ class ObjectStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SendsAhead(Protocol):
+    """A backend that can send a blocking request before its answer is awaited (optional).
+
+    ``send_ahead("get", key)`` sends what ``get(key)`` would send and returns
+    the function that waits for the answer and returns (or raises) what
+    ``get(key)`` would; it must be called exactly once. The blocking driver
+    uses it to send a batch from one thread, with no thread hop.
+    """
+
+    def send_ahead(self, method: str, *args: Any, **kwargs: Any) -> Callable[[], Any]: ...
+
+
 #: Worker threads shared by every :class:`ThreadedAsync` backend of the process.
 BLOCKING_WORKERS = 64
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
+from collections.abc import Callable
 
 from objstore_saver.storage.pool_cap import CappedPool
 from objstore_saver.storage.s3_protocol import (
@@ -195,40 +196,80 @@ class ConnectionPool(CappedPool):
         """
         if not self._slots.acquire(timeout=self._wait_timeout):
             return self._no_slot()
+        return self._read(self._write(request))
+
+    def send_ahead(self, request: HttpRequest) -> Callable[[], Reply] | None:
+        """Write one request now; return the function that reads its answer.
+
+        The caller must call that function exactly once (it frees the
+        connection slot). None, with nothing sent, when no slot is free at
+        once: a thread holding slots for answers it has not read yet never
+        waits for another.
+        """
+        if not self._slots.acquire(blocking=False):
+            return None
+        written = self._write(request)
+        return lambda: self._read(written)
+
+    def _write(self, request: HttpRequest) -> tuple[_Connection, HttpRequest] | TransportFailure:
+        """Write a request on a connection; the caller holds a slot, :meth:`_read` frees it."""
         with self._lock:
             self._began()
         try:
-            return self._send(request)
-        finally:
-            with self._lock:
-                self._busy -= 1
-            self._slots.release()
-
-    def _send(self, request: HttpRequest) -> Reply:
-        conn = self._take()
-        if conn is None:
+            conn = self._take()
+            if conn is None:
+                try:
+                    conn = self._connect()
+                except OSError as exc:
+                    if isinstance(exc, TimeoutError):
+                        wait = self._connect_timeout
+                        return TransportFailure(
+                            f"ConnectTimeoutError: no connection within {wait} s", sent=False
+                        )
+                    return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
+            body = request.body
+            head = f"{request.method} {request.target} HTTP/1.1\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in request.headers.items()
+            )
+            if body or request.method in ("PUT", "POST"):
+                head += f"content-length: {len(body)}\r\n"
+            wire = (head + self._extra + "\r\n").encode("latin-1")
             try:
-                conn = self._connect()
+                if len(body) <= _JOINED_BODY_MAX:  # one segment: small bodies are the rule
+                    conn.sock.sendall(wire + body)
+                else:
+                    conn.sock.sendall(wire)
+                    conn.sock.sendall(body)
+            except TimeoutError:
+                conn.close()
+                return TransportFailure(
+                    f"WriteTimeoutError: not sent within {self._read_timeout} s"
+                )
             except OSError as exc:
-                if isinstance(exc, TimeoutError):
-                    wait = self._connect_timeout
-                    return TransportFailure(
-                        f"ConnectTimeoutError: no connection within {wait} s", sent=False
-                    )
-                return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
-        body = request.body
-        head = f"{request.method} {request.target} HTTP/1.1\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in request.headers.items()
-        )
-        if body or request.method in ("PUT", "POST"):
-            head += f"content-length: {len(body)}\r\n"
-        wire = (head + self._extra + "\r\n").encode("latin-1")
+                conn.close()
+                return TransportFailure(f"{type(exc).__name__}: {exc}")
+        except BaseException:
+            self._done()
+            raise
+        return conn, request
+
+    def _read(self, written: tuple[_Connection, HttpRequest] | TransportFailure) -> Reply:
+        """Read the answer to a written request and free its slot."""
         try:
-            if len(body) <= _JOINED_BODY_MAX:  # one segment: small bodies are the rule
-                conn.sock.sendall(wire + body)
-            else:
-                conn.sock.sendall(wire)
-                conn.sock.sendall(body)
+            if isinstance(written, TransportFailure):
+                return written
+            conn, request = written
+            return self._answer(conn, request)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._lock:
+            self._busy -= 1
+        self._slots.release()
+
+    def _answer(self, conn: _Connection, request: HttpRequest) -> Reply:
+        try:
             status, headers = _read_head(conn)
             while 100 <= status < 200:  # interim answers carry no body
                 status, headers = _read_head(conn)

@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -57,6 +57,16 @@ DEFAULT_BACKOFF_BASE = 0.5
 #: Default of ``max_connections``: open connections per pool.
 DEFAULT_MAX_CONNECTIONS = 64
 _USER_AGENT = "objstore-saver-lean-s3"
+
+#: The exchange of each blocking store method, called with that method's arguments.
+_EXCHANGES: dict[str, Callable[..., Exchange[Any]]] = {
+    "put": lambda p, key, data, mode=PutMode.OVERWRITE: p.put(key, data, mode),
+    "get": lambda p, key, byte_range=None: p.get(key, byte_range),
+    "list": lambda p, prefix, *, start_after=None, limit=MAX_LIST_PAGE: p.list(
+        prefix, start_after, limit
+    ),
+    "delete": lambda p, keys: p.delete(keys),
+}
 
 
 #: Environment variables naming the endpoint, most specific first (as boto3 reads them).
@@ -376,18 +386,51 @@ class LeanS3Store:
         """Send one request on the running loop's pool."""
         return await self._aio_pool().send(request)
 
-    def _run(self, plan: Exchange[T]) -> T:
-        reply: Reply | None = None
+    def _run(
+        self, plan: Exchange[T], reply: Reply | None = None, step: HttpRequest | Sleep | None = None
+    ) -> T:
+        """Carry out an exchange: ``reply`` answers its last step, or ``step`` is its next."""
         while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
+            if step is None:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as stop:
+                    return stop.value
             if isinstance(step, Sleep):
                 time.sleep(step.seconds)
                 reply = None
             else:
                 reply = self._send(step)
+            step = None
+
+    def send_ahead(self, method: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+        """Send the first request of ``getattr(self, method)(*args, **kwargs)`` now.
+
+        Returns the function that waits for its answer and returns (or
+        raises) what the blocking call would; it must be called once. The
+        blocking driver sends a batch's requests this way from one thread and
+        reads the answers after its ``meanwhile`` work: no thread hop. Retries,
+        and a request that finds no free connection slot at once, run inside
+        that function, as the blocking call would run them.
+        """
+        plan = _EXCHANGES[method](self._protocol, *args, **kwargs)
+        try:
+            step = plan.send(None)
+        except StopIteration as stop:
+            value = stop.value
+            return lambda: value
+        except Exception as exc:  # noqa: BLE001  # raised where the call's outcome is read
+            error = exc
+
+            def fail() -> Any:
+                raise error
+
+            return fail
+        if isinstance(step, HttpRequest):
+            answer = self._pool.send_ahead(step)
+            if answer is not None:
+                return lambda: self._run(plan, reply=answer())
+        return lambda: self._run(plan, step=step)
 
     async def _arun(self, plan: Exchange[T]) -> T:
         reply: Reply | None = None
