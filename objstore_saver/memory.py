@@ -181,6 +181,38 @@ class EntryMemory:
                 del self._items[k]
 
 
+class HeadMemory:
+    """The newest checkpoint id this process knows per (thread, namespace): a guess.
+
+    A latest lookup checks the guess with its LIST (spec §6.2); a wrong or
+    stale guess costs CPU only. Bounded by count, least recently set out.
+    """
+
+    def __init__(self, max_items: int = 4096) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, thread_id: str, checkpoint_ns: str) -> str | None:
+        return self._items.get((thread_id, checkpoint_ns))
+
+    def saw(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> None:
+        """Record a checkpoint seen newest or written (the greater id is kept)."""
+        key = (thread_id, checkpoint_ns)
+        with self._lock:
+            known = self._items.get(key)
+            if known is None or checkpoint_id > known:
+                self._items[key] = checkpoint_id
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+    def forget_thread(self, thread_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._items if k[0] == thread_id]:
+                del self._items[key]
+
+
 class BoundedSet:
     """A thread-safe set of strings that forgets its oldest members past a bound."""
 

@@ -18,6 +18,7 @@ from objstore_saver.memory import (
     BoundedSet,
     ElementMemory,
     EntryMemory,
+    HeadMemory,
     ObjectMemory,
 )
 from objstore_saver.store_requests import (
@@ -50,6 +51,7 @@ class Context:
     objects: ObjectMemory = field(default_factory=ObjectMemory)
     entries: EntryMemory = field(default_factory=EntryMemory)
     elements: ElementMemory = field(default_factory=ElementMemory)
+    heads: HeadMemory = field(default_factory=HeadMemory)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
     reuse_window: float = REUSE_WINDOW

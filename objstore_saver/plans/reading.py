@@ -366,9 +366,15 @@ def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, 
 
 def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
     """Sub-plan: id of the newest checkpoint of a namespace (spec §6.2), one LIST."""
-    page = yield from run_one(
-        ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
-    )
+    page = yield from run_one(_newest_manifest(scope))
+    return _listed_id(page)
+
+
+def _newest_manifest(scope: Scope) -> ListKeys:
+    return ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
+
+
+def _listed_id(page: ListPage) -> str | None:
     if not page.objects:
         return None
     return keys.unreverse_id(page.objects[0].key.rsplit("/", 1)[1])
@@ -389,14 +395,18 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
     given: RunnableConfig | None = config
     cid = scope.checkpoint_id
     if cid is None:
-        cid = yield from latest_id(scope)
+        guessed = yield from _guessed_latest(ctx, scope)
+        if isinstance(guessed, CheckpointTuple):
+            return guessed
+        cid = guessed
         if cid is None:
             return None
+        ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
         given = None
     mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
     writes_list = ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, cid))
     # The LIST just saw the newest manifest exist; one this process wrote has
-    # immutable bytes it still holds (the usual next turn of a conversation).
+    # immutable bytes it still holds.
     remembered = ctx.entries.get(mkey) if given is None else None
     if remembered is not None and remembered.manifest is not None:
         manifest = decode_checked_manifest(remembered.manifest, mkey)
@@ -412,6 +422,37 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
         return None
     manifest = decode_checked_manifest(body, mkey)
     tuples = yield from read_tuples(ctx, [(mkey, manifest)], [given], [writes_page])
+    return tuples[0]
+
+
+def _guessed_latest(
+    ctx: Context, scope: Scope
+) -> Generator[Batch, list[Any] | None, CheckpointTuple | str | None]:
+    """Sub-plan: the latest lookup with this process's guess of the newest checkpoint.
+
+    When this process holds the manifest it last saw newest (the next turn
+    of a conversation it serves), the writes of that checkpoint are listed
+    together with the newest manifest, and its values are decoded while both
+    LISTs are in flight (spec §6.2). The tuple when the guess was right;
+    otherwise the newest id (None: no checkpoint), as one LIST would give.
+    """
+    guess = ctx.heads.get(scope.thread_id, scope.checkpoint_ns)
+    if guess is None:
+        return (yield from latest_id(scope))
+    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, guess)
+    remembered = ctx.entries.get(mkey)
+    if remembered is None or remembered.manifest is None:
+        return (yield from latest_id(scope))
+    manifest = decode_checked_manifest(remembered.manifest, mkey)
+    (page, writes_page), values = yield from run_batch_while(
+        lambda: values_from_memory(ctx, manifest, mkey),
+        _newest_manifest(scope),
+        ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, guess)),
+    )
+    newest = _listed_id(page)
+    if newest != guess:
+        return newest
+    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [None], [writes_page], [values])
     return tuples[0]
 
 

@@ -94,6 +94,7 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     # memories must not vouch for them (a put would then skip writing them).
     ctx.objects.forget_thread(pfx)
     ctx.entries.forget_prefix(pfx)
+    ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
     yield from delete_keys(oldest_first(listing.manifests))
     yield from delete_keys([o.key for o in listing.writes])

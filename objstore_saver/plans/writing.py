@@ -490,6 +490,7 @@ def put(
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
     kept = manifest if len(manifest) <= REMEMBERED_MANIFEST_MAX else None
     ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
+    ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
 
 
