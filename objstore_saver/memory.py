@@ -26,16 +26,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from objstore_saver.codec import Entry, StoredObject, object_size
+from objstore_saver.fifo import BoundedFifo
 from objstore_saver.list_encoding import EncodedElement, SealedKey, SealedObject
 from objstore_saver.message_state import StateKey
 
 _KNOWN_ONLY_COST = 120
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 class ObjectMemory:
@@ -238,39 +235,6 @@ class BoundedSet:
                 del self._items[item]
 
 
-class _BoundedFifo(Generic[K, V]):
-    """A thread-safe map with a byte budget; the oldest entries go first."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: dict[K, tuple[V, int]] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        # A dict read is atomic; eviction order does not need the read.
-        hit = self._items.get(key)
-        return None if hit is None else hit[0]
-
-    @property
-    def held_bytes(self) -> int:
-        """The estimated bytes the entries hold."""
-        return self._bytes
-
-    def put(self, key: K, value: V, cost: int) -> None:
-        """Keep ``value`` unless it alone would take over an eighth of the budget."""
-        if cost > self.max_bytes // 8:
-            return
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = (value, cost)
-            self._bytes += cost
-            while self._bytes > self.max_bytes:
-                oldest = next(iter(self._items))
-                self._bytes -= self._items.pop(oldest)[1]
-
-
 class ElementMemory:
     """Encoded list elements by (type, serialized bytes); first in, first out.
 
@@ -281,7 +245,7 @@ class ElementMemory:
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._fifo: _BoundedFifo[tuple[str, bytes], EncodedElement] = _BoundedFifo(max_bytes)
+        self._fifo: BoundedFifo[tuple[str, bytes], EncodedElement] = BoundedFifo(max_bytes)
         self.sealed = SealedMemory(max_bytes)
         """Chunks and nodes of the lists encoded, with a budget of its own."""
         self.serialized = SerializedMemory(max_bytes)
@@ -311,7 +275,7 @@ class SealedMemory:
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._fifo: _BoundedFifo[SealedKey, SealedObject] = _BoundedFifo(max_bytes)
+        self._fifo: BoundedFifo[SealedKey, SealedObject] = BoundedFifo(max_bytes)
 
     @property
     def held_bytes(self) -> int:
@@ -338,7 +302,7 @@ class SerializedMemory:
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._fifo: _BoundedFifo[StateKey, tuple[str, bytes]] = _BoundedFifo(max_bytes)
+        self._fifo: BoundedFifo[StateKey, tuple[str, bytes]] = BoundedFifo(max_bytes)
 
     @property
     def held_bytes(self) -> int:
