@@ -25,9 +25,12 @@ from objstore_saver.gate import Hold
 from objstore_saver.storage.base import ObjectStore, SendsAhead
 from objstore_saver.store_requests import (
     Batch,
+    Delete,
     Emit,
+    ListKeys,
     Op,
     Plan,
+    Put,
     aexecute,
     execute,
     execute_ahead,
@@ -56,7 +59,12 @@ class Driver:
         ops = batch.ops
         # The per-request cost of telemetry when no span records: this test.
         run = execute if call is None or call.span is None else call.execute
-        if self._ahead is not None and run is execute and (batch.meanwhile or len(ops) > 1):
+        if (
+            self._ahead is not None
+            and run is execute
+            and (batch.meanwhile or len(ops) > 1)
+            and all(_small_both_ways(op) for op in ops)
+        ):
             return self._run_ahead(self._ahead, batch, call)
         if batch.meanwhile is not None:
             # Every request goes to the pool; the caller's thread computes meanwhile.
@@ -209,6 +217,22 @@ def _outcome(future: Future[Any]) -> Any:
     """A finished request's result, or its error (waits for it)."""
     error = future.exception()
     return future.result() if error is None else error
+
+
+#: Largest PUT body a batch sends ahead from one thread.
+AHEAD_BODY_MAX = 64 * 1024
+
+
+def _small_both_ways(op: Op) -> bool:
+    """Whether a request and its answer are small: sent ahead from one thread.
+
+    One thread writes the requests one after the other and reads the answers
+    in order, which is parallel only while each fits the socket buffers; a
+    large part (up to 256 KiB) or a GET of unknown size goes to the pool.
+    """
+    if isinstance(op, Put):
+        return len(op.data) <= AHEAD_BODY_MAX
+    return isinstance(op, ListKeys | Delete)
 
 
 def _answered(answer: Callable[[], Any]) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from objstore_saver.driver import Driver
+from objstore_saver.driver import AHEAD_BODY_MAX, Driver
 from objstore_saver.storage.base import (
     InvalidKeyError,
     ListPage,
@@ -44,6 +44,7 @@ def test_the_lean_store_sends_ahead(lean: Any) -> None:
 
 def test_a_batch_is_in_flight_during_the_work_and_no_thread_is_used(lean: Any) -> None:
     lean.put("a/1", b"one")
+    lean.put("a/old", b"old")
     driver = Driver(lean)
     in_flight: list[int] = []
 
@@ -51,21 +52,38 @@ def test_a_batch_is_in_flight_during_the_work_and_no_thread_is_used(lean: Any) -
         results, _ = yield from run_batch_while(
             lambda: in_flight.append(lean._pool.busy),
             ListKeys("a/"),
-            Get("a/1"),
             Put("a/2", b"two"),
+            Delete(("a/old",)),
         )
         return results
 
     try:
-        page, body, stored = driver.run(plan())
+        page, stored, deleted = driver.run(plan())
     finally:
         driver.close()
     # All three were written before the work ran, and none was answered yet.
     assert in_flight == [3]
-    assert [o.key for o in page.objects] == ["a/1"] and body == b"one" and stored is True
+    # The LIST ran beside the PUT and the DELETE: it saw a/1, maybe the others.
+    assert "a/1" in {o.key for o in page.objects}
+    assert stored is True and deleted is None
     assert lean.get("a/2") == b"two"
+    assert [o.key for o in lean.list("a/").objects] == ["a/1", "a/2"]
     assert lean._pool.busy == 0
     assert not driver._pool._threads  # the driver's worker pool never started a thread
+
+
+@pytest.mark.parametrize(
+    "big", [Get("a/1"), Put("a/big", b"x" * (AHEAD_BODY_MAX + 1))], ids=["get", "large put"]
+)
+def test_a_batch_with_a_large_answer_or_body_goes_to_the_pool(lean: Any, big: Op) -> None:
+    # One thread reads answers in order: a large one would hold up the others.
+    lean.put("a/1", b"one")
+    driver = Driver(lean)
+    try:
+        driver.run(run_batch_while(lambda: None, ListKeys("a/"), big))
+    finally:
+        driver.close()
+    assert driver._pool._threads
 
 
 @pytest.mark.parametrize(
