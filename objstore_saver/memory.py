@@ -26,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from objstore_saver.codec import Entry, StoredObject, object_size
 from objstore_saver.fifo import BoundedFifo
@@ -136,6 +137,13 @@ class CheckpointEntries:
     """The manifest's bytes when this process wrote it (small manifests only)."""
 
 
+def _touched(items: OrderedDict[Any, Any], key: Any, max_items: int) -> None:
+    """Make ``key`` the most recent entry; drop the least recent past ``max_items``."""
+    items.move_to_end(key)
+    while len(items) > max_items:
+        items.popitem(last=False)
+
+
 class EntryMemory:
     """Channel entries of recent checkpoints, keyed by manifest key."""
 
@@ -151,9 +159,7 @@ class EntryMemory:
         """Remember a checkpoint's entries, confirmed now (its manifest was read or written)."""
         with self._lock:
             self._items[manifest_key] = (value, self.clock())
-            self._items.move_to_end(manifest_key)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+            _touched(self._items, manifest_key, self.max_items)
 
     def get(self, manifest_key: str, max_age: float | None = None) -> CheckpointEntries | None:
         """The entries, if remembered and confirmed within ``max_age`` seconds."""
@@ -200,9 +206,7 @@ class HeadMemory:
             known = self._items.get(key)
             if known is None or checkpoint_id > known:
                 self._items[key] = checkpoint_id
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+            _touched(self._items, key, self.max_items)
 
     def forget_thread(self, thread_id: str) -> None:
         with self._lock:
@@ -221,9 +225,7 @@ class BoundedSet:
     def add(self, item: str) -> None:
         with self._lock:
             self._items[item] = None
-            self._items.move_to_end(item)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+            _touched(self._items, item, self.max_items)
 
     def __contains__(self, item: object) -> bool:
         with self._lock:
