@@ -3,10 +3,13 @@
 Both feed the same plan generators; only the way a batch of requests is run
 (and a :class:`~objstore_saver.gate.Hold` waited for) differs: the blocking
 driver runs a batch's requests on a thread pool (the first on the caller's
-thread), the asyncio driver awaits the store's coroutines on the event loop (a
-backend with a native async client makes no thread hop at all). A batch with
-``meanwhile`` work is sent first, then the work runs on the caller's thread (or
-the loop) while the requests are in flight, then they are awaited.
+thread), or, when the store can send ahead (:class:`SendsAhead`) and the
+batch's requests and answers are small, writes them all from the caller's
+thread and reads the answers afterwards (no thread hop); the asyncio driver
+awaits the store's coroutines on the event loop (a backend with a native
+async client makes no thread hop at all). A batch with ``meanwhile`` work is
+sent first, then the work runs on the caller's thread (or the loop) while the
+requests are in flight, then they are awaited.
 
 A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`:
 the driver hands it each batch's outcomes (counters) and, when its span
