@@ -963,7 +963,12 @@ def _reason(d: Doc, target: str) -> str:
                     f"{one['server_s_per_request'] * 1000:.0f} ms with one conversation to "
                     f"{many['server_s_per_request'] * 1000:.0f} ms with 64"
                 )
-            return text + ". The machine was shared with other work during the run."
+            cpus = d.doc["machine"]["cpus"]
+            return text + (
+                f". The S3 server, the metering proxy and the saver share the machine's {cpus} "
+                "cores; when they are all busy the server bounds the rate (bench/README.md, "
+                '"Is the server the bottleneck?").'
+            )
     if target.startswith("W6 CPU"):
         w1 = d.ok("1", OURS)
         reqs = f"{w1['total_requests'] / len(w1['turns']):.0f}" if w1 else "about 10"
