@@ -18,6 +18,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import LocalStore, ObjectStoreSaver, keys, plans
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.plans import reading
 from objstore_saver.storage import ObjectStore
 from objstore_saver.store_requests import Batch, ListKeys
 
@@ -106,3 +108,21 @@ async def test_the_async_lookup_uses_the_guess_too(store: ObjectStore) -> None:
             second = _put(theirs, first, 2)
             got = await ours.aget_tuple(config("t"))
     assert got.config == second and got == _expected(store, "t")
+
+
+def test_a_guess_that_does_not_decode_fails_the_lookup_only_while_it_is_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path / "store", fsync=False)
+
+    def undecodable(ctx: Any, manifest: Any, mkey: str) -> Any:
+        raise CorruptObjectError(mkey, "undecodable (test)")
+
+    with ObjectStoreSaver(store) as ours, ObjectStoreSaver(store) as theirs:
+        first = _put(ours, config("t"), 1)
+        monkeypatch.setattr(reading, "values_from_memory", undecodable)
+        with pytest.raises(CorruptObjectError, match="undecodable"):
+            ours.get_tuple(config("t"))
+        second = _put(theirs, first, 2)
+        assert ours.get_tuple(config("t")) == _expected(store, "t")
+        assert ours.get_tuple(config("t")).config == second

@@ -444,14 +444,25 @@ def _guessed_latest(
     if remembered is None or remembered.manifest is None:
         return (yield from latest_id(scope))
     manifest = decode_checked_manifest(remembered.manifest, mkey)
-    (page, writes_page), values = yield from run_batch_while(
-        lambda: values_from_memory(ctx, manifest, mkey),
+
+    def decoded() -> tuple[tuple[dict[str, Any], Any] | None, Exception | None]:
+        # A checkpoint that is no longer the newest need not decode: its error
+        # is raised only if the LIST shows the guess right.
+        try:
+            return values_from_memory(ctx, manifest, mkey), None
+        except Exception as exc:  # noqa: BLE001  # raised below when it matters
+            return None, exc
+
+    (page, writes_page), (values, error) = yield from run_batch_while(
+        decoded,
         _newest_manifest(scope),
         ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, guess)),
     )
     newest = _listed_id(page)
     if newest != guess:
         return newest
+    if error is not None:
+        raise error
     tuples = yield from read_tuples(ctx, [(mkey, manifest)], [None], [writes_page], [values])
     return tuples[0]
 
