@@ -8,18 +8,15 @@ raises an error naming the key.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Literal
 
 import msgpack
-import zstandard
 
-from objstore_saver import keys
+from objstore_saver import compression, keys
+from objstore_saver.compression import ENCODINGS, RAW
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
-from objstore_saver.fifo import BoundedFifo
 
 FORMAT_VERSION = 1
 #: Serialized values up to this size are inline (in the manifest, write or chunk).
@@ -38,49 +35,6 @@ NODE_FANOUT = 4
 LIST_MIN_MEAN_ELEMENT = 256
 #: A manifest larger than this moves its largest inline entries to objects.
 MANIFEST_BUDGET = 1024 * 1024
-ZSTD_LEVEL = 3
-
-RAW = "raw"
-ZSTD = "zstd"
-#: zstd with the raw-content dictionary D1 (spec §4.0).
-ZD1 = "zd1"
-ENCODINGS = frozenset({RAW, ZSTD, ZD1})
-#: SHA-256 of ``zdict/d1.bin``: the dictionary is part of the format, frozen.
-D1_SHA256 = "386e967d8d7c7fb69980de4a817ff6bb46214474daefa42c07b8653602f59ce1"
-
-
-def _load_d1() -> zstandard.ZstdCompressionDict:
-    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
-    if hashlib.sha256(data).hexdigest() != D1_SHA256:
-        raise RuntimeError(
-            "objstore_saver/zdict/d1.bin does not match its SHA-256 in codec.D1_SHA256: "
-            "the installed package is damaged; reinstall objstore-saver"
-        )
-    return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-
-
-D1 = _load_d1()
-
-# zstd (de)compressor objects are not thread-safe: one of each per thread.
-_local = threading.local()
-
-
-def _compressor() -> zstandard.ZstdCompressor:
-    comp = getattr(_local, "compressor", None)
-    if comp is None:
-        comp = _local.compressor = zstandard.ZstdCompressor(
-            level=ZSTD_LEVEL, dict_data=D1, write_content_size=True, write_dict_id=False
-        )
-    return comp
-
-
-def _decompressor(encoding: str) -> zstandard.ZstdDecompressor:
-    name = f"decompressor_{encoding}"
-    dec = getattr(_local, name, None)
-    if dec is None:
-        dec = zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None)
-        setattr(_local, name, dec)
-    return dec
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,39 +171,14 @@ def pack_object(obj: dict[str, Any]) -> bytes:
 def make_payload(type_: str, data: bytes) -> Payload:
     """Build a payload of an object, compressing its data when that helps."""
     if len(data) > COMPRESS_MIN:
-        packed = _compressor().compress(data)
-        if len(packed) < len(data):
-            return Payload(type_, ZD1, packed)
+        encoding, data = compression.compressed(data)
+        return Payload(type_, encoding, data)
     return Payload(type_, RAW, data)
-
-
-#: Decompressed small payloads by (encoding, data): a pure-function cache. A
-#: conversation's messages are decoded from the same remembered payloads at
-#: every turn; a tiny zstd frame costs microseconds with the decompressor's
-#: tables out of the CPU cache, a lookup a fraction of one.
-_DECOMPRESSED: BoundedFifo[tuple[str, bytes], bytes] = BoundedFifo(8 * 1024 * 1024)
-#: Largest decompressed payload kept in that cache.
-DECOMPRESSED_KEPT_MAX = 64 * 1024
 
 
 def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     """Return ``(type, serialized bytes)`` of a payload, decompressing it."""
-    encoding = payload.encoding
-    if encoding == RAW:
-        return payload.type, payload.data
-    if encoding in (ZSTD, ZD1):
-        memo = (encoding, payload.data)
-        known = _DECOMPRESSED.get(memo)
-        if known is not None:
-            return payload.type, known
-        try:
-            data = _decompressor(encoding).decompress(payload.data)
-        except zstandard.ZstdError as exc:
-            raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
-        if len(data) <= DECOMPRESSED_KEPT_MAX:
-            _DECOMPRESSED.put(memo, data, len(data) + len(payload.data) + 100)
-        return payload.type, data
-    raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
+    return payload.type, compression.decompressed(payload.encoding, payload.data, key)
 
 
 def stream_payload(encoding: str, size: int, data: Iterable[bytes], key: str) -> Iterator[bytes]:
@@ -258,25 +187,7 @@ def stream_payload(encoding: str, size: int, data: Iterable[bytes], key: str) ->
     Checks that the slices hold ``size`` bytes in all and that a zstd frame
     is complete.
     """
-    if encoding not in ENCODINGS:
-        raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
-    # A decompressor of its own: the thread's may be used between two slices.
-    dobj = (
-        zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None).decompressobj()
-        if encoding != RAW
-        else None
-    )
-    total = 0
-    try:
-        for piece in data:
-            total += len(piece)
-            yield piece if dobj is None else dobj.decompress(piece)
-    except zstandard.ZstdError as exc:
-        raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
-    if total != size:
-        raise CorruptObjectError(key, f"parts hold {total} bytes, expected {size}")
-    if dobj is not None and not dobj.eof:
-        raise CorruptObjectError(key, "zstd frame is truncated")
+    return compression.stream_decompressed(encoding, size, data, key)
 
 
 # --- encoding -------------------------------------------------------------

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator
 from itertools import chain
 
-import zstandard
-
-from objstore_saver import codec, split_values
+from objstore_saver import codec, compression, split_values
 
 
 def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:
@@ -22,9 +20,7 @@ def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:
     the caller may suspend between pieces (a plan waiting for its PUTs)
     while another encoding uses the thread's compressor.
     """
-    compressor = zstandard.ZstdCompressor(
-        level=codec.ZSTD_LEVEL, dict_data=codec.D1, write_content_size=True, write_dict_id=False
-    )
+    compressor = compression.new_compressor()
     chunker = compressor.chunker(size=size, chunk_size=codec.PART_SIZE)
     for piece in data:
         yield from (out for out in chunker.compress(piece) if out)
@@ -77,7 +73,7 @@ def frame_objects(
     first = next(pieces)
     second = next(pieces, None)
     if second is None:
-        d, body = _value_object(codec.Payload(type_, codec.ZD1, first))
+        d, body = _value_object(codec.Payload(type_, compression.ZD1, first))
         return codec.Ref("b", d), (d, body), ()
     hashes: list[bytes] = []
     size = 0
@@ -92,7 +88,7 @@ def frame_objects(
             "f": codec.FORMAT_VERSION,
             "k": "parts",
             "t": type_,
-            "e": codec.ZD1,
+            "e": compression.ZD1,
             "n": size,
             "p": hashes,
         }

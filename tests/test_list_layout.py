@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from objstore_saver import codec, list_encoding
+from objstore_saver import codec, compression, list_encoding
 from objstore_saver.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
 from objstore_saver.errors import CorruptObjectError
 
@@ -144,16 +144,16 @@ def test_payloads_use_dictionary_d1_and_old_zstd_frames_still_read() -> None:
 
     type_, data = JsonPlusSerializer().dumps_typed(AIMessage("a reply " * 40, id="run-1"))
     payload = codec.make_payload(type_, data)
-    assert payload.encoding == codec.ZD1
-    plain = zstandard.ZstdCompressor(level=codec.ZSTD_LEVEL).compress(data)
+    assert payload.encoding == compression.ZD1
+    plain = zstandard.ZstdCompressor(level=compression.ZSTD_LEVEL).compress(data)
     assert len(payload.data) < len(plain) - 60  # the framing is in the dictionary
     assert codec.payload_bytes(payload, "k") == (type_, data)
-    old = codec.Payload(type_, codec.ZSTD, plain)
+    old = codec.Payload(type_, compression.ZSTD, plain)
     assert codec.payload_bytes(old, "k") == (type_, data)
     # D1 is not optional: a zd1 frame does not decode without it.
     with pytest.raises(zstandard.ZstdError):
         zstandard.ZstdDecompressor().decompress(payload.data)
-    bad = codec.Payload(type_, codec.ZD1, plain[:-3] + b"xyz")
+    bad = codec.Payload(type_, compression.ZD1, plain[:-3] + b"xyz")
     with pytest.raises(CorruptObjectError, match="does not decompress"):
         codec.payload_bytes(bad, "threads/_t/objects/00")
 
@@ -163,9 +163,9 @@ def test_dictionary_file_matches_the_spec() -> None:
     from importlib import resources
 
     data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
-    assert hashlib.sha256(data).hexdigest() == codec.D1_SHA256
+    assert hashlib.sha256(data).hexdigest() == compression.D1_SHA256
     spec = (Path(__file__).parents[1] / "docs" / "spec.md").read_text()
-    assert codec.D1_SHA256 in spec
+    assert compression.D1_SHA256 in spec
 
 
 def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,22 +12,24 @@ from typing import Any
 
 import pytest
 
-from objstore_saver import codec
+from objstore_saver import codec, compression
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.fifo import BoundedFifo
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = codec._decompressor
+    real = compression._decompressor
 
     def counted(encoding: str) -> Any:
         calls.append(encoding)
         return real(encoding)
 
-    monkeypatch.setattr(codec, "_decompressor", counted)
+    monkeypatch.setattr(compression, "_decompressor", counted)
     # An empty cache: nothing from other tests of the process.
-    monkeypatch.setattr(codec, "_DECOMPRESSED", BoundedFifo(codec._DECOMPRESSED.max_bytes))
+    monkeypatch.setattr(
+        compression, "_DECOMPRESSED", BoundedFifo(compression._DECOMPRESSED.max_bytes)
+    )
     return calls
 
 
@@ -35,19 +37,21 @@ def test_a_payload_is_decompressed_once(monkeypatch: pytest.MonkeyPatch) -> None
     calls = _counting(monkeypatch)
     data = b"answer " + b"a" * 800 + random.Random(1).randbytes(20)
     payload = codec.make_payload("msgpack", data)
-    assert payload.encoding == codec.ZD1
+    assert payload.encoding == compression.ZD1
     # An equal payload read back from the store is another bytes object.
-    again = codec.Payload("msgpack", codec.ZD1, bytes(bytearray(payload.data)))
+    again = codec.Payload("msgpack", compression.ZD1, bytes(bytearray(payload.data)))
     assert codec.payload_bytes(payload, "k") == ("msgpack", data)
     assert codec.payload_bytes(again, "k") == ("msgpack", data)
-    assert calls == [codec.ZD1]
+    assert calls == [compression.ZD1]
     # The type comes from the payload, not from the cache.
-    assert codec.payload_bytes(codec.Payload("json", codec.ZD1, payload.data), "k")[0] == "json"
+    assert (
+        codec.payload_bytes(codec.Payload("json", compression.ZD1, payload.data), "k")[0] == "json"
+    )
 
 
 def test_large_payloads_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _counting(monkeypatch)
-    data = b"x" * (codec.DECOMPRESSED_KEPT_MAX + 1)
+    data = b"x" * (compression.DECOMPRESSED_KEPT_MAX + 1)
     payload = codec.make_payload("msgpack", data)
     for _ in range(2):
         assert codec.payload_bytes(payload, "k")[1] == data
@@ -55,7 +59,7 @@ def test_large_payloads_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_corrupt_payload_fails_every_time() -> None:
-    bad = codec.Payload("msgpack", codec.ZD1, b"\x28\xb5\x2f\xfd garbage")
+    bad = codec.Payload("msgpack", compression.ZD1, b"\x28\xb5\x2f\xfd garbage")
     for _ in range(2):
         with pytest.raises(CorruptObjectError, match="key-7"):
             codec.payload_bytes(bad, "key-7")
