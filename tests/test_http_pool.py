@@ -8,11 +8,13 @@ Real sockets on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 
 import pytest
 
+from objstore_saver.storage.aio_pool import AsyncConnectionPool
 from objstore_saver.storage.http_pool import ConnectionPool
 from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse
 
@@ -96,3 +98,24 @@ def test_a_large_body_arrives_whole_across_reads() -> None:
     assert isinstance(big, HttpResponse) and big.body == body
     assert isinstance(small, HttpResponse) and small.body == b"ok"
     assert len(accepted) == 1
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - {"bytes-after-answer"}))
+async def test_the_async_pool_keeps_a_connection_by_the_same_rules(case: str) -> None:
+    # One head parser for both pools: an HTTP/1.0 answer without keep-alive
+    # ends its connection on the asyncio side too.
+    first, kept = CASES[case]
+    host, thread, listener, accepted = _serve([first, KEEP])
+    pool = AsyncConnectionPool("http", host, **OPTIONS)
+    try:
+        replies = [
+            await pool.send(HttpRequest("GET", f"/b/k{i}", {"host": host})) for i in range(2)
+        ]
+    finally:
+        await pool.close()
+        await asyncio.to_thread(thread.join, 10)
+        listener.close()
+    for reply in replies:
+        assert isinstance(reply, HttpResponse), reply
+        assert (reply.status, reply.body) == (200, b"ok")
+    assert len(accepted) == (1 if kept else 2)

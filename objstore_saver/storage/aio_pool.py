@@ -12,7 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from objstore_saver.storage.pool_cap import CappedPool
+from objstore_saver.storage.pool_cap import (
+    JOINED_BODY_MAX,
+    MAX_HEAD_BYTES,
+    CappedPool,
+    ProtocolError,
+    parse_head,
+)
 from objstore_saver.storage.s3_protocol import (
     HttpRequest,
     HttpResponse,
@@ -21,30 +27,6 @@ from objstore_saver.storage.s3_protocol import (
 )
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-#: Longest status line plus headers accepted, in bytes.
-MAX_HEAD_BYTES = 64 * 1024
-
-
-class ProtocolError(Exception):
-    """The server's answer is not HTTP/1.1 this client can read."""
-
-
-def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ProtocolError(f"bad header line {line[:80]!r}")
-        name = name.strip().lower()
-        value = value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    return int(parts[1]), headers
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
@@ -117,25 +99,20 @@ class AsyncConnectionPool(CappedPool):
             return TransportFailure(str(error), sent=False)
         reader, writer = conn
         body = request.body
-        head = f"{request.method} {request.target} HTTP/1.1\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in request.headers.items()
-        )
-        if body or request.method in ("PUT", "POST"):
-            head += f"content-length: {len(body)}\r\n"
-        head += self._extra + "\r\n"
+        head = self._head_bytes(request)
         try:
-            if len(body) < 65536:  # one write, one segment: small bodies are the rule
-                writer.write(head.encode("latin-1") + body)
+            if len(body) <= JOINED_BODY_MAX:  # one write, one segment: small bodies are the rule
+                writer.write(head + body)
             else:
-                writer.write(head.encode("latin-1"))
+                writer.write(head)
                 writer.write(body)
             async with asyncio.timeout(self._read_timeout):
                 await writer.drain()
                 raw = await reader.readuntil(b"\r\n\r\n")
-                status, headers = _parse_head(raw[:-4])
+                status, headers = parse_head(raw[:-4])
                 while 100 <= status < 200:  # interim answers carry no body
                     raw = await reader.readuntil(b"\r\n\r\n")
-                    status, headers = _parse_head(raw[:-4])
+                    status, headers = parse_head(raw[:-4])
                 if request.method == "HEAD" or status in (204, 304):
                     data = b""
                 elif "chunked" in headers.get("transfer-encoding", "").lower():

@@ -17,7 +17,13 @@ import socket
 import threading
 from collections.abc import Callable
 
-from objstore_saver.storage.pool_cap import CappedPool
+from objstore_saver.storage.pool_cap import (
+    JOINED_BODY_MAX,
+    MAX_HEAD_BYTES,
+    CappedPool,
+    ProtocolError,
+    parse_head,
+)
 from objstore_saver.storage.s3_protocol import (
     HttpRequest,
     HttpResponse,
@@ -25,15 +31,7 @@ from objstore_saver.storage.s3_protocol import (
     TransportFailure,
 )
 
-#: Longest status line plus headers accepted, in bytes.
-MAX_HEAD_BYTES = 64 * 1024
-#: Bodies up to this size go out in the same ``sendall`` as the head.
-_JOINED_BODY_MAX = 64 * 1024
 _RECV = 256 * 1024
-
-
-class ProtocolError(Exception):
-    """The server's answer is not HTTP/1.1 this client can read."""
 
 
 class _Connection:
@@ -113,22 +111,8 @@ class _Connection:
 
 
 def _read_head(conn: _Connection) -> tuple[int, dict[str, str]]:
-    """Status and lower-cased headers of one answer (repeated headers joined by ``, ``)."""
-    lines = conn.head().decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ProtocolError(f"bad header line {line[:80]!r}")
-        name = name.strip().lower()
-        value = value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
-        headers["connection"] = "close"  # HTTP/1.0 closes unless it says otherwise
-    return int(parts[1]), headers
+    """Status and lower-cased headers of the next answer on ``conn``."""
+    return parse_head(conn.head())
 
 
 def _read_chunked(conn: _Connection) -> bytes:
@@ -228,14 +212,9 @@ class ConnectionPool(CappedPool):
                         )
                     return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
             body = request.body
-            head = f"{request.method} {request.target} HTTP/1.1\r\n" + "".join(
-                f"{k}: {v}\r\n" for k, v in request.headers.items()
-            )
-            if body or request.method in ("PUT", "POST"):
-                head += f"content-length: {len(body)}\r\n"
-            wire = (head + self._extra + "\r\n").encode("latin-1")
+            wire = self._head_bytes(request)
             try:
-                if len(body) <= _JOINED_BODY_MAX:  # one segment: small bodies are the rule
+                if len(body) <= JOINED_BODY_MAX:  # one segment: small bodies are the rule
                     conn.sock.sendall(wire + body)
                 else:
                     conn.sock.sendall(wire)

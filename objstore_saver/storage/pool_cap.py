@@ -11,7 +11,39 @@ from __future__ import annotations
 import ssl
 from urllib.parse import urlsplit
 
-from objstore_saver.storage.s3_protocol import TransportFailure
+from objstore_saver.storage.s3_protocol import HttpRequest, TransportFailure
+
+#: Longest status line plus headers accepted, in bytes.
+MAX_HEAD_BYTES = 64 * 1024
+#: Bodies up to this size go out in the same write as the head (one segment).
+JOINED_BODY_MAX = 64 * 1024
+
+
+class ProtocolError(Exception):
+    """The server's answer is not HTTP/1.1 this client can read."""
+
+
+def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    """Status and lower-cased headers of an answer's head (without its blank line).
+
+    Repeated headers are joined by ``, ``. An HTTP/1.0 answer without
+    ``keep-alive`` gets ``connection: close``: its server closes the connection.
+    """
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ProtocolError(f"bad header line {line[:80]!r}")
+        name = name.strip().lower()
+        value = value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
+        headers["connection"] = "close"
+    return int(parts[1]), headers
 
 
 class CappedPool:
@@ -83,6 +115,15 @@ class CappedPool:
         """Count a request that took a slot (callers serialize this themselves)."""
         self._busy += 1
         self._peak_busy = max(self._peak_busy, self._busy)
+
+    def _head_bytes(self, request: HttpRequest) -> bytes:
+        """The request line and headers (with the pool's extra ones), ready to send."""
+        head = f"{request.method} {request.target} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in request.headers.items()
+        )
+        if request.body or request.method in ("PUT", "POST"):
+            head += f"content-length: {len(request.body)}\r\n"
+        return (head + self._extra + "\r\n").encode("latin-1")
 
     def _no_slot(self) -> TransportFailure:
         """The failure of a request that waited ``wait_timeout`` for a slot: never sent."""
