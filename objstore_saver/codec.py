@@ -428,6 +428,16 @@ def decode_writes(data: bytes, key: str) -> list[WriteObj]:
     return out
 
 
+#: Object kind behind each reference tag (spec §4.0); ``c`` is a chunk or a node.
+KIND_OF_TAG = {
+    "b": "value",
+    "p": "parts",
+    "l": "list",
+    "c": "subtree",
+    "d": "part",
+    "s": "split",
+}
+
 _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
     "b": ("value",),
     "p": ("parts",),

@@ -15,12 +15,10 @@ from typing import Any, TypeVar
 from objstore_saver import codec, keys
 from objstore_saver.codec import (
     ChunkObj,
-    Entry,
     ListObj,
     NodeObj,
     PartObj,
     PartsObj,
-    Ref,
     SplitObj,
     StoredObject,
     ValueObj,
@@ -36,7 +34,7 @@ from objstore_saver.longterm.records import (
     decode_record,
     decode_snapshot,
 )
-from objstore_saver.plans import decode_checked_manifest, thread_prefixes
+from objstore_saver.plans import child_refs, decode_checked_manifest, entry_refs, thread_prefixes
 from objstore_saver.storage.base import ObjectInfo
 from objstore_saver.store_requests import Batch, Get, ListKeys, run_batch, run_one
 
@@ -44,16 +42,6 @@ T = TypeVar("T")
 
 #: Objects fetched per batch: bounds the bytes held at once.
 GET_BATCH = 64
-
-#: Object kind expected behind each reference tag (spec §4.0).
-KIND_OF_TAG = {
-    "b": "value",
-    "p": "parts",
-    "l": "list",
-    "c": "subtree",
-    "d": "part",
-    "s": "split",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,22 +107,21 @@ class _Facts:
 
 
 def _facts(obj: StoredObject) -> _Facts:
+    children = child_refs(obj)
     if isinstance(obj, ValueObj):
-        return _Facts("value", [])
+        return _Facts("value", children)
     if isinstance(obj, PartObj):
-        return _Facts("part", [], length=len(obj.data))
+        return _Facts("part", children, length=len(obj.data))
     if isinstance(obj, PartsObj):
-        return _Facts("parts", [("d", d) for d in obj.parts], shape=obj.size)
+        return _Facts("parts", children, shape=obj.size)
     if isinstance(obj, ListObj):
-        refs = [("c", d) for d, _ in obj.sealed] + _refs(obj.tail)
-        return _Facts("list", refs, shape=list(obj.sealed))
+        return _Facts("list", children, shape=list(obj.sealed))
     if isinstance(obj, NodeObj):
-        return _Facts("node", [("c", d) for d, _ in obj.subtrees], shape=list(obj.subtrees))
+        return _Facts("node", children, shape=list(obj.subtrees))
     if isinstance(obj, SplitObj):
-        return _Facts("split", _refs([obj.value, *(ref for _, ref in obj.holes)]))
+        return _Facts("split", children)
     assert isinstance(obj, ChunkObj)
-    refs = [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
-    return _Facts("chunk", refs, length=len(obj.items))
+    return _Facts("chunk", children, length=len(obj.items))
 
 
 def _held(facts: dict[bytes, _Facts], digest: bytes) -> int | None:
@@ -147,10 +134,6 @@ def _held(facts: dict[bytes, _Facts], digest: bytes) -> int | None:
     if f.kind == "node":
         return sum(n for _, n in f.shape)
     return None
-
-
-def _refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
-    return [(e.tag, e.digest) for e in entries if isinstance(e, Ref)]
 
 
 def _list_thread(
@@ -199,7 +182,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
 
     def want(refs: Iterable[tuple[str, bytes]], referrer: str) -> None:
         for tag, digest in refs:
-            wanted.setdefault(digest, (KIND_OF_TAG[tag], referrer))
+            wanted.setdefault(digest, (codec.KIND_OF_TAG[tag], referrer))
 
     manifest_write_prefixes: set[str] = set()
     for key, body in (yield from _fetch([o.key for o in listing["checkpoints"]])):
@@ -219,7 +202,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
         manifest_write_prefixes.add(
             keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
         )
-        want(_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
+        want(entry_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
 
     for key, body in (yield from _fetch([o.key for o in listing["writes"]])):
         if body is None:
@@ -234,7 +217,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
             # Left by an interrupted delete or prune; never read (spec §6.6).
             report.orphan_writes += 1
             continue
-        want(_refs([w.value for w in ws]), key)
+        want(entry_refs([w.value for w in ws]), key)
 
     facts: dict[bytes, _Facts] = {}
     sizes: dict[bytes, int] = {}
@@ -287,7 +270,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
         for digest in frontier:
             for tag, child in facts[digest].children if digest in facts else ():
                 if child not in reached and child not in wanted:
-                    wanted[child] = (KIND_OF_TAG[tag], keys.object_key_in(pfx, digest))
+                    wanted[child] = (codec.KIND_OF_TAG[tag], keys.object_key_in(pfx, digest))
                     nxt.append(child)
         frontier = nxt
 

@@ -79,10 +79,6 @@ def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> Su
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
 
 
-#: Object kind behind each entry tag (spec §4.0).
-_REF_KINDS = {"b": "value", "p": "parts", "l": "list", "s": "split"}
-
-
 def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
     """How an entry is stored: inline (type, encoding, size) or the key of its object."""
     if isinstance(entry, Inline):
@@ -92,7 +88,7 @@ def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
             "encoding": entry.payload.encoding,
             "bytes": len(entry.payload.data),
         }
-    kind = _REF_KINDS[entry.tag]
+    kind = codec.KIND_OF_TAG[entry.tag]
     return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}
 
 
@@ -329,7 +325,7 @@ def _raw_entry(raw: Entry, pfx: str) -> Any:
             "encoding": raw.payload.encoding,
         }
     return {
-        "ref": _REF_KINDS[raw.tag],
+        "ref": codec.KIND_OF_TAG[raw.tag],
         "key": keys.object_key_in(pfx, raw.digest),
     }
 

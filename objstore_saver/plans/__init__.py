@@ -26,8 +26,10 @@ from objstore_saver.plans.context import (
 from objstore_saver.plans.history import delta_channel_history
 from objstore_saver.plans.prune import IDLE_ACTIONS, PRUNE_STRATEGIES, PruneStats, prune
 from objstore_saver.plans.reading import (
+    child_refs,
     decode_checked_manifest,
     effective_writes,
+    entry_refs,
     fetch_objects,
     get_tuple,
     latest_id,
@@ -60,6 +62,7 @@ __all__ = [
     "Step",
     "ThreadListing",
     "checkpoint_config",
+    "child_refs",
     "copy_thread",
     "decode_checked_manifest",
     "delete_for_runs",
@@ -67,6 +70,7 @@ __all__ = [
     "delta_channel_history",
     "effective_writes",
     "encode_value",
+    "entry_refs",
     "fetch_objects",
     "get_tuple",
     "latest_id",

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from objstore_saver import codec, keys, plans
-from objstore_saver.codec import ChunkObj, Entry, ListObj, NodeObj, PartsObj, Ref, SplitObj
+from objstore_saver.codec import Entry, Ref
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.ops.views import READ_AHEAD, SubPlan, describe_entry, resolve_entries
 from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
@@ -123,17 +123,7 @@ def checkpoint_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: st
 
 def _children(obj: Any) -> set[bytes]:
     """Digests an object references directly."""
-    if isinstance(obj, PartsObj):
-        return set(obj.parts)
-    if isinstance(obj, ListObj):
-        return {d for d, _ in obj.sealed} | {e.digest for e in obj.tail if isinstance(e, Ref)}
-    if isinstance(obj, NodeObj):
-        return {d for d, _ in obj.subtrees}
-    if isinstance(obj, ChunkObj):
-        return {e.digest for e in obj.items if isinstance(e, Ref)}
-    if isinstance(obj, SplitObj):
-        return {r.digest for r in (obj.value, *(ref for _, ref in obj.holes)) if isinstance(r, Ref)}
-    return set()  # values and parts reference nothing
+    return {digest for _, digest in plans.child_refs(obj)}
 
 
 def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
