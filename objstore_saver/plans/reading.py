@@ -405,18 +405,6 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
         given = None
     mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
     writes_list = ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, cid))
-    # The LIST just saw the newest manifest exist; one this process wrote has
-    # immutable bytes it still holds.
-    remembered = ctx.entries.get(mkey) if given is None else None
-    if remembered is not None and remembered.manifest is not None:
-        manifest = decode_checked_manifest(remembered.manifest, mkey)
-        # The values do not depend on the writes: decode them while the LIST is
-        # in flight (the history is most of a long thread's CPU, spec §6.2).
-        (writes_page,), values = yield from run_batch_while(
-            lambda: values_from_memory(ctx, manifest, mkey), writes_list
-        )
-        tuples = yield from read_tuples(ctx, [(mkey, manifest)], [given], [writes_page], [values])
-        return tuples[0]
     body, writes_page = yield from run_batch(Get(mkey), writes_list)
     if body is None:
         return None
