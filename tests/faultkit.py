@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import random
+import tracemalloc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -319,3 +321,44 @@ def counting_chat(saver: Any) -> Any:
     builder.add_node("bot", bot)
     builder.add_edge(START, "bot")
     return builder.compile(checkpointer=saver)
+
+
+def word_text(nchars: int, seed: int, *, unicode: bool = False) -> str:
+    """Word-like text of exactly ``nchars`` characters (compressible like prose).
+
+    With ``unicode``, 2-, 3- and 4-byte characters in UTF-8 too.
+    """
+    rng = random.Random(seed)
+    letters = "abcdefghij" + ("é中😀ß" if unicode else "")
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(500)]
+    out: list[str] = []
+    size = 0
+    while size <= nchars:  # the joined words are one space shorter than ``size``
+        w = rng.choice(words)
+        out.append(w)
+        size += len(w) + 1
+    text = " ".join(out)[:nchars]
+    assert len(text) == nchars
+    return text
+
+
+def tool_turn(payload: str) -> list[Any]:
+    """A turn's input messages: a question, a tool call, and the tool's ``payload`` result."""
+    return [
+        HumanMessage("fetch the report"),
+        AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "call-1"}]),
+        ToolMessage(payload, tool_call_id="call-1"),
+    ]
+
+
+def traced_peak(fn: Callable[[], T]) -> tuple[int, T]:
+    """Peak traced memory (bytes above the start) while ``fn`` runs, and its result."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        out = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - base, out

@@ -10,15 +10,13 @@ on the local directory store.
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import config, counting_chat
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from faultkit import config, counting_chat, tool_turn, traced_peak, word_text
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -28,46 +26,16 @@ from objstore_saver.storage import PutMode, StorageError
 MIB = 1024 * 1024
 
 
-def _text(nbytes: int, seed: int) -> str:
-    rng = random.Random(seed)
-    words = [
-        "".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(500)
-    ]
-    out: list[str] = []
-    size = 0
-    while size < nbytes:
-        w = rng.choice(words)
-        out.append(w)
-        size += len(w) + 1
-    return " ".join(out)[:nbytes]
-
-
-def _traced_peak(fn: Any) -> int:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base, _ = tracemalloc.get_traced_memory()
-        fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak - base
-
-
 def test_a_20_mib_tool_turn_peaks_at_the_serializers_own_peak(tmp_path: Path) -> None:
-    payload = _text(20 * MIB, seed=1)
-    inputs = [
-        HumanMessage("fetch the report"),
-        AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "call-1"}]),
-        ToolMessage(payload, tool_call_id="call-1"),
-    ]
+    payload = word_text(20 * MIB, seed=1)
+    inputs = tool_turn(payload)
     # What LangGraph's serializer costs alone for the message (about 3x).
-    own = _traced_peak(lambda: JsonPlusSerializer().dumps_typed(inputs[2]))
+    own, _ = traced_peak(lambda: JsonPlusSerializer().dumps_typed(inputs[2]))
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
         graph = counting_chat(saver)
         cfg = {"configurable": {"thread_id": "big"}}
         graph.invoke({"messages": [HumanMessage("hello")]}, cfg)
-        peak = _traced_peak(lambda: graph.invoke({"messages": inputs}, cfg))
+        peak, _ = traced_peak(lambda: graph.invoke({"messages": inputs}, cfg))
         state = graph.get_state(cfg).values["messages"]
     assert [m.content for m in state if m.type == "tool"] == [payload]
     # Two serializations overlapping cost own + 1x the value or more (4x).
@@ -107,9 +75,9 @@ def test_the_gate_is_kept_while_large_parts_are_stored_and_only_then(tmp_path: P
     store = _Probe(tmp_path / "store")
     with ObjectStoreSaver(store) as saver:
         store.saver = saver
-        cp, versions = _checkpoint({"big": _text(3 * MIB, seed=2), "small": "hello"})
+        cp, versions = _checkpoint({"big": word_text(3 * MIB, seed=2), "small": "hello"})
         stored = saver.put(config("t"), cp, {"step": 0}, versions)
-        saver.put_writes(stored, [("small", "x" * 100), ("big", _text(MIB, seed=3))], "task")
+        saver.put_writes(stored, [("small", "x" * 100), ("big", word_text(MIB, seed=3))], "task")
     held = [key for key, locked in store.seen if locked]
     free = [key for key, locked in store.seen if not locked]
     # Parts of both large values went out under the gate; the manifest, the
@@ -124,7 +92,7 @@ def test_a_failed_part_put_gives_the_gate_back(tmp_path: Path) -> None:
     with ObjectStoreSaver(store) as saver:
         store.saver = saver
         store.fail_objects = 1
-        cp, versions = _checkpoint({"big": _text(3 * MIB, seed=4)})
+        cp, versions = _checkpoint({"big": word_text(3 * MIB, seed=4)})
         with pytest.raises(StorageError, match="injected failure"):
             saver.put(config("t"), cp, {"step": 0}, versions)
         assert not saver._ctx.gate.locked()
@@ -134,7 +102,7 @@ def test_a_failed_part_put_gives_the_gate_back(tmp_path: Path) -> None:
 
 def test_concurrent_large_async_calls_on_one_loop_take_turns(tmp_path: Path) -> None:
     store = _Probe(tmp_path / "store")
-    big = [_text(2 * MIB, seed=s) for s in (5, 6, 7)]
+    big = [word_text(2 * MIB, seed=s) for s in (5, 6, 7)]
 
     async def go(saver: ObjectStoreSaver) -> Any:
         cps = [_checkpoint({"v": b}) for b in big]

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import tracemalloc
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import config, counting_chat
+from faultkit import config, counting_chat, tool_turn, traced_peak, word_text
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
@@ -32,22 +31,6 @@ from objstore_saver.storage import ObjectStore
 
 MIB = 1024 * 1024
 SERDE = JsonPlusSerializer()
-
-
-def _text(nchars: int, seed: int, *, unicode: bool = False) -> str:
-    """Word-like text; with ``unicode``, 2-, 3- and 4-byte characters in UTF-8 too."""
-    rng = random.Random(seed)
-    letters = "abcdefghij" + ("é中😀ß" if unicode else "")
-    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(500)]
-    out: list[str] = []
-    size = 0
-    while size <= nchars:  # the joined words are one space shorter than ``size``
-        w = rng.choice(words)
-        out.append(w)
-        size += len(w) + 1
-    text = " ".join(out)[:nchars]
-    assert len(text) == nchars
-    return text
 
 
 def _tool(text: str) -> ToolMessage:
@@ -101,8 +84,8 @@ def _values(text: str, other: str) -> dict[str, Any]:
 
 
 def test_values_round_trip_sync_and_async(store: ObjectStore) -> None:
-    text = _text(split_values.SPLIT_MIN + 300_000, seed=1, unicode=True)
-    other = _text(split_values.SPLIT_MIN + 10, seed=2)
+    text = word_text(split_values.SPLIT_MIN + 300_000, seed=1, unicode=True)
+    other = word_text(split_values.SPLIT_MIN + 10, seed=2)
     values = _values(text, other)
     expected = {k: _round_trip(v) for k, v in values.items()}
     writes = [("messages", [_tool(text)]), ("alone", values["alone"])]
@@ -139,7 +122,7 @@ def test_values_round_trip_sync_and_async(store: ObjectStore) -> None:
 def test_a_list_with_a_split_element_is_stored_element_by_element(tmp_path: Path) -> None:
     # 2,000 tiny elements would make the list one value (§4.4: mean < 256 B);
     # with a large text among them it is a list, so the text is never serialized.
-    text = _text(split_values.SPLIT_MIN + 1, seed=8)
+    text = word_text(split_values.SPLIT_MIN + 1, seed=8)
     value = [*range(2000), _tool(text), {"m": _tool(text)}, random.Random(9).randbytes(300_000)]
     store = LocalStore(tmp_path / "s", fsync=False)
     with ObjectStoreSaver(store) as saver:
@@ -160,7 +143,7 @@ def report_manifest(store: ObjectStore) -> str:
 
 
 def test_the_caller_value_is_not_changed(tmp_path: Path) -> None:
-    text = _text(split_values.SPLIT_MIN + 1, seed=3)
+    text = word_text(split_values.SPLIT_MIN + 1, seed=3)
     values = _values(text, "small")
     before = {k: _round_trip(v) for k, v in values.items()}
     with ObjectStoreSaver(LocalStore(tmp_path / "s", fsync=False)) as saver:
@@ -170,32 +153,16 @@ def test_the_caller_value_is_not_changed(tmp_path: Path) -> None:
     assert {k: _round_trip(v) for k, v in values.items()} == before
 
 
-def _traced_peak(fn: Any) -> tuple[int, Any]:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base, _ = tracemalloc.get_traced_memory()
-        out = fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak - base, out
-
-
 def test_a_20_mib_tool_turn_peaks_far_below_the_serializer(tmp_path: Path) -> None:
-    payload = _text(20 * MIB, seed=1)
-    inputs = [
-        HumanMessage("fetch the report"),
-        AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "call-1"}]),
-        ToolMessage(payload, tool_call_id="call-1"),
-    ]
+    payload = word_text(20 * MIB, seed=1)
+    inputs = tool_turn(payload)
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
         graph = counting_chat(saver)
         cfg = {"configurable": {"thread_id": "big"}}
         graph.invoke({"messages": [HumanMessage("hello")]}, cfg)
-        write_peak, _ = _traced_peak(lambda: graph.invoke({"messages": inputs}, cfg))
+        write_peak, _ = traced_peak(lambda: graph.invoke({"messages": inputs}, cfg))
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as reader:
-        read_peak, tup = _traced_peak(lambda: reader.get_tuple(cfg))
+        read_peak, tup = traced_peak(lambda: reader.get_tuple(cfg))
     tool = [m for m in tup.checkpoint["channel_values"]["messages"] if m.type == "tool"]
     assert [m.content for m in tool] == [payload]
     # LangGraph's serializer alone peaks at 3x a message this size (and the
@@ -207,7 +174,7 @@ def test_a_20_mib_tool_turn_peaks_far_below_the_serializer(tmp_path: Path) -> No
 
 def test_encrypted_serde_is_not_split_and_stays_encrypted(tmp_path: Path) -> None:
     serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 32)
-    text = _text(split_values.SPLIT_MIN + 5, seed=4)
+    text = word_text(split_values.SPLIT_MIN + 5, seed=4)
     assert split_values.find_holes(_tool(text))  # would be split with JsonPlusSerializer
     store = LocalStore(tmp_path / "s", fsync=False)
     with ObjectStoreSaver(store, serde=serde) as saver:
@@ -226,7 +193,7 @@ def test_a_subclassed_serializer_is_not_split(tmp_path: Path) -> None:
         pass
 
     store = LocalStore(tmp_path / "s", fsync=False)
-    text = _text(split_values.SPLIT_MIN + 5, seed=5)
+    text = word_text(split_values.SPLIT_MIN + 5, seed=5)
     assert split_values.find_holes(_tool(text))  # would be split with JsonPlusSerializer
     with ObjectStoreSaver(store, serde=Custom()) as saver:
         cp, versions = _checkpoint({"m": _tool(text)})
@@ -237,7 +204,7 @@ def test_a_subclassed_serializer_is_not_split(tmp_path: Path) -> None:
 def test_prune_verify_and_the_viewer_reach_the_split_objects(tmp_path: Path) -> None:
     url = f"file://{tmp_path}/store"
     store = LocalStore(tmp_path / "store", fsync=False)
-    text = _text(split_values.SPLIT_MIN + 200_000, seed=6)
+    text = word_text(split_values.SPLIT_MIN + 200_000, seed=6)
     with ObjectStoreSaver(store, prune_grace=timedelta(0)) as saver:
         graph = counting_chat(saver)
         cfg = {"configurable": {"thread_id": "p"}}
@@ -280,7 +247,7 @@ def test_prune_verify_and_the_viewer_reach_the_split_objects(tmp_path: Path) -> 
 
 def test_a_corrupt_text_part_names_its_key(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "s", fsync=False)
-    text = _text(split_values.SPLIT_MIN + 5, seed=7)
+    text = word_text(split_values.SPLIT_MIN + 5, seed=7)
     with ObjectStoreSaver(store) as saver:
         cp, versions = _checkpoint({"m": _tool(text)})
         saver.put(config("t"), cp, {"step": 0}, versions)
