@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bench.graphs import SEED, chat_graph
-from bench.profile_turn import component_of
+from bench.profile_turn import component_totals
 from bench.savers import DelayedStore
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 
@@ -66,10 +66,7 @@ async def _run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         report["requests_per_turn"] = round(requests / turns, 2)
         if args.yappi:
             yappi.stop()
-            by_component: dict[str, float] = {}
-            for stat in yappi.get_func_stats():
-                comp = component_of((stat.module or "~").replace("\\", "/"), stat.name)
-                by_component[comp] = by_component.get(comp, 0.0) + stat.tsub
+            by_component = component_totals(yappi.get_func_stats())
             report["yappi_ms_per_turn"] = {
                 k: round(1000 * v / turns, 3)
                 for k, v in sorted(by_component.items(), key=lambda kv: -kv[1])

@@ -64,6 +64,15 @@ def component_of(filename: str, funcname: str) -> str:
     return "other"
 
 
+def component_totals(stats: Any) -> dict[str, float]:
+    """Self CPU seconds of yappi's function stats, summed by :func:`component_of`."""
+    totals: dict[str, float] = {}
+    for stat in stats:
+        comp = component_of((stat.module or "~").replace("\\", "/"), stat.name)
+        totals[comp] = totals.get(comp, 0.0) + stat.tsub
+    return totals
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
     """A moto S3 server in a child process; yields its endpoint URL."""
@@ -170,12 +179,11 @@ def profile(turns: int, warmup: int, store_kind: str, api: str, top: int) -> dic
             run(range(warmup, warmup + turns))
             yappi.stop()
             cpu = time.process_time() - cpu0
-    by_component: dict[str, float] = {}
+    stats = yappi.get_func_stats()
+    by_component = component_totals(stats)
     saver_functions: list[tuple[float, int, str]] = []
-    for stat in yappi.get_func_stats():
+    for stat in stats:
         filename = (stat.module or "~").replace("\\", "/")
-        comp = component_of(filename, stat.name)
-        by_component[comp] = by_component.get(comp, 0.0) + stat.tsub
         if "objstore_saver/" in filename:
             short = filename.split("objstore_saver/")[-1]
             saver_functions.append((stat.ttot, stat.ncall, f"{short}:{stat.lineno}({stat.name})"))
