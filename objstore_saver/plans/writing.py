@@ -163,12 +163,13 @@ def _serialize_elements(
     serialized again (:mod:`objstore_saver.message_state`): it was not split
     then, and it holds the same text now.
     """
-    memory = ctx.elements.serialized if message_state.applies_to(ctx.serde) else None
+    memory = ctx.elements.serialized
+    keyed = message_state.applies_to(ctx.serde)
     elements: list[tuple[str, bytes]] = []
     found: dict[int, list[tuple[split_values.Path, str]]] = {}
     for i, e in enumerate(value):
-        key = message_state.state_key(e) if memory is not None else None
-        if key is not None and memory is not None:
+        key = message_state.state_key(e) if keyed else None
+        if key is not None:
             known = memory.get(key)
             if known is not None:
                 elements.append(known)
@@ -179,7 +180,7 @@ def _serialize_elements(
             elements.append((_SPLIT_ELEMENT, b""))
             continue
         pair = ctx.serde.dumps_typed(e)
-        if key is not None and memory is not None:
+        if key is not None:
             memory.put(key, pair)
         elements.append(pair)
     return elements, found
