@@ -44,7 +44,9 @@ async def _run(args: argparse.Namespace, root: str) -> dict[str, Any]:
                 await graph.ainvoke({"messages": SEED.inputs(t)}, config)
 
         n = args.conversations
-        await asyncio.gather(*(conversation(i, range(1)) for i in range(n)))
+        first = 0 if args.cold else 1
+        if not args.cold:
+            await asyncio.gather(*(conversation(i, range(1)) for i in range(n)))
         if args.yappi:
             import yappi
 
@@ -53,7 +55,7 @@ async def _run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             yappi.start(builtins=True, profile_threads=True)
         requests0 = metered.snapshot().total_requests
         (u0, s0), w0 = _cpu(), time.perf_counter()
-        await asyncio.gather(*(conversation(i, range(1, 1 + args.turns)) for i in range(n)))
+        await asyncio.gather(*(conversation(i, range(first, first + args.turns)) for i in range(n)))
         (u1, s1), wall = _cpu(), time.perf_counter() - w0
         turns = n * args.turns
         report: dict[str, Any] = {
@@ -82,6 +84,11 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=20.0)
     parser.add_argument("--no-fsync", action="store_true")
     parser.add_argument("--yappi", action="store_true")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="no warm-up turn: measure the conversations' first turns, as workload 6b does",
+    )
     parser.add_argument("--dir", default=None, help="parent of the store's directory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as root:

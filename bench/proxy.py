@@ -2,8 +2,14 @@
 
 Every S3 client of the benchmark (boto3, aiobotocore, s3fs) talks to this proxy,
 so requests and bytes are counted the same way whatever the client, and each
-request is delayed by the same simulated round trip. The proxy serves every
-connection in its own thread: requests a client issues in parallel overlap.
+request is delayed by the same simulated round trip. The proxy is one asyncio
+event loop: each client connection is served by a task with its own
+keep-alive connection to the server, so requests a client issues in parallel
+overlap, and the injected round trip is a timer rather than a sleeping thread.
+A thread per connection (``http.server``) cost about 0.4 ms of CPU a request,
+half a core at 64 conversations on a 2-core machine, and so took CPU from the
+S3 server it stands in front of (bench/README.md, "Is the server the
+bottleneck?").
 
 Control requests under ``/__bench__/`` are neither counted nor delayed:
 ``GET /__bench__/counters`` returns the counters as JSON and
@@ -13,12 +19,13 @@ Control requests under ``/__bench__/`` are neither counted nor delayed:
 
 from __future__ import annotations
 
-import http.client
+import asyncio
+import contextlib
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -141,8 +148,110 @@ class Counters:
             }
 
 
-class MeteringProxy(ThreadingHTTPServer):
-    """A threaded HTTP server forwarding every request to ``upstream``.
+_HEAD_END = b"\r\n\r\n"
+#: Seconds :meth:`MeteringProxy.shutdown` waits for the loop to start or to end.
+_SHUTDOWN_WAIT_S = 30.0
+
+
+class ProtocolError(ValueError):
+    """A request or response the proxy cannot parse as HTTP/1.1."""
+
+
+class UpstreamError(OSError):
+    """The S3 server could not be reached, or dropped a fresh connection."""
+
+
+@dataclass
+class _Head:
+    """The start line and headers of an HTTP message."""
+
+    start: str
+    pairs: list[tuple[str, str]]
+    """The headers as sent, in order."""
+    lower: dict[str, str]
+    """The headers by lower-case name (the last one wins)."""
+
+    @classmethod
+    def parse(cls, raw: bytes) -> _Head:
+        lines = raw.decode("latin-1").split("\r\n")
+        pairs = []
+        for line in lines[1:]:
+            if not line:
+                continue
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolError(f"malformed header line {line!r} after {lines[0]!r}")
+            pairs.append((name.strip(), value.strip()))
+        return cls(lines[0], pairs, {name.lower(): value for name, value in pairs})
+
+    def forwarded(self) -> list[str]:
+        """Header lines to pass on: neither hop-by-hop headers nor the body's length."""
+        return [
+            f"{name}: {value}"
+            for name, value in self.pairs
+            if name.lower() not in _HOP_HEADERS and name.lower() != "content-length"
+        ]
+
+    @property
+    def chunked(self) -> bool:
+        return self.lower.get("transfer-encoding", "").lower() == "chunked"
+
+
+async def _read_body(reader: asyncio.StreamReader, head: _Head, *, until_eof: bool) -> bytes:
+    """The body after ``head``, de-chunked; without a length, to EOF if ``until_eof``."""
+    if head.chunked:
+        parts = []
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
+            if size == 0:
+                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                    pass
+                return b"".join(parts)
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+    length = head.lower.get("content-length")
+    if length is not None:
+        return await reader.readexactly(int(length)) if int(length) else b""
+    return await reader.read() if until_eof else b""
+
+
+def _message(start: str, lines: list[str], body: bytes) -> bytes:
+    return ("\r\n".join([start, *lines]) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _json_response(status: str, payload: Any) -> bytes:
+    body = json.dumps(payload).encode()
+    return _message(
+        f"HTTP/1.1 {status}",
+        ["Content-Type: application/json", f"Content-Length: {len(body)}"],
+        body,
+    )
+
+
+class _Upstream:
+    """One keep-alive connection to the S3 server."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.used = False
+        """Whether a response came back on it (a failure then may be a stale keep-alive)."""
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class MeteringProxy:
+    """An asyncio HTTP/1.1 proxy forwarding every request to ``upstream``.
+
+    The listening socket is bound at construction (so :attr:`url` is known);
+    :meth:`serve_forever` runs the event loop in the calling thread until
+    :meth:`shutdown` is called from another.
 
     Args:
         upstream: ``host:port`` of the S3 server.
@@ -150,127 +259,189 @@ class MeteringProxy(ThreadingHTTPServer):
         address: Where to listen; port 0 picks a free port.
     """
 
-    daemon_threads = True
-    request_queue_size = 256
-
     def __init__(
         self, upstream: str, *, delay: float = 0.02, address: tuple[str, int] = ("127.0.0.1", 0)
     ) -> None:
-        super().__init__(address, _Handler)
+        host, sep, port = upstream.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"upstream must be host:port, got {upstream!r}")
         self.upstream = upstream
+        self._upstream_address = (host, int(port))
         self.delay = delay
         self.counters = Counters()
-        self._local = threading.local()
+        self._socket = socket.create_server(address, backlog=512)
+        self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._finished = threading.Event()
+        self._clients: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     @property
     def url(self) -> str:
         """Base URL of the proxy."""
-        host, port = self.server_address[:2]
+        host, port = self.server_address
         return f"http://{host}:{port}"
 
-    def upstream_connection(self) -> http.client.HTTPConnection:
-        """The calling thread's keep-alive connection to the upstream server."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = http.client.HTTPConnection(self.upstream, timeout=300)
-            self._local.conn = conn
-        return conn
+    def serve_forever(self) -> None:
+        """Serve connections until :meth:`shutdown` is called (blocks)."""
+        try:
+            asyncio.run(self._serve())
+        finally:
+            self._finished.set()
 
-    def drop_upstream_connection(self) -> None:
-        """Forget the calling thread's upstream connection after a failure."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and wait until it returns."""
+        if not self._started.wait(_SHUTDOWN_WAIT_S):
+            return  # never served
+        assert self._loop is not None and self._stop is not None
+        with contextlib.suppress(RuntimeError):  # the loop already ended
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._finished.wait(_SHUTDOWN_WAIT_S)
 
+    def server_close(self) -> None:
+        """Close the listening socket."""
+        self._socket.close()
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes: with Nagle on, the body waits for
-    # the client's delayed ACK of the headers (~40 ms per response).
-    disable_nagle_algorithm = True
-    server: MeteringProxy
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._serve_client, sock=self._socket)
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            server.close()
+            # Hang up on every client: an idle handler then sees the end of its
+            # stream and returns. Cancelling it instead makes Python 3.11's
+            # stream callback log the cancellation as an error.
+            for writer in self._clients.values():
+                writer.transport.abort()
+            if self._clients:
+                await asyncio.wait(self._clients, timeout=_SHUTDOWN_WAIT_S)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the per-request log line."""
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts = []
+    async def _serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        _no_delay(writer)
+        upstream: list[_Upstream] = []  # this client's upstream connection, once opened
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients[task] = writer
+        try:
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    break
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            return b"".join(parts)
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+                try:
+                    head = _Head.parse(await reader.readuntil(_HEAD_END))
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the client closed its connection between requests
+                method, target, version = head.start.split(" ", 2)
+                if head.lower.get("expect", "").lower() == "100-continue":
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                body = await _read_body(reader, head, until_eof=False)
+                if target.startswith(CONTROL_PREFIX):
+                    writer.write(self._control(target))
+                else:
+                    writer.write(await self._forward(method, target, head, body, upstream))
+                await writer.drain()
+                if version == "HTTP/1.0" or head.lower.get("connection", "").lower() == "close":
+                    return
+        except ProtocolError as exc:
+            writer.write(_json_response("400 Bad Request", {"error": str(exc)}))
+        except UpstreamError as exc:  # say so, then hang up
+            writer.write(_json_response("502 Bad Gateway", {"error": str(exc)}))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away in the middle of a request
+        finally:
+            for conn in upstream:
+                conn.close()
+            writer.close()
+            del self._clients[task]
 
-    def _control(self) -> None:
-        split = urlsplit(self.path)
-        if split.path == CONTROL_PREFIX + "counters":
-            body = json.dumps(self.server.counters.snapshot()).encode()
-        elif split.path == CONTROL_PREFIX + "reset-maxima":
-            self.server.counters.reset_maxima()
-            body = b"{}"
-        elif split.path == CONTROL_PREFIX + "delay":
-            self.server.delay = float(parse_qs(split.query)["ms"][0]) / 1000
-            body = json.dumps({"delay_ms": self.server.delay * 1000}).encode()
-        else:
-            self.send_error(404, f"unknown control path {split.path}")
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def _control(self, target: str) -> bytes:
+        split = urlsplit(target)
+        name = split.path.removeprefix(CONTROL_PREFIX)
+        if name == "counters":
+            return _json_response("200 OK", self.counters.snapshot())
+        if name == "reset-maxima":
+            self.counters.reset_maxima()
+            return _json_response("200 OK", {})
+        if name == "delay":
+            self.delay = float(parse_qs(split.query)["ms"][0]) / 1000
+            return _json_response("200 OK", {"delay_ms": self.delay * 1000})
+        return _json_response("404 Not Found", {"error": f"unknown control path {split.path}"})
 
-    def _forward(self) -> None:
-        if self.path.startswith(CONTROL_PREFIX):
-            self._read_body()
-            self._control()
-            return
-        body = self._read_body()
-        split = urlsplit(self.path)
+    async def _forward(
+        self, method: str, target: str, head: _Head, body: bytes, upstream: list[_Upstream]
+    ) -> bytes:
+        split = urlsplit(target)
         query = parse_qs(split.query, keep_blank_values=True)
-        op = classify(self.command, split.path, query, self.headers)
-        decoded = self.headers.get("x-amz-decoded-content-length")
+        op = classify(method, split.path, query, head.lower)
+        decoded = head.lower.get("x-amz-decoded-content-length")
         sent = int(decoded) if decoded is not None else len(body)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-        if body or self.command in ("PUT", "POST"):
-            headers["Content-Length"] = str(len(body))
-        if self.server.delay > 0:
-            time.sleep(self.server.delay)
+        lines = head.forwarded()
+        if body or method in ("PUT", "POST"):
+            lines.append(f"Content-Length: {len(body)}")
+        request = _message(f"{method} {target} HTTP/1.1", lines, body)
+        if self.delay > 0:
+            await asyncio.sleep(self.delay)
         t0 = time.perf_counter()
-        for attempt in (1, 2):
-            conn = self.server.upstream_connection()
-            try:
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                break
-            except (ConnectionError, http.client.HTTPException):
-                # A keep-alive connection the upstream closed: reconnect once.
-                self.server.drop_upstream_connection()
-                if attempt == 2:
-                    raise
-        received = 0 if self.command == "HEAD" else len(data)
-        self.server.counters.add(op, sent, received, resp.status, time.perf_counter() - t0)
-        self.send_response(resp.status, resp.reason)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP_HEADERS and k.lower() != "content-length":
-                self.send_header(k, v)
-        if self.command == "HEAD":
-            length = resp.getheader("Content-Length")
+        response, data = await self._exchange(request, method, upstream)
+        status = int(response.start.split(" ", 2)[1])
+        received = 0 if method == "HEAD" else len(data)
+        self.counters.add(op, sent, received, status, time.perf_counter() - t0)
+        lines = response.forwarded()
+        if method == "HEAD":
+            length = response.lower.get("content-length")
             if length is not None:
-                self.send_header("Content-Length", length)
+                lines.append(f"Content-Length: {length}")
         else:
-            self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+            lines.append(f"Content-Length: {len(data)}")
+        _, status_text = response.start.split(" ", 1)
+        return _message(f"HTTP/1.1 {status_text}", lines, b"" if method == "HEAD" else data)
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+    async def _exchange(
+        self, request: bytes, method: str, upstream: list[_Upstream]
+    ) -> tuple[_Head, bytes]:
+        while True:
+            if not upstream:
+                try:
+                    streams = await asyncio.open_connection(*self._upstream_address)
+                except OSError as exc:
+                    raise UpstreamError(f"S3 server {self.upstream} unreachable: {exc}") from exc
+                upstream.append(_Upstream(*streams))
+                _no_delay(upstream[0].writer)
+            conn = upstream[0]
+            try:
+                conn.writer.write(request)
+                response, data, keep = await self._read_response(conn.reader, method)
+            except (asyncio.IncompleteReadError, ConnectionError) as exc:
+                upstream.clear()
+                conn.close()
+                if conn.used:
+                    continue  # a keep-alive connection the server closed: once more, afresh
+                raise UpstreamError(
+                    f"S3 server {self.upstream} dropped the request: {exc}"
+                ) from exc
+            conn.used = True
+            if not keep:
+                upstream.clear()
+                conn.close()
+            return response, data
+
+    @staticmethod
+    async def _read_response(
+        reader: asyncio.StreamReader, method: str
+    ) -> tuple[_Head, bytes, bool]:
+        while True:
+            head = _Head.parse(await reader.readuntil(_HEAD_END))
+            version, status, *_ = head.start.split(" ", 2)
+            if not status.isdigit():
+                raise ProtocolError(f"malformed status line {head.start!r} from the server")
+            if not 100 <= int(status) < 200:
+                break  # interim 1xx responses are dropped
+        keep = version == "HTTP/1.1" and head.lower.get("connection", "").lower() != "close"
+        if method == "HEAD" or int(status) in (204, 304):
+            return head, b"", keep
+        framed = head.chunked or "content-length" in head.lower
+        data = await _read_body(reader, head, until_eof=True)
+        return head, data, keep and framed

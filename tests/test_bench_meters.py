@@ -5,6 +5,9 @@ Counts only, never timings: the proxy runs with no injected delay.
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -106,6 +109,91 @@ def test_proxy_maxima_reset_and_delay_control(
     assert proxy.delay == 0
     # Control requests are not counted as S3 requests.
     assert meter.snapshot().requests == {"PutObject": 2}
+
+
+def _raw_exchange(sock: socket.socket, data: bytes) -> bytes:
+    """Send ``data``; return the bytes received up to the end of one response's head."""
+    sock.sendall(data)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_proxy_dechunks_a_body_sent_after_100_continue(
+    s3_endpoint: Any, s3_bucket: str, proxy: MeteringProxy
+) -> None:
+    """A chunked upload that waits for ``100 Continue`` reaches the server whole and is counted."""
+    meter = ProxyMeter(proxy.url)
+    start = meter.begin()
+    host, port = proxy.server_address
+    payload = b"0123456789" * 700
+    with socket.create_connection((host, port), timeout=30) as sock:
+        head = (
+            f"PUT /{s3_bucket}/chunked HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ).encode()
+        assert _raw_exchange(sock, head).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        body = b"".join(
+            b"%x\r\n%s\r\n" % (len(part), part) for part in (payload[:4000], payload[4000:])
+        )
+        answer = _raw_exchange(sock, body + b"0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    stored = _client(s3_endpoint, proxy).get_object(Bucket=s3_bucket, Key="chunked")["Body"]
+    assert stored.read() == payload
+    d = meter.snapshot() - start
+    assert dict(d.requests) == {"PutObject": 1, "GetObject": 1}
+    assert d.bytes_sent == len(payload)
+
+
+def test_proxy_answers_502_naming_an_unreachable_server() -> None:
+    with socket.socket() as probe:  # a port nobody listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    server = MeteringProxy(dead, delay=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        conn = http.client.HTTPConnection(*server.server_address, timeout=30)
+        conn.request("GET", "/bucket/key")
+        resp = conn.getresponse()
+        assert resp.status == 502
+        assert dead in json.loads(resp.read())["error"]
+        assert server.counters.snapshot()["requests"] == {}
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not thread.is_alive()
+
+
+def test_proxy_unknown_control_path_is_404(proxy: MeteringProxy) -> None:
+    conn = http.client.HTTPConnection(*proxy.server_address, timeout=30)
+    conn.request("GET", "/__bench__/nothing")
+    resp = conn.getresponse()
+    assert resp.status == 404
+    assert "/__bench__/nothing" in json.loads(resp.read())["error"]
+    conn.close()
+
+
+def test_proxy_shutdown_hangs_up_on_idle_keep_alive_clients(
+    s3_endpoint: Any, s3_bucket: str
+) -> None:
+    server = MeteringProxy(s3_endpoint.url.split("://", 1)[1], delay=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    conn = http.client.HTTPConnection(*server.server_address, timeout=30)
+    conn.request("GET", "/__bench__/counters")
+    assert conn.getresponse().read()  # the connection stays open, idle
+    server.shutdown()
+    server.server_close()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert conn.sock is not None and conn.sock.recv(1) == b""  # hung up on
+    conn.close()
 
 
 @pytest.mark.parametrize(
