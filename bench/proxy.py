@@ -334,7 +334,12 @@ class MeteringProxy:
                     head = _Head.parse(await reader.readuntil(_HEAD_END))
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the client closed its connection between requests
-                method, target, version = head.start.split(" ", 2)
+                except asyncio.LimitOverrunError as exc:
+                    raise ProtocolError(f"request head over {exc.consumed} bytes") from exc
+                words = head.start.split(" ")
+                if len(words) != 3:
+                    raise ProtocolError(f"malformed request line {head.start!r}")
+                method, target, version = words
                 if head.lower.get("expect", "").lower() == "100-continue":
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = await _read_body(reader, head, until_eof=False)

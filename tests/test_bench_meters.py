@@ -170,6 +170,13 @@ def test_proxy_answers_502_naming_an_unreachable_server() -> None:
     assert not thread.is_alive()
 
 
+def test_proxy_answers_400_to_a_malformed_request_line(proxy: MeteringProxy) -> None:
+    with socket.create_connection(proxy.server_address, timeout=30) as sock:
+        answer = _raw_exchange(sock, b"NONSENSE\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request"), answer
+    assert proxy.counters.snapshot()["requests"] == {}
+
+
 def test_proxy_unknown_control_path_is_404(proxy: MeteringProxy) -> None:
     conn = http.client.HTTPConnection(*proxy.server_address, timeout=30)
     conn.request("GET", "/__bench__/nothing")
