@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from objstore_saver.storage.aio_pool import read_chunked
+
 CONTROL_PREFIX = "/__bench__/"
 #: Headers that belong to one hop, not to the request being forwarded.
 _HOP_HEADERS = frozenset(
@@ -200,15 +202,10 @@ class _Head:
 async def _read_body(reader: asyncio.StreamReader, head: _Head, *, until_eof: bool) -> bytes:
     """The body after ``head``, de-chunked; without a length, to EOF if ``until_eof``."""
     if head.chunked:
-        parts = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
-            if size == 0:
-                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
-                    pass
-                return b"".join(parts)
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)
+        try:
+            return await read_chunked(reader)
+        except ValueError as exc:  # a chunk size that is not hexadecimal
+            raise ProtocolError(f"malformed chunked body: {exc}") from exc
     length = head.lower.get("content-length")
     if length is not None:
         return await reader.readexactly(int(length)) if int(length) else b""

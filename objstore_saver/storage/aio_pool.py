@@ -29,7 +29,8 @@ from objstore_saver.storage.s3_protocol import (
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+async def read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body read to its last chunk (trailers skipped), the chunks joined."""
     parts = []
     while True:
         line = await reader.readuntil(b"\r\n")
@@ -116,7 +117,7 @@ class AsyncConnectionPool(CappedPool):
                 if request.method == "HEAD" or status in (204, 304):
                     data = b""
                 elif "chunked" in headers.get("transfer-encoding", "").lower():
-                    data = await _read_chunked(reader)
+                    data = await read_chunked(reader)
                 elif "content-length" in headers:
                     data = await reader.readexactly(int(headers["content-length"]))
                 else:
