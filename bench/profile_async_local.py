@@ -1,11 +1,12 @@
 """Where the CPU of workload 6b's 64 async conversations on the local store goes.
 
-``python -m bench.profile_async_local --conversations 64 --turns 4 [--yappi] [--no-fsync]``
+``python -m bench.profile_async_local --conversations 64 --turns 4 [--yappi] [--no-fsync] [--cold]``
 
 Runs the chat graph of workload 1 as ``--conversations`` concurrent async
 conversations against the local directory store, wrapped as in workload 6b
 (``DelayedStore`` over ``MeteredStore``, ``--delay-ms`` awaited before each
-request), after one warm-up turn each. Prints the process CPU per turn split
+request), after one warm-up turn each (``--cold``: none, so the measured turns
+are the conversations' first, as in workload 6b). Prints the process CPU per turn split
 into user and system time (``getrusage``), the requests per turn, and with
 ``--yappi`` the CPU of every thread by component. The store's directory is
 under ``--dir`` (default: the system's temporary directory).
