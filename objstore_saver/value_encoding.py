@@ -122,11 +122,30 @@ def store_data(
 
 
 def encode_serialized(
-    type_: str, serialized: bytes, *, inline_max: int = codec.INLINE_MAX
+    type_: str,
+    serialized: bytes,
+    *,
+    inline_max: int = codec.INLINE_MAX,
+    stored_inline_max: int | None = None,
 ) -> codec.Encoded:
-    """Entry for already serialized bytes: inline when small, else an object."""
+    """Entry for already serialized bytes: inline when small, else an object.
+
+    Args:
+        type_: The serializer's type name.
+        serialized: The serializer's bytes.
+        inline_max: Inline when the serialized bytes are at most this long.
+        stored_inline_max: If given, also inline a value of at most a part
+            whose payload data, once compressed, is at most this long (the
+            rule of pending writes, spec §6.5 step 2).
+    """
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
+    if stored_inline_max is not None and len(serialized) <= codec.PART_SIZE:
+        payload = codec.make_payload(type_, serialized)
+        if len(payload.data) <= stored_inline_max:
+            return codec.Encoded(codec.Inline(payload))
+        d, body = _value_object(payload)
+        return codec.Encoded(codec.Ref("b", d), {d: body})
     objects: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
     ref = store_data(type_, serialized, objects, children)

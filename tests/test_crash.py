@@ -18,6 +18,7 @@ response lost (the process died right after it). After each such crash:
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,13 +58,18 @@ def _put(saver: ObjectStoreSaver, thread: str, ns: str, n: int, parent: str | No
     return saver.put(config(thread, ns, parent), cp, md, dict(cp["channel_versions"]))
 
 
+#: A pending write's value that does not compress under the inline limit, so
+#: it is an object of its own (spec §6.5 step 2), not inline in the write.
+WRITE_BLOB = random.Random(4000).randbytes(4000)
+
+
 def seed(saver: ObjectStoreSaver) -> None:
     """Thread ``t`` with two namespaces, lists, parts, writes and runs; a neighbour ``t/``."""
     big = b"B" * 300_000
     c1 = _put(saver, "t", "", 1, None, messages=_messages(30), big=big, count=1)
     saver.put_writes(c1, [("messages", _messages(31)[-1:])], "task-1")
     c2 = _put(saver, "t", "", 2, "1", messages=_messages(40), big=big, blob=b"b" * 3000, count=2)
-    saver.put_writes(c2, [("count", 2), ("blob", b"w" * 4000)], "task-2")
+    saver.put_writes(c2, [("count", 2), ("blob", WRITE_BLOB)], "task-2")
     saver.put_writes(c2, [("__error__", "boom")], "task-3")
     _put(saver, "t", "sub:1", 3, None, messages=_messages(3), count=3)
     _put(saver, "t/", "", 4, None, messages=_messages(35), count=4)
@@ -98,7 +104,7 @@ def _replay(saver: ObjectStoreSaver) -> None:
     as "stored"; a put that trusted it would reference missing objects.
     """
     c = _put(saver, "t", "", 7, None, messages=_messages(40), big=b"B" * 300_000, count=7)
-    saver.put_writes(c, [("blob", b"w" * 4000)], "task-7")
+    saver.put_writes(c, [("blob", WRITE_BLOB)], "task-7")
     c = _put(saver, "t", "", 8, None, messages=_messages(30), big=b"B" * 300_000, count=1)
     saver.put_writes(c, [("messages", _messages(31)[-1:])], "task-1")
 

@@ -112,6 +112,38 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
     assert {m.list_requests for m in per_turn[1:]} == {2}
 
 
+@pytest.mark.parametrize(
+    ("text", "value_objects"),
+    [
+        # 1.3 KiB serialized, well under 1 KiB compressed: inline in the write.
+        ("answer " + "a" * 1200, 0),
+        # 1.5 KiB that does not compress: still a value object of its own.
+        (base64.b64encode(random.Random(5).randbytes(1100)).decode(), 1),
+    ],
+    ids=["compressible", "incompressible"],
+)
+def test_pending_write_keeps_a_value_inline_when_it_compresses_to_the_inline_limit(
+    metered: MeteredStore, text: str, value_objects: int
+) -> None:
+    reply = AIMessage(text, id="ai-1")
+    config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+    with ObjectStoreSaver(metered) as saver:
+        config = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+        metered.reset()
+        saver.put_writes(config, [("reply", reply)], "task-1")
+        puts = [e.key for e in metered.log if e.op == "put"]
+        # Spec §6.5 step 2: one object for the write, plus the value's own
+        # object only when its compressed payload exceeds the inline limit.
+        assert len([k for k in puts if "/writes/" in k]) == 1, puts
+        assert len([k for k in puts if "/objects/" in k]) == value_objects, puts
+        assert len(saver.serde.dumps_typed(reply)[1]) > 1024
+        # A fresh saver (no memory of these bytes) reads the write back.
+    with ObjectStoreSaver(metered) as reader:
+        stored = reader.get_tuple(config)
+        assert stored is not None
+        assert stored.pending_writes == [("task-1", "reply", reply)]
+
+
 def test_20_mib_tool_result_round_trips_with_no_body_over_2_mib(
     metered: MeteredStore,
 ) -> None:

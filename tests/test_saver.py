@@ -3,6 +3,8 @@ responses, corruption, hostile identifiers, isolation and the prune sweep."""
 
 from __future__ import annotations
 
+import base64
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -242,7 +244,9 @@ def test_special_writes_replace_and_regular_writes_keep_the_first(
 
 def test_copy_thread_copies_values_writes_and_runs(saver: ObjectStoreSaver) -> None:
     a = _put(saver, "src", {"v": "q" * 3000}, metadata={"step": 0, "run_id": "run-1"})
-    saver.put_writes(a, [("c", "w" * 2000)], "task")
+    # Incompressible: the write's value is an object the copy must copy too.
+    written = base64.b64encode(random.Random(2).randbytes(1500)).decode()
+    saver.put_writes(a, [("c", written)], "task")
     b = _put(saver, "src", {"v": "r" * 3000}, parent=a, metadata={"step": 1, "run_id": "run-1"})
     saver.copy_thread("src", "dst")
     src = list(saver.list({"configurable": {"thread_id": "src"}}))

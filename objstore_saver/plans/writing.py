@@ -80,9 +80,13 @@ class _StreamedFirst:
 
 
 def encode_value(
-    ctx: Context, pfx: str, value: Any, *, trust: bool = True
+    ctx: Context, pfx: str, value: Any, *, trust: bool = True, written_once: bool = False
 ) -> Generator[Batch | Hold, list[Any] | None, Encoded]:
     """Sub-plan: entry and objects for one value (spec §4).
+
+    ``written_once`` is for the value of a pending write, whose entry is
+    stored in one object and never carried on to another: it is also inline
+    when its compressed payload fits the inline limit (spec §6.5 step 2).
 
     Data larger than a part is streamed: its part objects are stored while
     the compressor produces them (:func:`stream_large`), so the returned
@@ -111,7 +115,9 @@ def encode_value(
             return Encoded(ref, {d: body})
     finally:
         ctx.gate.release()
-    return value_encoding.encode_serialized(type_, data)
+    return value_encoding.encode_serialized(
+        type_, data, stored_inline_max=codec.INLINE_MAX if written_once else None
+    )
 
 
 def _encode_list(
@@ -526,7 +532,7 @@ def put_writes(
         group_rows: list[tuple[int, str, Entry]] = []
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
-            enc = yield from encode_value(ctx, pfx, value, trust=trust)
+            enc = yield from encode_value(ctx, pfx, value, trust=trust, written_once=True)
             encoded.append(enc)
             if grouped and idx >= 0:
                 group_rows.append((idx, channel, enc.entry))
