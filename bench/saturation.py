@@ -89,8 +89,13 @@ async def measure(
     }
 
 
-async def main_async(s3_server: str, delay_ms: float) -> list[dict[str, Any]]:
-    """Start the server, measure 1 then 64 conversations, stop it."""
+async def main_async(
+    s3_server: str, delay_ms: float, turns: int | None = None
+) -> list[dict[str, Any]]:
+    """Start the server, measure 1 then 64 conversations, stop it.
+
+    ``turns`` per conversation for both; by default workload 6b's counts.
+    """
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-sat-") as tmp,
@@ -99,7 +104,7 @@ async def main_async(s3_server: str, delay_ms: float) -> list[dict[str, Any]]:
         env = Env(server.proxy_url, server.s3_url, tmp, None, keys=server.keys)
         print(f"S3 server: {server.server_version}, {delay_ms:.0f} ms injected per request")
         for n in (1, 64):
-            row = await measure(server, env, n, workloads.FULL.async_turns(n))
+            row = await measure(server, env, n, turns or workloads.FULL.async_turns(n))
             rows.append(row)
             ops = ", ".join(f"{op} {ms:.1f}" for op, ms in row["server_ms_by_op"].items())
             cores = ", ".join(f"{k} {v:.2f}" for k, v in row["cores"].items())
@@ -116,8 +121,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.saturation", description=__doc__)
     parser.add_argument("--s3-server", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     parser.add_argument("--delay-ms", type=float, default=workloads.FULL.delay_ms)
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=None,
+        help="turns of every conversation, at 1 and at 64 (default: workload 6b's, 16 and 2)",
+    )
     args = parser.parse_args()
-    asyncio.run(main_async(args.s3_server, args.delay_ms))
+    asyncio.run(main_async(args.s3_server, args.delay_ms, args.turns))
 
 
 if __name__ == "__main__":
