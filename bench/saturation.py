@@ -5,15 +5,19 @@ async saver on 1 and then 64 concurrent chat conversations (16 and 2 turns each,
 as workload 6b) through the metering proxy with 20 ms injected per request, and
 prints for each: turns per second, the server's own time per request by S3
 operation (measured by the proxy, after the injected delay) and the CPU cores
-used by the saver's process, the proxy and the S3 server's processes. A server
-that is not the bottleneck keeps its time per request near the one-conversation
-figure and uses well under a core.
+used by the saver's process, the proxy and the S3 server's processes, and the
+time the saver's process spent in Python's cyclic garbage collector per turn
+(LangGraph and the saver together). A server that is not the bottleneck keeps
+its time per request near the one-conversation figure and uses well under a
+core.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import tempfile
@@ -53,6 +57,31 @@ def _counters(proxy_url: str) -> dict[str, Any]:
         return json.loads(resp.read())
 
 
+class GcTimer:
+    """Wall time spent in the cyclic garbage collector, while installed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = 0
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections += 1
+
+    @contextlib.contextmanager
+    def installed(self) -> Any:
+        """Time every collection inside the ``with`` block."""
+        gc.callbacks.append(self._callback)
+        try:
+            yield self
+        finally:
+            gc.callbacks.remove(self._callback)
+
+
 async def measure(
     server: ServerProcess, env: Env, conversations: int, turns: int
 ) -> dict[str, Any]:
@@ -68,7 +97,8 @@ async def measure(
 
         c0, p0, s0 = _counters(server.proxy_url), tree_cpu(server.pid), time.process_time()
         w0 = time.perf_counter()
-        await asyncio.gather(*(convo(i) for i in range(conversations)))
+        with GcTimer().installed() as collector:
+            await asyncio.gather(*(convo(i) for i in range(conversations)))
         wall = time.perf_counter() - w0
         c1, p1, saver_cpu = _counters(server.proxy_url), tree_cpu(server.pid), time.process_time()
     requests = {k: v - c0["requests"].get(k, 0) for k, v in c1["requests"].items()}
@@ -78,6 +108,8 @@ async def measure(
     return {
         "conversations": conversations,
         "turns_per_s": conversations * turns / wall,
+        "gc_ms_per_turn": collector.seconds / (conversations * turns) * 1000,
+        "gc_collections": collector.collections,
         "requests": total,
         "server_ms_per_request": (c1["server_s"] - c0["server_s"]) / total * 1000,
         "server_ms_by_op": {
@@ -111,7 +143,8 @@ async def main_async(
             print(
                 f"{n:>3} conversations: {row['turns_per_s']:5.1f} turns/s, "
                 f"{row['requests']} requests, server {row['server_ms_per_request']:.1f} ms/request "
-                f"({ops}); cores used: {cores}"
+                f"({ops}); cores used: {cores}; cyclic GC {row['gc_ms_per_turn']:.2f} ms/turn "
+                f"({row['gc_collections']} collections)"
             )
     return rows
 

@@ -5,6 +5,7 @@ Counts only, never timings: the proxy runs with no injected delay.
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
 import socket
@@ -28,6 +29,7 @@ from bench.meters import (
     set_proxy_delay,
 )
 from bench.proxy import MeteringProxy, classify
+from bench.saturation import GcTimer
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
 
 
@@ -304,3 +306,15 @@ def test_serde_meter_counts_serialized_bytes_and_saver_calls() -> None:
     assert d.requests["put_writes"] == calls.calls["put_writes"] > 0
     assert d.requests["get_tuple"] == 2  # one lookup per invoke
     assert d.objects_written == calls.calls["put"] + calls.items["writes"]
+
+
+def test_gc_timer_counts_the_collections_made_while_installed() -> None:
+    timer = GcTimer()
+    gc.collect()  # before: not counted
+    with timer.installed():
+        gc.collect()
+        gc.collect(0)
+    gc.collect()  # after: not counted either
+    assert timer.collections == 2
+    assert timer.seconds > 0
+    assert timer._callback not in gc.callbacks
