@@ -113,35 +113,68 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
 
 
 @pytest.mark.parametrize(
-    ("text", "value_objects"),
+    ("text", "as_list", "objects"),
     [
-        # 1.3 KiB serialized, well under 1 KiB compressed: inline in the write.
-        ("answer " + "a" * 1200, 0),
-        # 1.5 KiB that does not compress: still a value object of its own.
-        (base64.b64encode(random.Random(5).randbytes(1100)).decode(), 1),
+        # 1.3 KiB serialized, well under 1 KiB compressed: inline in the write,
+        # alone or as a list that spec §4.4 would store element by element.
+        ("answer " + "a" * 1200, False, 0),
+        ("answer " + "a" * 1200, True, 0),
+        # 1.5 KiB that does not compress: a value object of its own, or a list
+        # object and its element's object, as for a channel value.
+        (base64.b64encode(random.Random(5).randbytes(1100)).decode(), False, 1),
+        (base64.b64encode(random.Random(5).randbytes(1100)).decode(), True, 2),
     ],
-    ids=["compressible", "incompressible"],
+    ids=["compressible", "compressible-list", "incompressible", "incompressible-list"],
 )
 def test_pending_write_keeps_a_value_inline_when_it_compresses_to_the_inline_limit(
-    metered: MeteredStore, text: str, value_objects: int
+    metered: MeteredStore, text: str, as_list: bool, objects: int
 ) -> None:
     reply = AIMessage(text, id="ai-1")
+    value: Any = [reply] if as_list else reply
     config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
     with ObjectStoreSaver(metered) as saver:
         config = saver.put(config, empty_checkpoint(), {"step": 0}, {})
         metered.reset()
-        saver.put_writes(config, [("reply", reply)], "task-1")
+        saver.put_writes(config, [("reply", value)], "task-1")
         puts = [e.key for e in metered.log if e.op == "put"]
-        # Spec §6.5 step 2: one object for the write, plus the value's own
-        # object only when its compressed payload exceeds the inline limit.
+        # Spec §6.5 step 2: one object for the write, plus objects of the value
+        # only when its compressed payload exceeds the inline limit.
         assert len([k for k in puts if "/writes/" in k]) == 1, puts
-        assert len([k for k in puts if "/objects/" in k]) == value_objects, puts
-        assert len(saver.serde.dumps_typed(reply)[1]) > 1024
-        # A fresh saver (no memory of these bytes) reads the write back.
+        assert len([k for k in puts if "/objects/" in k]) == objects, puts
+        assert len(saver.serde.dumps_typed(value)[1]) > 1024
+    # A fresh saver (no memory of these bytes) reads the write back.
     with ObjectStoreSaver(metered) as reader:
         stored = reader.get_tuple(config)
         assert stored is not None
-        assert stored.pending_writes == [("task-1", "reply", reply)]
+        assert stored.pending_writes == [("task-1", "reply", value)]
+
+
+def test_reply_written_inline_is_stored_by_the_next_put_that_lists_it(
+    metered: MeteredStore,
+) -> None:
+    # The write no longer stores the reply's element object (spec §6.5 step
+    # 2), so the checkpoint that appends the reply must: a fresh saver reads
+    # the list back from the store alone.
+    text = "answer " + " ".join(f"word{i}" for i in range(300))  # > 128 B compressed
+    graph_config = {"configurable": {"thread_id": "chat-inline"}}
+    with ObjectStoreSaver(metered) as saver:
+        graph = _chat_graph_replying(saver, text)
+        graph.invoke({"messages": [HumanMessage("q", id="h0")]}, graph_config)
+        writes = [e for e in metered.log if e.op == "put" and "/writes/" in e.key]
+        assert writes
+    with ObjectStoreSaver(metered) as reader:
+        messages = _chat_graph_replying(reader, text).get_state(graph_config).values["messages"]
+        assert [m.content for m in messages] == ["q", text]
+
+
+def _chat_graph_replying(saver: ObjectStoreSaver, text: str) -> Any:
+    def bot(state: MessagesState) -> dict:
+        return {"messages": [AIMessage(text, id=f"ai-{len(state['messages'])}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=saver)
 
 
 def test_20_mib_tool_result_round_trips_with_no_body_over_2_mib(

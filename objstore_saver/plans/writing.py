@@ -100,7 +100,9 @@ def encode_value(
     try:
         split = split_values.splits_for(ctx.serde)
         if type(value) is list and value:
-            listed = yield from _encode_list(ctx, pfx, value, split=split, trust=trust)
+            listed = yield from _encode_list(
+                ctx, pfx, value, split=split, trust=trust, written_once=written_once
+            )
             if listed is not None:
                 return listed
         # A list's elements were searched above (none holds a large text).
@@ -121,18 +123,24 @@ def encode_value(
 
 
 def _encode_list(
-    ctx: Context, pfx: str, value: list[Any], *, split: bool, trust: bool
+    ctx: Context, pfx: str, value: list[Any], *, split: bool, trust: bool, written_once: bool
 ) -> Generator[Batch, list[Any] | None, Encoded | None]:
     """Sub-plan of :func:`encode_value`: a list element by element (spec §4.4), or None.
 
     None when the list is stored as one value (small, or small elements) and
     none of its elements holds a large text. Elements with large texts are
     found first and split; the others are serialized, and those larger than
-    a part are streamed before the list is encoded.
+    a part are streamed before the list is encoded. A pending write's list
+    that compresses whole to the inline limit is inline instead (spec §6.5
+    step 2).
     """
     elements, found = _serialize_elements(ctx, value, split=split)
     if not found and not list_encoding.use_list_encoding(elements):
         return None
+    if written_once and not found:
+        whole = _whole_list_inline(ctx, value, elements)
+        if whole is not None:
+            return whole
     streamed: dict[tuple[str, bytes], EncodedElement] = {}
     for i, e in enumerate(value):
         holes = found.get(i)
@@ -158,6 +166,23 @@ def _encode_list(
     return list_encoding.encode_list(
         elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
     )
+
+
+#: A pending write's list whose elements serialize to at most this many bytes
+#: is also compressed whole, to see if it fits inline (spec §6.5 step 2).
+WRITE_LIST_WHOLE_MAX = 8 * 1024
+
+
+def _whole_list_inline(
+    ctx: Context, value: list[Any], elements: list[tuple[str, bytes]]
+) -> Encoded | None:
+    """The list as one inline entry, if it compresses to the inline limit; else None."""
+    if sum([len(data) for _, data in elements]) > WRITE_LIST_WHOLE_MAX:
+        return None
+    payload = codec.make_payload(*ctx.serde.dumps_typed(value))
+    if len(payload.data) > codec.INLINE_MAX:
+        return None
+    return Encoded(Inline(payload))
 
 
 def _serialize_elements(
