@@ -23,6 +23,7 @@ import os
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 from bench import graphs, workloads
@@ -73,7 +74,7 @@ class GcTimer:
             self.collections += 1
 
     @contextlib.contextmanager
-    def installed(self) -> Any:
+    def installed(self) -> Iterator[GcTimer]:
         """Time every collection inside the ``with`` block."""
         gc.callbacks.append(self._callback)
         try:
@@ -136,7 +137,9 @@ async def main_async(
         env = Env(server.proxy_url, server.s3_url, tmp, None, keys=server.keys)
         print(f"S3 server: {server.server_version}, {delay_ms:.0f} ms injected per request")
         for n in (1, 64):
-            row = await measure(server, env, n, turns or workloads.FULL.async_turns(n))
+            row = await measure(
+                server, env, n, workloads.FULL.async_turns(n) if turns is None else turns
+            )
             rows.append(row)
             ops = ", ".join(f"{op} {ms:.1f}" for op, ms in row["server_ms_by_op"].items())
             cores = ", ".join(f"{k} {v:.2f}" for k, v in row["cores"].items())
@@ -161,6 +164,8 @@ def main() -> None:
         help="turns of every conversation, at 1 and at 64 (default: workload 6b's, 16 and 2)",
     )
     args = parser.parse_args()
+    if args.turns is not None and args.turns < 1:
+        parser.error(f"--turns must be at least 1, got {args.turns}")
     asyncio.run(main_async(args.s3_server, args.delay_ms, args.turns))
 
 

@@ -33,6 +33,25 @@ def _value_object(payload: codec.Payload) -> tuple[bytes, bytes]:
     return codec.digest_of(body), body
 
 
+def _store_value(payload: codec.Payload, out: dict[bytes, bytes]) -> codec.Ref:
+    d, body = _value_object(payload)
+    out[d] = body
+    return codec.Ref("b", d)
+
+
+def inline_written(payload: codec.Payload) -> codec.Encoded | None:
+    """A pending write's value inline, if its compressed payload fits the inline limit.
+
+    The rule of pending writes (spec §6.5 step 2): a write's entry is stored
+    once and never carried into another object, so a value whose payload data
+    is at most ``codec.INLINE_MAX`` bytes needs no object of its own,
+    whatever its serialized size.
+    """
+    if len(payload.data) > codec.INLINE_MAX:
+        return None
+    return codec.Encoded(codec.Inline(payload))
+
+
 #: What :func:`large_objects` returns: the entry, and the container object
 #: (digest, body) with the digests of the parts it lists.
 LargeResult = tuple[codec.Ref, tuple[bytes, bytes], tuple[bytes, ...]]
@@ -105,9 +124,7 @@ def store_data(
 ) -> codec.Ref:
     """Store serialized bytes as a value object, or as parts when large (spec §4.2, §4.3)."""
     if len(serialized) <= codec.PART_SIZE:
-        d, body = _value_object(codec.make_payload(type_, serialized))
-        out[d] = body
-        return codec.Ref("b", d)
+        return _store_value(codec.make_payload(type_, serialized), out)
     stream = large_objects(type_, serialized)
     while True:
         try:
@@ -126,7 +143,7 @@ def encode_serialized(
     serialized: bytes,
     *,
     inline_max: int = codec.INLINE_MAX,
-    stored_inline_max: int | None = None,
+    written_once: bool = False,
 ) -> codec.Encoded:
     """Entry for already serialized bytes: inline when small, else an object.
 
@@ -134,19 +151,15 @@ def encode_serialized(
         type_: The serializer's type name.
         serialized: The serializer's bytes.
         inline_max: Inline when the serialized bytes are at most this long.
-        stored_inline_max: If given, also inline a value of at most a part
-            whose payload data, once compressed, is at most this long (the
-            rule of pending writes, spec §6.5 step 2).
+        written_once: The value of a pending write: also inline when its
+            compressed payload fits (:func:`inline_written`).
     """
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
-    if stored_inline_max is not None and len(serialized) <= codec.PART_SIZE:
-        payload = codec.make_payload(type_, serialized)
-        if len(payload.data) <= stored_inline_max:
-            return codec.Encoded(codec.Inline(payload))
-        d, body = _value_object(payload)
-        return codec.Encoded(codec.Ref("b", d), {d: body})
     objects: dict[bytes, bytes] = {}
+    if written_once and len(serialized) <= codec.PART_SIZE:
+        payload = codec.make_payload(type_, serialized)
+        return inline_written(payload) or codec.Encoded(_store_value(payload, objects), objects)
     children: dict[bytes, tuple[bytes, ...]] = {}
     ref = store_data(type_, serialized, objects, children)
     return codec.Encoded(ref, objects, children)

@@ -3,9 +3,7 @@ race it closes, crash safety, and the writer-side reuse window."""
 
 from __future__ import annotations
 
-import base64
 import json
-import random
 import time
 from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
@@ -13,6 +11,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from payloads import incompressible_text
 
 from objstore_saver import MissingObjectError, ObjectStoreSaver, plans
 from objstore_saver import keys as k
@@ -31,12 +30,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def _incompressible(n: int, seed: int) -> str:
-    """``n`` characters that do not compress under the inline limit: a pending
-    write's value made of them is an object of its own (spec §6.5 step 2)."""
-    return base64.b64encode(random.Random(seed).randbytes(n))[:n].decode()
 
 
 def _saver(store: ObjectStore, clock: FakeClock | None = None, **kw: Any) -> ObjectStoreSaver:
@@ -118,7 +111,7 @@ def local(tmp_path: Any) -> LocalStore:
 def test_first_run_deletes_checkpoints_and_marks_a_later_run_sweeps(local: LocalStore) -> None:
     with _saver(local) as saver:
         a = _put(saver, "p", {"big": "a" * 4000, "shared": "s" * 4000})
-        saver.put_writes(a, [("c", "old write " + _incompressible(3000, 1))], "task")
+        saver.put_writes(a, [("c", "old write " + incompressible_text(3000, 1))], "task")
         b = _put(saver, "p", {"big": "b" * 4000, "shared": "s" * 4000}, parent=a)
         _put(saver, "neighbour", {"big": "a" * 4000})
         neighbour = sorted(o.key for o in local.list(k.thread_prefix("neighbour")).objects)
@@ -371,7 +364,7 @@ def _history(saver: ObjectStoreSaver, thread: str) -> None:
     parent = None
     for i in range(4):
         parent = _put(saver, thread, {"v": f"{i} " * 600, "keep": "k" * 3000}, parent=parent)
-        saver.put_writes(parent, [("c", f"w{i} " + _incompressible(2500, i))], f"task{i}")
+        saver.put_writes(parent, [("c", f"w{i} " + incompressible_text(2500, i))], f"task{i}")
 
 
 def test_prune_interrupted_after_any_write_leaves_every_checkpoint_readable(

@@ -8,13 +8,15 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import msgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
+from payloads import incompressible_text
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.codec import PART_SIZE
+from objstore_saver.codec import ELEMENT_INLINE_MAX, PART_SIZE, make_payload
 from objstore_saver.storage import LocalStore, MeteredStore, S3Store
 
 TWO_MIB = 2 * 1024 * 1024
@@ -121,8 +123,8 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
         ("answer " + "a" * 1200, True, 0),
         # 1.5 KiB that does not compress: a value object of its own, or a list
         # object and its element's object, as for a channel value.
-        (base64.b64encode(random.Random(5).randbytes(1100)).decode(), False, 1),
-        (base64.b64encode(random.Random(5).randbytes(1100)).decode(), True, 2),
+        (incompressible_text(1500, 5), False, 1),
+        (incompressible_text(1500, 5), True, 2),
     ],
     ids=["compressible", "compressible-list", "incompressible", "incompressible-list"],
 )
@@ -155,13 +157,21 @@ def test_reply_written_inline_is_stored_by_the_next_put_that_lists_it(
     # The write no longer stores the reply's element object (spec §6.5 step
     # 2), so the checkpoint that appends the reply must: a fresh saver reads
     # the list back from the store alone.
-    text = "answer " + " ".join(f"word{i}" for i in range(300))  # > 128 B compressed
+    text = "answer " + " ".join(f"word{i}" for i in range(300))
     graph_config = {"configurable": {"thread_id": "chat-inline"}}
     with ObjectStoreSaver(metered) as saver:
+        # Too large to sit inline in the list (spec §4.4): an object of its own.
+        element = saver.serde.dumps_typed(AIMessage(text, id="ai-1"))
+        assert len(make_payload(*element).data) > ELEMENT_INLINE_MAX
         graph = _chat_graph_replying(saver, text)
         graph.invoke({"messages": [HumanMessage("q", id="h0")]}, graph_config)
-        writes = [e for e in metered.log if e.op == "put" and "/writes/" in e.key]
-        assert writes
+        bodies = [
+            msgpack.unpackb(metered.get(e.key))
+            for e in metered.log
+            if e.op == "put" and "/writes/" in e.key
+        ]
+        replies = [b["v"] for b in bodies if b["k"] == "write" and b["channel"] == "messages"]
+        assert [entry[0] for entry in replies] == ["i"], bodies
     with ObjectStoreSaver(metered) as reader:
         messages = _chat_graph_replying(reader, text).get_state(graph_config).values["messages"]
         assert [m.content for m in messages] == ["q", text]

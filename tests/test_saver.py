@@ -3,14 +3,13 @@ responses, corruption, hostile identifiers, isolation and the prune sweep."""
 
 from __future__ import annotations
 
-import base64
-import random
 from collections.abc import Iterator
 from typing import Any
 
 import msgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from payloads import incompressible_text
 from test_keys import HOSTILE_IDS
 
 from objstore_saver import (
@@ -245,8 +244,7 @@ def test_special_writes_replace_and_regular_writes_keep_the_first(
 def test_copy_thread_copies_values_writes_and_runs(saver: ObjectStoreSaver) -> None:
     a = _put(saver, "src", {"v": "q" * 3000}, metadata={"step": 0, "run_id": "run-1"})
     # Incompressible: the write's value is an object the copy must copy too.
-    written = base64.b64encode(random.Random(2).randbytes(1500)).decode()
-    saver.put_writes(a, [("c", written)], "task")
+    saver.put_writes(a, [("c", incompressible_text(2000, 2))], "task")
     b = _put(saver, "src", {"v": "r" * 3000}, parent=a, metadata={"step": 1, "run_id": "run-1"})
     saver.copy_thread("src", "dst")
     src = list(saver.list({"configurable": {"thread_id": "src"}}))

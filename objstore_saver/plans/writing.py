@@ -117,9 +117,7 @@ def encode_value(
             return Encoded(ref, {d: body})
     finally:
         ctx.gate.release()
-    return value_encoding.encode_serialized(
-        type_, data, stored_inline_max=codec.INLINE_MAX if written_once else None
-    )
+    return value_encoding.encode_serialized(type_, data, written_once=written_once)
 
 
 def _encode_list(
@@ -177,12 +175,9 @@ def _whole_list_inline(
     ctx: Context, value: list[Any], elements: list[tuple[str, bytes]]
 ) -> Encoded | None:
     """The list as one inline entry, if it compresses to the inline limit; else None."""
-    if sum([len(data) for _, data in elements]) > WRITE_LIST_WHOLE_MAX:
+    if sum(len(data) for _, data in elements) > WRITE_LIST_WHOLE_MAX:
         return None
-    payload = codec.make_payload(*ctx.serde.dumps_typed(value))
-    if len(payload.data) > codec.INLINE_MAX:
-        return None
-    return Encoded(Inline(payload))
+    return value_encoding.inline_written(codec.make_payload(*ctx.serde.dumps_typed(value)))
 
 
 def _serialize_elements(
