@@ -75,6 +75,26 @@ def _error(exc: BaseException) -> dict[str, str]:
     return {"error": f"{type(exc).__name__}: {message}"[:400]}
 
 
+def _run_interleaved(
+    savers: list[SaverSpec],
+    env: Env,
+    sizes: workloads.Sizes,
+    out: dict[str, Any],
+    pg_error: BaseException | None,
+    log: Callable[[str], None],
+) -> None:
+    """Workload 6a for every saver at once (:func:`workloads.run_threads`), rows into ``out``."""
+    runnable = [s for s in savers if not (s.name == "postgres" and pg_error is not None)]
+    if len(runnable) < len(savers) and pg_error is not None:
+        out["postgres"] = _error(pg_error)
+    t0 = time.monotonic()
+    rows = workloads.run_threads(runnable, env, sizes)
+    took = time.monotonic() - t0
+    out.update(rows)
+    status = ", ".join(f"{n} failed" for n, r in out.items() if "error" in r) or "ok"
+    log(f"workload 6a {len(runnable)} savers interleaved {took:7.1f}s {status}")
+
+
 def run(
     sizes: workloads.Sizes,
     savers: list[SaverSpec],
@@ -111,11 +131,13 @@ def run(
             "2": lambda s: workloads.run_long_and_delete(s, env, sizes),
             "3": lambda s: workloads.run_large(s, env, sizes, payload),
             "4": lambda s: workloads.run_agent(s, env, sizes),
-            "6a": lambda s: workloads.run_threads(s, env, sizes),
             "6b": lambda s: workloads.run_async(s, env, sizes),
         }
         try:
             for w in selected:
+                if w == "6a":
+                    _run_interleaved(savers, env, sizes, results["6a"], pg_error, log)
+                    continue
                 for spec in savers:
                     t0 = time.monotonic()
                     try:

@@ -9,7 +9,9 @@ savers of the same run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import itertools
 import threading
 import time
 import tracemalloc
@@ -39,6 +41,8 @@ class Sizes:
     agent_cap_s: float = 45.0
     os_threads: int = 8
     thread_turns: int = 50
+    thread_rounds: int = 5
+    """Workload 6a runs each conversation's turns in this many rounds, savers interleaved."""
     async_conversations: tuple[int, ...] = (1, 8, 64)
     async_total_turns: int = 16
     """Turns per conversation: this divided by the conversations, at least ``async_min_turns``."""
@@ -447,53 +451,126 @@ def _per_turn_ops(rows: list[dict[str, Any]]) -> dict[str, float]:
 # --- workload 6 ----------------------------------------------------------------------
 
 
-def run_threads(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
-    """Workload 6a: OS threads, each its own conversation, through one saver."""
-    script = graphs.SEED
-    with spec.open_sync(env) as h, Delay(env, sizes.delay_ms, local=True):
-        graph = graphs.chat_graph(h.saver, script)
-        done = [0] * sizes.os_threads
+def run_threads(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
+    """Workload 6a: OS threads, each its own conversation, through one saver; savers interleaved.
+
+    Every saver is opened first; then each conversation's turns are run in
+    ``sizes.thread_rounds`` rounds, every saver taking its share of a round in
+    turn, the order rotated each round. The savers' CPU per turn is compared,
+    and this machine's speed drifts by tens of percent over a minute: run one
+    after the other, the first saver and the last can meet different machines.
+    Interleaved, every saver meets the same drift. A saver that fails (to open
+    or in a round) gets a row with the error and leaves the later rounds.
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        runs: list[_ThreadRun] = []
+        for spec in specs:
+            try:
+                handle = stack.enter_context(spec.open_sync(env))
+            except Exception as exc:  # noqa: BLE001 -- the saver's row says why
+                rows[spec.name] = {"error": f"{type(exc).__name__}: {exc}"}
+                continue
+            runs.append(_ThreadRun(spec.name, handle, sizes))
+        with Delay(env, sizes.delay_ms, local=True):
+            rounds = _round_turns(sizes.thread_turns, sizes.thread_rounds)
+            for r, turns in enumerate(rounds):
+                first = r % len(runs) if runs else 0
+                for run in runs[first:] + runs[:first]:
+                    if run.error is None:
+                        run.round(turns, sizes.concurrency_cap_s / len(rounds))
+        for run in runs:
+            rows[run.name] = run.row()
+    return rows
+
+
+def _round_turns(turns: int, rounds: int) -> list[range]:
+    """The turn numbers of each round: ``turns`` split into ``rounds`` runs (none empty)."""
+    rounds = max(1, min(rounds, turns))
+    cuts = [turns * i // rounds for i in range(rounds + 1)]
+    return [range(a, b) for a, b in itertools.pairwise(cuts)]
+
+
+class _ThreadRun:
+    """One saver's conversations of workload 6a, advanced a round at a time."""
+
+    def __init__(self, name: str, handle: Handle, sizes: Sizes) -> None:
+        self.name, self.handle, self.threads = name, handle, sizes.os_threads
+        self.graph = graphs.chat_graph(handle.saver, graphs.SEED)
+        self.done = [0] * self.threads
+        self.target = self.threads * sizes.thread_turns
+        self.cpu_s: list[float] = []
+        self.turns: list[int] = []
+        self.wall_s = 0.0
+        self.requests = 0
+        self.server_s = 0.0
+        self.error: str | None = None
+
+    def round(self, turns: range, cap_s: float) -> None:
+        """Run turns ``turns`` of every conversation, on one OS thread each."""
+        script, graph, done = graphs.SEED, self.graph, self.done
         errors: list[str] = []
-        deadline = time.monotonic() + sizes.concurrency_cap_s
+        deadline = time.monotonic() + cap_s
+        before = sum(done)
 
         def worker(i: int) -> None:
             try:
-                for t in range(sizes.thread_turns):
-                    if time.monotonic() > deadline:
-                        return
+                for t in turns:
+                    if time.monotonic() > deadline or done[i] != t:
+                        return  # a capped conversation stays where it stopped
                     graph.invoke({"messages": script.inputs(t)}, cfg(f"os-{i}"))
                     done[i] += 1
-            except Exception as exc:  # noqa: BLE001 -- re-raised below as the row's error
+            except Exception as exc:  # noqa: BLE001 -- becomes the row's error
                 errors.append(f"{type(exc).__name__}: {exc}")
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(sizes.os_threads)]
-        r0 = h.meter.begin()
-        cpu0, w0 = time.process_time(), time.perf_counter()
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
-        d = h.meter.snapshot() - r0
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(self.threads)]
+        try:
+            r0 = self.handle.meter.begin()
+            cpu0, w0 = time.process_time(), time.perf_counter()
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
+            d = self.handle.meter.snapshot() - r0
+        except Exception as exc:  # noqa: BLE001 -- the meter failed: the row says why
+            self.error = f"{type(exc).__name__}: {exc}"
+            return
+        if errors:
+            self.error = f"{len(errors)} thread(s) failed; first: {errors[0]}"
+            return
+        self.cpu_s.append(cpu)
+        self.turns.append(sum(done) - before)
+        self.wall_s += wall
+        self.requests += d.total_requests
+        self.server_s += d.server_s
+
+    def row(self) -> dict[str, Any]:
+        """The saver's row: totals over the rounds, and CPU per turn of each round."""
+        if self.error is not None:
+            return {"error": self.error}
+        graph = self.graph
         complete = all(
-            len(graph.get_state(cfg(f"os-{i}")).values.get("messages", [])) == 2 * done[i] + 1
-            for i in range(sizes.os_threads)
-            if done[i]
+            len(graph.get_state(cfg(f"os-{i}")).values.get("messages", [])) == 2 * n + 1
+            for i, n in enumerate(self.done)
+            if n
         )
-    if errors:
-        raise RuntimeError(f"{len(errors)} thread(s) failed; first: {errors[0]}")
-    turns = sum(done)
-    return {
-        "threads": sizes.os_threads,
-        "turns": turns,
-        "turns_target": sizes.os_threads * sizes.thread_turns,
-        "wall_s": wall,
-        "turns_per_s": turns / wall,
-        "cpu_s_per_turn": cpu / turns if turns else None,
-        "histories_complete": complete,
-        "requests": d.total_requests,
-        "server_s_per_request": d.server_s / d.total_requests if d.total_requests else None,
-    }
+        turns = sum(self.turns)
+        return {
+            "threads": self.threads,
+            "turns": turns,
+            "turns_target": self.target,
+            "rounds": len(self.turns),
+            "wall_s": self.wall_s,
+            "turns_per_s": turns / self.wall_s if self.wall_s else None,
+            "cpu_s_per_turn": sum(self.cpu_s) / turns if turns else None,
+            "cpu_s_per_turn_rounds": [
+                c / n if n else None for c, n in zip(self.cpu_s, self.turns, strict=True)
+            ],
+            "histories_complete": complete,
+            "requests": self.requests,
+            "server_s_per_request": self.server_s / self.requests if self.requests else None,
+        }
 
 
 def run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
