@@ -14,6 +14,7 @@ a new key and is serialized again: nothing relies on object identity.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ormsgpack
@@ -60,22 +61,43 @@ def state_key(value: Any) -> StateKey | None:
     without computed fields, for a message holding anything but plain data,
     and for a message larger than :data:`STATE_MAX`.
     """
-    cls = type(value)
-    keyed = _KEYED_CLASSES.get(cls)
-    if keyed is None:
-        keyed = _keyed_class(cls)
-    if not keyed:
-        return None
-    text = value.content
-    if type(text) is str and len(text) > STATE_MAX:
-        return None  # not even encoded: the key would be a second copy of the text
-    try:
-        state = ormsgpack.packb([value.__dict__, value.__pydantic_extra__], option=_PLAIN_ONLY)
-    except ormsgpack.MsgpackEncodeError:
-        return None
-    if len(state) > STATE_MAX:
-        return None
-    return cls, state
+    return known_pairs([value], _nothing)[0][0]
+
+
+def _nothing(_key: StateKey) -> None:
+    return None
+
+
+def known_pairs(
+    values: list[Any], lookup: Callable[[StateKey], tuple[str, bytes] | None]
+) -> tuple[list[StateKey | None], list[tuple[str, bytes] | None]]:
+    """Each value's state key, and its serialized pair by ``lookup`` of that key.
+
+    :func:`state_key` for a whole list in one pass (a long conversation's
+    messages are looked up at every put): the same keys, the same ``None``
+    for a value without one; ``lookup`` is asked only for keys that exist.
+    """
+    keys: list[StateKey | None] = []
+    pairs: list[tuple[str, bytes] | None] = []
+    keyed_classes, packb, plain, limit = _KEYED_CLASSES, ormsgpack.packb, _PLAIN_ONLY, STATE_MAX
+    for value in values:
+        cls = type(value)
+        keyed = keyed_classes.get(cls)
+        if keyed is None:
+            keyed = _keyed_class(cls)
+        key: StateKey | None = None
+        if keyed:
+            text = value.content
+            if type(text) is not str or len(text) <= limit:
+                try:
+                    state = packb([value.__dict__, value.__pydantic_extra__], option=plain)
+                except ormsgpack.MsgpackEncodeError:
+                    state = None
+                if state is not None and len(state) <= limit:
+                    key = (cls, state)
+        keys.append(key)
+        pairs.append(None if key is None else lookup(key))
+    return keys, pairs
 
 
 def _keyed_class(cls: type) -> bool:

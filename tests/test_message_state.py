@@ -206,3 +206,20 @@ def test_another_serializer_never_gets_remembered_bytes(tmp_path: Path) -> None:
         first = _put(saver, config("t"), 1, _chat(40))
         _put(saver, first, 2, _chat(41))
         assert saver._ctx.elements.serialized.held_bytes == 0
+
+
+def test_known_pairs_keys_a_list_as_state_key_does_and_looks_up_only_keyed_values() -> None:
+    big = HumanMessage("x" * (message_state.STATE_MAX + 1))
+    values = [HumanMessage("a"), Note(text="a"), AIMessage("b", id="m1"), big, {"content": "a"}]
+    asked: list[Any] = []
+    remembered = {message_state.state_key(values[2]): ("msgpack", b"remembered")}
+
+    def lookup(key: Any) -> Any:
+        asked.append(key)
+        return remembered.get(key)
+
+    keys, pairs = message_state.known_pairs(values, lookup)
+    assert keys == [message_state.state_key(v) for v in values]
+    assert [k is None for k in keys] == [False, True, False, True, True]
+    assert asked == [keys[0], keys[2]]
+    assert pairs == [None, None, ("msgpack", b"remembered"), None, None]

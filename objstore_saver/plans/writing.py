@@ -190,16 +190,18 @@ def _serialize_elements(
     then, and it holds the same text now.
     """
     memory = ctx.elements.serialized
-    keyed = message_state.applies_to(ctx.serde)
+    if message_state.applies_to(ctx.serde):
+        state_keys, pairs = message_state.known_pairs(value, memory.get)
+    else:
+        state_keys, pairs = [None] * len(value), [None] * len(value)
     elements: list[tuple[str, bytes]] = []
     found: dict[int, list[tuple[split_values.Path, str]]] = {}
     for i, e in enumerate(value):
-        key = message_state.state_key(e) if keyed else None
-        if key is not None:
-            known = memory.get(key)
-            if known is not None:
-                elements.append(known)
-                continue
+        known = pairs[i]
+        if known is not None:
+            elements.append(known)
+            continue
+        key = state_keys[i]
         holes = split_values.holes_of_element(e) if split else None
         if holes:
             found[i] = holes
