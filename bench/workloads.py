@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import itertools
 import threading
 import time
 import tracemalloc
@@ -473,7 +472,7 @@ def run_threads(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dic
                 continue
             runs.append(_ThreadRun(spec.name, handle, sizes))
         with Delay(env, sizes.delay_ms, local=True):
-            rounds = _round_turns(sizes.thread_turns, sizes.thread_rounds)
+            rounds = _round_sizes(sizes.thread_turns, sizes.thread_rounds)
             for r, turns in enumerate(rounds):
                 first = r % len(runs) if runs else 0
                 for run in runs[first:] + runs[:first]:
@@ -484,11 +483,10 @@ def run_threads(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dic
     return rows
 
 
-def _round_turns(turns: int, rounds: int) -> list[range]:
-    """The turn numbers of each round: ``turns`` split into ``rounds`` runs (none empty)."""
+def _round_sizes(turns: int, rounds: int) -> list[int]:
+    """Turns of each conversation in each round: ``turns`` split into ``rounds`` (none empty)."""
     rounds = max(1, min(rounds, turns))
-    cuts = [turns * i // rounds for i in range(rounds + 1)]
-    return [range(a, b) for a, b in itertools.pairwise(cuts)]
+    return [turns * (i + 1) // rounds - turns * i // rounds for i in range(rounds)]
 
 
 class _ThreadRun:
@@ -498,6 +496,7 @@ class _ThreadRun:
         self.name, self.handle, self.threads = name, handle, sizes.os_threads
         self.graph = graphs.chat_graph(handle.saver, graphs.SEED)
         self.done = [0] * self.threads
+        self.per_thread = sizes.thread_turns
         self.target = self.threads * sizes.thread_turns
         self.cpu_s: list[float] = []
         self.turns: list[int] = []
@@ -506,18 +505,22 @@ class _ThreadRun:
         self.server_s = 0.0
         self.error: str | None = None
 
-    def round(self, turns: range, cap_s: float) -> None:
-        """Run turns ``turns`` of every conversation, on one OS thread each."""
-        script, graph, done = graphs.SEED, self.graph, self.done
+    def round(self, turns: int, cap_s: float) -> None:
+        """Run the next ``turns`` turns of every conversation, on one OS thread each.
+
+        No turn starts after ``cap_s``; a conversation stopped by the cap
+        goes on from where it stopped in the next round.
+        """
+        script, graph, done, last = graphs.SEED, self.graph, self.done, self.per_thread
         errors: list[str] = []
         deadline = time.monotonic() + cap_s
         before = sum(done)
 
         def worker(i: int) -> None:
             try:
-                for t in turns:
-                    if time.monotonic() > deadline or done[i] != t:
-                        return  # a capped conversation stays where it stopped
+                for t in range(done[i], min(done[i] + turns, last)):
+                    if time.monotonic() > deadline:
+                        return
                     graph.invoke({"messages": script.inputs(t)}, cfg(f"os-{i}"))
                     done[i] += 1
             except Exception as exc:  # noqa: BLE001 -- becomes the row's error

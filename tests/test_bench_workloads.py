@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from bench import graphs
 from bench.meters import Meter, Reading
 from bench.proxy import MeteringProxy
 from bench.savers import Env, Handle, InMemory
-from bench.workloads import FULL, QUICK, _round_turns, run_threads
+from bench.workloads import FULL, QUICK, _round_sizes, run_threads
 
 
 def test_realistic_chat_has_seed_lengths_and_is_reproducible() -> None:
@@ -56,11 +57,11 @@ def test_full_sizes_match_the_issue() -> None:
     assert QUICK.delay_ms == FULL.delay_ms
 
 
-def test_round_turns_split_every_turn_once_in_order() -> None:
-    assert _round_turns(50, 5) == [range(i, i + 10) for i in range(0, 50, 10)]
-    assert _round_turns(7, 3) == [range(0, 2), range(2, 4), range(4, 7)]
-    assert _round_turns(1, 5) == [range(0, 1)]  # never an empty round
-    assert _round_turns(4, 0) == [range(0, 4)]
+def test_round_sizes_split_every_turn_once() -> None:
+    assert _round_sizes(50, 5) == [10] * 5
+    assert _round_sizes(7, 3) == [2, 2, 3]
+    assert _round_sizes(1, 5) == [1]  # never an empty round
+    assert _round_sizes(4, 0) == [4]
 
 
 class _Logged(Meter):
@@ -78,22 +79,32 @@ class _Logged(Meter):
 
 
 class _LoggedInMemory(InMemory):
-    def __init__(self, name: str, log: list[str], *, fail_at_round: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        log: list[str],
+        *,
+        fail_at_round: int | None = None,
+        slow_first_round_s: float = 0.0,
+    ) -> None:
         self.name, self.log, self.fail_at_round = name, log, fail_at_round
+        self.slow_first_round_s = slow_first_round_s
 
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
         with super().open_sync(env) as h:
-            if self.fail_at_round is not None:
-                saver = h.saver
-                put = saver.put
+            saver = h.saver
+            put = saver.put
 
-                def failing_put(*args: Any, **kwargs: Any) -> Any:
-                    if self.log.count(self.name) > self.fail_at_round:
-                        raise RuntimeError(f"{self.name} broke")
-                    return put(*args, **kwargs)
+            def put_as_told(*args: Any, **kwargs: Any) -> Any:
+                rounds_begun = self.log.count(self.name)
+                if self.fail_at_round is not None and rounds_begun > self.fail_at_round:
+                    raise RuntimeError(f"{self.name} broke")
+                if rounds_begun == 1:
+                    time.sleep(self.slow_first_round_s)
+                return put(*args, **kwargs)
 
-                saver.put = failing_put
+            saver.put = put_as_told
             yield dataclasses.replace(h, meter=_Logged(self.name, h.meter, self.log))
 
 
@@ -146,3 +157,21 @@ def test_workload_6a_a_saver_failing_mid_run_leaves_the_later_rounds(env: Env) -
     assert log == ["ok", "bad", "bad", "ok", "ok"]  # "bad" failed in its second round
     assert rows["bad"]["error"].startswith("2 thread(s) failed; first: RuntimeError: bad broke")
     assert rows["ok"]["turns"] == 12 and rows["ok"]["histories_complete"] is True
+
+
+def test_workload_6a_a_conversation_stopped_by_the_cap_goes_on_in_the_next_round(
+    env: Env,
+) -> None:
+    log: list[str] = []
+    slow = _LoggedInMemory("slow", log, slow_first_round_s=0.3)
+    sizes = dataclasses.replace(
+        QUICK, os_threads=2, thread_turns=6, thread_rounds=3, delay_ms=0, concurrency_cap_s=0.6
+    )
+    rows = run_threads([slow], env, sizes)
+    row = rows["slow"]
+    # Round 1 (0.2 s cap) ends each conversation after one slow turn; rounds 2
+    # and 3 run two turns each from where it stopped: 5 of 6 turns, in order.
+    assert (row["turns"], row["turns_target"]) == (10, 12)
+    assert row["histories_complete"] is True
+    assert len(row["cpu_s_per_turn_rounds"]) == 3
+    assert all(c is not None for c in row["cpu_s_per_turn_rounds"])

@@ -1,0 +1,104 @@
+"""Does waiting make work dearer? CPU of the same work after idle gaps of growing length.
+
+``python -m bench.idle_gap`` answers two questions on this machine:
+
+1. A fixed piece of pure-Python work (JSON of 300 small dicts, there and back),
+   timed with ``time.thread_time()`` after sleeping 0, 1, 5, 20 and 50 ms: when
+   a thread resumes after a wait, its caches (and the core's clock) are cold,
+   and the same work costs more CPU.
+2. objstore-saver's sync chat turn (workload 1's graph, one conversation, 30
+   turns after a 5-turn warm-up) through the metering proxy with 0, 20 and 50
+   ms injected per request: the saver's process CPU per turn as the waits
+   between its requests grow.
+
+Workload 6a compares CPU per turn of savers that wait 20 ms per request (on
+S3 or the delayed local directory) with savers that never wait (in memory,
+SQLite, PostgreSQL on loopback); this shows how much of a gap is the waiting.
+Figures vary between machines and runs: compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+
+from bench import graphs
+from bench.meters import set_proxy_delay
+from bench.savers import REGION, Env
+from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
+from bench.workloads import cfg
+
+GAPS_MS = (0.0, 1.0, 5.0, 20.0, 50.0)
+DELAYS_MS = (0.0, 20.0, 50.0)
+
+
+def work_after_gaps(repeats: int = 200) -> dict[float, float]:
+    """Median CPU microseconds of the fixed work after each idle gap (milliseconds)."""
+    data = [{"k": i, "v": "x" * 50} for i in range(300)]
+    out: dict[float, float] = {}
+    for gap in GAPS_MS:
+        samples = []
+        for _ in range(repeats):
+            if gap:
+                time.sleep(gap / 1000)
+            c0 = time.thread_time()
+            json.loads(json.dumps(data))
+            samples.append(time.thread_time() - c0)
+        out[gap] = statistics.median(samples) * 1e6
+    return out
+
+
+def turn_cpu_by_delay(s3_server: str, turns: int = 30) -> dict[float, float]:
+    """objstore-saver's process CPU milliseconds per sync chat turn, by injected delay."""
+    from objstore_saver import ObjectStoreSaver
+    from objstore_saver.storage import LeanS3Store
+
+    out: dict[float, float] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-gap-") as tmp,
+        ServerProcess(0.0, s3_server) as server,
+    ):
+        env = Env(server.proxy_url, server.s3_url, tmp, None, keys=server.keys)
+        for delay in DELAYS_MS:
+            bucket = env.new_bucket("gap")
+            store = LeanS3Store(bucket, endpoint_url=env.proxy_url, region_name=REGION)
+            with ObjectStoreSaver(store) as saver:
+                graph = graphs.chat_graph(saver, graphs.SEED)
+                for t in range(5):
+                    graph.invoke({"messages": graphs.SEED.inputs(t)}, cfg("gap"))
+                set_proxy_delay(env.proxy_url, delay)
+                try:
+                    c0 = time.process_time()
+                    for t in range(5, 5 + turns):
+                        graph.invoke({"messages": graphs.SEED.inputs(t)}, cfg("gap"))
+                    out[delay] = (time.process_time() - c0) / turns * 1000
+                finally:
+                    set_proxy_delay(env.proxy_url, 0)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m bench.idle_gap", description=__doc__)
+    parser.add_argument("--s3-server", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
+    parser.add_argument("--turns", type=int, default=30, help="measured turns per delay")
+    args = parser.parse_args(argv)
+    if args.turns < 1:
+        parser.error(f"--turns must be at least 1, not {args.turns}")
+    work = work_after_gaps()
+    print(
+        "fixed work, CPU us after an idle gap: "
+        + ", ".join(f"{gap:g} ms: {us:.0f}" for gap, us in work.items())
+    )
+    turns = turn_cpu_by_delay(args.s3_server, args.turns)
+    print(
+        "objstore-saver chat turn, process CPU ms by injected delay: "
+        + ", ".join(f"{delay:g} ms: {ms:.2f}" for delay, ms in turns.items())
+    )
+
+
+if __name__ == "__main__":
+    main()
