@@ -76,6 +76,7 @@ def _error(exc: BaseException) -> dict[str, str]:
 
 
 def _run_interleaved(
+    w: str,
     savers: list[SaverSpec],
     env: Env,
     sizes: workloads.Sizes,
@@ -83,16 +84,19 @@ def _run_interleaved(
     pg_error: BaseException | None,
     log: Callable[[str], None],
 ) -> None:
-    """Workload 6a for every saver at once (:func:`workloads.run_threads`), rows into ``out``."""
+    """Workload 6a or 6b for every saver at once, savers interleaved; rows into ``out``.
+
+    (:func:`workloads.run_threads`, :func:`workloads.run_async`.)
+    """
     runnable = [s for s in savers if not (s.name == "postgres" and pg_error is not None)]
     if len(runnable) < len(savers) and pg_error is not None:
         out["postgres"] = _error(pg_error)
+    job = workloads.run_threads if w == "6a" else workloads.run_async
     t0 = time.monotonic()
-    rows = workloads.run_threads(runnable, env, sizes)
+    out.update(job(runnable, env, sizes))
     took = time.monotonic() - t0
-    out.update(rows)
     status = ", ".join(f"{n} failed" for n, r in out.items() if "error" in r) or "ok"
-    log(f"workload 6a {len(runnable)} savers interleaved {took:7.1f}s {status}")
+    log(f"workload {w} {len(runnable)} savers interleaved {took:7.1f}s {status}")
 
 
 def run(
@@ -131,12 +135,11 @@ def run(
             "2": lambda s: workloads.run_long_and_delete(s, env, sizes),
             "3": lambda s: workloads.run_large(s, env, sizes, payload),
             "4": lambda s: workloads.run_agent(s, env, sizes),
-            "6b": lambda s: workloads.run_async(s, env, sizes),
         }
         try:
             for w in selected:
-                if w == "6a":
-                    _run_interleaved(savers, env, sizes, results["6a"], pg_error, log)
+                if w in ("6a", "6b"):
+                    _run_interleaved(w, savers, env, sizes, results[w], pg_error, log)
                     continue
                 for spec in savers:
                     t0 = time.monotonic()

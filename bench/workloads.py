@@ -46,6 +46,8 @@ class Sizes:
     async_total_turns: int = 16
     """Turns per conversation: this divided by the conversations, at least ``async_min_turns``."""
     async_min_turns: int = 2
+    async_repeats: int = 3
+    """Workload 6b is measured this many times, savers interleaved; rows are totals."""
     concurrency_cap_s: float = 25.0
     """No new turn starts after this many seconds (turns in flight finish)."""
     delay_ms: float = 20.0
@@ -69,6 +71,7 @@ QUICK = Sizes(
     async_conversations=(1, 8),
     async_total_turns=4,
     async_min_turns=1,
+    async_repeats=1,
     concurrency_cap_s=8.0,
 )
 
@@ -576,18 +579,71 @@ class _ThreadRun:
         }
 
 
-def run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
-    """Workload 6b: 1, 8 and 64 concurrent async conversations."""
-    return asyncio.run(_run_async(spec, env, sizes))
+def run_async(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
+    """Workload 6b: 1, 8 and 64 concurrent async conversations; savers interleaved.
+
+    The whole measurement (every conversation count, fresh conversations on a
+    fresh saver each time) is repeated ``sizes.async_repeats`` times, every
+    saver taking its turn in each repetition, the order rotated: the ratios
+    compared (64 against 1 conversations of one saver, CPU per turn against
+    another saver) then meet the machine's drift alike. Turns per second and
+    CPU per turn are over all repetitions. A saver that fails leaves the
+    later repetitions with its error as its row.
+    """
+    return asyncio.run(_run_async(specs, env, sizes))
 
 
-async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
+async def _run_async(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
+    samples: dict[str, list[dict[str, dict[str, Any]]]] = {s.name: [] for s in specs}
+    errors: dict[str, str] = {}
+    for r in range(max(1, sizes.async_repeats)):
+        first = r % len(specs) if specs else 0
+        for spec in specs[first:] + specs[:first]:
+            if spec.name in errors:
+                continue
+            try:
+                samples[spec.name].append(await _async_sizes(spec, env, sizes))
+            except Exception as exc:  # noqa: BLE001 -- the saver's row says why
+                errors[spec.name] = f"{type(exc).__name__}: {exc}"
+    rows: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        if spec.name in errors:
+            rows[spec.name] = {"error": errors[spec.name]}
+            continue
+        reps = samples[spec.name]
+        rows[spec.name] = {
+            str(n): _async_totals([rep[str(n)] for rep in reps]) for n in sizes.async_conversations
+        }
+    return rows
+
+
+def _async_totals(reps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One conversation count's row over the repetitions: sums, and each repetition's rate."""
+    turns, wall = sum(x["turns"] for x in reps), sum(x["wall_s"] for x in reps)
+    cpu, requests = sum(x["cpu_s"] for x in reps), sum(x["requests"] for x in reps)
+    server_s = sum(x["server_s"] for x in reps)
+    return {
+        "conversations": reps[0]["conversations"],
+        "turns": turns,
+        "turns_target": sum(x["turns_target"] for x in reps),
+        "repeats": len(reps),
+        "wall_s": wall,
+        "turns_per_s": turns / wall,
+        "turns_per_s_repeats": [x["turns"] / x["wall_s"] for x in reps],
+        "cpu_s_per_turn": cpu / turns if turns else None,
+        "requests": requests,
+        "server_s_per_request": server_s / requests if requests else None,
+    }
+
+
+async def _async_sizes(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
+    """One repetition of workload 6b for one saver: every conversation count, fresh."""
     script = graphs.SEED
     out: dict[str, Any] = {}
     for n in sizes.async_conversations:
         async with spec.open_async(env) as h:
             graph = graphs.chat_graph(h.saver, script)
-            deadline = time.monotonic() + sizes.concurrency_cap_s
+            deadline = time.monotonic() + sizes.concurrency_cap_s / max(1, sizes.async_repeats)
             done = [0] * n
 
             async def convo(
@@ -609,15 +665,15 @@ async def _run_async(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, Any]:
                 await asyncio.gather(*(convo(i) for i in range(n)))
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
                 d = h.meter.snapshot() - r0
-            turns = sum(done)
+            if not sum(done):
+                raise RuntimeError(f"no turn of {n} conversations within the time cap")
             out[str(n)] = {
                 "conversations": n,
-                "turns": turns,
+                "turns": sum(done),
                 "turns_target": n * sizes.async_turns(n),
                 "wall_s": wall,
-                "turns_per_s": turns / wall,
-                "cpu_s_per_turn": cpu / turns if turns else None,
+                "cpu_s": cpu,
                 "requests": d.total_requests,
-                "server_s_per_request": d.server_s / d.total_requests if d.total_requests else None,
+                "server_s": d.server_s,
             }
     return out

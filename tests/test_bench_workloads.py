@@ -15,7 +15,7 @@ from bench import graphs
 from bench.meters import Meter, Reading
 from bench.proxy import MeteringProxy
 from bench.savers import Env, Handle, InMemory
-from bench.workloads import FULL, QUICK, _round_sizes, run_threads
+from bench.workloads import FULL, QUICK, _round_sizes, run_async, run_threads
 
 
 def test_realistic_chat_has_seed_lengths_and_is_reproducible() -> None:
@@ -175,3 +175,36 @@ def test_workload_6a_a_conversation_stopped_by_the_cap_goes_on_in_the_next_round
     assert row["histories_complete"] is True
     assert len(row["cpu_s_per_turn_rounds"]) == 3
     assert all(c is not None for c in row["cpu_s_per_turn_rounds"])
+
+
+def test_workload_6b_repeats_every_size_with_savers_rotated_and_sums_the_repeats(
+    env: Env,
+) -> None:
+    log: list[str] = []
+    specs = [_LoggedInMemory("a", log), _LoggedInMemory("b", log)]
+    sizes = dataclasses.replace(
+        QUICK, async_conversations=(1, 3), async_total_turns=4, async_min_turns=1, delay_ms=0
+    )
+    sizes = dataclasses.replace(sizes, async_repeats=3)
+    rows = run_async(specs, env, sizes)
+    # Each repetition measures 1 then 3 conversations of one saver, then the other's.
+    assert log == ["a", "a", "b", "b", "b", "b", "a", "a", "a", "a", "b", "b"]
+    for name in ("a", "b"):
+        one, three = rows[name]["1"], rows[name]["3"]
+        assert (one["turns"], one["turns_target"], one["repeats"]) == (12, 12, 3)  # 4 turns x 3
+        assert (three["turns"], three["turns_target"]) == (9, 9)  # 3 conversations x 1 turn x 3
+        assert len(one["turns_per_s_repeats"]) == 3
+        assert one["turns_per_s"] == pytest.approx(one["turns"] / one["wall_s"])
+        assert one["cpu_s_per_turn"] > 0
+
+
+def test_workload_6b_a_saver_failing_leaves_the_later_repeats(env: Env) -> None:
+    log: list[str] = []
+    specs = [_LoggedInMemory("ok", log), _LoggedInMemory("bad", log, fail_at_round=2)]
+    sizes = dataclasses.replace(
+        QUICK, async_conversations=(1, 2), async_total_turns=2, async_min_turns=1, delay_ms=0
+    )
+    rows = run_async(specs, env, dataclasses.replace(sizes, async_repeats=3))
+    assert rows["bad"]["error"] == "RuntimeError: bad broke"
+    assert log.count("bad") == 3  # its second repetition failed at its first size
+    assert rows["ok"]["1"]["repeats"] == 3 and rows["ok"]["2"]["turns"] == 6
