@@ -1011,12 +1011,26 @@ def _reason(d: Doc, target: str) -> str:
     if target.startswith("W6 CPU"):
         w1 = d.ok("1", OURS)
         reqs = f"{w1['total_requests'] / len(w1['turns']):.0f}" if w1 else "about 10"
-        return (
+        w, key = ("6a", None) if "threads" in target else ("6b", "64")
+        turn = {}
+        for name in (OURS, "postgres", "inmemory"):
+            row = d.ok(w, name)
+            row = row.get(key) if row is not None and key is not None else row
+            if row and row.get("cpu_s_per_turn"):
+                turn[name] = row["cpu_s_per_turn"] * 1000
+        text = ""
+        if len(turn) == 3:
+            text = (
+                f"A turn cost objstore-saver {turn[OURS]:.2f} ms of CPU, PostgresSaver "
+                f"{turn['postgres']:.2f} ms and InMemorySaver (LangGraph alone) "
+                f"{turn['inmemory']:.2f} ms. "
+            )
+        return text + (
             f"objstore-saver sends about {reqs} HTTP requests per chat turn (lean transport: "
             "SigV4 and HTTP/1.1 of its own) plus hashing and compression of new values; "
-            "PostgresSaver makes a handful of SQL round trips on one open connection. The "
-            "saver and LangGraph without any storage already cost about PostgresSaver's whole "
-            "turn (docs/profile.md)."
+            "PostgresSaver makes a handful of SQL round trips on one open connection. On this "
+            "shared machine the ratio moves by tens of percent from run to run "
+            "(docs/profile.md, session 9)."
         )
     return ""
 
