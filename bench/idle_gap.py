@@ -26,10 +26,9 @@ import tempfile
 import time
 
 from bench import graphs
-from bench.meters import set_proxy_delay
-from bench.savers import REGION, Env
+from bench.savers import Env, ObjstoreS3
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
-from bench.workloads import cfg
+from bench.workloads import Delay, cfg
 
 GAPS_MS = (0.0, 1.0, 5.0, 20.0, 50.0)
 DELAYS_MS = (0.0, 20.0, 50.0)
@@ -53,9 +52,6 @@ def work_after_gaps(repeats: int = 200) -> dict[float, float]:
 
 def turn_cpu_by_delay(s3_server: str, turns: int = 30) -> dict[float, float]:
     """objstore-saver's process CPU milliseconds per sync chat turn, by injected delay."""
-    from objstore_saver import ObjectStoreSaver
-    from objstore_saver.storage import LeanS3Store
-
     out: dict[float, float] = {}
     with (
         tempfile.TemporaryDirectory(prefix="bench-gap-") as tmp,
@@ -63,20 +59,15 @@ def turn_cpu_by_delay(s3_server: str, turns: int = 30) -> dict[float, float]:
     ):
         env = Env(server.proxy_url, server.s3_url, tmp, None, keys=server.keys)
         for delay in DELAYS_MS:
-            bucket = env.new_bucket("gap")
-            store = LeanS3Store(bucket, endpoint_url=env.proxy_url, region_name=REGION)
-            with ObjectStoreSaver(store) as saver:
-                graph = graphs.chat_graph(saver, graphs.SEED)
+            with ObjstoreS3().open_sync(env) as handle:
+                graph = graphs.chat_graph(handle.saver, graphs.SEED)
                 for t in range(5):
                     graph.invoke({"messages": graphs.SEED.inputs(t)}, cfg("gap"))
-                set_proxy_delay(env.proxy_url, delay)
-                try:
+                with Delay(env, delay):
                     c0 = time.process_time()
                     for t in range(5, 5 + turns):
                         graph.invoke({"messages": graphs.SEED.inputs(t)}, cfg("gap"))
                     out[delay] = (time.process_time() - c0) / turns * 1000
-                finally:
-                    set_proxy_delay(env.proxy_url, 0)
     return out
 
 

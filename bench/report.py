@@ -158,8 +158,14 @@ def targets(d: Doc) -> list[dict[str, Any]]:
             "W6 64 async conversations ≥ 20x one (local directory, same injected round trip)",
             r >= 20,
             f"{r:.1f}x",
-            "no S3 server to saturate: measures the saver alone"
-            + (f"; {_repeats_note(local6b)}" if _repeats_note(local6b) else ""),
+            "; ".join(
+                n
+                for n in (
+                    "no S3 server to saturate: measures the saver alone",
+                    _repeats_note(local6b),
+                )
+                if n
+            ),
             reason=(
                 f"{local6b['64']['turns_per_s']:.1f} turns/s with 64 conversations against "
                 f"{local6b['1']['turns_per_s']:.2f} with one; the process then spends "
@@ -183,26 +189,31 @@ def targets(d: Doc) -> list[dict[str, Any]]:
     return out
 
 
-def _repeats_note(w6b: dict[str, Any]) -> str:
-    """The 64-against-1 ratio of each repetition of workload 6b, when it was repeated."""
-    one = w6b["1"].get("turns_per_s_repeats") or []
-    many = w6b["64"].get("turns_per_s_repeats") or []
-    ratios = [m / o for o, m in zip(one, many, strict=False) if o and m]
+def _ratios_note(over: list[Any], under: list[Any], what: str, each: str) -> str:
+    """``what`` then each pair's ratio (formatted by ``each``), when there are two or more."""
+    ratios = [x / y for x, y in zip(over, under, strict=False) if x and y]
     if len(ratios) < 2:
         return ""
-    return f"repeated {len(ratios)} times, savers interleaved; each: " + ", ".join(
-        f"{x:.1f}x" for x in ratios
+    return what.format(n=len(ratios)) + ", ".join(each.format(x) for x in ratios)
+
+
+def _repeats_note(w6b: dict[str, Any]) -> str:
+    """The 64-against-1 ratio of each repetition of workload 6b, when it was repeated."""
+    return _ratios_note(
+        w6b["64"].get("turns_per_s_repeats") or [],
+        w6b["1"].get("turns_per_s_repeats") or [],
+        "repeated {n} times, savers interleaved; each: ",
+        "{:.1f}x",
     )
 
 
 def _rounds_note(us: dict[str, Any], pg: dict[str, Any]) -> str:
     """The ratio of each round of workload 6a (savers interleaved), when it ran in rounds."""
-    a, b = us.get("cpu_s_per_turn_rounds") or [], pg.get("cpu_s_per_turn_rounds") or []
-    ratios = [x / y for x, y in zip(a, b, strict=False) if x and y]
-    if len(ratios) < 2:
-        return ""
-    return f"savers interleaved in {len(ratios)} rounds; the rounds' ratios " + ", ".join(
-        f"{x:.2f}" for x in ratios
+    return _ratios_note(
+        us.get("cpu_s_per_turn_rounds") or [],
+        pg.get("cpu_s_per_turn_rounds") or [],
+        "savers interleaved in {n} rounds; the rounds' ratios ",
+        "{:.2f}",
     )
 
 

@@ -70,11 +70,6 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _error(exc: BaseException) -> dict[str, str]:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return {"error": f"{type(exc).__name__}: {message}"[:400]}
-
-
 def _run_interleaved(
     w: str,
     savers: list[SaverSpec],
@@ -88,9 +83,11 @@ def _run_interleaved(
 
     (:func:`workloads.run_threads`, :func:`workloads.run_async`.)
     """
-    runnable = [s for s in savers if not (s.name == "postgres" and pg_error is not None)]
-    if len(runnable) < len(savers) and pg_error is not None:
-        out["postgres"] = _error(pg_error)
+    runnable = savers
+    if pg_error is not None:  # PostgreSQL did not start: its row says why
+        runnable = [s for s in savers if s.name != "postgres"]
+        if len(runnable) < len(savers):
+            out["postgres"] = workloads.error_row(pg_error)
     job = workloads.run_threads if w == "6a" else workloads.run_async
     t0 = time.monotonic()
     out.update(job(runnable, env, sizes))
@@ -149,7 +146,7 @@ def run(
                         res = jobs[w](spec)
                     except Exception as exc:  # noqa: BLE001 -- a broken peer gets a row saying how
                         traceback.print_exc(file=sys.stderr)
-                        res = _error(exc)
+                        res = workloads.error_row(exc)
                         if w == "2":
                             res = {"long": res, "delete": res}
                     took = time.monotonic() - t0

@@ -16,13 +16,15 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import HumanMessage
 
 from bench import graphs
 from bench.meters import set_proxy_delay
 from bench.savers import Env, Handle, SaverSpec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -453,6 +455,23 @@ def _per_turn_ops(rows: list[dict[str, Any]]) -> dict[str, float]:
 # --- workload 6 ----------------------------------------------------------------------
 
 
+def describe(exc: BaseException) -> str:
+    """An error for a results row: its type and the first line of its message, bounded."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}"[:400]
+
+
+def error_row(exc: BaseException) -> dict[str, str]:
+    """The row of a saver that failed a workload."""
+    return {"error": describe(exc)}
+
+
+def _rotated(items: list[T], r: int) -> list[T]:
+    """``items`` starting at position ``r`` (modulo their count): round ``r``'s order."""
+    first = r % len(items) if items else 0
+    return items[first:] + items[:first]
+
+
 def run_threads(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
     """Workload 6a: OS threads, each its own conversation, through one saver; savers interleaved.
 
@@ -471,14 +490,13 @@ def run_threads(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dic
             try:
                 handle = stack.enter_context(spec.open_sync(env))
             except Exception as exc:  # noqa: BLE001 -- the saver's row says why
-                rows[spec.name] = {"error": f"{type(exc).__name__}: {exc}"}
+                rows[spec.name] = error_row(exc)
                 continue
             runs.append(_ThreadRun(spec.name, handle, sizes))
         with Delay(env, sizes.delay_ms, local=True):
             rounds = _round_sizes(sizes.thread_turns, sizes.thread_rounds)
             for r, turns in enumerate(rounds):
-                first = r % len(runs) if runs else 0
-                for run in runs[first:] + runs[:first]:
+                for run in _rotated(runs, r):
                     if run.error is None:
                         run.round(turns, sizes.concurrency_cap_s / len(rounds))
         for run in runs:
@@ -500,7 +518,6 @@ class _ThreadRun:
         self.graph = graphs.chat_graph(handle.saver, graphs.SEED)
         self.done = [0] * self.threads
         self.per_thread = sizes.thread_turns
-        self.target = self.threads * sizes.thread_turns
         self.cpu_s: list[float] = []
         self.turns: list[int] = []
         self.wall_s = 0.0
@@ -527,7 +544,7 @@ class _ThreadRun:
                     graph.invoke({"messages": script.inputs(t)}, cfg(f"os-{i}"))
                     done[i] += 1
             except Exception as exc:  # noqa: BLE001 -- becomes the row's error
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors.append(describe(exc))
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(self.threads)]
         try:
@@ -540,7 +557,7 @@ class _ThreadRun:
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
             d = self.handle.meter.snapshot() - r0
         except Exception as exc:  # noqa: BLE001 -- the meter failed: the row says why
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.error = describe(exc)
             return
         if errors:
             self.error = f"{len(errors)} thread(s) failed; first: {errors[0]}"
@@ -565,7 +582,7 @@ class _ThreadRun:
         return {
             "threads": self.threads,
             "turns": turns,
-            "turns_target": self.target,
+            "turns_target": self.threads * self.per_thread,
             "rounds": len(self.turns),
             "wall_s": self.wall_s,
             "turns_per_s": turns / self.wall_s if self.wall_s else None,
@@ -597,14 +614,13 @@ async def _run_async(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str
     samples: dict[str, list[dict[str, dict[str, Any]]]] = {s.name: [] for s in specs}
     errors: dict[str, str] = {}
     for r in range(max(1, sizes.async_repeats)):
-        first = r % len(specs) if specs else 0
-        for spec in specs[first:] + specs[:first]:
+        for spec in _rotated(specs, r):
             if spec.name in errors:
                 continue
             try:
                 samples[spec.name].append(await _async_sizes(spec, env, sizes))
             except Exception as exc:  # noqa: BLE001 -- the saver's row says why
-                errors[spec.name] = f"{type(exc).__name__}: {exc}"
+                errors[spec.name] = describe(exc)
     rows: dict[str, dict[str, Any]] = {}
     for spec in specs:
         if spec.name in errors:

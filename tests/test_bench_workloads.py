@@ -80,15 +80,21 @@ class _Logged(Meter):
 
 
 class _LoggedInMemory(InMemory):
+    """InMemorySaver whose meter logs each measured step it begins (a 6a round, a 6b size).
+
+    ``fail_after``: its puts fail once more than that many steps began;
+    ``slow_first_round_s``: each put of its first step sleeps that long.
+    """
+
     def __init__(
         self,
         name: str,
         log: list[str],
         *,
-        fail_at_round: int | None = None,
+        fail_after: int | None = None,
         slow_first_round_s: float = 0.0,
     ) -> None:
-        self.name, self.log, self.fail_at_round = name, log, fail_at_round
+        self.name, self.log, self.fail_after = name, log, fail_after
         self.slow_first_round_s = slow_first_round_s
 
     @contextlib.contextmanager
@@ -99,7 +105,7 @@ class _LoggedInMemory(InMemory):
 
             def put_as_told(*args: Any, **kwargs: Any) -> Any:
                 rounds_begun = self.log.count(self.name)
-                if self.fail_at_round is not None and rounds_begun > self.fail_at_round:
+                if self.fail_after is not None and rounds_begun > self.fail_after:
                     raise RuntimeError(f"{self.name} broke")
                 if rounds_begun == 1:
                     time.sleep(self.slow_first_round_s)
@@ -153,7 +159,7 @@ def test_workload_6a_interleaves_savers_and_rotates_who_goes_first(env: Env) -> 
 
 def test_workload_6a_a_saver_failing_mid_run_leaves_the_later_rounds(env: Env) -> None:
     log: list[str] = []
-    specs = [_LoggedInMemory("ok", log), _LoggedInMemory("bad", log, fail_at_round=1)]
+    specs = [_LoggedInMemory("ok", log), _LoggedInMemory("bad", log, fail_after=1)]
     sizes = dataclasses.replace(QUICK, os_threads=2, thread_turns=6, thread_rounds=3, delay_ms=0)
     rows = run_threads(specs, env, sizes)
     assert log == ["ok", "bad", "bad", "ok", "ok"]  # "bad" failed in its second round
@@ -165,14 +171,16 @@ def test_workload_6a_a_conversation_stopped_by_the_cap_goes_on_in_the_next_round
     env: Env,
 ) -> None:
     log: list[str] = []
-    slow = _LoggedInMemory("slow", log, slow_first_round_s=0.3)
+    # A turn puts 3 checkpoints: 1.2 s in round 1, over its 1 s cap; the later
+    # rounds' turns take milliseconds, far inside theirs.
+    slow = _LoggedInMemory("slow", log, slow_first_round_s=0.4)
     sizes = dataclasses.replace(
-        QUICK, os_threads=2, thread_turns=6, thread_rounds=3, delay_ms=0, concurrency_cap_s=0.6
+        QUICK, os_threads=2, thread_turns=6, thread_rounds=3, delay_ms=0, concurrency_cap_s=3.0
     )
     rows = run_threads([slow], env, sizes)
     row = rows["slow"]
-    # Round 1 (0.2 s cap) ends each conversation after one slow turn; rounds 2
-    # and 3 run two turns each from where it stopped: 5 of 6 turns, in order.
+    # Round 1 ends each conversation after one slow turn; rounds 2 and 3 run
+    # two turns each from where it stopped: 5 of 6 turns, in order.
     assert (row["turns"], row["turns_target"]) == (10, 12)
     assert row["histories_complete"] is True
     assert len(row["cpu_s_per_turn_rounds"]) == 3
@@ -202,7 +210,7 @@ def test_workload_6b_repeats_every_size_with_savers_rotated_and_sums_the_repeats
 
 def test_workload_6b_a_saver_failing_leaves_the_later_repeats(env: Env) -> None:
     log: list[str] = []
-    specs = [_LoggedInMemory("ok", log), _LoggedInMemory("bad", log, fail_at_round=2)]
+    specs = [_LoggedInMemory("ok", log), _LoggedInMemory("bad", log, fail_after=2)]
     sizes = dataclasses.replace(
         QUICK, async_conversations=(1, 2), async_total_turns=2, async_min_turns=1, delay_ms=0
     )
