@@ -82,11 +82,14 @@ class AsyncConnectionPool(CappedPool):
 
         Waits for a free slot first when ``max_connections`` requests are busy.
         """
-        try:
-            async with asyncio.timeout(self._wait_timeout):
-                await self._slots.acquire()
-        except TimeoutError:
-            return self._no_slot()
+        if self._slots.locked():
+            try:
+                async with asyncio.timeout(self._wait_timeout):
+                    await self._slots.acquire()
+            except TimeoutError:
+                return self._no_slot()
+        else:  # a free slot: taken without suspending, so no timer to arm and cancel
+            await self._slots.acquire()
         self._began()
         try:
             return await self._send(request)
