@@ -1,7 +1,7 @@
 """Is the S3 server the bottleneck? Workload 6b's shape, with the server watched.
 
 ``python -m bench.saturation --s3-server seaweedfs`` runs objstore-saver's
-async saver on 1 and then 64 concurrent chat conversations (16 and 2 turns each,
+async saver on 1 and then 64 concurrent chat conversations (16 and 8 turns each,
 as workload 6b) through the metering proxy with 20 ms injected per request, and
 prints for each: turns per second, the server's own time per request by S3
 operation (measured by the proxy, after the injected delay) and the CPU cores
@@ -137,6 +137,7 @@ async def main_async(
         env = Env(server.proxy_url, server.s3_url, tmp, None, keys=server.keys)
         print(f"S3 server: {server.server_version}, {delay_ms:.0f} ms injected per request")
         for n in (1, 64):
+            workloads.settle()
             row = await measure(
                 server, env, n, workloads.FULL.async_turns(n) if turns is None else turns
             )
@@ -161,7 +162,7 @@ def main() -> None:
         "--turns",
         type=int,
         default=None,
-        help="turns of every conversation, at 1 and at 64 (default: workload 6b's, 16 and 2)",
+        help="turns of every conversation, at 1 and at 64 (default: workload 6b's, 16 and 8)",
     )
     args = parser.parse_args()
     if args.turns is not None and args.turns < 1:

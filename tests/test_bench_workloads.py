@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import threading
 import time
@@ -55,6 +56,7 @@ def test_full_sizes_match_the_issue() -> None:
     assert FULL.large_bytes == 20 * 2**20 and FULL.agent_turns == 20
     assert (FULL.os_threads, FULL.thread_turns) == (8, 50)
     assert FULL.async_conversations == (1, 8, 64) and FULL.delay_ms == 20
+    assert [FULL.async_turns(n) for n in FULL.async_conversations] == [16, 8, 8]
     assert QUICK.delay_ms == FULL.delay_ms
 
 
@@ -79,11 +81,22 @@ class _Logged(Meter):
         return self.inner.begin()
 
 
+class _Garbage:
+    """A reference cycle that logs when the cyclic collector frees it."""
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name, self.me = log, name, self
+
+    def __del__(self) -> None:
+        self.log.append(f"freed {self.name}")
+
+
 class _LoggedInMemory(InMemory):
     """InMemorySaver whose meter logs each measured step it begins (a 6a round, a 6b size).
 
     ``fail_after``: its puts fail once more than that many steps began;
-    ``slow_first_round_s``: each put of its first step sleeps that long.
+    ``slow_first_round_s``: each put of its first step sleeps that long;
+    ``litter``: the first put of each step leaves a :class:`_Garbage` behind.
     """
 
     def __init__(
@@ -93,9 +106,12 @@ class _LoggedInMemory(InMemory):
         *,
         fail_after: int | None = None,
         slow_first_round_s: float = 0.0,
+        litter: bool = False,
     ) -> None:
         self.name, self.log, self.fail_after = name, log, fail_after
         self.slow_first_round_s = slow_first_round_s
+        self.litter = litter
+        self._littered: set[int] = set()
 
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
@@ -109,6 +125,9 @@ class _LoggedInMemory(InMemory):
                     raise RuntimeError(f"{self.name} broke")
                 if rounds_begun == 1:
                     time.sleep(self.slow_first_round_s)
+                if self.litter and rounds_begun not in self._littered:
+                    self._littered.add(rounds_begun)
+                    _Garbage(self.log, self.name)
                 return put(*args, **kwargs)
 
             saver.put = put_as_told
@@ -218,3 +237,39 @@ def test_workload_6b_a_saver_failing_leaves_the_later_repeats(env: Env) -> None:
     assert rows["bad"]["error"] == "RuntimeError: bad broke"
     assert log.count("bad") == 3  # its second repetition failed at its first size
     assert rows["ok"]["1"]["repeats"] == 3 and rows["ok"]["2"]["turns"] == 6
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """Only an explicit ``gc.collect()`` frees reference cycles during the test."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+def test_workload_6a_frees_the_garbage_of_the_saver_before_each_round(
+    env: Env, collector_off: None
+) -> None:
+    log: list[str] = []
+    specs = [_LoggedInMemory(n, log, litter=True) for n in ("a", "b")]
+    sizes = dataclasses.replace(QUICK, os_threads=2, thread_turns=4, thread_rounds=2, delay_ms=0)
+    run_threads(specs, env, sizes)
+    # The cycle a round leaves is freed before the next round starts measuring,
+    # so no saver's CPU includes freeing another's garbage.
+    assert log == ["a", "freed a", "b", "freed b", "b", "freed b", "a"]
+
+
+def test_workload_6b_frees_the_garbage_of_the_step_before_each_size(
+    env: Env, collector_off: None
+) -> None:
+    log: list[str] = []
+    specs = [_LoggedInMemory(n, log, litter=True) for n in ("a", "b")]
+    sizes = dataclasses.replace(
+        QUICK, async_conversations=(1, 2), async_total_turns=2, async_min_turns=1, delay_ms=0
+    )
+    run_async(specs, env, dataclasses.replace(sizes, async_repeats=1))
+    assert log == ["a", "freed a", "a", "freed a", "b", "freed b", "b"]
