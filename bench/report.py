@@ -174,19 +174,26 @@ def targets(d: Doc) -> list[dict[str, Any]]:
             ),
         )
     pg6a, us6a = d.ok("6a", "postgres"), d.ok("6a", OURS)
-    if pg6a and us6a:
-        r = us6a["cpu_s_per_turn"] / pg6a["cpu_s_per_turn"]
+    us, pg = _cpu_per_turn(d, "6a", OURS), _cpu_per_turn(d, "6a", "postgres")
+    if us and pg and us6a and pg6a:
         add(
             "W6 CPU per turn ≤ 1.5x PostgresSaver (8 OS threads)",
-            r <= 1.5,
-            f"{r:.2f}x",
+            us / pg <= 1.5,
+            f"{us / pg:.2f}x",
             _rounds_note(us6a, pg6a),
         )
-    pg6b = d.ok("6b", "postgres")
-    if pg6b and w6b and "64" in pg6b and "64" in w6b:
-        r = w6b["64"]["cpu_s_per_turn"] / pg6b["64"]["cpu_s_per_turn"]
-        add("W6 CPU per turn ≤ 1.5x PostgresSaver (64 async)", r <= 1.5, f"{r:.2f}x")
+    us, pg = _cpu_per_turn(d, "6b", OURS), _cpu_per_turn(d, "6b", "postgres")
+    if us and pg:
+        add("W6 CPU per turn ≤ 1.5x PostgresSaver (64 async)", us / pg <= 1.5, f"{us / pg:.2f}x")
     return out
+
+
+def _cpu_per_turn(d: Doc, w: str, name: str) -> float | None:
+    """CPU seconds per turn of a saver in workload 6a, or in 6b at 64 conversations."""
+    row = d.ok(w, name)
+    if row is not None and w == "6b":
+        row = row.get("64")
+    return row.get("cpu_s_per_turn") if row else None
 
 
 def _ratios_note(over: list[Any], under: list[Any], what: str, each: str) -> str:
@@ -1022,19 +1029,13 @@ def _reason(d: Doc, target: str) -> str:
     if target.startswith("W6 CPU"):
         w1 = d.ok("1", OURS)
         reqs = f"{w1['total_requests'] / len(w1['turns']):.0f}" if w1 else "about 10"
-        w, key = ("6a", None) if "threads" in target else ("6b", "64")
-        turn = {}
-        for name in (OURS, "postgres", "inmemory"):
-            row = d.ok(w, name)
-            row = row.get(key) if row is not None and key is not None else row
-            if row and row.get("cpu_s_per_turn"):
-                turn[name] = row["cpu_s_per_turn"] * 1000
+        w = "6a" if "threads" in target else "6b"
+        us, pg, mem = (_cpu_per_turn(d, w, name) for name in (OURS, "postgres", "inmemory"))
         text = ""
-        if len(turn) == 3:
+        if us and pg and mem:
             text = (
-                f"A turn cost objstore-saver {turn[OURS]:.2f} ms of CPU, PostgresSaver "
-                f"{turn['postgres']:.2f} ms and InMemorySaver (LangGraph alone) "
-                f"{turn['inmemory']:.2f} ms. "
+                f"A turn cost objstore-saver {us * 1000:.2f} ms of CPU, PostgresSaver "
+                f"{pg * 1000:.2f} ms and InMemorySaver (LangGraph alone) {mem * 1000:.2f} ms. "
             )
         return text + (
             f"objstore-saver sends about {reqs} HTTP requests per chat turn (lean transport: "

@@ -15,14 +15,14 @@ import inspect
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from langchain_core.messages import HumanMessage
 
 from bench import graphs
-from bench.meters import set_proxy_delay
+from bench.meters import Reading, set_proxy_delay
 from bench.savers import Env, Handle, SaverSpec
 
 T = TypeVar("T")
@@ -489,6 +489,27 @@ def settle() -> None:
     gc.collect()
 
 
+@dataclass
+class Step:
+    """What one measured step of workload 6 cost: process CPU, wall time, requests."""
+
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    reading: Reading = field(default_factory=Reading)
+
+
+@contextlib.contextmanager
+def measured_step(handle: Handle) -> Iterator[Step]:
+    """Measure the ``with`` block, after :func:`settle`; the :class:`Step` is filled at its end."""
+    settle()
+    step = Step()
+    r0 = handle.meter.begin()
+    cpu0, w0 = time.process_time(), time.perf_counter()
+    yield step
+    step.cpu_s, step.wall_s = time.process_time() - cpu0, time.perf_counter() - w0
+    step.reading = handle.meter.snapshot() - r0
+
+
 def run_threads(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
     """Workload 6a: OS threads, each its own conversation, through one saver; savers interleaved.
 
@@ -564,27 +585,23 @@ class _ThreadRun:
                 errors.append(describe(exc))
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(self.threads)]
-        settle()
         try:
-            r0 = self.handle.meter.begin()
-            cpu0, w0 = time.process_time(), time.perf_counter()
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
-            d = self.handle.meter.snapshot() - r0
+            with measured_step(self.handle) as step:
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
         except Exception as exc:  # noqa: BLE001 -- the meter failed: the row says why
             self.error = describe(exc)
             return
         if errors:
             self.error = f"{len(errors)} thread(s) failed; first: {errors[0]}"
             return
-        self.cpu_s.append(cpu)
+        self.cpu_s.append(step.cpu_s)
         self.turns.append(sum(done) - before)
-        self.wall_s += wall
-        self.requests += d.total_requests
-        self.server_s += d.server_s
+        self.wall_s += step.wall_s
+        self.requests += step.reading.total_requests
+        self.server_s += step.reading.server_s
 
     def row(self) -> dict[str, Any]:
         """The saver's row: totals over the rounds, and CPU per turn of each round."""
@@ -630,25 +647,23 @@ def run_async(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[
 
 async def _run_async(specs: list[SaverSpec], env: Env, sizes: Sizes) -> dict[str, dict[str, Any]]:
     samples: dict[str, list[dict[str, dict[str, Any]]]] = {s.name: [] for s in specs}
-    errors: dict[str, str] = {}
+    failed: dict[str, dict[str, Any]] = {}
     for r in range(max(1, sizes.async_repeats)):
         for spec in _rotated(specs, r):
-            if spec.name in errors:
+            if spec.name in failed:
                 continue
             try:
                 samples[spec.name].append(await _async_sizes(spec, env, sizes))
             except Exception as exc:  # noqa: BLE001 -- the saver's row says why
-                errors[spec.name] = describe(exc)
-    rows: dict[str, dict[str, Any]] = {}
-    for spec in specs:
-        if spec.name in errors:
-            rows[spec.name] = {"error": errors[spec.name]}
-            continue
-        reps = samples[spec.name]
-        rows[spec.name] = {
-            str(n): _async_totals([rep[str(n)] for rep in reps]) for n in sizes.async_conversations
+                failed[spec.name] = error_row(exc)
+    return {
+        spec.name: failed.get(spec.name)
+        or {
+            str(n): _async_totals([rep[str(n)] for rep in samples[spec.name]])
+            for n in sizes.async_conversations
         }
-    return rows
+        for spec in specs
+    }
 
 
 def _async_totals(reps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -693,22 +708,17 @@ async def _async_sizes(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, dic
                     await graph.ainvoke({"messages": script.inputs(t)}, cfg(f"a{n}-{i}"))
                     done[i] += 1
 
-            settle()
-            with Delay(env, sizes.delay_ms, local=True):
-                r0 = h.meter.begin()
-                cpu0, w0 = time.process_time(), time.perf_counter()
+            with Delay(env, sizes.delay_ms, local=True), measured_step(h) as step:
                 await asyncio.gather(*(convo(i) for i in range(n)))
-                cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
-                d = h.meter.snapshot() - r0
             if not sum(done):
                 raise RuntimeError(f"no turn of {n} conversations within the time cap")
             out[str(n)] = {
                 "conversations": n,
                 "turns": sum(done),
                 "turns_target": n * sizes.async_turns(n),
-                "wall_s": wall,
-                "cpu_s": cpu,
-                "requests": d.total_requests,
-                "server_s": d.server_s,
+                "wall_s": step.wall_s,
+                "cpu_s": step.cpu_s,
+                "requests": step.reading.total_requests,
+                "server_s": step.reading.server_s,
             }
     return out
