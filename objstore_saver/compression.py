@@ -1,17 +1,19 @@
 """Byte encodings of payload data (spec §4.0): raw, zstd, and zstd with the D1 dictionary.
 
 Pure functions; no I/O. zstd (de)compressor objects are not thread-safe, so
-each thread has its own. Small decompressed payloads are remembered by
-content: a conversation's messages are decoded from the same payloads at
-every turn.
+each is used by one thread at a time; they are kept in a shared free list
+rather than per thread (:class:`Reused`). Small decompressed payloads are
+remembered by content: a conversation's messages are decoded from the same
+payloads at every turn.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
+from typing import Generic, TypeVar
 
 import zstandard
 
@@ -41,14 +43,46 @@ def _load_d1() -> zstandard.ZstdCompressionDict:
 
 D1 = _load_d1()
 
-_local = threading.local()
+T = TypeVar("T")
 
 
-def _compressor() -> zstandard.ZstdCompressor:
-    comp = getattr(_local, "compressor", None)
-    if comp is None:
-        comp = _local.compressor = new_compressor()
-    return comp
+class Reused(Generic[T]):
+    """Objects made once and lent to any thread, one user at a time.
+
+    A per-thread object is made again by every new thread, and LangGraph's
+    blocking loop runs each invocation's checkpoint writes on threads it
+    starts for that invocation: a D1 compressor per thread cost a new zstd
+    context and dictionary tables about twice a chat turn (docs/profile.md,
+    session 11). Borrowing from one free list makes as many as ever run at
+    once. ``deque.pop`` and ``append`` are atomic, so no lock is taken.
+
+    Args:
+        make: Makes a new object when none is free.
+        keep: About how many free objects are kept (a racing return may
+            keep one or two more).
+    """
+
+    __slots__ = ("_free", "_keep", "_make", "made")
+
+    def __init__(self, make: Callable[[], T], keep: int = 16) -> None:
+        self._make = make
+        self._keep = keep
+        self._free: collections.deque[T] = collections.deque()
+        self.made = 0
+        """Objects made so far."""
+
+    def take(self) -> T:
+        """A free object, or a new one; hand it back with :meth:`give` once done."""
+        try:
+            return self._free.pop()
+        except IndexError:
+            self.made += 1
+            return self._make()
+
+    def give(self, obj: T) -> None:
+        """Return an object taken with :meth:`take`, no longer in use."""
+        if len(self._free) < self._keep:
+            self._free.append(obj)
 
 
 def new_compressor() -> zstandard.ZstdCompressor:
@@ -58,18 +92,22 @@ def new_compressor() -> zstandard.ZstdCompressor:
     )
 
 
-def _decompressor(encoding: str) -> zstandard.ZstdDecompressor:
-    name = f"decompressor_{encoding}"
-    dec = getattr(_local, name, None)
-    if dec is None:
-        dec = zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None)
-        setattr(_local, name, dec)
-    return dec
+#: One-shot D1 compressors (a streaming user makes its own: it may be
+#: suspended between pieces while another encoding runs on its thread).
+COMPRESSORS: Reused[zstandard.ZstdCompressor] = Reused(new_compressor)
+#: One-shot decompressors by encoding.
+DECOMPRESSORS: dict[str, Reused[zstandard.ZstdDecompressor]] = {
+    ZSTD: Reused(zstandard.ZstdDecompressor),
+    ZD1: Reused(lambda: zstandard.ZstdDecompressor(dict_data=D1)),
+}
 
 
 def compressed(data: bytes) -> tuple[str, bytes]:
     """``(encoding, data)``: D1-compressed when that is smaller, else raw."""
-    packed = _compressor().compress(data)
+    comp = COMPRESSORS.take()
+    packed = comp.compress(data)
+    # Handed back only after a success: an object whose call failed is dropped.
+    COMPRESSORS.give(comp)
     if len(packed) < len(data):
         return ZD1, packed
     return RAW, data
@@ -98,10 +136,13 @@ def decompressed(encoding: str, data: bytes, key: str) -> bytes:
     known = _DECOMPRESSED.get(memo)
     if known is not None:
         return known
+    lender = DECOMPRESSORS[encoding]
+    dec = lender.take()
     try:
-        out = _decompressor(encoding).decompress(data)
+        out = dec.decompress(data)
     except zstandard.ZstdError as exc:
         raise CorruptObjectError(key, f"zstd data does not decompress: {exc}") from exc
+    lender.give(dec)
     if len(out) <= DECOMPRESSED_KEPT_MAX:
         _DECOMPRESSED.put(memo, out, len(out) + len(data) + 100)
     return out

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import threading
 
 import pytest
 
+from objstore_saver.storage import http_pool
 from objstore_saver.storage.aio_pool import AsyncConnectionPool
 from objstore_saver.storage.http_pool import ConnectionPool
-from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse
+from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
 
 OPTIONS = {"connect_timeout": 5.0, "read_timeout": 5.0, "max_idle": 4}
 
@@ -119,3 +121,58 @@ async def test_the_async_pool_keeps_a_connection_by_the_same_rules(case: str) ->
         assert isinstance(reply, HttpResponse), reply
         assert (reply.status, reply.body) == (200, b"ok")
     assert len(accepted) == (1 if kept else 2)
+
+
+# --- timeouts kept by the kernel on plain sockets ---------------------------------------------
+
+
+@pytest.mark.skipif(not http_pool._KERNEL_TIMEOUTS, reason="no SO_RCVTIMEO timeval here")
+def test_a_plain_connection_waits_in_the_kernel_with_the_read_timeout() -> None:
+    # A Python-level timeout would poll before every recv and send (a second
+    # system call, the GIL handed over and back); the kernel's holds the same bound.
+    host, thread, listener, _ = _serve([KEEP])
+    pool = ConnectionPool("http", host, **{**OPTIONS, "read_timeout": 2.25})
+    try:
+        reply = pool.send(HttpRequest("GET", "/b/k", {"host": host}))
+        assert isinstance(reply, HttpResponse) and reply.body == b"ok"
+        (conn,) = pool._idle  # kept for the next request
+        assert conn.sock.gettimeout() is None
+        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+            raw = conn.sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("ll"))
+            seconds, micros = struct.unpack("ll", raw)
+            assert seconds + micros / 1e6 == pytest.approx(2.25, abs=0.01)
+    finally:
+        pool.close()
+        thread.join(10)
+        listener.close()
+
+
+def test_a_body_the_server_does_not_read_ends_with_a_write_timeout() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    accepted: list[socket.socket] = []
+    listener.settimeout(10)
+    stop = threading.Event()
+
+    def hold() -> None:  # accepts, never reads
+        conn, _ = listener.accept()
+        accepted.append(conn)
+        stop.wait(10)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    host = f"127.0.0.1:{listener.getsockname()[1]}"
+    pool = ConnectionPool("http", host, **{**OPTIONS, "read_timeout": 0.3})
+    try:
+        body = b"x" * (64 * 1024 * 1024)  # more than both socket buffers hold
+        reply = pool.send(HttpRequest("PUT", "/b/k", {"host": host}, body))
+    finally:
+        stop.set()
+        thread.join(10)
+        for conn in accepted:
+            conn.close()
+        pool.close()
+        listener.close()
+    assert isinstance(reply, TransportFailure)
+    assert reply.error.startswith("WriteTimeoutError")
+    assert pool.busy == 0

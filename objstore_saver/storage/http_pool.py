@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import select
 import socket
+import struct
+import sys
 import threading
 from collections.abc import Callable
 
@@ -32,6 +34,15 @@ from objstore_saver.storage.s3_protocol import (
 )
 
 _RECV = 256 * 1024
+
+#: Plain sockets wait in the kernel (``SO_RCVTIMEO``/``SO_SNDTIMEO``) where the
+#: option takes a ``struct timeval``: a socket with a Python timeout polls
+#: before every ``recv`` and ``send``, a second system call that also hands
+#: the GIL to another thread and back, about a tenth of a request's CPU with
+#: 8 threads (docs/profile.md, session 11).
+_KERNEL_TIMEOUTS = sys.platform.startswith(("linux", "darwin", "freebsd"))
+#: What a blocking socket raises when its kernel timeout expires (EAGAIN).
+_TIMED_OUT = (TimeoutError, BlockingIOError)
 
 
 class _Connection:
@@ -160,7 +171,17 @@ class ConnectionPool(CappedPool):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
-            sock.settimeout(self._read_timeout)
+                sock.settimeout(self._read_timeout)
+            elif _KERNEL_TIMEOUTS:
+                sock.settimeout(None)
+                whole = int(self._read_timeout)
+                # A zero timeval means no timeout: the smallest wait is 1 µs.
+                micros = max(int((self._read_timeout - whole) * 1e6), 0 if whole else 1)
+                wait = struct.pack("ll", whole, micros)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, wait)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, wait)
+            else:
+                sock.settimeout(self._read_timeout)
         except BaseException:
             sock.close()
             raise
@@ -219,7 +240,7 @@ class ConnectionPool(CappedPool):
                 else:
                     conn.sock.sendall(wire)
                     conn.sock.sendall(body)
-            except TimeoutError:
+            except _TIMED_OUT:
                 conn.close()
                 return TransportFailure(
                     f"WriteTimeoutError: not sent within {self._read_timeout} s"
@@ -261,7 +282,7 @@ class ConnectionPool(CappedPool):
             else:
                 data = conn.rest()
                 headers["connection"] = "close"
-        except TimeoutError:
+        except _TIMED_OUT:
             conn.close()
             wait = self._read_timeout
             return TransportFailure(f"ReadTimeoutError: no answer within {wait} s")
