@@ -62,21 +62,18 @@ class Reused(Generic[T]):
             keep one or two more).
     """
 
-    __slots__ = ("_free", "_keep", "_make", "made")
+    __slots__ = ("_free", "_keep", "_make")
 
     def __init__(self, make: Callable[[], T], keep: int = 16) -> None:
         self._make = make
         self._keep = keep
         self._free: collections.deque[T] = collections.deque()
-        self.made = 0
-        """Objects made so far."""
 
     def take(self) -> T:
         """A free object, or a new one; hand it back with :meth:`give` once done."""
         try:
             return self._free.pop()
         except IndexError:
-            self.made += 1
             return self._make()
 
     def give(self, obj: T) -> None:
