@@ -10,6 +10,7 @@ payloads at every turn.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
@@ -89,13 +90,17 @@ def new_compressor() -> zstandard.ZstdCompressor:
     )
 
 
-#: One-shot D1 compressors (a streaming user makes its own: it may be
-#: suspended between pieces while another encoding runs on its thread).
+def new_decompressor(encoding: str) -> zstandard.ZstdDecompressor:
+    """A decompressor of ``ZSTD`` or ``ZD1`` data (one per user)."""
+    return zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None)
+
+
+#: One-shot D1 compressors. A streaming user makes its own: it may be
+#: suspended between pieces while a one-shot call borrows the free ones.
 COMPRESSORS: Reused[zstandard.ZstdCompressor] = Reused(new_compressor)
-#: One-shot decompressors by encoding.
+#: One-shot decompressors by encoding (streaming users make their own).
 DECOMPRESSORS: dict[str, Reused[zstandard.ZstdDecompressor]] = {
-    ZSTD: Reused(zstandard.ZstdDecompressor),
-    ZD1: Reused(lambda: zstandard.ZstdDecompressor(dict_data=D1)),
+    encoding: Reused(functools.partial(new_decompressor, encoding)) for encoding in (ZSTD, ZD1)
 }
 
 
@@ -127,13 +132,13 @@ def decompressed(encoding: str, data: bytes, key: str) -> bytes:
     """
     if encoding == RAW:
         return data
-    if encoding not in (ZSTD, ZD1):
+    lender = DECOMPRESSORS.get(encoding)
+    if lender is None:
         raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
     memo = (encoding, data)
     known = _DECOMPRESSED.get(memo)
     if known is not None:
         return known
-    lender = DECOMPRESSORS[encoding]
     dec = lender.take()
     try:
         out = dec.decompress(data)
@@ -155,12 +160,8 @@ def stream_decompressed(
     """
     if encoding not in ENCODINGS:
         raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
-    # A decompressor of its own: the thread's may be used between two slices.
-    dobj = (
-        zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None).decompressobj()
-        if encoding != RAW
-        else None
-    )
+    # A decompressor of its own: the caller may be suspended between two slices.
+    dobj = new_decompressor(encoding).decompressobj() if encoding != RAW else None
     total = 0
     try:
         for piece in data:

@@ -16,9 +16,9 @@ from objstore_saver import codec, compression, split_values
 def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:
     """``data`` (``size`` bytes in all) as one zstd frame, in ``codec.PART_SIZE`` pieces.
 
-    The frame has the content size in its header. A compressor of its own:
-    the caller may suspend between pieces (a plan waiting for its PUTs)
-    while another encoding uses the thread's compressor.
+    The frame has the content size in its header. A compressor of its own,
+    not one of ``compression.COMPRESSORS``: the caller may suspend between
+    pieces (a plan waiting for its PUTs) for as long as it likes.
     """
     compressor = compression.new_compressor()
     chunker = compressor.chunker(size=size, chunk_size=codec.PART_SIZE)

@@ -269,7 +269,12 @@ def test_workload_6b_frees_the_garbage_of_the_step_before_each_size(
     log: list[str] = []
     specs = [_LoggedInMemory(n, log, litter=True) for n in ("a", "b")]
     sizes = dataclasses.replace(
-        QUICK, async_conversations=(1, 2), async_total_turns=2, async_min_turns=1, delay_ms=0
+        QUICK,
+        async_conversations=(1, 2),
+        async_total_turns=2,
+        async_min_turns=1,
+        async_repeats=1,
+        delay_ms=0,
     )
-    run_async(specs, env, dataclasses.replace(sizes, async_repeats=1))
+    run_async(specs, env, sizes)
     assert log == ["a", "freed a", "a", "freed a", "b", "freed b", "b"]

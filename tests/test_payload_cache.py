@@ -22,14 +22,18 @@ from objstore_saver.fifo import BoundedFifo
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
 
-    class Counted(compression.Reused[Any]):
+    class Counted:
+        """A lender that logs every decompressor taken (one per decompression)."""
+
         def __init__(self, encoding: str, inner: compression.Reused[Any]) -> None:
-            super().__init__(inner.take)
-            self.encoding = encoding
+            self.encoding, self.inner = encoding, inner
 
         def take(self) -> Any:
             calls.append(self.encoding)
-            return super().take()
+            return self.inner.take()
+
+        def give(self, obj: Any) -> None:
+            self.inner.give(obj)
 
     monkeypatch.setattr(
         compression,

@@ -45,6 +45,17 @@ _KERNEL_TIMEOUTS = sys.platform.startswith(("linux", "darwin", "freebsd"))
 _TIMED_OUT = (TimeoutError, BlockingIOError)
 
 
+def _wait_in_kernel(sock: socket.socket, seconds: float) -> None:
+    """Make ``sock`` blocking, each ``recv`` and ``send`` bounded by ``seconds`` in the kernel."""
+    sock.settimeout(None)
+    whole = int(seconds)
+    # A zero timeval means no timeout at all: the shortest wait is 1 µs.
+    micros = max(int((seconds - whole) * 1e6), 0 if whole else 1)
+    wait = struct.pack("ll", whole, micros)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, wait)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, wait)
+
+
 class _Connection:
     """One socket and the bytes read from it but not consumed yet."""
 
@@ -173,13 +184,7 @@ class ConnectionPool(CappedPool):
                 sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
                 sock.settimeout(self._read_timeout)
             elif _KERNEL_TIMEOUTS:
-                sock.settimeout(None)
-                whole = int(self._read_timeout)
-                # A zero timeval means no timeout: the smallest wait is 1 µs.
-                micros = max(int((self._read_timeout - whole) * 1e6), 0 if whole else 1)
-                wait = struct.pack("ll", whole, micros)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, wait)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, wait)
+                _wait_in_kernel(sock, self._read_timeout)
             else:
                 sock.settimeout(self._read_timeout)
         except BaseException:
