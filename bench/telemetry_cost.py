@@ -40,6 +40,7 @@ from opentelemetry.trace import SpanKind
 from bench.graphs import SEED, chat_graph
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.driver import Driver
+from objstore_saver.plans.requests import Batch, Get
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -49,7 +50,6 @@ from objstore_saver.storage.base import (
     PutMode,
     ThreadedAsync,
 )
-from objstore_saver.store_requests import Batch, Get
 from objstore_saver.telemetry import Telemetry
 
 MODES = ("off", "no-sdk", "sdk")

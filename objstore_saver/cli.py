@@ -17,13 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from objstore_saver import ops
-from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, ConfigurationError
-from objstore_saver.errors import ObjstoreSaverError
+from objstore_saver.backend_choice import OBJSTORE_SAVER_URL, POSTGRES_URL
+from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.ops import longterm as store_ops
 from objstore_saver.ops._common import OpsConfig, redact
 from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE, parse_duration
 from objstore_saver.ops.migration import SOURCES
 from objstore_saver.storage.base import StorageError
+from objstore_saver.storage.urls import store_from_url
 
 EXIT_OK = 0
 EXIT_FOUND = 1
@@ -303,8 +304,6 @@ def _cmd_migrate(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
 
 
 def _cmd_serve(a: argparse.Namespace, c: OpsConfig, bar: ProgressBar) -> Any:
-    from objstore_saver.config import store_from_url
-
     try:
         from objstore_saver.viewer.app import TOKEN_ENV, serve
     except ImportError as exc:

@@ -1,7 +1,7 @@
 """The two thin drivers that carry out plans: one blocking, one asyncio.
 
 Both feed the same plan generators; only the way a batch of requests is run
-(and a :class:`~objstore_saver.gate.Hold` waited for) differs: the blocking
+(and a :class:`~objstore_saver.large_value_gate.Hold` waited for) differs: the blocking
 driver runs a batch's requests on a thread pool (the first on the caller's
 thread), or, when the store can send ahead (:class:`SendsAhead`) and the
 batch's requests and answers are small, writes them all from the caller's
@@ -24,9 +24,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from objstore_saver.gate import Hold
-from objstore_saver.storage.base import ObjectStore, SendsAhead
-from objstore_saver.store_requests import (
+from objstore_saver.large_value_gate import Hold
+from objstore_saver.plans.requests import (
     Batch,
     Delete,
     Emit,
@@ -38,6 +37,7 @@ from objstore_saver.store_requests import (
     execute,
     execute_ahead,
 )
+from objstore_saver.storage.base import ObjectStore, SendsAhead
 from objstore_saver.telemetry import Call
 
 T = TypeVar("T")

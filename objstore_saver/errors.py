@@ -1,17 +1,16 @@
-"""Errors the saver raises on purpose. Each names the thing at fault."""
+"""Errors raised on purpose, each naming the thing at fault (key, thread, bucket, setting).
+
+Two families: :class:`StorageError` for what a backend reports (its message
+names the location and the key) and :class:`ObjstoreSaverError` for what the
+saver, the long-term store and their configuration refuse. This module imports
+nothing of the package, so every layer can raise these.
+"""
 
 from __future__ import annotations
 
-from objstore_saver.storage.base import (
-    InvalidKeyError,
-    ObjectExistsError,
-    ObjectNotFoundError,
-    StorageError,
-    StoreUnavailableError,
-)
-
 __all__ = [
     "CheckpointConflictError",
+    "ConfigurationError",
     "CorruptObjectError",
     "InvalidIdentifierError",
     "InvalidKeyError",
@@ -75,3 +74,43 @@ class UnsupportedFormatError(ObjstoreSaverError):
 
 class InvalidIdentifierError(ObjstoreSaverError, ValueError):
     """A thread id, namespace, checkpoint id or task id that cannot be stored."""
+
+
+class ConfigurationError(ObjstoreSaverError, ValueError):
+    """A URL or environment setting that cannot configure a saver."""
+
+
+class StorageError(Exception):
+    """Base class of every error a backend raises on purpose.
+
+    The message names the backend location (bucket or directory) and the key.
+    """
+
+
+class ObjectNotFoundError(StorageError, KeyError):
+    """``get`` asked for a key that holds no object."""
+
+    def __init__(self, location: str, key: str) -> None:
+        self.location = location
+        self.key = key
+        super().__init__(f"no object at key {key!r} in {location}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class ObjectExistsError(StorageError):
+    """A create-only ``put`` found an object already stored at the key."""
+
+    def __init__(self, location: str, key: str) -> None:
+        self.location = location
+        self.key = key
+        super().__init__(f"an object already exists at key {key!r} in {location}")
+
+
+class InvalidKeyError(StorageError, ValueError):
+    """A key the backend cannot store (empty, too long, unsafe characters)."""
+
+
+class StoreUnavailableError(StorageError):
+    """The store cannot be reached or used (missing bucket, denied, endpoint down)."""

@@ -23,9 +23,9 @@ from langgraph.checkpoint.base import (
 
 from objstore_saver import plans
 from objstore_saver import verify as fsck
-from objstore_saver.construction import OnObjectStore
+from objstore_saver.caches.facts import EntryCache, ObjectCache
+from objstore_saver.constructors import OnObjectStore
 from objstore_saver.driver import Driver
-from objstore_saver.memory import EntryMemory, ObjectMemory
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
@@ -98,8 +98,8 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         self._call = self._telemetry.call
         self._ctx = plans.Context(
             self.serde,
-            objects=ObjectMemory(object_cache_bytes),
-            entries=EntryMemory(remembered_checkpoints),
+            objects=ObjectCache(object_cache_bytes),
+            entries=EntryCache(remembered_checkpoints),
             reuse_window=reuse_window.total_seconds(),
         )
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from objstore_saver.config import ConfigurationError
+from objstore_saver.errors import ConfigurationError
 
 __all__ = [
     "LANGGRAPH_CHECKPOINTER",

@@ -24,11 +24,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from objstore_saver._version import __version__
+from objstore_saver.plans.requests import Delete, Get, ListKeys, Op, Put, aexecute, execute
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
 from objstore_saver.storage.s3_lean import LeanS3Store
-from objstore_saver.store_requests import Delete, Get, ListKeys, Op, Put, aexecute, execute
 
 try:
     from opentelemetry import context as otel_context
@@ -317,8 +318,6 @@ class Telemetry:
     """
 
     def __init__(self, store: ObjectStore, tracer_provider: TracerProvider | None = None) -> None:
-        from objstore_saver import __version__
-
         self.counters = Counters()
         self.naming = RequestNaming(store)
         self.location = store.location

@@ -12,8 +12,9 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from objstore_saver import codec, keys
-from objstore_saver.codec import (
+from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import (
     ChunkObj,
     ListObj,
     NodeObj,
@@ -23,7 +24,6 @@ from objstore_saver.codec import (
     StoredObject,
     ValueObj,
 )
-from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.longterm import layout
 from objstore_saver.longterm.plans import NamespaceIndex, fold, group_index, list_infos, op_letter
 from objstore_saver.longterm.records import (
@@ -35,8 +35,8 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans import child_refs, decode_checked_manifest, entry_refs, thread_prefixes
+from objstore_saver.plans.requests import Batch, Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectInfo
-from objstore_saver.store_requests import Batch, Get, ListKeys, run_batch, run_one
 
 T = TypeVar("T")
 

@@ -5,9 +5,9 @@ values share: class paths, field names, metadata keys. Compressing a small
 value against it saves the ~100 bytes of framing each message would otherwise
 pay. The file it writes is part of the on-storage format: once released it is
 never regenerated, whatever later versions of LangChain serialize. Readers
-check its SHA-256 (``objstore_saver.compression.D1_SHA256``).
+check its SHA-256 (``objstore_saver.format.compression.D1_SHA256``).
 
-Usage: ``python scripts/make_zstd_dictionary.py objstore_saver/zdict/d1.bin``
+Usage: ``python scripts/make_zstd_dictionary.py objstore_saver/format/zdict/d1.bin``
 """
 
 from __future__ import annotations

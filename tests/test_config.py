@@ -218,7 +218,7 @@ def test_postgres_when_objstore_unset(caplog: pytest.LogCaptureFixture, postgres
 def test_postgres_url_without_the_package_falls_to_memory(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cfg, "_postgres_installed", lambda: False)
+    monkeypatch.setattr(cfg, "postgres_installed", lambda: False)
     with caplog.at_level(logging.INFO, logger="objstore_saver.config"):
         saver = create_checkpointer(environ={"POSTGRES_URL": "postgresql://u:pw@h/db"})
     assert isinstance(saver, InMemorySaver)

@@ -33,7 +33,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import LocalStore, ObjectStore, S3Store
-from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
+from objstore_saver.testing.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 
 THREADS = ["t", "t/", "t-copy"]
 #: Crash points covered in this session, by operation (printed for the report).

@@ -36,7 +36,7 @@ from objstore_saver.storage import (
     S3Store,
     StorageError,
 )
-from objstore_saver.storage.faults import (
+from objstore_saver.testing.faults import (
     NOT_CARRIED_OUT,
     FailAt,
     FailWhere,
@@ -116,7 +116,7 @@ def test_faulty_store_fails_reads_lists_and_deletes_by_predicate(tmp_path: Path)
 
 
 def test_random_faults_are_seeded_and_near_their_rate() -> None:
-    from objstore_saver.storage.faults import Request
+    from objstore_saver.testing.faults import Request
 
     plan = RandomFaults(0.05, seed=7)
     draws = [plan(Request(i, "put", "k")) for i in range(20_000)]

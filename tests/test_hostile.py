@@ -28,7 +28,7 @@ from objstore_saver import (
     ObjectStoreSaver,
     UnsupportedFormatError,
 )
-from objstore_saver import keys as k
+from objstore_saver.format import keys as k
 from objstore_saver.storage import (
     MeteredStore,
     ObjectStore,
@@ -37,7 +37,7 @@ from objstore_saver.storage import (
     StoreUnavailableError,
 )
 from objstore_saver.storage.base import validate_key
-from objstore_saver.storage.faults import error_response
+from objstore_saver.testing.faults import error_response
 
 PREFIX = "tenant-a/"
 #: Cases tried in this session, for the report.

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from objstore_saver import keys
 from objstore_saver.errors import InvalidIdentifierError
+from objstore_saver.format import keys
 from objstore_saver.storage.base import validate_key
 
 HOSTILE_IDS = [

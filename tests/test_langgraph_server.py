@@ -38,7 +38,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from objstore_saver import LocalStore, S3Store, keys
+from objstore_saver import LocalStore, S3Store
+from objstore_saver.format import keys
 from objstore_saver.storage import ObjectStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -393,7 +394,8 @@ from langgraph_api._checkpointer._adapter import (
     CheckpointerCapabilities,
     _CustomCheckpointerAdapter,
 )
-from objstore_saver import ObjectStoreSaver, keys
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.format import keys
 
 
 def bot(state):

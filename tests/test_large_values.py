@@ -18,7 +18,8 @@ import pytest
 from faultkit import config
 from langgraph.checkpoint.base import empty_checkpoint
 
-from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, codec
+from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
+from objstore_saver.format import codec
 
 MIB = 1024 * 1024
 

@@ -17,11 +17,12 @@ from faultkit import checkpoint_id, config
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
-from objstore_saver import LocalStore, ObjectStoreSaver, keys, plans
+from objstore_saver import LocalStore, ObjectStoreSaver, plans
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import keys
 from objstore_saver.plans import reading
+from objstore_saver.plans.requests import Batch, ListKeys
 from objstore_saver.storage import ObjectStore
-from objstore_saver.store_requests import Batch, ListKeys
 
 
 @pytest.fixture(params=["local", "lean"])

@@ -24,8 +24,11 @@ from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import PutMode
 from objstore_saver.storage.aio_pool import AsyncConnectionPool
 from objstore_saver.storage.http_pool import ConnectionPool
+from objstore_saver.storage.s3 import S3Store
 from objstore_saver.storage.s3_lean import LeanS3Store
 from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.transports import open_s3_store
+from objstore_saver.storage.urls import store_from_url
 
 ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 
@@ -129,6 +132,34 @@ def test_ignore_configured_endpoint_urls(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
     store = LeanS3Store("bucket", region_name="eu-west-1")
     assert store.endpoint == "https://bucket.s3.eu-west-1.amazonaws.com"
+
+
+@pytest.mark.parametrize("transport", ["lean", "boto3"])
+def test_a_url_and_a_store_built_directly_resolve_the_endpoint_alike(
+    clean_env: pytest.MonkeyPatch, transport: str
+) -> None:
+    configured = _closed_port_url()
+    clean_env.setenv("AWS_ENDPOINT_URL_S3", configured)
+    direct = open_s3_store("bucket", transport=transport, region_name="eu-west-1")
+    from_url = store_from_url(f"s3://bucket/?region=eu-west-1&transport={transport}", check=False)
+    assert configured in direct.location
+    assert from_url.location == direct.location
+    # Ignored endpoints are ignored by both: they go to AWS itself.
+    clean_env.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    direct = open_s3_store("bucket", transport=transport, region_name="eu-west-1")
+    from_url = store_from_url(f"s3://bucket/?region=eu-west-1&transport={transport}", check=False)
+    assert configured not in from_url.location
+    assert from_url.location == direct.location
+
+
+def test_boto3_store_uses_path_style_for_an_endpoint_of_the_environment(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    configured = _closed_port_url()
+    clean_env.setenv("AWS_ENDPOINT_URL", configured)
+    store = S3Store("bucket", region_name="eu-west-1")
+    assert store.client.meta.config.s3 == {"addressing_style": "path"}
+    assert store.client.meta.endpoint_url == configured
 
 
 def test_bad_endpoint_in_the_environment_names_the_variable(clean_env: pytest.MonkeyPatch) -> None:

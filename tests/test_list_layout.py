@@ -10,9 +10,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from objstore_saver import codec, compression, list_encoding
-from objstore_saver.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, compression, list_encoding
+from objstore_saver.format.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
 
 
 def _elements(n: int) -> list[tuple[str, bytes]]:
@@ -162,14 +162,14 @@ def test_dictionary_file_matches_the_spec() -> None:
     import hashlib
     from importlib import resources
 
-    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
+    data = resources.files("objstore_saver.format").joinpath("zdict/d1.bin").read_bytes()
     assert hashlib.sha256(data).hexdigest() == compression.D1_SHA256
     spec = (Path(__file__).parents[1] / "docs" / "spec.md").read_text()
     assert compression.D1_SHA256 in spec
 
 
 def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatch) -> None:
-    from objstore_saver.memory import ElementMemory
+    from objstore_saver.caches.facts import ElementCache
 
     calls: list[bytes] = []
     real = list_encoding.encode_element
@@ -179,7 +179,7 @@ def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatc
         return real(type_, data)
 
     monkeypatch.setattr(list_encoding, "encode_element", counting)
-    cache = ElementMemory()
+    cache = ElementCache()
     elements = [("msgpack", b"m%d" % i * 100) for i in range(40)]
     first = list_encoding.encode_list(elements[:39], cache)
     assert len(calls) == 39
@@ -192,9 +192,9 @@ def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatc
 
 
 def test_element_memory_is_bounded_by_bytes() -> None:
-    from objstore_saver.memory import ElementMemory
+    from objstore_saver.caches.facts import ElementCache
 
-    cache = ElementMemory(max_bytes=64 * 1024)
+    cache = ElementCache(max_bytes=64 * 1024)
     for i in range(500):
         data = b"%d" % i * 200
         cache.put(("msgpack", data), list_encoding.encode_element("msgpack", data))
@@ -204,7 +204,7 @@ def test_element_memory_is_bounded_by_bytes() -> None:
 
 
 def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from objstore_saver.memory import ElementMemory
+    from objstore_saver.caches.facts import ElementCache
 
     packed: list[str] = []
     real = codec.pack_object
@@ -213,7 +213,7 @@ def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.Monke
         packed.append(obj["k"])
         return real(obj)
 
-    cache = ElementMemory()
+    cache = ElementCache()
     # 4 ** 2 chunks make one node of nodes; one more element seals the 17th chunk.
     n = CHUNK_LEN * NODE_FANOUT**2
     elements = _elements(n + CHUNK_LEN)
@@ -235,9 +235,9 @@ def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.Monke
 
 
 def test_sealed_memory_follows_the_elements_not_their_positions() -> None:
-    from objstore_saver.memory import ElementMemory
+    from objstore_saver.caches.facts import ElementCache
 
-    cache = ElementMemory()
+    cache = ElementCache()
     elements = _elements(CHUNK_LEN * 6)
     list_encoding.encode_list(elements, cache, cache.sealed)
     # An element changed in place (a message edited): its chunk and the nodes
@@ -251,9 +251,9 @@ def test_sealed_memory_follows_the_elements_not_their_positions() -> None:
 
 
 def test_sealed_memory_is_bounded_by_bytes() -> None:
-    from objstore_saver.memory import SealedMemory
+    from objstore_saver.caches.facts import SealedCache
 
-    cache = SealedMemory(max_bytes=64 * 1024)
+    cache = SealedCache(max_bytes=64 * 1024)
     for i in range(300):
         elements = [("msgpack", b"%d-%d" % (i, j) * 40) for j in range(CHUNK_LEN)]
         list_encoding.encode_list(elements, None, cache)

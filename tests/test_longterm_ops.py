@@ -24,8 +24,8 @@ from objstore_saver.ops import longterm as store_ops
 from objstore_saver.ops import views
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 from objstore_saver.storage.local import LocalStore
+from objstore_saver.testing.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 
 HOUR = 3600.0
 

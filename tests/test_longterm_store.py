@@ -15,8 +15,8 @@ from objstore_saver import InvalidStoreValueError, MeteredStore, ObjectStoreStor
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import PUT, Record, encode_snapshot
 from objstore_saver.storage.base import PutMode, StorageError
-from objstore_saver.storage.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 from objstore_saver.storage.local import LocalStore
+from objstore_saver.testing.faults import FailAt, Fault, FaultyStore, InjectedFaultError
 from tests.longterm_helpers import DIMS, Caller, Clock, HashEmbeddings, caller
 
 BACKENDS = ["local", "s3"]
@@ -435,7 +435,7 @@ def test_search_retries_when_segments_vanish(tmp_path: Any, misses: int, found: 
 
 
 def test_delete_hides_what_an_interrupted_put_left_in_the_index(tmp_path: Any) -> None:
-    from objstore_saver.storage.faults import FailWhere
+    from objstore_saver.testing.faults import FailWhere
 
     root = LocalStore(tmp_path)
     item_puts = FailWhere(lambda r: r.op == "put" and "/it/" in r.key, Fault.ERROR, times=1)

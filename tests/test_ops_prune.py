@@ -11,8 +11,8 @@ import pytest
 from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver import keys as k
 from objstore_saver.driver import Driver
+from objstore_saver.format import keys as k
 from objstore_saver.ops import JobError, OpsConfig, prune
 from objstore_saver.ops.maintain import (
     _all_thread_ids,

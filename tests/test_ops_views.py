@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from ops_helpers import add_pending_writes, chat
 
 from objstore_saver import CorruptObjectError, ObjectStoreSaver, ops
-from objstore_saver import keys as k
+from objstore_saver.format import keys as k
 from objstore_saver.ops import JobError, OpsConfig
 from objstore_saver.ops.decode import decode_serialized
 from objstore_saver.storage import LocalStore, PutMode

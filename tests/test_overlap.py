@@ -19,9 +19,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.driver import Driver
+from objstore_saver.plans.requests import ListKeys, Put, run_batch_while
 from objstore_saver.storage import LocalStore
 from objstore_saver.storage.base import ListPage
-from objstore_saver.store_requests import ListKeys, Put, run_batch_while
 
 #: How long a gated LIST waits for the work before giving up (never reached when it works).
 WAIT_S = 10.0

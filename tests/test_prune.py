@@ -14,10 +14,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 from payloads import incompressible_text
 
 from objstore_saver import MissingObjectError, ObjectStoreSaver, plans
-from objstore_saver import keys as k
+from objstore_saver.format import keys as k
+from objstore_saver.plans.requests import Batch, Put
 from objstore_saver.storage import LocalStore, MeteredStore, ObjectStore
 from objstore_saver.storage.base import ObjectInfo
-from objstore_saver.store_requests import Batch, Put
 
 LATER = timedelta(hours=2)  # past the default sweep delay of one hour
 

@@ -20,9 +20,9 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import MissingObjectError, ObjectStoreSaver, plans
-from objstore_saver import keys as k
+from objstore_saver.format import keys as k
+from objstore_saver.plans.requests import Batch, Delete
 from objstore_saver.storage import LocalStore, MeteredStore, ObjectStore, S3Store
-from objstore_saver.store_requests import Batch, Delete
 
 DAY = 24 * 3600.0
 IDLE = 30 * DAY

@@ -16,7 +16,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from payloads import incompressible_text
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.codec import ELEMENT_INLINE_MAX, PART_SIZE, make_payload
+from objstore_saver.format.codec import ELEMENT_INLINE_MAX, PART_SIZE, make_payload
 from objstore_saver.storage import LocalStore, MeteredStore, S3Store
 
 TWO_MIB = 2 * 1024 * 1024

@@ -20,7 +20,7 @@ from objstore_saver import (
     ObjectStoreSaver,
     UnsupportedFormatError,
 )
-from objstore_saver import keys as k
+from objstore_saver.format import keys as k
 from objstore_saver.storage import LocalStore, ObjectStore, PutMode, S3Store
 from objstore_saver.storage.base import ObjectExistsError
 

@@ -12,14 +12,7 @@ from typing import Any
 import pytest
 
 from objstore_saver.driver import AHEAD_BODY_MAX, Driver
-from objstore_saver.storage.base import (
-    InvalidKeyError,
-    ListPage,
-    ObjectNotFoundError,
-    PutMode,
-    SendsAhead,
-)
-from objstore_saver.store_requests import (
+from objstore_saver.plans.requests import (
     Delete,
     Get,
     ListKeys,
@@ -28,6 +21,13 @@ from objstore_saver.store_requests import (
     execute,
     execute_ahead,
     run_batch_while,
+)
+from objstore_saver.storage.base import (
+    InvalidKeyError,
+    ListPage,
+    ObjectNotFoundError,
+    PutMode,
+    SendsAhead,
 )
 
 

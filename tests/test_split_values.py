@@ -22,9 +22,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from objstore_saver import LocalStore, ObjectStoreSaver, codec, keys, ops, split_values
-from objstore_saver.codec import PartsObj, SplitObj, ValueObj
+from objstore_saver import LocalStore, ObjectStoreSaver, ops
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, keys, split_values
+from objstore_saver.format.codec import PartsObj, SplitObj, ValueObj
 from objstore_saver.ops import OpsConfig
 from objstore_saver.plans.reading import materialize
 from objstore_saver.storage import ObjectStore

@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from objstore_saver import InvalidIdentifierError, ObjectStoreSaver
 from objstore_saver.driver import Driver
+from objstore_saver.plans.requests import Batch, Get
 from objstore_saver.storage import (
     LeanS3Store,
     LocalStore,
@@ -38,9 +39,8 @@ from objstore_saver.storage import (
     S3Store,
 )
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, StoreWrapper, ThreadedAsync
-from objstore_saver.storage.faults import FailWhere, FaultyStore, InjectedFaultError
-from objstore_saver.store_requests import Batch, Get
 from objstore_saver.telemetry import SaverStats, Telemetry
+from objstore_saver.testing.faults import FailWhere, FaultyStore, InjectedFaultError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -495,7 +495,7 @@ def test_a_storage_fault_fails_its_request_span_and_the_call_span(
     call, children = _tree(exporter, name)
     (failed,) = [c for c in children if c.status.status_code is StatusCode.ERROR]
     assert failed.attributes["objstore_saver.request.kind"] == "list"
-    assert failed.attributes["error.type"] == "objstore_saver.storage.faults.InjectedFaultError"
+    assert failed.attributes["error.type"] == "objstore_saver.testing.faults.InjectedFaultError"
     assert [e.name for e in failed.events] == ["exception"]
     assert call.status.status_code is StatusCode.ERROR
     assert call.attributes["error.type"] == failed.attributes["error.type"]

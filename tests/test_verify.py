@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from test_saver import _keys, _put
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver import keys as k
-from objstore_saver.codec import digest_of
+from objstore_saver.format import keys as k
+from objstore_saver.format.codec import digest_of
 from objstore_saver.storage import LocalStore, ObjectStore, PutMode
 
 

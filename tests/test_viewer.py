@@ -19,7 +19,8 @@ from langgraph.graph import START, StateGraph
 from ops_helpers import chat
 from viewer_graphs import ODD, Server, populate
 
-from objstore_saver import ObjectStoreSaver, keys
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.format import keys
 from objstore_saver.storage import LocalStore
 from objstore_saver.storage.base import ObjectStore, PutMode
 

@@ -9,13 +9,14 @@ import msgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from objstore_saver import ObjectStoreSaver, codec
-from objstore_saver import keys as k
-from objstore_saver.codec import Inline
+from objstore_saver import ObjectStoreSaver
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec
+from objstore_saver.format import keys as k
+from objstore_saver.format.codec import Inline
 from objstore_saver.storage import LocalStore, MeteredStore, S3Store
 from objstore_saver.storage.base import ObjectStore, PutMode
-from objstore_saver.storage.faults import FailWhere, Fault, FaultyStore, InjectedFaultError
+from objstore_saver.testing.faults import FailWhere, Fault, FaultyStore, InjectedFaultError
 
 
 @pytest.fixture(params=["local", "s3"])

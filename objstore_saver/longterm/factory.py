@@ -17,12 +17,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from objstore_saver.config import (
-    OBJSTORE_SAVER_URL,
-    Backends,
-    ConfigurationError,
-    choose_backend,
-)
+from objstore_saver.backend_choice import OBJSTORE_SAVER_URL, Backends, choose_backend
+from objstore_saver.errors import ConfigurationError
 from objstore_saver.longterm.store import ObjectStoreStore
 
 logger = logging.getLogger("objstore_saver.config")

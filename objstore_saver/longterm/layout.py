@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from objstore_saver.keys import token, untoken
+from objstore_saver.format.keys import token, untoken
 
 ROOT = "store/"
 ITEMS = ROOT + "it/"

@@ -28,8 +28,8 @@ from objstore_saver.longterm.records import (
     to_micros,
     ttl_micros,
 )
+from objstore_saver.plans.requests import Delete, Get, ListKeys, Plan, Put, run_batch, run_one
 from objstore_saver.storage.base import ListPage, ObjectInfo, PutMode, StorageError
-from objstore_saver.store_requests import Delete, Get, ListKeys, Plan, Put, run_batch, run_one
 
 #: Records beyond the newest snapshot before a writer compacts (N of §8.4).
 COMPACT_AFTER = 32

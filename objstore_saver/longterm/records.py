@@ -11,8 +11,8 @@ from typing import Any
 
 import msgpack
 
-from objstore_saver import codec
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec
 
 PUT = "put"
 DEL = "del"

@@ -31,12 +31,12 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from objstore_saver.construction import OnObjectStore
+from objstore_saver.constructors import OnObjectStore
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import plans, query
 from objstore_saver.longterm.records import Record, encode_value, to_datetime
+from objstore_saver.plans.requests import Plan
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.store_requests import Plan
 
 
 @dataclass

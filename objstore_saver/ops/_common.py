@@ -9,17 +9,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from objstore_saver.config import (
-    OBJSTORE_SAVER_URL,
-    POSTGRES_URL,
-    ConfigurationError,
-    redact_url,
-    store_from_url,
-)
+from objstore_saver.backend_choice import OBJSTORE_SAVER_URL, POSTGRES_URL
 from objstore_saver.driver import Driver
-from objstore_saver.errors import ObjstoreSaverError
+from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.urls import redact_url, store_from_url
 
 #: ``progress(done, total, item)``: called after each unit of work (usually a thread).
 ProgressCallback = Callable[[int, int | None, str], None]

@@ -17,8 +17,8 @@ from typing import Any
 
 import msgpack
 
-from objstore_saver.codec import Payload, payload_bytes
-from objstore_saver.split_values import TEXT_TYPE
+from objstore_saver.format.codec import Payload, payload_bytes
+from objstore_saver.format.split_values import TEXT_TYPE
 
 # Extension codes of LangGraph's JsonPlusSerializer (langgraph.checkpoint.serde.jsonplus).
 _EXT_CONSTRUCTOR_SINGLE_ARG = 0

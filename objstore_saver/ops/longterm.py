@@ -28,7 +28,7 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.store_requests import Get, run_batch, run_one
+from objstore_saver.plans.requests import Get, run_batch, run_one
 
 SubPlan = Generator[Any, list[Any] | None, Any]
 

@@ -12,8 +12,9 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from objstore_saver import codec, keys, plans
+from objstore_saver import plans
 from objstore_saver.driver import Driver
+from objstore_saver.format import codec, keys
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -24,8 +25,8 @@ from objstore_saver.ops._common import (
     open_saver,
 )
 from objstore_saver.ops.views import thread_prefixes
+from objstore_saver.plans.requests import Get, ListKeys, run_one
 from objstore_saver.saver import ObjectStoreSaver
-from objstore_saver.store_requests import Get, ListKeys, run_one
 
 #: Defaults of the daily retention job (issue 4 §2b).
 DEFAULT_KEEP_LAST = 20

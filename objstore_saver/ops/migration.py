@@ -21,9 +21,9 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
 
-from objstore_saver import codec, keys
-from objstore_saver.config import POSTGRES_URL, redact_url
+from objstore_saver.backend_choice import POSTGRES_URL
 from objstore_saver.driver import Driver
+from objstore_saver.format import codec, keys
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -36,8 +36,9 @@ from objstore_saver.ops._common import (
     redact_error,
 )
 from objstore_saver.ops.views import thread_prefixes
+from objstore_saver.plans.requests import Get, list_all, run_one
 from objstore_saver.saver import ObjectStoreSaver
-from objstore_saver.store_requests import Get, list_all, run_one
+from objstore_saver.storage.urls import redact_url
 
 SOURCES = ("postgres", "sqlite", "saver", "objstore")
 

@@ -14,8 +14,10 @@ from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from objstore_saver import codec, keys, plans
-from objstore_saver.codec import (
+from objstore_saver import plans
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import (
     Entry,
     Inline,
     ListObj,
@@ -26,7 +28,6 @@ from objstore_saver.codec import (
     SplitObj,
     ValueObj,
 )
-from objstore_saver.errors import CorruptObjectError
 from objstore_saver.longterm import layout as longterm_layout
 from objstore_saver.ops._common import (
     CancelCheck,
@@ -38,8 +39,8 @@ from objstore_saver.ops._common import (
     open_store,
 )
 from objstore_saver.ops.decode import STRUCTURAL, decode_payload, jsonable
+from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch, run_one
 from objstore_saver.storage.base import ObjectInfo
-from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
 
 SubPlan = Generator[Any, list[Any] | None, Any]
 

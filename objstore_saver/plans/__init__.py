@@ -1,8 +1,8 @@
 """Pure plans of the spec's algorithms (§6), one module per concern.
 
-Each plan is a generator: it yields :class:`~objstore_saver.store_requests.Batch`
+Each plan is a generator: it yields :class:`~objstore_saver.plans.requests.Batch`
 requests and receives their results, or yields
-:class:`~objstore_saver.store_requests.Emit` items for its caller. It never
+:class:`~objstore_saver.plans.requests.Emit` items for its caller. It never
 performs I/O, so the blocking and the asyncio saver run the very same code
 through :class:`~objstore_saver.driver.Driver`.
 

@@ -13,15 +13,15 @@ from langgraph.checkpoint.base import (
     SerializerProtocol,
 )
 
-from objstore_saver.gate import Hold, LargeValueGate
-from objstore_saver.memory import (
+from objstore_saver.caches.facts import (
     BoundedSet,
-    ElementMemory,
-    EntryMemory,
-    HeadMemory,
-    ObjectMemory,
+    ElementCache,
+    EntryCache,
+    HeadCache,
+    ObjectCache,
 )
-from objstore_saver.store_requests import (
+from objstore_saver.large_value_gate import Hold, LargeValueGate
+from objstore_saver.plans.requests import (
     Batch,
     Emit,
 )
@@ -48,10 +48,10 @@ class Context:
     """
 
     serde: SerializerProtocol
-    objects: ObjectMemory = field(default_factory=ObjectMemory)
-    entries: EntryMemory = field(default_factory=EntryMemory)
-    elements: ElementMemory = field(default_factory=ElementMemory)
-    heads: HeadMemory = field(default_factory=HeadMemory)
+    objects: ObjectCache = field(default_factory=ObjectCache)
+    entries: EntryCache = field(default_factory=EntryCache)
+    elements: ElementCache = field(default_factory=ElementCache)
+    heads: HeadCache = field(default_factory=HeadCache)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
     reuse_window: float = REUSE_WINDOW

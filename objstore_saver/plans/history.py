@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import (
     PendingWrite,
 )
 
-from objstore_saver import codec, keys
+from objstore_saver.format import codec, keys
 from objstore_saver.plans.context import Context, Step
 from objstore_saver.plans.reading import (
     effective_writes,
@@ -21,12 +21,12 @@ from objstore_saver.plans.reading import (
     materialize,
     read_manifest,
 )
-from objstore_saver.plans.scope import scope_of
-from objstore_saver.store_requests import (
+from objstore_saver.plans.requests import (
     Get,
     list_all,
     run_batch,
 )
+from objstore_saver.plans.scope import scope_of
 
 
 def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:

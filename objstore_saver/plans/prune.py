@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from objstore_saver import codec, keys
-from objstore_saver.codec import (
-    Manifest,
-)
 from objstore_saver.errors import (
     MissingObjectError,
+)
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import (
+    Manifest,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.reading import (
@@ -25,15 +25,7 @@ from objstore_saver.plans.reading import (
     read_manifest,
     read_metadata,
 )
-from objstore_saver.plans.threads import (
-    ThreadListing,
-    delete_keys,
-    delete_listing,
-    list_thread,
-    oldest_first,
-)
-from objstore_saver.storage.base import ObjectInfo
-from objstore_saver.store_requests import (
+from objstore_saver.plans.requests import (
     Batch,
     Get,
     ListKeys,
@@ -42,6 +34,14 @@ from objstore_saver.store_requests import (
     run_batch,
     run_one,
 )
+from objstore_saver.plans.threads import (
+    ThreadListing,
+    delete_keys,
+    delete_listing,
+    list_thread,
+    oldest_first,
+)
+from objstore_saver.storage.base import ObjectInfo
 
 
 def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:

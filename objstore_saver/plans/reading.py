@@ -12,8 +12,15 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from objstore_saver import codec, keys, split_values
-from objstore_saver.codec import (
+from objstore_saver.caches.facts import (
+    CheckpointEntries,
+)
+from objstore_saver.errors import (
+    CorruptObjectError,
+    MissingObjectError,
+)
+from objstore_saver.format import codec, keys, split_values
+from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
     Inline,
@@ -28,17 +35,8 @@ from objstore_saver.codec import (
     ValueObj,
     WriteObj,
 )
-from objstore_saver.errors import (
-    CorruptObjectError,
-    MissingObjectError,
-)
-from objstore_saver.memory import (
-    CheckpointEntries,
-)
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
-from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
-from objstore_saver.storage.base import ListPage
-from objstore_saver.store_requests import (
+from objstore_saver.plans.requests import (
     Batch,
     Emit,
     Get,
@@ -48,6 +46,8 @@ from objstore_saver.store_requests import (
     run_batch_while,
     run_one,
 )
+from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
+from objstore_saver.storage.base import ListPage
 
 
 def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:

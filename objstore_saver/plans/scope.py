@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from langchain_core.runnables import RunnableConfig
 
-from objstore_saver import keys
 from objstore_saver.errors import (
     InvalidIdentifierError,
 )
+from objstore_saver.format import keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,20 +6,19 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from objstore_saver import codec, keys
-from objstore_saver.codec import (
-    Manifest,
-)
 from objstore_saver.errors import (
     CheckpointConflictError,
     CorruptObjectError,
     InvalidIdentifierError,
     MissingObjectError,
 )
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import (
+    Manifest,
+)
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.reading import decode_checked_manifest, read_metadata
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
-from objstore_saver.store_requests import (
+from objstore_saver.plans.requests import (
     Batch,
     Delete,
     Get,
@@ -29,6 +28,7 @@ from objstore_saver.store_requests import (
     run_batch,
     run_one,
 )
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
 
 
 @dataclass

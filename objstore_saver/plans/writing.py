@@ -14,15 +14,16 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from objstore_saver import (
-    codec,
-    keys,
-    list_encoding,
-    message_state,
-    split_values,
-    value_encoding,
+from objstore_saver.caches import message_keys
+from objstore_saver.caches.facts import CheckpointEntries, ElementCache
+from objstore_saver.errors import (
+    CheckpointConflictError,
+    InvalidIdentifierError,
+    MissingObjectError,
+    ObjstoreSaverError,
 )
-from objstore_saver.codec import (
+from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
+from objstore_saver.format.codec import (
     Encoded,
     Entry,
     Inline,
@@ -30,15 +31,8 @@ from objstore_saver.codec import (
     PartObj,
     Ref,
 )
-from objstore_saver.errors import (
-    CheckpointConflictError,
-    InvalidIdentifierError,
-    MissingObjectError,
-    ObjstoreSaverError,
-)
-from objstore_saver.gate import Hold
-from objstore_saver.list_encoding import EncodedElement
-from objstore_saver.memory import CheckpointEntries, ElementMemory
+from objstore_saver.format.list_encoding import EncodedElement
+from objstore_saver.large_value_gate import Hold
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.reading import (
     child_refs,
@@ -47,15 +41,15 @@ from objstore_saver.plans.reading import (
     materialize,
     read_manifest,
 )
-from objstore_saver.plans.scope import checkpoint_config, scope_of
-from objstore_saver.storage.base import PutMode
-from objstore_saver.store_requests import (
+from objstore_saver.plans.requests import (
     Batch,
     Get,
     Put,
     run_batch,
     run_one,
 )
+from objstore_saver.plans.scope import checkpoint_config, scope_of
+from objstore_saver.storage.base import PutMode
 
 #: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
 REMEMBERED_MANIFEST_MAX = 16 * 1024
@@ -67,7 +61,7 @@ class _StreamedFirst:
     """An element cache that answers first from the elements just streamed."""
 
     def __init__(
-        self, streamed: dict[tuple[str, bytes], EncodedElement], inner: ElementMemory
+        self, streamed: dict[tuple[str, bytes], EncodedElement], inner: ElementCache
     ) -> None:
         self._streamed = streamed
         self._inner = inner
@@ -186,12 +180,12 @@ def _serialize_elements(
     """Each element serialized, and the large texts of those to split (not serialized).
 
     A message serialized before by this process, in the same state, is not
-    serialized again (:mod:`objstore_saver.message_state`): it was not split
+    serialized again (:mod:`objstore_saver.caches.message_keys`): it was not split
     then, and it holds the same text now.
     """
     memory = ctx.elements.serialized
-    if message_state.applies_to(ctx.serde):
-        state_keys, pairs = message_state.known_pairs(value, memory.get)
+    if message_keys.applies_to(ctx.serde):
+        state_keys, pairs = message_keys.known_pairs(value, memory.get)
     else:
         state_keys, pairs = [None] * len(value), [None] * len(value)
     elements: list[tuple[str, bytes]] = []

@@ -23,6 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+# Re-exported: the protocol's errors, defined with the package's other errors.
+from objstore_saver.errors import InvalidKeyError as InvalidKeyError
+from objstore_saver.errors import ObjectExistsError as ObjectExistsError
+from objstore_saver.errors import ObjectNotFoundError as ObjectNotFoundError
+from objstore_saver.errors import StorageError as StorageError
+from objstore_saver.errors import StoreUnavailableError as StoreUnavailableError
 from objstore_saver.storage.worker_pool import shared_pool
 
 T = TypeVar("T")
@@ -54,42 +60,6 @@ class ListPage:
     objects: list[ObjectInfo]
     truncated: bool
     """True when more keys may follow the last one of this page."""
-
-
-class StorageError(Exception):
-    """Base class of every error a backend raises on purpose.
-
-    The message names the backend location (bucket or directory) and the key.
-    """
-
-
-class ObjectNotFoundError(StorageError, KeyError):
-    """``get`` asked for a key that holds no object."""
-
-    def __init__(self, location: str, key: str) -> None:
-        self.location = location
-        self.key = key
-        super().__init__(f"no object at key {key!r} in {location}")
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
-
-
-class ObjectExistsError(StorageError):
-    """A create-only ``put`` found an object already stored at the key."""
-
-    def __init__(self, location: str, key: str) -> None:
-        self.location = location
-        self.key = key
-        super().__init__(f"an object already exists at key {key!r} in {location}")
-
-
-class InvalidKeyError(StorageError, ValueError):
-    """A key the backend cannot store (empty, too long, unsafe characters)."""
-
-
-class StoreUnavailableError(StorageError):
-    """The store cannot be reached or used (missing bucket, denied, endpoint down)."""
 
 
 #: Largest number of keys one ``delete`` call sends in one request on S3.

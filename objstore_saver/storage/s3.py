@@ -56,6 +56,7 @@ from objstore_saver.storage.s3_common import (
     at_least_one,
     bucket_prefix,
     checked_encryption,
+    configured_endpoint,
     positive_seconds,
     public_url,
 )
@@ -121,6 +122,11 @@ def _build_client(
         "read_timeout": read_timeout,
         "max_pool_connections": max_pool_connections,
     }
+    session = boto3.session.Session()
+    # Resolved here as the lean transport resolves it, so a configured endpoint
+    # (argument or environment) also selects path-style addressing, which MinIO
+    # and most S3-compatible servers need.
+    endpoint_url, _ = configured_endpoint(endpoint_url, session)
     if endpoint_url is not None:
         if urlsplit(endpoint_url).username is not None:
             raise ValueError(
@@ -128,7 +134,7 @@ def _build_client(
                 "credentials through boto3's chain (environment, profile, role) instead"
             )
         options["s3"] = {"addressing_style": "path"}
-    return boto3.session.Session().client(
+    return session.client(
         "s3",
         endpoint_url=endpoint_url,
         region_name=region_name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import os
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -213,3 +214,31 @@ def at_least_one(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     return value
+
+
+#: Environment variables naming the endpoint, most specific first (as boto3 reads them).
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def botocore_session(session: Any) -> Any:
+    """The botocore session of a boto3 one, or ``session`` itself."""
+    return getattr(session, "_session", session)
+
+
+def configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | None, str]:
+    """The endpoint an S3 store talks to and the name of where it came from.
+
+    The one place both transports resolve it. Precedence: the argument, then
+    ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then none (AWS itself);
+    the variables are ignored when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or
+    the profile's ``ignore_configured_endpoint_urls``) is true, as in boto3.
+    """
+    if endpoint_url is not None:
+        return endpoint_url, "endpoint_url"
+    if botocore_session(session).get_config_variable("ignore_configured_endpoint_urls"):
+        return None, ""
+    for name in ENDPOINT_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value, name
+    return None, ""

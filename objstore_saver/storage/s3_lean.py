@@ -35,8 +35,10 @@ from objstore_saver.storage.s3_common import (
     DEFAULT_READ_TIMEOUT,
     S3Encryption,
     at_least_one,
+    botocore_session,
     bucket_prefix,
     checked_encryption,
+    configured_endpoint,
     positive_seconds,
     public_url,
 )
@@ -69,34 +71,8 @@ _EXCHANGES: dict[str, Callable[..., Exchange[Any]]] = {
 }
 
 
-#: Environment variables naming the endpoint, most specific first (as boto3 reads them).
-ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 #: Environment variables naming the region, most specific first.
 REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
-
-
-def _botocore_session(session: Any) -> Any:
-    """The botocore session of a boto3 one, or ``session`` itself."""
-    return getattr(session, "_session", session)
-
-
-def _configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | None, str]:
-    """The endpoint and the name of where it came from, for error messages.
-
-    Precedence: the argument, then ``AWS_ENDPOINT_URL_S3``, then
-    ``AWS_ENDPOINT_URL``, then none (AWS itself); the variables are ignored
-    when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
-    ``ignore_configured_endpoint_urls``) is true, as in boto3.
-    """
-    if endpoint_url is not None:
-        return endpoint_url, "endpoint_url"
-    if _botocore_session(session).get_config_variable("ignore_configured_endpoint_urls"):
-        return None, ""
-    for name in ENDPOINT_ENV:
-        value = os.environ.get(name)
-        if value:
-            return value, name
-    return None, ""
 
 
 def _configured_region(region_name: str | None, session: Any) -> str:
@@ -108,7 +84,7 @@ def _configured_region(region_name: str | None, session: Any) -> str:
     """
     if region_name is not None:
         return region_name
-    core = _botocore_session(session)
+    core = botocore_session(session)
     candidates = [core.get_config_variable("region", methods=("instance",))]
     candidates += [os.environ.get(name) for name in REGION_ENV]
     candidates.append(core.get_config_variable("region"))
@@ -276,7 +252,7 @@ class LeanS3Store:
             )
         session = botocore.session.Session() if session is None else session
         region_name = _configured_region(region_name, session)
-        endpoint_url, endpoint_source = _configured_endpoint(endpoint_url, session)
+        endpoint_url, endpoint_source = configured_endpoint(endpoint_url, session)
         addressing = _addressing(bucket, endpoint_url, region_name, endpoint_source)
         location = f"s3://{bucket}/{prefix}"
         if endpoint_url is not None:

@@ -13,9 +13,10 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from objstore_saver import codec, keys, plans
+from objstore_saver import plans
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, ObjstoreSaverError
+from objstore_saver.format import codec, keys
 from objstore_saver.longterm.records import to_micros
 from objstore_saver.ops._common import never_cancel, no_progress
 from objstore_saver.ops.views import (
@@ -25,8 +26,8 @@ from objstore_saver.ops.views import (
     du_plan,
     resolve_entries,
 )
+from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.store_requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.verify import verify as verify_plan
 from objstore_saver.viewer import longterm
 from objstore_saver.viewer.reading import REFERRER_MANIFESTS, checkpoint_plan, referrers_plan

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from objstore_saver import codec, keys, plans
-from objstore_saver.codec import Entry, Ref
+from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import Entry, Ref
 from objstore_saver.ops.views import READ_AHEAD, SubPlan, describe_entry, resolve_entries
-from objstore_saver.store_requests import Get, ListKeys, list_all, run_batch, run_one
+from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch, run_one
 
 #: Manifests of the thread scanned per referrers request (the page links to the next ones).
 REFERRER_MANIFESTS = 50

@@ -18,8 +18,8 @@ from typing import Generic, TypeVar
 
 import zstandard
 
+from objstore_saver.caches.fifo import BoundedFifo
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.fifo import BoundedFifo
 
 ZSTD_LEVEL = 3
 
@@ -33,11 +33,11 @@ D1_SHA256 = "386e967d8d7c7fb69980de4a817ff6bb46214474daefa42c07b8653602f59ce1"
 
 
 def _load_d1() -> zstandard.ZstdCompressionDict:
-    data = resources.files("objstore_saver").joinpath("zdict/d1.bin").read_bytes()
+    data = resources.files("objstore_saver.format").joinpath("zdict/d1.bin").read_bytes()
     if hashlib.sha256(data).hexdigest() != D1_SHA256:
         raise RuntimeError(
-            "objstore_saver/zdict/d1.bin does not match its SHA-256 in compression.D1_SHA256: "
-            "the installed package is damaged; reinstall objstore-saver"
+            "objstore_saver/format/zdict/d1.bin does not match its SHA-256 in "
+            "compression.D1_SHA256: the installed package is damaged; reinstall objstore-saver"
         )
     return zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator
 from itertools import chain
 
-from objstore_saver import codec, compression, split_values
+from objstore_saver.format import codec, compression, split_values
 
 
 def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 import msgpack
 
-from objstore_saver import compression, keys
-from objstore_saver.compression import ENCODINGS, RAW
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.format import compression, keys
+from objstore_saver.format.compression import ENCODINGS, RAW
 
 FORMAT_VERSION = 1
 #: Serialized values up to this size are inline (in the manifest, write or chunk).

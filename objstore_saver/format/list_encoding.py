@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from objstore_saver import codec, value_encoding
+from objstore_saver.format import codec, value_encoding
 
 
 @dataclass(frozen=True, slots=True)

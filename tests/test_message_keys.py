@@ -1,4 +1,4 @@
-"""Messages serialized once per process, looked up by state key (message_state).
+"""Messages serialized once per process, looked up by state key (caches.message_keys).
 
 A long conversation's messages are serialized at every put. The saver keeps
 their bytes by state key (class + exact encoding of the fields), so an
@@ -29,7 +29,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from objstore_saver import LocalStore, ObjectStoreSaver, message_state
+from objstore_saver import LocalStore, ObjectStoreSaver
+from objstore_saver.caches import message_keys
 
 SERDE = JsonPlusSerializer()
 
@@ -61,7 +62,7 @@ LOOKALIKES: list[tuple[Any, Any]] = [
 
 def _keys_tell_apart(a: Any, b: Any) -> None:
     """Equal state keys must mean equal serialized bytes."""
-    ka, kb = message_state.state_key(a), message_state.state_key(b)
+    ka, kb = message_keys.state_key(a), message_keys.state_key(b)
     if ka is not None and ka == kb:
         assert SERDE.dumps_typed(a) == SERDE.dumps_typed(b)
 
@@ -70,7 +71,7 @@ def _keys_tell_apart(a: Any, b: Any) -> None:
 def test_lookalike_fields_never_share_a_key(x: Any, y: Any) -> None:
     a = HumanMessage("hi", additional_kwargs={"v": x})
     b = HumanMessage("hi", additional_kwargs={"v": y})
-    ka, kb = message_state.state_key(a), message_state.state_key(b)
+    ka, kb = message_keys.state_key(a), message_keys.state_key(b)
     if SERDE.dumps_typed(a) != SERDE.dumps_typed(b):
         assert ka != kb
 
@@ -123,7 +124,7 @@ def test_equal_state_keys_mean_equal_bytes(a: Any, b: Any) -> None:
     # A message and an in-place changed copy of it.
     c = a.model_copy(deep=True)
     c.additional_kwargs["a"] = [True] if c.additional_kwargs.get("a") != [True] else [1]
-    assert message_state.state_key(a) != message_state.state_key(c)
+    assert message_keys.state_key(a) != message_keys.state_key(c)
 
 
 class Note(pydantic.BaseModel):
@@ -131,19 +132,19 @@ class Note(pydantic.BaseModel):
 
 
 def test_what_has_no_state_key() -> None:
-    assert message_state.state_key(Note(text="a")) is None  # not a LangChain message
-    assert message_state.state_key({"content": "a"}) is None
+    assert message_keys.state_key(Note(text="a")) is None  # not a LangChain message
+    assert message_keys.state_key({"content": "a"}) is None
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    assert message_state.state_key(HumanMessage("a", additional_kwargs={"at": when})) is None
+    assert message_keys.state_key(HumanMessage("a", additional_kwargs={"at": when})) is None
     assert (
-        message_state.state_key(HumanMessage("a", additional_kwargs={"n": Note(text="a")})) is None
+        message_keys.state_key(HumanMessage("a", additional_kwargs={"n": Note(text="a")})) is None
     )
-    assert message_state.state_key(HumanMessage("a")) is not None
+    assert message_keys.state_key(HumanMessage("a")) is not None
     # A large message: its key would be a second copy of it.
-    big = "x" * (message_state.STATE_MAX + 1)
-    assert message_state.state_key(HumanMessage(big)) is None
-    assert message_state.state_key(HumanMessage([{"type": "text", "text": big}])) is None
-    assert not message_state.applies_to(EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16))
+    big = "x" * (message_keys.STATE_MAX + 1)
+    assert message_keys.state_key(HumanMessage(big)) is None
+    assert message_keys.state_key(HumanMessage([{"type": "text", "text": big}])) is None
+    assert not message_keys.applies_to(EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16))
 
 
 def _chat(n: int) -> list[Any]:
@@ -209,17 +210,17 @@ def test_another_serializer_never_gets_remembered_bytes(tmp_path: Path) -> None:
 
 
 def test_known_pairs_keys_a_list_as_state_key_does_and_looks_up_only_keyed_values() -> None:
-    big = HumanMessage("x" * (message_state.STATE_MAX + 1))
+    big = HumanMessage("x" * (message_keys.STATE_MAX + 1))
     values = [HumanMessage("a"), Note(text="a"), AIMessage("b", id="m1"), big, {"content": "a"}]
     asked: list[Any] = []
-    remembered = {message_state.state_key(values[2]): ("msgpack", b"remembered")}
+    remembered = {message_keys.state_key(values[2]): ("msgpack", b"remembered")}
 
     def lookup(key: Any) -> Any:
         asked.append(key)
         return remembered.get(key)
 
-    keys, pairs = message_state.known_pairs(values, lookup)
-    assert keys == [message_state.state_key(v) for v in values]
+    keys, pairs = message_keys.known_pairs(values, lookup)
+    assert keys == [message_keys.state_key(v) for v in values]
     assert [k is None for k in keys] == [False, True, False, True, True]
     assert asked == [keys[0], keys[2]]
     assert pairs == [None, None, ("msgpack", b"remembered"), None, None]

@@ -19,6 +19,7 @@ from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
 from objstore_saver.storage.transports import open_s3_store
+from objstore_saver.storage.urls import store_from_url
 
 
 class OnObjectStore:
@@ -113,8 +114,6 @@ class OnObjectStore:
             StoreUnavailableError: the check failed; the message names the
                 bucket and the endpoint.
         """
-        from objstore_saver.config import store_from_url
-
         return cls(store_from_url(url, check=check), **kwargs)
 
     @classmethod

@@ -1,15 +1,15 @@
 """Bounded in-process memories of immutable facts (spec §6).
 
-* :class:`ObjectMemory` — per thread prefix, content-addressed objects that are
+* :class:`ObjectCache` — per thread prefix, content-addressed objects that are
   known to be stored, with their decoded form when it was fetched or written
   (bounded by bytes, least recently used out).
-* :class:`EntryMemory` — per checkpoint, its channel versions and entries, so a
+* :class:`EntryCache` — per checkpoint, its channel versions and entries, so a
   child checkpoint reuses them without serializing (bounded by count).
-* :class:`ElementMemory` — list elements already encoded, by serialized bytes,
+* :class:`ElementCache` — list elements already encoded, by serialized bytes,
   so a growing list compresses and hashes only its new elements (by bytes);
-  with its :class:`SealedMemory`, the chunks and nodes already sealed, so it
+  with its :class:`SealedCache`, the chunks and nodes already sealed, so it
   packs and hashes only its new chunk and nodes; and with its
-  :class:`SerializedMemory`, messages already serialized, by state key, so it
+  :class:`SerializedCache`, messages already serialized, by state key, so it
   serializes only its new messages.
 
 Both are thread-safe. They hold only facts about immutable objects; a delete or
@@ -28,15 +28,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from objstore_saver.codec import Entry, StoredObject, object_size
-from objstore_saver.fifo import BoundedFifo
-from objstore_saver.list_encoding import EncodedElement, SealedKey, SealedObject
-from objstore_saver.message_state import StateKey
+from objstore_saver.caches.fifo import BoundedFifo
+from objstore_saver.caches.message_keys import StateKey
+from objstore_saver.format.codec import Entry, StoredObject, object_size
+from objstore_saver.format.list_encoding import EncodedElement, SealedKey, SealedObject
 
 _KNOWN_ONLY_COST = 120
 
 
-class ObjectMemory:
+class ObjectCache:
     """Objects known to exist per thread, with decoded bodies when cheap to keep."""
 
     def __init__(
@@ -144,7 +144,7 @@ def _touched(items: OrderedDict[Any, Any], key: Any, max_items: int) -> None:
         items.popitem(last=False)
 
 
-class EntryMemory:
+class EntryCache:
     """Channel entries of recent checkpoints, keyed by manifest key."""
 
     def __init__(
@@ -184,7 +184,7 @@ class EntryMemory:
                 del self._items[k]
 
 
-class HeadMemory:
+class HeadCache:
     """The newest checkpoint id this process knows per (thread, namespace): a guess.
 
     A latest lookup checks the guess with its LIST (spec §6.2); a wrong or
@@ -237,7 +237,7 @@ class BoundedSet:
                 del self._items[item]
 
 
-class ElementMemory:
+class ElementCache:
     """Encoded list elements by (type, serialized bytes); first in, first out.
 
     A pure function cache: the encoding of given bytes never changes, so an
@@ -248,9 +248,9 @@ class ElementMemory:
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self._fifo: BoundedFifo[tuple[str, bytes], EncodedElement] = BoundedFifo(max_bytes)
-        self.sealed = SealedMemory(max_bytes)
+        self.sealed = SealedCache(max_bytes)
         """Chunks and nodes of the lists encoded, with a budget of its own."""
-        self.serialized = SerializedMemory(max_bytes)
+        self.serialized = SerializedCache(max_bytes)
         """Serialized messages by state key, with a budget of its own."""
 
     @property
@@ -266,10 +266,10 @@ class ElementMemory:
         self._fifo.put(key, value, cost)
 
 
-class SealedMemory:
+class SealedCache:
     """Sealed chunks and nodes by what they hold (element keys, subtree digests); FIFO.
 
-    A pure function cache like :class:`ElementMemory`: a chunk's bytes are a
+    A pure function cache like :class:`ElementCache`: a chunk's bytes are a
     function of its elements' serialized bytes, a node's of its subtrees'
     digests, so an entry is never stale. It saves packing and hashing every
     sealed object of a long list at each checkpoint.
@@ -294,11 +294,11 @@ class SealedMemory:
         self._fifo.put(key, value, held + 64 * len(key) + 200)
 
 
-class SerializedMemory:
+class SerializedCache:
     """Serialized messages (serializer type, bytes) by state key; FIFO.
 
-    A pure function cache like :class:`ElementMemory`: a message's bytes are a
-    function of its state key (:mod:`objstore_saver.message_state`), so an
+    A pure function cache like :class:`ElementCache`: a message's bytes are a
+    function of its state key (:mod:`objstore_saver.caches.message_keys`), so an
     entry is never stale. Only LangGraph's default serializer's bytes are kept.
     """
 

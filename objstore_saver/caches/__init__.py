@@ -1,0 +1,13 @@
+"""In-process caches: bounded, thread-safe, holding only facts about immutable things.
+
+* :mod:`~objstore_saver.caches.fifo`: a map with a byte budget, oldest out first
+  (the store under the pure-function caches).
+* :mod:`~objstore_saver.caches.facts`: what a saver knows is stored (objects,
+  checkpoints' entries, heads) and what it already encoded (list elements,
+  sealed chunks, serialized messages), with the reuse window of spec §6.9.
+* :mod:`~objstore_saver.caches.message_keys`: the state keys under which a
+  LangChain message's serialized bytes are cached.
+
+Nothing here is the long-term memory of LangGraph's ``BaseStore``
+(:mod:`objstore_saver.longterm`).
+"""

@@ -1,0 +1,218 @@
+"""Store URLs: ``s3://bucket/prefix?endpoint_url=...&region=...`` or ``file:///path``.
+
+:func:`parse_url` checks a URL and :func:`store_from_url` builds the
+:class:`~objstore_saver.storage.ObjectStore` it names. URLs never carry
+secrets: S3 credentials come from boto3's chain (``AWS_PROFILE``,
+``AWS_ACCESS_KEY_ID``, instance roles...), and the endpoint, when the URL
+names none, is resolved by the transport itself
+(:func:`~objstore_saver.storage.s3_common.configured_endpoint`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from objstore_saver.errors import ConfigurationError
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.local import LocalStore
+from objstore_saver.storage.transports import TRANSPORTS, open_s3_store
+
+__all__ = ["StoreURL", "parse_url", "redact_url", "store_from_url"]
+
+#: Query parameters an ``s3://`` URL accepts, with the aliases people type.
+_S3_PARAMS = {
+    "endpoint_url": "endpoint_url",
+    "endpoint": "endpoint_url",
+    "region": "region_name",
+    "region_name": "region_name",
+    "transport": "transport",
+}
+
+#: Query parameter names that would put a secret in the URL: refused.
+_SECRET_PARAMS = frozenset(
+    {
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "access_key",
+        "secret_key",
+        "secret",
+        "password",
+        "token",
+        "session_token",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURL:
+    """A parsed store URL: ``s3`` (bucket, prefix, endpoint, region) or ``file`` (path)."""
+
+    scheme: str
+    bucket: str = ""
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    path: str = ""
+    transport: str = "lean"
+
+    def __str__(self) -> str:
+        if self.scheme == "file":
+            return f"file://{self.path}"
+        query = []
+        if self.endpoint_url:
+            query.append(f"endpoint_url={self.endpoint_url}")
+        if self.region_name:
+            query.append(f"region={self.region_name}")
+        if self.transport != "lean":
+            query.append(f"transport={self.transport}")
+        tail = ("?" + "&".join(query)) if query else ""
+        return f"s3://{self.bucket}/{self.prefix}{tail}"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password (or whole user info) replaced by ``***``.
+
+    Works for ``postgresql://user:pw@host/db`` style URLs and leaves other
+    text unchanged; used before a URL goes into a message or a report.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.netloc or "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    safe = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    return urlunsplit((parts.scheme, safe, parts.path, parts.query, parts.fragment))
+
+
+def parse_url(url: str) -> StoreURL:
+    """Parse an object store URL.
+
+    Args:
+        url: ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME&transport=T]``
+            or ``file:///absolute/path`` (``file://relative`` is refused).
+            ``transport`` is ``lean`` (default: :class:`~objstore_saver.storage.LeanS3Store`,
+            native async, about a quarter of boto3's client CPU per request) or
+            ``boto3`` (:class:`~objstore_saver.storage.S3Store`).
+
+    Raises:
+        ConfigurationError: unknown scheme, missing bucket or path, credentials
+            in the URL, or an unknown query parameter. The message names the
+            URL (without credentials).
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigurationError("object store URL is empty: use s3://bucket/prefix or file:///dir")
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"object store URL {redact_url(url)!r} is invalid: {exc}"
+        ) from None
+    shown = redact_url(url)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(
+            f"object store URL {shown!r} carries credentials: URLs must not hold secrets; "
+            "use boto3's credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "an instance role) instead"
+        )
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ConfigurationError(
+                f"object store URL {shown!r}: a file URL is file:///absolute/path "
+                f"(found host {parts.netloc!r})"
+            )
+        if parts.query:
+            raise ConfigurationError(f"object store URL {shown!r}: file URLs take no query")
+        path = unquote(parts.path)
+        if not path or path == "/":
+            raise ConfigurationError(f"object store URL {shown!r} names no directory")
+        return StoreURL("file", path=path)
+    if parts.scheme != "s3":
+        raise ConfigurationError(
+            f"object store URL {shown!r}: unknown scheme {parts.scheme!r}; "
+            "use s3://bucket/prefix or file:///dir"
+        )
+    bucket = parts.netloc
+    if not bucket:
+        raise ConfigurationError(f"object store URL {shown!r} names no bucket")
+    options: dict[str, str] = {}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+        lowered = name.lower()
+        if lowered in _SECRET_PARAMS:
+            raise ConfigurationError(
+                f"object store URL s3://{bucket}/... carries the secret parameter {name!r}: "
+                "URLs must not hold secrets; use boto3's credential chain instead"
+            )
+        if lowered not in _S3_PARAMS:
+            raise ConfigurationError(
+                f"object store URL {shown!r}: unknown parameter {name!r} "
+                f"(known: endpoint_url, region, transport)"
+            )
+        if not value:
+            raise ConfigurationError(f"object store URL {shown!r}: parameter {name!r} is empty")
+        options[_S3_PARAMS[lowered]] = value
+    endpoint = options.get("endpoint_url")
+    if endpoint is not None:
+        ep = urlsplit(endpoint)
+        if ep.username is not None or ep.password is not None:
+            raise ConfigurationError(
+                f"object store URL s3://{bucket}/...: endpoint_url carries credentials; "
+                "use boto3's credential chain instead"
+            )
+        if ep.scheme not in ("http", "https") or not ep.netloc:
+            raise ConfigurationError(
+                f"object store URL {shown!r}: endpoint_url {endpoint!r} is not an http(s) URL"
+            )
+    transport = options.get("transport", "lean")
+    if transport not in TRANSPORTS:
+        raise ConfigurationError(
+            f"object store URL {shown!r}: unknown transport {transport!r} "
+            f"(known: {', '.join(TRANSPORTS)})"
+        )
+    return StoreURL(
+        "s3",
+        bucket=bucket,
+        prefix=unquote(parts.path).lstrip("/"),
+        endpoint_url=endpoint,
+        region_name=options.get("region_name"),
+        transport=transport,
+    )
+
+
+def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> ObjectStore:
+    """Build the store a URL names and, by default, check it can be used.
+
+    Args:
+        url: See :func:`parse_url`.
+        check: For S3, send one ``HeadBucket`` so a missing bucket, a denied
+            access, a wrong region or an endpoint that is down fails here, with
+            one message naming bucket and endpoint, not at the first turn.
+        **s3_options: Extra options of the transport's store
+            (:class:`~objstore_saver.storage.LeanS3Store` or
+            :class:`~objstore_saver.storage.S3Store`).
+
+    Raises:
+        ConfigurationError: the URL is invalid.
+        StoreUnavailableError: the check failed.
+    """
+    spec = parse_url(url)
+    if spec.scheme == "file":
+        return LocalStore(spec.path)
+    # Without endpoint_url in the URL, the transport resolves the configured
+    # endpoint itself (AWS_ENDPOINT_URL_S3...), as a store built directly does.
+    store = open_s3_store(
+        spec.bucket,
+        spec.prefix,
+        transport=spec.transport,
+        endpoint_url=spec.endpoint_url,
+        region_name=spec.region_name,
+        **s3_options,
+    )
+    if check:
+        store.check()
+    return store
