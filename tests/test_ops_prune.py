@@ -16,7 +16,6 @@ from objstore_saver.format import keys as k
 from objstore_saver.ops import JobError, OpsConfig, prune
 from objstore_saver.ops.maintain import (
     _all_thread_ids,
-    _core_prune_takes_keep_last,
     parse_duration,
 )
 from objstore_saver.storage import LocalStore, MeteredStore, S3Store
@@ -39,11 +38,6 @@ def _files(tmp_path: Path) -> list[str]:
 def _root_checkpoints(tmp_path: Path, thread: str) -> int:
     store = LocalStore(tmp_path / "store")
     return len(store.list(k.manifests_prefix(thread, "")).objects)
-
-
-def _core_has_keep_last(config: OpsConfig) -> bool:
-    with ObjectStoreSaver.from_url(config.require_url()) as saver:
-        return _core_prune_takes_keep_last(saver)
 
 
 def test_dry_run_deletes_nothing(config: OpsConfig, tmp_path: Path) -> None:
@@ -69,14 +63,8 @@ def test_apply_keeps_the_newest_and_the_state_reads_back(config: OpsConfig, tmp_
 
 
 def test_keep_last_n(config: OpsConfig, tmp_path: Path) -> None:
-    if _core_has_keep_last(config):
-        prune(["long"], keep_last=3, min_age=0, apply=True, config=config)
-        assert _root_checkpoints(tmp_path, "long") == 3
-    else:
-        # Until the core prune takes keep_last, the job refuses rather than keep only one.
-        with pytest.raises(JobError, match="keep-last 3"):
-            prune(["long"], keep_last=3, min_age=0, apply=True, config=config)
-        assert _root_checkpoints(tmp_path, "long") == 12
+    prune(["long"], keep_last=3, min_age=0, apply=True, config=config)
+    assert _root_checkpoints(tmp_path, "long") == 3
 
 
 def test_cancel_between_threads(config: OpsConfig) -> None:

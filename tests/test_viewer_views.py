@@ -12,7 +12,7 @@ from viewer_graphs import HOSTILE, Server, nested_subgraphs, tool_use
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.driver import Driver
-from objstore_saver.ops.views import show_plan
+from objstore_saver.ops.checkpoint_reading import checkpoint_plan
 from objstore_saver.storage import LocalStore, MeteredStore
 from objstore_saver.storage.base import ObjectStore, PutMode
 
@@ -148,7 +148,7 @@ def test_checkpoint_page_costs_what_show_costs_until_an_object_is_corrupt(
     metered = MeteredStore(server.metered.inner)
     driver = Driver(metered)
     try:
-        assert driver.run(show_plan("hostile", cid, "")) is not None
+        assert driver.run(checkpoint_plan("hostile", cid, "")) is not None
     finally:
         driver.close()
     show_cost = metered.snapshot()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,8 @@ from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.urls import redact_url, store_from_url
 
+#: A plan of an operator job (request batches in, results out; run by a Driver).
+SubPlan = Generator[Any, list[Any] | None, Any]
 #: ``progress(done, total, item)``: called after each unit of work (usually a thread).
 ProgressCallback = Callable[[int, int | None, str], None]
 #: ``should_cancel()``: polled between threads; True stops the job cleanly.

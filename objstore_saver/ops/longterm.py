@@ -12,7 +12,7 @@ keys each), never by one GET per item. ``store_sweep`` is a dry run unless
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,13 +24,12 @@ from objstore_saver.ops._common import (
     JobError,
     OpsConfig,
     ProgressCallback,
+    SubPlan,
     never_cancel,
     no_progress,
     open_store,
 )
 from objstore_saver.plans.requests import Get, run_batch, run_one
-
-SubPlan = Generator[Any, list[Any] | None, Any]
 
 #: Items per page of ``store_ls`` unless told.
 DEFAULT_PAGE = 100

@@ -7,9 +7,7 @@ stop between threads when cancelled and return JSON-serializable reports.
 
 from __future__ import annotations
 
-import inspect
 import re
-from datetime import timedelta
 from typing import Any
 
 from objstore_saver import plans
@@ -26,7 +24,6 @@ from objstore_saver.ops._common import (
 )
 from objstore_saver.ops.views import thread_prefixes
 from objstore_saver.plans.requests import Get, ListKeys, run_one
-from objstore_saver.saver import ObjectStoreSaver
 
 #: Defaults of the daily retention job (issue 4 §2b).
 DEFAULT_KEEP_LAST = 20
@@ -78,43 +75,6 @@ def _all_thread_ids(driver: Driver) -> list[str]:
         return ids
 
     return driver.run(plan())
-
-
-def _core_prune_takes_keep_last(saver: ObjectStoreSaver) -> bool:
-    params = inspect.signature(saver.prune).parameters
-    return {"keep_last", "min_age", "dry_run"} <= set(params)
-
-
-def _legacy_prune(
-    saver: ObjectStoreSaver,
-    driver: Driver,
-    thread_id: str,
-    keep_last: int,
-    min_age: float,
-    apply: bool,
-) -> dict[str, Any]:
-    """Prune through the core's older ``keep_latest`` signature (see the report's ``mode``)."""
-    listing = driver.run(plans.list_thread(keys.thread_prefix(thread_id)))
-    root = keys.manifests_prefix(thread_id, "")
-    roots = [o for o in listing.manifests if o.key.startswith(root)]  # newest first
-    doomed = roots[keep_last:]  # min_age protects values, not checkpoints
-    report = {
-        "thread_id": thread_id,
-        "root_checkpoints": len(roots),
-        "root_checkpoints_to_delete": len(doomed),
-        "objects": len(listing.objects),
-        "mode": "estimate from listing (core prune has no keep_last yet)",
-    }
-    if apply:
-        if keep_last != 1:
-            raise JobError(
-                "this objstore-saver's core prune keeps only the latest checkpoint; "
-                f"--keep-last {keep_last} needs the two-phase prune (keep_last/min_age)"
-            )
-        saver.prune_grace = timedelta(seconds=min_age)
-        saver.prune([thread_id])
-        report["applied"] = True
-    return report
 
 
 def prune(
@@ -177,23 +137,16 @@ def prune(
         driver = Driver(saver.store, max_workers=4)
         try:
             ids = list(thread_ids) if thread_ids else _all_thread_ids(driver)
-            core = _core_prune_takes_keep_last(saver)
-            if rules and not core:
-                raise JobError("this objstore-saver's core prune has no idle or age rule")
             rows: list[dict[str, Any]] = []
             cancelled = False
             for i, tid in enumerate(ids):
                 if should_cancel():
                     cancelled = True
                     break
-                if core:
-                    result = saver.prune(  # type: ignore[call-arg]
-                        [tid], keep_last=keep_last, min_age=min_age, dry_run=not apply, **rules
-                    )
-                    rows += result.get("threads") or [{"thread_id": tid}]
-                else:
-                    assert keep_last is not None  # checked above: no rules without the core
-                    rows.append(_legacy_prune(saver, driver, tid, keep_last, min_age, apply))
+                result = saver.prune(
+                    [tid], keep_last=keep_last, min_age=min_age, dry_run=not apply, **rules
+                )
+                rows += result.get("threads") or [{"thread_id": tid}]
                 progress(i + 1, len(ids), tid)
         finally:
             driver.close()
@@ -226,10 +179,7 @@ def verify(thread_id: str | None = None, *, config: OpsConfig | None = None) -> 
     """
     config = config or OpsConfig.from_env()
     with open_saver(config) as saver:
-        run = getattr(saver, "verify", None)
-        if run is None:
-            raise JobError("this objstore-saver has no core verify (ObjectStoreSaver.verify)")
-        report = run(thread_id).to_dict()
+        report = saver.verify(thread_id).to_dict()
         report.setdefault("store", saver.store.location)
         return report
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from objstore_saver.ops._common import (
     JobError,
     OpsConfig,
     ProgressCallback,
+    SubPlan,
     never_cancel,
     no_progress,
     open_saver,
@@ -41,8 +42,6 @@ from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.urls import redact_url
 
 SOURCES = ("postgres", "sqlite", "saver", "objstore")
-
-SubPlan = Generator[Any, list[Any] | None, Any]
 
 
 @dataclass

@@ -8,11 +8,9 @@ user class is imported.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
 from datetime import datetime
 from typing import Any
 
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
@@ -24,7 +22,6 @@ from objstore_saver.format.codec import (
     NodeObj,
     PartObj,
     PartsObj,
-    Ref,
     SplitObj,
     ValueObj,
 )
@@ -34,63 +31,22 @@ from objstore_saver.ops._common import (
     JobError,
     OpsConfig,
     ProgressCallback,
+    SubPlan,
     never_cancel,
     no_progress,
     open_store,
 )
-from objstore_saver.ops.decode import STRUCTURAL, decode_payload, jsonable
-from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch, run_one
+from objstore_saver.ops.checkpoint_reading import checkpoint_plan, resolve_entries
+from objstore_saver.ops.decode import decode_payload, jsonable
+from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectInfo
-
-SubPlan = Generator[Any, list[Any] | None, Any]
 
 #: Manifests read in parallel by a history.
 READ_AHEAD = 16
 
 
-def _ctx() -> plans.Context:
-    return plans.Context(JsonPlusSerializer())
-
-
 def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
-
-
-# --- structural decoding of entries ------------------------------------------------
-
-
-def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
-    """Sub-plan: the JSON of each named entry, fetching the objects they reference.
-
-    Values are decoded structurally: nothing is unpickled.
-
-    Args:
-        pfx: The thread prefix the entries belong to.
-        entries: Entries by name (inline values or references to objects).
-        referrer: The key that holds the entries, named in errors.
-
-    Returns:
-        The decoded value of each entry, by the same names.
-
-    Raises:
-        CorruptObjectError: a referenced object is missing or does not decode.
-    """
-    refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
-    got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
-    return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
-
-
-def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
-    """How an entry is stored: inline (type, encoding, size) or the key of its object."""
-    if isinstance(entry, Inline):
-        return {
-            "stored": "inline",
-            "type": entry.payload.type,
-            "encoding": entry.payload.encoding,
-            "bytes": len(entry.payload.data),
-        }
-    kind = codec.KIND_OF_TAG[entry.tag]
-    return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}
 
 
 # --- threads ------------------------------------------------------------------------
@@ -222,72 +178,6 @@ def history(thread_id: str, config: OpsConfig | None = None) -> dict[str, Any]:
 # --- show ---------------------------------------------------------------------------------
 
 
-def show_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> SubPlan:
-    """Plan of :func:`show`; returns None when there is no such checkpoint."""
-    pfx = keys.thread_prefix(thread_id)
-    if checkpoint_id is None:
-        checkpoint_id = yield from plans.latest_id(plans.Scope(thread_id, checkpoint_ns, None))
-        if checkpoint_id is None:
-            return None
-    mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
-    wprefix = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
-    body, write_keys = yield from _get_and_list(mkey, wprefix)
-    if body is None:
-        return None
-    m = codec.decode_manifest(body, mkey)
-    decoded = yield from resolve_entries(
-        pfx,
-        {
-            "checkpoint": m.checkpoint,
-            "metadata": m.metadata,
-            **{"channel:" + name: e for name, e in m.channels.items()},
-        },
-        mkey,
-    )
-    write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
-    writes = [
-        w
-        for k, b in zip(write_keys, write_bodies, strict=True)
-        if b is not None
-        for w in codec.decode_writes(b, k)
-    ]
-    in_force = plans.effective_writes(writes)
-    write_values = yield from resolve_entries(
-        pfx, {str(i): w.value for i, w in enumerate(in_force)}, wprefix
-    )
-    checkpoint = decoded["checkpoint"]
-    return {
-        "key": mkey,
-        "thread_id": m.thread_id,
-        "checkpoint_ns": m.checkpoint_ns,
-        "checkpoint_id": m.checkpoint_id,
-        "parent_checkpoint_id": m.parent_checkpoint_id,
-        "manifest_bytes": len(body),
-        "metadata": decoded["metadata"],
-        "checkpoint": checkpoint,
-        "channel_values": {name: decoded["channel:" + name] for name in m.channels},
-        "storage": {name: describe_entry(e, pfx) for name, e in m.channels.items()},
-        "pending_writes": [
-            {
-                "task_id": w.task_id,
-                "task_path": w.task_path,
-                "channel": w.channel,
-                "idx": w.idx,
-                "value": write_values[str(i)],
-            }
-            for i, w in enumerate(in_force)
-        ],
-    }
-
-
-def _get_and_list(key: str, prefix: str) -> SubPlan:
-    body, page = yield from run_batch(Get(key), ListKeys(prefix))
-    found = [o.key for o in page.objects]
-    if page.truncated and page.objects:
-        found += yield from list_all(prefix, page.objects[-1].key)
-    return body, found
-
-
 def show(
     thread_id: str,
     checkpoint_id: str | None = None,
@@ -305,7 +195,7 @@ def show(
     """
     config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
-        report = driver.run(show_plan(thread_id, checkpoint_id, checkpoint_ns))
+        report = driver.run(checkpoint_plan(thread_id, checkpoint_id, checkpoint_ns))
     if report is None:
         what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "any checkpoint"
         raise JobError(

@@ -18,19 +18,14 @@ from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, ObjstoreSaverError
 from objstore_saver.format import codec, keys
 from objstore_saver.longterm.records import to_micros
-from objstore_saver.ops._common import never_cancel, no_progress
-from objstore_saver.ops.views import (
-    READ_AHEAD,
-    SubPlan,
-    describe_object,
-    du_plan,
-    resolve_entries,
-)
+from objstore_saver.ops._common import SubPlan, never_cancel, no_progress
+from objstore_saver.ops.checkpoint_reading import checkpoint_plan, resolve_entries
+from objstore_saver.ops.views import READ_AHEAD, describe_object, du_plan
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.verify import verify as verify_plan
 from objstore_saver.viewer import longterm
-from objstore_saver.viewer.reading import REFERRER_MANIFESTS, checkpoint_plan, referrers_plan
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS, referrers_plan
 
 #: Largest page a client may ask for.
 MAX_PAGE = 200
@@ -335,13 +330,13 @@ class Viewer:
         """A checkpoint decoded to JSON, as ``show`` gives it (nothing unpickled).
 
         A part whose object is corrupt is named in ``errors`` and the rest is
-        decoded (see :func:`~objstore_saver.viewer.reading.checkpoint_plan`).
+        decoded (see :func:`~objstore_saver.ops.checkpoint_reading.checkpoint_plan`).
 
         Raises:
             NotFoundError: no such checkpoint.
             CorruptObjectError: its manifest does not decode.
         """
-        report = self._run(checkpoint_plan(thread_id, checkpoint_id, ns))
+        report = self._run(checkpoint_plan(thread_id, checkpoint_id, ns, collect_errors=True))
         if report is None:
             what = "the latest checkpoint" if checkpoint_id is None else f"{checkpoint_id!r}"
             raise NotFoundError(f"thread {thread_id!r} (namespace {ns!r}) has no checkpoint {what}")

@@ -16,8 +16,8 @@ from typing import Any
 
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import PUT, Record, decode_snapshot
+from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.longterm import get_plan, iso, item_rows
-from objstore_saver.ops.views import SubPlan
 from objstore_saver.plans.requests import Get, run_one
 
 #: Characters of a value shown as its preview in item lists.

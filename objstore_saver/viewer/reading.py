@@ -1,122 +1,25 @@
-"""The viewer's reads that go beyond ``show``: a checkpoint whose parts may be
-corrupt, and the referrers of an object within its thread.
+"""The viewer's reads that go beyond the CLI's: the referrers of an object within its thread.
 
-Both are pure plans (request batches, no I/O), run by the viewer's driver.
+A pure plan (request batches, no I/O), run by the viewer's driver. A
+checkpoint with corrupt parts is read by
+:func:`objstore_saver.ops.checkpoint_reading.checkpoint_plan`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import Entry, Ref
-from objstore_saver.ops.views import READ_AHEAD, SubPlan, describe_entry, resolve_entries
-from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch, run_one
+from objstore_saver.format.codec import Ref
+from objstore_saver.ops._common import SubPlan
+from objstore_saver.ops.checkpoint_reading import error_of
+from objstore_saver.ops.views import READ_AHEAD
+from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 
 #: Manifests of the thread scanned per referrers request (the page links to the next ones).
 REFERRER_MANIFESTS = 50
-
-
-def _error(exc: CorruptObjectError) -> dict[str, str]:
-    return {"key": exc.key, "reason": exc.reason}
-
-
-def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
-    """Sub-plan: like :func:`resolve_entries`, but a corrupt entry does not sink the rest.
-
-    All entries are resolved in one go first (the cost of ``show``). Only when
-    that fails is each entry resolved alone, to tell which ones are corrupt:
-    one more fetch per entry, paid by corrupt checkpoints only.
-
-    Returns:
-        ``(values, errors)``: values by name of the entries that decode, and
-        ``{"key", "reason"}`` by name of those that do not.
-    """
-    try:
-        return (yield from resolve_entries(pfx, entries, referrer)), {}
-    except CorruptObjectError:
-        pass  # one entry or more is corrupt: find which, below
-    values: dict[str, Any] = {}
-    errors: dict[str, dict[str, str]] = {}
-    for name, entry in entries.items():
-        try:
-            values[name] = (yield from resolve_entries(pfx, {name: entry}, referrer))[name]
-        except CorruptObjectError as exc:
-            errors[name] = _error(exc)
-    return values, errors
-
-
-def checkpoint_plan(thread_id: str, checkpoint_id: str | None, checkpoint_ns: str) -> SubPlan:
-    """Plan: a checkpoint as ``show`` reports it, plus ``errors`` for corrupt parts.
-
-    A channel, the metadata, the checkpoint entry, a pending write or its value
-    whose object is corrupt is named in ``errors`` (section → key and reason)
-    and left out (``None``); everything else is decoded. A manifest that does
-    not decode raises :class:`CorruptObjectError`: nothing of it can be shown.
-
-    Returns:
-        The report, or ``None`` when there is no such checkpoint.
-    """
-    pfx = keys.thread_prefix(thread_id)
-    if checkpoint_id is None:
-        checkpoint_id = yield from plans.latest_id(plans.Scope(thread_id, checkpoint_ns, None))
-        if checkpoint_id is None:
-            return None
-    mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
-    wprefix = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
-    body, page = yield from run_batch(Get(mkey), ListKeys(wprefix))
-    if body is None:
-        return None
-    write_keys = [o.key for o in page.objects]
-    if page.truncated and page.objects:
-        write_keys += yield from list_all(wprefix, page.objects[-1].key)
-    m = codec.decode_manifest(body, mkey)
-    entries = {"checkpoint": m.checkpoint, "metadata": m.metadata}
-    entries.update({"channel:" + name: e for name, e in m.channels.items()})
-    decoded, errors = yield from resolve_each(pfx, entries, mkey)
-    write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
-    writes = []
-    for k, b in zip(write_keys, write_bodies, strict=True):
-        if b is None:
-            continue  # deleted since the listing (prune): not a pending write any more
-        try:
-            writes.extend(codec.decode_writes(b, k))
-        except CorruptObjectError as exc:
-            errors["write " + k] = _error(exc)
-    in_force = plans.effective_writes(writes)
-    values, write_errors = yield from resolve_each(
-        pfx, {str(i): w.value for i, w in enumerate(in_force)}, wprefix
-    )
-    pending = []
-    for i, w in enumerate(in_force):
-        if str(i) in write_errors:
-            errors[f"write {w.task_id}/{w.channel}"] = write_errors[str(i)]
-        pending.append(
-            {
-                "task_id": w.task_id,
-                "task_path": w.task_path,
-                "channel": w.channel,
-                "idx": w.idx,
-                "value": values.get(str(i)),
-            }
-        )
-    return {
-        "key": mkey,
-        "thread_id": m.thread_id,
-        "checkpoint_ns": m.checkpoint_ns,
-        "checkpoint_id": m.checkpoint_id,
-        "parent_checkpoint_id": m.parent_checkpoint_id,
-        "manifest_bytes": len(body),
-        "metadata": decoded.get("metadata"),
-        "checkpoint": decoded.get("checkpoint"),
-        "channel_values": {name: decoded.get("channel:" + name) for name in m.channels},
-        "storage": {name: describe_entry(e, pfx) for name, e in m.channels.items()},
-        "pending_writes": pending,
-        "errors": errors,
-    }
 
 
 # --- referrers -------------------------------------------------------------------------------
@@ -163,7 +66,7 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
             try:
                 m = codec.decode_manifest(body, info.key)
             except CorruptObjectError as exc:
-                problems.append(_error(exc))
+                problems.append(error_of(exc))
                 continue
             named = {"checkpoint": m.checkpoint, "metadata": m.metadata, **m.channels}
             for name, e in named.items():
@@ -186,7 +89,7 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
             codec.check_digest(body, d, k)
             obj = codec.decode_object(body, k, containers[d])
         except CorruptObjectError as exc:
-            problems.append(_error(exc))
+            problems.append(error_of(exc))
             continue
         if digest in _children(obj):
             objects.append({"key": k, "kind": type(obj).__name__.removesuffix("Obj").lower()})

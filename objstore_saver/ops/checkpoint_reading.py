@@ -1,0 +1,198 @@
+"""One checkpoint decoded to JSON: the plan behind ``objstore-saver show`` and the viewer.
+
+Pure plans (request batches, no I/O), decoding values structurally
+(:mod:`objstore_saver.ops.decode`): nothing is unpickled and no user class is
+imported. A corrupt part either raises (``show``: the operator is told which
+key is at fault) or is collected and left out (the viewer: the rest of the
+checkpoint stays readable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from objstore_saver import plans
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import Entry, Inline, Ref
+from objstore_saver.ops._common import SubPlan
+from objstore_saver.ops.decode import STRUCTURAL
+from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch
+
+#: ``{"key", "reason"}`` of a corrupt part, by the name of what it held.
+Errors = dict[str, dict[str, str]]
+
+
+def _ctx() -> plans.Context:
+    return plans.Context(JsonPlusSerializer())
+
+
+def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+    """Sub-plan: the JSON of each named entry, fetching the objects they reference.
+
+    Values are decoded structurally: nothing is unpickled.
+
+    Args:
+        pfx: The thread prefix the entries belong to.
+        entries: Entries by name (inline values or references to objects).
+        referrer: The key that holds the entries, named in errors.
+
+    Returns:
+        The decoded value of each entry, by the same names.
+
+    Raises:
+        CorruptObjectError: a referenced object is missing or does not decode.
+    """
+    refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
+    got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
+    return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
+
+
+def error_of(exc: CorruptObjectError) -> dict[str, str]:
+    """``{"key", "reason"}`` of a corrupt part, as reports name it."""
+    return {"key": exc.key, "reason": exc.reason}
+
+
+def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+    """Sub-plan: like :func:`resolve_entries`, but a corrupt entry does not sink the rest.
+
+    All entries are resolved in one go first (the cost of ``show``). Only when
+    that fails is each entry resolved alone, to tell which ones are corrupt:
+    one more fetch per entry, paid by corrupt checkpoints only.
+
+    Returns:
+        ``(values, errors)``: values by name of the entries that decode, and
+        ``{"key", "reason"}`` by name of those that do not.
+    """
+    try:
+        return (yield from resolve_entries(pfx, entries, referrer)), {}
+    except CorruptObjectError:
+        pass  # one entry or more is corrupt: find which, below
+    values: dict[str, Any] = {}
+    errors: Errors = {}
+    for name, entry in entries.items():
+        try:
+            values[name] = (yield from resolve_entries(pfx, {name: entry}, referrer))[name]
+        except CorruptObjectError as exc:
+            errors[name] = error_of(exc)
+    return values, errors
+
+
+def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
+    """How an entry is stored: inline (type, encoding, size) or the key of its object."""
+    if isinstance(entry, Inline):
+        return {
+            "stored": "inline",
+            "type": entry.payload.type,
+            "encoding": entry.payload.encoding,
+            "bytes": len(entry.payload.data),
+        }
+    kind = codec.KIND_OF_TAG[entry.tag]
+    return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}
+
+
+def _resolve(
+    pfx: str, entries: Mapping[str, Entry], referrer: str, errors: Errors | None
+) -> SubPlan:
+    """:func:`resolve_entries` when ``errors`` is None, else :func:`resolve_each` into it."""
+    if errors is None:
+        return (yield from resolve_entries(pfx, entries, referrer))
+    values, failed = yield from resolve_each(pfx, entries, referrer)
+    errors.update(failed)
+    return values
+
+
+def checkpoint_plan(
+    thread_id: str, checkpoint_id: str | None, checkpoint_ns: str, *, collect_errors: bool = False
+) -> SubPlan:
+    """Plan: a checkpoint (the latest when ``checkpoint_id`` is None) decoded to JSON.
+
+    One GET of the manifest and one LIST of its writes in one batch, then the
+    objects its entries reference, then its pending writes and theirs.
+
+    Args:
+        thread_id: The thread.
+        checkpoint_id: The checkpoint; None for the thread's latest.
+        checkpoint_ns: Its namespace (``""`` for the root graph).
+        collect_errors: False: a corrupt part raises. True: a channel, the
+            metadata, the checkpoint entry, a pending write or its value whose
+            object is corrupt is named in the report's ``errors`` (what it
+            held → key and reason) and left out (``None``); everything else
+            is decoded.
+
+    Returns:
+        The report (``key``, ids, ``metadata``, ``checkpoint``,
+        ``channel_values``, ``storage``, ``pending_writes``, and ``errors``
+        when collected), or None when there is no such checkpoint.
+
+    Raises:
+        CorruptObjectError: the manifest does not decode (in both modes:
+            nothing of it can be shown), or any part when not collecting.
+    """
+    pfx = keys.thread_prefix(thread_id)
+    if checkpoint_id is None:
+        checkpoint_id = yield from plans.latest_id(plans.Scope(thread_id, checkpoint_ns, None))
+        if checkpoint_id is None:
+            return None
+    mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
+    wprefix = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
+    body, page = yield from run_batch(Get(mkey), ListKeys(wprefix))
+    if body is None:
+        return None
+    write_keys = [o.key for o in page.objects]
+    if page.truncated and page.objects:
+        write_keys += yield from list_all(wprefix, page.objects[-1].key)
+    m = codec.decode_manifest(body, mkey)
+    errors: Errors | None = {} if collect_errors else None
+    entries = {"checkpoint": m.checkpoint, "metadata": m.metadata}
+    entries.update({"channel:" + name: e for name, e in m.channels.items()})
+    decoded = yield from _resolve(pfx, entries, mkey, errors)
+    write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
+    writes = []
+    for k, b in zip(write_keys, write_bodies, strict=True):
+        if b is None:
+            continue  # deleted since the listing (prune): not a pending write any more
+        try:
+            writes.extend(codec.decode_writes(b, k))
+        except CorruptObjectError as exc:
+            if errors is None:
+                raise
+            errors["write " + k] = error_of(exc)
+    in_force = plans.effective_writes(writes)
+    write_errors: Errors | None = {} if collect_errors else None
+    values = yield from _resolve(
+        pfx, {str(i): w.value for i, w in enumerate(in_force)}, wprefix, write_errors
+    )
+    pending = []
+    for i, w in enumerate(in_force):
+        if write_errors and str(i) in write_errors:
+            assert errors is not None
+            errors[f"write {w.task_id}/{w.channel}"] = write_errors[str(i)]
+        pending.append(
+            {
+                "task_id": w.task_id,
+                "task_path": w.task_path,
+                "channel": w.channel,
+                "idx": w.idx,
+                "value": values.get(str(i)),
+            }
+        )
+    report = {
+        "key": mkey,
+        "thread_id": m.thread_id,
+        "checkpoint_ns": m.checkpoint_ns,
+        "checkpoint_id": m.checkpoint_id,
+        "parent_checkpoint_id": m.parent_checkpoint_id,
+        "manifest_bytes": len(body),
+        "metadata": decoded.get("metadata"),
+        "checkpoint": decoded.get("checkpoint"),
+        "channel_values": {name: decoded.get("channel:" + name) for name in m.channels},
+        "storage": {name: describe_entry(e, pfx) for name, e in m.channels.items()},
+        "pending_writes": pending,
+    }
+    if errors is not None:
+        report["errors"] = errors
+    return report
