@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
