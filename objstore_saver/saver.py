@@ -118,6 +118,15 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
 
     # --- telemetry ------------------------------------------------------------------
 
+    @property
+    def plan_context(self) -> plans.Context:
+        """The context the saver's plans run with (serde, caches, reuse window).
+
+        For operator jobs that run the saver's plans themselves, e.g. a prune of
+        threads they listed in one flat scan (:mod:`objstore_saver.ops`).
+        """
+        return self._ctx
+
     def stats(self) -> SaverStats:
         """Counters of this saver's calls and storage requests since creation or reset.
 

@@ -35,8 +35,8 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans import child_refs, decode_checked_manifest, entry_refs, thread_prefixes
-from objstore_saver.plans.requests import Batch, Get, ListKeys, run_batch, run_one
-from objstore_saver.storage.base import ObjectInfo
+from objstore_saver.plans.requests import Batch, Get, run_batch
+from objstore_saver.plans.threads import ThreadListing, list_thread_keys
 
 T = TypeVar("T")
 
@@ -136,32 +136,6 @@ def _held(facts: dict[bytes, _Facts], digest: bytes) -> int | None:
     return None
 
 
-def _list_thread(
-    pfx: str, report: VerifyReport
-) -> Generator[Batch, list[Any] | None, dict[str, list[ObjectInfo]]]:
-    kinds: dict[str, list[ObjectInfo]] = {
-        "checkpoints": [],
-        "writes": [],
-        "objects": [],
-        "runs": [],
-        "marks": [],
-    }
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(pfx, after))
-        for info in page.objects:
-            bucket = kinds.get(info.key[len(pfx) :].split("/", 1)[0])
-            if bucket is None:
-                report.problems.append(
-                    Problem(info.key, "unknown-key", "not a key the format defines")
-                )
-            else:
-                bucket.append(info)
-        if not page.truncated or not page.objects:
-            return kinds
-        after = page.objects[-1].key
-
-
 def _fetch(
     keys_: Sequence[str],
 ) -> Generator[Batch, list[Any] | None, list[tuple[str, bytes | None]]]:
@@ -173,10 +147,22 @@ def _fetch(
     return out
 
 
-def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] | None, None]:
-    """Sub-plan: check every key under one thread prefix, adding to ``report``."""
+def verify_thread(
+    pfx: str, report: VerifyReport, listing: ThreadListing | None = None
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: check every key under one thread prefix, adding to ``report``.
+
+    Args:
+        pfx: The thread prefix.
+        report: Where counts and problems go.
+        listing: The thread's keys when the caller listed them already
+            (:func:`~objstore_saver.plans.threads.scan_threads`); else listed here.
+    """
     report.threads += 1
-    listing = yield from _list_thread(pfx, report)
+    if listing is None:
+        listing = yield from list_thread_keys(pfx)
+    for info in listing.unknown:
+        report.problems.append(Problem(info.key, "unknown-key", "not a key the format defines"))
     # referrer of each referenced digest, and the kind the reference expects
     wanted: dict[bytes, tuple[str, str]] = {}
 
@@ -185,7 +171,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
             wanted.setdefault(digest, (codec.KIND_OF_TAG[tag], referrer))
 
     manifest_write_prefixes: set[str] = set()
-    for key, body in (yield from _fetch([o.key for o in listing["checkpoints"]])):
+    for key, body in (yield from _fetch([o.key for o in listing.manifests])):
         if body is None:
             continue  # deleted since it was listed
         report.manifests += 1
@@ -204,7 +190,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
         )
         want(entry_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
 
-    for key, body in (yield from _fetch([o.key for o in listing["writes"]])):
+    for key, body in (yield from _fetch([o.key for o in listing.writes])):
         if body is None:
             continue
         report.writes += 1
@@ -243,7 +229,7 @@ def verify_thread(pfx: str, report: VerifyReport) -> Generator[Batch, list[Any] 
             facts[digest] = _facts(obj)
 
     object_keys = []
-    for o in listing["objects"]:
+    for o in listing.objects:
         name = o.key.rsplit("/", 1)[1]
         if len(name) != 64 or name.strip("0123456789abcdef"):
             report.problems.append(Problem(o.key, "unknown-key", "not a SHA-256 object key"))

@@ -10,14 +10,12 @@ from typing import Any
 import pytest
 from ops_helpers import chat
 
-from objstore_saver import ObjectStoreSaver
+from objstore_saver import ObjectStoreSaver, plans
 from objstore_saver.driver import Driver
 from objstore_saver.format import keys as k
 from objstore_saver.ops import JobError, OpsConfig, prune
-from objstore_saver.ops.maintain import (
-    _all_thread_ids,
-    parse_duration,
-)
+from objstore_saver.ops.maintain import parse_duration
+from objstore_saver.plans.requests import Emit
 from objstore_saver.storage import LocalStore, MeteredStore, S3Store
 from objstore_saver.storage.s3_lean import LeanS3Store
 
@@ -144,7 +142,7 @@ def test_bad_age_arguments(config: OpsConfig) -> None:
         prune(idle_for=60, idle_action="archive", config=config)
 
 
-def test_enumeration_is_one_list_per_thread_and_names_hashed_threads(
+def test_enumeration_is_one_flat_listing_and_names_hashed_threads(
     config: OpsConfig, tmp_path: Path
 ) -> None:
     long_id = "L" * 250  # over 200 quoted characters: a hashed key token
@@ -152,14 +150,36 @@ def test_enumeration_is_one_list_per_thread_and_names_hashed_threads(
         chat(saver, long_id, ["hello"])
     meter = MeteredStore(LocalStore(tmp_path / "store"))
     driver = Driver(meter, max_workers=1)
+
+    def names() -> Any:
+        found = []
+        listings: list[plans.ThreadListing] = []
+        scan = plans.scan_threads(page_size=40)
+        reply = None
+        while True:
+            try:
+                step = scan.send(reply)
+            except StopIteration as stop:
+                lists = stop.value
+                break
+            reply = None
+            if isinstance(step, Emit):
+                listings.append(step.item)
+            else:
+                reply = yield step
+        for listing in listings:
+            found.append((yield from plans.thread_id_of(listing)))
+        return found, lists, sum(len(x.every()) for x in listings)
+
     try:
-        ids = _all_thread_ids(driver)
+        ids, lists, keys_seen = driver.run(names())
     finally:
         driver.close()
     assert sorted(ids) == sorted(["long", "short", long_id])
-    # A skip scan: one LIST per thread and one past the last; the hashed
-    # thread costs one LIST and one GET more to be named.
-    assert meter.snapshot().requests == {"put": 0, "get": 1, "list": 3 + 1 + 1, "delete": 0}
+    # One flat listing, 40 keys a page, the last page may be short; the hashed
+    # thread costs one GET to be named, the others none.
+    assert lists == keys_seen // 40 + 1
+    assert meter.snapshot().requests == {"put": 0, "get": 1, "list": lists, "delete": 0}
     _make_old(tmp_path, long_id, 40)
     report = prune(keep_last=None, idle_for=30 * 86400, apply=True, config=config)
     assert report["threads_idle"] == [long_id]

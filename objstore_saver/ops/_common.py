@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,11 +120,32 @@ def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
         driver.close()
 
 
+@contextlib.asynccontextmanager
+async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Driver]]:
+    """Async :func:`open_store`: the check runs in a worker thread, off the loop."""
+    store = await asyncio.to_thread(store_from_url, config.require_url())
+    driver = Driver(store, max_workers=16)
+    try:
+        yield store, driver
+    finally:
+        driver.close()
+
+
 @contextlib.contextmanager
 def open_saver(config: OpsConfig) -> Iterator[ObjectStoreSaver]:
     """A saver on the configured store, checked at construction."""
     with ObjectStoreSaver.from_url(config.require_url()) as saver:
         yield saver
+
+
+@contextlib.asynccontextmanager
+async def aopen_saver(config: OpsConfig) -> AsyncIterator[ObjectStoreSaver]:
+    """Async :func:`open_saver`: the check and the close run in a worker thread."""
+    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, config.require_url())
+    try:
+        yield saver
+    finally:
+        await asyncio.to_thread(saver.close)
 
 
 def public_url(url: str | None) -> str | None:

@@ -1,31 +1,43 @@
 """Jobs that keep a store healthy: ``prune``, ``verify``, ``delete_thread``.
 
-Thin wrappers: the work is the core saver's (``ObjectStoreSaver.prune``,
-``verify``, ``delete_thread``); the jobs choose threads, report progress,
+The work is the saver's own plans (spec §6.6, §6.9, §6.11); the jobs find
+the threads in one flat listing, run ``concurrency`` of them at once
+(:mod:`objstore_saver.ops.fanout`), keep to their shard, report progress,
 stop between threads when cancelled and return JSON-serializable reports.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from datetime import timedelta
 from typing import Any
 
 from objstore_saver import plans
 from objstore_saver.driver import Driver
-from objstore_saver.format import codec, keys
+from objstore_saver.format import keys
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
     OpsConfig,
     ProgressCallback,
+    aopen_saver,
+    aopen_store,
     never_cancel,
     no_progress,
     open_saver,
 )
-from objstore_saver.ops.views import thread_prefixes
-from objstore_saver.plans.requests import Get, ListKeys, run_one
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    Target,
+    check_concurrency,
+    for_each_thread,
+    run_sync,
+)
+from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.verify import VerifyReport, verify_store, verify_thread
 
-#: Defaults of the daily retention job (issue 4 §2b).
+#: Defaults of the daily retention job (docs/runbooks.md).
 DEFAULT_KEEP_LAST = 20
 DEFAULT_MIN_AGE = 60.0
 
@@ -55,68 +67,13 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def _all_thread_ids(driver: Driver) -> list[str]:
-    """Every thread of the store: one LIST per thread (skip scan); a hashed
-    thread token (ids over 200 quoted characters) costs one LIST and GET more."""
-
-    def plan():  # type: ignore[no-untyped-def]
-        ids = []
-        for pfx in (yield from thread_prefixes()):
-            tid = keys.untoken(pfx[len(keys.THREADS) : -1])
-            if tid is None:
-                page = yield from run_one(ListKeys(pfx + "checkpoints/", limit=1))
-                if page.objects:
-                    key = page.objects[0].key
-                    body = yield from run_one(Get(key))
-                    if body is not None:
-                        tid = codec.decode_manifest(body, key).thread_id
-            if tid is not None:
-                ids.append(tid)
-        return ids
-
-    return driver.run(plan())
-
-
-def prune(
-    thread_ids: list[str] | None = None,
-    *,
-    keep_last: int | None = DEFAULT_KEEP_LAST,
-    min_age: float = DEFAULT_MIN_AGE,
-    older_than: float | None = None,
-    idle_for: float | None = None,
-    idle_action: str = "delete",
-    apply: bool = False,
-    config: OpsConfig | None = None,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
-    """Keep each thread's newest ``keep_last`` root checkpoints; delete the rest.
-
-    Deletes the older checkpoints (with the subgraph checkpoints that belong
-    to them) and their writes, then sweeps values no kept checkpoint
-    references and that are older than ``min_age`` seconds. Safe while agents
-    write: the core sweep is two-phase. With ``idle_for``, threads nobody
-    wrote to for that long are deleted (or reduced to their latest
-    checkpoint); deciding it costs one LIST per thread (spec §6.9).
-
-    Args:
-        thread_ids: Threads to prune; default every thread of the store.
-        keep_last: Root checkpoints kept per thread (at least 1); None, only
-            with ``idle_for``, leaves threads that are not idle alone.
-        min_age: Objects younger than this many seconds are never deleted.
-        older_than: Seconds; root checkpoints beyond the ``keep_last`` newest
-            go only when at least this old.
-        idle_for: Seconds without a write after which a thread is idle.
-        idle_action: ``"delete"`` or ``"keep_latest"``: what idle threads get.
-        apply: Delete; without it the job reports what it would delete.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
-
-    Returns:
-        ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
-        "apply", "cancelled", ...}``.
-    """
+def _check_prune_arguments(
+    keep_last: int | None,
+    min_age: float,
+    older_than: float | None,
+    idle_for: float | None,
+    idle_action: str,
+) -> None:
     if keep_last is None:
         if idle_for is None:
             raise JobError("keep_last may be left out only with idle_for (the idle rule alone)")
@@ -129,25 +86,67 @@ def prune(
             raise JobError(f"{name} must be more than 0 seconds, got {value}")
     if idle_action not in plans.IDLE_ACTIONS:
         raise JobError(f"unknown idle_action {idle_action!r}: use 'delete' or 'keep_latest'")
-    rules: dict[str, Any] = {}
-    if older_than is not None or idle_for is not None:
-        rules = {"older_than": older_than, "idle_for": idle_for, "idle_action": idle_action}
-    config = config or OpsConfig.from_env()
-    with open_saver(config) as saver:
-        driver = Driver(saver.store, max_workers=4)
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
+
+
+async def aprune(
+    thread_ids: list[str] | None = None,
+    *,
+    keep_last: int | None = DEFAULT_KEEP_LAST,
+    min_age: float = DEFAULT_MIN_AGE,
+    older_than: float | None = None,
+    idle_for: float | None = None,
+    idle_action: str = "delete",
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Async :func:`prune`."""
+    _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
+    check_concurrency(concurrency)
+    rows: list[dict[str, Any]] = []
+    async with aopen_saver(config or OpsConfig.from_env()) as saver:
+        ctx = saver.plan_context
+        rules = plans.prune_rules(
+            ctx,
+            keep_last=keep_last,
+            min_age=timedelta(seconds=min_age),
+            sweep_delay=saver.sweep_delay,
+            dry_run=not apply,
+            older_than=_seconds(older_than),
+            idle_for=_seconds(idle_for),
+            idle_action=idle_action,
+        )
+        driver = Driver(saver.store, max_workers=16)
+
+        async def one(target: Target) -> dict[str, Any] | None:
+            thread_id = target.thread_id
+            if thread_id is None:
+                assert target.listing is not None  # a scanned thread
+                thread_id = await driver.arun(plans.thread_id_of(target.listing))
+                if thread_id is None:
+                    return None  # a hashed token and no manifest: nothing a prune keeps
+            return await driver.arun(
+                plans.prune_thread(ctx, thread_id, "keep_latest", rules, target.listing)
+            )
+
         try:
-            ids = list(thread_ids) if thread_ids else _all_thread_ids(driver)
-            rows: list[dict[str, Any]] = []
-            cancelled = False
-            for i, tid in enumerate(ids):
-                if should_cancel():
-                    cancelled = True
-                    break
-                result = saver.prune(
-                    [tid], keep_last=keep_last, min_age=min_age, dry_run=not apply, **rules
-                )
-                rows += result.get("threads") or [{"thread_id": tid}]
-                progress(i + 1, len(ids), tid)
+            run = await for_each_thread(
+                driver,
+                one,
+                lambda _target, row: row is None or rows.append(row),
+                thread_ids=thread_ids or None,
+                concurrency=concurrency,
+                shard=shard,
+                progress=progress,
+                should_cancel=should_cancel,
+            )
         finally:
             driver.close()
         totals: dict[str, int] = {}
@@ -163,25 +162,148 @@ def prune(
             "older_than": older_than,
             "idle_for": idle_for,
             "idle_action": idle_action,
-            "cancelled": cancelled,
+            "cancelled": run.cancelled,
+            "shard": str(shard),
             "threads_idle": [r["thread_id"] for r in rows if r.get("idle")],
             "totals": totals,
             "threads": rows,
+            "run": run.to_dict(),
         }
 
 
-def verify(thread_id: str | None = None, *, config: OpsConfig | None = None) -> dict[str, Any]:
-    """An fsck of the store (or one thread): the core ``verify`` report as a dict.
+def prune(
+    thread_ids: list[str] | None = None,
+    *,
+    keep_last: int | None = DEFAULT_KEEP_LAST,
+    min_age: float = DEFAULT_MIN_AGE,
+    older_than: float | None = None,
+    idle_for: float | None = None,
+    idle_action: str = "delete",
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Keep each thread's newest ``keep_last`` root checkpoints; delete the rest.
+
+    Deletes the older checkpoints (with the subgraph checkpoints that belong
+    to them) and their writes, then sweeps values no kept checkpoint
+    references and that are older than ``min_age`` seconds. Safe while agents
+    write: the sweep is two-phase (spec §6.9). Every thread is found by one
+    flat listing of the store, whose keys also decide the idle and age rules
+    (no LIST of its own per thread); ``concurrency`` threads are pruned at once.
+
+    Args:
+        thread_ids: Threads to prune; default every thread of the store.
+        keep_last: Root checkpoints kept per thread (at least 1); None, only
+            with ``idle_for``, leaves threads that are not idle alone.
+        min_age: Objects younger than this many seconds are never deleted.
+        older_than: Seconds; root checkpoints beyond the ``keep_last`` newest
+            go only when at least this old.
+        idle_for: Seconds without a write after which a thread is idle.
+        idle_action: ``"delete"`` or ``"keep_latest"``: what idle threads get.
+        apply: Delete; without it the job reports what it would delete.
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        concurrency: Threads pruned at once.
+        shard: Only the threads this shard owns (``--shard K/N``).
+        progress: Called after each thread.
+        should_cancel: Polled between threads; True stops cleanly.
+
+    Returns:
+        ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
+        "apply", "cancelled", "shard", "run": {rate...}, ...}``.
+    """
+    return run_sync(
+        lambda: aprune(
+            thread_ids,
+            keep_last=keep_last,
+            min_age=min_age,
+            older_than=older_than,
+            idle_for=idle_for,
+            idle_action=idle_action,
+            apply=apply,
+            config=config,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+    )
+
+
+async def averify(
+    thread_id: str | None = None,
+    *,
+    config: OpsConfig | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Async :func:`verify`."""
+    check_concurrency(concurrency)
+    report = VerifyReport()
+    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+
+        async def one(target: Target) -> None:
+            await driver.arun(verify_thread(target.pfx, report, target.listing))
+
+        run = await for_each_thread(
+            driver,
+            one,
+            lambda _target, _none: None,
+            thread_ids=None if thread_id is None else [thread_id],
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+        # The long-term store's objects (spec §8) are checked once: by shard 0.
+        if thread_id is None and shard.index == 0 and not run.cancelled:
+            await driver.arun(verify_store(report, round(time.time() * 1e6)))
+    out = report.to_dict()
+    out.update(store=store.location, shard=str(shard), cancelled=run.cancelled, run=run.to_dict())
+    return out
+
+
+def verify(
+    thread_id: str | None = None,
+    *,
+    config: OpsConfig | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """An fsck of the store (or one thread), as a dict (spec §6.11).
 
     Every manifest parses, every reference resolves, every content-addressed
     object hashes to its key; orphans are counted. ``report["ok"]`` is False
-    on any corruption, each problem naming its key.
+    on any corruption, each problem naming its key. Threads are found by one
+    flat listing of the store and checked ``concurrency`` at once; each
+    manifest is read once.
+
+    Args:
+        thread_id: One thread; default every thread and the long-term store.
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        concurrency: Threads checked at once.
+        shard: Only the threads this shard owns (``--shard K/N``); shard 0
+            also checks the long-term store's objects.
+        progress: Called after each thread.
+        should_cancel: Polled between threads; True stops cleanly.
     """
-    config = config or OpsConfig.from_env()
-    with open_saver(config) as saver:
-        report = saver.verify(thread_id).to_dict()
-        report.setdefault("store", saver.store.location)
-        return report
+    return run_sync(
+        lambda: averify(
+            thread_id,
+            config=config,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+    )
 
 
 def delete_thread(

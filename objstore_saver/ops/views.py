@@ -31,12 +31,21 @@ from objstore_saver.ops._common import (
     OpsConfig,
     ProgressCallback,
     SubPlan,
+    aopen_store,
     never_cancel,
     no_progress,
     open_store,
 )
 from objstore_saver.ops.checkpoint_reading import checkpoint_plan, resolve_entries
 from objstore_saver.ops.decode import decode_payload, jsonable
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    Target,
+    check_concurrency,
+    for_each_thread,
+    run_sync,
+)
+from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectInfo
 
@@ -56,23 +65,13 @@ def thread_prefixes() -> SubPlan:
     return (yield from plans.thread_prefixes())
 
 
-def _thread_id_of(pfx: str, listing: plans.ThreadListing) -> SubPlan:
-    """Sub-plan: the thread id of a prefix (read from a manifest if the token is hashed)."""
-    tid = keys.untoken(pfx[len(keys.THREADS) : -1])
-    if tid is not None or not listing.manifests:
-        return tid
-    key = listing.manifests[0].key
-    body = yield from run_one(Get(key))
-    return None if body is None else codec.decode_manifest(body, key).thread_id
-
-
-def _summary(thread_id: str | None, pfx: str, listing: plans.ThreadListing) -> dict[str, Any]:
+def _summary(thread_id: str | None, listing: plans.ThreadListing) -> dict[str, Any]:
     every: list[ObjectInfo] = listing.manifests + listing.writes + listing.objects + listing.runs
     last = max((o.last_modified for o in every), default=None)
     namespaces = {keys.namespace_of_manifest_key(o.key)[0] for o in listing.manifests}
     return {
         "thread_id": thread_id,
-        "prefix": pfx,
+        "prefix": listing.pfx,
         "checkpoints": len(listing.manifests),
         "namespaces": len(namespaces),
         "writes": len(listing.writes),
@@ -82,40 +81,78 @@ def _summary(thread_id: str | None, pfx: str, listing: plans.ThreadListing) -> d
     }
 
 
-def threads_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
-    """Plan of :func:`threads`."""
-    prefixes = yield from thread_prefixes()
-    rows = []
-    cancelled = False
-    for i, pfx in enumerate(prefixes):
-        if should_cancel():
-            cancelled = True
-            break
-        listing = yield from plans.list_thread(pfx)
-        tid = yield from _thread_id_of(pfx, listing)
-        rows.append(_summary(tid, pfx, listing))
-        progress(i + 1, len(prefixes), tid or pfx)
+async def athreads(
+    config: OpsConfig | None = None,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Async :func:`threads`."""
+    check_concurrency(concurrency)
+    rows: list[dict[str, Any]] = []
+    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+
+        async def summary(target: Target) -> dict[str, Any]:
+            assert target.listing is not None  # a scan
+            listing = target.listing
+            return _summary(await driver.arun(plans.thread_id_of(listing)), listing)
+
+        run = await for_each_thread(
+            driver,
+            summary,
+            lambda _target, row: rows.append(row),
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
     rows.sort(key=lambda r: r["last_update"] or "", reverse=True)
-    return {"threads": rows, "count": len(rows), "cancelled": cancelled}
+    return {
+        "threads": rows,
+        "count": len(rows),
+        "cancelled": run.cancelled,
+        "shard": str(shard),
+        "store": store.location,
+        "run": run.to_dict(),
+    }
 
 
 def threads(
     config: OpsConfig | None = None,
     *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
     """List threads with checkpoint counts, sizes and last update, newest first.
 
+    One flat listing of the store finds every thread and its keys (a LIST per
+    1,000 keys); only a thread with a hashed token costs a GET, and those run
+    ``concurrency`` at once.
+
+    Args:
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        concurrency: Threads worked on at once.
+        shard: Only the threads this shard owns (``--shard K/N``).
+        progress: Called after each thread.
+        should_cancel: Polled between threads; True stops cleanly.
+
     Returns:
         ``{"threads": [{"thread_id", "checkpoints", "writes", "objects", "bytes",
-        "last_update", ...}], "count", "cancelled"}``.
+        "last_update", ...}], "count", "cancelled", "shard", "run": {rate...}}``.
     """
-    config = config or OpsConfig.from_env()
-    with open_store(config) as (store, driver):
-        report = driver.run(threads_plan(progress, should_cancel))
-        report["store"] = store.location
-        return report
+    return run_sync(
+        lambda: athreads(
+            config,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+    )
 
 
 # --- history ---------------------------------------------------------------------------
@@ -406,4 +443,4 @@ def du(
         return report
 
 
-__all__ = ["cat", "describe_object", "du", "history", "show", "threads"]
+__all__ = ["athreads", "cat", "describe_object", "du", "history", "show", "threads"]

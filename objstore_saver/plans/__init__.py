@@ -24,7 +24,18 @@ from objstore_saver.plans.context import (
     Step,
 )
 from objstore_saver.plans.history import delta_channel_history
-from objstore_saver.plans.prune import IDLE_ACTIONS, PRUNE_STRATEGIES, PruneStats, prune
+from objstore_saver.plans.prune import (
+    IDLE_ACTIONS,
+    PRUNE_STRATEGIES,
+    PRUNE_TOTALS,
+    PruneStats,
+    Rules,
+    prune,
+    prune_report,
+    prune_rules,
+    prune_summary,
+    prune_thread,
+)
 from objstore_saver.plans.reading import (
     child_refs,
     decode_checked_manifest,
@@ -46,6 +57,9 @@ from objstore_saver.plans.threads import (
     delete_for_runs,
     delete_thread,
     list_thread,
+    list_thread_keys,
+    scan_threads,
+    thread_id_of,
 )
 from objstore_saver.plans.writing import encode_value, put, put_writes
 
@@ -53,10 +67,12 @@ __all__ = [
     "IDLE_ACTIONS",
     "LIST_READ_AHEAD",
     "PRUNE_STRATEGIES",
+    "PRUNE_TOTALS",
     "PUT_ATTEMPTS",
     "REUSE_WINDOW",
     "Context",
     "PruneStats",
+    "Rules",
     "Scope",
     "SeqSource",
     "Step",
@@ -76,13 +92,20 @@ __all__ = [
     "latest_id",
     "list_checkpoints",
     "list_thread",
+    "list_thread_keys",
     "materialize",
     "next_version",
     "prune",
+    "prune_report",
+    "prune_rules",
+    "prune_summary",
+    "prune_thread",
     "put",
     "put_writes",
     "read_manifest",
     "read_tuples",
+    "scan_threads",
     "scope_of",
+    "thread_id_of",
     "thread_prefixes",
 ]

@@ -359,20 +359,33 @@ def _still_idle(listing: ThreadListing, cutoff: datetime) -> bool:
     return bool(touched) and all(o.last_modified <= cutoff for o in touched)
 
 
+def _newest_root(
+    thread_id: str, listing: ThreadListing | None
+) -> Generator[Batch, list[Any] | None, ObjectInfo | None]:
+    """Sub-plan: the newest root checkpoint's key (keys are reverse-ordered: the first).
+
+    From the listing when there is one, else one LIST of one key.
+    """
+    root = keys.manifests_prefix(thread_id, "")
+    if listing is not None:
+        return next((o for o in listing.manifests if o.key.startswith(root)), None)
+    page = yield from run_one(ListKeys(root, limit=1))
+    return page.objects[0] if page.objects else None
+
+
 def _retain_thread(
-    ctx: Context, thread_id: str, r: Rules
+    ctx: Context, thread_id: str, r: Rules, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, PruneStats]:
     """Sub-plan: one thread of ``keep_latest`` with the idle and age rules (spec §6.9)."""
-    listing: ThreadListing | None = None
     newest_at: str | None = None
     if r.idle_for is not None:
         cutoff = r.now - r.idle_for
-        # Step 1: one LIST, one key: the newest root checkpoint (keys reverse-ordered).
-        page = yield from run_one(ListKeys(keys.manifests_prefix(thread_id, ""), limit=1))
-        newest = page.objects[0] if page.objects else None
+        # Step 1: the newest root checkpoint's LastModified decides, no read.
+        newest = yield from _newest_root(thread_id, listing)
         newest_at = None if newest is None else newest.last_modified.isoformat()
         if newest is None or newest.last_modified <= cutoff:
-            listing = yield from list_thread(keys.thread_prefix(thread_id))
+            if listing is None:
+                listing = yield from list_thread(keys.thread_prefix(thread_id))
             if _still_idle(listing, cutoff):
                 if r.idle_action == "delete":
                     stats = yield from _delete_thread(ctx, thread_id, listing, r.dry_run)
@@ -408,7 +421,8 @@ def _retain_thread(
     return stats
 
 
-_TOTALS = (
+#: The counts a prune report totals over its threads.
+PRUNE_TOTALS = (
     "checkpoints_kept",
     "checkpoints_deleted",
     "writes_deleted",
@@ -424,9 +438,8 @@ def _seconds(d: timedelta | None) -> float | None:
     return None if d is None else d.total_seconds()
 
 
-def prune(
+def prune_rules(
     ctx: Context,
-    thread_ids: Sequence[str],
     strategy: str = "keep_latest",
     *,
     keep_last: int | None = 1,
@@ -437,8 +450,13 @@ def prune(
     older_than: timedelta | None = None,
     idle_for: timedelta | None = None,
     idle_action: str = "delete",
-) -> Step:
-    """Plan: spec §6.9. Returns a JSON-serializable report."""
+) -> Rules:
+    """The rules of one prune, checked (spec §6.9).
+
+    Raises:
+        ValueError: an unknown strategy or idle action, a bad ``keep_last`` or
+            duration, or a sweep delay shorter than the reuse window.
+    """
     rules = Rules(
         keep_last=keep_last,
         older_than=older_than,
@@ -450,27 +468,78 @@ def prune(
         now=now or datetime.now(UTC),
     )
     _check_rules(ctx, strategy, rules)
+    return rules
+
+
+def prune_thread(
+    ctx: Context,
+    thread_id: str,
+    strategy: str,
+    rules: Rules,
+    listing: ThreadListing | None = None,
+) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
+    """Sub-plan: one thread of a prune; its report row.
+
+    Args:
+        ctx: The saver's context.
+        thread_id: The thread.
+        strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
+        rules: From :func:`prune_rules`.
+        listing: The thread's keys when the caller listed them already (a
+            job's flat scan); else listed here as the rules need.
+    """
+    if strategy in ("delete", "delete_all"):
+        if listing is None:
+            listing = yield from list_thread(keys.thread_prefix(thread_id))
+        stats = yield from _delete_thread(ctx, thread_id, listing, rules.dry_run)
+    else:
+        stats = yield from _retain_thread(ctx, thread_id, rules, listing)
+    return stats.to_dict()
+
+
+def prune_report(strategy: str, rules: Rules, threads: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report of a prune from its rows (totals, deferred and idle threads, the rows)."""
+    return {
+        **prune_summary(strategy, rules),
+        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
+        "threads_idle": [t["thread_id"] for t in threads if t["idle"]],
+        **{name: sum(t[name] for t in threads) for name in PRUNE_TOTALS},
+        "threads": threads,
+    }
+
+
+def prune_summary(strategy: str, rules: Rules) -> dict[str, Any]:
+    """What a prune report says of its rules."""
+    return {
+        "strategy": strategy,
+        "dry_run": rules.dry_run,
+        "keep_last": rules.keep_last,
+        "min_age_seconds": rules.min_age.total_seconds(),
+        "sweep_delay_seconds": rules.sweep_delay.total_seconds(),
+        "older_than_seconds": _seconds(rules.older_than),
+        "idle_for_seconds": _seconds(rules.idle_for),
+        "idle_action": rules.idle_action,
+    }
+
+
+def prune(
+    ctx: Context,
+    thread_ids: Sequence[str],
+    strategy: str = "keep_latest",
+    **options: Any,
+) -> Step:
+    """Plan: spec §6.9. Returns a JSON-serializable report.
+
+    Args:
+        ctx: The saver's context.
+        thread_ids: Threads to prune, one after the other.
+        strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
+        **options: The rules (:func:`prune_rules`).
+    """
+    rules = prune_rules(ctx, strategy, **options)
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # rejects a bad id before anything is deleted
     threads: list[dict[str, Any]] = []
     for thread_id in thread_ids:
-        if strategy in ("delete", "delete_all"):
-            listing = yield from list_thread(keys.thread_prefix(thread_id))
-            stats = yield from _delete_thread(ctx, thread_id, listing, dry_run)
-        else:
-            stats = yield from _retain_thread(ctx, thread_id, rules)
-        threads.append(stats.to_dict())
-    return {
-        "strategy": strategy,
-        "dry_run": dry_run,
-        "keep_last": keep_last,
-        "min_age_seconds": min_age.total_seconds(),
-        "sweep_delay_seconds": sweep_delay.total_seconds(),
-        "older_than_seconds": _seconds(older_than),
-        "idle_for_seconds": _seconds(idle_for),
-        "idle_action": idle_action,
-        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
-        "threads_idle": [t["thread_id"] for t in threads if t["idle"]],
-        **{name: sum(t[name] for t in threads) for name in _TOTALS},
-        "threads": threads,
-    }
+        threads.append((yield from prune_thread(ctx, thread_id, strategy, rules)))
+    return prune_report(strategy, rules, threads)

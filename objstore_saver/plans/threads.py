@@ -21,6 +21,7 @@ from objstore_saver.plans.reading import decode_checked_manifest, read_metadata
 from objstore_saver.plans.requests import (
     Batch,
     Delete,
+    Emit,
     Get,
     ListKeys,
     Put,
@@ -28,12 +29,12 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
+from objstore_saver.storage.base import MAX_DELETE_BATCH, MAX_LIST_PAGE, ObjectInfo
 
 
 @dataclass
 class ThreadListing:
-    """Keys of one thread, by kind (spec §3)."""
+    """Keys of one thread, by kind (spec §3); ``unknown`` holds keys the format does not define."""
 
     pfx: str
     manifests: list[ObjectInfo] = field(default_factory=list)
@@ -41,34 +42,109 @@ class ThreadListing:
     objects: list[ObjectInfo] = field(default_factory=list)
     runs: list[ObjectInfo] = field(default_factory=list)
     marks: list[ObjectInfo] = field(default_factory=list)
+    unknown: list[ObjectInfo] = field(default_factory=list)
 
     @property
     def run_index_keys(self) -> list[str]:
         thread_tok = self.pfx[len(keys.THREADS) : -1]
         return [f"{keys.RUNS}{o.key.rsplit('/', 1)[1]}/{thread_tok}" for o in self.runs]
 
+    @property
+    def token(self) -> str:
+        """The thread's key token (``threads/<token>/``)."""
+        return self.pfx[len(keys.THREADS) : -1]
 
-def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
-    """Sub-plan: every key of a thread, sorted by kind."""
+    def add(self, info: ObjectInfo) -> None:
+        """File one key of this thread under its kind."""
+        kind = info.key[len(self.pfx) :].split("/", 1)[0]
+        {
+            "checkpoints": self.manifests,
+            "writes": self.writes,
+            "objects": self.objects,
+            "runs": self.runs,
+            "marks": self.marks,
+        }.get(kind, self.unknown).append(info)
+
+    def every(self) -> list[ObjectInfo]:
+        """Every key of the thread, of every kind."""
+        return self.manifests + self.writes + self.objects + self.runs + self.marks + self.unknown
+
+
+def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
+    """Sub-plan: every key of a thread, sorted by kind, the unknown ones included."""
     listing = ThreadListing(pfx)
     after: str | None = None
     while True:
         page = yield from run_one(ListKeys(pfx, after))
         for info in page.objects:
-            kind = info.key[len(pfx) :].split("/", 1)[0]
-            bucket = {
-                "checkpoints": listing.manifests,
-                "writes": listing.writes,
-                "objects": listing.objects,
-                "runs": listing.runs,
-                "marks": listing.marks,
-            }.get(kind)
-            if bucket is None:
-                raise CorruptObjectError(info.key, "unknown key under a thread prefix")
-            bucket.append(info)
+            listing.add(info)
         if not page.truncated or not page.objects:
             return listing
         after = page.objects[-1].key
+
+
+def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
+    """Sub-plan: every key of a thread, sorted by kind.
+
+    Raises:
+        CorruptObjectError: a key under the thread prefix that the format does
+            not define (nothing is acted on beside it).
+    """
+    listing = yield from list_thread_keys(pfx)
+    if listing.unknown:
+        raise CorruptObjectError(listing.unknown[0].key, "unknown key under a thread prefix")
+    return listing
+
+
+def scan_threads(
+    start_after: str | None = None, page_size: int = MAX_LIST_PAGE
+) -> Generator[Batch | Emit, list[Any] | None, int]:
+    """Plan: every thread of the store, each emitted as a :class:`ThreadListing` (spec §6.4).
+
+    One flat listing of ``threads/``, a full page (1,000 keys) per LIST: a
+    thread's keys are adjacent in key order, so a thread is emitted once the
+    listing has moved past it. Only the thread being listed is held. Returns
+    the number of LISTs sent.
+
+    Args:
+        start_after: A key (or a thread prefix) to resume after.
+        page_size: Keys per LIST.
+    """
+    current: ThreadListing | None = None
+    after = start_after
+    lists = 0
+    while True:
+        page = yield from run_one(ListKeys(keys.THREADS, after, page_size))
+        lists += 1
+        for info in page.objects:
+            try:
+                pfx, _ = keys.split_thread_key(info.key)
+            except ValueError:
+                raise CorruptObjectError(info.key, "not a key the format defines") from None
+            if current is None or current.pfx != pfx:
+                if current is not None:
+                    yield Emit(current)
+                current = ThreadListing(pfx)
+            current.add(info)
+        if not page.truncated or not page.objects:
+            if current is not None:
+                yield Emit(current)
+            return lists
+        after = page.objects[-1].key
+
+
+def thread_id_of(listing: ThreadListing) -> Generator[Batch, list[Any] | None, str | None]:
+    """Sub-plan: the thread id of a listed thread, None for one that holds no manifest.
+
+    Read from the key token; a hashed token (an id of over 200 quoted
+    characters, spec §3) costs one GET of a manifest.
+    """
+    tid = keys.untoken(listing.token)
+    if tid is not None or not listing.manifests:
+        return tid
+    key = listing.manifests[0].key
+    body = yield from run_one(Get(key))
+    return None if body is None else codec.decode_manifest(body, key).thread_id
 
 
 def delete_keys(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, None]:

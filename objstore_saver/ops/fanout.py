@@ -1,0 +1,247 @@
+"""Running one job's work on many threads at once, with a bounded window.
+
+The threads come from one flat, paginated listing of the bucket
+(:func:`~objstore_saver.plans.threads.scan_threads`: a LIST returns 1,000 keys,
+so a small thread costs a fraction of a request to find) or from named thread
+ids. Each thread's work is a coroutine (usually a plan run by the asyncio
+driver); at most ``concurrency`` of them are in flight, and the listing is read
+only as fast as the window frees, so a job holds the window's threads and one
+page, whatever the bucket's size. A shard (:mod:`objstore_saver.ops.sharding`)
+skips the threads other workers own.
+
+The first error stops the scheduling of new threads; the threads in flight
+finish (nothing is left half-sent), then the error is raised. What finished
+was handed to ``on_result`` first, so a job's report says what was done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from objstore_saver.driver import Driver
+from objstore_saver.errors import ConfigurationError
+from objstore_saver.format import keys
+from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.plans.requests import Batch, Plan
+from objstore_saver.plans.threads import ThreadListing, scan_threads
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "Fanout",
+    "Target",
+    "check_concurrency",
+    "for_each_thread",
+    "run_sync",
+]
+
+T = TypeVar("T")
+
+#: Threads in flight at once: about what one S3 prefix and one client sustain
+#: at 20 ms a request without a queue building up in the client.
+DEFAULT_CONCURRENCY = 64
+
+
+def check_concurrency(concurrency: Any) -> int:
+    """``concurrency`` if it is a whole number of 1 or more.
+
+    Raises:
+        ConfigurationError: otherwise, naming ``--concurrency``.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigurationError(
+            f"--concurrency must be a whole number of 1 or more, got {concurrency!r}"
+        )
+    return concurrency
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One thread to work on.
+
+    Attributes:
+        pfx: Its key prefix (``threads/<token>/``).
+        thread_id: Its id when the caller named it (a scanned thread's id is
+            in its token, or in a manifest when the token is hashed:
+            :func:`~objstore_saver.plans.threads.thread_id_of`).
+        listing: Its keys when a scan found it; None for a named thread (the
+            work lists what it needs, as the saver's own call would).
+    """
+
+    pfx: str
+    thread_id: str | None = None
+    listing: ThreadListing | None = None
+
+    @property
+    def token(self) -> str:
+        """The thread's key token."""
+        return self.pfx[len(keys.THREADS) : -1]
+
+    @property
+    def name(self) -> str:
+        """The thread id when it can be told without a read, else the token."""
+        return self.thread_id or keys.untoken(self.token) or self.token
+
+
+@dataclass
+class Fanout:
+    """What a fan-out did.
+
+    Attributes:
+        found: Threads the listing (or the caller) named.
+        done: Threads of this shard whose work finished.
+        skipped: Threads another shard owns.
+        lists: LISTs sent to find the threads (0 when they were named).
+        cancelled: ``should_cancel`` stopped it.
+        seconds: Wall time.
+    """
+
+    found: int = 0
+    done: int = 0
+    skipped: int = 0
+    lists: int = 0
+    cancelled: bool = False
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        """Threads done per second."""
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts for a report."""
+        return {
+            "threads_found": self.found,
+            "threads_done": self.done,
+            "threads_skipped_other_shards": self.skipped,
+            "lists": self.lists,
+            "seconds": round(self.seconds, 3),
+            "threads_per_second": round(self.rate, 1),
+        }
+
+
+def _counted(plan: Plan[Any], stats: Fanout) -> Plan[Any]:
+    """The plan, counting its requests (one LIST a batch) into ``stats.lists``."""
+    reply: list[Any] | None = None
+    while True:
+        try:
+            step = plan.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(step, Batch):
+            stats.lists += len(step.ops)
+        reply = yield step
+
+
+async def _named(thread_ids: Iterable[str]) -> AsyncGenerator[Target, None]:
+    for thread_id in thread_ids:
+        yield Target(keys.thread_prefix(thread_id), thread_id)
+
+
+async def _scanned(scan: AsyncGenerator[Any, None]) -> AsyncGenerator[Target, None]:
+    async for listing in scan:
+        yield Target(listing.pfx, listing=listing)
+
+
+async def for_each_thread(
+    driver: Driver,
+    work: Callable[[Target], Awaitable[T]],
+    on_result: Callable[[Target, T], None],
+    *,
+    thread_ids: Iterable[str] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    start_after: str | None = None,
+    progress: Callable[[int, int | None, str], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Fanout:
+    """Run ``work`` on every thread of the store (or the named ones), ``concurrency`` at once.
+
+    Args:
+        driver: Runs the listing plan (and, usually, the work's plans).
+        work: A thread's work.
+        on_result: Called on the loop, in completion order, with each
+            thread and its result; the place to aggregate a report.
+        thread_ids: Threads to work on; None scans the whole store.
+        concurrency: Threads in flight at once.
+        shard: Only the threads this shard owns.
+        start_after: Resume a scan after this key or thread prefix.
+        progress: ``progress(done, total, item)`` after each thread; total is
+            None until the listing has ended.
+        should_cancel: Polled before each thread is started.
+
+    Raises:
+        ConfigurationError: a bad ``concurrency``.
+        Exception: the first error of a thread's work or of the listing,
+            once the threads in flight have finished.
+    """
+    check_concurrency(concurrency)
+    stats = Fanout()
+    started = time.monotonic()
+    window = asyncio.Semaphore(concurrency)
+    running: set[asyncio.Task[None]] = set()
+    errors: list[BaseException] = []
+    total: int | None = None
+
+    async def one(target: Target) -> None:
+        try:
+            on_result(target, await work(target))
+            stats.done += 1
+            if progress is not None:
+                progress(stats.done, total, target.name)
+        except Exception as exc:  # noqa: BLE001  # raised below, once the others are settled
+            errors.append(exc)
+        finally:
+            window.release()
+
+    if thread_ids is None:
+        source = _scanned(driver.aiterate(_counted(scan_threads(start_after), stats)))
+    else:
+        source = _named(thread_ids)
+    owned = 0
+    try:
+        async for target in source:
+            stats.found += 1
+            if not shard.owns(target.token):
+                stats.skipped += 1
+                continue
+            if should_cancel is not None and should_cancel():
+                stats.cancelled = True
+                break
+            await window.acquire()
+            if errors:
+                window.release()
+                break
+            owned += 1
+            task = asyncio.create_task(one(target))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        else:
+            total = owned
+    finally:
+        await source.aclose()
+        if running:
+            await asyncio.gather(*running)
+        stats.seconds = time.monotonic() - started
+    if errors:
+        raise errors[0]
+    return stats
+
+
+def run_sync(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a job's coroutine to the end from blocking code.
+
+    On a thread without an event loop it runs on a new loop; inside a running
+    loop (a notebook, a server) it runs on a new loop in a worker thread, so a
+    blocking job API can be called from anywhere.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(job())
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="objstore-job") as pool:
+        return pool.submit(asyncio.run, job()).result()
