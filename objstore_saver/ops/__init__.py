@@ -17,15 +17,31 @@ Example (a daily retention job in an application's own scheduler)::
 
 from objstore_saver.ops._common import JobError, OpsConfig, redact
 from objstore_saver.ops.longterm import store_du, store_get, store_ls, store_sweep
-from objstore_saver.ops.maintain import delete_thread, parse_duration, prune, verify
+from objstore_saver.ops.maintain import (
+    adelete_threads,
+    aprune,
+    averify,
+    delete_thread,
+    delete_threads,
+    parse_duration,
+    prune,
+    verify,
+)
 from objstore_saver.ops.migration import migrate
-from objstore_saver.ops.views import cat, du, history, show, threads
+from objstore_saver.ops.sharding import Shard
+from objstore_saver.ops.views import athreads, cat, du, history, show, threads
 
 __all__ = [
     "JobError",
     "OpsConfig",
+    "Shard",
+    "adelete_threads",
+    "aprune",
+    "athreads",
+    "averify",
     "cat",
     "delete_thread",
+    "delete_threads",
     "du",
     "history",
     "migrate",

@@ -35,11 +35,13 @@ __all__ = [
     "Fanout",
     "Target",
     "check_concurrency",
+    "for_each",
     "for_each_thread",
     "run_sync",
 ]
 
 T = TypeVar("T")
+X = TypeVar("X")
 
 #: Threads in flight at once: about what one S3 prefix and one client sustain
 #: at 20 ms a request without a queue building up in the client.
@@ -93,8 +95,8 @@ class Fanout:
 
     Attributes:
         found: Threads the listing (or the caller) named.
-        done: Threads of this shard whose work finished.
-        skipped: Threads another shard owns.
+        done: Threads (or items) of this shard whose work finished.
+        skipped: Threads (or items) another shard owns.
         lists: LISTs sent to find the threads (0 when they were named).
         cancelled: ``should_cancel`` stopped it.
         seconds: Wall time.
@@ -147,6 +149,90 @@ async def _scanned(scan: AsyncGenerator[Any, None]) -> AsyncGenerator[Target, No
         yield Target(listing.pfx, listing=listing)
 
 
+async def for_each(
+    source: AsyncGenerator[X, None],
+    work: Callable[[X], Awaitable[T]],
+    on_result: Callable[[X, T], None],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    owns: Callable[[X], bool] | None = None,
+    name: Callable[[X], str] = str,
+    progress: Callable[[int, int | None, str], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    stats: Fanout | None = None,
+) -> Fanout:
+    """Run ``work`` on each item of ``source``, ``concurrency`` at once.
+
+    The source is read only as fast as the window frees, so a job holds the
+    window's items, whatever the source's size.
+
+    Args:
+        source: The items; closed when the run ends.
+        work: One item's work.
+        on_result: Called on the loop, in completion order, with each item and
+            its result; the place to aggregate a report.
+        concurrency: Items in flight at once.
+        owns: Whether this worker handles an item (its shard); default all.
+        name: How progress names an item.
+        progress: ``progress(done, total, item)`` after each item; total is
+            None until the source has ended.
+        should_cancel: Polled before each item is started.
+        stats: Counts to add to (a caller's that also counts the source).
+
+    Raises:
+        ConfigurationError: a bad ``concurrency``.
+        Exception: the first error of an item's work or of the source, once
+            the items in flight have finished.
+    """
+    check_concurrency(concurrency)
+    stats = Fanout() if stats is None else stats
+    started = time.monotonic()
+    window = asyncio.Semaphore(concurrency)
+    running: set[asyncio.Task[None]] = set()
+    errors: list[BaseException] = []
+    total: int | None = None
+
+    async def one(item: X) -> None:
+        try:
+            on_result(item, await work(item))
+            stats.done += 1
+            if progress is not None:
+                progress(stats.done, total, name(item))
+        except Exception as exc:  # noqa: BLE001  # raised below, once the others are settled
+            errors.append(exc)
+        finally:
+            window.release()
+
+    owned = 0
+    try:
+        async for item in source:
+            stats.found += 1
+            if owns is not None and not owns(item):
+                stats.skipped += 1
+                continue
+            if should_cancel is not None and should_cancel():
+                stats.cancelled = True
+                break
+            await window.acquire()
+            if errors:
+                window.release()
+                break
+            owned += 1
+            task = asyncio.create_task(one(item))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        else:
+            total = owned
+    finally:
+        await source.aclose()
+        if running:
+            await asyncio.gather(*running)
+        stats.seconds = time.monotonic() - started
+    if errors:
+        raise errors[0]
+    return stats
+
+
 async def for_each_thread(
     driver: Driver,
     work: Callable[[Target], Awaitable[T]],
@@ -162,7 +248,7 @@ async def for_each_thread(
     """Run ``work`` on every thread of the store (or the named ones), ``concurrency`` at once.
 
     Args:
-        driver: Runs the listing plan (and, usually, the work's plans).
+        driver: Runs the listing plan.
         work: A thread's work.
         on_result: Called on the loop, in completion order, with each
             thread and its result; the place to aggregate a report.
@@ -170,8 +256,7 @@ async def for_each_thread(
         concurrency: Threads in flight at once.
         shard: Only the threads this shard owns.
         start_after: Resume a scan after this key or thread prefix.
-        progress: ``progress(done, total, item)`` after each thread; total is
-            None until the listing has ended.
+        progress: ``progress(done, total, thread)`` after each thread.
         should_cancel: Polled before each thread is started.
 
     Raises:
@@ -181,55 +266,21 @@ async def for_each_thread(
     """
     check_concurrency(concurrency)
     stats = Fanout()
-    started = time.monotonic()
-    window = asyncio.Semaphore(concurrency)
-    running: set[asyncio.Task[None]] = set()
-    errors: list[BaseException] = []
-    total: int | None = None
-
-    async def one(target: Target) -> None:
-        try:
-            on_result(target, await work(target))
-            stats.done += 1
-            if progress is not None:
-                progress(stats.done, total, target.name)
-        except Exception as exc:  # noqa: BLE001  # raised below, once the others are settled
-            errors.append(exc)
-        finally:
-            window.release()
-
     if thread_ids is None:
         source = _scanned(driver.aiterate(_counted(scan_threads(start_after), stats)))
     else:
         source = _named(thread_ids)
-    owned = 0
-    try:
-        async for target in source:
-            stats.found += 1
-            if not shard.owns(target.token):
-                stats.skipped += 1
-                continue
-            if should_cancel is not None and should_cancel():
-                stats.cancelled = True
-                break
-            await window.acquire()
-            if errors:
-                window.release()
-                break
-            owned += 1
-            task = asyncio.create_task(one(target))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        else:
-            total = owned
-    finally:
-        await source.aclose()
-        if running:
-            await asyncio.gather(*running)
-        stats.seconds = time.monotonic() - started
-    if errors:
-        raise errors[0]
-    return stats
+    return await for_each(
+        source,
+        work,
+        on_result,
+        concurrency=concurrency,
+        owns=lambda target: shard.owns(target.token),
+        name=lambda target: target.name,
+        progress=progress,
+        should_cancel=should_cancel,
+        stats=stats,
+    )
 
 
 def run_sync(job: Callable[[], Coroutine[Any, Any, T]]) -> T:

@@ -12,7 +12,7 @@ keys each), never by one GET per item. ``store_sweep`` is a dry run unless
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,10 +25,13 @@ from objstore_saver.ops._common import (
     OpsConfig,
     ProgressCallback,
     SubPlan,
+    aopen_store,
     never_cancel,
     no_progress,
     open_store,
 )
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, for_each, run_sync
+from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, run_batch, run_one
 
 #: Items per page of ``store_ls`` unless told.
@@ -341,12 +344,82 @@ def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None)
     return True
 
 
+async def astore_sweep(
+    prefix: Sequence[str] = (),
+    *,
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    clock: Callable[[], float] = time.time,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Async :func:`store_sweep`."""
+    ns = _labels("namespace prefix", prefix)
+    check_concurrency(concurrency)
+    ctx = plans.StoreContext(clock=clock)
+    rows: list[dict[str, Any]] = []
+    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+        found, bad = await driver.arun(_sweep_candidates(ns, ctx.now()))
+
+        async def items() -> AsyncGenerator[tuple[plans.Expired, Record | None], None]:
+            for pair in found:
+                yield pair
+
+        async def one(pair: tuple[plans.Expired, Record | None]) -> str:
+            if not apply:
+                return "would delete"
+            deleted = await driver.arun(_sweep_one(ctx, *pair))
+            return "deleted" if deleted else "renewed"
+
+        def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
+            item = pair[0]
+            rows.append(
+                {
+                    "namespace": list(item.namespace),
+                    "key": item.key,
+                    "expires_at": iso(item.expires_at_us),
+                    "action": action,
+                }
+            )
+
+        run = await for_each(
+            items(),
+            one,
+            done,
+            concurrency=concurrency,
+            owns=lambda pair: shard.owns(layout.namespace_path(pair[0].namespace)),
+            name=lambda pair: f"{pair[0].namespace!r} {pair[0].key!r}",
+            progress=progress,
+            should_cancel=should_cancel if apply else None,
+        )
+    rows.sort(key=lambda r: (r["namespace"], r["key"]))
+    return {
+        "store": store.location,
+        "prefix": list(ns),
+        "apply": apply,
+        "cancelled": run.cancelled,
+        "shard": str(shard),
+        "totals": {
+            "expired": sum(shard.owns(layout.namespace_path(i.namespace)) for i, _ in found),
+            "deleted": sum(r["action"] == "deleted" for r in rows),
+            "renewed": sum(r["action"] == "renewed" for r in rows),
+        },
+        "unreadable": bad,
+        "items": rows,
+        "run": run.to_dict(),
+    }
+
+
 def store_sweep(
     prefix: Sequence[str] = (),
     *,
     apply: bool = False,
     config: OpsConfig | None = None,
     clock: Callable[[], float] = time.time,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
@@ -365,6 +438,9 @@ def store_sweep(
         apply: Delete; without it the job reports what it would delete.
         config: The store; default from ``OBJSTORE_SAVER_URL``.
         clock: Epoch seconds deciding what has expired.
+        concurrency: Items swept at once.
+        shard: Only the items of namespaces this shard owns (by the hash of
+            the namespace's path).
         progress: Called after each item.
         should_cancel: Polled between items; True stops cleanly.
 
@@ -374,39 +450,15 @@ def store_sweep(
         ``action`` is ``would delete``, ``deleted`` or ``renewed`` (a put or
         refresh came first).
     """
-    ns = _labels("namespace prefix", prefix)
-    config = config or OpsConfig.from_env()
-    ctx = plans.StoreContext(clock=clock)
-    with open_store(config) as (store, driver):
-        found, bad = driver.run(_sweep_candidates(ns, ctx.now()))
-        rows: list[dict[str, Any]] = []
-        cancelled = False
-        for i, (item, rec) in enumerate(found):
-            if apply and should_cancel():
-                cancelled = True
-                break
-            action = "would delete"
-            if apply:
-                action = "deleted" if driver.run(_sweep_one(ctx, item, rec)) else "renewed"
-            rows.append(
-                {
-                    "namespace": list(item.namespace),
-                    "key": item.key,
-                    "expires_at": iso(item.expires_at_us),
-                    "action": action,
-                }
-            )
-            progress(i + 1, len(found), f"{item.namespace!r} {item.key!r}")
-    return {
-        "store": store.location,
-        "prefix": list(ns),
-        "apply": apply,
-        "cancelled": cancelled,
-        "totals": {
-            "expired": len(found),
-            "deleted": sum(r["action"] == "deleted" for r in rows),
-            "renewed": sum(r["action"] == "renewed" for r in rows),
-        },
-        "unreadable": bad,
-        "items": rows,
-    }
+    return run_sync(
+        lambda: astore_sweep(
+            prefix,
+            apply=apply,
+            config=config,
+            clock=clock,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+    )

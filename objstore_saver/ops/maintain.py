@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -25,7 +26,6 @@ from objstore_saver.ops._common import (
     aopen_store,
     never_cancel,
     no_progress,
-    open_saver,
 )
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
@@ -306,6 +306,106 @@ def verify(
     )
 
 
+def _holdings(listing: plans.ThreadListing) -> dict[str, int]:
+    every = listing.manifests + listing.writes + listing.objects + listing.runs
+    return {
+        "checkpoints": len(listing.manifests),
+        "writes": len(listing.writes),
+        "objects": len(listing.objects),
+        "run_markers": len(listing.runs),
+        "bytes": sum(o.size for o in every),
+    }
+
+
+async def adelete_threads(
+    thread_ids: Sequence[str],
+    *,
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Async :func:`delete_threads`."""
+    check_concurrency(concurrency)
+    for thread_id in thread_ids:
+        keys.thread_prefix(thread_id)  # a bad id is refused before anything is deleted
+    rows: list[dict[str, Any]] = []
+    async with aopen_saver(config or OpsConfig.from_env()) as saver:
+        ctx = saver.plan_context
+        driver = Driver(saver.store, max_workers=16)
+
+        async def one(target: Target) -> dict[str, Any]:
+            assert target.thread_id is not None  # named threads
+            listing = await driver.arun(plans.list_thread(target.pfx))
+            row = {"thread_id": target.thread_id, **_holdings(listing)}
+            held = any(row[k] for k in ("checkpoints", "writes", "objects", "run_markers"))
+            if apply and held:
+                await driver.arun(plans.delete_listing(ctx, target.thread_id, listing))
+            return {**row, "held": held, "deleted": apply and held}
+
+        try:
+            run = await for_each_thread(
+                driver,
+                one,
+                lambda _target, row: rows.append(row),
+                thread_ids=thread_ids,
+                concurrency=concurrency,
+                shard=shard,
+                progress=progress,
+                should_cancel=should_cancel,
+            )
+        finally:
+            driver.close()
+        return {
+            "store": saver.store.location,
+            "apply": apply,
+            "cancelled": run.cancelled,
+            "shard": str(shard),
+            "threads": rows,
+            "threads_holding_nothing": [r["thread_id"] for r in rows if not r["held"]],
+            "totals": {
+                name: sum(r[name] for r in rows)
+                for name in ("checkpoints", "writes", "objects", "run_markers", "bytes")
+            },
+            "run": run.to_dict(),
+        }
+
+
+def delete_threads(
+    thread_ids: Sequence[str],
+    *,
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Delete every object of each named thread, ``concurrency`` at once (dry run unless ``apply``).
+
+    Each thread is one LIST and its deletes (spec §6.6): manifests first, then
+    what they referenced in one round. A thread that holds nothing is named
+    in ``threads_holding_nothing``, not an error.
+
+    Returns:
+        One row per thread (what it holds and whether it was deleted), totals,
+        and the ``run`` block (rate).
+    """
+    return run_sync(
+        lambda: adelete_threads(
+            thread_ids,
+            apply=apply,
+            config=config,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+    )
+
+
 def delete_thread(
     thread_id: str, *, apply: bool = False, config: OpsConfig | None = None
 ) -> dict[str, Any]:
@@ -318,26 +418,14 @@ def delete_thread(
     Raises:
         JobError: the thread holds nothing.
     """
-    config = config or OpsConfig.from_env()
-    with open_saver(config) as saver:
-        driver = Driver(saver.store, max_workers=1)
-        try:
-            listing = driver.run(plans.list_thread(keys.thread_prefix(thread_id)))
-        finally:
-            driver.close()
-        every = listing.manifests + listing.writes + listing.objects + listing.runs
-        if not every:
-            raise JobError(f"thread {thread_id!r} holds nothing in {saver.store.location}")
-        if apply:
-            saver.delete_thread(thread_id)
-        return {
-            "thread_id": thread_id,
-            "store": saver.store.location,
-            "apply": apply,
-            "deleted": apply,
-            "checkpoints": len(listing.manifests),
-            "writes": len(listing.writes),
-            "objects": len(listing.objects),
-            "run_markers": len(listing.runs),
-            "bytes": sum(o.size for o in every),
-        }
+    report = delete_threads([thread_id], apply=apply, config=config)
+    row = report["threads"][0]
+    if not row["held"]:
+        raise JobError(f"thread {thread_id!r} holds nothing in {report['store']}")
+    return {
+        "thread_id": thread_id,
+        "store": report["store"],
+        "apply": apply,
+        "deleted": row["deleted"],
+        **{k: row[k] for k in ("checkpoints", "writes", "objects", "run_markers", "bytes")},
+    }

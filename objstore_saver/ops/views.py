@@ -384,8 +384,12 @@ def _kind_of(rest: str) -> str:
     return names.get(section, section)
 
 
-def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
-    """Plan of :func:`du`: one listing of the whole store."""
+def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard = ALL) -> SubPlan:
+    """Plan of :func:`du`: one listing of the whole store.
+
+    With a shard, a thread's keys count only in the shard that owns it, and
+    the keys outside threads only in shard 0, so the shards' totals add up.
+    """
     by_thread: dict[str, dict[str, Any]] = {}
     by_kind: dict[str, dict[str, int]] = {}
     total = {"objects": 0, "bytes": 0}
@@ -399,6 +403,8 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
         for info in page.objects:
             if info.key.startswith(keys.THREADS):
                 pfx, rest = keys.split_thread_key(info.key)
+                if not shard.owns(pfx[len(keys.THREADS) : -1]):
+                    continue
                 kind = _kind_of(rest)
                 row = by_thread.setdefault(pfx, {"objects": 0, "bytes": 0, "by_kind": {}})
                 row["objects"] += 1
@@ -406,6 +412,8 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
                 slot = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
                 slot["objects"] += 1
                 slot["bytes"] += info.size
+            elif shard.index != 0:
+                continue
             elif info.key.startswith(keys.RUNS):
                 kind = "run-index"
             elif info.key.startswith(longterm_layout.ROOT):
@@ -426,19 +434,35 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck) -> SubPlan:
         tid = keys.untoken(pfx[len(keys.THREADS) : -1])
         rows.append({"thread_id": tid, "prefix": pfx, **row})
     rows.sort(key=lambda r: r["bytes"], reverse=True)
-    return {"total": total, "by_kind": by_kind, "by_thread": rows, "cancelled": cancelled}
+    return {
+        "total": total,
+        "by_kind": by_kind,
+        "by_thread": rows,
+        "cancelled": cancelled,
+        "shard": str(shard),
+    }
 
 
 def du(
     config: OpsConfig | None = None,
     *,
+    shard: Shard = ALL,
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Objects and bytes of the store, in total, by kind and by thread (largest first)."""
+    """Objects and bytes of the store, in total, by kind and by thread (largest first).
+
+    One flat listing of the whole store, 1,000 keys a LIST: no GET.
+
+    Args:
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        shard: Count only this shard's threads (``--shard K/N``).
+        progress: Called after each page.
+        should_cancel: Polled between pages; True stops cleanly.
+    """
     config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
-        report = driver.run(du_plan(progress, should_cancel))
+        report = driver.run(du_plan(progress, should_cancel, shard))
         report["store"] = store.location
         return report
 

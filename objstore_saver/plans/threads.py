@@ -147,9 +147,18 @@ def thread_id_of(listing: ThreadListing) -> Generator[Batch, list[Any] | None, s
     return None if body is None else codec.decode_manifest(body, key).thread_id
 
 
+def _deletes(keys_: Sequence[str]) -> list[Delete]:
+    """DeleteObjects requests of at most 1,000 keys each, in the keys' order."""
+    return [
+        Delete(tuple(keys_[start : start + MAX_DELETE_BATCH]))
+        for start in range(0, len(keys_), MAX_DELETE_BATCH)
+    ]
+
+
 def delete_keys(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, None]:
-    for start in range(0, len(keys_), MAX_DELETE_BATCH):
-        yield from run_one(Delete(tuple(keys_[start : start + MAX_DELETE_BATCH])))
+    """Sub-plan: delete ``keys_`` in order, 1,000 a request, one request after the other."""
+    for op in _deletes(keys_):
+        yield from run_one(op)
 
 
 def oldest_first(manifests: Iterable[ObjectInfo]) -> list[str]:
@@ -173,9 +182,12 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
     yield from delete_keys(oldest_first(listing.manifests))
-    yield from delete_keys([o.key for o in listing.writes])
-    yield from delete_keys([o.key for o in listing.objects])
-    yield from delete_keys([o.key for o in listing.marks])
+    # No manifest is left: what they referenced goes in one round of requests.
+    yield from run_batch(
+        *_deletes([o.key for o in listing.writes]),
+        *_deletes([o.key for o in listing.objects]),
+        *_deletes([o.key for o in listing.marks]),
+    )
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
 
 
