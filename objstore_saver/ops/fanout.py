@@ -198,7 +198,9 @@ async def for_each(
             stats.done += 1
             if progress is not None:
                 progress(stats.done, total, name(item))
-        except Exception as exc:  # noqa: BLE001  # raised below, once the others are settled
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001  # raised below, once the others are settled
             errors.append(exc)
         finally:
             window.release()

@@ -1,27 +1,26 @@
-"""``migrate``: copy threads from another LangGraph saver into the object store.
+"""``migrate``: copy threads from another LangGraph saver into the object store (spec §6.13).
 
-The source is read only through LangGraph's public saver API (``list`` with
-the pending writes of each tuple); the target is written only through
-``put`` and ``put_writes``, oldest checkpoint first, so every manifest's parent
-is stored before it. Only what the target lacks is written: a checkpoint
-whose manifest exists is skipped, and so is each pending write whose
-(task, index) slot exists. A run that is killed part way is completed by the
-next run, and nothing is stored twice.
+The source is read only through LangGraph's public saver API (``alist`` with
+the pending writes of each tuple; :mod:`objstore_saver.ops.migration_sources`);
+the target is written only through ``aput`` and ``aput_writes``, each
+namespace oldest checkpoint first, so every manifest's parent is stored
+before it, and the root head last. Only what the target lacks is written: a
+checkpoint whose manifest exists is skipped, and so is each pending write whose
+(task, index) slot exists. Threads are migrated ``concurrency`` at once; a
+cursor in the bucket (:mod:`objstore_saver.ops.job_cursor`) lets a rerun skip
+the threads a killed or failed run finished, and nothing is stored twice.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import os
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 
-from objstore_saver.backend_choice import POSTGRES_URL
 from objstore_saver.driver import Driver
 from objstore_saver.format import codec, keys
 from objstore_saver.ops._common import (
@@ -30,25 +29,26 @@ from objstore_saver.ops._common import (
     OpsConfig,
     ProgressCallback,
     SubPlan,
+    aopen_saver,
     never_cancel,
     no_progress,
-    open_saver,
     redact,
     redact_error,
 )
-from objstore_saver.ops.views import thread_prefixes
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    Fanout,
+    check_concurrency,
+    for_each,
+    run_sync,
+)
+from objstore_saver.ops.job_cursor import Cursor, cursor_key
+from objstore_saver.ops.migration_sources import SOURCES, open_source
+from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, list_all, run_one
 from objstore_saver.saver import ObjectStoreSaver
-from objstore_saver.storage.urls import redact_url
 
-SOURCES = ("postgres", "sqlite", "saver", "objstore")
-
-
-@dataclass
-class _Source:
-    saver: BaseCheckpointSaver[Any]
-    thread_ids: list[str]
-    description: str
+__all__ = ["SOURCES", "amigrate", "migrate"]
 
 
 @dataclass
@@ -62,91 +62,6 @@ class _Counts:
     writes_missing: int = 0
     writes_copied: int = 0
     diverged: list[dict[str, Any]] = field(default_factory=list)
-
-
-# --- opening a source ---------------------------------------------------------------
-
-
-def _distinct_threads_sql(conn: Any) -> list[str]:
-    rows = conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
-    out = []
-    for row in rows:
-        value = row["thread_id"] if isinstance(row, dict) else row[0]
-        out.append(str(value))
-    return out
-
-
-def _threads_by_listing(saver: BaseCheckpointSaver[Any]) -> list[str]:
-    seen: dict[str, None] = {}
-    for tup in saver.list(None):
-        seen.setdefault(str(tup.config["configurable"]["thread_id"]), None)
-    return sorted(seen)
-
-
-@contextlib.contextmanager
-def _open_source(kind: str, source: str | None, config: OpsConfig) -> Iterator[_Source]:
-    if kind == "postgres":
-        if source is not None:
-            raise JobError(
-                "a PostgreSQL source is taken from configuration (POSTGRES_URL, or the CLI's "
-                "--source-url), not from the job's arguments"
-            )
-        url = config.postgres_url
-        if not url:
-            raise JobError(f"--from postgres needs {POSTGRES_URL} (or --source-url) to be set")
-        postgres_saver = _saver_class("postgres", "PostgresSaver")
-        with postgres_saver.from_conn_string(url) as saver:
-            yield _Source(saver, _distinct_threads_sql(saver.conn), f"postgres {redact_url(url)}")
-        return
-    if kind == "sqlite":
-        if not source:
-            raise JobError("--from sqlite needs the path of the SQLite file")
-        if not os.path.isfile(source):
-            raise JobError(f"SQLite file {source!r} does not exist")
-        sqlite_saver = _saver_class("sqlite", "SqliteSaver")
-        with sqlite_saver.from_conn_string(source) as saver:
-            yield _Source(saver, _distinct_threads_sql(saver.conn), f"sqlite {source}")
-        return
-    if kind == "saver":
-        if not source or ":" not in source:
-            raise JobError("--from saver needs a factory as module:callable")
-        module_name, _, attr = source.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise JobError(f"cannot load the source saver factory {source!r}: {exc}") from None
-        made = factory()
-        with contextlib.ExitStack() as stack:
-            if not isinstance(made, BaseCheckpointSaver) and hasattr(made, "__enter__"):
-                made = stack.enter_context(made)
-            if not isinstance(made, BaseCheckpointSaver):
-                raise JobError(
-                    f"source factory {source!r} returned {type(made).__name__}, "
-                    "not a LangGraph BaseCheckpointSaver"
-                )
-            yield _Source(made, _threads_by_listing(made), f"saver {source}")
-        return
-    if kind == "objstore":
-        if not source:
-            raise JobError("--from objstore needs the source URL (s3://... or file:///...)")
-        with ObjectStoreSaver.from_url(source) as saver:
-            prefixes = Driver(saver.store, max_workers=1)
-            try:
-                pfxs = prefixes.run(thread_prefixes())
-            finally:
-                prefixes.close()
-            ids = []
-            for pfx in pfxs:
-                tid = keys.untoken(pfx[len(keys.THREADS) : -1])
-                if tid is None:
-                    raise JobError(
-                        f"source {saver.store.location} holds a thread with a hashed key "
-                        f"token ({pfx}); migrate it with copy by thread id"
-                    )
-                ids.append(tid)
-            yield _Source(saver, ids, f"objstore {saver.store.location}")
-        return
-    raise JobError(f"unknown migration source {kind!r}: use one of {', '.join(SOURCES)}")
 
 
 # --- what the target holds ------------------------------------------------------------
@@ -197,17 +112,16 @@ def _conf(tup: CheckpointTuple) -> tuple[str, str]:
     return c.get("checkpoint_ns", "") or "", c["checkpoint_id"]
 
 
-def _migrate_thread(
+async def _migrate_thread(
     thread_id: str,
-    source: BaseCheckpointSaver[Any],
+    tuples: list[CheckpointTuple],
     target: ObjectStoreSaver,
     driver: Driver,
     counts: _Counts,
     apply: bool,
 ) -> None:
-    tuples = list(source.list({"configurable": {"thread_id": thread_id}}))
     tuples.sort(key=lambda t: _conf(t)[1])  # checkpoint ids are time-ordered: oldest first
-    stored = driver.run(_stored_checkpoints(thread_id))
+    stored = await driver.arun(_stored_checkpoints(thread_id))
     stored_set = set(stored)
     by_id: dict[tuple[str, str], CheckpointTuple] = {_conf(t): t for t in tuples}
 
@@ -225,7 +139,7 @@ def _migrate_thread(
         known = {cid for (n, cid) in by_id if n == ns}
         if tgt_head is None or tgt_head in known:
             continue
-        if not driver.run(_ancestors_reach(thread_id, ns, tgt_head, src_head, known)):
+        if not await driver.arun(_ancestors_reach(thread_id, ns, tgt_head, src_head, known)):
             counts.diverged.append(
                 {
                     "thread_id": thread_id,
@@ -235,34 +149,89 @@ def _migrate_thread(
                 }
             )
 
+    copy = _ThreadCopy(thread_id, by_id, stored_set, target, driver, counts, apply)
+    chains: dict[str, list[CheckpointTuple]] = {}
     for tup in tuples:
+        chains.setdefault(_conf(tup)[0], []).append(tup)
+    root = chains.pop("", [])
+    root_head = root.pop() if root else None
+    try:
+        # Subgraph namespaces are chains of their own: at once, then the root's.
+        await asyncio.gather(*(copy.chain(part) for part in chains.values()))
+        await copy.chain(root)
+        # Every pending write is stored before the root head: a stored head
+        # means a complete thread.
+        await copy.writes_stored()
+        if root_head is not None:
+            await copy.chain([root_head])
+        await copy.writes_stored()
+    finally:
+        await copy.writes_stored(raising=False)
+
+
+@dataclass
+class _ThreadCopy:
+    """The copy of one thread's checkpoints and writes into the target."""
+
+    thread_id: str
+    by_id: dict[tuple[str, str], CheckpointTuple]
+    stored: set[tuple[str, str]]
+    target: ObjectStoreSaver
+    driver: Driver
+    counts: _Counts
+    apply: bool
+    writing: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def chain(self, part: list[CheckpointTuple]) -> None:
+        """One namespace's checkpoints, oldest first (a put reads its parent)."""
+        for tup in part:
+            await self.checkpoint(tup)
+
+    async def writes_stored(self, *, raising: bool = True) -> None:
+        """Wait for the pending writes under way."""
+        writing, self.writing = self.writing, []
+        await asyncio.gather(*writing, return_exceptions=not raising)
+
+    async def checkpoint(self, tup: CheckpointTuple) -> None:
+        """Put one checkpoint if the target lacks it; its missing writes go on meanwhile."""
+        counts = self.counts
         ns, cid = _conf(tup)
         counts.checkpoints_source += 1
-        present = (keys.token("checkpoint_ns", ns), cid) in stored_set
+        present = (keys.token("checkpoint_ns", ns), cid) in self.stored
         if present:
             counts.checkpoints_present += 1
         else:
             counts.checkpoints_missing += 1
-            if apply:
-                _put_checkpoint(thread_id, tup, by_id, target)
+            if self.apply:
+                await _put_checkpoint(self.thread_id, tup, self.by_id, self.target)
                 counts.checkpoints_copied += 1
         writes = list(tup.pending_writes or [])
         counts.writes_source += len(writes)
         if not writes:
-            continue
+            return
         slots: set[tuple[str, int]] = set()
         if present:
-            slots = driver.run(_stored_write_slots(thread_id, ns, cid))
+            slots = await self.driver.arun(_stored_write_slots(self.thread_id, ns, cid))
         missing = _missing_writes(writes, slots)
-        counts.writes_present += len(writes) - sum(len(w) for _, w in missing)
-        counts.writes_missing += sum(len(w) for _, w in missing)
-        if apply:
+        n_missing = sum(len(w) for _, w in missing)
+        counts.writes_present += len(writes) - n_missing
+        counts.writes_missing += n_missing
+        if self.apply and missing:
             config: RunnableConfig = {
-                "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+                "configurable": {
+                    "thread_id": self.thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": cid,
+                }
             }
-            for task_id, task_writes in missing:
-                target.put_writes(config, task_writes, task_id)
-                counts.writes_copied += len(task_writes)
+            self.writing.append(asyncio.create_task(self._put_writes(config, missing)))
+
+    async def _put_writes(
+        self, config: RunnableConfig, missing: list[tuple[str, list[tuple[str, Any]]]]
+    ) -> None:
+        for task_id, task_writes in missing:
+            await self.target.aput_writes(config, task_writes, task_id)
+            self.counts.writes_copied += len(task_writes)
 
 
 def _missing_writes(
@@ -289,7 +258,7 @@ def _missing_writes(
     return calls
 
 
-def _put_checkpoint(
+async def _put_checkpoint(
     thread_id: str,
     tup: CheckpointTuple,
     by_id: dict[tuple[str, str], CheckpointTuple],
@@ -307,10 +276,46 @@ def _put_checkpoint(
             if parent is not None:
                 before = parent.checkpoint.get("channel_versions", {})
                 new_versions = {c: v for c, v in versions.items() if before.get(c) != v}
-    target.put({"configurable": conf}, tup.checkpoint, tup.metadata, new_versions)
+    await target.aput({"configurable": conf}, tup.checkpoint, tup.metadata, new_versions)
 
 
 # --- the job -----------------------------------------------------------------------------------
+
+
+async def amigrate(
+    source_kind: str,
+    source: str | None = None,
+    *,
+    config: OpsConfig | None = None,
+    thread_ids: list[str] | None = None,
+    apply: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    restart: bool = False,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Async :func:`migrate`."""
+    check_concurrency(concurrency)
+    config = config or OpsConfig.from_env()
+    secrets = config.secrets()
+    try:
+        return await _run(
+            source_kind,
+            source,
+            config,
+            thread_ids,
+            apply,
+            concurrency,
+            shard,
+            restart,
+            progress,
+            should_cancel,
+        )
+    except JobError as exc:
+        raise JobError(redact(str(exc), secrets)) from None
+    except Exception as exc:  # noqa: BLE001 - re-raised, with the source's secrets removed
+        raise JobError(f"migration failed: {redact_error(exc, secrets)}") from None
 
 
 def migrate(
@@ -320,10 +325,13 @@ def migrate(
     config: OpsConfig | None = None,
     thread_ids: list[str] | None = None,
     apply: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    restart: bool = False,
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Copy threads from a LangGraph saver into the configured object store.
+    """Copy threads from a LangGraph saver into the configured object store (spec §6.13).
 
     Args:
         source_kind: ``postgres`` (database from ``config.postgres_url``, i.e.
@@ -334,58 +342,122 @@ def migrate(
         config: Target store and database; default from the environment.
         thread_ids: Threads to migrate; default every thread of the source.
         apply: Write; without it the job only counts (dry run).
+        concurrency: Threads read and written at once.
+        shard: Only the threads this shard owns (``--shard K/N``).
+        restart: Ignore the cursor a previous run left; start from the first thread.
         progress: Called after each thread.
         should_cancel: Polled between threads; True stops cleanly.
 
     Returns:
         A JSON-serializable report: ``threads``, ``checkpoints`` (source,
         present, missing, copied), ``writes`` (same), ``diverged`` threads,
-        ``cancelled`` and ``apply``.
+        ``cancelled``, ``apply``, ``resumed_after`` (the cursor's position the
+        run started from), ``cursor`` and ``run`` (rates).
 
     Raises:
-        JobError: the source or target cannot be used; no secret is in the message.
+        JobError: the source or target cannot be used, or a thread failed; no
+            secret is in the message. A run that fails part way has stored its
+            cursor: the same command completes the rest.
     """
-    config = config or OpsConfig.from_env()
-    secrets = config.secrets()
-    try:
-        return _run(source_kind, source, config, thread_ids, apply, progress, should_cancel)
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
-    except Exception as exc:  # noqa: BLE001 - re-raised, with the source's secrets removed
-        raise JobError(f"migration failed: {redact_error(exc, secrets)}") from None
+    return run_sync(
+        lambda: amigrate(
+            source_kind,
+            source,
+            config=config,
+            thread_ids=thread_ids,
+            apply=apply,
+            concurrency=concurrency,
+            shard=shard,
+            restart=restart,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
+    )
 
 
-def _run(
+async def _run(
     source_kind: str,
     source: str | None,
     config: OpsConfig,
     thread_ids: list[str] | None,
     apply: bool,
+    concurrency: int,
+    shard: Shard,
+    restart: bool,
     progress: ProgressCallback,
     should_cancel: CancelCheck,
 ) -> dict[str, Any]:
     counts = _Counts()
-    done = 0
-    cancelled = False
-    with open_saver(config) as target, _open_source(source_kind, source, config) as src:
-        wanted = src.thread_ids if thread_ids is None else list(thread_ids)
-        driver = Driver(target.store, max_workers=4)
+    async with (
+        aopen_saver(config) as target,
+        open_source(source_kind, source, config, concurrency) as src,
+    ):
+        driver = Driver(target.store, max_workers=16)
+        cursor = Cursor(cursor_key("migrate", src.fingerprint, shard), src.description)
+        # Named threads are not a resumable run: no cursor is read or written.
+        keep_cursor = thread_ids is None
+        if keep_cursor and not restart:
+            await cursor.load(driver)
+
+        async def positions() -> AsyncGenerator[tuple[str, str], None]:
+            if thread_ids is not None:
+                for thread_id in thread_ids:
+                    yield thread_id, thread_id
+                return
+            async for item in src.threads(cursor.after):
+                cursor.started(item[0])
+                yield item
+
+        def owns(item: tuple[str, str]) -> bool:
+            mine = shard.owns(keys.thread_prefix(item[1])[len(keys.THREADS) : -1])
+            if not mine and keep_cursor:
+                cursor.finished(item[0])
+            return mine
+
+        async def one(item: tuple[str, str]) -> None:
+            tuples = await src.checkpoints(item[1])
+            await _migrate_thread(item[1], tuples, target, driver, counts, apply)
+
+        def done(item: tuple[str, str], result: None) -> None:
+            if keep_cursor:
+                cursor.finished(item[0])
+                if apply:
+                    saving.append(asyncio.ensure_future(cursor.save(driver)))
+
+        saving: list[asyncio.Future[None]] = []
+        run = Fanout()
+        complete = False
         try:
-            for thread_id in wanted:
-                if should_cancel():
-                    cancelled = True
-                    break
-                _migrate_thread(thread_id, src.saver, target, driver, counts, apply)
-                done += 1
-                progress(done, len(wanted), thread_id)
+            run = await for_each(
+                positions(),
+                one,
+                done,
+                concurrency=concurrency,
+                owns=owns,
+                name=lambda item: item[1],
+                progress=progress,
+                should_cancel=should_cancel,
+                stats=run,
+            )
+            complete = not run.cancelled
         finally:
+            await asyncio.gather(*saving, return_exceptions=True)
+            if keep_cursor and apply:
+                if complete:
+                    await cursor.clear(driver)
+                else:
+                    await cursor.save(driver, force=True)
             driver.close()
         return {
             "source": src.description,
             "target": target.store.location,
             "apply": apply,
-            "cancelled": cancelled,
-            "threads": {"source": len(wanted), "done": done},
+            "cancelled": run.cancelled,
+            "shard": str(shard),
+            "resumed_after": cursor.after,
+            "cursor": cursor.key if keep_cursor else None,
+            "complete": complete,
+            "threads": {"source": run.found - run.skipped, "done": run.done},
             "checkpoints": {
                 "source": counts.checkpoints_source,
                 "present": counts.checkpoints_present,
@@ -399,15 +471,10 @@ def _run(
                 "copied": counts.writes_copied,
             },
             "diverged": counts.diverged,
+            "run": {
+                **run.to_dict(),
+                "checkpoints_per_second": round(
+                    counts.checkpoints_source / run.seconds if run.seconds else 0.0, 1
+                ),
+            },
         }
-
-
-def _saver_class(kind: str, name: str) -> Any:
-    """LangGraph's saver class for ``--from kind``, or a JobError naming the extra."""
-    try:
-        module = importlib.import_module(f"langgraph.checkpoint.{kind}")
-    except ImportError:
-        raise JobError(
-            f"--from {kind} needs langgraph-checkpoint-{kind}: pip install 'objstore-saver[{kind}]'"
-        ) from None
-    return getattr(module, name)

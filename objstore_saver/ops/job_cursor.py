@@ -1,0 +1,124 @@
+"""Where a long job resumes: a cursor object in the bucket (spec §3, ``jobs/``).
+
+A job that works on threads in a fixed order, many at once, finishes them out
+of order. Its cursor is the *low-water mark*: the position of the last thread
+such that it and every thread before it are finished. It is written (one PUT,
+overwrite) every few seconds and when the job stops, however it stops; a job
+killed outright loses at most the threads finished since the last write, which
+the rerun does again (each job is idempotent). The object lives beside the data
+it describes, so a Kubernetes Job, a cron entry or any host can resume it; a
+shard has a cursor of its own. A run that goes through its whole source
+deletes the cursor, so the next run checks every thread again.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from objstore_saver.driver import Driver
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.ops.sharding import Shard
+from objstore_saver.plans.requests import Delete, Get, Put, run_one
+from objstore_saver.storage.base import PutMode
+
+__all__ = ["JOBS", "Cursor", "cursor_key"]
+
+#: Key prefix of job cursors: written by operator jobs only, never read by a saver.
+JOBS = "jobs/"
+#: Seconds between two writes of a running job's cursor.
+SAVE_EVERY = 5.0
+
+
+def cursor_key(job: str, source: str, shard: Shard) -> str:
+    """``jobs/<job>/<source>/shard-<K>-of-<N>``: one cursor per job, source and shard."""
+    return f"{JOBS}{job}/{source}/shard-{shard.index}-of-{shard.count}"
+
+
+@dataclass
+class Cursor:
+    """The low-water mark of one job run, and the object that keeps it.
+
+    Attributes:
+        key: Its key in the store.
+        description: What the job reads (no secret), stored with it.
+        after: Where the run started (from the stored cursor), None at the start.
+    """
+
+    key: str
+    description: str
+    after: str | None = None
+    _order: collections.deque[str] = field(default_factory=collections.deque)
+    _finished: set[str] = field(default_factory=set)
+    _mark: str | None = None
+    _done: int = 0
+    _saved_at: float = field(default_factory=time.monotonic)
+    _dirty: bool = False
+
+    async def load(self, driver: Driver) -> None:
+        """Read the stored cursor: the run starts after its position.
+
+        Raises:
+            CorruptObjectError: the stored object is not a cursor of this source.
+        """
+        body = await driver.arun(run_one(Get(self.key)))
+        if body is None:
+            return
+        try:
+            data = json.loads(body)
+            after = data["after"]
+            described = data["source"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptObjectError(self.key, f"not a job cursor: {exc}") from None
+        if described != self.description or not isinstance(after, str):
+            raise CorruptObjectError(self.key, f"a cursor of {described!r}, not of this source")
+        self.after = self._mark = after
+
+    def started(self, position: str) -> None:
+        """A thread at ``position`` (after every earlier one) is being worked on."""
+        self._order.append(position)
+
+    def finished(self, position: str) -> None:
+        """The thread at ``position`` is done (or is another shard's)."""
+        self._finished.add(position)
+        while self._order and self._order[0] in self._finished:
+            self._mark = self._order.popleft()
+            self._finished.discard(self._mark)
+            self._done += 1
+            self._dirty = True
+
+    @property
+    def mark(self) -> str | None:
+        """The low-water mark: every thread up to it is done."""
+        return self._mark
+
+    async def save(self, driver: Driver, *, force: bool = False) -> None:
+        """Write the mark when it moved and ``SAVE_EVERY`` seconds passed (or ``force``)."""
+        if not self._dirty or (not force and time.monotonic() - self._saved_at < SAVE_EVERY):
+            return
+        self._dirty = False
+        self._saved_at = time.monotonic()
+        body = json.dumps(self.to_dict(), sort_keys=True).encode()
+        await driver.arun(run_one(Put(self.key, body, PutMode.OVERWRITE)))
+
+    async def clear(self, driver: Driver) -> None:
+        """Delete the stored cursor: the job went through its whole source.
+
+        The next run checks every thread again (a thread added to the source
+        since may sort before the mark).
+        """
+        self._dirty = False
+        await driver.arun(run_one(Delete((self.key,))))
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the cursor object holds."""
+        return {
+            "source": self.description,
+            "after": self._mark,
+            "threads_done_this_run": self._done,
+            "updated": datetime.now(UTC).isoformat(),
+        }
