@@ -1,8 +1,10 @@
 """``python -m bench``: every workload against every saver, in one run.
 
-Writes ``bench/results/latest.json`` and regenerates ``docs/benchmarks.md`` and
-the plots in ``docs/img/``. ``--quick`` runs smaller counts (about one CPU
-minute; six minutes of wall time on the shared, loaded machine it was tried on).
+The workloads are declared in ``bench/workloads/registry.py``; ``--workloads``
+picks some, run in the order given. Writes ``bench/results/latest.json`` and
+regenerates ``docs/benchmarks.md`` and the plots in ``docs/img/``. ``--quick``
+runs smaller counts (about one CPU minute; six minutes of wall time on the
+shared, loaded machine it was tried on).
 """
 
 from __future__ import annotations
@@ -23,16 +25,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import graphs, workloads
 from bench.postgres import PostgresServer
 from bench.savers import ALL_SAVERS, Env, SaverSpec
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
+from bench.workloads.common import error_row
+from bench.workloads.registry import BY_ID, IDS, WORKLOADS, Workload
+from bench.workloads.sizes import FULL, QUICK, Sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "latest.json"
-
-WORKLOADS = ("1", "1b", "2", "3", "4", "6a", "6b")
-"""Workload ids; "2" also runs workload 5 on the same long thread."""
 
 PACKAGES = (
     "objstore-saver",
@@ -70,47 +71,82 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _run_interleaved(
-    w: str,
+def _run_each_saver(
+    w: Workload,
     savers: list[SaverSpec],
     env: Env,
-    sizes: workloads.Sizes,
+    sizes: Sizes,
+    prepared: Any,
+    results: dict[str, dict[str, Any]],
+    pg_error: BaseException | None,
+    log: Callable[[str], None],
+) -> None:
+    """Run ``w`` on each saver in turn, a fresh saver each; rows into ``results``.
+
+    A saver that fails gets an error row in every section of the workload.
+    The seconds a saver took (``run_s``) go on its row of the workload's own
+    section; a one-section workload's error row has none.
+    """
+    assert w.each_saver is not None
+    for spec in savers:
+        t0 = time.monotonic()
+        try:
+            if spec.name == "postgres" and pg_error is not None:
+                raise pg_error
+            out = w.each_saver(spec, env, sizes, prepared)
+            rows = out if w.also else {w.id: out}
+        except Exception as exc:  # noqa: BLE001 -- a broken peer gets a row saying how
+            traceback.print_exc(file=sys.stderr)
+            rows = {section: error_row(exc) for section in w.sections}
+        took = time.monotonic() - t0
+        own = rows[w.id]
+        timed = w.also or "error" not in own
+        results[w.id][spec.name] = own | {"run_s": took} if timed else own
+        for section in w.also:
+            results[section][spec.name] = rows[section]
+        status = own.get("error")
+        log(f"workload {w.id:>2} {spec.name:<15} {took:7.1f}s {status or 'ok'}")
+
+
+def _run_all_savers(
+    w: Workload,
+    savers: list[SaverSpec],
+    env: Env,
+    sizes: Sizes,
     out: dict[str, Any],
     pg_error: BaseException | None,
     log: Callable[[str], None],
 ) -> None:
-    """Workload 6a or 6b for every saver at once, savers interleaved; rows into ``out``.
-
-    (:func:`workloads.run_threads`, :func:`workloads.run_async`.)
-    """
+    """Run ``w`` on every saver at once, savers interleaved; rows into ``out``."""
+    assert w.all_savers is not None
     runnable = savers
     if pg_error is not None:  # PostgreSQL did not start: its row says why
         runnable = [s for s in savers if s.name != "postgres"]
         if len(runnable) < len(savers):
-            out["postgres"] = workloads.error_row(pg_error)
-    job = workloads.run_threads if w == "6a" else workloads.run_async
+            out["postgres"] = error_row(pg_error)
     t0 = time.monotonic()
-    out.update(job(runnable, env, sizes))
+    out.update(w.all_savers(runnable, env, sizes))
     took = time.monotonic() - t0
     status = ", ".join(f"{n} failed" for n, r in out.items() if "error" in r) or "ok"
-    log(f"workload {w} {len(runnable)} savers interleaved {took:7.1f}s {status}")
+    log(f"workload {w.id} {len(runnable)} savers interleaved {took:7.1f}s {status}")
 
 
 def run(
-    sizes: workloads.Sizes,
+    sizes: Sizes,
     savers: list[SaverSpec],
     selected: tuple[str, ...],
     log: Callable[[str], None],
     s3_server: str = DEFAULT_BACKEND,
 ) -> dict[str, Any]:
-    """Run the selected workloads against the savers; return the results document.
+    """Run the selected workloads (ids, in that order) against the savers; return the results.
 
     ``s3_server`` names the S3 server behind the metering proxy (see
     :mod:`bench.server`).
     """
-    results: dict[str, dict[str, Any]] = {w: {} for w in selected}
-    if "2" in selected:
-        results["5"] = {}
+    chosen = [BY_ID[w] for w in selected]
+    results: dict[str, dict[str, Any]] = {w.id: {} for w in chosen}
+    for w in chosen:
+        results.update({section: {} for section in w.also})
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
@@ -125,47 +161,26 @@ def run(
             pg_error = exc
         env = Env(server.proxy_url, server.s3_url, tmp, postgres, keys=server.keys)
         s3_version = server.server_version
-        payload = graphs.large_payload(sizes.large_bytes) if "3" in selected else ""
-        jobs: dict[str, Callable[[SaverSpec], Any]] = {
-            "1": lambda s: workloads.run_chat(s, env, sizes, graphs.SEED),
-            "1b": lambda s: workloads.run_chat(s, env, sizes, graphs.realistic_script()),
-            "2": lambda s: workloads.run_long_and_delete(s, env, sizes),
-            "3": lambda s: workloads.run_large(s, env, sizes, payload),
-            "4": lambda s: workloads.run_agent(s, env, sizes),
-        }
+        prepared: dict[str, Any] = {}
+        for w in chosen:
+            if w.prepare is not None and w.id not in prepared:
+                prepared[w.id] = w.prepare(sizes)
         try:
-            for w in selected:
-                if w in ("6a", "6b"):
-                    _run_interleaved(w, savers, env, sizes, results[w], pg_error, log)
-                    continue
-                for spec in savers:
-                    t0 = time.monotonic()
-                    try:
-                        if spec.name == "postgres" and pg_error is not None:
-                            raise pg_error
-                        res = jobs[w](spec)
-                    except Exception as exc:  # noqa: BLE001 -- a broken peer gets a row saying how
-                        traceback.print_exc(file=sys.stderr)
-                        res = workloads.error_row(exc)
-                        if w == "2":
-                            res = {"long": res, "delete": res}
-                    took = time.monotonic() - t0
-                    if w == "2":
-                        results["2"][spec.name] = res["long"] | {"run_s": took}
-                        results["5"][spec.name] = res["delete"]
-                    else:
-                        results[w][spec.name] = res | {"run_s": took} if "error" not in res else res
-                    status = res.get("error") or (
-                        res.get("long", {}).get("error") if w == "2" else None
+            for w in chosen:
+                specs = w.runs_on(savers)
+                if w.all_savers is not None:
+                    _run_all_savers(w, specs, env, sizes, results[w.id], pg_error, log)
+                else:
+                    _run_each_saver(
+                        w, specs, env, sizes, prepared.get(w.id), results, pg_error, log
                     )
-                    log(f"workload {w:>2} {spec.name:<15} {took:7.1f}s {status or 'ok'}")
             pg_version = postgres.version() if postgres else f"unavailable: {pg_error}"
         finally:
             if postgres is not None:
                 postgres.stop()
     return {
         "generated_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "mode": "quick" if sizes.chat_turns == workloads.QUICK.chat_turns else "full",
+        "mode": "quick" if sizes.chat_turns == QUICK.chat_turns else "full",
         "elapsed_s": time.monotonic() - started,
         "sizes": {k: getattr(sizes, k) for k in sizes.__dataclass_fields__},
         "machine": {
@@ -189,7 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="smaller counts (a smoke run)")
     parser.add_argument("--savers", default="", help="comma-separated saver names (default: all)")
     parser.add_argument(
-        "--workloads", default=",".join(WORKLOADS), help="comma-separated workload ids"
+        "--workloads",
+        default=",".join(IDS),
+        help="comma-separated workload ids (default: all): "
+        + "; ".join(f"{w.id} {w.title}" for w in WORKLOADS),
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results JSON path")
     parser.add_argument("--no-docs", action="store_true", help="do not regenerate docs/")
@@ -214,10 +232,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown saver(s) {sorted(unknown)}; known: {[s.name for s in ALL_SAVERS]}")
     savers = [s for s in ALL_SAVERS if not names or s.name in names]
     selected = tuple(w for w in args.workloads.split(",") if w)
-    bad = set(selected) - set(WORKLOADS)
+    bad = set(selected) - set(IDS)
     if bad:
-        parser.error(f"unknown workload(s) {sorted(bad)}; known: {list(WORKLOADS)}")
-    sizes = workloads.QUICK if args.quick else workloads.FULL
+        parser.error(f"unknown workload(s) {sorted(bad)}; known: {list(IDS)}")
+    sizes = QUICK if args.quick else FULL
     if args.long_cap is not None:
         sizes = dataclasses.replace(sizes, long_cap_s=args.long_cap)
 

@@ -1,4 +1,4 @@
-"""Workload 1 of the design record: a 30-turn chat, bytes and requests per turn.
+"""Workload 1 alone: a 30-turn chat, bytes and requests per turn.
 
 Run ``python -m bench.seed_chat`` (local directory store, counts through
 MeteredStore). Counts, not timings: they are the same on every machine. The

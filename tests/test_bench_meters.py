@@ -28,8 +28,8 @@ from bench.meters import (
     StoreMeter,
     set_proxy_delay,
 )
+from bench.probes.saturation import GcTimer
 from bench.proxy import MeteringProxy, classify
-from bench.saturation import GcTimer
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
 
 

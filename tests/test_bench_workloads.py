@@ -1,4 +1,4 @@
-"""The benchmark's scripted inputs are what the issue specifies (counts, no timings)."""
+"""The benchmark's scripted inputs and sizes are what its workloads say (counts, no timings)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from bench import graphs
 from bench.meters import Meter, Reading
 from bench.proxy import MeteringProxy
 from bench.savers import Env, Handle, InMemory
-from bench.workloads import FULL, QUICK, _round_sizes, run_async, run_threads
+from bench.workloads.concurrency import _round_sizes, run_async, run_threads
+from bench.workloads.sizes import FULL, QUICK
 
 
 def test_realistic_chat_has_seed_lengths_and_is_reproducible() -> None:
@@ -50,7 +51,7 @@ def test_large_payload_is_exact_size_and_varied() -> None:
     assert payload[: 2**20] != payload[2**20 : 2 * 2**20]
 
 
-def test_full_sizes_match_the_issue() -> None:
+def test_full_sizes_match_the_workloads() -> None:
     assert FULL.chat_turns == 30 and FULL.long_turns == 1000
     assert FULL.long_checkpoints == (10, 100, 1000)
     assert FULL.large_bytes == 20 * 2**20 and FULL.agent_turns == 20

@@ -1,6 +1,6 @@
 """Is the S3 server the bottleneck? Workload 6b's shape, with the server watched.
 
-``python -m bench.saturation --s3-server seaweedfs`` runs objstore-saver's
+``python -m bench.probes.saturation --s3-server seaweedfs`` runs objstore-saver's
 async saver on 1 and then 64 concurrent chat conversations (16 and 8 turns each,
 as workload 6b) through the metering proxy with 20 ms injected per request, and
 prints for each: turns per second, the server's own time per request by S3
@@ -26,9 +26,11 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-from bench import graphs, workloads
+from bench import graphs
 from bench.savers import ALL_SAVERS, Env
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
+from bench.workloads.common import cfg, settle
+from bench.workloads.sizes import FULL
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -93,8 +95,8 @@ async def measure(
 
         async def convo(i: int) -> None:
             for t in range(turns):
-                cfg = workloads.cfg(f"sat{conversations}-{i}")
-                await graph.ainvoke({"messages": graphs.SEED.inputs(t)}, cfg)
+                config = cfg(f"sat{conversations}-{i}")
+                await graph.ainvoke({"messages": graphs.SEED.inputs(t)}, config)
 
         c0, p0, s0 = _counters(server.proxy_url), tree_cpu(server.pid), time.process_time()
         w0 = time.perf_counter()
@@ -137,10 +139,8 @@ async def main_async(
         env = Env(server.proxy_url, server.s3_url, tmp, None, keys=server.keys)
         print(f"S3 server: {server.server_version}, {delay_ms:.0f} ms injected per request")
         for n in (1, 64):
-            workloads.settle()
-            row = await measure(
-                server, env, n, workloads.FULL.async_turns(n) if turns is None else turns
-            )
+            settle()
+            row = await measure(server, env, n, FULL.async_turns(n) if turns is None else turns)
             rows.append(row)
             ops = ", ".join(f"{op} {ms:.1f}" for op, ms in row["server_ms_by_op"].items())
             cores = ", ".join(f"{k} {v:.2f}" for k, v in row["cores"].items())
@@ -155,9 +155,9 @@ async def main_async(
 
 def main() -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m bench.saturation", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.saturation", description=__doc__)
     parser.add_argument("--s3-server", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
-    parser.add_argument("--delay-ms", type=float, default=workloads.FULL.delay_ms)
+    parser.add_argument("--delay-ms", type=float, default=FULL.delay_ms)
     parser.add_argument(
         "--turns",
         type=int,

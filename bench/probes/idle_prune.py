@@ -1,11 +1,11 @@
 """Request counts of retention by age (spec §6.9, the idle rule) on many threads.
 
-Run ``python -m bench.idle_prune`` (local directory) or ``python -m
-bench.idle_prune --s3`` (moto's server, started in this process on loopback).
+Run ``python -m bench.probes.idle_prune`` (local directory) or ``python -m
+bench.probes.idle_prune --s3`` (moto's server, started in this process on loopback).
 Seeds ``--threads`` threads of three checkpoints each, then counts, through
 :class:`~objstore_saver.MeteredStore`, what the daily job's steps cost:
 
-* enumerating the store's threads (the job's skip scan);
+* enumerating the store's threads (the jobs' one flat listing, 1,000 keys a LIST);
 * the idle decision on every thread when none is idle (``keep_last=None``);
 * a dry run and a real run ``--idle-fraction`` of the threads later found idle.
 
@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 from objstore_saver.driver import Driver
-from objstore_saver.ops.maintain import _all_thread_ids
+from objstore_saver.plans.threads import scan_threads, thread_id_of
 from objstore_saver.storage import ObjectStore, S3Store
 
 IDLE_FOR = timedelta(days=30)
@@ -74,6 +74,16 @@ def _seed(saver: ObjectStoreSaver, thread: str, checkpoints: int) -> None:
         parent = out["configurable"]["checkpoint_id"]
 
 
+def _thread_ids(driver: Driver) -> list[str]:
+    """Every thread id of the store, found as the operator jobs find them (one flat listing)."""
+    ids = []
+    for listing in driver.iterate(scan_threads()):
+        thread_id = driver.run(thread_id_of(listing))
+        if thread_id is not None:
+            ids.append(thread_id)
+    return ids
+
+
 def _counts(meter: MeteredStore) -> dict[str, int]:
     m = meter.snapshot()
     return {**m.requests, "total": m.total_requests, "bytes_received": m.bytes_received}
@@ -92,7 +102,7 @@ def run(threads: int, idle_fraction: float, s3: bool) -> dict[str, Any]:
             driver = Driver(meter, max_workers=4)
             try:
                 meter.reset()
-                ids = _all_thread_ids(driver)
+                ids = _thread_ids(driver)
                 out["enumerate"] = _counts(meter)
             finally:
                 driver.close()

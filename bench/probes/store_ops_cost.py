@@ -1,6 +1,6 @@
 """Request counts of the store's operator jobs on a local directory (``MeteredStore``).
 
-``python -m bench.store_ops_cost [--items 1000] [--expired 100]`` puts ``items``
+``python -m bench.probes.store_ops_cost [--items 1000] [--expired 100]`` puts ``items``
 memories into one namespace, ``expired`` of them already expired, then counts
 what ``store ls``, ``store du`` and ``store-sweep`` (dry run, apply, and a
 second apply that must find nothing) send. Counts, not timings.

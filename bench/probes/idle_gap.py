@@ -1,6 +1,6 @@
 """Does waiting make work dearer? CPU of the same work after idle gaps of growing length.
 
-``python -m bench.idle_gap`` answers two questions on this machine:
+``python -m bench.probes.idle_gap`` answers two questions on this machine:
 
 1. A fixed piece of pure-Python work (JSON of 300 small dicts, there and back),
    timed with ``time.thread_time()`` after sleeping 0, 1, 5, 20 and 50 ms: when
@@ -28,7 +28,7 @@ import time
 from bench import graphs
 from bench.savers import Env, ObjstoreS3
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
-from bench.workloads import Delay, cfg
+from bench.workloads.common import Delay, cfg
 
 GAPS_MS = (0.0, 1.0, 5.0, 20.0, 50.0)
 DELAYS_MS = (0.0, 20.0, 50.0)
@@ -73,7 +73,7 @@ def turn_cpu_by_delay(s3_server: str, turns: int = 30) -> dict[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m bench.idle_gap", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.idle_gap", description=__doc__)
     parser.add_argument("--s3-server", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     parser.add_argument("--turns", type=int, default=30, help="measured turns per delay")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Client CPU per S3 request and 64-way throughput of candidate S3 transports.
 
-``python -m bench.transport`` starts ``bench.server`` (moto plus the metering,
+``python -m bench.probes.transport`` starts ``bench.server`` (moto plus the metering,
 latency-injecting proxy, in another process so the server's CPU is not
 counted), then for each transport runs the request mix of a chat turn:
 create-only PUT (``If-None-Match: *``), create-only PUT on an existing key

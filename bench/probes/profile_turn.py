@@ -1,6 +1,7 @@
 """Where the CPU of a chat turn goes: cProfile over a conversation, by component.
 
-``python -m bench.profile_turn --turns 100 --store local|s3|s3-boto3 --api sync|async|threads``
+``python -m bench.probes.profile_turn --turns 100 --store local|s3|s3-boto3
+--api sync|async|threads``
 drives workload 1's chat graph (the seed conversation) through one saver
 (``threads``: 8 conversations on 8 OS threads, one saver, ``--turns`` each),
 profiles the turns after a warm-up, and prints CPU per turn split by component

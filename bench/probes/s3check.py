@@ -1,6 +1,6 @@
 """Check that an S3 server gives the guarantees ``S3Store`` relies on.
 
-``python -m bench.s3check --s3-server seaweedfs`` starts that server (see
+``python -m bench.probes.s3check --s3-server seaweedfs`` starts that server (see
 :mod:`bench.server`), runs the checks against it directly (no proxy) and prints
 one line per check; ``--endpoint URL`` (with ``--access-key``/``--secret-key``)
 checks a server already running. Exit status 1 when a required check fails.
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.server import BACKENDS, S3_KEYS, start_backend
 
-    parser = argparse.ArgumentParser(prog="python -m bench.s3check", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.s3check", description=__doc__)
     parser.add_argument("--s3-server", choices=sorted(BACKENDS), default="seaweedfs")
     parser.add_argument("--endpoint", help="check this running server instead of starting one")
     parser.add_argument("--access-key", default=S3_KEYS[0])

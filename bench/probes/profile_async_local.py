@@ -1,6 +1,7 @@
 """Where the CPU of workload 6b's 64 async conversations on the local store goes.
 
-``python -m bench.profile_async_local --conversations 64 --turns 4 [--yappi] [--no-fsync] [--cold]``
+``python -m bench.probes.profile_async_local --conversations 64 --turns 4 [--yappi]
+[--no-fsync] [--cold]``
 
 Runs the chat graph of workload 1 as ``--conversations`` concurrent async
 conversations against the local directory store, wrapped as in workload 6b
@@ -23,7 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bench.graphs import SEED, chat_graph
-from bench.profile_turn import component_totals
+from bench.probes.profile_turn import component_totals
 from bench.savers import DelayedStore
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 

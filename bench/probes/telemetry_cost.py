@@ -1,6 +1,6 @@
 """CPU cost of the saver's telemetry, per storage request and per chat turn.
 
-Run ``python -m bench.telemetry_cost``. Two measurements, each in three modes:
+Run ``python -m bench.probes.telemetry_cost``. Two measurements, each in three modes:
 
 * ``off``: the saver passes no telemetry call to its driver (the code path
   before telemetry existed; the baseline);

@@ -1,6 +1,6 @@
 """Client CPU per chat turn: PostgresSaver against the saver on each S3 transport.
 
-``python -m bench.transport_turns`` runs workload 1's chat graph (the seed
+``python -m bench.probes.transport_turns`` runs workload 1's chat graph (the seed
 conversation) through PostgresSaver and through ObjectStoreSaver on
 ``S3Store`` (boto3) and on ``LeanS3Store``, first as 8 conversations on 8 OS
 threads (``invoke``), then as 64 conversations on one event loop
