@@ -54,7 +54,7 @@ class Reused(Generic[T]):
     blocking loop runs each invocation's checkpoint writes on threads it
     starts for that invocation: a D1 compressor per thread cost a new zstd
     context and dictionary tables about twice a chat turn (docs/profile.md,
-    session 11). Borrowing from one free list makes as many as ever run at
+    "8 OS threads"). Borrowing from one free list makes as many as ever run at
     once. ``deque.pop`` and ``append`` are atomic, so no lock is taken.
 
     Args:

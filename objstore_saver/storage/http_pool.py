@@ -39,7 +39,7 @@ _RECV = 256 * 1024
 #: option takes a ``struct timeval``: a socket with a Python timeout polls
 #: before every ``recv`` and ``send``, a second system call that also hands
 #: the GIL to another thread and back, about a tenth of a request's CPU with
-#: 8 threads (docs/profile.md, session 11).
+#: 8 threads (docs/profile.md, "One request's CPU", kernel socket timeouts).
 _KERNEL_TIMEOUTS = sys.platform.startswith(("linux", "darwin", "freebsd"))
 #: What a blocking socket raises when its kernel timeout expires (EAGAIN).
 _TIMED_OUT = (TimeoutError, BlockingIOError)
