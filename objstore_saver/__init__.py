@@ -37,6 +37,7 @@ from objstore_saver.errors import (
 
 if TYPE_CHECKING:
     from objstore_saver.config import create_checkpointer, create_store
+    from objstore_saver.fallback import FallbackSaver
     from objstore_saver.longterm import InvalidStoreValueError, ObjectStoreStore
     from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
     from objstore_saver.storage import (
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 #: Public names loaded on first access, by the module that defines them.
 _LAZY = {
     "AsyncObjectStoreSaver": "objstore_saver.saver",
+    "FallbackSaver": "objstore_saver.fallback",
     "ObjectStoreSaver": "objstore_saver.saver",
     "ObjectStoreStore": "objstore_saver.longterm",
     "InvalidStoreValueError": "objstore_saver.longterm",
@@ -72,6 +74,7 @@ __all__ = [
     "CheckpointConflictError",
     "ConfigurationError",
     "CorruptObjectError",
+    "FallbackSaver",
     "InvalidIdentifierError",
     "InvalidKeyError",
     "InvalidStoreValueError",

@@ -32,6 +32,7 @@ from objstore_saver.backend_choice import (
     postgres_saver,
 )
 from objstore_saver.errors import ConfigurationError
+from objstore_saver.fallback import FallbackSaver
 from objstore_saver.longterm import factory as longterm_factory
 from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
 from objstore_saver.server_settings import describe_ttl, thread_ttl
@@ -58,6 +59,7 @@ def create_checkpointer(
     memory: BaseCheckpointSaver[Any] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    fallback: BaseCheckpointSaver[Any] | None = None,
 ) -> BaseCheckpointSaver[Any]:
     """Return the checkpointer an application should use.
 
@@ -73,6 +75,11 @@ def create_checkpointer(
     Args:
         memory: A saver to use as is.
         environ: Environment to read (default ``os.environ``).
+        fallback: The saver the application used before the bucket: with
+            ``OBJSTORE_SAVER_URL`` set, the result is a
+            :class:`~objstore_saver.fallback.FallbackSaver` that reads a thread
+            from it until the bucket holds the thread, and writes to the
+            bucket only (spec §6.14: migrate with no window).
 
     Raises:
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is set but invalid.
@@ -80,7 +87,14 @@ def create_checkpointer(
     """
 
     def objstore(url: str) -> BaseCheckpointSaver[Any]:
-        return ObjectStoreSaver.from_url(url)
+        saver = ObjectStoreSaver.from_url(url)
+        if fallback is None:
+            return saver
+        logger.info(
+            "checkpointer: threads not yet in the bucket are read from %s (FallbackSaver)",
+            type(fallback).__name__,
+        )
+        return FallbackSaver(saver, fallback)
 
     def postgres(url: str) -> BaseCheckpointSaver[Any] | None:
         return postgres_saver(url) if postgres_installed() else None

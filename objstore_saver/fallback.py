@@ -1,0 +1,360 @@
+"""`FallbackSaver`: move to the bucket now, migrate the history behind it (spec §6.14).
+
+A thread is read from the old saver (PostgreSQL, SQLite, any LangGraph saver)
+until the bucket holds it; every write goes to the bucket. The first write to
+a thread that is not in the bucket yet first copies the checkpoint it builds
+on, so the bucket's head always descends from the old head and ``migrate``
+later completes the thread's older history behind it, with nothing diverged.
+
+The logic is written once, as plans of saver calls (:class:`Call`); a blocking
+and an asyncio driver carry them out against the two savers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+from objstore_saver.caches.facts import BoundedSet
+from objstore_saver.saver import ObjectStoreSaver
+
+__all__ = ["FallbackSaver"]
+
+T = TypeVar("T")
+NEW, OLD = "new", "old"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a saver's API, by its blocking name (``get_tuple``, ``list``...)."""
+
+    saver: str
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+#: A plan yields a call (or a list of calls to make at once) and gets its result(s).
+Plan = Generator[Call | list[Call], Any, T]
+
+
+def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
+    c = config["configurable"]
+    return str(c["thread_id"]), c.get("checkpoint_ns", "") or "", c.get("checkpoint_id")
+
+
+def _at(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _key(thread_id: str, ns: str) -> str:
+    """What settles: one namespace of one thread."""
+    return f"{thread_id}\0{ns}"
+
+
+def _id_of(tup: CheckpointTuple) -> str:
+    return str(tup.config["configurable"]["checkpoint_id"])
+
+
+class FallbackSaver(BaseCheckpointSaver[str]):
+    """The bucket for every write, the old saver for what the bucket does not hold yet.
+
+    Args:
+        new: The saver on the bucket; every write goes there.
+        old: The saver the application used before (PostgreSQL, SQLite...);
+            read only, except by :meth:`delete_thread`.
+        remembered_threads: Settled (thread, namespace) pairs remembered by this process.
+
+    Example::
+
+        old = PostgresSaver.from_conn_string(pg_url).__enter__()
+        saver = FallbackSaver(ObjectStoreSaver.from_url("s3://bucket/agents/"), old)
+        graph = builder.compile(checkpointer=saver)
+        # meanwhile: objstore-saver migrate --from postgres --apply
+    """
+
+    def __init__(
+        self,
+        new: ObjectStoreSaver,
+        old: BaseCheckpointSaver[Any],
+        *,
+        remembered_threads: int = 65536,
+    ) -> None:
+        super().__init__(serde=new.serde)
+        self.new = new
+        self.old = old
+        self._settled = BoundedSet(remembered_threads)
+
+    @property
+    def store(self) -> Any:
+        """The bucket's store (where every write goes)."""
+        return self.new.store
+
+    # --- plans ---------------------------------------------------------------
+
+    def _get_plan(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        thread_id, ns, checkpoint_id = _ids(config)
+        if _key(thread_id, ns) in self._settled:
+            return (yield Call(NEW, "get_tuple", (config,)))
+        if checkpoint_id is not None:
+            found = yield Call(NEW, "get_tuple", (config,))
+            return found if found is not None else (yield Call(OLD, "get_tuple", (config,)))
+        new_head, old_head = yield [
+            Call(NEW, "get_tuple", (config,)),
+            Call(OLD, "get_tuple", (config,)),
+        ]
+        if old_head is None or (new_head is not None and _id_of(new_head) == _id_of(old_head)):
+            self._settled.add(_key(thread_id, ns))
+            return new_head
+        if new_head is None:
+            return old_head
+        held = yield Call(NEW, "get_tuple", (_at(thread_id, ns, _id_of(old_head)),))
+        if held is None:
+            return old_head
+        self._settled.add(_key(thread_id, ns))
+        return new_head
+
+    def _list_plan(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Plan[list[CheckpointTuple]]:
+        options = {"filter": filter, "before": before, "limit": limit}
+        if config is not None:
+            thread_id, ns, _ = _ids(config)
+            named_ns = "checkpoint_ns" in config["configurable"]
+            if named_ns and _key(thread_id, ns) in self._settled:
+                return (yield Call(NEW, "list", (config,), options))
+        new, old = yield [
+            Call(NEW, "list", (config,), options),
+            Call(OLD, "list", (config,), options),
+        ]
+        seen = {(_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) for t in new}
+        merged = new + [
+            t for t in old if (_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) not in seen
+        ]
+        merged.sort(key=_id_of, reverse=True)
+        return merged if limit is None else merged[:limit]
+
+    def _copied_plan(self, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan[None]:
+        """Make sure the bucket holds checkpoint ``checkpoint_id`` (copied from the old saver)."""
+        if checkpoint_id is None or _key(thread_id, ns) in self._settled:
+            return None
+        at = _at(thread_id, ns, checkpoint_id)
+        held, tup = yield [Call(NEW, "get_tuple", (at,)), Call(OLD, "get_tuple", (at,))]
+        if held is None and tup is not None:
+            parent = None if tup.parent_config is None else _ids(tup.parent_config)[2]
+            versions = dict(tup.checkpoint.get("channel_versions", {}))
+            yield Call(
+                NEW, "put", (_at(thread_id, ns, parent), tup.checkpoint, tup.metadata, versions)
+            )
+            for task_id, writes in _grouped(tup.pending_writes or []):
+                yield Call(NEW, "put_writes", (at, writes, task_id))
+        if held is not None or tup is not None:
+            # The bucket now holds what the namespace builds on: its head descends
+            # from the old head from now on.
+            self._settled.add(_key(thread_id, ns))
+        return None
+
+    def _put_plan(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        yield from self._copied_plan(*_ids(config))
+        return (yield Call(NEW, "put", (config, checkpoint, metadata, new_versions)))
+
+    def _put_writes_plan(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Plan[None]:
+        yield from self._copied_plan(*_ids(config))
+        yield Call(NEW, "put_writes", (config, writes, task_id, task_path))
+
+    def _delete_plan(self, thread_id: str) -> Plan[None]:
+        yield [Call(NEW, "delete_thread", (thread_id,)), Call(OLD, "delete_thread", (thread_id,))]
+
+    # --- drivers -------------------------------------------------------------
+
+    def _saver(self, name: str) -> BaseCheckpointSaver[Any]:
+        return self.new if name == NEW else self.old
+
+    def _call(self, call: Call) -> Any:
+        method = getattr(self._saver(call.saver), call.method)
+        result = method(*call.args, **call.kwargs)
+        return list(result) if call.method == "list" else result
+
+    def _run(self, plan: Plan[T]) -> T:
+        reply: Any = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply = [self._call(c) for c in step] if isinstance(step, list) else self._call(step)
+
+    async def _acall(self, call: Call) -> Any:
+        saver = self._saver(call.saver)
+        try:
+            if call.method == "list":
+                return [t async for t in saver.alist(*call.args, **call.kwargs)]
+            return await getattr(saver, "a" + call.method)(*call.args, **call.kwargs)
+        except NotImplementedError:
+            # A saver with a blocking API only (e.g. the sync PostgresSaver).
+            return await asyncio.to_thread(self._call, call)
+
+    async def _arun(self, plan: Plan[T]) -> T:
+        reply: Any = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, list):
+                reply = list(await asyncio.gather(*(self._acall(c) for c in step)))
+            else:
+                reply = await self._acall(step)
+
+    # --- LangGraph's API -------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint, from the bucket if it holds the thread, else from the old saver."""
+        return self._run(self._get_plan(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Both savers' checkpoints, merged newest first (the bucket's alone once settled)."""
+        yield from self._run(self._list_plan(config, filter, before, limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint in the bucket (its parent copied there first if needed)."""
+        return self._run(self._put_plan(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store pending writes in the bucket (their checkpoint copied there first if needed)."""
+        self._run(self._put_writes_plan(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread in the bucket and in the old saver."""
+        self._run(self._delete_plan(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """The bucket's ``delete_for_runs``."""
+        self.new.delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """The bucket's ``copy_thread``."""
+        self.new.copy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], **options: Any) -> Any:  # type: ignore[override]
+        """The bucket's ``prune``."""
+        return self.new.prune(thread_ids, **options)
+
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
+        """The bucket's version sequence."""
+        return self.new.get_next_version(current, channel)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple`."""
+        return await self._arun(self._get_plan(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        for tup in await self._arun(self._list_plan(config, filter, before, limit)):
+            yield tup
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`."""
+        return await self._arun(self._put_plan(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        await self._arun(self._put_writes_plan(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await self._arun(self._delete_plan(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await self.new.adelete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await self.new.acopy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], **options: Any) -> Any:  # type: ignore[override]
+        """Async :meth:`prune`."""
+        return await self.new.aprune(thread_ids, **options)
+
+
+def _grouped(writes: Sequence[tuple[str, str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Pending writes as ``put_writes`` calls: a task's regular writes together, each
+    special write (negative index) alone, in the order LangGraph stored them."""
+    regular: dict[str, list[tuple[str, Any]]] = {}
+    calls: list[tuple[str, list[tuple[str, Any]]]] = []
+    for task_id, channel, value in writes:
+        if channel in WRITES_IDX_MAP:
+            calls.append((task_id, [(channel, value)]))
+        else:
+            regular.setdefault(task_id, []).append((channel, value))
+    return list(regular.items()) + calls
