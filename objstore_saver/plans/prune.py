@@ -57,6 +57,8 @@ class PruneStats:
     checkpoints_kept: int = 0
     checkpoints_deleted: int = 0
     writes_deleted: int = 0
+    orphan_writes_deleted: int = 0
+    """Writes left by an interrupted delete or prune, whose checkpoint is gone."""
     objects_marked: int = 0
     bytes_marked: int = 0
     objects_swept: int = 0
@@ -181,6 +183,31 @@ def _select_kept(
     return kept
 
 
+def _orphan_writes(
+    pfx: str, listing: ThreadListing, old_before: datetime
+) -> Generator[Batch, list[Any] | None, set[str]]:
+    """Sub-plan: writes whose checkpoint has no manifest, now or in the listing (§6.9 step 2).
+
+    A write is stored after its checkpoint's manifest, so a manifest written
+    after the listing shows in the second LIST; a young write is left alone.
+    """
+
+    def writes_prefix(key: str) -> str:
+        return key[: key.rindex("/") + 1]
+
+    listed = {_writes_prefix_of_manifest_key(o.key) for o in listing.manifests}
+    candidates = [
+        o.key
+        for o in listing.writes
+        if writes_prefix(o.key) not in listed and o.last_modified <= old_before
+    ]
+    if not candidates:
+        return set()
+    fresh = yield from list_all(pfx + "checkpoints/")
+    present = {_writes_prefix_of_manifest_key(k) for k in fresh}
+    return {k for k in candidates if writes_prefix(k) not in present}
+
+
 def _prune_thread(
     ctx: Context,
     thread_id: str,
@@ -210,10 +237,14 @@ def _prune_thread(
     doomed_writes = [
         o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] in doomed_writes_pfx
     ]
+    orphans = yield from _orphan_writes(pfx, listing, now - min_age)
     other_writes = [
-        o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] not in doomed_writes_pfx
+        o.key
+        for o in listing.writes
+        if o.key[: o.key.rindex("/") + 1] not in doomed_writes_pfx and o.key not in orphans
     ]
     stats.writes_deleted = len(doomed_writes)
+    stats.orphan_writes_deleted = len(orphans)
     live = yield from _reach(ctx, pfx, kept.items(), other_writes)
     swept: set[bytes] = set()
 
@@ -266,7 +297,7 @@ def _prune_thread(
     if not dry_run:
         ctx.entries.forget(doomed)  # before deleting, as in delete_thread
         yield from delete_keys(oldest_first(o for o in listing.manifests if o.key not in kept))
-        yield from delete_keys(doomed_writes)
+        yield from delete_keys(doomed_writes + sorted(orphans))
 
     # Step 5: mark what no kept checkpoint reaches and is older than min_age.
     candidates = [
@@ -426,6 +457,7 @@ PRUNE_TOTALS = (
     "checkpoints_kept",
     "checkpoints_deleted",
     "writes_deleted",
+    "orphan_writes_deleted",
     "objects_marked",
     "bytes_marked",
     "objects_swept",
