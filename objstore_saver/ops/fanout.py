@@ -17,11 +17,12 @@ was handed to ``on_result`` first, so a job's report says what was done.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "Fanout",
     "Target",
+    "blocking",
     "check_concurrency",
     "for_each",
     "for_each_thread",
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 X = TypeVar("X")
 
 #: Threads in flight at once: about what one S3 prefix and one client sustain
@@ -298,3 +301,18 @@ def run_sync(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(job())
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="objstore-job") as pool:
         return pool.submit(asyncio.run, job()).result()
+
+
+def blocking(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The blocking twin of a job's coroutine function, for code without an event loop.
+
+    ``prune = blocking(aprune)``: the same arguments, documentation and result;
+    the coroutine runs to the end through :func:`run_sync`.
+    """
+
+    @functools.wraps(job)
+    def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(lambda: job(*args, **kwargs))
+
+    twin.__name__ = twin.__qualname__ = job.__name__.removeprefix("a")
+    return twin

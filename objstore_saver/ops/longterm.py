@@ -30,7 +30,7 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, for_each, run_sync
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, run_batch, run_one
 
@@ -355,7 +355,33 @@ async def astore_sweep(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Async :func:`store_sweep`."""
+    """Delete expired items (spec §8.4.7); a dry run unless ``apply``.
+
+    Each expired item is deleted as a delete is (a ``del`` record, then the
+    item object), only if it is still the version found and still expired, so
+    a concurrent put or TTL refresh wins. Its records and the tombstone leave
+    the index at later compactions (spec §8.4.6). Item objects the index no
+    longer holds as a put (a crash between a delete's record and the item's
+    DELETE) are swept too when expired. Running it again finds nothing more:
+    the job is idempotent, and a crashed run is completed by the next one.
+
+    Args:
+        prefix: Namespace labels swept namespaces start with (empty: all).
+        apply: Delete; without it the job reports what it would delete.
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        clock: Epoch seconds deciding what has expired.
+        concurrency: Items swept at once.
+        shard: Only the items of namespaces this shard owns (by the hash of
+            the namespace's path).
+        progress: Called after each item.
+        should_cancel: Polled between items; True stops cleanly.
+
+    Returns:
+        ``{"items": [{namespace, key, expires_at, action}], "totals":
+        {"expired", "deleted", "renewed"}, "unreadable", "apply", "cancelled"}``;
+        ``action`` is ``would delete``, ``deleted`` or ``renewed`` (a put or
+        refresh came first).
+    """
     ns = _labels("namespace prefix", prefix)
     check_concurrency(concurrency)
     ctx = plans.StoreContext(clock=clock)
@@ -412,53 +438,4 @@ async def astore_sweep(
     }
 
 
-def store_sweep(
-    prefix: Sequence[str] = (),
-    *,
-    apply: bool = False,
-    config: OpsConfig | None = None,
-    clock: Callable[[], float] = time.time,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    shard: Shard = ALL,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
-    """Delete expired items (spec §8.4.7); a dry run unless ``apply``.
-
-    Each expired item is deleted as a delete is (a ``del`` record, then the
-    item object), only if it is still the version found and still expired, so
-    a concurrent put or TTL refresh wins. Its records and the tombstone leave
-    the index at later compactions (spec §8.4.6). Item objects the index no
-    longer holds as a put (a crash between a delete's record and the item's
-    DELETE) are swept too when expired. Running it again finds nothing more:
-    the job is idempotent, and a crashed run is completed by the next one.
-
-    Args:
-        prefix: Namespace labels swept namespaces start with (empty: all).
-        apply: Delete; without it the job reports what it would delete.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        clock: Epoch seconds deciding what has expired.
-        concurrency: Items swept at once.
-        shard: Only the items of namespaces this shard owns (by the hash of
-            the namespace's path).
-        progress: Called after each item.
-        should_cancel: Polled between items; True stops cleanly.
-
-    Returns:
-        ``{"items": [{namespace, key, expires_at, action}], "totals":
-        {"expired", "deleted", "renewed"}, "unreadable", "apply", "cancelled"}``;
-        ``action`` is ``would delete``, ``deleted`` or ``renewed`` (a put or
-        refresh came first).
-    """
-    return run_sync(
-        lambda: astore_sweep(
-            prefix,
-            apply=apply,
-            config=config,
-            clock=clock,
-            concurrency=concurrency,
-            shard=shard,
-            progress=progress,
-            should_cancel=should_cancel,
-        )
-    )
+store_sweep = blocking(astore_sweep)

@@ -30,9 +30,9 @@ from objstore_saver.ops._common import (
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Target,
+    blocking,
     check_concurrency,
     for_each_thread,
-    run_sync,
 )
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.verify import VerifyReport, verify_store, verify_thread
@@ -107,7 +107,35 @@ async def aprune(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Async :func:`prune`."""
+    """Keep each thread's newest ``keep_last`` root checkpoints; delete the rest.
+
+    Deletes the older checkpoints (with the subgraph checkpoints that belong
+    to them) and their writes, then sweeps values no kept checkpoint
+    references and that are older than ``min_age`` seconds. Safe while agents
+    write: the sweep is two-phase (spec §6.9). Every thread is found by one
+    flat listing of the store, whose keys also decide the idle and age rules
+    (no LIST of its own per thread); ``concurrency`` threads are pruned at once.
+
+    Args:
+        thread_ids: Threads to prune; default every thread of the store.
+        keep_last: Root checkpoints kept per thread (at least 1); None, only
+            with ``idle_for``, leaves threads that are not idle alone.
+        min_age: Objects younger than this many seconds are never deleted.
+        older_than: Seconds; root checkpoints beyond the ``keep_last`` newest
+            go only when at least this old.
+        idle_for: Seconds without a write after which a thread is idle.
+        idle_action: ``"delete"`` or ``"keep_latest"``: what idle threads get.
+        apply: Delete; without it the job reports what it would delete.
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        concurrency: Threads pruned at once.
+        shard: Only the threads this shard owns (``--shard K/N``).
+        progress: Called after each thread.
+        should_cancel: Polled between threads; True stops cleanly.
+
+    Returns:
+        ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
+        "apply", "cancelled", "shard", "run": {rate...}, ...}``.
+    """
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
@@ -171,104 +199,10 @@ async def aprune(
         }
 
 
-def prune(
-    thread_ids: list[str] | None = None,
-    *,
-    keep_last: int | None = DEFAULT_KEEP_LAST,
-    min_age: float = DEFAULT_MIN_AGE,
-    older_than: float | None = None,
-    idle_for: float | None = None,
-    idle_action: str = "delete",
-    apply: bool = False,
-    config: OpsConfig | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    shard: Shard = ALL,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
-    """Keep each thread's newest ``keep_last`` root checkpoints; delete the rest.
-
-    Deletes the older checkpoints (with the subgraph checkpoints that belong
-    to them) and their writes, then sweeps values no kept checkpoint
-    references and that are older than ``min_age`` seconds. Safe while agents
-    write: the sweep is two-phase (spec §6.9). Every thread is found by one
-    flat listing of the store, whose keys also decide the idle and age rules
-    (no LIST of its own per thread); ``concurrency`` threads are pruned at once.
-
-    Args:
-        thread_ids: Threads to prune; default every thread of the store.
-        keep_last: Root checkpoints kept per thread (at least 1); None, only
-            with ``idle_for``, leaves threads that are not idle alone.
-        min_age: Objects younger than this many seconds are never deleted.
-        older_than: Seconds; root checkpoints beyond the ``keep_last`` newest
-            go only when at least this old.
-        idle_for: Seconds without a write after which a thread is idle.
-        idle_action: ``"delete"`` or ``"keep_latest"``: what idle threads get.
-        apply: Delete; without it the job reports what it would delete.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        concurrency: Threads pruned at once.
-        shard: Only the threads this shard owns (``--shard K/N``).
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
-
-    Returns:
-        ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
-        "apply", "cancelled", "shard", "run": {rate...}, ...}``.
-    """
-    return run_sync(
-        lambda: aprune(
-            thread_ids,
-            keep_last=keep_last,
-            min_age=min_age,
-            older_than=older_than,
-            idle_for=idle_for,
-            idle_action=idle_action,
-            apply=apply,
-            config=config,
-            concurrency=concurrency,
-            shard=shard,
-            progress=progress,
-            should_cancel=should_cancel,
-        )
-    )
+prune = blocking(aprune)
 
 
 async def averify(
-    thread_id: str | None = None,
-    *,
-    config: OpsConfig | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    shard: Shard = ALL,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
-    """Async :func:`verify`."""
-    check_concurrency(concurrency)
-    report = VerifyReport()
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
-
-        async def one(target: Target) -> None:
-            await driver.arun(verify_thread(target.pfx, report, target.listing))
-
-        run = await for_each_thread(
-            driver,
-            one,
-            lambda _target, _none: None,
-            thread_ids=None if thread_id is None else [thread_id],
-            concurrency=concurrency,
-            shard=shard,
-            progress=progress,
-            should_cancel=should_cancel,
-        )
-        # The long-term store's objects (spec §8) are checked once: by shard 0.
-        if thread_id is None and shard.index == 0 and not run.cancelled:
-            await driver.arun(verify_store(report, round(time.time() * 1e6)))
-    out = report.to_dict()
-    out.update(store=store.location, shard=str(shard), cancelled=run.cancelled, run=run.to_dict())
-    return out
-
-
-def verify(
     thread_id: str | None = None,
     *,
     config: OpsConfig | None = None,
@@ -294,16 +228,32 @@ def verify(
         progress: Called after each thread.
         should_cancel: Polled between threads; True stops cleanly.
     """
-    return run_sync(
-        lambda: averify(
-            thread_id,
-            config=config,
+    check_concurrency(concurrency)
+    report = VerifyReport()
+    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+
+        async def one(target: Target) -> None:
+            await driver.arun(verify_thread(target.pfx, report, target.listing))
+
+        run = await for_each_thread(
+            driver,
+            one,
+            lambda _target, _none: None,
+            thread_ids=None if thread_id is None else [thread_id],
             concurrency=concurrency,
             shard=shard,
             progress=progress,
             should_cancel=should_cancel,
         )
-    )
+        # The long-term store's objects (spec §8) are checked once: by shard 0.
+        if thread_id is None and shard.index == 0 and not run.cancelled:
+            await driver.arun(verify_store(report, round(time.time() * 1e6)))
+    out = report.to_dict()
+    out.update(store=store.location, shard=str(shard), cancelled=run.cancelled, run=run.to_dict())
+    return out
+
+
+verify = blocking(averify)
 
 
 def _holdings(listing: plans.ThreadListing) -> dict[str, int]:
@@ -327,7 +277,16 @@ async def adelete_threads(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Async :func:`delete_threads`."""
+    """Delete every object of each named thread, ``concurrency`` at once (dry run unless ``apply``).
+
+    Each thread is one LIST and its deletes (spec §6.6): manifests first, then
+    what they referenced in one round. A thread that holds nothing is named
+    in ``threads_holding_nothing``, not an error.
+
+    Returns:
+        One row per thread (what it holds and whether it was deleted), totals,
+        and the ``run`` block (rate).
+    """
     check_concurrency(concurrency)
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # a bad id is refused before anything is deleted
@@ -373,37 +332,7 @@ async def adelete_threads(
         }
 
 
-def delete_threads(
-    thread_ids: Sequence[str],
-    *,
-    apply: bool = False,
-    config: OpsConfig | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    shard: Shard = ALL,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
-    """Delete every object of each named thread, ``concurrency`` at once (dry run unless ``apply``).
-
-    Each thread is one LIST and its deletes (spec §6.6): manifests first, then
-    what they referenced in one round. A thread that holds nothing is named
-    in ``threads_holding_nothing``, not an error.
-
-    Returns:
-        One row per thread (what it holds and whether it was deleted), totals,
-        and the ``run`` block (rate).
-    """
-    return run_sync(
-        lambda: adelete_threads(
-            thread_ids,
-            apply=apply,
-            config=config,
-            concurrency=concurrency,
-            shard=shard,
-            progress=progress,
-            should_cancel=should_cancel,
-        )
-    )
+delete_threads = blocking(adelete_threads)
 
 
 def delete_thread(

@@ -38,9 +38,9 @@ from objstore_saver.ops._common import (
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Fanout,
+    blocking,
     check_concurrency,
     for_each,
-    run_sync,
 )
 from objstore_saver.ops.job_cursor import Cursor, cursor_key
 from objstore_saver.ops.migration_sources import SOURCES, open_source
@@ -295,42 +295,6 @@ async def amigrate(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Async :func:`migrate`."""
-    check_concurrency(concurrency)
-    config = config or OpsConfig.from_env()
-    secrets = config.secrets()
-    try:
-        return await _run(
-            source_kind,
-            source,
-            config,
-            thread_ids,
-            apply,
-            concurrency,
-            shard,
-            restart,
-            progress,
-            should_cancel,
-        )
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
-    except Exception as exc:  # noqa: BLE001 - re-raised, with the source's secrets removed
-        raise JobError(f"migration failed: {redact_error(exc, secrets)}") from None
-
-
-def migrate(
-    source_kind: str,
-    source: str | None = None,
-    *,
-    config: OpsConfig | None = None,
-    thread_ids: list[str] | None = None,
-    apply: bool = False,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    shard: Shard = ALL,
-    restart: bool = False,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
     """Copy threads from a LangGraph saver into the configured object store (spec §6.13).
 
     Args:
@@ -359,20 +323,29 @@ def migrate(
             secret is in the message. A run that fails part way has stored its
             cursor: the same command completes the rest.
     """
-    return run_sync(
-        lambda: amigrate(
+    check_concurrency(concurrency)
+    config = config or OpsConfig.from_env()
+    secrets = config.secrets()
+    try:
+        return await _run(
             source_kind,
             source,
-            config=config,
-            thread_ids=thread_ids,
-            apply=apply,
-            concurrency=concurrency,
-            shard=shard,
-            restart=restart,
-            progress=progress,
-            should_cancel=should_cancel,
+            config,
+            thread_ids,
+            apply,
+            concurrency,
+            shard,
+            restart,
+            progress,
+            should_cancel,
         )
-    )
+    except JobError as exc:
+        raise JobError(redact(str(exc), secrets)) from None
+    except Exception as exc:  # noqa: BLE001 - re-raised, with the source's secrets removed
+        raise JobError(f"migration failed: {redact_error(exc, secrets)}") from None
+
+
+migrate = blocking(amigrate)
 
 
 async def _run(

@@ -41,9 +41,9 @@ from objstore_saver.ops.decode import decode_payload, jsonable
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Target,
+    blocking,
     check_concurrency,
     for_each_thread,
-    run_sync,
 )
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
@@ -89,7 +89,23 @@ async def athreads(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Async :func:`threads`."""
+    """List threads with checkpoint counts, sizes and last update, newest first.
+
+    One flat listing of the store finds every thread and its keys (a LIST per
+    1,000 keys); only a thread with a hashed token costs a GET, and those run
+    ``concurrency`` at once.
+
+    Args:
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        concurrency: Threads worked on at once.
+        shard: Only the threads this shard owns (``--shard K/N``).
+        progress: Called after each thread.
+        should_cancel: Polled between threads; True stops cleanly.
+
+    Returns:
+        ``{"threads": [{"thread_id", "checkpoints", "writes", "objects", "bytes",
+        "last_update", ...}], "count", "cancelled", "shard", "run": {rate...}}``.
+    """
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
     async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
@@ -119,40 +135,7 @@ async def athreads(
     }
 
 
-def threads(
-    config: OpsConfig | None = None,
-    *,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    shard: Shard = ALL,
-    progress: ProgressCallback = no_progress,
-    should_cancel: CancelCheck = never_cancel,
-) -> dict[str, Any]:
-    """List threads with checkpoint counts, sizes and last update, newest first.
-
-    One flat listing of the store finds every thread and its keys (a LIST per
-    1,000 keys); only a thread with a hashed token costs a GET, and those run
-    ``concurrency`` at once.
-
-    Args:
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        concurrency: Threads worked on at once.
-        shard: Only the threads this shard owns (``--shard K/N``).
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
-
-    Returns:
-        ``{"threads": [{"thread_id", "checkpoints", "writes", "objects", "bytes",
-        "last_update", ...}], "count", "cancelled", "shard", "run": {rate...}}``.
-    """
-    return run_sync(
-        lambda: athreads(
-            config,
-            concurrency=concurrency,
-            shard=shard,
-            progress=progress,
-            should_cancel=should_cancel,
-        )
-    )
+threads = blocking(athreads)
 
 
 # --- history ---------------------------------------------------------------------------
