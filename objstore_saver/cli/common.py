@@ -1,0 +1,211 @@
+"""What every command of ``objstore-saver`` shares.
+
+The :class:`Command` record each command module declares, the global options
+(``--url``, ``--json``, ``--no-progress``), the progress bar, the exit codes,
+the text helpers of the renderers, and :func:`run_command`, which runs one
+parsed command and turns its errors into messages and exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from objstore_saver.backend_choice import OBJSTORE_SAVER_URL
+from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
+from objstore_saver.ops._common import OpsConfig, redact
+from objstore_saver.storage.base import StorageError
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+
+#: A command's JSON-serializable report and its exit code.
+Outcome = tuple[dict[str, Any], int]
+
+
+class ProgressBar:
+    """A plain-text progress bar on a stream (redrawn in place on a terminal)."""
+
+    def __init__(self, stream: TextIO, label: str, enabled: bool = True) -> None:
+        self.stream = stream
+        self.label = label
+        self.enabled = enabled
+        self.tty = stream.isatty()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int | None, item: str) -> None:
+        if not self.enabled:
+            return
+        if total:
+            filled = int(30 * done / total)
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
+        else:
+            bar = f"{done}"
+        line = f"{self.label} {bar} {item}"[:120]
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        """End the bar's line on a terminal, so that what follows starts on its own line."""
+        if self.enabled and self.drawn and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def no_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``add_arguments`` of a command that takes only the global options.
+
+    Args:
+        parser: the command's parser, left as it is.
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class Command:
+    """One command of ``objstore-saver``: its options, its handler and its renderer.
+
+    Attributes:
+        name: what is typed after ``objstore-saver`` (or after its group's name).
+        help: the one line ``objstore-saver --help`` shows for it.
+        add_arguments: adds the command's own arguments to its parser, after
+            the global options.
+        run: the handler: ``run(args, config, progress)`` does the work and
+            returns the report and the exit code.
+        render: the report as text (``--json`` prints the report itself).
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None] = no_arguments
+    run: Callable[[argparse.Namespace, OpsConfig, ProgressBar], Outcome]
+    render: Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandGroup:
+    """A command whose work is done by subcommands (``store ls``, ``store get``, ...).
+
+    Attributes:
+        name: what is typed after ``objstore-saver``.
+        help: the one line ``objstore-saver --help`` shows for it.
+        commands: the subcommands, in the order their help lists them.
+        dest: the parsed arguments' attribute that names the chosen subcommand.
+        metavar: how the help names the subcommand argument.
+    """
+
+    name: str
+    help: str
+    commands: Sequence[Command]
+    dest: str
+    metavar: str
+
+
+def global_options() -> argparse.ArgumentParser:
+    """The options every command takes, as a parent parser.
+
+    Returns:
+        A parser without ``--help`` holding ``--url``, ``--json`` and ``--no-progress``.
+    """
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--url",
+        help=f"object store URL (default ${OBJSTORE_SAVER_URL}): "
+        "s3://bucket/prefix?endpoint_url=...&region=... or file:///dir",
+    )
+    options.add_argument("--json", action="store_true", help="print the report as JSON")
+    options.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return options
+
+
+def run_command(
+    command: Command, args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO
+) -> int:
+    """Run a parsed command and print its report, or its error, with no secret in either.
+
+    Args:
+        command: the command the arguments chose.
+        args: the parsed arguments, global options included.
+        stdout: where the report goes (text, or JSON with ``--json``).
+        stderr: where the progress bar and error messages go.
+
+    Returns:
+        The command's exit code; :data:`EXIT_USAGE` for bad configuration,
+        :data:`EXIT_ERROR` for an error while running.
+    """
+    try:
+        config = OpsConfig.from_env(url=args.url, postgres_url=getattr(args, "source_url", None))
+    except (TypeError, ValueError) as exc:
+        print(f"objstore-saver: error: {exc}", file=stderr)
+        return EXIT_USAGE
+    secrets = config.secrets()
+    bar = ProgressBar(stderr, args.command, enabled=not args.no_progress)
+    try:
+        report, code = command.run(args, config, bar)
+    except ConfigurationError as exc:
+        bar.close()
+        print(f"objstore-saver: error: {redact(str(exc), secrets)}", file=stderr)
+        return EXIT_USAGE
+    except (ObjstoreSaverError, StorageError) as exc:
+        bar.close()
+        print(f"objstore-saver: error: {redact(str(exc), secrets)}", file=stderr)
+        return EXIT_ERROR
+    bar.close()
+    if args.json:
+        stdout.write(redact(json.dumps(report, indent=2), secrets) + "\n")
+    else:
+        stdout.write(redact(command.render(report), secrets) + "\n")
+    return code
+
+
+def human_size(n: float) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB``, ..., at most GiB.
+
+    Args:
+        n: the number of bytes.
+
+    Returns:
+        The count in the largest unit below 1024 of it (GiB at most).
+    """
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """Rows as aligned text columns under a header.
+
+    Args:
+        rows: one sequence of cells per row, as many as ``header``; ``None`` prints empty.
+        header: the column titles.
+
+    Returns:
+        The lines, columns two spaces apart, trailing spaces stripped.
+    """
+    cells = [list(header)] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def json_text(report: dict[str, Any]) -> str:
+    """The text rendering of a report that has no table: the report as indented JSON.
+
+    Args:
+        report: the command's report.
+
+    Returns:
+        The report as JSON, indented by two, keys in their order.
+    """
+    return json.dumps(report, indent=2, sort_keys=False)

@@ -1,0 +1,168 @@
+"""Commands that check or shrink a store: ``verify``, ``delete-thread``, ``prune``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from objstore_saver import ops
+from objstore_saver.cli.common import EXIT_FOUND, EXIT_OK, Command, Outcome, ProgressBar, human_size
+from objstore_saver.ops._common import OpsConfig
+from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE, parse_duration
+
+
+def _add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("thread", nargs="?")
+
+
+def _run_verify(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = ops.verify(args.thread, config=config)
+    return report, EXIT_OK if report.get("ok") else EXIT_FOUND
+
+
+def _render_verify(r: dict[str, Any]) -> str:
+    status = "OK" if r.get("ok") else "CORRUPT"
+    lines = [f"verify {r.get('store', '')}: {status}"]
+    for name, value in r.items():
+        if name not in ("ok", "problems", "store") and not isinstance(value, list | dict):
+            lines.append(f"  {name}: {value}")
+    for p in r.get("problems", []):
+        lines.append(f"  PROBLEM {p.get('kind')}: {p.get('key')}: {p.get('detail')}")
+    return "\n".join(lines)
+
+
+VERIFY = Command(
+    name="verify",
+    help="fsck: exit code 1 on any corruption, naming the key",
+    add_arguments=_add_verify_arguments,
+    run=_run_verify,
+    render=_render_verify,
+)
+
+
+def _add_delete_thread_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("thread")
+    parser.add_argument("--apply", action="store_true", help="really delete")
+
+
+def _run_delete_thread(
+    args: argparse.Namespace, config: OpsConfig, progress: ProgressBar
+) -> Outcome:
+    return ops.delete_thread(args.thread, apply=args.apply, config=config), EXIT_OK
+
+
+def _render_delete_thread(r: dict[str, Any]) -> str:
+    verb = "deleted" if r["deleted"] else "would delete (add --apply to delete)"
+    return (
+        f"thread {r['thread_id']!r} in {r['store']}: {verb} {r['checkpoints']} checkpoints, "
+        f"{r['writes']} writes, {r['objects']} objects, {r['run_markers']} run markers "
+        f"({human_size(r['bytes'])})"
+    )
+
+
+DELETE_THREAD = Command(
+    name="delete-thread",
+    help="delete every object of a thread (needs --apply)",
+    add_arguments=_add_delete_thread_arguments,
+    run=_run_delete_thread,
+    render=_render_delete_thread,
+)
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--keep-last",
+        type=int,
+        metavar="N",
+        help=f"root checkpoints kept per thread (default {DEFAULT_KEEP_LAST}; with --idle-for "
+        "alone, threads that are not idle are left alone)",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=_duration,
+        metavar="DURATION",
+        help="delete root checkpoints beyond the newest N only when this old (e.g. 7d)",
+    )
+    parser.add_argument(
+        "--idle-for",
+        type=_duration,
+        metavar="DURATION",
+        help="threads with no write for this long (e.g. 30d, 12h, 2w) are idle",
+    )
+    parser.add_argument(
+        "--idle-action",
+        choices=["delete", "keep-latest"],
+        default="delete",
+        help="what idle threads get: deleted (default) or reduced to their latest checkpoint",
+    )
+    parser.add_argument(
+        "--min-age",
+        type=float,
+        default=DEFAULT_MIN_AGE,
+        metavar="SECONDS",
+        help="never delete objects younger than this",
+    )
+    parser.add_argument(
+        "--thread", action="append", help="a thread to prune (repeatable; default all)"
+    )
+    parser.add_argument("--apply", action="store_true", help="really delete")
+
+
+def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    keep_last = args.keep_last
+    if keep_last is None:
+        # --idle-for alone touches only idle threads; otherwise the daily default.
+        only_idle = args.idle_for is not None and args.older_than is None
+        keep_last = None if only_idle else DEFAULT_KEEP_LAST
+    report = ops.prune(
+        args.thread or None,
+        keep_last=keep_last,
+        min_age=args.min_age,
+        older_than=args.older_than,
+        idle_for=args.idle_for,
+        idle_action=args.idle_action.replace("-", "_"),
+        apply=args.apply,
+        config=config,
+        progress=progress,
+    )
+    return report, EXIT_OK
+
+
+def _render_prune(r: dict[str, Any]) -> str:
+    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
+    rules = f"keep_last={r['keep_last']} min_age={r['min_age']}s"
+    if r.get("older_than") is not None:
+        rules += f" older_than={r['older_than']:g}s"
+    if r.get("idle_for") is not None:
+        rules += f" idle_for={r['idle_for']:g}s idle_action={r['idle_action']}"
+    lines = [f"prune {r['store']} {rules}: {mode}" + (" [cancelled]" if r["cancelled"] else "")]
+    if r.get("idle_for") is not None:
+        idle = r.get("threads_idle") or []
+        lines.append(
+            f"idle threads: {len(idle)}" + (f" ({', '.join(map(repr, idle))})" if idle else "")
+        )
+    lines += [
+        f"  {t['thread_id']!r}: " + ", ".join(f"{k}={v}" for k, v in t.items() if k != "thread_id")
+        for t in r["threads"]
+    ]
+    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    return "\n".join(lines)
+
+
+PRUNE = Command(
+    name="prune",
+    help="keep the newest N root checkpoints per thread, delete idle threads (needs --apply)",
+    add_arguments=_add_prune_arguments,
+    run=_run_prune,
+    render=_render_prune,
+)
+
+#: In the order ``objstore-saver --help`` lists them.
+COMMANDS = (VERIFY, DELETE_THREAD, PRUNE)

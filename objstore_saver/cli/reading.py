@@ -1,0 +1,185 @@
+"""Commands that only read: ``threads``, ``history``, ``show``, ``cat``, ``du``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from objstore_saver import ops
+from objstore_saver.cli.common import (
+    EXIT_OK,
+    Command,
+    Outcome,
+    ProgressBar,
+    human_size,
+    json_text,
+    table,
+)
+from objstore_saver.ops._common import OpsConfig
+
+
+def _run_threads(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    return ops.threads(config, progress=progress), EXIT_OK
+
+
+def _render_threads(r: dict[str, Any]) -> str:
+    rows = [
+        [
+            t["thread_id"] or t["prefix"],
+            t["checkpoints"],
+            t["writes"],
+            t["objects"],
+            human_size(t["bytes"]),
+            t["last_update"],
+        ]
+        for t in r["threads"]
+    ]
+    head = f"{r['count']} threads in {r['store']}"
+    return (
+        head
+        + "\n"
+        + table(rows, ["THREAD", "CHECKPOINTS", "WRITES", "OBJECTS", "SIZE", "LAST UPDATE"])
+    )
+
+
+THREADS = Command(
+    name="threads",
+    help="list threads with counts and sizes",
+    run=_run_threads,
+    render=_render_threads,
+)
+
+
+def _add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("thread")
+
+
+def _run_history(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    return ops.history(args.thread, config), EXIT_OK
+
+
+def _render_history(r: dict[str, Any]) -> str:
+    rows = [
+        [
+            c["checkpoint_id"],
+            c["checkpoint_ns"] or "-",
+            c["step"],
+            c["source"],
+            c["parent_checkpoint_id"] or "-",
+            human_size(c["manifest_bytes"]),
+        ]
+        for c in r["checkpoints"]
+    ]
+    return f"thread {r['thread_id']!r}: {len(rows)} checkpoints, newest first\n" + table(
+        rows, ["CHECKPOINT", "NS", "STEP", "SOURCE", "PARENT", "SIZE"]
+    )
+
+
+HISTORY = Command(
+    name="history",
+    help="checkpoints of a thread, newest first",
+    add_arguments=_add_history_arguments,
+    run=_run_history,
+    render=_render_history,
+)
+
+
+def _add_show_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("thread")
+    parser.add_argument("checkpoint", nargs="?", help="checkpoint id (default: the latest)")
+    parser.add_argument("--ns", default="", help="checkpoint namespace (default: the root graph)")
+
+
+def _run_show(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = ops.show(args.thread, args.checkpoint, checkpoint_ns=args.ns, config=config)
+    return report, EXIT_OK
+
+
+def _render_show(r: dict[str, Any]) -> str:
+    lines = [
+        f"thread {r['thread_id']!r} checkpoint {r['checkpoint_id']} "
+        f"(namespace {r['checkpoint_ns']!r}, parent {r['parent_checkpoint_id']})",
+        f"manifest {r['key']} ({human_size(r['manifest_bytes'])})",
+        "metadata: " + json.dumps(r["metadata"], sort_keys=True),
+        "channels:",
+    ]
+    for name, value in r["channel_values"].items():
+        where = r["storage"][name]["stored"]
+        if (
+            isinstance(value, list)
+            and value
+            and all(isinstance(v, dict) and "role" in v for v in value)
+        ):
+            lines.append(f"  {name} ({where}, {len(value)} messages):")
+            lines += [f"    {m['role']:>6}: {m['content']}" for m in value]
+        else:
+            lines.append(f"  {name} ({where}): {json.dumps(value)[:200]}")
+    if r["pending_writes"]:
+        lines.append("pending writes:")
+        lines += [
+            f"  {w['task_id']} {w['channel']}[{w['idx']}]: {json.dumps(w['value'])[:200]}"
+            for w in r["pending_writes"]
+        ]
+    return "\n".join(lines)
+
+
+SHOW = Command(
+    name="show",
+    help="a checkpoint decoded to JSON (no unpickling)",
+    add_arguments=_add_show_arguments,
+    run=_run_show,
+    render=_render_show,
+)
+
+
+def _add_cat_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "key", help="key relative to the store's prefix, e.g. threads/_t/objects/<hash>"
+    )
+
+
+def _run_cat(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    return ops.cat(args.key, config), EXIT_OK
+
+
+CAT = Command(
+    name="cat",
+    help="any stored object, decoded",
+    add_arguments=_add_cat_arguments,
+    run=_run_cat,
+    render=json_text,
+)
+
+
+def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    return ops.du(config, progress=progress), EXIT_OK
+
+
+def _render_du(r: dict[str, Any]) -> str:
+    lines = [
+        f"{r['total']['objects']} objects, {human_size(r['total']['bytes'])} in {r['store']}",
+        "by kind:",
+    ]
+    lines += [
+        f"  {k:<12} {v['objects']:>7} objects {human_size(v['bytes']):>11}"
+        for k, v in sorted(r["by_kind"].items())
+    ]
+    lines.append("by thread:")
+    rows = []
+    for t in r["by_thread"]:
+        kinds = ", ".join(f"{k} {v['objects']}" for k, v in sorted(t["by_kind"].items()))
+        rows.append([t["thread_id"] or t["prefix"], t["objects"], human_size(t["bytes"]), kinds])
+    lines.append(table(rows, ["THREAD", "OBJECTS", "SIZE", "BY KIND"]))
+    return "\n".join(lines)
+
+
+DU = Command(
+    name="du",
+    help="objects and bytes by thread and by kind",
+    run=_run_du,
+    render=_render_du,
+)
+
+#: In the order ``objstore-saver --help`` lists them.
+COMMANDS = (THREADS, HISTORY, SHOW, CAT, DU)

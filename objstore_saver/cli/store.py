@@ -1,0 +1,172 @@
+"""The long-term memory store (``BaseStore``): ``store ls|get|du`` and ``store-sweep``.
+
+A namespace is given as one argument per label, so labels may hold dots and slashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from objstore_saver.cli.common import (
+    EXIT_OK,
+    Command,
+    CommandGroup,
+    Outcome,
+    ProgressBar,
+    human_size,
+    json_text,
+    table,
+)
+from objstore_saver.ops import longterm as store_ops
+from objstore_saver.ops._common import OpsConfig
+
+_LABELS = "namespace labels, one argument each (labels may hold dots and slashes)"
+
+
+def _ns(labels: Sequence[str]) -> str:
+    return json.dumps(list(labels), ensure_ascii=False)
+
+
+def _add_ls_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: every namespace"
+    )
+    parser.add_argument("--limit", type=int, default=store_ops.DEFAULT_PAGE, help="items per page")
+    parser.add_argument("--offset", type=int, default=0, help="items skipped (the page's start)")
+
+
+def _run_ls(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = store_ops.store_ls(args.labels, limit=args.limit, offset=args.offset, config=config)
+    return report, EXIT_OK
+
+
+def _render_ls(r: dict[str, Any]) -> str:
+    lines = [f"{len(r['namespaces'])} namespaces under {_ns(r['prefix'])} in {r['store']}"]
+    lines += [
+        f"  {_ns(n['namespace'])}: {n['items']} items"
+        + (f", {n['expired']} expired" if n["expired"] else "")
+        for n in r["namespaces"]
+    ]
+    end = r["offset"] + len(r["items"])
+    lines.append(f"items {r['offset'] + 1 if r['items'] else 0}-{end} of {r['total']}:")
+    rows = [
+        [
+            _ns(i["namespace"]),
+            json.dumps(i["key"], ensure_ascii=False),
+            "-" if i["size"] is None else human_size(i["size"]),
+            i["updated_at"],
+            (i["expires_at"] or "-") + (" (expired)" if i["expired"] else ""),
+        ]
+        for i in r["items"]
+    ]
+    lines.append(table(rows, ["NAMESPACE", "KEY", "SIZE", "UPDATED", "EXPIRES"]))
+    if r["next_offset"] is not None:
+        lines.append(f"more: --offset {r['next_offset']}")
+    return "\n".join(lines)
+
+
+STORE_LS = Command(
+    name="ls",
+    help="namespaces and items under a prefix",
+    add_arguments=_add_ls_arguments,
+    run=_run_ls,
+    render=_render_ls,
+)
+
+
+def _add_get_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "labels", nargs="+", metavar="LABEL... KEY", help=_LABELS + "; the last is the key"
+    )
+
+
+def _run_get(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    return store_ops.store_get(args.labels[:-1], args.labels[-1], config=config), EXIT_OK
+
+
+STORE_GET = Command(
+    name="get",
+    help="one item, its value decoded as JSON",
+    add_arguments=_add_get_arguments,
+    run=_run_get,
+    render=json_text,
+)
+
+
+def _add_du_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: everything")
+
+
+def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    return store_ops.store_du(args.labels, config=config), EXIT_OK
+
+
+def _render_du(r: dict[str, Any]) -> str:
+    t = r["total"]
+    lines = [f"{t['objects']} store objects, {human_size(t['bytes'])} in {r['store']}", "by kind:"]
+    lines += [
+        f"  {k:<14} {v['objects']:>7} objects {human_size(v['bytes']):>11}"
+        for k, v in r["by_kind"].items()
+    ]
+    rows = []
+    for n in r["by_namespace"]:
+        kinds = ", ".join(f"{k} {v['objects']}" for k, v in n["by_kind"].items())
+        label = n["namespace"] if isinstance(n["namespace"], str) else _ns(n["namespace"])
+        rows.append([label, n["objects"], human_size(n["bytes"]), kinds])
+    lines.append(table(rows, ["NAMESPACE", "OBJECTS", "SIZE", "BY KIND"]))
+    return "\n".join(lines)
+
+
+STORE_DU = Command(
+    name="du",
+    help="objects and bytes by kind and namespace",
+    add_arguments=_add_du_arguments,
+    run=_run_du,
+    render=_render_du,
+)
+
+STORE = CommandGroup(
+    name="store",
+    help="inspect the long-term memory store (BaseStore)",
+    commands=(STORE_LS, STORE_GET, STORE_DU),
+    dest="store_command",
+    metavar="STORE_COMMAND",
+)
+
+
+def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: every namespace"
+    )
+    parser.add_argument("--apply", action="store_true", help="really delete")
+
+
+def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = store_ops.store_sweep(args.labels, apply=args.apply, config=config, progress=progress)
+    return report, EXIT_OK
+
+
+def _render_sweep(r: dict[str, Any]) -> str:
+    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
+    head = f"store-sweep {r['store']} {_ns(r['prefix'])}: {mode}"
+    lines = [head + (" [cancelled]" if r["cancelled"] else "")]
+    lines += [
+        f"  {_ns(i['namespace'])} {json.dumps(i['key'], ensure_ascii=False)}: "
+        f"expired {i['expires_at']}, {i['action']}"
+        for i in r["items"]
+    ]
+    lines += [f"  UNREADABLE {u['key']}: {u['detail']}" for u in r["unreadable"]]
+    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    return "\n".join(lines)
+
+
+STORE_SWEEP = Command(
+    name="store-sweep",
+    help="delete expired store items (needs --apply)",
+    add_arguments=_add_sweep_arguments,
+    run=_run_sweep,
+    render=_render_sweep,
+)
