@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.report import operations
 from bench.report.results import MIB, OURS, Results, server_flag
 from bench.report.targets import targets
 
@@ -32,6 +33,7 @@ def figures(d: Results) -> dict[str, Any]:
         "agent": _agent(d),
         "delete": _delete(d),
         "concurrency": _concurrency(d),
+        "operations": operations.section(d),
         "failures": (
             ["workload", "saver", "error"],
             [[w, d.labels.get(s, s), e.replace("|", "\\|")] for w, s, e in d.errors()],
@@ -65,6 +67,7 @@ def _intro(d: Results) -> dict[str, Any]:
 def _headlines(d: Results) -> dict[str, Any]:
     """The figures people compare first; a headline is None when the run lacks them."""
     out: dict[str, Any] = dict.fromkeys(("w1", "w1b", "w2", "w2_alone", "w3", "w5"))
+    out["w7"] = operations.headline(d)
     w1 = {s: r for s in d.savers if (r := d.ok("1", s))}
     if OURS in w1:
         others = {s: r["total_mib"] for s, r in w1.items() if not s.startswith("objstore")}

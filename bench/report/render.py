@@ -110,6 +110,14 @@ def render(f: dict[str, Any], t: Template | None = None) -> str:
         each = ", ".join(t.fill("concurrency.turns_each", turns=n) for n in conc["turns_each"])
         out += [t.fill("concurrency", **(conc | {"turns_each": each})), table(*conc["table"])]
 
+    ops = f["operations"]
+    if ops is not None:
+        out += [t.fill("operations", **ops), table(*ops["jobs"])]
+        if ops["migrate"] is not None:
+            out += [t.fill("operations.migrate", **ops["migrate"]), table(*ops["migrate"]["table"])]
+        out += [t.fill("operations.shards"), table(*ops["shards"]["table"])]
+        out += [t.fill("operations.memory", **ops["memory"]), table(*ops["memory"]["table"])]
+
     if f["failures"][1]:
         out += [t.fill("failures"), table(*f["failures"])]
 
@@ -137,6 +145,8 @@ def _headlines(h: dict[str, Any], t: Template) -> list[str]:
         w5 = h["w5"]
         neighbours = t.fill("headline.w5.untouched" if w5["untouched"] else "headline.w5.changed")
         items.append(t.fill("headline.w5", **w5, neighbours=neighbours))
+    if h["w7"]:
+        items.append(t.fill("headline.w7", **h["w7"]))
     return [t.fill("headlines", items="\n".join(items))] if items else []
 
 
@@ -176,6 +186,10 @@ def _reason(target: dict[str, Any], t: Template) -> str:
     if key == "w6_async":
         server = t.fill(f"{name}.server", **f["server"]) if f["server"] else ""
         return t.fill(name, **(f | {"server": server}))
+    if key == "w7_requests":
+        control = f["control"]
+        extra = "" if control is None else " " + t.fill(f"{name}.control", **control)
+        return t.fill(name, **(f | {"control": extra}))
     if key == "w6_cpu":
         costs = t.fill(f"{name}.costs", **f["costs"]) + " " if f["costs"] else ""
         per_turn = f["requests_per_turn"]

@@ -76,4 +76,6 @@ class Results:
                     out.append((w, s, r["error"]))
                 elif w == "5" and "error" in r.get("prune", {}):
                     out.append(("5 (prune)", s, r["prune"]["error"]))
+                elif w == "7" and "error" in r.get("migrate", {}):
+                    out.append(("7 (migrate)", s, r["migrate"]["error"]))
         return out

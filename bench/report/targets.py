@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.report import operations
 from bench.report.results import MIB, OURS, Results
 
 Reason = tuple[str, dict[str, Any]] | None
@@ -137,6 +138,7 @@ def targets(d: Results) -> list[dict[str, Any]]:
             f"{us / pg:.2f}x",
             reason=lambda: _w6_cpu(d, "6b"),
         )
+    operations.add_targets(d, add)
     return out
 
 

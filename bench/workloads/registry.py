@@ -17,7 +17,7 @@ from typing import Any
 
 from bench import graphs
 from bench.savers import Env, SaverSpec
-from bench.workloads import agent, chat, concurrency, large_value, long_thread
+from bench.workloads import agent, chat, concurrency, large_value, long_thread, operations
 from bench.workloads.sizes import Sizes
 
 EachSaver = Callable[[SaverSpec, Env, Sizes, Any], dict[str, Any]]
@@ -139,6 +139,16 @@ WORKLOADS: tuple[Workload, ...] = (
         "1, 8 and 64 concurrent async conversations: turns per second and process "
         "CPU per turn, the whole measurement repeated with savers interleaved",
         all_savers=concurrency.run_async,
+    ),
+    Workload(
+        "7",
+        "Operations at production scale",
+        "the operator jobs (threads, verify, du, prune --keep-last 1, delete_threads) "
+        "over a bucket of many 3-checkpoint threads and migrate --apply from PostgreSQL: "
+        "threads (checkpoints) per second, requests per thread, projections to "
+        "1,000,000 threads, two shards against one, peak memory at N and 10 x N threads",
+        each_saver=operations.run_operations,
+        savers=("objstore-s3",),
     ),
 )
 
