@@ -111,7 +111,7 @@ def test_scheduling_cron_line_and_cronjob_manifest() -> None:
     assert "CRON_TZ=UTC" in cron
     assert line.startswith("0 3 * * * ")
     assert "--idle-for 30d --keep-last 20 --min-age 60 --apply" in line
-    (manifest,) = [yaml.safe_load(b) for b in _blocks("scheduling.md", "yaml")]
+    manifest = yaml.safe_load(_blocks("scheduling.md", "yaml")[0])
     assert manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "CronJob"
     spec = manifest["spec"]
     assert spec["schedule"] == "0 3 * * *" and spec["timeZone"] == "Etc/UTC"
@@ -128,6 +128,33 @@ def test_scheduling_cron_line_and_cronjob_manifest() -> None:
         args = build_parser().parse_args(argv)
         assert args.idle_for == 30 * 86400 and args.keep_last == 20 and args.apply
     assert {e["name"] for e in container["env"]} == {"OBJSTORE_SAVER_URL"}
+
+
+def test_scheduling_indexed_job_shards_parse_with_the_cli() -> None:
+    """Each shard of the Indexed Job's prune, verify and migrate commands, as Kubernetes
+    expands $(JOB_COMPLETION_INDEX), parses to its own shard; one past the last is refused."""
+    from objstore_saver.cli import build_parser
+    from objstore_saver.ops import Shard
+
+    _cronjob, job, verify, migrate = [yaml.safe_load(b) for b in _blocks("scheduling.md", "yaml")]
+    assert job["kind"] == "Job" and job["spec"]["completionMode"] == "Indexed"
+    n = job["spec"]["completions"]
+    assert job["spec"]["parallelism"] == n > 1
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    commands = [container["command"], verify["command"], migrate["command"]]
+    assert [c[1] for c in commands] == ["prune", "verify", "migrate"]
+    for command in commands:
+        assert command[0] == "objstore-saver"
+        assert "$(JOB_COMPLETION_INDEX)" in command[command.index("--shard") + 1]
+        for k in range(n + 1):
+            argv = [a.replace("$(JOB_COMPLETION_INDEX)", str(k)) for a in command[1:]]
+            if k == n:
+                with pytest.raises(SystemExit):
+                    build_parser().parse_args(argv)
+                continue
+            args = build_parser().parse_args(argv)
+            assert args.shard == Shard(k, n)
+    assert {e["name"] for e in migrate["env"]} == {"POSTGRES_URL"}
 
 
 @pytest.mark.parametrize("name", ["minio", "localstack"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -17,6 +19,8 @@ from typing import Any, TextIO
 from objstore_saver.backend_choice import OBJSTORE_SAVER_URL
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency
+from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.storage.base import StorageError
 
 EXIT_OK = 0
@@ -29,24 +33,52 @@ Outcome = tuple[dict[str, Any], int]
 
 
 class ProgressBar:
-    """A plain-text progress bar on a stream (redrawn in place on a terminal)."""
+    """A plain-text progress bar on a stream: done/total, rate and ETA.
 
-    def __init__(self, stream: TextIO, label: str, enabled: bool = True) -> None:
+    On a terminal it is redrawn in place at most ten times a second; elsewhere
+    (a log file, a Kubernetes pod) it prints a line at most every ten seconds,
+    and the last one, so a job over a million threads does not flood its log.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO,
+        label: str,
+        enabled: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream
         self.label = label
         self.enabled = enabled
         self.tty = stream.isatty()
         self.drawn = False
+        self.clock = clock
+        self.started: float | None = None
+        self.first_done = 0
+        self.shown_at = -float("inf")
 
     def __call__(self, done: int, total: int | None, item: str) -> None:
         if not self.enabled:
             return
+        now = self.clock()
+        if self.started is None:
+            self.started, self.first_done = now, done
+        last = total is not None and done >= total
+        if not last and now - self.shown_at < (0.1 if self.tty else 10.0):
+            return
+        self.shown_at = now
+        elapsed = now - self.started
+        rate = (done - self.first_done) / elapsed if elapsed > 0 else 0.0
         if total:
             filled = int(30 * done / total)
             bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
         else:
             bar = f"{done}"
-        line = f"{self.label} {bar} {item}"[:120]
+        if rate > 0:
+            bar += f" {rate:.1f}/s"
+            if total and not last:
+                bar += f" ETA {_duration_text((total - done) / rate)}"
+        line = f"{self.label} {bar} {item}"[:160]
         if self.tty:
             self.stream.write("\r\x1b[K" + line)
         else:
@@ -59,6 +91,56 @@ class ProgressBar:
         if self.enabled and self.drawn and self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _duration_text(seconds: float) -> str:
+    """``42s``, ``7m05s``, ``3h12m``: an ETA for people."""
+    seconds = int(seconds + 0.5)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _concurrency(text: str) -> int:
+    try:
+        return check_concurrency(int(text))
+    except (ValueError, ConfigurationError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of 1 or more") from exc
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except ConfigurationError as exc:
+        # argparse names the flag itself: "argument --shard: ..."
+        raise argparse.ArgumentTypeError(re.sub(r"^--shard:? ", "", str(exc))) from exc
+
+
+def add_scale_options(parser: argparse.ArgumentParser, *, concurrency: bool = True) -> None:
+    """``--shard K/N`` and (for jobs that work on threads at once) ``--concurrency N``.
+
+    Args:
+        parser: the command's parser.
+        concurrency: whether the command takes ``--concurrency``.
+    """
+    if concurrency:
+        parser.add_argument(
+            "--concurrency",
+            type=_concurrency,
+            default=DEFAULT_CONCURRENCY,
+            metavar="N",
+            help=f"threads worked on at once (default {DEFAULT_CONCURRENCY})",
+        )
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        default=ALL,
+        metavar="K/N",
+        help="only the threads of shard K of N (K from 0, e.g. $JOB_COMPLETION_INDEX/8): "
+        "N workers split the bucket with no coordination",
+    )
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,17 +6,33 @@ import argparse
 from typing import Any
 
 from objstore_saver import ops
-from objstore_saver.cli.common import EXIT_FOUND, EXIT_OK, Command, Outcome, ProgressBar, human_size
+from objstore_saver.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    Command,
+    Outcome,
+    ProgressBar,
+    add_scale_options,
+    human_size,
+)
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE, parse_duration
+from objstore_saver.ops.sharding import ALL
 
 
 def _add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("thread", nargs="?")
+    add_scale_options(parser)
 
 
 def _run_verify(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = ops.verify(args.thread, config=config)
+    report = ops.verify(
+        args.thread,
+        config=config,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        progress=progress,
+    )
     return report, EXIT_OK if report.get("ok") else EXIT_FOUND
 
 
@@ -24,7 +40,7 @@ def _render_verify(r: dict[str, Any]) -> str:
     status = "OK" if r.get("ok") else "CORRUPT"
     lines = [f"verify {r.get('store', '')}: {status}"]
     for name, value in r.items():
-        if name not in ("ok", "problems", "store") and not isinstance(value, list | dict):
+        if name not in ("ok", "problems", "store", "run") and not isinstance(value, list | dict):
             lines.append(f"  {name}: {value}")
     for p in r.get("problems", []):
         lines.append(f"  PROBLEM {p.get('kind')}: {p.get('key')}: {p.get('detail')}")
@@ -41,28 +57,46 @@ VERIFY = Command(
 
 
 def _add_delete_thread_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("thread")
+    parser.add_argument("thread", nargs="+", help="one thread or more")
     parser.add_argument("--apply", action="store_true", help="really delete")
+    add_scale_options(parser)
 
 
 def _run_delete_thread(
     args: argparse.Namespace, config: OpsConfig, progress: ProgressBar
 ) -> Outcome:
-    return ops.delete_thread(args.thread, apply=args.apply, config=config), EXIT_OK
+    if len(args.thread) == 1 and args.shard == ALL:
+        return ops.delete_thread(args.thread[0], apply=args.apply, config=config), EXIT_OK
+    report = ops.delete_threads(
+        args.thread,
+        apply=args.apply,
+        config=config,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        progress=progress,
+    )
+    return report, EXIT_FOUND if report["threads_holding_nothing"] else EXIT_OK
 
 
 def _render_delete_thread(r: dict[str, Any]) -> str:
-    verb = "deleted" if r["deleted"] else "would delete (add --apply to delete)"
-    return (
-        f"thread {r['thread_id']!r} in {r['store']}: {verb} {r['checkpoints']} checkpoints, "
-        f"{r['writes']} writes, {r['objects']} objects, {r['run_markers']} run markers "
-        f"({human_size(r['bytes'])})"
-    )
+    rows = r.get("threads", [r])
+    lines = []
+    for t in rows:
+        if not t.get("held", True):
+            lines.append(f"thread {t['thread_id']!r} in {r['store']}: holds nothing")
+            continue
+        verb = "deleted" if t["deleted"] else "would delete (add --apply to delete)"
+        lines.append(
+            f"thread {t['thread_id']!r} in {r['store']}: {verb} {t['checkpoints']} checkpoints, "
+            f"{t['writes']} writes, {t['objects']} objects, {t['run_markers']} run markers "
+            f"({human_size(t['bytes'])})"
+        )
+    return "\n".join(lines)
 
 
 DELETE_THREAD = Command(
     name="delete-thread",
-    help="delete every object of a thread (needs --apply)",
+    help="delete every object of threads (needs --apply)",
     add_arguments=_add_delete_thread_arguments,
     run=_run_delete_thread,
     render=_render_delete_thread,
@@ -113,6 +147,7 @@ def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
         "--thread", action="append", help="a thread to prune (repeatable; default all)"
     )
     parser.add_argument("--apply", action="store_true", help="really delete")
+    add_scale_options(parser)
 
 
 def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -130,6 +165,8 @@ def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         idle_action=args.idle_action.replace("-", "_"),
         apply=args.apply,
         config=config,
+        concurrency=args.concurrency,
+        shard=args.shard,
         progress=progress,
     )
     return report, EXIT_OK

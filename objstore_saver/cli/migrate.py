@@ -7,7 +7,14 @@ from typing import Any
 
 from objstore_saver import ops
 from objstore_saver.backend_choice import POSTGRES_URL
-from objstore_saver.cli.common import EXIT_FOUND, EXIT_OK, Command, Outcome, ProgressBar
+from objstore_saver.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    Command,
+    Outcome,
+    ProgressBar,
+    add_scale_options,
+)
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.ops.migration import SOURCES
@@ -24,6 +31,12 @@ def _add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--thread", action="append", help="a thread to migrate (repeatable)")
     parser.add_argument("--apply", action="store_true", help="really copy")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="ignore the cursor an interrupted run left in the bucket; start from the first thread",
+    )
+    add_scale_options(parser)
 
 
 def _run_migrate(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -38,6 +51,9 @@ def _run_migrate(args: argparse.Namespace, config: OpsConfig, progress: Progress
         config=config,
         thread_ids=args.thread or None,
         apply=args.apply,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        restart=args.restart,
         progress=progress,
     )
     return report, EXIT_FOUND if report["diverged"] else EXIT_OK
@@ -49,7 +65,8 @@ def _render_migrate(r: dict[str, Any]) -> str:
     lines = [
         f"migrate {r['source']} -> {r['target']}: {mode}"
         + (" [cancelled]" if r["cancelled"] else ""),
-        f"threads:     {r['threads']['done']}/{r['threads']['source']}",
+        f"threads:     {r['threads']['done']}/{r['threads']['source']}"
+        + (f" (resumed after {r['resumed_after']!r})" if r.get("resumed_after") else ""),
         f"checkpoints: {c['source']} in source, {c['present']} present, {c['missing']} missing, "
         f"{c['copied']} copied",
         f"writes:      {w['source']} in source, {w['present']} present, {w['missing']} missing, "

@@ -12,6 +12,7 @@ from objstore_saver.cli.common import (
     Command,
     Outcome,
     ProgressBar,
+    add_scale_options,
     human_size,
     json_text,
     table,
@@ -20,7 +21,8 @@ from objstore_saver.ops._common import OpsConfig
 
 
 def _run_threads(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.threads(config, progress=progress), EXIT_OK
+    report = ops.threads(config, concurrency=args.concurrency, shard=args.shard, progress=progress)
+    return report, EXIT_OK
 
 
 def _render_threads(r: dict[str, Any]) -> str:
@@ -46,6 +48,7 @@ def _render_threads(r: dict[str, Any]) -> str:
 THREADS = Command(
     name="threads",
     help="list threads with counts and sizes",
+    add_arguments=add_scale_options,
     run=_run_threads,
     render=_render_threads,
 )
@@ -152,8 +155,12 @@ CAT = Command(
 )
 
 
+def _add_du_arguments(parser: argparse.ArgumentParser) -> None:
+    add_scale_options(parser, concurrency=False)
+
+
 def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.du(config, progress=progress), EXIT_OK
+    return ops.du(config, shard=args.shard, progress=progress), EXIT_OK
 
 
 def _render_du(r: dict[str, Any]) -> str:
@@ -177,6 +184,7 @@ def _render_du(r: dict[str, Any]) -> str:
 DU = Command(
     name="du",
     help="objects and bytes by thread and by kind",
+    add_arguments=_add_du_arguments,
     run=_run_du,
     render=_render_du,
 )

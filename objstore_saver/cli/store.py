@@ -16,6 +16,7 @@ from objstore_saver.cli.common import (
     CommandGroup,
     Outcome,
     ProgressBar,
+    add_scale_options,
     human_size,
     json_text,
     table,
@@ -142,10 +143,18 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: every namespace"
     )
     parser.add_argument("--apply", action="store_true", help="really delete")
+    add_scale_options(parser)
 
 
 def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = store_ops.store_sweep(args.labels, apply=args.apply, config=config, progress=progress)
+    report = store_ops.store_sweep(
+        args.labels,
+        apply=args.apply,
+        config=config,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        progress=progress,
+    )
     return report, EXIT_OK
 
 

@@ -177,6 +177,7 @@ async def aprune(
             )
         finally:
             driver.close()
+        rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         totals: dict[str, int] = {}
         for row in rows:
             for name, value in row.items():
@@ -317,6 +318,7 @@ async def adelete_threads(
             )
         finally:
             driver.close()
+        rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         return {
             "store": saver.store.location,
             "apply": apply,

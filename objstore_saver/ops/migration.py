@@ -443,7 +443,7 @@ async def _run(
                 "missing": counts.writes_missing,
                 "copied": counts.writes_copied,
             },
-            "diverged": counts.diverged,
+            "diverged": sorted(counts.diverged, key=lambda d: (d["thread_id"], d["checkpoint_ns"])),
             "run": {
                 **run.to_dict(),
                 "checkpoints_per_second": round(
