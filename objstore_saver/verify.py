@@ -147,6 +147,29 @@ def _fetch(
     return out
 
 
+def _fetch_groups(
+    *groups: Sequence[str],
+) -> Generator[Batch, list[Any] | None, list[list[tuple[str, bytes | None]]]]:
+    """Sub-plan: the bodies of several groups of keys; in one round when they fit a batch.
+
+    A small thread (most) is read in one round of requests; a larger one group
+    after group, ``GET_BATCH`` at a time, which bounds the bytes held at once.
+    """
+    if sum(len(g) for g in groups) <= GET_BATCH:
+        every = [k for g in groups for k in g]
+        bodies = yield from run_batch(*(Get(k) for k in every))
+        pairs = list(zip(every, bodies, strict=True))
+        out, start = [], 0
+        for g in groups:
+            out.append(pairs[start : start + len(g)])
+            start += len(g)
+        return out
+    out = []
+    for g in groups:
+        out.append((yield from _fetch(g)))
+    return out
+
+
 def verify_thread(
     pfx: str, report: VerifyReport, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, None]:
@@ -170,8 +193,19 @@ def verify_thread(
         for tag, digest in refs:
             wanted.setdefault(digest, (codec.KIND_OF_TAG[tag], referrer))
 
+    object_keys = []
+    for o in listing.objects:
+        name = o.key.rsplit("/", 1)[1]
+        if len(name) != 64 or name.strip("0123456789abcdef"):
+            report.problems.append(Problem(o.key, "unknown-key", "not a SHA-256 object key"))
+        else:
+            object_keys.append(o.key)
+    got_manifests, got_writes, got_objects = yield from _fetch_groups(
+        [o.key for o in listing.manifests], [o.key for o in listing.writes], object_keys
+    )
+
     manifest_write_prefixes: set[str] = set()
-    for key, body in (yield from _fetch([o.key for o in listing.manifests])):
+    for key, body in got_manifests:
         if body is None:
             continue  # deleted since it was listed
         report.manifests += 1
@@ -190,7 +224,7 @@ def verify_thread(
         )
         want(entry_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
 
-    for key, body in (yield from _fetch([o.key for o in listing.writes])):
+    for key, body in got_writes:
         if body is None:
             continue
         report.writes += 1
@@ -228,14 +262,7 @@ def verify_thread(
                 continue
             facts[digest] = _facts(obj)
 
-    object_keys = []
-    for o in listing.objects:
-        name = o.key.rsplit("/", 1)[1]
-        if len(name) != 64 or name.strip("0123456789abcdef"):
-            report.problems.append(Problem(o.key, "unknown-key", "not a SHA-256 object key"))
-        else:
-            object_keys.append(o.key)
-    absorb((yield from _fetch(object_keys)))
+    absorb(got_objects)
 
     # Walk from the manifests and writes. Objects written after the listing (a
     # concurrent put) are fetched, not reported missing on the listing's word.
