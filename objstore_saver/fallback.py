@@ -127,7 +127,9 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         if held is None:
             return old_head
         self._settled.add(_key(thread_id, ns))
-        return new_head
+        # The head read above may predate the old head's arrival (a migration
+        # puts it last): read the bucket's head again, now that it holds it.
+        return (yield Call(NEW, "get_tuple", (config,)))
 
     def _list_plan(
         self,
