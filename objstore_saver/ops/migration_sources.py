@@ -111,9 +111,18 @@ async def _postgres(config: OpsConfig, concurrency: int) -> AsyncIterator[Source
     saver_class = _saver_class(
         "postgres", "langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver"
     )
+    from psycopg import AsyncConnection
+    from psycopg import Error as DatabaseError
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
+    # One connection first: a wrong database or password fails at once, where
+    # a pool would retry until its timeout.
+    try:
+        probe = await AsyncConnection.connect(url, connect_timeout=10)
+    except DatabaseError as exc:
+        raise JobError(f"cannot connect to the source postgres {redact_url(url)}: {exc}") from None
+    await probe.close()
     pool = AsyncConnectionPool(
         url,
         min_size=1,

@@ -186,10 +186,10 @@ def _select_kept(
 def _orphan_writes(
     pfx: str, listing: ThreadListing, old_before: datetime
 ) -> Generator[Batch, list[Any] | None, set[str]]:
-    """Sub-plan: writes whose checkpoint has no manifest, now or in the listing (§6.9 step 2).
+    """Sub-plan: old writes whose checkpoint has no manifest, in the listing or now (§6.9 step 2).
 
-    A write is stored after its checkpoint's manifest, so a manifest written
-    after the listing shows in the second LIST; a young write is left alone.
+    Writes younger than ``old_before`` are left alone: a checkpoint being
+    written may have its writes stored before its manifest.
     """
 
     def writes_prefix(key: str) -> str:
@@ -237,7 +237,11 @@ def _prune_thread(
     doomed_writes = [
         o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] in doomed_writes_pfx
     ]
-    orphans = yield from _orphan_writes(pfx, listing, now - min_age)
+    # LangGraph may store a checkpoint's writes before its manifest (the put
+    # runs in the background): only a write older than the reuse window is an
+    # orphan, as only an object that old is swept.
+    orphan_age = max(min_age, timedelta(seconds=ctx.reuse_window))
+    orphans = yield from _orphan_writes(pfx, listing, now - orphan_age)
     other_writes = [
         o.key
         for o in listing.writes

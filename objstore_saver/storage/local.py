@@ -104,7 +104,12 @@ def _read_to_end(fd: int, size: int, limit: int | None = None) -> bytes:
 def _fsync_dir(path: str) -> None:
     if os.name != "posix":  # directories cannot be opened for fsync elsewhere
         return
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        # A concurrent delete removed the key just stored, then its emptied
+        # directory: the put happened before that delete, nothing is left to sync.
+        return
     try:
         os.fsync(fd)
     finally:
