@@ -1,4 +1,23 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the environment variables the tests read.
+
+* ``OBJSTORE_TEST_ENDPOINT`` (with ``OBJSTORE_TEST_ACCESS_KEY``,
+  ``OBJSTORE_TEST_SECRET_KEY``, ``OBJSTORE_TEST_REGION``): the S3 endpoint of
+  the S3 tests, instead of moto's server started on loopback;
+  ``OBJSTORE_TEST_SERVER`` (``ceph``, ...) and ``OBJSTORE_TEST_KMS_KEY_ID`` say
+  what that server supports (s3_helpers.py; scripts/ceph-rgw.sh sets the first).
+* ``OBJSTORE_TEST_REQUIRE``: the programs from the system that must be there
+  (comma-separated: ``browser`` for Debian's chromium, ``postgres`` for
+  PostgreSQL's initdb and pg_ctl, or ``all``). Without it, a test needing a
+  missing program is skipped, the reason naming the program and its
+  ``apt-get install`` command; with it, the test fails. ``.ci/run`` sets
+  ``OBJSTORE_TEST_REQUIRE=all``. See system_deps.py.
+* ``OBJSTORE_VIEWER_SCREENSHOTS``: where the viewer's browser tests put the
+  screenshots of their local-directory run (docs/viewer.md).
+
+Options: ``--long`` runs the fault, race and stateful suites at their full
+counts; pytest-timeout's ``--timeout=0`` lifts the 300 s limit per test (to
+sit in a debugger, say).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +25,24 @@ import functools
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import boto3
-import botocore.config
 import pytest
+import system_deps
+from backends import BACKENDS, Backend, S3Endpoint, open_backend
 
 from objstore_saver.storage import S3Store
+
+pytest_plugins = ["pytester"]  # test_system_deps.py runs the fixtures in an inner session
+
+# The shipped store contract's assertions explain themselves like a test module's.
+pytest.register_assert_rewrite("objstore_saver.testing")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    system_deps.required()  # a misspelt OBJSTORE_TEST_REQUIRE stops the run at once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,95 +60,27 @@ def long_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long"))
 
 
+#: pytest-timeout's limit (pyproject: 300 s) for the tests taking ``long_run``, under
+#: ``--long``: their counts grow 10 to 30 times there.
+LONG_RUN_TIMEOUT = 3600
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--long"):
+        return
+    for item in items:
+        if "long_run" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+            "timeout"
+        ):
+            item.add_marker(pytest.mark.timeout(LONG_RUN_TIMEOUT))
+
+
 # --- S3 endpoint fixtures ---
 #
 # Tests run against a real HTTP S3 endpoint: the one named by
 # OBJSTORE_TEST_ENDPOINT (credentials OBJSTORE_TEST_ACCESS_KEY /
 # OBJSTORE_TEST_SECRET_KEY, else boto3's usual chain; region
 # OBJSTORE_TEST_REGION), or an in-process moto server on loopback.
-
-
-@dataclass(frozen=True)
-class S3Endpoint:
-    """An S3 endpoint the tests may create buckets on."""
-
-    url: str
-    access_key: str | None
-    secret_key: str | None
-    region: str
-    # One boto3 session for every client: each new session reloads the S3
-    # service model, which costs about 0.1 s per client.
-    _session: Any = field(default_factory=boto3.session.Session, repr=False, compare=False)
-
-    def client(self, **config: Any) -> Any:
-        """Return a new boto3 S3 client (path addressing, standard retries).
-
-        Clients are independent: event hooks registered on one do not reach
-        the others.
-
-        Args:
-            **config: Overrides of the ``botocore.config.Config`` options.
-        """
-        options: dict[str, Any] = {
-            "s3": {"addressing_style": "path"},
-            "retries": {"mode": "standard", "total_max_attempts": 5},
-            "max_pool_connections": 64,
-        }
-        options.update(config)
-        return self._session.client(
-            "s3",
-            endpoint_url=self.url,
-            region_name=self.region,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            config=botocore.config.Config(**options),
-        )
-
-    def lean_store(self, bucket: str, prefix: str = "", **options: Any) -> Any:
-        """A :class:`LeanS3Store` on this endpoint, signed with its credentials.
-
-        Args:
-            bucket: Bucket name.
-            prefix: Key prefix.
-            **options: Other ``LeanS3Store`` options.
-        """
-        from objstore_saver.storage.s3_lean import LeanS3Store
-
-        session = None
-        if self.access_key:
-            session = boto3.session.Session(
-                aws_access_key_id=self.access_key,
-                aws_secret_access_key=self.secret_key,
-                region_name=self.region,
-            )
-        return LeanS3Store(
-            bucket,
-            prefix,
-            endpoint_url=self.url,
-            region_name=self.region,
-            session=session,
-            **options,
-        )
-
-    def store(self, transport: str, bucket: str, prefix: str = "", **options: Any) -> Any:
-        """A store on this endpoint over ``transport`` (one of :data:`S3_TRANSPORTS`).
-
-        Args:
-            transport: ``"boto3"`` (:class:`S3Store` on :meth:`client`) or
-                ``"lean"`` (:meth:`lean_store`).
-            bucket: Bucket name.
-            prefix: Key prefix.
-            **options: Other options of that store.
-        """
-        if transport == "boto3":
-            return S3Store(bucket, prefix, client=self.client(), **options)
-        if transport == "lean":
-            return self.lean_store(bucket, prefix, **options)
-        raise ValueError(f"unknown S3 transport {transport!r} in a test: {S3_TRANSPORTS}")
-
-
-#: The S3 transports the suites that take a store run on (``S3Endpoint.store``).
-S3_TRANSPORTS = ("boto3", "lean")
 
 
 def _serialize_moto_puts(mp: pytest.MonkeyPatch) -> None:
@@ -176,30 +135,11 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
         mp.undo()
 
 
-def _empty_and_remove_bucket(client: Any, bucket: str) -> None:
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
-        if keys:
-            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-    client.delete_bucket(Bucket=bucket)
-
-
 @pytest.fixture
 def s3_bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
     """A new, uniquely named bucket; emptied and removed afterwards."""
-    client = s3_endpoint.client()
-    bucket = f"test-{uuid.uuid4().hex[:12]}"
-    if s3_endpoint.region == "us-east-1":
-        client.create_bucket(Bucket=bucket)
-    else:
-        client.create_bucket(
-            Bucket=bucket,
-            CreateBucketConfiguration={"LocationConstraint": s3_endpoint.region},
-        )
-    try:
+    with s3_endpoint.new_bucket() as bucket:
         yield bucket
-    finally:
-        _empty_and_remove_bucket(client, bucket)
 
 
 @pytest.fixture
@@ -215,6 +155,48 @@ def creds_env(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> S3Store:
     """An :class:`S3Store` under the prefix ``pfx/`` of a new bucket."""
     return S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())
+
+
+# --- the backends a suite runs on ---
+
+
+@pytest.hookimpl(tryfirst=True)  # the backend first in test ids: test[local-sync]
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test using ``backend`` once per backend id.
+
+    ``@pytest.mark.backends("local", ...)`` on a test or module names fewer; a
+    test may also parametrize ``backend`` with other arguments itself
+    (``indirect=["backend"]``).
+    """
+    if "backend" not in metafunc.fixturenames or _parametrizes_backend(metafunc):
+        return
+    marker = metafunc.definition.get_closest_marker("backends")
+    kinds = marker.args if marker is not None else BACKENDS
+    unknown = [k for k in kinds if k not in BACKENDS]
+    if not kinds or unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: backends {kinds} not in {BACKENDS}")
+    metafunc.parametrize("backend", kinds, indirect=True)
+
+
+def _parametrizes_backend(metafunc: pytest.Metafunc) -> bool:
+    """Whether the test parametrizes ``backend`` itself (with other arguments, indirect)."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.kwargs.get("argnames", mark.args[0] if mark.args else ())
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        if "backend" in names:
+            return True
+    return False
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Where the test stores objects: one of ``local``, ``s3-lean``, ``s3-boto3``.
+
+    The directory is ``tmp_path / "store"``; a bucket is new for the test.
+    """
+    with open_backend(request.param, tmp_path / "store", request) as b:
+        yield b
 
 
 # --- PostgreSQL (migration tests) ---

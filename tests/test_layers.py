@@ -102,6 +102,26 @@ def test_the_storage_layer_imports_without_langgraph() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_the_package_imports_neither_its_test_kits_nor_pytest() -> None:
+    code = (
+        "import sys, objstore_saver, objstore_saver.storage, objstore_saver.config; "
+        "[getattr(objstore_saver, n) for n in objstore_saver.__all__]; "
+        "print(sorted(m for m in sys.modules if m.startswith(('objstore_saver.testing', 'pytest', "
+        "'_pytest'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"
+    modules = _modules()
+    importers = {
+        name: sorted(dep for dep in _imports(name, path, modules) if ".testing" in dep)
+        for name, path in modules.items()
+        if not name.startswith("objstore_saver.testing")
+    }
+    assert {name: deps for name, deps in importers.items() if deps} == {}
+
+
 def test_the_public_names_still_load() -> None:
     for name in objstore_saver.__all__:
         assert getattr(objstore_saver, name) is not None, name

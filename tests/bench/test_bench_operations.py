@@ -1,0 +1,173 @@
+"""Workload 7 (operator jobs at scale): its seed data, its child processes, one small run.
+
+The run goes through the benchmark's metering proxy to the tests' moto
+server, with PostgreSQL when it can start (else the row says why the
+migration is missing), at a few threads: counts and the row's shape, no rates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from repo_root import ROOT
+
+from bench.proxy import MeteringProxy
+from bench.report.operations import duration
+from bench.savers import Env
+from bench.workloads import operations, ops_seed
+from bench.workloads.sizes import FULL, QUICK
+from objstore_saver import ops
+
+
+def test_the_seed_is_a_chat_graph_turn_and_the_source_ten_checkpoints() -> None:
+    turn = ops_seed.chat_calls(3)
+    assert [c.kind for c in turn] == ["put", "writes", "put", "writes", "put"]
+    source = ops_seed.chat_calls(10)
+    assert sum(c.kind == "put" for c in source) == 10
+    assert source[-1].kind == "writes"  # the writes made on the last checkpoint kept
+    last_put = None
+    for c in source:
+        if c.kind == "put":
+            last_put = c.args[0]["id"]
+        else:  # pending writes belong to the checkpoint just put
+            assert c.configurable["checkpoint_id"] == last_put
+    cfg = turn[2].config("t-1")["configurable"]
+    assert cfg["thread_id"] == "t-1" and cfg["checkpoint_id"] and "__pregel_runtime" not in cfg
+
+
+def test_thread_ids_are_stable_distinct_uuids() -> None:
+    ids = ops_seed.thread_ids(50)
+    assert ids == ops_seed.thread_ids(50) and len(set(ids)) == 50
+    assert set(ids).isdisjoint(ops_seed.thread_ids(50, "pg"))
+    assert all(len(t) == 36 and t.count("-") == 4 for t in ids)
+
+
+def test_sizes_follow_the_run_mode() -> None:
+    assert operations.ops_sizes(FULL) == operations.OPS_FULL
+    assert operations.ops_sizes(QUICK) == operations.OPS_QUICK
+    assert operations.OPS_QUICK.threads < operations.OPS_FULL.threads
+    assert duration(45) == "45 s" and duration(1020) == "17 min" and duration(9000) == "2.5 h"
+
+
+def test_cloned_threads_verify_and_the_memory_child_reads_them(tmp_path: Path) -> None:
+    root = str(tmp_path / "store")
+    ops_seed.seed_directory(root, ops_seed.chat_calls(3), ops_seed.thread_ids(5, "mem"))
+    url = f"file://{root}"
+    report = ops.verify(config=ops.OpsConfig(url=url))
+    assert report["ok"], report["problems"][:3]
+    assert report["threads"] == 5 and report["manifests"] == 15 and report["writes"] == 10
+    listed = ops.threads(ops.OpsConfig(url=url))
+    assert sorted(r["thread_id"] for r in listed["threads"]) == sorted(
+        ops_seed.thread_ids(5, "mem")
+    )
+    for job in operations.MEMORY_JOBS:
+        done = subprocess.run(
+            [*operations.CHILD, "memory", job, url],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+        )
+        got = json.loads(done.stdout.splitlines()[-1])
+        assert got["threads"] == 5, job
+        assert got["peak_kib"] >= got["rss_before_kib"] > 0
+
+
+@pytest.fixture
+def proxy_env(s3_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    """The metering proxy (no delay) before the tests' S3 server."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL", ""))
+    proxy = MeteringProxy(s3_endpoint.url.split("://", 1)[1], delay=0)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Env(proxy.url, s3_endpoint.url, str(tmp_path))
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+@pytest.fixture
+def env(proxy_env: Env) -> Iterator[Env]:
+    """:func:`proxy_env` with a PostgreSQL server, if one can start here."""
+    try:
+        from bench.postgres import PostgresServer
+
+        proxy_env.postgres = PostgresServer()
+    except Exception:  # noqa: BLE001 -- the row then carries the migration's error
+        proxy_env.postgres = None
+    try:
+        yield proxy_env
+    finally:
+        if proxy_env.postgres is not None:
+            proxy_env.postgres.stop()
+
+
+def test_a_small_run_fills_every_part_of_the_row(env: Env) -> None:
+    sizes = operations.OpsSizes(threads=6, migrate_threads=3, memory_factor=2)
+    row = operations.measure_operations(env, sizes, delay_ms=0.0)
+    jobs = row["jobs"]
+    assert list(jobs) == [
+        "threads",
+        "verify",
+        "verify_no_delay",
+        "du",
+        "prune_dry_run",
+        "prune_apply",
+        "delete_threads",
+    ]
+    for name, job in jobs.items():
+        assert job["threads"] == 6, name
+        assert job["projected_s"] == pytest.approx(1e6 / job["threads_per_second"])
+    # Every object of a thread is read once: 3 manifests, 2 write objects, its values.
+    assert jobs["verify"]["requests_per_thread"]["GetObject"] == pytest.approx(
+        row["keys_per_thread"]
+    )
+    assert jobs["prune_apply"]["totals"]["checkpoints_deleted"] == 12
+    assert jobs["delete_threads"]["requests"]["DeleteObjects"] >= 6
+    two = row["two_prune"]
+    assert two["threads"] == 6 and len(two["shards"]) == 2
+    assert sum(s["totals"]["checkpoints_deleted"] for s in two["shards"]) == 12
+    mem = row["memory"]["jobs"]
+    assert set(mem) == set(operations.MEMORY_JOBS)
+    assert all(set(by) == {"6", "12"} for by in mem.values())
+    migrate = row["migrate"]
+    if env.postgres is None:
+        assert "error" in migrate
+        return
+    one, pair = migrate["one"], migrate["two"]
+    assert one["checkpoints"] == 30 and one["threads"] == 3
+    assert one["writes"] == 3 * sum(
+        len(c.args[0]) for c in ops_seed.chat_calls(10) if c.kind == "writes"
+    )
+    assert pair["checkpoints"] == 30 and pair["threads"] == 3
+    assert sum(s["run"]["threads_skipped_other_shards"] for s in pair["shards"]) == 3
+    assert one["projected_s"] == pytest.approx(3e6 / one["checkpoints_per_second"])
+
+
+def test_a_failing_shard_is_an_error_not_a_hang(proxy_env: Env) -> None:
+    probe = operations.Probe(proxy_env, 0.0)
+    missing = f"s3://no-such-bucket-here/?endpoint_url={proxy_env.proxy_url}"
+    with pytest.raises(RuntimeError, match="shard of prune failed"):
+        operations.two_shards(probe, "prune", missing)
+
+
+def test_the_child_refuses_an_unknown_mode() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.workloads.ops_child", "sideways"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode != 0 and "shard or memory" in done.stderr

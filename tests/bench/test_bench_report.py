@@ -1,0 +1,136 @@
+"""The benchmark report: figures from the results, the words from its template.
+
+No plots here (matplotlib is in the ``bench`` extra only): only the text of
+``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import pytest
+from repo_root import ROOT
+
+from bench.report.figures import figures
+from bench.report.render import Template, render
+from bench.report.results import OURS, Results
+
+LATEST = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
+
+
+def _page(doc: dict[str, Any], template: Template | None = None, *, alone: bool = True) -> str:
+    d = Results(copy.deepcopy(doc))
+    if alone:
+        d.load_supplement(ROOT)
+    return render(figures(d), template)
+
+
+def _miss_every_target(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    r = doc["results"]
+    r["1"][OURS] |= {"total_mib": 1.0, "flatness": 2.0}
+    r["1b"][OURS] |= {"bytes_over_raw": 5.0, "flatness": 2.0}
+    far = r["2"][OURS]["points"]["1000"]
+    far["lookup"]["total_requests"] = 3
+    far["invoke"]["wall_s"] = 1.0
+    r["3"][OURS] |= {"largest_body": 3 * 2**20, "peak_over_payload": 4.0}
+    for name in (OURS, "objstore-local"):
+        r["6b"][name]["64"]["turns_per_s"] = r["6b"][name]["1"]["turns_per_s"] * 5
+    r["6a"][OURS]["cpu_s_per_turn"] *= 3
+    r["6b"][OURS]["64"]["cpu_s_per_turn"] *= 3
+    w7 = r["7"][OURS]
+    for job in ("threads", "verify", "du", "prune_apply"):
+        w7["jobs"][job]["threads_per_second"] = 100.0
+    w7["migrate"]["one"]["checkpoints_per_second"] = 100.0
+    w7["two_prune"]["threads_per_second"] = 150.0
+    w7["migrate"]["two"]["checkpoints_per_second"] = 150.0
+    return doc
+
+
+def test_the_committed_page_is_the_committed_results_rendered() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert _page(LATEST) == page, "regenerate it: python -m bench --report-only"
+
+
+def test_a_missed_target_is_explained_from_the_same_run() -> None:
+    page = _page(_miss_every_target(LATEST))
+    notes = [line for line in page.splitlines() if line.startswith("- **") and "not met" in line]
+    # every target of the run (7 of them workload 7's); the separate long run still meets its two
+    assert len(notes) == 19
+    by_target = {n.split(": not met")[0][4:]: n for n in notes}
+    assert "saw-tooth" in by_target["W1 flatness ≤ 1.1"]
+    assert "KiB of new text" in by_target["W1b bytes ≤ 4x raw new-message bytes"]
+    assert by_target["W3 no body over 2 MiB"].endswith("(largest 3.00 MiB).")  # no reason given
+    assert (
+        "PostgresSaver's peak in the same run: 3.00x." in by_target["W3 peak memory < 3x the value"]
+    )
+    assert "Same request count at both turns" in by_target["W2 turn latency at 1000 ≤ 1.2x turn 10"]
+    cpu = by_target["W6 CPU per turn ≤ 1.5x PostgresSaver (8 OS threads)"]
+    assert "A turn cost objstore-saver" in cpu and "about 9 HTTP requests" in cpu
+    assert "with 64" in by_target["W6 64 async conversations ≥ 20x one"]
+    assert "LISTs for" in by_target["W7 `threads` ≥ 1,000 threads/s"]
+    assert "LISTs for" in by_target["W7 `du` ≥ 131 threads/s (its rate before the jobs' fan-out)"]
+    verify = by_target["W7 `verify` ≥ 1,000 threads/s"]
+    assert "requests a thread" in verify and "With no injected round trip" in verify
+    prune = by_target["W7 `prune --keep-last 1 --apply` ≥ 1,000 threads/s"]
+    assert "requests a thread" in prune and "With no injected round trip" not in prune
+    assert "a put reads its parent" in by_target["W7 `migrate --apply` ≥ 1,000 checkpoints/s"]
+    assert "ran together" in by_target["W7 two shards ≥ 1.8x one (`migrate --apply`)"]
+    assert "{" not in page.replace("{t}", "")  # every placeholder filled
+
+
+def test_the_report_leaves_out_what_the_run_lacks() -> None:
+    doc = copy.deepcopy(LATEST)
+    for w in ("2", "5", "6a", "6b", "7"):
+        del doc["results"][w]
+    page = _page(doc, alone=False)
+    assert "## Workload 1: seed chat, 30 turns" in page and "## Workload 3:" in page
+    assert "## Workload 2" not in page and "## Workload 6" not in page
+    assert "W6 " not in page and "separate run" not in page
+    assert "Workload 7" not in page and "W7 " not in page
+
+
+def test_workload_7_without_its_migration_keeps_the_rest() -> None:
+    doc = copy.deepcopy(LATEST)
+    doc["results"]["7"][OURS]["migrate"] = {"error": "RuntimeError: PostgreSQL did not start"}
+    page = _page(doc)
+    assert "## Workload 7" in page and "W7 `verify`" in page
+    assert "`migrate --from postgres --apply`" not in page and "W7 `migrate" not in page
+    assert "| 7 (migrate) | objstore-saver (S3) | RuntimeError: PostgreSQL did not start |" in page
+
+
+def test_every_block_of_the_template_is_used() -> None:
+    template = Template.load()
+    used: set[str] = set()
+    fill = template.fill
+
+    def recording(name: str, **figures: Any) -> str:
+        used.add(name)
+        return fill(name, **figures)
+
+    template.fill = recording  # type: ignore[method-assign]
+    _page(LATEST, template)
+    other = _miss_every_target(LATEST)
+    other["machine"]["s3_server"] = "moto 5.2.5"
+    other["reruns"] = [
+        {"workloads": ["6a"], "generated_at": "then", "elapsed_s": 60.0, "reason": "a reason"}
+    ]
+    r5 = other["results"]["5"][OURS]
+    r5["storage_identical_to_before_thread"] = False
+    r5["verify"]["ok"] = False
+    _page(other, template)
+    assert used == set(template.blocks)
+
+
+def test_a_template_names_each_block_once() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        Template("<!-- block: a -->\nx\n<!-- block: a -->\ny\n")
+    t = Template("preamble\n<!-- block: a -->\n\nA {n:.1f}\n\n<!-- block: b -->\nB\n")
+    assert t.fill("a", n=2) == "A 2.0" and t.fill("b") == "B"
+
+
+def test_no_history_in_the_generated_page() -> None:
+    assert not re.search(r"\b([Ss]ession|[Ii]ssue) [0-9]+\b", _page(_miss_every_target(LATEST)))

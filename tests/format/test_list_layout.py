@@ -1,0 +1,299 @@
+"""The list layout of spec §4.4: a function of the elements, stable under append."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from repo_root import ROOT
+
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, compression, list_encoding
+from objstore_saver.format.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
+
+
+def _elements(n: int) -> list[tuple[str, bytes]]:
+    # Alternate small (inline) and incompressible large (referenced) elements.
+    return [
+        ("msgpack", b"e%d-" % i if i % 3 else random.Random(i).randbytes(200)) for i in range(n)
+    ]
+
+
+def _list(enc: codec.Encoded) -> ListObj:
+    assert isinstance(enc.entry, Ref) and enc.entry.tag == "l"
+    obj = codec.decode_object(enc.objects[enc.entry.digest], "list", "l")
+    assert isinstance(obj, ListObj)
+    return obj
+
+
+def _flatten(enc: codec.Encoded, digest: bytes, out: list[codec.Entry]) -> None:
+    obj = codec.decode_object(enc.objects[digest], "subtree", "c")
+    if isinstance(obj, NodeObj):
+        for child, _ in obj.subtrees:
+            _flatten(enc, child, out)
+    else:
+        out.extend(obj.items)
+
+
+def _payloads(enc: codec.Encoded, entries: list[codec.Entry]) -> list[bytes]:
+    out = []
+    for e in entries:
+        if isinstance(e, Ref):
+            value = codec.decode_object(enc.objects[e.digest], "value", "b")
+            out.append(codec.payload_bytes(value.payload, "value")[1])
+        else:
+            out.append(codec.payload_bytes(e.payload, "inline")[1])
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 31, 32, 33, 100, 127, 128, 129, 600])
+def test_layout_holds_every_element_in_order(n: int) -> None:
+    elements = _elements(n)
+    enc = list_encoding.encode_list(elements)
+    lst = _list(enc)
+    assert lst.count == n
+    assert len(lst.tail) == n % CHUNK_LEN
+    entries: list[codec.Entry] = []
+    for digest, _ in lst.sealed:
+        _flatten(enc, digest, entries)
+    entries.extend(lst.tail)
+    assert _payloads(enc, entries) == [data for _, data in elements]
+
+
+@pytest.mark.parametrize("n", range(0, 700, 7))
+def test_top_subtrees_are_the_base_4_digits_of_the_chunk_count(n: int) -> None:
+    if n == 0:
+        return
+    lst = _list(list_encoding.encode_list(_elements(n)))
+    counts = [c for _, c in lst.sealed]
+    assert counts == sorted(counts, reverse=True)
+    chunks, digits, level = n // CHUNK_LEN, [], 0
+    while chunks:
+        digits.append(chunks % NODE_FANOUT)
+        chunks //= NODE_FANOUT
+        level += 1
+    expected = []
+    for k in reversed(range(level)):
+        expected += [CHUNK_LEN * NODE_FANOUT**k] * digits[k]
+    assert counts == expected
+
+
+def test_appending_keeps_every_sealed_object_and_writes_only_the_list() -> None:
+    elements = _elements(300)
+    before = list_encoding.encode_list(elements[:1])
+    for n in range(2, 301):
+        after = list_encoding.encode_list(elements[:n])
+        old = set(before.objects) - {before.entry.digest}
+        assert old <= set(after.objects), n
+        new = set(after.objects) - set(before.objects)
+        # the element (if referenced), the list, and on seals a chunk and nodes
+        sealed_levels = 0
+        if n % CHUNK_LEN == 0:
+            sealed_levels = 1
+            chunks = n // CHUNK_LEN
+            while chunks % NODE_FANOUT == 0:
+                sealed_levels += 1
+                chunks //= NODE_FANOUT
+        referenced = 1 if (n - 1) % 3 == 0 else 0
+        assert len(new) == 1 + referenced + sealed_levels, n
+        before = after
+
+
+def test_list_object_stays_small_at_2000_elements() -> None:
+    enc = list_encoding.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
+    assert len(enc.objects[enc.entry.digest]) < 1024
+    assert max(len(b) for b in enc.objects.values()) < 2048
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda o: o.update(n=o["n"] + 1), "element count"),
+        (lambda o: o["c"].__setitem__(0, [o["c"][0][0], 12]), "full count"),
+        (lambda o: o["c"].__setitem__(0, [b"short", 8]), "SHA-256"),
+        (lambda o: o.pop("x"), "'x'"),
+    ],
+)
+def test_malformed_list_objects_raise_naming_the_key(
+    mutate: Callable[[dict[str, Any]], object], reason: str
+) -> None:
+    enc = list_encoding.encode_list(_elements(20))
+    raw = msgpack.unpackb(enc.objects[enc.entry.digest], raw=False)
+    mutate(raw)
+    with pytest.raises(CorruptObjectError, match=reason) as info:
+        codec.decode_object(msgpack.packb(raw, use_bin_type=True), "threads/_t/objects/ab", "l")
+    assert info.value.key == "threads/_t/objects/ab"
+
+
+def test_short_chunk_and_uneven_node_are_corrupt() -> None:
+    chunk = {"f": 1, "k": "chunk", "x": [["i", "msgpack", "raw", b"1"]] * (CHUNK_LEN - 1)}
+    with pytest.raises(CorruptObjectError, match="chunk holds 7"):
+        codec.decode_object(msgpack.packb(chunk, use_bin_type=True), "k", "c")
+    node = {"f": 1, "k": "node", "c": [[b"\0" * 32, 8], [b"\1" * 32, 32], [b"\2" * 32, 8]]}
+    with pytest.raises(CorruptObjectError, match="node holds"):
+        codec.decode_object(msgpack.packb(node, use_bin_type=True), "k", "c")
+
+
+def test_payloads_use_dictionary_d1_and_old_zstd_frames_still_read() -> None:
+    import zstandard
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    type_, data = JsonPlusSerializer().dumps_typed(AIMessage("a reply " * 40, id="run-1"))
+    payload = codec.make_payload(type_, data)
+    assert payload.encoding == compression.ZD1
+    plain = zstandard.ZstdCompressor(level=compression.ZSTD_LEVEL).compress(data)
+    assert len(payload.data) < len(plain) - 60  # the framing is in the dictionary
+    assert codec.payload_bytes(payload, "k") == (type_, data)
+    old = codec.Payload(type_, compression.ZSTD, plain)
+    assert codec.payload_bytes(old, "k") == (type_, data)
+    # D1 is not optional: a zd1 frame does not decode without it.
+    with pytest.raises(zstandard.ZstdError):
+        zstandard.ZstdDecompressor().decompress(payload.data)
+    bad = codec.Payload(type_, compression.ZD1, plain[:-3] + b"xyz")
+    with pytest.raises(CorruptObjectError, match="does not decompress"):
+        codec.payload_bytes(bad, "threads/_t/objects/00")
+
+
+def test_dictionary_file_matches_the_spec() -> None:
+    import hashlib
+    from importlib import resources
+
+    data = resources.files("objstore_saver.format").joinpath("zdict/d1.bin").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == compression.D1_SHA256
+    spec = (ROOT / "docs" / "spec.md").read_text()
+    assert compression.D1_SHA256 in spec
+
+
+def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore_saver.caches.facts import ElementCache
+
+    calls: list[bytes] = []
+    real = list_encoding.encode_element
+
+    def counting(type_: str, data: bytes) -> list_encoding.EncodedElement:
+        calls.append(data)
+        return real(type_, data)
+
+    monkeypatch.setattr(list_encoding, "encode_element", counting)
+    cache = ElementCache()
+    elements = [("msgpack", b"m%d" % i * 100) for i in range(40)]
+    first = list_encoding.encode_list(elements[:39], cache)
+    assert len(calls) == 39
+    calls.clear()
+    second = list_encoding.encode_list(elements, cache)
+    assert calls == [elements[39][1]]
+    # Same bytes as without a cache: the cache never changes the layout.
+    assert second.objects == list_encoding.encode_list(elements).objects
+    assert set(first.objects) - {first.entry.digest} <= set(second.objects)
+
+
+def test_element_memory_is_bounded_by_bytes() -> None:
+    from objstore_saver.caches.facts import ElementCache
+
+    cache = ElementCache(max_bytes=64 * 1024)
+    for i in range(500):
+        data = b"%d" % i * 200
+        cache.put(("msgpack", data), list_encoding.encode_element("msgpack", data))
+    assert cache.held_bytes <= 64 * 1024
+    assert cache.get(("msgpack", b"499" * 200)) is not None
+    assert cache.get(("msgpack", b"0" * 200)) is None
+
+
+def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore_saver.caches.facts import ElementCache
+
+    packed: list[str] = []
+    real = codec.pack_object
+
+    def counting(obj: dict[str, Any]) -> bytes:
+        packed.append(obj["k"])
+        return real(obj)
+
+    cache = ElementCache()
+    # 4 ** 2 chunks make one node of nodes; one more element seals the 17th chunk.
+    n = CHUNK_LEN * NODE_FANOUT**2
+    elements = _elements(n + CHUNK_LEN)
+    list_encoding.encode_list(elements[:n], cache, cache.sealed)
+    monkeypatch.setattr(codec, "pack_object", counting)
+    # The same elements serialized again (new bytes objects, equal content).
+    again = [(t, bytes(bytearray(d))) for t, d in elements]
+    grown = list_encoding.encode_list(again, cache, cache.sealed)
+    # Only the new chunk, its new referenced elements and the list object; the
+    # 16 chunks and 5 nodes are remembered.
+    new_values = sum(1 for i in range(n, n + CHUNK_LEN) if i % 3 == 0)
+    assert sorted(packed) == ["chunk", "list"] + ["value"] * new_values
+    monkeypatch.undo()
+    # Byte for byte what an encoding without any memory gives (spec §4.4 layout).
+    fresh = list_encoding.encode_list(elements)
+    assert grown.entry == fresh.entry
+    assert grown.objects == fresh.objects
+    assert grown.children == fresh.children
+
+
+def test_sealed_memory_follows_the_elements_not_their_positions() -> None:
+    from objstore_saver.caches.facts import ElementCache
+
+    cache = ElementCache()
+    elements = _elements(CHUNK_LEN * 6)
+    list_encoding.encode_list(elements, cache, cache.sealed)
+    # An element changed in place (a message edited): its chunk and the nodes
+    # above it are new; the result equals a fresh encoding.
+    edited = list(elements)
+    edited[3] = ("msgpack", b"edited")
+    got = list_encoding.encode_list(edited, cache, cache.sealed)
+    fresh = list_encoding.encode_list(edited)
+    assert got.entry == fresh.entry and got.objects == fresh.objects
+    assert got.entry != list_encoding.encode_list(elements).entry
+
+
+def test_sealed_memory_is_bounded_by_bytes() -> None:
+    from objstore_saver.caches.facts import SealedCache
+
+    cache = SealedCache(max_bytes=64 * 1024)
+    for i in range(300):
+        elements = [("msgpack", b"%d-%d" % (i, j) * 40) for j in range(CHUNK_LEN)]
+        list_encoding.encode_list(elements, None, cache)
+    assert cache.held_bytes <= 64 * 1024
+    last = ("c", *[("msgpack", b"299-%d" % j * 40) for j in range(CHUNK_LEN)])
+    first = ("c", *[("msgpack", b"0-%d" % j * 40) for j in range(CHUNK_LEN)])
+    assert cache.get(last) is not None
+    assert cache.get(first) is None
+
+
+def test_remembered_chunks_still_carry_their_elements_to_the_store(tmp_path: Path) -> None:
+    """With no object known stored, a put walks into remembered chunks: their values go too."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from objstore_saver import ObjectStoreSaver
+    from objstore_saver.storage import LocalStore
+
+    def grown(n: int) -> list[bytes]:
+        # Incompressible 400-byte elements: each is a value object of its own.
+        return [random.Random(i).randbytes(400) for i in range(n)]
+
+    cfg: dict[str, Any] = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    # object_cache_bytes=0: nothing is remembered as stored, every put re-walks its list.
+    with ObjectStoreSaver(LocalStore(tmp_path / "a"), object_cache_bytes=0) as writer:
+        for n in (CHUNK_LEN * 5, CHUNK_LEN * 5 + 1):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"items": grown(n)}
+            cp["channel_versions"] = {"items": n}
+            writer.put(cfg, cp, {}, {"items": n})
+    # The second put's objects alone (a fresh store) must hold the whole list.
+    with ObjectStoreSaver(LocalStore(tmp_path / "b"), object_cache_bytes=0) as other:
+        other._ctx.elements.sealed = writer._ctx.elements.sealed
+        other._ctx.elements._fifo = writer._ctx.elements._fifo
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"items": grown(CHUNK_LEN * 5 + 2)}
+        cp["channel_versions"] = {"items": 1}
+        other.put(cfg, cp, {}, {"items": 1})
+        assert other.verify().ok
+    with ObjectStoreSaver(LocalStore(tmp_path / "b")) as reader:
+        got = reader.get_tuple(cfg)
+    assert got is not None
+    assert got.checkpoint["channel_values"]["items"] == grown(CHUNK_LEN * 5 + 2)

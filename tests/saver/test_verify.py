@@ -1,0 +1,208 @@
+"""verify (the fsck): a healthy store is clean, and each kind of damage is named."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+from backends import Backend
+from faultkit import all_keys, put_values
+from langchain_core.messages import AIMessage, HumanMessage
+
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.format import keys as k
+from objstore_saver.format.codec import digest_of
+from objstore_saver.storage import ObjectStore, PutMode
+
+
+# Both S3 transports: verify reads every object back (ranged GETs, listings
+# with start-after), and the async case runs the lean store's own coroutines.
+@pytest.fixture
+def store(backend: Backend) -> ObjectStore:
+    return backend.store("fsck/")
+
+
+@pytest.fixture
+def saver(store: ObjectStore) -> Iterator[ObjectStoreSaver]:
+    with ObjectStoreSaver(store) as s:
+        yield s
+
+
+def _chat(saver: ObjectStoreSaver, thread: str, turns: int = 20) -> dict:
+    """A thread with every object kind: lists, chunks, blobs, parts, inline, writes."""
+    messages: list[Any] = []
+    cfg = None
+    for t in range(turns):
+        messages = [
+            *messages,
+            HumanMessage(f"question {t} " + "q" * 300, id=f"h{t}"),
+            AIMessage(f"answer {t} " + "a" * 900, id=f"a{t}"),
+        ]
+        values = {"messages": messages, "step": t, "blob": f"{t}" * 5000}
+        if t == turns - 1:
+            values["big"] = random.Random(t).randbytes(300 * 1024)  # a parts index
+        cfg = put_values(saver, thread, values, parent=cfg, metadata={"step": t})
+        saver.put_writes(cfg, [("messages", [AIMessage("w" * 2000)]), ("x", 1)], task_id=f"t{t}")
+    assert cfg is not None
+    return cfg
+
+
+def _object_keys(store: ObjectStore, thread: str) -> list[str]:
+    return all_keys(store, k.objects_prefix(thread))
+
+
+def _kind(store: ObjectStore, key: str) -> str:
+    return msgpack.unpackb(store.get(key), raw=False)["k"]
+
+
+def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: ObjectStore) -> None:
+    _chat(saver, "t1", turns=70)  # 140 messages: nodes of 4 and of 16 chunks
+    _chat(saver, "t10", turns=3)
+    report = saver.verify()
+    assert report.ok, report.problems
+    assert report.threads == 2
+    assert report.manifests == 73
+    # Write objects: each turn's put_writes (two regular writes) is one write group.
+    assert report.writes == 73
+    assert report.objects == len(_object_keys(store, "t1")) + len(_object_keys(store, "t10"))
+    assert report.orphan_objects == 0
+    assert {_kind(store, key) for key in _object_keys(store, "t1")} >= {
+        "list",
+        "chunk",
+        "value",
+        "node",
+        "parts",
+        "part",
+    }
+    json.dumps(report.to_dict())
+    one = saver.verify("t10")
+    assert one.ok and one.threads == 1 and one.manifests == 3
+
+
+async def test_async_verify_matches_sync(saver: ObjectStoreSaver) -> None:
+    _chat(saver, "t1", turns=3)
+    assert (await saver.averify("t1")).to_dict() == saver.verify("t1").to_dict()
+
+
+@pytest.mark.parametrize("kind", ["chunk", "part", "value", "list", "parts"])
+def test_missing_object_is_reported_with_its_referrer(
+    saver: ObjectStoreSaver, store: ObjectStore, kind: str
+) -> None:
+    _chat(saver, "t1", turns=10)
+    victim = next(key for key in _object_keys(store, "t1") if _kind(store, key) == kind)
+    store.delete([victim])
+    report = saver.verify("t1")
+    missing = [p for p in report.problems if p.kind == "missing"]
+    assert [p.key for p in missing] == [victim]
+    assert "threads/" in missing[0].detail  # names who referenced it
+
+
+def test_corrupted_truncated_and_swapped_objects_fail_their_digest(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    _chat(saver, "t1")
+    objs = _object_keys(store, "t1")
+    flipped, truncated, swapped = objs[0], objs[1], objs[2]
+    data = bytearray(store.get(flipped))
+    data[len(data) // 2] ^= 0xFF
+    store.put(flipped, bytes(data), PutMode.OVERWRITE)
+    store.put(truncated, store.get(truncated)[:-7], PutMode.OVERWRITE)
+    store.put(swapped, store.get(objs[3]), PutMode.OVERWRITE)
+    report = saver.verify("t1")
+    assert sorted((p.key, p.kind) for p in report.problems) == sorted(
+        [(flipped, "digest"), (truncated, "digest"), (swapped, "digest")]
+    )
+    assert not report.ok
+
+
+def test_unreadable_manifests_and_writes_are_named(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    _chat(saver, "t1", turns=4)
+    manifests = all_keys(store, k.manifests_prefix("t1"))
+    writes = all_keys(store, k.thread_prefix("t1") + "writes/")
+    store.put(manifests[0], store.get(manifests[0])[:20], PutMode.OVERWRITE)
+    newer = msgpack.unpackb(store.get(manifests[1]), raw=False)
+    newer["f"] = 2
+    store.put(manifests[1], msgpack.packb(newer, use_bin_type=True), PutMode.OVERWRITE)
+    store.put(writes[0], b"\xc1 not msgpack", PutMode.OVERWRITE)
+    report = saver.verify("t1")
+    by_key = {p.key: p for p in report.problems}
+    assert set(by_key) == {manifests[0], manifests[1], writes[0]}
+    assert all(p.kind == "unreadable" for p in report.problems)
+    assert "format version 2" in by_key[manifests[1]].detail
+
+
+def test_reference_to_an_object_of_another_kind_is_reported(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    # A list entry that points at a plain value object, correctly addressed.
+    value = msgpack.packb({"f": 1, "k": "value", "p": ["json", "raw", b"1"]}, use_bin_type=True)
+    digest = digest_of(value)
+    pfx = k.thread_prefix("t1")
+    store.put(k.object_key_in(pfx, digest), value, PutMode.CREATE)
+    cfg = put_values(saver, "t1", {"small": 1})
+    key = k.manifest_key("t1", "", cfg["configurable"]["checkpoint_id"])
+    manifest = msgpack.unpackb(store.get(key), raw=False)
+    manifest["channels"]["messages"] = ["l", digest]
+    store.put(key, msgpack.packb(manifest, use_bin_type=True), PutMode.OVERWRITE)
+    report = saver.verify("t1")
+    assert [(p.key, p.kind) for p in report.problems] == [
+        (k.object_key_in(pfx, digest), "wrong-kind")
+    ]
+
+
+def test_chunk_count_disagreeing_with_its_list_is_a_shape_problem(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    _chat(saver, "t1", turns=10)
+    pfx = k.thread_prefix("t1")
+    lists = [msgpack.unpackb(store.get(key), raw=False) for key in _object_keys(store, "t1")]
+    lst = next(o for o in lists if o["k"] == "list" and o["c"])
+    lst["c"][0][1] += 16  # says 32 elements; the chunk holds 16
+    lst["n"] += 16
+    forged = msgpack.packb(lst, use_bin_type=True)
+    forged_key = k.object_key_in(pfx, digest_of(forged))
+    store.put(forged_key, forged, PutMode.CREATE)
+    cfg = put_values(saver, "t1", {"small": 2})
+    key = k.manifest_key("t1", "", cfg["configurable"]["checkpoint_id"])
+    manifest = msgpack.unpackb(store.get(key), raw=False)
+    manifest["channels"]["messages"] = ["l", digest_of(forged)]
+    store.put(key, msgpack.packb(manifest, use_bin_type=True), PutMode.OVERWRITE)
+    report = saver.verify("t1")
+    assert [p.kind for p in report.problems] == ["shape"]
+    assert report.problems[0].key == k.object_key_in(pfx, lst["c"][0][0])
+    assert forged_key in report.problems[0].detail
+
+
+def test_orphans_are_counted_not_reported_as_corruption(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    _chat(saver, "t1", turns=3)
+    orphan = msgpack.packb({"f": 1, "k": "value", "p": ["json", "raw", b"2"]}, use_bin_type=True)
+    store.put(k.object_key_in(k.thread_prefix("t1"), digest_of(orphan)), orphan, PutMode.CREATE)
+    manifests = all_keys(store, k.manifests_prefix("t1"))
+    store.delete([manifests[-1]])  # the oldest: its writes become orphans
+    report = saver.verify("t1")
+    assert report.ok, report.problems
+    assert report.orphan_objects >= 1
+    assert report.orphan_bytes >= len(orphan)
+    assert report.orphan_writes == 1  # the input task's write group
+
+
+def test_unknown_key_under_a_thread_is_reported(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    put_values(saver, "t1", {"small": 1})
+    stray = k.thread_prefix("t1") + "notes/readme"
+    store.put(stray, b"hello", PutMode.CREATE)
+    bad_object = k.thread_prefix("t1") + "objects/xyz"
+    store.put(bad_object, b"hello", PutMode.CREATE)
+    report = saver.verify()
+    assert sorted((p.key, p.kind) for p in report.problems) == sorted(
+        [(stray, "unknown-key"), (bad_object, "unknown-key")]
+    )

@@ -1,0 +1,185 @@
+"""Viewer views over real graphs: subgraph runs nested under their step, an object's referrers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from backends import Backend
+from ops_helpers import chat, subgraph_chat
+from viewer_graphs import HOSTILE, Server, nested_subgraphs, tool_use
+
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.driver import Driver
+from objstore_saver.ops.checkpoint_reading import checkpoint_plan
+from objstore_saver.storage import MeteredStore
+from objstore_saver.storage.base import PutMode
+
+pytestmark = pytest.mark.backends("local", "s3-boto3")
+
+
+@pytest.fixture
+def server(backend: Backend) -> Iterator[Server]:
+    st = backend.store(fsync=False)
+    saver = ObjectStoreSaver(st)
+    nested_subgraphs(saver, "team")
+    subgraph_chat(saver, "sup", ["one", "two"])
+    chat(saver, "hostile", [HOSTILE, "and again"])
+    chat(saver, "long", [f"question {i}" for i in range(25)])
+    tool_use(saver, "tools")
+    s = Server(st)
+    yield s
+    s.close()
+
+
+def _walk(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for n in nodes:
+        yield n
+        yield from _walk(n["children"])
+        yield from _walk(n["subgraphs"])
+
+
+def _owner_ran_the_task(server: Server, thread: str, owner: dict[str, Any], ns: str) -> bool:
+    """Whether a pending write of ``owner`` comes from the task named in ``ns``'s last segment."""
+    task_id = ns.rsplit("|", 1)[-1].split(":", 1)[1]
+    cp = server.get(
+        f"/api/threads/{thread}/checkpoints/{owner['checkpoint_id']}",
+        params={"ns": owner["checkpoint_ns"]},
+    ).json()
+    return any(w["task_id"] == task_id for w in cp["pending_writes"])
+
+
+def test_subgraph_runs_nest_under_the_step_that_ran_them(server: Server) -> None:
+    r = server.get("/api/threads/team").json()
+    # one root, the supervisor's first checkpoint; every other checkpoint hangs below it
+    assert [n["checkpoint_ns"] for n in r["tree"]] == [""]
+    assert sum(1 for _ in _walk(r["tree"])) == len(r["checkpoints"]) == 9
+    runs = [(owner, sub) for owner in _walk(r["tree"]) for sub in owner["subgraphs"]]
+    assert len(runs) == 2
+    by_depth = sorted(runs, key=lambda run: run[1]["checkpoint_ns"].count("|"))
+    (sup_step, team_run), (team_step, worker_run) = by_depth
+    assert sup_step["checkpoint_ns"] == "" and team_run["checkpoint_ns"].startswith("team:")
+    assert team_step["checkpoint_ns"] == team_run["checkpoint_ns"]
+    assert worker_run["checkpoint_ns"].startswith(team_run["checkpoint_ns"] + "|worker:")
+    # the owner is the checkpoint whose pending writes come from the task the namespace names
+    assert _owner_ran_the_task(server, "team", sup_step, team_run["checkpoint_ns"])
+    assert _owner_ran_the_task(server, "team", team_step, worker_run["checkpoint_ns"])
+    html = server.get("/threads/team").text
+    assert html.count('<li class="subgraph">') == 2
+    inner = html.split('<li class="subgraph">', 2)[2]
+    assert "|worker:" in inner.split("</code>")[0]  # the worker run inside the team run
+
+    # two turns, two subgraph runs, each under its own step of the parent
+    sup = server.get("/api/threads/sup").json()
+    assert [n["checkpoint_ns"] for n in sup["tree"]] == [""]
+    owners = [o for o in _walk(sup["tree"]) if o["subgraphs"]]
+    assert len(owners) == 2 and owners[0]["checkpoint_id"] != owners[1]["checkpoint_id"]
+    for o in owners:
+        assert _owner_ran_the_task(server, "sup", o, o["subgraphs"][0]["checkpoint_ns"])
+    # a page that holds a subgraph run but not its step leaves the run a root
+    first = server.get("/api/threads/sup", params={"limit": 6}).json()
+    assert {c["checkpoint_ns"] for c in first["checkpoints"]} == {""}
+    part = server.get("/api/threads/sup", params={"limit": 6, "after": first["next"]}).json()
+    assert len(part["tree"]) == 2 and all(n["checkpoint_ns"] for n in part["tree"])
+    assert {n["parents"][""] for n in part["tree"]} == {o["checkpoint_id"] for o in owners}
+
+
+def test_referrers_of_an_object_and_what_the_scan_costs(server: Server) -> None:
+    latest = server.get("/api/threads/hostile/latest").json()
+    list_key = latest["storage"]["messages"]["key"]
+    lst = server.get(f"/api/objects/{list_key}").json()
+    big = next(t["key"] for t in lst["tail"] if t.get("ref") == "value")
+    r, meter = server.requests_for(f"/api/objects/{big}?referrers=1")
+    refs = r.json()["referrers"]
+    # the 50 kB message is an element of the messages list of both turns' last checkpoints
+    assert refs["manifests"] == []
+    assert list_key in {o["key"] for o in refs["objects"]} and len(refs["objects"]) >= 2
+    assert all(o["kind"] == "list" for o in refs["objects"])
+    # the object, one LIST of manifest keys, one GET per manifest and per list object
+    n_manifests = refs["scanned_manifests"]
+    assert n_manifests == len(server.get("/api/threads/hostile").json()["checkpoints"])
+    assert (meter.list_requests, meter.get_requests) == (
+        1,
+        1 + n_manifests + refs["scanned_objects"],
+    )
+    assert meter.put_requests == meter.delete_requests == 0
+    lists = server.get(f"/api/objects/{list_key}?referrers=1").json()["referrers"]
+    assert latest["key"] in {m["key"] for m in lists["manifests"]}
+    assert {m["entry"] for m in lists["manifests"]} == {"messages"}
+    page = server.get(f"/objects/{list_key}", params={"referrers": 1}).text
+    assert "Referenced by" in page and latest["key"] in page
+    assert 'id="referrers-link"' in server.get(f"/objects/{list_key}").text
+    assert server.get(f"/api/objects/{latest['key']}?referrers=1").status_code == 400
+    bad = server.get(f"/api/objects/{big}?referrers=1&after=threads/_alice/checkpoints/x")
+    assert bad.status_code == 400 and "threads/_alice/checkpoints/x" in bad.json()["error"]
+
+
+def test_referrers_scan_is_bounded_and_pages_on(server: Server) -> None:
+    latest = server.get("/api/threads/long/latest").json()
+    key = latest["storage"]["messages"]["key"]
+    r, meter = server.requests_for(f"/api/objects/{key}?referrers=1&limit=20")
+    refs = r.json()["referrers"]
+    assert refs["scanned_manifests"] == 20 and refs["next"]
+    assert refs["scanned_objects"] <= 20
+    assert (meter.list_requests, meter.get_requests) == (1, 1 + 20 + refs["scanned_objects"])
+    found = {m["key"] for m in refs["manifests"]}
+    after, pages = refs["next"], 1
+    while after:
+        more = server.get(
+            f"/api/objects/{key}", params={"referrers": 1, "limit": 20, "after": after}
+        ).json()["referrers"]
+        found |= {m["key"] for m in more["manifests"]}
+        after, pages = more["next"], pages + 1
+    assert pages == 4 and latest["key"] in found  # 76 checkpoints, 20 a page
+    html = server.get(f"/objects/{key}", params={"referrers": 1, "limit": 20}).text
+    assert 'id="more-referrers"' in html
+    bad = server.get(f"/api/objects/{key}", params={"referrers": 1, "after": "threads/_x/"})
+    assert bad.status_code == 400 and "cursor" in bad.json()["error"]
+
+
+def test_checkpoint_page_costs_what_show_costs_until_an_object_is_corrupt(
+    server: Server,
+) -> None:
+    latest = server.get("/api/threads/hostile/latest").json()
+    cid = latest["checkpoint_id"]
+    # what ``show`` (the CLI's plan) sends for this checkpoint, through its own meter
+    metered = MeteredStore(server.metered.inner)
+    driver = Driver(metered)
+    try:
+        assert driver.run(checkpoint_plan("hostile", cid, "")) is not None
+    finally:
+        driver.close()
+    show_cost = metered.snapshot()
+    r, page = server.requests_for(f"/threads/hostile/checkpoints/{cid}")
+    assert r.status_code == 200
+    assert (page.list_requests, page.get_requests) == (
+        show_cost.list_requests,
+        show_cost.get_requests,
+    )
+    key = latest["storage"]["messages"]["key"]
+    body = server.metered.inner.get(key)
+    assert body is not None
+    server.metered.inner.put(key, body[:-3] + b"zzz", PutMode.OVERWRITE)
+    r, corrupt = server.requests_for(f"/threads/hostile/checkpoints/{cid}")
+    assert r.status_code == 200 and key in r.text
+    # Bounded: at most one more resolution per entry (checkpoint, metadata, one
+    # channel) to tell which is corrupt; the corrupt list's elements are never read,
+    # so here it is the manifest and the list object twice.
+    assert corrupt.list_requests == show_cost.list_requests
+    assert corrupt.get_requests <= show_cost.get_requests + 3
+    assert corrupt.get_requests == 3, corrupt
+
+
+def test_transcript_shows_tool_calls_and_links_each_result_to_its_call(server: Server) -> None:
+    newest = server.get("/api/threads/tools").json()["checkpoints"][0]["checkpoint_id"]
+    page = server.get(f"/threads/tools/checkpoints/{newest}")
+    assert page.status_code == 200
+    html = page.text
+    # the AI message's call: tool name, escaped arguments, and an anchor its result links to
+    assert '<li class="call" id="call-call_7">calls <b><bdi>lookup_order</bdi></b>' in html
+    assert "A-17&lt;img src=x&gt;" in html and "<img src=x>" not in html
+    # the ToolNode's result names the call it answers and links to it
+    assert 'result of <a href="#call-call_7"><bdi>lookup_order</bdi></a>' in html
+    assert "order A-17&lt;img src=x&gt;: shipped" in html
+    assert html.index('id="call-call_7"') < html.index('href="#call-call_7"')
