@@ -13,7 +13,7 @@ and an asyncio driver carry them out against the two savers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,9 +28,10 @@ from langgraph.checkpoint.base import (
 )
 
 from objstore_saver.caches.facts import BoundedSet
+from objstore_saver.format import keys
 from objstore_saver.saver import ObjectStoreSaver
 
-__all__ = ["FallbackSaver"]
+__all__ = ["FallbackSaver", "put_writes_calls"]
 
 T = TypeVar("T")
 NEW, OLD = "new", "old"
@@ -167,7 +168,7 @@ class FallbackSaver(BaseCheckpointSaver[str]):
             yield Call(
                 NEW, "put", (_at(thread_id, ns, parent), tup.checkpoint, tup.metadata, versions)
             )
-            for task_id, writes in _grouped(tup.pending_writes or []):
+            for task_id, writes in put_writes_calls(tup.pending_writes or []):
                 yield Call(NEW, "put_writes", (at, writes, task_id))
         if held is not None or tup is not None:
             # The bucket now holds what the namespace builds on: its head descends
@@ -349,14 +350,26 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         return await self.new.aprune(thread_ids, **options)
 
 
-def _grouped(writes: Sequence[tuple[str, str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """Pending writes as ``put_writes`` calls: a task's regular writes together, each
-    special write (negative index) alone, in the order LangGraph stored them."""
+def put_writes_calls(
+    writes: Sequence[tuple[str, str, Any]], stored: Collection[tuple[str, int]] = frozenset()
+) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Pending writes as the ``put_writes`` calls that store them: (task id, [(channel, value)]).
+
+    Regular writes of a task go in one call (their index is their position);
+    each special write (negative index) goes alone. A call is left out when
+    ``stored`` already holds its (task token, index) slots: a special write
+    stored again would be a second object.
+    """
     regular: dict[str, list[tuple[str, Any]]] = {}
     calls: list[tuple[str, list[tuple[str, Any]]]] = []
     for task_id, channel, value in writes:
         if channel in WRITES_IDX_MAP:
-            calls.append((task_id, [(channel, value)]))
+            if (keys.token("task_id", task_id), WRITES_IDX_MAP[channel]) not in stored:
+                calls.append((task_id, [(channel, value)]))
         else:
             regular.setdefault(task_id, []).append((channel, value))
-    return list(regular.items()) + calls
+    for task_id, task_writes in regular.items():
+        tok = keys.token("task_id", task_id)
+        if any((tok, i) not in stored for i in range(len(task_writes))):
+            calls.append((task_id, task_writes))
+    return calls

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
+from langgraph.checkpoint.base import CheckpointTuple
 
 from objstore_saver.driver import Driver
+from objstore_saver.fallback import put_writes_calls
 from objstore_saver.format import codec, keys
 from objstore_saver.ops._common import (
     CancelCheck,
@@ -212,7 +213,7 @@ class _ThreadCopy:
         slots: set[tuple[str, int]] = set()
         if present:
             slots = await self.driver.arun(_stored_write_slots(self.thread_id, ns, cid))
-        missing = _missing_writes(writes, slots)
+        missing = put_writes_calls(writes, slots)
         n_missing = sum(len(w) for _, w in missing)
         counts.writes_present += len(writes) - n_missing
         counts.writes_missing += n_missing
@@ -232,30 +233,6 @@ class _ThreadCopy:
         for task_id, task_writes in missing:
             await self.target.aput_writes(config, task_writes, task_id)
             self.counts.writes_copied += len(task_writes)
-
-
-def _missing_writes(
-    writes: list[tuple[str, str, Any]], slots: set[tuple[str, int]]
-) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """Pending writes to store, as ``put_writes`` calls: (task id, [(channel, value)]).
-
-    Regular writes of a task go in one call (their index is their position);
-    each special write (negative index) goes alone, and only if its slot is
-    empty: a special write stored again would be a second object.
-    """
-    regular: dict[str, list[tuple[str, Any]]] = {}
-    calls: list[tuple[str, list[tuple[str, Any]]]] = []
-    for task_id, channel, value in writes:
-        if channel in WRITES_IDX_MAP:
-            if (keys.token("task_id", task_id), WRITES_IDX_MAP[channel]) not in slots:
-                calls.append((task_id, [(channel, value)]))
-        else:
-            regular.setdefault(task_id, []).append((channel, value))
-    for task_id, task_writes in regular.items():
-        tok = keys.token("task_id", task_id)
-        if any((tok, i) not in slots for i in range(len(task_writes))):
-            calls.append((task_id, task_writes))
-    return calls
 
 
 async def _put_checkpoint(
@@ -382,7 +359,7 @@ async def _run(
                 yield item
 
         def owns(item: tuple[str, str]) -> bool:
-            mine = shard.owns(keys.thread_prefix(item[1])[len(keys.THREADS) : -1])
+            mine = shard.owns(keys.token("thread_id", item[1]))
             if not mine and keep_cursor:
                 cursor.finished(item[0])
             return mine
@@ -392,12 +369,14 @@ async def _run(
             await _migrate_thread(item[1], tuples, target, driver, counts, apply)
 
         def done(item: tuple[str, str], result: None) -> None:
+            nonlocal saving
             if keep_cursor:
                 cursor.finished(item[0])
-                if apply:
-                    saving.append(asyncio.ensure_future(cursor.save(driver)))
+                # At most one write of the cursor in flight (it writes only when due).
+                if apply and (saving is None or saving.done()):
+                    saving = asyncio.ensure_future(cursor.save(driver))
 
-        saving: list[asyncio.Future[None]] = []
+        saving: asyncio.Future[None] | None = None
         run = Fanout()
         complete = False
         try:
@@ -414,7 +393,8 @@ async def _run(
             )
             complete = not run.cancelled
         finally:
-            await asyncio.gather(*saving, return_exceptions=True)
+            if saving is not None:
+                await asyncio.gather(saving, return_exceptions=True)
             if keep_cursor and apply:
                 if complete:
                     await cursor.clear(driver)
