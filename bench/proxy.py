@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from objstore_saver.storage.aio_pool import read_chunked
+from objstore_saver.storage.http.async_pool import read_chunked
 
 CONTROL_PREFIX = "/__bench__/"
 #: Headers that belong to one hop, not to the request being forwarded.

@@ -18,7 +18,7 @@ from objstore_saver.driver import Driver
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
-from objstore_saver.storage.transports import open_s3_store
+from objstore_saver.storage.s3.choice import open_s3_store
 from objstore_saver.storage.urls import store_from_url
 
 

@@ -29,7 +29,7 @@ from objstore_saver.plans.requests import Delete, Get, ListKeys, Op, Put, aexecu
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 try:
     from opentelemetry import context as otel_context

@@ -131,3 +131,22 @@ def test_no_module_is_past_the_size_that_holds_one_concern() -> None:
     sizes = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
     assert len(sizes) > 50
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_the_http_layer_knows_nothing_of_s3() -> None:
+    modules = _modules()
+    http = {
+        name: path
+        for name, path in modules.items()
+        if name.startswith("objstore_saver.storage.http")
+    }
+    assert len(http) >= 5, "the HTTP layer's modules were not found"
+    reaches = {
+        name: sorted(
+            dep
+            for dep in _imports(name, path, modules)
+            if not dep.startswith("objstore_saver.storage.http")
+        )
+        for name, path in http.items()
+    }
+    assert {name: deps for name, deps in reaches.items() if deps} == {}

@@ -82,7 +82,7 @@ def _boto3(url: str, bucket: str) -> Client:
 
 def _lean(url: str, bucket: str, is_async: bool) -> Client:
     from objstore_saver.storage import ObjectExistsError, PutMode
-    from objstore_saver.storage.s3_lean import LeanS3Store
+    from objstore_saver.storage.s3.lean import LeanS3Store
 
     s = LeanS3Store(bucket, endpoint_url=url, region_name=REGION)
     if not is_async:

@@ -40,7 +40,7 @@ from objstore_saver.storage import (
     ObjectNotFoundError,
     PutMode,
 )
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 REGION = "us-east-1"
 

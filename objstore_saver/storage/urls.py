@@ -5,7 +5,7 @@
 secrets: S3 credentials come from boto3's chain (``AWS_PROFILE``,
 ``AWS_ACCESS_KEY_ID``, instance roles...), and the endpoint, when the URL
 names none, is resolved by the transport itself
-(:func:`~objstore_saver.storage.s3_common.configured_endpoint`).
+(:func:`~objstore_saver.storage.s3.settings.configured_endpoint`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.transports import TRANSPORTS, open_s3_store
+from objstore_saver.storage.s3.choice import TRANSPORTS, open_s3_store
 
 __all__ = ["StoreURL", "parse_url", "redact_url", "store_from_url"]
 

@@ -74,7 +74,7 @@ class S3Endpoint:
             prefix: Key prefix.
             **options: Other ``LeanS3Store`` options.
         """
-        from objstore_saver.storage.s3_lean import LeanS3Store
+        from objstore_saver.storage.s3.lean import LeanS3Store
 
         session = None
         if self.access_key:

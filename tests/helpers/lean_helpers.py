@@ -13,8 +13,8 @@ from objstore_saver.storage import (
     ListPage,
     PutMode,
 )
-from objstore_saver.storage.s3_lean import LeanS3Store
-from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 
 def lean(s3_endpoint: Any, bucket: str, prefix: str = "", **options: Any) -> LeanS3Store:
@@ -144,7 +144,7 @@ class ThreadSocketCounter:
     """
 
     def __init__(self, monkeypatch: Any, hold: int | None = None) -> None:
-        from objstore_saver.storage import http_pool
+        from objstore_saver.storage.http import sync_pool as http_pool
 
         self.open = 0
         self.peak = 0

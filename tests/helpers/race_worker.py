@@ -9,7 +9,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import CheckpointConflictError, ObjectStoreSaver
 from objstore_saver.storage import LocalStore, ObjectStore, S3Store
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 PARENT = "1f000000-0000-6000-8000-000000000000"
 

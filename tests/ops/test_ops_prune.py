@@ -18,7 +18,7 @@ from objstore_saver.ops import JobError, OpsConfig, prune
 from objstore_saver.ops.maintain import parse_duration
 from objstore_saver.plans.requests import Emit
 from objstore_saver.storage import LocalStore, MeteredStore, S3Store
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 
 @pytest.fixture

@@ -33,9 +33,9 @@ from s3_helpers import error_reply
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import PutMode, S3Encryption, S3Store, StorageError
-from objstore_saver.storage.s3_lean import LeanS3Store
-from objstore_saver.storage.s3_protocol import HttpResponse
-from objstore_saver.storage.transports import TRANSPORTS
+from objstore_saver.storage.http.messages import HttpResponse
+from objstore_saver.storage.s3.choice import TRANSPORTS
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 _TAG = uuid.uuid4().hex[:10].upper()
 

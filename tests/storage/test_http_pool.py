@@ -15,10 +15,10 @@ import threading
 
 import pytest
 
-from objstore_saver.storage import http_pool
-from objstore_saver.storage.aio_pool import AsyncConnectionPool
-from objstore_saver.storage.http_pool import ConnectionPool
-from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.http import sync_pool as http_pool
+from objstore_saver.storage.http.async_pool import AsyncConnectionPool
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.http.sync_pool import ConnectionPool
 
 OPTIONS = {"connect_timeout": 5.0, "read_timeout": 5.0, "max_idle": 4}
 

@@ -23,9 +23,9 @@ from objstore_saver.storage import (
     PutMode,
     StoreUnavailableError,
 )
-from objstore_saver.storage.s3_lean import LeanS3Store
-from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
-from objstore_saver.storage.sigv4 import Credentials, Signer, canonical_query
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.s3.lean import LeanS3Store
+from objstore_saver.storage.s3.sigv4 import Credentials, Signer, canonical_query
 
 # --- signing ---------------------------------------------------------------------------
 
@@ -254,8 +254,8 @@ FRAMINGS = {
 @pytest.mark.parametrize("use_async", [False, True])
 @pytest.mark.parametrize("framing", sorted(FRAMINGS))
 def test_pools_read_every_framing(framing: str, use_async: bool) -> None:
-    from objstore_saver.storage.aio_pool import AsyncConnectionPool
-    from objstore_saver.storage.http_pool import ConnectionPool
+    from objstore_saver.storage.http.async_pool import AsyncConnectionPool
+    from objstore_saver.storage.http.sync_pool import ConnectionPool
 
     answer, status, body = FRAMINGS[framing]
     host, thread, listener = _canned_server(answer)
@@ -280,8 +280,8 @@ def test_pools_read_every_framing(framing: str, use_async: bool) -> None:
     ids=["bad-status-line", "cut-body", "no-answer"],
 )
 def test_pools_report_broken_answers_as_transport_failures(answer: bytes, use_async: bool) -> None:
-    from objstore_saver.storage.aio_pool import AsyncConnectionPool
-    from objstore_saver.storage.http_pool import ConnectionPool
+    from objstore_saver.storage.http.async_pool import AsyncConnectionPool
+    from objstore_saver.storage.http.sync_pool import ConnectionPool
 
     host, thread, listener = _canned_server(answer)
     options = {"connect_timeout": 5.0, "read_timeout": 5.0, "max_idle": 4}

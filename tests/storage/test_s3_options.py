@@ -35,7 +35,7 @@ from objstore_saver.storage import (
     StorageError,
     StoreUnavailableError,
 )
-from objstore_saver.storage.s3 import (
+from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_READ_TIMEOUT,

@@ -28,8 +28,8 @@ from objstore_saver.storage import (
     StorageError,
     StoreUnavailableError,
 )
-from objstore_saver.storage.s3_lean import LeanS3Store
-from objstore_saver.storage.s3_protocol import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
+from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.testing.store_contract import StoreContract
 
 # --- the contract suite -------------------------------------------------------------

@@ -44,13 +44,12 @@ from objstore_saver.storage.base import (
     validate_byte_range,
     validate_key,
 )
-from objstore_saver.storage.s3_common import (
+from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS
+from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_POOL_CONNECTIONS,
     DEFAULT_READ_TIMEOUT,
-    UNAVAILABLE_CODES,
-    UNAVAILABLE_STATUS,
     EncryptionNotConfirmedError,
     S3Encryption,
     at_least_one,

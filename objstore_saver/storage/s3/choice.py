@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from objstore_saver.storage.s3 import S3Store
-from objstore_saver.storage.s3_lean import LeanS3Store
+from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.lean import LeanS3Store
 
 #: S3 transports by name: the lean one (default) and boto3's client.
 TRANSPORTS = ("lean", "boto3")

@@ -19,19 +19,14 @@ import sys
 import threading
 from collections.abc import Callable
 
-from objstore_saver.storage.pool_cap import (
-    JOINED_BODY_MAX,
-    MAX_HEAD_BYTES,
-    CappedPool,
-    ProtocolError,
-    parse_head,
-)
-from objstore_saver.storage.s3_protocol import (
+from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool
+from objstore_saver.storage.http.messages import (
     HttpRequest,
     HttpResponse,
     Reply,
     TransportFailure,
 )
+from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, ProtocolError, parse_head
 
 _RECV = 256 * 1024
 
@@ -154,7 +149,7 @@ class ConnectionPool(CappedPool):
     """Blocking connections to ``scheme://host``, at most ``max_connections`` open.
 
     Many threads sending at once never open more sockets than the cap; the
-    async twin is ``aio_pool.AsyncConnectionPool``. Arguments: :class:`CappedPool`.
+    async twin is ``async_pool.AsyncConnectionPool``. Arguments: :class:`CappedPool`.
     """
 
     def _setup(self) -> None:

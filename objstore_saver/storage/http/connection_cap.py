@@ -11,39 +11,10 @@ from __future__ import annotations
 import ssl
 from urllib.parse import urlsplit
 
-from objstore_saver.storage.s3_protocol import HttpRequest, TransportFailure
+from objstore_saver.storage.http.messages import HttpRequest, TransportFailure
 
-#: Longest status line plus headers accepted, in bytes.
-MAX_HEAD_BYTES = 64 * 1024
 #: Bodies up to this size go out in the same write as the head (one segment).
 JOINED_BODY_MAX = 64 * 1024
-
-
-class ProtocolError(Exception):
-    """The server's answer is not HTTP/1.1 this client can read."""
-
-
-def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    """Status and lower-cased headers of an answer's head (without its blank line).
-
-    Repeated headers are joined by ``, ``. An HTTP/1.0 answer without
-    ``keep-alive`` gets ``connection: close``: its server closes the connection.
-    """
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ProtocolError(f"bad header line {line[:80]!r}")
-        name = name.strip().lower()
-        value = value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
-        headers["connection"] = "close"
-    return int(parts[1]), headers
 
 
 class CappedPool:

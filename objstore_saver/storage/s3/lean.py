@@ -1,9 +1,9 @@
 """A lean S3 backend: SigV4 signed here, HTTP/1.1 sent by the standard library, sync and async.
 
 The requests, retries and error mapping are the pure plans of
-``s3_protocol.py``; this module only sends what they yield, one way blocking
-(a thread-safe keep-alive pool of plain sockets, ``http_pool.py``)
-and one way on the event loop (asyncio streams, ``aio_pool.py``, no thread
+``protocol.py``; this module only sends what they yield, one way blocking
+(a thread-safe keep-alive pool of plain sockets, ``sync_pool.py``)
+and one way on the event loop (asyncio streams, ``async_pool.py``, no thread
 hop). Credentials come from botocore's standard chain. Why this design won
 over boto3, aiobotocore and obstore is in ``docs/transport.md``.
 """
@@ -20,15 +20,24 @@ from urllib.parse import urlsplit
 
 import botocore.session
 
-from objstore_saver.storage.aio_pool import AsyncConnectionPool
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
     PutMode,
     StoreUnavailableError,
 )
-from objstore_saver.storage.http_pool import ConnectionPool
-from objstore_saver.storage.s3_common import (
+from objstore_saver.storage.http.async_pool import AsyncConnectionPool
+from objstore_saver.storage.http.messages import HttpRequest, Reply
+from objstore_saver.storage.http.sync_pool import ConnectionPool
+from objstore_saver.storage.s3.protocol import (
+    Addressing,
+    Exchange,
+    S3Protocol,
+    Sleep,
+    T,
+)
+from objstore_saver.storage.s3.retry import RetryPolicy
+from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_POOL_CONNECTIONS,
@@ -42,17 +51,7 @@ from objstore_saver.storage.s3_common import (
     positive_seconds,
     public_url,
 )
-from objstore_saver.storage.s3_protocol import (
-    Addressing,
-    Exchange,
-    HttpRequest,
-    Reply,
-    RetryPolicy,
-    S3Protocol,
-    Sleep,
-    T,
-)
-from objstore_saver.storage.sigv4 import Credentials, Signer
+from objstore_saver.storage.s3.sigv4 import Credentials, Signer
 
 #: Default of ``backoff_base``: the largest wait before the second attempt.
 DEFAULT_BACKOFF_BASE = 0.5

@@ -1,6 +1,6 @@
 """A small keep-alive pool of asyncio stream connections speaking HTTP/1.1 to one origin.
 
-The async side of the lean S3 transport, the twin of ``http_pool.py``: one
+The async side of the lean S3 transport, the twin of ``sync_pool.py``: one
 request per connection at a time, answers framed by ``Content-Length``,
 chunked transfer coding or the end of the connection. It never retries; a
 failed request is reported to the caller's retry policy. Connections belong
@@ -12,19 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from objstore_saver.storage.pool_cap import (
-    JOINED_BODY_MAX,
-    MAX_HEAD_BYTES,
-    CappedPool,
-    ProtocolError,
-    parse_head,
-)
-from objstore_saver.storage.s3_protocol import (
+from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool
+from objstore_saver.storage.http.messages import (
     HttpRequest,
     HttpResponse,
     Reply,
     TransportFailure,
 )
+from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, ProtocolError, parse_head
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -47,7 +42,7 @@ class AsyncConnectionPool(CappedPool):
     """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open.
 
     A burst of coroutines never opens more sockets than the cap; the blocking
-    twin is ``http_pool.ConnectionPool``. Arguments: :class:`CappedPool`.
+    twin is ``sync_pool.ConnectionPool``. Arguments: :class:`CappedPool`.
     """
 
     def _setup(self) -> None:

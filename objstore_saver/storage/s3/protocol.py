@@ -4,7 +4,7 @@ Each store operation is a generator that yields :class:`HttpRequest` (signed,
 ready to send) or :class:`Sleep` steps and receives an :class:`HttpResponse`
 or a :class:`TransportFailure` back; it returns the operation's result or
 raises the storage error. The blocking and the asyncio runner in
-``lean_s3.py`` only carry the steps out, so argument building, retries with
+``lean.py`` only carry the steps out, so argument building, retries with
 backoff, lost-response handling and error mapping exist once.
 """
 
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import random
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 from urllib.parse import quote
@@ -37,49 +36,16 @@ from objstore_saver.storage.base import (
     validate_byte_range,
     validate_key,
 )
-from objstore_saver.storage.s3_common import (
-    UNAVAILABLE_CODES,
-    UNAVAILABLE_STATUS,
-    EncryptionNotConfirmedError,
-    S3Encryption,
-)
-from objstore_saver.storage.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
+from objstore_saver.storage.s3.retry import CONFLICT_RETRIES, RetryPolicy, is_retryable
+from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS, error_code
+from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
+from objstore_saver.storage.s3.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
 
 T = TypeVar("T")
 
 #: A key ``quote(key, safe="/~")`` leaves as it is (most keys): not quoted again.
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_.~/-]*")
-
-
-@dataclass(frozen=True, slots=True)
-class HttpRequest:
-    """One signed HTTP request; ``target`` is the path plus query, already encoded."""
-
-    method: str
-    target: str
-    headers: dict[str, str]
-    body: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-class HttpResponse:
-    """One HTTP answer; header names are lower-case."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class TransportFailure:
-    """No answer arrived: the connection failed or timed out.
-
-    ``sent`` is False only when the request surely never left (connect
-    failure); otherwise the server may have acted on it.
-    """
-
-    error: str
-    sent: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,75 +55,7 @@ class Sleep:
     seconds: float
 
 
-Reply = HttpResponse | TransportFailure
 Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
-
-#: Answers worth another attempt (the set botocore's standard mode retries).
-RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-RETRY_CODES = frozenset(
-    {
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "BandwidthLimitExceeded",
-        "RequestThrottled",
-        "SlowDown",
-        "InternalError",
-    }
-)
-#: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
-CONFLICT_RETRIES = 5
-_S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Bounded attempts with capped, fully jittered exponential backoff.
-
-    Args:
-        max_attempts: Attempts per request, the first included.
-        backoff_base: Largest wait before the second attempt, in seconds; it
-            doubles per attempt.
-        backoff_cap: Largest wait between two attempts, in seconds.
-    """
-
-    max_attempts: int = 5
-    backoff_base: float = 0.5
-    backoff_cap: float = 20.0
-    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return self.rng.uniform(0, min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1)))
-
-
-def error_code(response: HttpResponse) -> tuple[str, str]:
-    """``(code, message)`` of an S3 error answer; the status when there is no XML body."""
-    if response.body:
-        try:
-            root = ET.fromstring(response.body)
-        except ET.ParseError:
-            return str(response.status), ""
-        code = root.findtext("Code") or root.findtext(_S3_NS + "Code")
-        message = root.findtext("Message") or root.findtext(_S3_NS + "Message") or ""
-        if code:
-            return code, message
-    return str(response.status), ""
-
-
-def is_retryable(reply: Reply) -> bool:
-    """Whether another attempt may get a different answer."""
-    if isinstance(reply, TransportFailure):
-        return True
-    if reply.status in RETRY_STATUS:
-        return True
-    return reply.status == 400 and error_code(reply)[0] in RETRY_CODES
 
 
 def _local(tag: str) -> str:

@@ -1,10 +1,9 @@
-"""What both S3 transports share: encryption settings, defaults, error vocabulary.
+"""What both S3 transports are configured with: encryption, defaults, the endpoint.
 
-:class:`~objstore_saver.storage.s3.S3Store` (boto3) and
-:class:`~objstore_saver.storage.s3_lean.LeanS3Store` (its own signing and
+:class:`~objstore_saver.storage.s3.boto3_store.S3Store` (boto3) and
+:class:`~objstore_saver.storage.s3.lean.LeanS3Store` (its own signing and
 connection pools) speak the same S3 to the same servers; the settings a user
-gives and the answers that mean "the bucket cannot be used" are defined here,
-once.
+gives are checked here, once (what answers mean is in :mod:`.rules`).
 """
 
 from __future__ import annotations
@@ -17,24 +16,6 @@ from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from objstore_saver.storage.base import StorageError, validate_key
-
-#: Error codes meaning the bucket as a whole cannot be used with these credentials.
-UNAVAILABLE_CODES = frozenset(
-    {
-        "NoSuchBucket",
-        "AccessDenied",
-        "AllAccessDisabled",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "TokenRefreshRequired",
-        "InvalidBucketName",
-        "PermanentRedirect",
-        "AuthorizationHeaderMalformed",
-    }
-)
-UNAVAILABLE_STATUS = frozenset({301, 403})
 
 #: Defaults of the client options (see ``docs/s3-compatibility.md``).
 DEFAULT_MAX_ATTEMPTS = 5
