@@ -12,6 +12,7 @@ import ssl
 from urllib.parse import urlsplit
 
 from objstore_saver.storage.http.messages import HttpRequest, TransportFailure
+from objstore_saver.storage.http.proxy import Proxy
 
 #: Bodies up to this size go out in the same write as the head (one segment).
 JOINED_BODY_MAX = 64 * 1024
@@ -35,6 +36,9 @@ class CappedPool:
         wait_timeout: Seconds a request waits for a free connection; default
             ``read_timeout``.
         extra_headers: Headers added to every request (e.g. ``user-agent``).
+        tls: The TLS context of ``https`` connections (its trust store);
+            default the system's (``ssl.create_default_context()``).
+        proxy: A forward proxy to reach the origin through; default none.
     """
 
     def __init__(
@@ -48,11 +52,16 @@ class CappedPool:
         max_connections: int = 64,
         wait_timeout: float | None = None,
         extra_headers: dict[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
+        proxy: Proxy | None = None,
     ) -> None:
         parts = urlsplit(f"{scheme}://{host}")
         self._host = parts.hostname or host
         self._port = parts.port or (443 if scheme == "https" else 80)
-        self._ssl = ssl.create_default_context() if scheme == "https" else None
+        self._ssl = (tls or ssl.create_default_context()) if scheme == "https" else None
+        if proxy is not None:
+            raise ValueError(f"{proxy}: the pools cannot reach an origin through a proxy yet")
+        self._proxy = proxy
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_idle = max_idle
