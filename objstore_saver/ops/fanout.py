@@ -1,12 +1,13 @@
 """Running one job's work on many threads at once, with a bounded window.
 
-The threads come from one flat, paginated listing of the bucket
-(:func:`~objstore_saver.plans.threads.scan_threads`: a LIST returns 1,000 keys,
-so a small thread costs a fraction of a request to find) or from named thread
-ids. Each thread's work is a coroutine (usually a plan run by the asyncio
-driver); at most ``concurrency`` of them are in flight, and the listing is read
-only as fast as the window frees, so a job holds the window's threads and one
-page, whatever the bucket's size. A shard (:mod:`objstore_saver.ops.sharding`)
+The threads come from a paginated listing of the bucket
+(:func:`~objstore_saver.plans.scan.scan_threads_ranged`: a LIST returns 1,000
+keys, so a small thread costs a fraction of a request to find, and past the
+first page several key ranges are listed at once) or from named thread ids.
+Each thread's work is a coroutine (usually a plan run by the asyncio driver);
+at most ``concurrency`` of them are in flight, and the listing is read only as
+fast as the window frees, so a job holds the window's threads and the pages of
+one round of LISTs, whatever the bucket's size. A shard (:mod:`objstore_saver.ops.sharding`)
 skips the threads other workers own.
 
 The first error stops the scheduling of new threads; the threads in flight
@@ -29,6 +30,7 @@ from objstore_saver.errors import ConfigurationError
 from objstore_saver.format import keys
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Batch, Plan
+from objstore_saver.plans.scan import scan_threads_ranged
 from objstore_saver.plans.threads import ThreadListing, scan_threads
 
 __all__ = [
@@ -272,7 +274,9 @@ async def for_each_thread(
     check_concurrency(concurrency)
     stats = Fanout()
     if thread_ids is None:
-        source = _scanned(driver.aiterate(_counted(scan_threads(start_after), stats)))
+        # Resuming needs key order (one flat listing); a whole scan lists ranges side by side.
+        scan = scan_threads_ranged() if start_after is None else scan_threads(start_after)
+        source = _scanned(driver.aiterate(_counted(scan, stats)))
     else:
         source = _named(thread_ids)
     return await for_each(
