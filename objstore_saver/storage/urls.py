@@ -1,5 +1,9 @@
 """Store URLs: ``s3://bucket/prefix?endpoint_url=...&region=...`` or ``file:///path``.
 
+An ``s3://`` URL may also name a CA bundle file (``ca_bundle=/path``) or turn
+TLS verification off (``verify=false``); proxies come from the environment
+(``HTTPS_PROXY``...) or the ``proxies`` option, never from a URL.
+
 :func:`parse_url` checks a URL and :func:`store_from_url` builds the
 :class:`~objstore_saver.storage.ObjectStore` it names. URLs never carry
 secrets: S3 credentials come from boto3's chain (``AWS_PROFILE``,
@@ -28,6 +32,8 @@ _S3_PARAMS = {
     "region": "region_name",
     "region_name": "region_name",
     "transport": "transport",
+    "ca_bundle": "ca_bundle",
+    "verify": "verify",
 }
 
 #: Query parameter names that would put a secret in the URL: refused.
@@ -48,7 +54,7 @@ _SECRET_PARAMS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class StoreURL:
-    """A parsed store URL: ``s3`` (bucket, prefix, endpoint, region) or ``file`` (path)."""
+    """A parsed store URL: ``s3`` (bucket, prefix, endpoint, region, TLS) or ``file`` (path)."""
 
     scheme: str
     bucket: str = ""
@@ -57,6 +63,8 @@ class StoreURL:
     region_name: str | None = None
     path: str = ""
     transport: str = "lean"
+    ca_bundle: str | None = None
+    verify: bool | None = None
 
     def __str__(self) -> str:
         if self.scheme == "file":
@@ -68,6 +76,10 @@ class StoreURL:
             query.append(f"region={self.region_name}")
         if self.transport != "lean":
             query.append(f"transport={self.transport}")
+        if self.ca_bundle:
+            query.append(f"ca_bundle={self.ca_bundle}")
+        if self.verify is not None:
+            query.append(f"verify={'true' if self.verify else 'false'}")
         tail = ("?" + "&".join(query)) if query else ""
         return f"s3://{self.bucket}/{self.prefix}{tail}"
 
@@ -96,6 +108,9 @@ def parse_url(url: str) -> StoreURL:
     Args:
         url: ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME&transport=T]``
             or ``file:///absolute/path`` (``file://relative`` is refused).
+            An ``s3://`` URL may add ``ca_bundle=/path/to/ca.pem`` (a CA
+            bundle file) and ``verify=false`` (no TLS verification, logged as
+            a warning) or ``verify=true``.
             ``transport`` is ``lean`` (default: :class:`~objstore_saver.storage.LeanS3Store`,
             native async, about a quarter of boto3's client CPU per request) or
             ``boto3`` (:class:`~objstore_saver.storage.S3Store`).
@@ -151,7 +166,7 @@ def parse_url(url: str) -> StoreURL:
         if lowered not in _S3_PARAMS:
             raise ConfigurationError(
                 f"object store URL {shown!r}: unknown parameter {name!r} "
-                f"(known: endpoint_url, region, transport)"
+                f"(known: endpoint_url, region, transport, ca_bundle, verify)"
             )
         if not value:
             raise ConfigurationError(f"object store URL {shown!r}: parameter {name!r} is empty")
@@ -168,6 +183,12 @@ def parse_url(url: str) -> StoreURL:
             raise ConfigurationError(
                 f"object store URL {shown!r}: endpoint_url {endpoint!r} is not an http(s) URL"
             )
+    verify_text = options.get("verify")
+    if verify_text is not None and verify_text.lower() not in ("true", "false"):
+        raise ConfigurationError(
+            f"object store URL {shown!r}: verify must be true or false, got {verify_text!r} "
+            "(a CA bundle goes in ca_bundle=)"
+        )
     transport = options.get("transport", "lean")
     if transport not in TRANSPORTS:
         raise ConfigurationError(
@@ -181,6 +202,8 @@ def parse_url(url: str) -> StoreURL:
         endpoint_url=endpoint,
         region_name=options.get("region_name"),
         transport=transport,
+        ca_bundle=options.get("ca_bundle"),
+        verify=None if verify_text is None else verify_text.lower() == "true",
     )
 
 
@@ -205,6 +228,18 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
         return LocalStore(spec.path)
     # Without endpoint_url in the URL, the transport resolves the configured
     # endpoint itself (AWS_ENDPOINT_URL_S3...), as a store built directly does.
+    tls = {
+        name: value
+        for name, value in (("ca_bundle", spec.ca_bundle), ("verify", spec.verify))
+        if value is not None
+    }
+    both = sorted(set(tls) & {k for k, v in s3_options.items() if v is not None})
+    if both:
+        raise ConfigurationError(
+            f"object store URL {redact_url(url)!r} sets {', '.join(both)}, given as an "
+            "option too: set it in one place"
+        )
+    s3_options.update(tls)
     store = open_s3_store(
         spec.bucket,
         spec.prefix,

@@ -88,10 +88,10 @@ def test_location_prefix_and_repr(s3_endpoint: Any, creds_env: None) -> None:
     store = lean(s3_endpoint, "bucket", "/p/q/")
     assert store.prefix == "p/q/"
     assert store.location == f"s3://bucket/p/q/ at {s3_endpoint.url}"
-    sse_c = LeanS3Store("b", encryption=encryption_of("SSE-C"))
+    sse_c = LeanS3Store("bkt", region_name="eu-west-1", encryption=encryption_of("SSE-C"))
     assert CUSTOMER_KEY.decode() not in repr(sse_c)
     assert "hidden" in repr(sse_c)
-    assert sse_c.endpoint == "https://b.s3.us-east-1.amazonaws.com"
+    assert sse_c.endpoint == "https://bkt.s3.eu-west-1.amazonaws.com"
     assert LeanS3Store("a.b", region_name="eu-west-1").endpoint == (
         "https://s3.eu-west-1.amazonaws.com"
     )

@@ -44,6 +44,8 @@ from objstore_saver.storage.base import (
     validate_byte_range,
     validate_key,
 )
+from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
+from objstore_saver.storage.s3.network import tls_context, trust_choice
 from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS
 from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -107,8 +109,17 @@ def _build_client(
     connect_timeout: float,
     read_timeout: float,
     max_pool_connections: int,
+    addressing_style: str | None = None,
+    proxies: dict[str, str] | None = None,
+    verify: bool | str | None = None,
+    ca_bundle: str | None = None,
 ) -> Any:
-    """A boto3 S3 client with bounded retries and timeouts."""
+    """A boto3 S3 client with bounded retries and timeouts.
+
+    The endpoint, addressing style, proxies and CA bundle are resolved as the
+    lean transport resolves them (:mod:`.endpoints`, :mod:`.network`), so
+    both transports reach the same server the same way.
+    """
     at_least_one("max_attempts", max_attempts)
     if retry_mode not in _RETRY_MODES:
         raise ValueError(f"retry_mode must be 'standard' or 'adaptive', got {retry_mode!r}")
@@ -123,20 +134,35 @@ def _build_client(
     }
     session = boto3.session.Session()
     # Resolved here as the lean transport resolves it, so a configured endpoint
-    # (argument or environment) also selects path-style addressing, which MinIO
-    # and most S3-compatible servers need.
+    # (argument, environment or config file) also selects path-style
+    # addressing, which MinIO and most S3-compatible servers need.
     endpoint_url, _ = configured_endpoint(endpoint_url, session)
+    style, _ = configured_style(addressing_style, session)
     if endpoint_url is not None:
         if urlsplit(endpoint_url).username is not None:
             raise ValueError(
                 f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
                 "credentials through boto3's chain (environment, profile, role) instead"
             )
-        options["s3"] = {"addressing_style": "path"}
+        options["s3"] = {"addressing_style": "path" if style == "auto" else style}
+    elif addressing_style is not None:
+        options["s3"] = {"addressing_style": style}
+    if proxies is not None:
+        options["proxies"] = dict(proxies)
+    trust = trust_choice(verify, ca_bundle, session)
+    client_verify: bool | str | None = None
+    if not trust.verify:
+        client_verify = False
+        tls_context(trust)  # the same warning as the lean transport's
+    elif trust.bundle is not None:
+        if endpoint_url is None or urlsplit(endpoint_url).scheme == "https":
+            tls_context(trust)  # a missing or unusable bundle is named here
+        client_verify = trust.bundle
     return session.client(
         "s3",
         endpoint_url=endpoint_url,
         region_name=region_name,
+        verify=client_verify,
         config=botocore.config.Config(**options),
     )
 
@@ -171,6 +197,16 @@ class S3Store(ThreadedAsync):
             :class:`S3Encryption`); ``None`` leaves it to the bucket's default.
         extra_put_args: Extra ``put_object`` arguments, e.g. ``StorageClass``.
         extra_get_args: Extra ``get_object`` arguments.
+        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``, as
+            :class:`LeanS3Store` takes it (default: the profile's
+            ``s3 = addressing_style``; path style with an endpoint).
+        proxies: botocore's ``Config(proxies=...)``: forward proxies by
+            scheme; default ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``.
+        verify: ``False`` turns TLS verification off (logged as a warning),
+            a path is a CA bundle; botocore's ``verify``.
+        ca_bundle: A CA bundle file (default ``AWS_CA_BUNDLE``, then the
+            profile's ``ca_bundle``, then ``REQUESTS_CA_BUNDLE``, then
+            botocore's own bundle).
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
@@ -195,6 +231,10 @@ class S3Store(ThreadedAsync):
         encryption: S3Encryption | None = None,
         extra_put_args: dict[str, Any] | None = None,
         extra_get_args: dict[str, Any] | None = None,
+        addressing_style: str | None = None,
+        proxies: dict[str, str] | None = None,
+        verify: bool | str | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("bucket must not be empty")
@@ -208,6 +248,10 @@ class S3Store(ThreadedAsync):
             "connect_timeout": connect_timeout,
             "read_timeout": read_timeout,
             "max_pool_connections": max_pool_connections,
+            "addressing_style": addressing_style,
+            "proxies": proxies,
+            "verify": verify,
+            "ca_bundle": ca_bundle,
         }
         if client is None:
             client = _build_client(
@@ -224,6 +268,10 @@ class S3Store(ThreadedAsync):
                     if max_pool_connections is None
                     else max_pool_connections
                 ),
+                addressing_style=addressing_style,
+                proxies=proxies,
+                verify=verify,
+                ca_bundle=ca_bundle,
             )
         else:
             given = sorted(name for name, value in client_options.items() if value is not None)

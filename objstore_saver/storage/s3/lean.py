@@ -11,12 +11,10 @@ over boto3, aiobotocore and obstore is in ``docs/transport.md``.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import botocore.session
 
@@ -24,13 +22,15 @@ from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
     PutMode,
-    StoreUnavailableError,
 )
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
+from objstore_saver.storage.s3.credentials import CredentialChain
+from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
+from objstore_saver.storage.s3.endpoints import configured_region, resolve_addressing
+from objstore_saver.storage.s3.network import network_for
 from objstore_saver.storage.s3.protocol import (
-    Addressing,
     Exchange,
     S3Protocol,
     Sleep,
@@ -44,14 +44,12 @@ from objstore_saver.storage.s3.settings import (
     DEFAULT_READ_TIMEOUT,
     S3Encryption,
     at_least_one,
-    botocore_session,
     bucket_prefix,
     checked_encryption,
     configured_endpoint,
     positive_seconds,
-    public_url,
 )
-from objstore_saver.storage.s3.sigv4 import Credentials, Signer
+from objstore_saver.storage.s3.sigv4 import Signer
 
 #: Default of ``backoff_base``: the largest wait before the second attempt.
 DEFAULT_BACKOFF_BASE = 0.5
@@ -70,83 +68,6 @@ _EXCHANGES: dict[str, Callable[..., Exchange[Any]]] = {
 }
 
 
-#: Environment variables naming the region, most specific first.
-REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
-
-
-def _configured_region(region_name: str | None, session: Any) -> str:
-    """The region requests are signed for.
-
-    Precedence: the argument, then a region set on the session object itself,
-    then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the profile's
-    ``region``, then ``us-east-1``.
-    """
-    if region_name is not None:
-        return region_name
-    core = botocore_session(session)
-    candidates = [core.get_config_variable("region", methods=("instance",))]
-    candidates += [os.environ.get(name) for name in REGION_ENV]
-    candidates.append(core.get_config_variable("region"))
-    return next((str(region) for region in candidates if region), "us-east-1")
-
-
-def _addressing(
-    bucket: str, endpoint_url: str | None, region: str, source: str = "endpoint_url"
-) -> Addressing:
-    if endpoint_url is None:
-        if "." in bucket:  # a dotted name breaks the TLS wildcard of virtual hosts
-            host = f"s3.{region}.amazonaws.com"
-            return Addressing("https", host, f"/{bucket}", f"https://{host}")
-        host = f"{bucket}.s3.{region}.amazonaws.com"
-        return Addressing("https", host, "", f"https://{host}")
-    parts = urlsplit(endpoint_url)
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(
-            f"{source} {public_url(endpoint_url)!r} carries user info: give "
-            "credentials through boto3's chain (environment, profile, role) instead"
-        )
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{source} {public_url(endpoint_url)!r} is not an http:// or https:// URL")
-    host = parts.netloc
-    base = parts.path.rstrip("/") + "/" + bucket  # path style, as S3Store uses with endpoints
-    return Addressing(parts.scheme, host, base, public_url(endpoint_url))
-
-
-class _CredentialChain:
-    """Frozen credentials from a botocore/boto3 session, resolved at first use.
-
-    botocore refreshes temporary credentials (roles, SSO) itself; each request
-    takes the current frozen copy.
-    """
-
-    def __init__(self, session: Any, where: str) -> None:
-        self._session = session
-        self._where = where
-        self._source: Any = None
-        self._frozen: Credentials | None = None
-
-    def __call__(self) -> Credentials:
-        if self._source is None:
-            self._source = self._session.get_credentials()
-            if self._source is None:
-                raise StoreUnavailableError(
-                    f"{self._where} is unavailable: no credentials found in boto3's chain "
-                    "(environment, shared files, instance or container role)"
-                )
-        current = self._source.get_frozen_credentials()
-        frozen = self._frozen
-        if (
-            frozen is None
-            or frozen.access_key != current.access_key
-            or frozen.secret_key != current.secret_key
-            or frozen.token != current.token
-        ):
-            frozen = self._frozen = Credentials(
-                current.access_key, current.secret_key, current.token
-            )
-        return frozen
-
-
 class LeanS3Store:
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
@@ -161,8 +82,13 @@ class LeanS3Store:
             ending with ``/``.
         endpoint_url: S3-compatible endpoint (MinIO, Ceph...); path-style
             addressing is used with it. User info in the URL is refused.
-            Default: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (unless
-            ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is true), else AWS.
+            Default: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``, else
+            the AWS config file's ``services`` section (``s3 = endpoint_url``),
+            else the profile's ``endpoint_url`` (none of these when
+            ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is true), else AWS, with
+            the host botocore's endpoint rules give for the region
+            (``AWS_USE_FIPS_ENDPOINT``, ``AWS_USE_DUALSTACK_ENDPOINT`` and
+            their config file keys honoured).
         region_name: Region of the bucket. Default: a region set on
             ``session``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``, else
             the profile's, else ``us-east-1``.
@@ -185,11 +111,30 @@ class LeanS3Store:
         extra_put_headers: Extra HTTP headers of every PUT, e.g.
             ``{"x-amz-storage-class": "STANDARD_IA"}``.
         extra_get_headers: Extra HTTP headers of every GET.
+        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"`` (botocore's
+            ``s3.addressing_style``). Default: the profile's
+            ``s3 = addressing_style``, else ``auto``: path style with an
+            endpoint, virtual-hosted on AWS unless the bucket name has dots.
+        proxies: Forward proxies by origin scheme, as botocore's
+            ``Config(proxies={"http": ..., "https": ...})``; given, it alone
+            decides. Default: ``HTTPS_PROXY``/``HTTP_PROXY`` by the origin's
+            scheme unless ``NO_PROXY`` lists it
+            (:mod:`~objstore_saver.storage.s3.network`). Only ``http://``
+            proxies; an ``https`` origin is reached through a CONNECT tunnel.
+        verify: ``False`` turns TLS verification off (logged as a warning);
+            a path is a CA bundle, as botocore's ``verify``. Default: verify.
+        ca_bundle: A CA bundle file replacing the system's trust store.
+            Default: ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``, else
+            ``REQUESTS_CA_BUNDLE``, else the system's (``SSL_CERT_FILE``...).
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
-        ValueError: ``bucket`` is empty, an option is out of range, or the
-            extra headers set what ``encryption`` sets.
+        ValueError: ``bucket`` is empty, an option is out of range, the
+            extra headers set what ``encryption`` sets, the endpoint or proxy
+            URL is unusable, or botocore's endpoint rules know no host for the
+            region (FIPS in China, say).
+        ConfigurationError: a CA bundle file is missing or unusable (a
+            ``ValueError`` too), naming the path.
     """
 
     def __init__(
@@ -209,6 +154,10 @@ class LeanS3Store:
         encryption: S3Encryption | None = None,
         extra_put_headers: dict[str, str] | None = None,
         extra_get_headers: dict[str, str] | None = None,
+        addressing_style: str | None = None,
+        proxies: Mapping[str, str] | None = None,
+        verify: bool | str | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
         if not bucket:
             raise ValueError("bucket must not be empty")
@@ -250,20 +199,32 @@ class LeanS3Store:
                 "use encryption= for server-side encryption"
             )
         session = botocore.session.Session() if session is None else session
-        region_name = _configured_region(region_name, session)
+        region_name = configured_region(region_name, session)
         endpoint_url, endpoint_source = configured_endpoint(endpoint_url, session)
-        addressing = _addressing(bucket, endpoint_url, region_name, endpoint_source)
+        style, _ = configured_style(addressing_style, session)
+        addressing = resolve_addressing(
+            bucket, endpoint_url, endpoint_source, region_name, style, session
+        )
+        self._network = network_for(
+            addressing.scheme,
+            addressing.host,
+            proxies=proxies,
+            verify=verify,
+            ca_bundle=ca_bundle,
+            session=session,
+        )
         location = f"s3://{bucket}/{prefix}"
         if endpoint_url is not None:
             location += f" at {addressing.public_url}"
+        self._credentials = CredentialChain(
+            session, f"S3 bucket {bucket!r} at {addressing.public_url}"
+        )
         self._protocol = S3Protocol(
             bucket=bucket,
             prefix=prefix,
             addressing=addressing,
             signer=Signer(region_name),
-            credentials=_CredentialChain(
-                session, f"S3 bucket {bucket!r} at {addressing.public_url}"
-            ),
+            credentials=self._credentials,
             location=location,
             encryption=encryption,
             extra_put_headers=put_headers,
@@ -271,15 +232,7 @@ class LeanS3Store:
             retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
         )
         self._region = region_name
-        self._pool = ConnectionPool(
-            addressing.scheme,
-            addressing.host,
-            connect_timeout=self._connect_timeout,
-            read_timeout=self._read_timeout,
-            max_idle=self._pool_size,
-            max_connections=self._max_connections,
-            extra_headers={"user-agent": _USER_AGENT},
-        )
+        self._pool = ConnectionPool(addressing.scheme, addressing.host, **self._pool_options())
         # One pool per event loop (stream connections are bound to their loop);
         # a loop that is garbage-collected takes its pool along.
         self._aio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = (
@@ -335,6 +288,18 @@ class LeanS3Store:
 
     # --- transports --------------------------------------------------------------------
 
+    def _pool_options(self) -> dict[str, Any]:
+        """What both pools are built with: timeouts, caps, TLS context and proxy."""
+        return {
+            "connect_timeout": self._connect_timeout,
+            "read_timeout": self._read_timeout,
+            "max_idle": self._pool_size,
+            "max_connections": self._max_connections,
+            "extra_headers": {"user-agent": _USER_AGENT},
+            "tls": self._network.tls,
+            "proxy": self._network.proxy,
+        }
+
     def _send(self, request: HttpRequest) -> Reply:
         """Send one request on the blocking pool."""
         return self._pool.send(request)
@@ -345,15 +310,8 @@ class LeanS3Store:
         pool = self._aio.get(loop)
         if pool is not None:
             return pool
-        pool = AsyncConnectionPool(
-            self._protocol.addressing.scheme,
-            self._protocol.addressing.host,
-            connect_timeout=self._connect_timeout,
-            read_timeout=self._read_timeout,
-            max_idle=self._pool_size,
-            max_connections=self._max_connections,
-            extra_headers={"user-agent": _USER_AGENT},
-        )
+        addressing = self._protocol.addressing
+        pool = AsyncConnectionPool(addressing.scheme, addressing.host, **self._pool_options())
         self._aio[loop] = pool
         return pool
 
@@ -410,6 +368,9 @@ class LeanS3Store:
     async def _arun(self, plan: Exchange[T]) -> T:
         reply: Reply | None = None
         while True:
+            # The next step may sign a request: credentials due for a refresh
+            # are refreshed in a worker thread first, never on the loop.
+            await self._credentials.ready()
             try:
                 step = plan.send(reply)
             except StopIteration as stop:

@@ -15,6 +15,7 @@ import os
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.base import StorageError, validate_key
 
 #: Defaults of the client options (see ``docs/s3-compatibility.md``).
@@ -209,17 +210,40 @@ def botocore_session(session: Any) -> Any:
 def configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | None, str]:
     """The endpoint an S3 store talks to and the name of where it came from.
 
-    The one place both transports resolve it. Precedence: the argument, then
-    ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then none (AWS itself);
-    the variables are ignored when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or
-    the profile's ``ignore_configured_endpoint_urls``) is true, as in boto3.
+    The one place both transports resolve it, in boto3's order: the argument,
+    then ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then the config
+    file's services section (``s3 = endpoint_url = ...`` in the section the
+    profile's ``services`` names), then the profile's own ``endpoint_url``,
+    then none (AWS itself). All but the argument are ignored when
+    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
+    ``ignore_configured_endpoint_urls``) is true, as in boto3.
+
+    Raises:
+        ConfigurationError: the profile names a services section the config
+            file does not have.
     """
     if endpoint_url is not None:
         return endpoint_url, "endpoint_url"
-    if botocore_session(session).get_config_variable("ignore_configured_endpoint_urls"):
+    core = botocore_session(session)
+    if core.get_config_variable("ignore_configured_endpoint_urls"):
         return None, ""
     for name in ENDPOINT_ENV:
         value = os.environ.get(name)
         if value:
             return value, name
+    profile = core.get_scoped_config()
+    section = profile.get("services")
+    if section:
+        services = core.full_config.get("services", {}).get(section)
+        if not services:
+            raise ConfigurationError(
+                f"the AWS profile names the services section {section!r}, which the "
+                "config file does not have"
+            )
+        value = services.get("s3", {}).get("endpoint_url")
+        if value:
+            return value, f"endpoint_url of [services {section}] s3 in the AWS config file"
+    value = profile.get("endpoint_url")
+    if value:
+        return value, "endpoint_url of the AWS profile"
     return None, ""

@@ -1,0 +1,136 @@
+"""The lean S3 transport's credentials: botocore's chain, refreshed off the event loop.
+
+botocore resolves credentials (environment, shared files, SSO, roles,
+instance and container metadata) and refreshes temporary ones itself, in the
+thread that asks for them. A blocking caller may wait for that; a coroutine
+must not hold the event loop while a role is assumed or the metadata service
+answers, so :meth:`CredentialChain.ready` does the resolution or refresh in a
+worker thread, one at a time: coroutines (of any loop) that need it meanwhile
+wait for that one refresh instead of starting their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any
+
+from botocore.exceptions import BotoCoreError
+
+from objstore_saver.storage.base import StoreUnavailableError
+from objstore_saver.storage.s3.sigv4 import Credentials
+
+
+class CredentialChain:
+    """Frozen credentials from a botocore/boto3 session, resolved at first use.
+
+    Calling the chain returns the current frozen copy (resolving or refreshing
+    in the calling thread when botocore says it is due). Coroutines await
+    :meth:`ready` first, so the call then finds nothing left to do.
+
+    Args:
+        session: A ``boto3.Session`` or ``botocore.session.Session``.
+        where: What the credentials are for, as errors name it (the bucket
+            and endpoint).
+    """
+
+    def __init__(self, session: Any, where: str) -> None:
+        self._session = session
+        self._where = where
+        self._source: Any = None
+        self._frozen: Credentials | None = None
+        self._lock = threading.Lock()
+        self._pending: concurrent.futures.Future[Credentials] | None = None
+
+    def _unavailable(self, exc: BotoCoreError) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"{self._where} is unavailable: credentials could not be refreshed "
+            f"({type(exc).__name__}: {exc})"
+        )
+
+    def _resolved_source(self) -> Any:
+        """botocore's credentials object, looked up through the chain once."""
+        source = self._source
+        if source is None:
+            try:
+                source = self._session.get_credentials()
+            except BotoCoreError as exc:
+                raise self._unavailable(exc) from exc
+            if source is None:
+                raise StoreUnavailableError(
+                    f"{self._where} is unavailable: no credentials found in boto3's chain "
+                    "(environment, shared files, instance or container role)"
+                )
+            self._source = source
+        return source
+
+    def __call__(self) -> Credentials:
+        """The credentials to sign the next request with.
+
+        Raises:
+            StoreUnavailableError: no credentials are configured, or they
+                could not be resolved or refreshed (the botocore error is
+                chained).
+        """
+        source = self._resolved_source()
+        try:
+            current = source.get_frozen_credentials()
+        except BotoCoreError as exc:
+            raise self._unavailable(exc) from exc
+        frozen = self._frozen
+        if (
+            frozen is None
+            or frozen.access_key != current.access_key
+            or frozen.secret_key != current.secret_key
+            or frozen.token != current.token
+        ):
+            frozen = self._frozen = Credentials(
+                current.access_key, current.secret_key, current.token
+            )
+        return frozen
+
+    def refresh_due(self) -> bool:
+        """Whether the next call would resolve or refresh (and so block)."""
+        source = self._source
+        if source is None:
+            return True
+        refresh_needed = getattr(source, "refresh_needed", None)
+        return bool(refresh_needed is not None and refresh_needed())
+
+    async def ready(self) -> None:
+        """Resolve or refresh the credentials in a worker thread if it is due.
+
+        At most one refresh runs at a time: a coroutine arriving while one is
+        under way waits for it. Cancelling a waiter does not cancel the
+        refresh.
+
+        Raises:
+            StoreUnavailableError: as the call does.
+        """
+        if not self.refresh_due():
+            return
+        with self._lock:
+            pending = self._pending
+            if pending is None:
+                pending = self._pending = concurrent.futures.Future()
+                threading.Thread(
+                    target=self._refresh_into,
+                    args=(pending,),
+                    name="objstore-s3-credentials",
+                    daemon=True,
+                ).start()
+        await asyncio.shield(asyncio.wrap_future(pending))
+
+    def _refresh_into(self, pending: concurrent.futures.Future[Credentials]) -> None:
+        """Run one resolution or refresh in this (worker) thread and report it."""
+        try:
+            result = self()
+        except BaseException as exc:  # noqa: BLE001  # handed to every waiting coroutine
+            with self._lock:
+                self._pending = None
+            pending.set_exception(exc)
+        else:
+            with self._lock:
+                self._pending = None
+            pending.set_result(result)

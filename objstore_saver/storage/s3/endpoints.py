@@ -1,0 +1,212 @@
+"""Where the lean S3 transport sends a bucket's requests: region, addressing style, host.
+
+Hosts on AWS come from botocore's own S3 endpoint rule set and partition data
+(``botocore/data/partitions.json``), with the same inputs a botocore client
+gives them: the region, FIPS and dual-stack settings, the ``us-east-1``
+global endpoint choice and the addressing style. So China
+(``amazonaws.com.cn``), GovCloud and the ISO partitions get the hosts boto3
+would use, and nothing here spells ``amazonaws.com``. A configured endpoint
+(MinIO, Ceph...) is addressed here, path style unless asked otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.endpoint_provider import EndpointProvider
+from botocore.exceptions import EndpointResolutionError
+from botocore.loaders import create_loader
+
+from objstore_saver.storage.s3.protocol import Addressing
+from objstore_saver.storage.s3.settings import botocore_session, public_url
+
+#: Environment variables naming the region, most specific first.
+REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
+#: Addressing styles, as botocore's ``s3.addressing_style`` names them.
+ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+
+def configured_region(region_name: str | None, session: Any) -> str:
+    """The region requests are signed for.
+
+    Precedence: the argument, then a region set on the session object itself,
+    then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the profile's
+    ``region``, then ``us-east-1``.
+    """
+    if region_name is not None:
+        return region_name
+    core = botocore_session(session)
+    candidates = [core.get_config_variable("region", methods=("instance",))]
+    candidates += [os.environ.get(name) for name in REGION_ENV]
+    candidates.append(core.get_config_variable("region"))
+    return next((str(region) for region in candidates if region), "us-east-1")
+
+
+def s3_config(session: Any) -> dict[str, Any]:
+    """The profile's ``s3`` section as botocore reads it (environment overrides included)."""
+    return dict(botocore_session(session).get_config_variable("s3") or {})
+
+
+def addressing_style(argument: str | None, session: Any) -> tuple[str, str]:
+    """The addressing style and where it came from.
+
+    Precedence: the argument, then ``s3 = addressing_style = ...`` of the
+    profile in the AWS config file, then ``auto``.
+
+    Raises:
+        ValueError: the style is not ``auto``, ``path`` or ``virtual``; the
+            message names where it came from.
+    """
+    if argument is not None:
+        style, source = argument, "addressing_style"
+    else:
+        configured = s3_config(session).get("addressing_style")
+        if configured is None:
+            return "auto", "default"
+        style, source = configured, "s3.addressing_style of the AWS profile"
+    if style not in ADDRESSING_STYLES:
+        raise ValueError(f"{source} must be one of {', '.join(ADDRESSING_STYLES)}, got {style!r}")
+    return style, source
+
+
+@functools.lru_cache(maxsize=1)
+def _s3_rules() -> EndpointProvider:
+    """botocore's S3 endpoint rule set over its partition data (loaded once)."""
+    loader = create_loader()
+    return EndpointProvider(
+        ruleset_data=loader.load_service_model("s3", "endpoint-rule-set-1"),
+        partition_data=loader.load_data("partitions"),
+    )
+
+
+def endpoint_variants(session: Any) -> dict[str, bool]:
+    """The rule set's FIPS, dual-stack and ``us-east-1`` global endpoint inputs.
+
+    ``UseFIPS``: ``AWS_USE_FIPS_ENDPOINT`` or the profile's
+    ``use_fips_endpoint``. ``UseDualStack``: the profile's ``s3``
+    ``use_dualstack_endpoint``, else ``AWS_USE_DUALSTACK_ENDPOINT`` or the
+    profile's ``use_dualstack_endpoint``. ``UseGlobalEndpoint``:
+    ``AWS_S3_US_EAST_1_REGIONAL_ENDPOINT`` / ``s3.us_east_1_regional_endpoint``
+    is ``legacy`` (botocore's default); it only matters in ``us-east-1``.
+
+    Raises:
+        ValueError: ``us_east_1_regional_endpoint`` is not ``legacy`` or ``regional``.
+    """
+    core = botocore_session(session)
+    s3 = s3_config(session)
+    dualstack = s3.get("use_dualstack_endpoint")
+    if dualstack is None:
+        dualstack = core.get_config_variable("use_dualstack_endpoint")
+    regional = s3.get("us_east_1_regional_endpoint", "legacy")
+    if regional not in ("legacy", "regional"):
+        raise ValueError(
+            f"s3 us_east_1_regional_endpoint must be 'legacy' or 'regional', got {regional!r}"
+        )
+    return {
+        "UseFIPS": bool(core.get_config_variable("use_fips_endpoint")),
+        "UseDualStack": bool(dualstack),
+        "UseGlobalEndpoint": regional == "legacy",
+    }
+
+
+def aws_addressing(
+    bucket: str,
+    region: str,
+    style: str = "auto",
+    *,
+    fips: bool = False,
+    dualstack: bool = False,
+    global_us_east_1: bool = True,
+) -> Addressing:
+    """How a bucket on AWS itself is addressed, as botocore's rule set says.
+
+    ``auto`` is virtual-hosted where the bucket name allows it (a dotted name
+    would break the TLS wildcard: path style then); ``path`` forces path style;
+    ``virtual`` is ``auto`` here (the rule set never puts a dotted bucket in an
+    ``https`` host).
+
+    Raises:
+        ValueError: the rule set refuses the combination (an invalid region,
+            FIPS in a partition without it...), with its reason.
+    """
+    try:
+        resolved = _s3_rules().resolve_endpoint(
+            Bucket=bucket,
+            Region=region,
+            UseFIPS=fips,
+            UseDualStack=dualstack,
+            ForcePathStyle=style == "path",
+            Accelerate=False,
+            UseGlobalEndpoint=global_us_east_1,
+        )
+    except EndpointResolutionError as exc:
+        variants = [name for name, on in (("FIPS", fips), ("dual-stack", dualstack)) if on]
+        shown = f"region {region!r}" + (f" with {' and '.join(variants)}" if variants else "")
+        raise ValueError(f"S3 bucket {bucket!r}: no AWS endpoint for {shown}: {exc}") from None
+    parts = urlsplit(resolved.url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    return Addressing(parts.scheme, parts.netloc, parts.path.rstrip("/"), origin)
+
+
+def custom_addressing(
+    bucket: str, endpoint_url: str, style: str = "auto", source: str = "endpoint_url"
+) -> Addressing:
+    """How a bucket on a configured endpoint (MinIO, Ceph...) is addressed.
+
+    Path style (``endpoint/bucket``) unless ``style`` is ``virtual``
+    (``bucket.host``); ``auto`` is path style with an endpoint, which
+    S3-compatible servers need.
+
+    Raises:
+        ValueError: the URL carries user info or is not an http(s) URL, or a
+            dotted bucket is asked for virtual-hosted over https; the message
+            names ``source`` and the URL without credentials.
+    """
+    parts = urlsplit(endpoint_url)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            f"{source} {public_url(endpoint_url)!r} carries user info: give "
+            "credentials through boto3's chain (environment, profile, role) instead"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{source} {public_url(endpoint_url)!r} is not an http:// or https:// URL")
+    path = parts.path.rstrip("/")
+    if style == "virtual":
+        if "." in bucket and parts.scheme == "https":
+            raise ValueError(
+                f"S3 bucket {bucket!r}: a dotted bucket name cannot be addressed "
+                "virtual-hosted over https (the certificate would not match); use "
+                "addressing_style='path'"
+            )
+        host = f"{bucket}.{parts.netloc}"
+        return Addressing(parts.scheme, host, path, f"{parts.scheme}://{host}{path}")
+    return Addressing(parts.scheme, parts.netloc, f"{path}/{bucket}", public_url(endpoint_url))
+
+
+def resolve_addressing(
+    bucket: str,
+    endpoint_url: str | None,
+    endpoint_source: str,
+    region: str,
+    style: str,
+    session: Any,
+) -> Addressing:
+    """The addressing of a bucket: on its configured endpoint, else on AWS.
+
+    Raises:
+        ValueError: see :func:`custom_addressing` and :func:`aws_addressing`.
+    """
+    if endpoint_url is not None:
+        return custom_addressing(bucket, endpoint_url, style, endpoint_source or "endpoint_url")
+    variants = endpoint_variants(session)
+    return aws_addressing(
+        bucket,
+        region,
+        style,
+        fips=variants["UseFIPS"],
+        dualstack=variants["UseDualStack"],
+        global_us_east_1=variants["UseGlobalEndpoint"],
+    )

@@ -1,0 +1,292 @@
+"""How the lean S3 transport reaches an origin: which forward proxy, which TLS trust.
+
+Pure resolution, one entry point, :func:`network_for`, so that what a store
+hands its connection pools is decided (and tested) in one place.
+
+Proxies, as botocore chooses them:
+
+* an explicit ``proxies`` mapping (botocore's ``Config(proxies=...)``:
+  ``{"http": url, "https": url}``) decides alone: the origin's scheme picks
+  the entry, a missing or empty entry means no proxy, and ``NO_PROXY`` is not
+  consulted;
+* otherwise ``https_proxy``/``HTTPS_PROXY`` for an ``https`` origin and
+  ``http_proxy``/``HTTP_PROXY`` for an ``http`` one (lower case first, read
+  as :func:`urllib.request.getproxies_environment` reads them; ``ALL_PROXY`` is
+  not used, as botocore does not), unless ``no_proxy``/``NO_PROXY`` lists the
+  origin.
+
+``NO_PROXY`` is a comma-separated list: ``*`` bypasses every origin; a domain
+(``example.com``, ``.example.com`` or ``*.example.com``) bypasses that host and
+its subdomains; ``host:port`` only that port; an IP address or CIDR block
+(``10.0.0.0/8``, ``::1``) the addresses in it. Matching is case-insensitive.
+Loopback is not exempt unless listed (as in botocore and urllib).
+
+TLS trust (for ``https`` origins only), in botocore's order: ``verify=False``
+(no verification, logged as a warning) or a ``verify`` path, else the
+``ca_bundle`` option, else ``AWS_CA_BUNDLE``, else the profile's
+``ca_bundle``, else ``REQUESTS_CA_BUNDLE``, else the system's trust store
+(``ssl.create_default_context()``, which honours ``SSL_CERT_FILE``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from objstore_saver.errors import ConfigurationError
+from objstore_saver.storage.http.proxy import Proxy
+from objstore_saver.storage.s3.settings import botocore_session
+
+logger = logging.getLogger(__name__)
+
+
+def no_proxy_matches(host: str, port: int, no_proxy: str) -> bool:
+    """Whether a ``NO_PROXY`` list exempts ``host:port`` from the proxy.
+
+    Args:
+        host: The origin's host name or address (IPv6 with or without brackets).
+        port: The origin's port.
+        no_proxy: The list, entries separated by commas (spaces around ignored).
+    """
+    host = host.strip("[]").rstrip(".").lower()
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for raw in no_proxy.split(","):
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        name, entry_port = _split_port(entry)
+        if entry_port is not None and entry_port != port:
+            continue
+        if address is not None:
+            try:
+                network = ipaddress.ip_network(name, strict=False)
+            except ValueError:
+                continue  # a domain never matches an address
+            if address.version == network.version and address in network:
+                return True
+            continue
+        name = name.removeprefix("*").lstrip(".").rstrip(".")
+        if name and (host == name or host.endswith("." + name)):
+            return True
+    return False
+
+
+def _split_port(entry: str) -> tuple[str, int | None]:
+    """``(name, port)`` of a ``NO_PROXY`` entry; IPv6 addresses keep their colons."""
+    if entry.startswith("["):
+        name, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":")
+        return name, int(port) if port.isdigit() else None
+    if entry.count(":") == 1:
+        name, _, port = entry.partition(":")
+        if port.isdigit():
+            return name, int(port)
+    return entry, None
+
+
+def proxy_for(
+    scheme: str,
+    host: str,
+    port: int,
+    *,
+    proxies: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str | None, str]:
+    """The proxy URL an origin is reached through, and where it was configured.
+
+    Args:
+        scheme: The origin's scheme, ``http`` or ``https``.
+        host: The origin's host.
+        port: The origin's port.
+        proxies: botocore's ``proxies`` mapping; when given, it alone decides.
+        environ: The environment to read (default ``os.environ``).
+
+    Returns:
+        ``(url, source)``, or ``(None, reason)`` when no proxy is used.
+    """
+    if proxies is not None:
+        url = proxies.get(scheme)
+        return (url, f"proxies[{scheme!r}]") if url else (None, "proxies")
+    env = os.environ if environ is None else environ
+    found = _environment_proxies(env)
+    url = found.get(scheme)
+    if not url:
+        return None, f"no {scheme}_proxy"
+    no_proxy = found.get("no", "")
+    if no_proxy and no_proxy_matches(host, port, no_proxy):
+        return None, "no_proxy"
+    return url, f"{scheme}_proxy"
+
+
+def _environment_proxies(env: Mapping[str, str]) -> dict[str, str]:
+    """``*_proxy`` variables by scheme, read as :func:`urllib.request.getproxies_environment`.
+
+    Any case is read, lower case wins (an empty lower-case one removes the
+    entry), and ``HTTP_PROXY`` is ignored under CGI (``REQUEST_METHOD`` set).
+    """
+    found: dict[str, str] = {}
+    for name, value in env.items():
+        lowered = name.lower()
+        if value and lowered.endswith("_proxy"):
+            found[lowered[:-6]] = value
+    if "REQUEST_METHOD" in env:
+        found.pop("http", None)
+    for name, value in env.items():
+        if name.endswith("_proxy"):
+            if value:
+                found[name[:-6]] = value
+            else:
+                found.pop(name[:-6], None)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class TrustChoice:
+    """How ``https`` origins are verified.
+
+    Attributes:
+        verify: ``False`` only when verification is explicitly turned off.
+        bundle: The CA bundle file replacing the system's trust store, if any.
+        source: Where the choice came from (an option or variable name).
+    """
+
+    verify: bool
+    bundle: str | None
+    source: str
+
+
+def trust_choice(
+    verify: bool | str | None = None,
+    ca_bundle: str | None = None,
+    session: Any = None,
+    environ: Mapping[str, str] | None = None,
+) -> TrustChoice:
+    """Which CA bundle verifies ``https`` origins (see the module's order).
+
+    Args:
+        verify: ``False`` to turn verification off, a path to a CA bundle, or
+            ``True``/``None`` for the configured trust.
+        ca_bundle: A CA bundle path (botocore's ``ca_bundle``).
+        session: A boto3/botocore session whose profile may set ``ca_bundle``.
+        environ: The environment to read (default ``os.environ``).
+
+    Raises:
+        ValueError: ``verify`` is not a bool, a path or ``None``; ``verify``
+            and ``ca_bundle`` name different files; or verification is off
+            while a bundle is given.
+    """
+    env = os.environ if environ is None else environ
+    if verify is not None and not isinstance(verify, bool | str):
+        raise ValueError(f"verify must be True, False or a CA bundle path, got {verify!r}")
+    if isinstance(verify, str):
+        if ca_bundle is not None and ca_bundle != verify:
+            raise ValueError(f"verify={verify!r} and ca_bundle={ca_bundle!r} name different files")
+        return TrustChoice(True, verify, "verify")
+    if verify is False:
+        if ca_bundle is not None:
+            raise ValueError("verify=False turns verification off: ca_bundle cannot be given too")
+        return TrustChoice(False, None, "verify")
+    if ca_bundle is not None:
+        return TrustChoice(True, ca_bundle, "ca_bundle")
+    if env.get("AWS_CA_BUNDLE"):
+        return TrustChoice(True, env["AWS_CA_BUNDLE"], "AWS_CA_BUNDLE")
+    if session is not None:
+        profile = botocore_session(session).get_scoped_config()
+        if profile.get("ca_bundle"):
+            return TrustChoice(True, str(profile["ca_bundle"]), "ca_bundle of the AWS profile")
+    if env.get("REQUESTS_CA_BUNDLE"):
+        return TrustChoice(True, env["REQUESTS_CA_BUNDLE"], "REQUESTS_CA_BUNDLE")
+    return TrustChoice(True, None, "the system's trust store")
+
+
+def tls_context(choice: TrustChoice) -> ssl.SSLContext:
+    """The TLS context of a trust choice.
+
+    Raises:
+        ConfigurationError: the bundle file is missing or holds no usable
+            certificate; the message names the path and where it came from.
+    """
+    if not choice.verify:
+        logger.warning(
+            "TLS certificate verification is OFF for the S3 endpoint (%s=False): "
+            "anyone on the path can read and change the requests",
+            choice.source,
+        )
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if choice.bundle is None:
+        return ssl.create_default_context()
+    if not os.path.isfile(choice.bundle):
+        raise ConfigurationError(
+            f"CA bundle {choice.bundle!r} (from {choice.source}) does not exist or is not a file"
+        )
+    try:
+        return ssl.create_default_context(cafile=choice.bundle)
+    except ssl.SSLError as exc:
+        raise ConfigurationError(
+            f"CA bundle {choice.bundle!r} (from {choice.source}) holds no usable certificate: {exc}"
+        ) from None
+
+
+class Network(NamedTuple):
+    """What a connection pool is given: its TLS context and its forward proxy."""
+
+    tls: ssl.SSLContext | None
+    proxy: Proxy | None
+
+
+def network_for(
+    scheme: str,
+    host: str,
+    *,
+    proxies: Mapping[str, str] | None = None,
+    verify: bool | str | None = None,
+    ca_bundle: str | None = None,
+    session: Any = None,
+    environ: Mapping[str, str] | None = None,
+) -> Network:
+    """The TLS context and proxy of the pools reaching ``scheme://host``.
+
+    The TLS context is ``None`` for an ``http`` origin: its trust settings
+    are then not read (a stale ``AWS_CA_BUNDLE`` does not stop a plain-HTTP
+    MinIO).
+
+    Args:
+        scheme: ``http`` or ``https``.
+        host: ``host[:port]`` of the origin.
+        proxies: botocore's ``proxies`` mapping (see :func:`proxy_for`).
+        verify: See :func:`trust_choice`.
+        ca_bundle: See :func:`trust_choice`.
+        session: The boto3/botocore session whose profile may set ``ca_bundle``.
+        environ: The environment to read (default ``os.environ``).
+
+    Raises:
+        ConfigurationError: a CA bundle is missing or unusable.
+        ValueError: the proxy URL is not an ``http://`` proxy, or the trust
+            options contradict each other.
+    """
+    parts = urlsplit(f"{scheme}://{host}")
+    port = parts.port or (443 if scheme == "https" else 80)
+    url, source = proxy_for(scheme, parts.hostname or host, port, proxies=proxies, environ=environ)
+    proxy = None
+    if url is not None:
+        try:
+            proxy = Proxy.from_url(url)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (from {source})") from None
+    choice = trust_choice(verify, ca_bundle, session, environ)
+    tls = tls_context(choice) if scheme == "https" else None
+    return Network(tls, proxy)
