@@ -36,7 +36,8 @@ from objstore_saver.storage.s3.protocol import (
     Sleep,
     T,
 )
-from objstore_saver.storage.s3.retry import RetryPolicy
+from objstore_saver.storage.s3.retry import DEFAULT_BACKOFF_BASE, RetryPolicy
+from objstore_saver.storage.s3.rules import check_bucket
 from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
@@ -53,8 +54,6 @@ from objstore_saver.storage.s3.settings import (
 )
 from objstore_saver.storage.s3.sigv4 import Credentials, Signer
 
-#: Default of ``backoff_base``: the largest wait before the second attempt.
-DEFAULT_BACKOFF_BASE = 0.5
 #: Default of ``max_connections``: open connections per pool.
 DEFAULT_MAX_CONNECTIONS = 64
 _USER_AGENT = "objstore-saver-lean-s3"
@@ -171,7 +170,9 @@ class LeanS3Store:
             (environment, shared files, roles).
         max_attempts: Attempts per request, the first included; default 5.
         backoff_base: Largest wait in seconds before the second attempt,
-            doubling per attempt (full jitter, capped at 20 s); default 0.5.
+            doubling per attempt (full jitter, capped at 20 s); default 1
+            (botocore's). Retries also draw on the store's retry quota
+            (``retry.py``).
         connect_timeout: Seconds to wait for a connection; default 5.
         read_timeout: Seconds to wait for data on a connection; default 30.
         max_pool_connections: Idle connections kept per pool (one pool for
@@ -188,7 +189,8 @@ class LeanS3Store:
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
-        ValueError: ``bucket`` is empty, an option is out of range, or the
+        ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
+            a ``ConfigurationError``), an option is out of range, or the
             extra headers set what ``encryption`` sets.
     """
 
@@ -210,8 +212,7 @@ class LeanS3Store:
         extra_put_headers: dict[str, str] | None = None,
         extra_get_headers: dict[str, str] | None = None,
     ) -> None:
-        if not bucket:
-            raise ValueError("bucket must not be empty")
+        check_bucket(bucket)
         prefix = bucket_prefix(prefix)
         encryption = checked_encryption(encryption)
         attempts = at_least_one(
