@@ -4,7 +4,8 @@ The policy is botocore's ``standard`` retry mode (botocore 1.43,
 ``botocore/retries/standard.py`` and ``quota.py``, as configured by default):
 
 - retryable: HTTP 500, 502, 503 and 504, the transient and throttling error
-  codes below whatever the status, and transport failures (connection errors,
+  codes below whatever the status (but 304, 404, 412 and 416, which are
+  outcomes), and transport failures (connection errors,
   timeouts); plus HTTP 429, which S3 does not send but other servers do
   (botocore retries a 429 only when its error code is a throttling one);
 - backoff: ``random() * min(backoff_base * 2 ** (attempt - 1), 20)`` seconds,
@@ -77,6 +78,9 @@ TIMEOUT_FAILURES = ("ConnectTimeoutError:", "ReadTimeoutError:", "WriteTimeoutEr
 #: Texts of a TLS certificate failure: retrying cannot make it pass.
 CERTIFICATE_FAILURES = ("CertificateError", "SSLCertVerificationError", "CERTIFICATE_VERIFY_FAILED")
 
+#: Answers that are outcomes of the operation (missing key, key exists, empty range),
+#: never throttling: their body is not parsed for a retryable code.
+_PLAIN_OUTCOMES = frozenset({304, 404, 412, 416})
 #: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
 CONFLICT_RETRIES = 5
 
@@ -152,7 +156,9 @@ def is_retryable(reply: Reply) -> bool:
         return not is_certificate_failure(reply)
     if reply.status in RETRY_STATUS:
         return True
-    return reply.status >= 300 and error_code(reply)[0] in RETRY_CODES
+    if reply.status < 300 or reply.status in _PLAIN_OUTCOMES:
+        return False
+    return error_code(reply)[0] in RETRY_CODES
 
 
 def retry_cost(reply: Reply) -> int:
