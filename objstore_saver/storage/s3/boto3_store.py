@@ -46,7 +46,7 @@ from objstore_saver.storage.base import (
 )
 from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
 from objstore_saver.storage.s3.network import tls_context, trust_choice
-from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS
+from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS, check_bucket
 from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
@@ -210,7 +210,8 @@ class S3Store(ThreadedAsync):
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
-        ValueError: ``bucket`` is empty, an option is out of range, client
+        ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
+            a ``ConfigurationError``), an option is out of range, client
             options are given with ``client``, or the extra arguments set
             what ``encryption`` sets.
     """
@@ -236,8 +237,7 @@ class S3Store(ThreadedAsync):
         verify: bool | str | None = None,
         ca_bundle: str | None = None,
     ) -> None:
-        if not bucket:
-            raise ValueError("bucket must not be empty")
+        check_bucket(bucket)
         prefix = bucket_prefix(prefix)
         encryption = checked_encryption(encryption)
         client_options = {

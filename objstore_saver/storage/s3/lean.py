@@ -11,6 +11,7 @@ over boto3, aiobotocore and obstore is in ``docs/transport.md``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -31,12 +32,14 @@ from objstore_saver.storage.s3.endpoints import addressing_style as configured_s
 from objstore_saver.storage.s3.endpoints import configured_region, resolve_addressing
 from objstore_saver.storage.s3.network import network_for
 from objstore_saver.storage.s3.protocol import (
+    BucketRegionError,
     Exchange,
     S3Protocol,
     Sleep,
     T,
 )
-from objstore_saver.storage.s3.retry import RetryPolicy
+from objstore_saver.storage.s3.retry import DEFAULT_BACKOFF_BASE, RetryPolicy
+from objstore_saver.storage.s3.rules import check_bucket
 from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
@@ -51,8 +54,6 @@ from objstore_saver.storage.s3.settings import (
 )
 from objstore_saver.storage.s3.sigv4 import Signer
 
-#: Default of ``backoff_base``: the largest wait before the second attempt.
-DEFAULT_BACKOFF_BASE = 0.5
 #: Default of ``max_connections``: open connections per pool.
 DEFAULT_MAX_CONNECTIONS = 64
 _USER_AGENT = "objstore-saver-lean-s3"
@@ -97,7 +98,9 @@ class LeanS3Store:
             (environment, shared files, roles).
         max_attempts: Attempts per request, the first included; default 5.
         backoff_base: Largest wait in seconds before the second attempt,
-            doubling per attempt (full jitter, capped at 20 s); default 0.5.
+            doubling per attempt (full jitter, capped at 20 s); default 1
+            (botocore's). Retries also draw on the store's retry quota
+            (``retry.py``).
         connect_timeout: Seconds to wait for a connection; default 5.
         read_timeout: Seconds to wait for data on a connection; default 30.
         max_pool_connections: Idle connections kept per pool (one pool for
@@ -129,10 +132,11 @@ class LeanS3Store:
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
-        ValueError: ``bucket`` is empty, an option is out of range, the
-            extra headers set what ``encryption`` sets, the endpoint or proxy
-            URL is unusable, or botocore's endpoint rules know no host for the
-            region (FIPS in China, say).
+        ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
+            a ``ConfigurationError``), an option is out of range, the extra
+            headers set what ``encryption`` sets, the endpoint or proxy URL is
+            unusable, or botocore's endpoint rules know no host for the region
+            (FIPS in China, say).
         ConfigurationError: a CA bundle file is missing or unusable (a
             ``ValueError`` too), naming the path.
     """
@@ -159,8 +163,7 @@ class LeanS3Store:
         verify: bool | str | None = None,
         ca_bundle: str | None = None,
     ) -> None:
-        if not bucket:
-            raise ValueError("bucket must not be empty")
+        check_bucket(bucket)
         prefix = bucket_prefix(prefix)
         encryption = checked_encryption(encryption)
         attempts = at_least_one(
@@ -205,14 +208,14 @@ class LeanS3Store:
         addressing = resolve_addressing(
             bucket, endpoint_url, endpoint_source, region_name, style, session
         )
-        self._network = network_for(
-            addressing.scheme,
-            addressing.host,
-            proxies=proxies,
-            verify=verify,
-            ca_bundle=ca_bundle,
-            session=session,
-        )
+        self._network_options = {
+            "proxies": proxies,
+            "verify": verify,
+            "ca_bundle": ca_bundle,
+            "session": session,
+        }
+        self._network = network_for(addressing.scheme, addressing.host, **self._network_options)
+        self._move_lock = threading.Lock()
         location = f"s3://{bucket}/{prefix}"
         if endpoint_url is not None:
             location += f" at {addressing.public_url}"
@@ -230,8 +233,10 @@ class LeanS3Store:
             extra_put_headers=put_headers,
             extra_get_headers=get_headers,
             retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
+            relocate=None
+            if endpoint_url is not None
+            else lambda region: resolve_addressing(bucket, None, "", region, style, session),
         )
-        self._region = region_name
         self._pool = ConnectionPool(addressing.scheme, addressing.host, **self._pool_options())
         # One pool per event loop (stream connections are bound to their loop);
         # a loop that is garbage-collected takes its pool along.
@@ -253,8 +258,8 @@ class LeanS3Store:
 
     @property
     def region(self) -> str:
-        """Region the requests are signed for."""
-        return self._region
+        """Region the requests are signed for (the bucket's, once an answer named it)."""
+        return self._protocol.region
 
     @property
     def endpoint(self) -> str:
@@ -319,10 +324,44 @@ class LeanS3Store:
         """Send one request on the running loop's pool."""
         return await self._aio_pool().send(request)
 
+    def _move(self, moved: BucketRegionError) -> None:
+        """Follow the bucket to its region's host: new pools there, requests signed for it.
+
+        Nothing the refused request asked for was done, so the caller starts
+        its operation again. The blocking pool's idle connections to the old
+        host are closed; the event loops' pools are dropped and made anew on
+        their next request.
+        """
+        with self._move_lock:
+            if self._protocol.addressing == moved.addressing:
+                return  # another thread followed it first
+            where = moved.addressing
+            self._network = network_for(where.scheme, where.host, **self._network_options)
+            old, self._pool = (
+                self._pool,
+                ConnectionPool(where.scheme, where.host, **self._pool_options()),
+            )
+            self._aio = weakref.WeakKeyDictionary()
+            self._protocol.use_region(moved.bucket_region, where)
+        old.close()
+
     def _run(
-        self, plan: Exchange[T], reply: Reply | None = None, step: HttpRequest | Sleep | None = None
+        self,
+        make: Callable[[], Exchange[T]],
+        plan: Exchange[T] | None = None,
+        reply: Reply | None = None,
+        step: HttpRequest | Sleep | None = None,
     ) -> T:
-        """Carry out an exchange: ``reply`` answers its last step, or ``step`` is its next."""
+        """Carry out ``make()``'s exchange (or ``plan``, already begun: ``reply``
+        answers its last step, or ``step`` is its next), following the bucket
+        once to another region's host."""
+        try:
+            return self._steps(make() if plan is None else plan, reply, step)
+        except BucketRegionError as moved:
+            self._move(moved)
+        return self._steps(make(), None, None)
+
+    def _steps(self, plan: Exchange[T], reply: Reply | None, step: HttpRequest | Sleep | None) -> T:
         while True:
             if step is None:
                 try:
@@ -346,7 +385,11 @@ class LeanS3Store:
         and a request that finds no free connection slot at once, run inside
         that function, as the blocking call would run them.
         """
-        plan = _EXCHANGES[method](self._protocol, *args, **kwargs)
+
+        def make() -> Exchange[Any]:
+            return _EXCHANGES[method](self._protocol, *args, **kwargs)
+
+        plan = make()
         try:
             step = plan.send(None)
         except StopIteration as stop:
@@ -362,10 +405,21 @@ class LeanS3Store:
         if isinstance(step, HttpRequest):
             answer = self._pool.send_ahead(step)
             if answer is not None:
-                return lambda: self._run(plan, reply=answer())
-        return lambda: self._run(plan, step=step)
+                return lambda: self._run(make, plan, reply=answer())
+        return lambda: self._run(make, plan, step=step)
 
-    async def _arun(self, plan: Exchange[T]) -> T:
+    async def _arun(self, make: Callable[[], Exchange[T]]) -> T:
+        """Carry out ``make()``'s exchange on the running loop, following the bucket once."""
+        try:
+            return await self._asteps(make())
+        except BucketRegionError as moved:
+            old = self._aio.get(asyncio.get_running_loop())
+            self._move(moved)
+            if old is not None:
+                await old.close()
+        return await self._asteps(make())
+
+    async def _asteps(self, plan: Exchange[T]) -> T:
         reply: Reply | None = None
         while True:
             # The next step may sign a request: credentials due for a refresh
@@ -400,7 +454,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket is missing, access is denied or
                 the endpoint cannot be reached.
         """
-        self._run(self._protocol.check())
+        self._run(lambda: self._protocol.check())
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Store ``data`` at ``key`` with one ``PutObject`` (see :meth:`S3Store.put`).
@@ -412,7 +466,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        self._run(self._protocol.put(key, data, mode))
+        self._run(lambda: self._protocol.put(key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Return the object at ``key``, or bytes ``[start, end)`` of it.
@@ -424,7 +478,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        return self._run(self._protocol.get(key, byte_range))
+        return self._run(lambda: self._protocol.get(key, byte_range))
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
@@ -436,7 +490,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        return self._run(self._protocol.list(prefix, start_after, limit))
+        return self._run(lambda: self._protocol.list(prefix, start_after, limit))
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request.
@@ -446,28 +500,28 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: S3 reported an error for a key (named with its code).
         """
-        self._run(self._protocol.delete(keys))
+        self._run(lambda: self._protocol.delete(keys))
 
     # --- the protocol, on the event loop ---------------------------------------------------
 
     async def acheck(self) -> None:
         """Coroutine of :meth:`check`."""
-        await self._arun(self._protocol.check())
+        await self._arun(lambda: self._protocol.check())
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Coroutine of :meth:`put`."""
-        await self._arun(self._protocol.put(key, data, mode))
+        await self._arun(lambda: self._protocol.put(key, data, mode))
 
     async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Coroutine of :meth:`get`."""
-        return await self._arun(self._protocol.get(key, byte_range))
+        return await self._arun(lambda: self._protocol.get(key, byte_range))
 
     async def alist(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """Coroutine of :meth:`list`."""
-        return await self._arun(self._protocol.list(prefix, start_after, limit))
+        return await self._arun(lambda: self._protocol.list(prefix, start_after, limit))
 
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine of :meth:`delete`."""
-        await self._arun(self._protocol.delete(keys))
+        await self._arun(lambda: self._protocol.delete(keys))

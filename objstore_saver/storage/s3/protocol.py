@@ -37,8 +37,21 @@ from objstore_saver.storage.base import (
     validate_key,
 )
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
-from objstore_saver.storage.s3.retry import CONFLICT_RETRIES, RetryPolicy, is_retryable
-from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS, error_code
+from objstore_saver.storage.s3.retry import (
+    CONFLICT_RETRIES,
+    NO_RETRY_REFUND,
+    RetryPolicy,
+    is_retryable,
+    retry_cost,
+    succeeded,
+)
+from objstore_saver.storage.s3.rules import (
+    UNAVAILABLE_CODES,
+    UNAVAILABLE_STATUS,
+    error_code,
+    is_wrong_region,
+    redirect_region,
+)
 from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
 from objstore_saver.storage.s3.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
 
@@ -56,6 +69,31 @@ class Sleep:
 
 
 Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
+
+
+class BucketRegionError(StoreUnavailableError):
+    """The bucket is in another region, and following it means another host.
+
+    Raised when a wrong-region answer names a region whose requests go to
+    another host (an AWS endpoint names its region): the plans cannot move
+    the connection pools; the store's runner may catch this, reconnect to
+    ``addressing`` and call :meth:`S3Protocol.use_region` before starting the
+    operation again (nothing was done by the refused request).
+
+    Args:
+        message: What happened and what to configure.
+        region: The region the refused request was signed for.
+        bucket_region: The region the answer names.
+        addressing: Where the bucket's requests must go for that region.
+    """
+
+    def __init__(
+        self, message: str, *, region: str, bucket_region: str, addressing: Addressing
+    ) -> None:
+        super().__init__(message)
+        self.region = region
+        self.bucket_region = bucket_region
+        self.addressing = addressing
 
 
 def _local(tag: str) -> str:
@@ -155,6 +193,13 @@ class Addressing:
         return f"{self.scheme}://{self.host}"
 
 
+def signed_region(request: HttpRequest) -> str:
+    """The region of a signed request's credential scope (``""`` when unsigned)."""
+    credential = request.headers.get("authorization", "").partition("Credential=")[2]
+    parts = credential.split("/")
+    return parts[2] if len(parts) > 2 else ""
+
+
 class S3Protocol:
     """Builds, signs and interprets the requests of one bucket and prefix.
 
@@ -171,6 +216,10 @@ class S3Protocol:
         extra_get_headers: Extra headers of every GET.
         retry: Retry policy.
         clock: Current UTC time (tests pin it).
+        relocate: Where the bucket's requests go in another region: an AWS
+            host names its region, so following the bucket means another
+            host. ``None`` for a custom endpoint, where a wrong-region answer
+            only changes the signature.
     """
 
     def __init__(
@@ -187,6 +236,7 @@ class S3Protocol:
         extra_get_headers: dict[str, str],
         retry: RetryPolicy,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        relocate: Callable[[str], Addressing] | None = None,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix
@@ -197,6 +247,7 @@ class S3Protocol:
         self.encryption = encryption
         self.retry = retry
         self.clock = clock
+        self._relocate = relocate
         self._put_headers = {**extra_put_headers, **encryption_headers(encryption, put=True)}
         self._get_headers = {**extra_get_headers, **encryption_headers(encryption, put=False)}
 
@@ -240,45 +291,168 @@ class S3Protocol:
 
     # --- error mapping -----------------------------------------------------------
 
-    def error(self, reply: Reply, operation: str, key: str | None = None) -> StorageError:
-        """The storage error for a failed exchange (never quoting credentials)."""
+    def error(
+        self, reply: Reply, operation: str, key: str | None = None, note: str = ""
+    ) -> StorageError:
+        """The storage error for a failed exchange (never quoting credentials).
+
+        ``note`` is appended to the message (after ``; ``) when given.
+        """
         where = f"S3 bucket {self.bucket!r} at {self.addressing.public_url}"
+        after = f"; {note}" if note else ""
         if isinstance(reply, TransportFailure):
-            return StoreUnavailableError(f"{where} is unavailable ({operation}): {reply.error}")
+            return StoreUnavailableError(
+                f"{where} is unavailable ({operation}): {reply.error}{after}"
+            )
         code, message = error_code(reply)
         if code in UNAVAILABLE_CODES or reply.status in UNAVAILABLE_STATUS or operation == "check":
             return StoreUnavailableError(
-                f"{where} is unavailable ({operation}): {code} (HTTP {reply.status})"
+                f"{where} is unavailable ({operation}): {code} (HTTP {reply.status}){after}"
             )
         subject = f" of key {key!r}" if key is not None else ""
         return StorageError(
             f"S3 {operation}{subject} in {self.location} failed: {code} (HTTP {reply.status})"
             + (f": {message}" if message else "")
+            + after
+        )
+
+    # --- the bucket's region ------------------------------------------------------
+
+    @property
+    def region(self) -> str:
+        """The region requests are signed for now."""
+        return self.signer.region
+
+    def use_region(self, region: str, addressing: Addressing | None = None) -> None:
+        """Sign later requests for ``region`` (and send them to ``addressing`` if given).
+
+        The store's runner calls this with the addressing of a
+        :class:`BucketRegionError` once its pools connect there.
+        """
+        self.signer = Signer(region)
+        if addressing is not None:
+            self.addressing = addressing
+
+    def _redirect(self, request: HttpRequest, reply: Reply, operation: str) -> str | None:
+        """The region to re-sign ``request`` for after a wrong-region ``reply``, or ``None``.
+
+        Follows it (remembers the region for every later request) when only
+        the signature changes; raises :class:`BucketRegionError` when the
+        requests must go to another host.
+        """
+        if not isinstance(reply, HttpResponse):
+            return None
+        region = redirect_region(reply)
+        signed = signed_region(request)
+        if region is None or region == signed:
+            return None  # not a redirect, or none this request can follow
+        if region == self.signer.region:
+            return region  # another request of the store followed it meanwhile
+        moved = self._moved_to(region, reply, operation)
+        if moved is not None and moved != self.addressing:
+            raise BucketRegionError(
+                f"S3 bucket {self.bucket!r} is in region {region!r}, not {signed!r} "
+                f"(the region requests are signed for) at {self.addressing.public_url} "
+                f"({operation}: {error_code(reply)[0]}, HTTP {reply.status}): set "
+                f"region_name={region!r} (or AWS_REGION={region})",
+                region=signed,
+                bucket_region=region,
+                addressing=moved,
+            )
+        self.use_region(region)
+        return region
+
+    def _moved_to(self, region: str, reply: HttpResponse, operation: str) -> Addressing | None:
+        """Where requests go in the bucket's ``region``; None when only the signature changes."""
+        if self._relocate is None:
+            return None
+        try:
+            return self._relocate(region)
+        except ValueError as exc:
+            raise StoreUnavailableError(
+                f"S3 bucket {self.bucket!r} at {self.addressing.public_url} answered that it is "
+                f"in region {region!r} ({operation}: {error_code(reply)[0]}, HTTP "
+                f"{reply.status}), which has no AWS endpoint here: {exc}"
+            ) from None
+
+    def _redirected_again(
+        self, first: str, second: str, reply: HttpResponse, operation: str
+    ) -> StoreUnavailableError:
+        third = redirect_region(reply)
+        where = f"to region {third!r}" if third else "naming no region"
+        return StoreUnavailableError(
+            f"S3 bucket {self.bucket!r} at {self.addressing.public_url} is unavailable "
+            f"({operation}): a request signed for region {first!r} was redirected to region "
+            f"{second!r}, and re-signed for {second!r} it was redirected again ({where}: "
+            f"{error_code(reply)[0]}, HTTP {reply.status}); set region_name to the bucket's region"
         )
 
     # --- the exchange with retries ----------------------------------------------
 
-    def exchange(self, build: Callable[[], HttpRequest]) -> Exchange[tuple[Reply, int]]:
+    def exchange(
+        self, build: Callable[[], HttpRequest], operation: str, key: str | None = None
+    ) -> Exchange[tuple[Reply, int]]:
         """Send a request until it gets a final answer or attempts run out.
+
+        A retry waits its backoff and takes its cost from the store's retry
+        quota; a 2xx answer gives back what the last retry took (1 when there
+        was none). One wrong-region answer is followed: the request is signed
+        again, at once, for the region the answer names (not an attempt).
+
+        Args:
+            build: Builds and signs the request, anew for each attempt.
+            operation: The operation, as error messages name it.
+            key: The key or prefix, as error messages name it.
 
         Returns:
             The last reply and the number of attempts made. A reply that is
             still retryable after the last attempt is returned as is.
+
+        Raises:
+            StorageError: the reply was retryable but the retry quota is empty
+                (mapped like the reply, saying so).
+            StoreUnavailableError: a second wrong-region answer.
+            BucketRegionError: the bucket's region is served by another host.
         """
         attempt = 0
+        taken = 0
+        redirected: tuple[str, str] | None = None
         while True:
             attempt += 1
-            reply = yield build()  # signed anew: x-amz-date moves on
+            request = build()  # signed anew: x-amz-date moves on
+            reply = yield request
             assert reply is not None
-            if attempt >= self.retry.max_attempts or not is_retryable(reply):
+            if redirected is None:
+                region = self._redirect(request, reply, operation)
+                if region is not None:
+                    redirected = (signed_region(request), region)
+                    attempt -= 1
+                    continue
+            elif isinstance(reply, HttpResponse) and is_wrong_region(reply):
+                raise self._redirected_again(*redirected, reply, operation)
+            if not is_retryable(reply):
+                if succeeded(reply):
+                    self.retry.quota.release(taken or NO_RETRY_REFUND)
                 return reply, attempt
+            if attempt >= self.retry.max_attempts:
+                return reply, attempt
+            taken = retry_cost(reply)
+            if not self.retry.quota.acquire(taken):
+                raise self.error(
+                    reply,
+                    operation,
+                    key,
+                    f"not retried: the retry budget of S3 bucket {self.bucket!r} at "
+                    f"{self.addressing.public_url} is exhausted (too many retries lately; "
+                    "successful requests refill it)",
+                )
             yield Sleep(self.retry.delay(attempt))
 
     # --- operations ----------------------------------------------------------------
 
     def check(self) -> Exchange[None]:
         """``HeadBucket``: the bucket exists and the credentials may use it."""
-        reply, _ = yield from self.exchange(lambda: self.request("HEAD", None))
+        reply, _ = yield from self.exchange(lambda: self.request("HEAD", None), "check")
         if isinstance(reply, TransportFailure) or reply.status != 200:
             raise self.error(reply, "check")
 
@@ -291,7 +465,7 @@ class S3Protocol:
         data = bytes(data)
         for conflict in range(CONFLICT_RETRIES + 1):
             reply, attempts = yield from self.exchange(
-                lambda: self.request("PUT", full, headers=headers, body=data)
+                lambda: self.request("PUT", full, headers=headers, body=data), "put", key
             )
             if isinstance(reply, HttpResponse) and reply.status == 200:
                 if self.encryption is not None and not encryption_confirmed(
@@ -337,7 +511,9 @@ class S3Protocol:
             # An empty range cannot be expressed in HTTP; ask for one byte so
             # the object's existence is still checked, then drop it.
             headers["range"] = f"bytes={start}-{max(start, end - 1)}"
-        reply, _ = yield from self.exchange(lambda: self.request("GET", full, headers=headers))
+        reply, _ = yield from self.exchange(
+            lambda: self.request("GET", full, headers=headers), "get", key
+        )
         if isinstance(reply, HttpResponse):
             if reply.status == 200 and byte_range is None:
                 return reply.body
@@ -360,7 +536,9 @@ class S3Protocol:
         query = {"list-type": "2", "prefix": self.prefix + prefix, "max-keys": str(limit)}
         if start_after:
             query["start-after"] = self.prefix + start_after
-        reply, _ = yield from self.exchange(lambda: self.request("GET", None, query=query))
+        reply, _ = yield from self.exchange(
+            lambda: self.request("GET", None, query=query), "list", prefix
+        )
         if isinstance(reply, HttpResponse) and reply.status == 200:
             try:
                 return parse_list(reply.body, len(self.prefix))
@@ -381,7 +559,9 @@ class S3Protocol:
             reply, _ = yield from self.exchange(
                 lambda body=body, headers=headers: self.request(
                     "POST", None, query={"delete": ""}, headers=headers, body=body
-                )
+                ),
+                "delete",
+                keys[i],
             )
             if not isinstance(reply, HttpResponse) or reply.status != 200:
                 raise self.error(reply, "delete", keys[i])

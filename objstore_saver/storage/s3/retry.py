@@ -1,61 +1,173 @@
-"""When the lean transport tries a request again, and how long it waits first."""
+"""When the lean transport tries a request again, and how long it waits first.
+
+The policy is botocore's ``standard`` retry mode (botocore 1.43,
+``botocore/retries/standard.py`` and ``quota.py``, as configured by default):
+
+- retryable: HTTP 500, 502, 503 and 504, the transient and throttling error
+  codes below whatever the status (but 304, 404, 412 and 416, which are
+  outcomes), and transport failures (connection errors,
+  timeouts); plus HTTP 429, which S3 does not send but other servers do
+  (botocore retries a 429 only when its error code is a throttling one);
+- backoff: ``random() * min(backoff_base * 2 ** (attempt - 1), 20)`` seconds,
+  ``backoff_base`` 1 s by default (botocore's);
+- a retry quota per store: 500 units; a retry takes 5 (10 after a connect or
+  read timeout) and is not made when they are not there, so the request fails
+  after that attempt; a request that succeeds gives back what its last retry
+  took, or 1 when it was not retried. In an outage the quota runs dry after
+  ~100 retries and each request is then sent once: a fleet's load stays
+  close to what it asks for instead of ``max_attempts`` times that.
+
+Two differences, both deliberate: a certificate failure is never retried
+(botocore retries ``SSLError`` like any connection error, though a retry
+cannot fix it), and ``Retry-After`` / ``x-amz-retry-after`` are not honoured
+(botocore reads ``x-amz-retry-after`` only behind its opt-in new-retries
+flag, ``AWS_NEW_RETRIES_2026``; its default standard mode ignores both).
+"""
 
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass, field
 
-from objstore_saver.storage.http.messages import Reply, TransportFailure
+from objstore_saver.storage.http.messages import HttpResponse, Reply, TransportFailure
 from objstore_saver.storage.s3.rules import error_code
 
-#: Answers worth another attempt (the set botocore's standard mode retries).
+#: Default largest wait before the second attempt, in seconds (botocore's base).
+DEFAULT_BACKOFF_BASE = 1.0
+#: Largest wait between two attempts, in seconds (botocore's ``_MAX_BACKOFF``).
+DEFAULT_BACKOFF_CAP = 20.0
+
+#: Statuses retried whatever the error code: botocore's transient ones, plus 429.
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-RETRY_CODES = frozenset(
+#: botocore's ``TransientRetryableChecker`` codes.
+TRANSIENT_CODES = frozenset(
+    {"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"}
+)
+#: botocore's ``ThrottledRetryableChecker`` codes.
+THROTTLING_CODES = frozenset(
     {
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
         "Throttling",
         "ThrottlingException",
         "ThrottledException",
         "RequestThrottledException",
         "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
         "RequestLimitExceeded",
         "BandwidthLimitExceeded",
+        "LimitExceededException",
         "RequestThrottled",
         "SlowDown",
-        "InternalError",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
     }
 )
+RETRY_CODES = TRANSIENT_CODES | THROTTLING_CODES
+
+#: Capacity of a store's retry quota (botocore ``RetryQuota.INITIAL_CAPACITY``).
+QUOTA_CAPACITY = 500
+#: Quota a retry takes (botocore ``RetryQuotaChecker._RETRY_COST``).
+RETRY_COST = 5
+#: Quota a retry after a connect or read timeout takes (``_TIMEOUT_RETRY_REQUEST``).
+TIMEOUT_RETRY_COST = 10
+#: Quota a success that needed no retry gives back (``_NO_RETRY_INCREMENT``).
+NO_RETRY_REFUND = 1
+#: How the HTTP pools name a connect or read timeout at the start of a failure.
+TIMEOUT_FAILURES = ("ConnectTimeoutError:", "ReadTimeoutError:", "WriteTimeoutError:")
+#: Texts of a TLS certificate failure: retrying cannot make it pass.
+CERTIFICATE_FAILURES = ("CertificateError", "SSLCertVerificationError", "CERTIFICATE_VERIFY_FAILED")
+
+#: Answers that are outcomes of the operation (missing key, key exists, empty range),
+#: never throttling: their body is not parsed for a retryable code.
+_PLAIN_OUTCOMES = frozenset({304, 404, 412, 416})
 #: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
 CONFLICT_RETRIES = 5
 
 
+class RetryQuota:
+    """The retry budget of one store, shared by every thread and event loop using it.
+
+    Thread-safe: each change holds a lock for a few instructions and never
+    waits, so coroutines on an event loop may use it too.
+
+    Args:
+        capacity: Units when full (and at the start).
+    """
+
+    def __init__(self, capacity: int = QUOTA_CAPACITY) -> None:
+        self.capacity = capacity
+        self._available = capacity
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> int:
+        """Units left."""
+        return self._available
+
+    def acquire(self, amount: int) -> bool:
+        """Take ``amount`` units for a retry; False (nothing taken) when they are not there."""
+        with self._lock:
+            if amount > self._available:
+                return False
+            self._available -= amount
+            return True
+
+    def release(self, amount: int) -> None:
+        """Give back ``amount`` units, never beyond the capacity."""
+        with self._lock:
+            self._available = min(self.capacity, self._available + amount)
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Bounded attempts with capped, fully jittered exponential backoff.
+    """Bounded attempts, capped fully jittered exponential backoff and a retry quota.
 
     Args:
         max_attempts: Attempts per request, the first included.
         backoff_base: Largest wait before the second attempt, in seconds; it
             doubles per attempt.
         backoff_cap: Largest wait between two attempts, in seconds.
+        rng: Source of the jitter.
+        quota: The retry budget; one per policy, so one per store.
     """
 
     max_attempts: int = 5
-    backoff_base: float = 0.5
-    backoff_cap: float = 20.0
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_cap: float = DEFAULT_BACKOFF_CAP
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+    quota: RetryQuota = field(default_factory=RetryQuota, compare=False, repr=False)
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return self.rng.uniform(0, min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1)))
+        return self.rng.random() * min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
+
+
+def is_certificate_failure(reply: Reply) -> bool:
+    """Whether the TLS handshake refused the server's certificate."""
+    return isinstance(reply, TransportFailure) and any(
+        text in reply.error for text in CERTIFICATE_FAILURES
+    )
 
 
 def is_retryable(reply: Reply) -> bool:
     """Whether another attempt may get a different answer."""
     if isinstance(reply, TransportFailure):
-        return True
+        return not is_certificate_failure(reply)
     if reply.status in RETRY_STATUS:
         return True
-    return reply.status == 400 and error_code(reply)[0] in RETRY_CODES
+    if reply.status < 300 or reply.status in _PLAIN_OUTCOMES:
+        return False
+    return error_code(reply)[0] in RETRY_CODES
+
+
+def retry_cost(reply: Reply) -> int:
+    """Quota units a retry after ``reply`` takes."""
+    if isinstance(reply, TransportFailure) and reply.error.startswith(TIMEOUT_FAILURES):
+        return TIMEOUT_RETRY_COST
+    return RETRY_COST
+
+
+def succeeded(reply: Reply) -> bool:
+    """Whether ``reply`` is a 2xx answer (one that gives quota back)."""
+    return isinstance(reply, HttpResponse) and 200 <= reply.status < 300

@@ -1,9 +1,11 @@
-"""What S3's answers mean, for both transports: error codes and their vocabulary."""
+"""What S3's answers mean, for both transports: error codes, redirects, bucket names."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
+from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.http.messages import HttpResponse
 
 _S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -39,3 +41,70 @@ def error_code(response: HttpResponse) -> tuple[str, str]:
         if code:
             return code, message
     return str(response.status), ""
+
+
+#: Statuses of a redirect to the bucket's region (botocore's ``is_redirect_status``).
+REDIRECT_STATUS = frozenset({301, 302, 307})
+#: botocore's ``validate_region_name``: what a region named by an answer must look like.
+_REGION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
+
+
+def is_wrong_region(response: HttpResponse) -> bool:
+    """Whether the answer says the bucket is not in the region the request was signed for."""
+    if response.status in REDIRECT_STATUS:
+        return True
+    return response.status >= 400 and error_code(response)[0] in (
+        "PermanentRedirect",
+        "AuthorizationHeaderMalformed",
+    )
+
+
+def redirect_region(response: HttpResponse) -> str | None:
+    """The region a wrong-region answer names, or ``None``.
+
+    A wrong-region answer is a 301, 302 or 307, a ``PermanentRedirect``, or a
+    400 ``AuthorizationHeaderMalformed`` (signed for the wrong region); the
+    region comes from the ``x-amz-bucket-region`` header, else from the
+    ``<Region>`` element of the error XML. ``None`` when the answer is not
+    one of these or names no valid region.
+    """
+    if not is_wrong_region(response):
+        return None
+    region = response.headers.get("x-amz-bucket-region") or _error_field(response, "Region")
+    if region is None or _REGION.fullmatch(region) is None:
+        return None
+    return region
+
+
+def _error_field(response: HttpResponse, name: str) -> str | None:
+    if not response.body:
+        return None
+    try:
+        root = ET.fromstring(response.body)
+    except ET.ParseError:
+        return None
+    return root.findtext(name) or root.findtext(_S3_NS + name)
+
+
+#: Suffix of an S3 Express One Zone directory bucket's name.
+DIRECTORY_BUCKET_SUFFIX = "--x-s3"
+
+
+def check_bucket(bucket: str) -> None:
+    """Refuse a bucket name neither transport can serve.
+
+    Raises:
+        ConfigurationError: ``bucket`` is empty, or an S3 Express One Zone
+            directory bucket (name ending ``--x-s3``): those list keys in no
+            particular order, and the latest-checkpoint lookup relies on
+            ``ListObjectsV2`` returning keys in ascending order.
+    """
+    if not bucket:
+        raise ConfigurationError("bucket must not be empty")
+    if bucket.endswith(DIRECTORY_BUCKET_SUFFIX):
+        raise ConfigurationError(
+            f"bucket {bucket!r} is an S3 Express One Zone directory bucket (its name ends "
+            f"with {DIRECTORY_BUCKET_SUFFIX!r}): directory buckets list keys in no "
+            "particular order, and the saver's latest-checkpoint lookup relies on "
+            "ListObjectsV2 returning keys in ascending order; use a general purpose bucket"
+        )
