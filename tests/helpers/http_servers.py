@@ -320,12 +320,12 @@ def make_ca(folder: Path) -> PrivateCA:
 class TlsOrigin:
     """A keep-alive HTTPS origin on loopback answering every request with :data:`OK`."""
 
-    def __init__(self, context: ssl.SSLContext) -> None:
+    def __init__(self, context: ssl.SSLContext, address: str = "127.0.0.1") -> None:
         self._context = context
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server((address, 0))
         self.listener.settimeout(0.2)
         self.port = self.listener.getsockname()[1]
-        self.host = f"127.0.0.1:{self.port}"
+        self.host = f"{address}:{self.port}"
         self.accepted = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

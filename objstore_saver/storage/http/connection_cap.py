@@ -194,7 +194,9 @@ class CappedPool:
         where = f"{self._authority}" + (f" via {self._proxy_name()}" if self._proxy else "")
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or str(exc)
-            return TransportFailure(f"CertificateError: {where}: {detail}", sent=False)
+            return TransportFailure(
+                f"CertificateError: {where}: certificate verification failed: {detail}", sent=False
+            )
         if isinstance(exc, TimeoutError):
             return TransportFailure(
                 f"ConnectTimeoutError: no connection to {where} within {self._connect_timeout} s",

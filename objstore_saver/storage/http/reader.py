@@ -45,7 +45,8 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 
 _STATUS = re.compile(r"HTTP/1\.([0-9]) ([1-5][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
 # Possessive quantifiers: a line that fails is rejected in one pass, never backtracked.
-_FIELD = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]++):[ \t]*+([^\x00-\x08\x0a-\x1f\x7f]*+)")
+_FIELD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]++:[ \t]*+[^\x00-\x08\x0a-\x1f\x7f]*+")
+_FIELDS = re.compile(rf"(?:{_FIELD.pattern}\r\n)*+")
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
@@ -71,18 +72,24 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     Raises:
         ProtocolError: the status line or a header line breaks the rules above.
     """
-    lines = head.decode("latin-1").split("\r\n")
-    status = _STATUS.fullmatch(lines[0])
+    text = head.decode("latin-1")
+    first, _, fields = text.partition("\r\n")
+    status = _STATUS.fullmatch(first)
     if status is None:
-        raise ProtocolError(f"bad status line {_shown(lines[0])}")
+        raise ProtocolError(f"bad status line {_shown(first)}")
     headers: dict[str, str] = {}
-    for line in lines[1:]:
-        field = _FIELD.fullmatch(line)
-        if field is None:
-            raise ProtocolError(f"bad header line {_shown(line)}")
-        name = field[1].lower()
-        value = field[2].rstrip(" \t")
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    if fields:
+        fields += "\r\n"
+        if _FIELDS.fullmatch(fields) is None:  # one pass over all lines; then split them
+            for line in fields.split("\r\n")[:-1]:
+                if _FIELD.fullmatch(line) is None:
+                    raise ProtocolError(f"bad header line {_shown(line)}")
+            raise ProtocolError("bad header lines")  # unreachable: some line failed above
+        for line in fields.split("\r\n")[:-1]:
+            name, _, value = line.partition(":")
+            name = name.lower()
+            value = value.strip(" \t")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
     if status[1] == "0" and "keep-alive" not in headers.get("connection", "").lower():
         headers["connection"] = "close"
     return int(status[2]), headers
