@@ -9,9 +9,11 @@ Real sockets on loopback.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -176,3 +178,98 @@ def test_a_body_the_server_does_not_read_ends_with_a_write_timeout() -> None:
     assert isinstance(reply, TransportFailure)
     assert reply.error.startswith("WriteTimeoutError")
     assert pool.busy == 0
+
+
+# --- what a request may hold ----------------------------------------------------------------
+
+
+BREAKING = {
+    "header value": HttpRequest("GET", "/b/k", {"host": "h", "x-amz-meta-a": "v\r\nx-evil: 1"}),
+    "header value LF": HttpRequest("GET", "/b/k", {"host": "h", "x-amz-meta-a": "v\nx: 1"}),
+    "header value NUL": HttpRequest("GET", "/b/k", {"host": "h", "x-amz-meta-a": "v\x00"}),
+    "header name": HttpRequest("GET", "/b/k", {"host": "h", "x-a\r\nx-evil": "1"}),
+    "target": HttpRequest("GET", "/b/k HTTP/1.1\r\nx-evil: 1\r\n\r\nGET /b/k", {"host": "h"}),
+    "target space": HttpRequest("GET", "/b/k x", {"host": "h"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BREAKING))
+def test_cr_lf_or_nul_in_a_request_is_refused_before_sending(case: str) -> None:
+    host, thread, listener, accepted = _serve([KEEP])
+    pool = ConnectionPool("http", host, **OPTIONS)
+    apool = AsyncConnectionPool("http", host, **OPTIONS)
+    try:
+        with pytest.raises(ValueError, match=r"header|target") as info:
+            pool.send(BREAKING[case])
+        if case.startswith("header"):
+            assert "x-a" in str(info.value)  # names the header
+        with pytest.raises(ValueError, match=r"header|target"):
+            asyncio.run(apool.send(BREAKING[case]))
+        assert pool.busy == 0 and apool.busy == 0
+        # Nothing was sent: the server still has its one answer for a sound request.
+        reply = pool.send(HttpRequest("GET", "/b/k", {"host": host}))
+        assert isinstance(reply, HttpResponse) and reply.body == b"ok"
+    finally:
+        pool.close()
+        thread.join(10)
+        listener.close()
+    assert len(accepted) == 1
+
+
+def test_cr_lf_in_an_extra_header_is_refused_when_the_pool_is_made() -> None:
+    with pytest.raises(ValueError, match="user-agent"):
+        ConnectionPool("http", "127.0.0.1:1", **OPTIONS, extra_headers={"user-agent": "a\r\nb"})
+
+
+# --- descriptors numbered past 1024 -----------------------------------------------------------
+
+
+@pytest.fixture
+def many_descriptors() -> Iterator[None]:
+    """About 1,100 descriptors open (the soft limit raised if needed, restored after)."""
+    resource = pytest.importorskip("resource", reason="no resource module (RLIMIT_NOFILE)")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1400
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"the hard RLIMIT_NOFILE is {hard}, under {wanted}")
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    opened: list[int] = []
+    try:
+        while len(opened) < 1100:
+            opened.append(os.open(os.devnull, os.O_RDONLY))
+        assert max(opened) >= 1024
+        yield
+    finally:
+        for fd in opened:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_both_pools_reuse_sockets_numbered_past_1024(many_descriptors: None) -> None:
+    # select() refuses a descriptor >= 1024 (ValueError); the pools poll instead.
+    host, thread, listener, accepted = _serve([KEEP] * 20)
+    pool = ConnectionPool("http", host, **OPTIONS)
+    replies: list[object] = []
+    try:
+        for i in range(10):
+            replies.append(pool.send(HttpRequest("GET", f"/b/k{i}", {"host": host})))
+        (conn,) = pool._idle
+        assert conn.sock.fileno() >= 1024
+
+        async def ten() -> None:
+            apool = AsyncConnectionPool("http", host, **OPTIONS)
+            try:
+                for i in range(10):
+                    replies.append(await apool.send(HttpRequest("GET", f"/b/a{i}", {"host": host})))
+            finally:
+                await apool.close()
+
+        pool.close()
+        asyncio.run(ten())
+    finally:
+        pool.close()
+        thread.join(10)
+        listener.close()
+    assert [getattr(r, "body", r) for r in replies] == [b"ok"] * 20
+    assert len(accepted) == 2  # one kept-alive connection per pool

@@ -1,10 +1,10 @@
 """A small keep-alive pool of asyncio stream connections speaking HTTP/1.1 to one origin.
 
 The async side of the lean S3 transport, the twin of ``sync_pool.py``: one
-request per connection at a time, answers framed by ``Content-Length``,
-chunked transfer coding or the end of the connection. It never retries; a
-failed request is reported to the caller's retry policy. Connections belong
-to the event loop that opened them.
+request per connection at a time, answers read by the same strict
+:class:`~.reader.AnswerReader` (this module only moves bytes and keeps the
+deadline). It never retries; a failed request is reported to the caller's
+retry policy. Connections belong to the event loop that opened them.
 """
 
 from __future__ import annotations
@@ -19,23 +19,52 @@ from objstore_saver.storage.http.messages import (
     Reply,
     TransportFailure,
 )
-from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, ProtocolError, parse_head
+from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, AnswerReader, ProtocolError
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+_RECV = 256 * 1024
 
 
 async def read_chunked(reader: asyncio.StreamReader) -> bytes:
-    """A chunked body read to its last chunk (trailers skipped), the chunks joined."""
-    parts = []
+    """A chunked body read to its last chunk (trailers checked and skipped), the chunks joined.
+
+    Reads no byte past the body (the stream may carry another message), with
+    the rules of :class:`~.reader.AnswerReader`.
+
+    Raises:
+        ValueError: the chunked framing is broken.
+        asyncio.IncompleteReadError: the stream ended inside the body.
+        asyncio.LimitOverrunError: a line is longer than the stream's limit.
+    """
+    body = AnswerReader.chunked_body()
     while True:
-        line = await reader.readuntil(b"\r\n")
-        size = int(line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
-                pass
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
+        wanted = body.wanted
+        data = await (reader.readexactly(wanted) if wanted else reader.readuntil(b"\r\n"))
+        try:
+            answer = body.feed(data)
+        except ProtocolError as exc:
+            raise ValueError(str(exc)) from exc
+        if answer is not None:
+            return answer.body
+
+
+async def _receive(reader: asyncio.StreamReader, answer: AnswerReader) -> HttpResponse:
+    """Feed ``answer`` what the stream brings until it holds a whole answer."""
+    while True:
+        data = await reader.read(_RECV)
+        if not data:
+            return answer.end()
+        whole = answer.feed(data)
+        if whole is not None:
+            return whole
+
+
+class _Refused(Exception):
+    """A proxy did not open the tunnel: carries the failure to report."""
+
+    def __init__(self, failure: TransportFailure) -> None:
+        super().__init__(failure.error)
+        self.failure = failure
 
 
 class AsyncConnectionPool(CappedPool):
@@ -49,8 +78,8 @@ class AsyncConnectionPool(CappedPool):
         self._slots = asyncio.Semaphore(self._max_connections)
         self._idle: list[_Conn] = []
 
-    async def _take(self) -> tuple[_Conn | None, str | None]:
-        """An open idle connection, a new one, or ``(None, error)`` when none opens."""
+    async def _take(self) -> _Conn | TransportFailure:
+        """An open idle connection, a new one, or the failure (not sent) when none opens."""
         while self._idle:
             reader, writer = self._idle.pop()
             # An idle connection has nothing to read: data or EOF means the
@@ -59,18 +88,44 @@ class AsyncConnectionPool(CappedPool):
             # one, stray bytes surface as a framing error the retry sees.)
             buffered = getattr(reader, "_buffer", b"")
             if not writer.is_closing() and not reader.at_eof() and not buffered:
-                return (reader, writer), None
+                return reader, writer
             writer.close()
         try:
             async with asyncio.timeout(self._connect_timeout):
-                conn = await asyncio.open_connection(
-                    self._host, self._port, ssl=self._ssl, limit=MAX_HEAD_BYTES
-                )
-        except TimeoutError:
-            return None, f"ConnectTimeoutError: no connection within {self._connect_timeout} s"
-        except OSError as exc:
-            return None, f"{type(exc).__name__}: {exc}"
-        return conn, None
+                return await self._open()
+        except _Refused as refused:
+            return refused.failure
+        except OSError as exc:  # TimeoutError and certificate failures included
+            return self._connect_failed(exc)
+
+    async def _open(self) -> _Conn:
+        """A new connection to the origin (through the proxy's tunnel, if any).
+
+        Raises:
+            OSError: no connection, or its TLS handshake failed.
+            _Refused: the proxy refused the tunnel or answered it wrongly.
+        """
+        host, port = self._dial
+        if not self._tunnel:
+            return await asyncio.open_connection(host, port, ssl=self._ssl, limit=MAX_HEAD_BYTES)
+        reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES)
+        try:
+            writer.write(self._connect_head())
+            answer = AnswerReader(bodiless=True)
+            try:
+                status = (await _receive(reader, answer)).status
+            except ProtocolError as exc:
+                raise _Refused(self._proxy_broke(exc)) from exc
+            if not 200 <= status < 300:
+                raise _Refused(self._proxy_refused(status))
+            if answer.leftover or getattr(reader, "_buffer", b""):
+                error = ProtocolError("bytes after its 2xx to CONNECT")
+                raise _Refused(self._proxy_broke(error))
+            await writer.start_tls(self._ssl, server_hostname=self._host)  # type: ignore[arg-type]
+        except BaseException:
+            writer.close()
+            raise
+        return reader, writer
 
     async def send(self, request: HttpRequest) -> Reply:
         """Send one request and read the whole answer; failures become :class:`TransportFailure`.
@@ -93,49 +148,43 @@ class AsyncConnectionPool(CappedPool):
             self._slots.release()
 
     async def _send(self, request: HttpRequest) -> Reply:
-        conn, error = await self._take()
-        if conn is None:
-            return TransportFailure(str(error), sent=False)
+        head = self._head_bytes(request)  # a bad header raises before a connection is taken
+        conn = await self._take()
+        if isinstance(conn, TransportFailure):
+            return conn
         reader, writer = conn
         body = request.body
-        head = self._head_bytes(request)
+        answer = AnswerReader(bodiless=request.method == "HEAD", max_body=self._max_body)
         try:
             if len(body) <= JOINED_BODY_MAX:  # one write, one segment: small bodies are the rule
                 writer.write(head + body)
             else:
                 writer.write(head)
                 writer.write(body)
+            # One deadline for the whole answer: interim answers, body and trailers.
             async with asyncio.timeout(self._read_timeout):
                 await writer.drain()
-                raw = await reader.readuntil(b"\r\n\r\n")
-                status, headers = parse_head(raw[:-4])
-                while 100 <= status < 200:  # interim answers carry no body
-                    raw = await reader.readuntil(b"\r\n\r\n")
-                    status, headers = parse_head(raw[:-4])
-                if request.method == "HEAD" or status in (204, 304):
-                    data = b""
-                elif "chunked" in headers.get("transfer-encoding", "").lower():
-                    data = await read_chunked(reader)
-                elif "content-length" in headers:
-                    data = await reader.readexactly(int(headers["content-length"]))
-                else:
-                    data = await reader.read()
-                    headers["connection"] = "close"
+                reply = await _receive(reader, answer)
         except TimeoutError:
             writer.close()
             return TransportFailure(f"ReadTimeoutError: no answer within {self._read_timeout} s")
-        except (OSError, EOFError, ValueError, ProtocolError, asyncio.LimitOverrunError) as exc:
-            # IncompleteReadError is an EOFError; a bad length or chunk size a ValueError.
+        except ProtocolError as exc:
+            writer.close()
+            return TransportFailure(f"ProtocolError: {exc}")
+        except OSError as exc:
             writer.close()
             return TransportFailure(f"{type(exc).__name__}: {exc}")
         except asyncio.CancelledError:
             writer.close()  # mid-exchange: the connection's framing is unknown
             raise
-        if "close" in headers.get("connection", "").lower() or len(self._idle) >= self._max_idle:
+        if reply.status == 407 and self._target_prefix:  # the proxy's own answer
             writer.close()
-        else:
+            return self._proxy_refused(407)
+        if answer.reusable and len(self._idle) < self._max_idle:
             self._idle.append((reader, writer))
-        return HttpResponse(status, headers, data)
+        else:
+            writer.close()
+        return reply
 
     async def close(self) -> None:
         """Close every idle connection (the pool stays usable)."""

@@ -9,10 +9,15 @@ semaphore or an asyncio one) and how they read answers.
 from __future__ import annotations
 
 import ssl
+from http import HTTPStatus
 from urllib.parse import urlsplit
 
 from objstore_saver.storage.http.messages import HttpRequest, TransportFailure
 from objstore_saver.storage.http.proxy import Proxy
+from objstore_saver.storage.http.reader import MAX_BODY_BYTES, ProtocolError
+
+#: Characters that would end a request line or a header line early, or cut it.
+_BREAKING = ("\r", "\n", "\x00")
 
 #: Bodies up to this size go out in the same write as the head (one segment).
 JOINED_BODY_MAX = 64 * 1024
@@ -39,6 +44,13 @@ class CappedPool:
         tls: The TLS context of ``https`` connections (its trust store);
             default the system's (``ssl.create_default_context()``).
         proxy: A forward proxy to reach the origin through; default none.
+            ``http`` origins are asked through it in absolute form, ``https``
+            ones through a ``CONNECT`` tunnel (TLS with the origin inside).
+        max_body: Most bytes of an answer's body accepted (default
+            :data:`~.reader.MAX_BODY_BYTES`); a longer one is a transport failure.
+
+    Raises:
+        ValueError: an extra header's name or value holds CR, LF or NUL.
     """
 
     def __init__(
@@ -54,14 +66,30 @@ class CappedPool:
         extra_headers: dict[str, str] | None = None,
         tls: ssl.SSLContext | None = None,
         proxy: Proxy | None = None,
+        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         parts = urlsplit(f"{scheme}://{host}")
         self._host = parts.hostname or host
         self._port = parts.port or (443 if scheme == "https" else 80)
         self._ssl = (tls or ssl.create_default_context()) if scheme == "https" else None
-        if proxy is not None:
-            raise ValueError(f"{proxy}: the pools cannot reach an origin through a proxy yet")
         self._proxy = proxy
+        self._max_body = max_body
+        authority = f"[{self._host}]" if ":" in self._host else self._host
+        #: ``host:port`` of the origin, as a CONNECT request names it.
+        self._authority = f"{authority}:{self._port}"
+        #: Where sockets connect: the proxy, else the origin.
+        self._dial = (proxy.host, proxy.port) if proxy is not None else (self._host, self._port)
+        #: A plain origin behind a proxy is asked in absolute form: this goes before the path.
+        self._target_prefix = ""
+        #: Whether a connection begins with a CONNECT tunnel through the proxy.
+        self._tunnel = proxy is not None and scheme == "https"
+        extra = dict(extra_headers or {})
+        if proxy is not None and not self._tunnel:
+            self._target_prefix = f"http://{host}"
+            if proxy.authorization is not None:
+                extra["proxy-authorization"] = proxy.authorization
+        for name, value in extra.items():
+            _check_field(name, value)
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_idle = max_idle
@@ -74,7 +102,9 @@ class CappedPool:
         # is held by a busy request.
         self._busy = 0
         self._peak_busy = 0
-        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (extra_headers or {}).items())
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
+        #: Lines of the extra headers, the request line and the blank line.
+        self._fixed_lines = len(extra) + 2
         self._setup()
 
     def _setup(self) -> None:
@@ -97,13 +127,82 @@ class CappedPool:
         self._peak_busy = max(self._peak_busy, self._busy)
 
     def _head_bytes(self, request: HttpRequest) -> bytes:
-        """The request line and headers (with the pool's extra ones), ready to send."""
-        head = f"{request.method} {request.target} HTTP/1.1\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in request.headers.items()
+        """The request line and headers (with the pool's extra ones), ready to send.
+
+        Raises:
+            ValueError: the method, target or a header holds CR, LF or NUL (or
+                the method or target a space), which would change the request's
+                framing; the message names the header.
+        """
+        headers = request.headers
+        head = f"{request.method} {self._target_prefix}{request.target} HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()
         )
+        lines = self._fixed_lines + len(headers)
         if request.body or request.method in ("PUT", "POST"):
             head += f"content-length: {len(request.body)}\r\n"
-        return (head + self._extra + "\r\n").encode("latin-1")
+            lines += 1
+        head += self._extra + "\r\n"
+        # One pass each in C: every CR and LF is one of the line ends we wrote,
+        # and the request line has its two spaces only.
+        if (
+            head.count("\n") != lines
+            or head.count("\r") != lines
+            or "\x00" in head
+            or head.count(" ", 0, head.index("\r")) != 2
+        ):
+            _check_request(request)
+        return head.encode("latin-1")
+
+    def _connect_head(self) -> bytes:
+        """The ``CONNECT`` request opening a tunnel to the origin through the proxy."""
+        head = f"CONNECT {self._authority} HTTP/1.1\r\nhost: {self._authority}\r\n"
+        if self._proxy is not None and self._proxy.authorization is not None:
+            head += f"proxy-authorization: {self._proxy.authorization}\r\n"
+        return (head + "\r\n").encode("latin-1")
+
+    def _proxy_name(self) -> str:
+        """The proxy as failures name it: address only, never its credentials."""
+        proxy = self._proxy
+        return f"proxy {proxy.host}:{proxy.port}" if proxy is not None else "no proxy"
+
+    def _proxy_refused(self, status: int) -> TransportFailure:
+        """The failure of a proxy that answered ``status`` instead of forwarding: never sent."""
+        try:
+            reason = f" {HTTPStatus(status).phrase}"
+        except ValueError:  # a status without a standard phrase
+            reason = ""
+        return TransportFailure(
+            f"ProxyError: {self._proxy_name()} refused {self._authority}: HTTP {status}{reason}",
+            sent=False,
+        )
+
+    def _proxy_broke(self, exc: ProtocolError) -> TransportFailure:
+        """The failure of a proxy whose answer to ``CONNECT`` was not HTTP: never sent."""
+        return TransportFailure(
+            f"ProxyError: {self._proxy_name()} answered CONNECT {self._authority} "
+            f"with a broken answer: {exc}",
+            sent=False,
+        )
+
+    def _connect_failed(self, exc: OSError) -> TransportFailure:
+        """The failure of a connection that could not be opened: never sent.
+
+        A certificate the TLS context does not trust (or one for another
+        host) reads ``CertificateError: ...``: no retry will change it.
+        """
+        where = f"{self._authority}" + (f" via {self._proxy_name()}" if self._proxy else "")
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            detail = exc.verify_message or str(exc)
+            return TransportFailure(
+                f"CertificateError: {where}: certificate verification failed: {detail}", sent=False
+            )
+        if isinstance(exc, TimeoutError):
+            return TransportFailure(
+                f"ConnectTimeoutError: no connection to {where} within {self._connect_timeout} s",
+                sent=False,
+            )
+        return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
 
     def _no_slot(self) -> TransportFailure:
         """The failure of a request that waited ``wait_timeout`` for a slot: never sent."""
@@ -112,3 +211,22 @@ class CappedPool:
             f"for {self._wait_timeout} s",
             sent=False,
         )
+
+
+def _check_field(name: str, value: str) -> None:
+    """Refuse a header whose name or value would break the request's framing."""
+    for part in (name, value):
+        if any(c in part for c in _BREAKING):
+            raise ValueError(f"header {name!r}: CR, LF or NUL in its name or value")
+    if not name or " " in name or ":" in name:
+        raise ValueError(f"header name {name!r} is not a token")
+
+
+def _check_request(request: HttpRequest) -> None:
+    """Find what breaks a request's head: raise naming it."""
+    for what, part in (("method", request.method), ("target", request.target)):
+        if not part or " " in part or any(c in part for c in _BREAKING):
+            raise ValueError(f"request {what} {part[:80]!r}: empty, or a space, CR, LF or NUL")
+    for name, value in request.headers.items():
+        _check_field(name, value)
+    raise ValueError("request head holds CR, LF or NUL outside its line ends")

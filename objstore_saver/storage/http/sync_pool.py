@@ -13,10 +13,13 @@ resend is safe.
 from __future__ import annotations
 
 import select
+import selectors
 import socket
+import ssl
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool
@@ -26,9 +29,10 @@ from objstore_saver.storage.http.messages import (
     Reply,
     TransportFailure,
 )
-from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, ProtocolError, parse_head
+from objstore_saver.storage.http.reader import AnswerReader, ProtocolError
 
 _RECV = 256 * 1024
+_POLL = hasattr(select, "poll")
 
 #: Plain sockets wait in the kernel (``SO_RCVTIMEO``/``SO_SNDTIMEO``) where the
 #: option takes a ``struct timeval``: a socket with a Python timeout polls
@@ -52,97 +56,47 @@ def _wait_in_kernel(sock: socket.socket, seconds: float) -> None:
 
 
 class _Connection:
-    """One socket and the bytes read from it but not consumed yet."""
+    """One socket, and how its liveness is checked before it is reused."""
 
-    __slots__ = ("buf", "sock")
+    __slots__ = ("poller", "short", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buf = bytearray()
+        #: Set when a read waited less than the read timeout (the deadline was near).
+        self.short = False
+        # poll, not select: select() cannot watch a descriptor numbered 1024 or more.
+        self.poller = select.poll() if _POLL else None
+        if self.poller is not None:
+            self.poller.register(sock, select.POLLIN)
 
-    def line(self, limit: int) -> bytes:
-        """The next line without its CRLF; at most ``limit`` bytes."""
-        buf = self.buf
-        start = 0
-        while True:
-            end = buf.find(b"\r\n", start)
-            if end >= 0:
-                line = bytes(buf[:end])
-                del buf[: end + 2]
-                return line
-            if len(buf) > limit:
-                raise ProtocolError(f"answer head longer than {limit} bytes")
-            start = max(0, len(buf) - 1)
-            chunk = self.sock.recv(_RECV)
-            if not chunk:
-                raise EOFError("connection closed by the server before a full line")
-            buf += chunk
+    def readable(self) -> bool:
+        """Whether the socket has bytes (or its end) waiting: never, for an idle one."""
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        if self.poller is not None:
+            return bool(self.poller.poll(0))
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.sock, selectors.EVENT_READ)
+            return bool(selector.select(0))
 
-    def head(self) -> bytes:
-        """The next status line and headers, without the blank line ending them."""
-        buf = self.buf
-        start = 0
-        while True:
-            end = buf.find(b"\r\n\r\n", start)
-            if end >= 0:
-                head = bytes(buf[:end])
-                del buf[: end + 4]
-                return head
-            if len(buf) > MAX_HEAD_BYTES:
-                raise ProtocolError(f"answer head longer than {MAX_HEAD_BYTES} bytes")
-            start = max(0, len(buf) - 3)
-            chunk = self.sock.recv(_RECV)
-            if not chunk:
-                raise EOFError("connection closed by the server before a full answer head")
-            buf += chunk
-
-    def exactly(self, n: int) -> bytes:
-        """The next ``n`` bytes."""
-        buf = self.buf
-        if len(buf) >= n:
-            data = bytes(buf[:n])
-            del buf[:n]
-            return data
-        out = bytearray(n)
-        view = memoryview(out)
-        have = len(buf)
-        view[:have] = buf
-        buf.clear()
-        while have < n:
-            got = self.sock.recv_into(view[have:], n - have)
-            if not got:
-                raise EOFError(f"connection closed after {have} of {n} body bytes")
-            have += got
-        return bytes(out)
-
-    def rest(self) -> bytes:
-        """Everything until the server closes the connection."""
-        parts = [bytes(self.buf)]
-        self.buf.clear()
-        while chunk := self.sock.recv(_RECV):
-            parts.append(chunk)
-        return b"".join(parts)
+    def wait_at_most(self, seconds: float) -> None:
+        """Bound the next reads by ``seconds`` (what is left of the answer's deadline)."""
+        self.short = True
+        if _KERNEL_TIMEOUTS and not isinstance(self.sock, ssl.SSLSocket):
+            _wait_in_kernel(self.sock, seconds)
+        else:
+            self.sock.settimeout(seconds)
 
     def close(self) -> None:
         self.sock.close()
 
 
-def _read_head(conn: _Connection) -> tuple[int, dict[str, str]]:
-    """Status and lower-cased headers of the next answer on ``conn``."""
-    return parse_head(conn.head())
+class _Refused(Exception):
+    """A proxy did not open the tunnel: carries the failure to report."""
 
-
-def _read_chunked(conn: _Connection) -> bytes:
-    parts = []
-    while True:
-        size = int(conn.line(MAX_HEAD_BYTES).split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while conn.line(MAX_HEAD_BYTES):  # trailers
-                pass
-            return b"".join(parts)
-        parts.append(conn.exactly(size))
-        if conn.exactly(2) != b"\r\n":
-            raise ProtocolError("chunk not followed by CRLF")
+    def __init__(self, failure: TransportFailure) -> None:
+        super().__init__(failure.error)
+        self.failure = failure
 
 
 class ConnectionPool(CappedPool):
@@ -164,17 +118,25 @@ class ConnectionPool(CappedPool):
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return None
-            # An idle keep-alive connection has nothing to read (its buffer is
-            # empty, see send); if the socket has, the server closed it (EOF)
-            # or sent garbage: drop it.
-            if not select.select([conn.sock], [], [], 0)[0]:
+            # An idle keep-alive connection has nothing to read (no bytes came
+            # after its last answer, see _answer); if the socket has, the
+            # server closed it (EOF) or sent garbage: drop it.
+            if not conn.readable():
                 return conn
             conn.close()
 
     def _connect(self) -> _Connection:
-        sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
+        """A new connection to the origin (through the proxy's tunnel, if any).
+
+        Raises:
+            OSError: no connection, or its TLS handshake failed.
+            _Refused: the proxy refused the tunnel or answered it wrongly.
+        """
+        sock = socket.create_connection(self._dial, timeout=self._connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tunnel:
+                self._open_tunnel(sock)
             if self._ssl is not None:
                 sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
                 sock.settimeout(self._read_timeout)
@@ -187,7 +149,34 @@ class ConnectionPool(CappedPool):
             raise
         return _Connection(sock)
 
+    def _open_tunnel(self, sock: socket.socket) -> None:
+        """Open a ``CONNECT`` tunnel to the origin on ``sock`` within the connect timeout."""
+        sock.sendall(self._connect_head())
+        reader = AnswerReader(bodiless=True)
+        deadline = time.monotonic() + self._connect_timeout
+        try:
+            while True:
+                data = sock.recv(_RECV)
+                answer = reader.feed(data) if data else reader.end()
+                if answer is not None:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no answer to CONNECT within {self._connect_timeout} s")
+                sock.settimeout(left)
+        except ProtocolError as exc:
+            raise _Refused(self._proxy_broke(exc)) from exc
+        if not 200 <= answer.status < 300:
+            raise _Refused(self._proxy_refused(answer.status))
+        if reader.leftover:
+            raise _Refused(self._proxy_broke(ProtocolError("bytes after its 2xx to CONNECT")))
+        sock.settimeout(self._connect_timeout)
+
     def _give_back(self, conn: _Connection) -> None:
+        if conn.short:  # the next request gets the whole read timeout again
+            conn.short = False
+            conn.wait_at_most(self._read_timeout)
+            conn.short = False
         with self._lock:
             if len(self._idle) < self._max_idle:
                 self._idle.append(conn)
@@ -221,19 +210,16 @@ class ConnectionPool(CappedPool):
         with self._lock:
             self._began()
         try:
+            wire = self._head_bytes(request)  # a bad header raises before a connection is taken
             conn = self._take()
             if conn is None:
                 try:
                     conn = self._connect()
+                except _Refused as refused:
+                    return refused.failure
                 except OSError as exc:
-                    if isinstance(exc, TimeoutError):
-                        wait = self._connect_timeout
-                        return TransportFailure(
-                            f"ConnectTimeoutError: no connection within {wait} s", sent=False
-                        )
-                    return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
+                    return self._connect_failed(exc)
             body = request.body
-            wire = self._head_bytes(request)
             try:
                 if len(body) <= JOINED_BODY_MAX:  # one segment: small bodies are the rule
                     conn.sock.sendall(wire + body)
@@ -269,33 +255,49 @@ class ConnectionPool(CappedPool):
         self._slots.release()
 
     def _answer(self, conn: _Connection, request: HttpRequest) -> Reply:
+        reader = AnswerReader(bodiless=request.method == "HEAD", max_body=self._max_body)
         try:
-            status, headers = _read_head(conn)
-            while 100 <= status < 200:  # interim answers carry no body
-                status, headers = _read_head(conn)
-            if request.method == "HEAD" or status in (204, 304):
-                data = b""
-            elif "chunked" in headers.get("transfer-encoding", "").lower():
-                data = _read_chunked(conn)
-            elif "content-length" in headers:
-                data = conn.exactly(int(headers["content-length"]))
-            else:
-                data = conn.rest()
-                headers["connection"] = "close"
+            answer = self._receive(conn, reader)
         except _TIMED_OUT:
             conn.close()
-            wait = self._read_timeout
-            return TransportFailure(f"ReadTimeoutError: no answer within {wait} s")
-        except (OSError, EOFError, ValueError, ProtocolError) as exc:
-            # A bad length or chunk size is a ValueError.
+            return TransportFailure(f"ReadTimeoutError: no answer within {self._read_timeout} s")
+        except ProtocolError as exc:
+            conn.close()
+            return TransportFailure(f"ProtocolError: {exc}")
+        except OSError as exc:
             conn.close()
             return TransportFailure(f"{type(exc).__name__}: {exc}")
-        # Bytes beyond the answer break the framing of the next one: not reused.
-        if conn.buf or "close" in headers.get("connection", "").lower():
+        if answer.status == 407 and self._target_prefix:  # the proxy's own answer
             conn.close()
-        else:
+            return self._proxy_refused(407)
+        # Bytes beyond the answer break the framing of the next one: not reused.
+        if reader.reusable:
             self._give_back(conn)
-        return HttpResponse(status, headers, data)
+        else:
+            conn.close()
+        return answer
+
+    def _receive(self, conn: _Connection, reader: AnswerReader) -> HttpResponse:
+        """Read one answer within one deadline: ``read_timeout`` for all of it.
+
+        Each ``recv`` waits at most the read timeout; once less than half of
+        it is left, at most what is left, so a server trickling bytes (or
+        endless interim answers) cannot hold the request much past it.
+        """
+        sock = conn.sock
+        deadline = time.monotonic() + self._read_timeout
+        while True:
+            data = sock.recv(_RECV)
+            if not data:
+                return reader.end()
+            answer = reader.feed(data)
+            if answer is not None:
+                return answer
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if left < self._read_timeout / 2:
+                conn.wait_at_most(left)
 
     def close(self) -> None:
         """Close every idle connection (the pool stays usable)."""
