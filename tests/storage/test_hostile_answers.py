@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from http_servers import OK, Script, ScriptedServer, repeat
 
 from objstore_saver.errors import StorageError, StoreUnavailableError
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool, read_chunked
@@ -22,7 +23,6 @@ from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Repl
 from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, MAX_INTERIM, AnswerReader
 from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.s3.lean import LeanS3Store
-from tests.helpers.http_servers import OK, Script, ScriptedServer, repeat
 
 READ_TIMEOUT = 1.0
 OPTIONS = {"connect_timeout": 2.0, "read_timeout": READ_TIMEOUT, "max_idle": 4}
@@ -263,7 +263,8 @@ def test_the_store_raises_its_unavailable_error_for_a_broken_answer(
         server.close()
     assert time.monotonic() - began < 3 * READ_TIMEOUT
     assert isinstance(info.value, StoreUnavailableError)
-    assert "ProtocolError" in str(info.value) and says in str(info.value)
+    message = str(info.value)
+    assert "ProtocolError" in message and says in message and "'key'" in message
     assert server.heads and server.heads[0].startswith(b"GET /bucket/key ")
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from http_servers import ForwardProxy, PrivateCA, TlsOrigin, make_ca
 
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
 from objstore_saver.storage.http.proxy import Proxy
 from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.s3.lean import LeanS3Store
-from tests.helpers.http_servers import ForwardProxy, PrivateCA, TlsOrigin, make_ca
 
 OPTIONS = {"connect_timeout": 3.0, "read_timeout": 3.0, "max_idle": 4}
 SECRET = "s3cr3t-pw"

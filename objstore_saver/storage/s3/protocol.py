@@ -300,16 +300,16 @@ class S3Protocol:
         """
         where = f"S3 bucket {self.bucket!r} at {self.addressing.public_url}"
         after = f"; {note}" if note else ""
+        subject = f" of key {key!r}" if key is not None else ""
         if isinstance(reply, TransportFailure):
             return StoreUnavailableError(
-                f"{where} is unavailable ({operation}): {reply.error}{after}"
+                f"{where} is unavailable ({operation}{subject}): {reply.error}{after}"
             )
         code, message = error_code(reply)
         if code in UNAVAILABLE_CODES or reply.status in UNAVAILABLE_STATUS or operation == "check":
             return StoreUnavailableError(
                 f"{where} is unavailable ({operation}): {code} (HTTP {reply.status}){after}"
             )
-        subject = f" of key {key!r}" if key is not None else ""
         return StorageError(
             f"S3 {operation}{subject} in {self.location} failed: {code} (HTTP {reply.status})"
             + (f": {message}" if message else "")
