@@ -7,7 +7,6 @@ servers that this module handles are listed in ``docs/s3-compatibility.md``.
 
 from __future__ import annotations
 
-import random
 import re
 import time
 from collections.abc import Sequence
@@ -15,8 +14,6 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
-import botocore.config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -39,14 +36,26 @@ from objstore_saver.storage.base import (
     ObjectNotFoundError,
     PutMode,
     StorageError,
-    StoreUnavailableError,
     ThreadedAsync,
     validate_byte_range,
     validate_key,
 )
-from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
-from objstore_saver.storage.s3.network import tls_context, trust_choice
-from objstore_saver.storage.s3.rules import UNAVAILABLE_CODES, UNAVAILABLE_STATUS, check_bucket
+from objstore_saver.storage.s3.boto3_client import (
+    DEFAULT_RETRY_MODE,
+    build_client,
+    send_puts_without_waiting,
+)
+from objstore_saver.storage.s3.rules import (
+    CONFLICT_RETRIES,
+    answer_error,
+    check_bucket,
+    conflict_wait,
+    create_raced,
+    create_refused,
+    key_missing,
+    range_past_end,
+    unreachable_error,
+)
 from objstore_saver.storage.s3.settings import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_ATTEMPTS,
@@ -54,11 +63,8 @@ from objstore_saver.storage.s3.settings import (
     DEFAULT_READ_TIMEOUT,
     EncryptionNotConfirmedError,
     S3Encryption,
-    at_least_one,
     bucket_prefix,
     checked_encryption,
-    configured_endpoint,
-    positive_seconds,
     public_url,
 )
 
@@ -70,26 +76,6 @@ _UNREACHABLE = (
     PartialCredentialsError,
     CredentialRetrievalError,
 )
-#: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
-_CONFLICT_RETRIES = 5
-
-DEFAULT_RETRY_MODE = "standard"
-_RETRY_MODES = ("standard", "adaptive")
-_EXPECT_HOOK_ID = "objstore_saver.s3.drop-expect-100-continue"
-
-
-def _drop_expect_header(request: Any, **_: Any) -> None:
-    """Send PutObject bodies at once instead of waiting for ``100 Continue``.
-
-    When a server answers a PUT carrying ``Expect: 100-continue`` with a final
-    error status before the body (Ceph RGW does for a missing bucket, denied
-    access or an invalid key), botocore keeps that status line on the pooled
-    connection and the next PutObject on it reads it back and then hangs until
-    the read timeout. Objects here are at most a few MiB, so sending the body
-    without waiting costs little.
-    """
-    if "Expect" in request.headers:
-        del request.headers["Expect"]
 
 
 def _code(exc: ClientError) -> str:
@@ -98,73 +84,6 @@ def _code(exc: ClientError) -> str:
 
 def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-
-
-def _build_client(
-    *,
-    endpoint_url: str | None,
-    region_name: str | None,
-    max_attempts: int,
-    retry_mode: str,
-    connect_timeout: float,
-    read_timeout: float,
-    max_pool_connections: int,
-    addressing_style: str | None = None,
-    proxies: dict[str, str] | None = None,
-    verify: bool | str | None = None,
-    ca_bundle: str | None = None,
-) -> Any:
-    """A boto3 S3 client with bounded retries and timeouts.
-
-    The endpoint, addressing style, proxies and CA bundle are resolved as the
-    lean transport resolves them (:mod:`.endpoints`, :mod:`.network`), so
-    both transports reach the same server the same way.
-    """
-    at_least_one("max_attempts", max_attempts)
-    if retry_mode not in _RETRY_MODES:
-        raise ValueError(f"retry_mode must be 'standard' or 'adaptive', got {retry_mode!r}")
-    positive_seconds("connect_timeout", connect_timeout)
-    positive_seconds("read_timeout", read_timeout)
-    at_least_one("max_pool_connections", max_pool_connections)
-    options: dict[str, Any] = {
-        "retries": {"mode": retry_mode, "total_max_attempts": max_attempts},
-        "connect_timeout": connect_timeout,
-        "read_timeout": read_timeout,
-        "max_pool_connections": max_pool_connections,
-    }
-    session = boto3.session.Session()
-    # Resolved here as the lean transport resolves it, so a configured endpoint
-    # (argument, environment or config file) also selects path-style
-    # addressing, which MinIO and most S3-compatible servers need.
-    endpoint_url, _ = configured_endpoint(endpoint_url, session)
-    style, _ = configured_style(addressing_style, session)
-    if endpoint_url is not None:
-        if urlsplit(endpoint_url).username is not None:
-            raise ValueError(
-                f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
-                "credentials through boto3's chain (environment, profile, role) instead"
-            )
-        options["s3"] = {"addressing_style": "path" if style == "auto" else style}
-    elif addressing_style is not None:
-        options["s3"] = {"addressing_style": style}
-    if proxies is not None:
-        options["proxies"] = dict(proxies)
-    trust = trust_choice(verify, ca_bundle, session)
-    client_verify: bool | str | None = None
-    if not trust.verify:
-        client_verify = False
-        tls_context(trust)  # the same warning as the lean transport's
-    elif trust.bundle is not None:
-        if endpoint_url is None or urlsplit(endpoint_url).scheme == "https":
-            tls_context(trust)  # a missing or unusable bundle is named here
-        client_verify = trust.bundle
-    return session.client(
-        "s3",
-        endpoint_url=endpoint_url,
-        region_name=region_name,
-        verify=client_verify,
-        config=botocore.config.Config(**options),
-    )
 
 
 class S3Store(ThreadedAsync):
@@ -254,7 +173,7 @@ class S3Store(ThreadedAsync):
             "ca_bundle": ca_bundle,
         }
         if client is None:
-            client = _build_client(
+            client = build_client(
                 endpoint_url=endpoint_url,
                 region_name=region_name,
                 max_attempts=DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts,
@@ -292,9 +211,7 @@ class S3Store(ThreadedAsync):
                 raise ValueError(
                     f"extra arguments {', '.join(clash)} clash with encryption={encryption!r}"
                 )
-        client.meta.events.register(
-            "before-sign.s3.PutObject", _drop_expect_header, unique_id=_EXPECT_HOOK_ID
-        )
+        send_puts_without_waiting(client)
         self._client = client
         self._bucket = bucket
         self._prefix = prefix
@@ -360,18 +277,17 @@ class S3Store(ThreadedAsync):
 
     def _error(self, exc: Exception, operation: str, key: str | None = None) -> StorageError:
         """Map a boto error to the storage error to raise (never with credentials)."""
-        where = f"S3 bucket {self._bucket!r} at {self._endpoint}"
         subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
-            code, status = _code(exc), _status(exc)
-            if code in UNAVAILABLE_CODES or status in UNAVAILABLE_STATUS or operation == "check":
-                return StoreUnavailableError(
-                    f"{where} is unavailable ({operation}): {code} (HTTP {status})"
-                )
-            message = exc.response.get("Error", {}).get("Message", "")
-            return StorageError(
-                f"S3 {operation}{subject} in {self._location} failed: {code} (HTTP {status})"
-                + (f": {message}" if message else "")
+            return answer_error(
+                bucket=self._bucket,
+                endpoint=self._endpoint,
+                location=self._location,
+                operation=operation,
+                key=key,
+                status=_status(exc),
+                code=_code(exc),
+                message=exc.response.get("Error", {}).get("Message", ""),
             )
         if isinstance(exc, ParamValidationError):
             # botocore's message quotes the values, SSE-C keys included.
@@ -381,8 +297,12 @@ class S3Store(ThreadedAsync):
                 f"parameters {', '.join(names) or '(unnamed)'} (values not shown)"
             )
         if isinstance(exc, _UNREACHABLE):
-            return StoreUnavailableError(
-                f"{where} is unavailable ({operation}): {type(exc).__name__}: {exc}"
+            return unreachable_error(
+                bucket=self._bucket,
+                endpoint=self._endpoint,
+                operation=operation,
+                key=key,
+                error=f"{type(exc).__name__}: {exc}",
             )
         return StorageError(
             f"S3 {operation}{subject} in {self._location} failed: {type(exc).__name__}: {exc}"
@@ -441,12 +361,12 @@ class S3Store(ThreadedAsync):
         args["Body"] = data
         if mode is PutMode.CREATE:
             args["IfNoneMatch"] = "*"
-        for attempt in range(_CONFLICT_RETRIES + 1):
+        for attempt in range(CONFLICT_RETRIES + 1):
             try:
                 response = self._invoke(self._client.put_object, "put", key, **args)
             except ClientError as exc:
-                code = _code(exc)
-                if mode is PutMode.CREATE and (code == "PreconditionFailed" or _status(exc) == 412):
+                code, status = _code(exc), _status(exc)
+                if mode is PutMode.CREATE and create_refused(status, code):
                     retried = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
                     # botocore resent a request whose first attempt may have
                     # been stored (response lost): the 412 may be our own object.
@@ -455,12 +375,10 @@ class S3Store(ThreadedAsync):
                     raise ObjectExistsError(self._location, key) from None
                 if (
                     mode is PutMode.CREATE
-                    and code == "ConditionalRequestConflict"
-                    and attempt < _CONFLICT_RETRIES
+                    and create_raced(status, code)
+                    and attempt < CONFLICT_RETRIES
                 ):
-                    # Another conditional write to the key was in flight; once it
-                    # settles a retry gets 412 (it won) or succeeds (it failed).
-                    time.sleep(random.uniform(0, 0.05 * 2**attempt))
+                    time.sleep(conflict_wait(attempt))
                     continue
                 raise self._error(exc, "put", key) from exc
             except BotoCoreError as exc:
@@ -502,10 +420,10 @@ class S3Store(ThreadedAsync):
             response = self._invoke(self._client.get_object, "get", key, **args)
             body = response["Body"].read()
         except ClientError as exc:
-            code = _code(exc)
-            if code == "NoSuchKey" or (_status(exc) == 404 and code != "NoSuchBucket"):
+            code, status = _code(exc), _status(exc)
+            if key_missing(status, code):
                 raise ObjectNotFoundError(self._location, key) from None
-            if byte_range is not None and (code == "InvalidRange" or _status(exc) == 416):
+            if byte_range is not None and range_past_end(status, code):
                 return b""
             raise self._error(exc, "get", key) from exc
         except BotoCoreError as exc:

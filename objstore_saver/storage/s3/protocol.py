@@ -38,7 +38,6 @@ from objstore_saver.storage.base import (
 )
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
 from objstore_saver.storage.s3.retry import (
-    CONFLICT_RETRIES,
     NO_RETRY_REFUND,
     RetryPolicy,
     is_retryable,
@@ -46,11 +45,17 @@ from objstore_saver.storage.s3.retry import (
     succeeded,
 )
 from objstore_saver.storage.s3.rules import (
-    UNAVAILABLE_CODES,
-    UNAVAILABLE_STATUS,
+    CONFLICT_RETRIES,
+    answer_error,
+    conflict_wait,
+    create_raced,
+    create_refused,
     error_code,
     is_wrong_region,
+    key_missing,
+    range_past_end,
     redirect_region,
+    unreachable_error,
 )
 from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
 from objstore_saver.storage.s3.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
@@ -298,22 +303,27 @@ class S3Protocol:
 
         ``note`` is appended to the message (after ``; ``) when given.
         """
-        where = f"S3 bucket {self.bucket!r} at {self.addressing.public_url}"
-        after = f"; {note}" if note else ""
-        subject = f" of key {key!r}" if key is not None else ""
+        endpoint = self.addressing.public_url
         if isinstance(reply, TransportFailure):
-            return StoreUnavailableError(
-                f"{where} is unavailable ({operation}{subject}): {reply.error}{after}"
+            return unreachable_error(
+                bucket=self.bucket,
+                endpoint=endpoint,
+                operation=operation,
+                key=key,
+                error=reply.error,
+                note=note,
             )
         code, message = error_code(reply)
-        if code in UNAVAILABLE_CODES or reply.status in UNAVAILABLE_STATUS or operation == "check":
-            return StoreUnavailableError(
-                f"{where} is unavailable ({operation}): {code} (HTTP {reply.status}){after}"
-            )
-        return StorageError(
-            f"S3 {operation}{subject} in {self.location} failed: {code} (HTTP {reply.status})"
-            + (f": {message}" if message else "")
-            + after
+        return answer_error(
+            bucket=self.bucket,
+            endpoint=endpoint,
+            location=self.location,
+            operation=operation,
+            key=key,
+            status=reply.status,
+            code=code,
+            message=message,
+            note=note,
         )
 
     # --- the bucket's region ------------------------------------------------------
@@ -478,20 +488,15 @@ class S3Protocol:
                     )
                 return
             if mode is PutMode.CREATE and isinstance(reply, HttpResponse):
-                if reply.status == 412:
+                code = error_code(reply)[0] if reply.status != 412 else ""
+                if create_refused(reply.status, code):
                     # An earlier attempt of ours may have been stored with its
                     # answer lost: the 412 may be our own object.
                     if attempts > 1 and (yield from self._holds(key, data)):
                         return
                     raise ObjectExistsError(self.location, key)
-                if (
-                    reply.status == 409
-                    and error_code(reply)[0] == "ConditionalRequestConflict"
-                    and conflict < CONFLICT_RETRIES
-                ):
-                    # Another conditional write to the key was in flight; once it
-                    # settles a retry gets 412 (it won) or succeeds (it failed).
-                    yield Sleep(self.retry.rng.uniform(0, 0.05 * 2**conflict))
+                if create_raced(reply.status, code) and conflict < CONFLICT_RETRIES:
+                    yield Sleep(conflict_wait(conflict, self.retry.rng))
                     continue
             raise self.error(reply, "put", key)
 
@@ -521,11 +526,10 @@ class S3Protocol:
                 if reply.status == 200:  # the server ignored the range
                     return reply.body[start:end]
                 return reply.body[: end - start]
-            if reply.status == 404:
-                code = error_code(reply)[0]
-                if code != "NoSuchBucket":
-                    raise ObjectNotFoundError(self.location, key)
-            if reply.status == 416 and byte_range is not None:
+            code = error_code(reply)[0] if reply.status >= 400 else ""
+            if key_missing(reply.status, code):
+                raise ObjectNotFoundError(self.location, key)
+            if byte_range is not None and range_past_end(reply.status, code):
                 return b""
         raise self.error(reply, "get", key)
 

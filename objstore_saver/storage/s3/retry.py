@@ -81,8 +81,6 @@ CERTIFICATE_FAILURES = ("CertificateError", "SSLCertVerificationError", "CERTIFI
 #: Answers that are outcomes of the operation (missing key, key exists, empty range),
 #: never throttling: their body is not parsed for a retryable code.
 _PLAIN_OUTCOMES = frozenset({304, 404, 412, 416})
-#: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
-CONFLICT_RETRIES = 5
 
 
 class RetryQuota:

@@ -1,11 +1,19 @@
-"""What S3's answers mean, for both transports: error codes, redirects, bucket names."""
+"""What S3's answers mean, for both transports: error codes, redirects, bucket names.
+
+The lean transport reads status and code from the answer it parsed, boto3's
+from the ``ClientError`` botocore raised; both then ask the functions here
+what the answer means (the key is missing, a create-only put lost, the range
+is past the end, the bucket cannot be used) and build their errors here, so
+the two transports cannot drift apart.
+"""
 
 from __future__ import annotations
 
+import random
 import re
 import xml.etree.ElementTree as ET
 
-from objstore_saver.errors import ConfigurationError
+from objstore_saver.errors import ConfigurationError, StorageError, StoreUnavailableError
 from objstore_saver.storage.http.messages import HttpResponse
 
 _S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -27,6 +35,82 @@ UNAVAILABLE_CODES = frozenset(
     }
 )
 UNAVAILABLE_STATUS = frozenset({301, 403})
+
+#: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
+CONFLICT_RETRIES = 5
+
+
+def create_refused(status: int | None, code: str) -> bool:
+    """A create-only put found the key taken (HTTP 412 ``PreconditionFailed``)."""
+    return status == 412 or code == "PreconditionFailed"
+
+
+def create_raced(status: int | None, code: str) -> bool:
+    """A create-only put met another conditional write to the key in flight (HTTP 409).
+
+    Once that write settles, another attempt gets 412 (it won) or succeeds
+    (it failed): worth :data:`CONFLICT_RETRIES` short waits.
+    """
+    return code == "ConditionalRequestConflict"
+
+
+def conflict_wait(conflict: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry ``conflict + 1`` of a raced create-only put (jittered)."""
+    return (rng or random).uniform(0, 0.05 * 2**conflict)
+
+
+def key_missing(status: int | None, code: str) -> bool:
+    """The answer to a GET says no object is stored at the key (not: no bucket)."""
+    return code == "NoSuchKey" or (status == 404 and code != "NoSuchBucket")
+
+
+def range_past_end(status: int | None, code: str) -> bool:
+    """A ranged GET started at or past the object's end (HTTP 416): an empty read."""
+    return status == 416 or code == "InvalidRange"
+
+
+def answer_error(
+    *,
+    bucket: str,
+    endpoint: str,
+    location: str,
+    operation: str,
+    key: str | None,
+    status: int | None,
+    code: str,
+    message: str = "",
+    note: str = "",
+) -> StorageError:
+    """The error for an S3 error answer no rule above turned into a result.
+
+    A code or status meaning the bucket cannot be used (and any failed
+    ``check``) is a :class:`StoreUnavailableError` naming bucket and endpoint;
+    anything else a :class:`StorageError` naming the operation, key and store.
+    ``note`` is appended after ``; ``.
+    """
+    after = f"; {note}" if note else ""
+    subject = f" of key {key!r}" if key is not None else ""
+    if code in UNAVAILABLE_CODES or status in UNAVAILABLE_STATUS or operation == "check":
+        return StoreUnavailableError(
+            f"S3 bucket {bucket!r} at {endpoint} is unavailable ({operation}{subject}): "
+            f"{code} (HTTP {status}){after}"
+        )
+    return StorageError(
+        f"S3 {operation}{subject} in {location} failed: {code} (HTTP {status})"
+        + (f": {message}" if message else "")
+        + after
+    )
+
+
+def unreachable_error(
+    *, bucket: str, endpoint: str, operation: str, key: str | None, error: str, note: str = ""
+) -> StoreUnavailableError:
+    """The error for a request that got no answer (connection, TLS, timeout, credentials)."""
+    after = f"; {note}" if note else ""
+    subject = f" of key {key!r}" if key is not None else ""
+    return StoreUnavailableError(
+        f"S3 bucket {bucket!r} at {endpoint} is unavailable ({operation}{subject}): {error}{after}"
+    )
 
 
 def error_code(response: HttpResponse) -> tuple[str, str]:

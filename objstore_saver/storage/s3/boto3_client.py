@@ -1,0 +1,115 @@
+"""boto3's S3 client as the :class:`~.boto3_store.S3Store` transport builds it.
+
+Bounded retries and timeouts, the endpoint, addressing style, proxies and CA
+bundle resolved as the lean transport resolves them (:mod:`.endpoints`,
+:mod:`.network`), and PutObject sent without ``Expect: 100-continue``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+import botocore.config
+
+from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
+from objstore_saver.storage.s3.network import tls_context, trust_choice
+from objstore_saver.storage.s3.settings import (
+    at_least_one,
+    configured_endpoint,
+    positive_seconds,
+    public_url,
+)
+
+DEFAULT_RETRY_MODE = "standard"
+_RETRY_MODES = ("standard", "adaptive")
+_EXPECT_HOOK_ID = "objstore_saver.s3.drop-expect-100-continue"
+
+
+def _drop_expect_header(request: Any, **_: Any) -> None:
+    """Send PutObject bodies at once instead of waiting for ``100 Continue``.
+
+    When a server answers a PUT carrying ``Expect: 100-continue`` with a final
+    error status before the body (Ceph RGW does for a missing bucket, denied
+    access or an invalid key), botocore keeps that status line on the pooled
+    connection and the next PutObject on it reads it back and then hangs until
+    the read timeout. Objects here are at most a few MiB, so sending the body
+    without waiting costs little.
+    """
+    if "Expect" in request.headers:
+        del request.headers["Expect"]
+
+
+def build_client(
+    *,
+    endpoint_url: str | None,
+    region_name: str | None,
+    max_attempts: int,
+    retry_mode: str,
+    connect_timeout: float,
+    read_timeout: float,
+    max_pool_connections: int,
+    addressing_style: str | None = None,
+    proxies: dict[str, str] | None = None,
+    verify: bool | str | None = None,
+    ca_bundle: str | None = None,
+) -> Any:
+    """A boto3 S3 client with bounded retries and timeouts.
+
+    The endpoint, addressing style, proxies and CA bundle are resolved as the
+    lean transport resolves them (:mod:`.endpoints`, :mod:`.network`), so
+    both transports reach the same server the same way.
+    """
+    at_least_one("max_attempts", max_attempts)
+    if retry_mode not in _RETRY_MODES:
+        raise ValueError(f"retry_mode must be 'standard' or 'adaptive', got {retry_mode!r}")
+    positive_seconds("connect_timeout", connect_timeout)
+    positive_seconds("read_timeout", read_timeout)
+    at_least_one("max_pool_connections", max_pool_connections)
+    options: dict[str, Any] = {
+        "retries": {"mode": retry_mode, "total_max_attempts": max_attempts},
+        "connect_timeout": connect_timeout,
+        "read_timeout": read_timeout,
+        "max_pool_connections": max_pool_connections,
+    }
+    session = boto3.session.Session()
+    # Resolved here as the lean transport resolves it, so a configured endpoint
+    # (argument, environment or config file) also selects path-style
+    # addressing, which MinIO and most S3-compatible servers need.
+    endpoint_url, _ = configured_endpoint(endpoint_url, session)
+    style, _ = configured_style(addressing_style, session)
+    if endpoint_url is not None:
+        if urlsplit(endpoint_url).username is not None:
+            raise ValueError(
+                f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
+                "credentials through boto3's chain (environment, profile, role) instead"
+            )
+        options["s3"] = {"addressing_style": "path" if style == "auto" else style}
+    elif addressing_style is not None:
+        options["s3"] = {"addressing_style": style}
+    if proxies is not None:
+        options["proxies"] = dict(proxies)
+    trust = trust_choice(verify, ca_bundle, session)
+    client_verify: bool | str | None = None
+    if not trust.verify:
+        client_verify = False
+        tls_context(trust)  # the same warning as the lean transport's
+    elif trust.bundle is not None:
+        if endpoint_url is None or urlsplit(endpoint_url).scheme == "https":
+            tls_context(trust)  # a missing or unusable bundle is named here
+        client_verify = trust.bundle
+    return session.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region_name,
+        verify=client_verify,
+        config=botocore.config.Config(**options),
+    )
+
+
+def send_puts_without_waiting(client: Any) -> None:
+    """Make ``client`` send PutObject bodies without ``Expect: 100-continue`` (idempotent)."""
+    client.meta.events.register(
+        "before-sign.s3.PutObject", _drop_expect_header, unique_id=_EXPECT_HOOK_ID
+    )
