@@ -18,7 +18,11 @@ def _no_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("name", "install"),
-    [("browser", "apt-get install chromium"), ("postgres", "apt-get install postgresql")],
+    [
+        ("browser", "apt-get install chromium"),
+        ("postgres", "apt-get install postgresql"),
+        ("openssl", "apt-get install openssl"),
+    ],
 )
 def test_missing_skips_naming_the_program_and_its_install_command(name: str, install: str) -> None:
     with pytest.raises(pytest.skip.Exception) as info:
@@ -47,7 +51,7 @@ def test_requiring_one_program_leaves_the_other_optional(monkeypatch: pytest.Mon
 
 def test_an_unknown_requirement_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(REQUIRE_ENV, "browser,chrome")
-    with pytest.raises(pytest.UsageError, match=r"\['chrome'\].*browser, postgres or all"):
+    with pytest.raises(pytest.UsageError, match=r"\['chrome'\].*browser, openssl, postgres or all"):
         system_deps.required()
 
 

@@ -1,12 +1,14 @@
 """What the tests need from the machine besides Python packages, and what happens without it.
 
-Two suites need programs that ``pip install -e '.[test]'`` cannot provide:
+Three suites need programs that ``pip install -e '.[test]'`` cannot provide:
 
 * ``browser``: Debian's Chromium, which Playwright drives by path in the
   viewer's browser tests (no browser is ever downloaded);
 * ``postgres``: PostgreSQL's ``initdb`` and ``pg_ctl``, with which
   ``pg_server.py`` starts a server on loopback (migrations from PostgreSQL,
-  the fallback saver, ``POSTGRES_URL`` checkpointers).
+  the fallback saver, ``POSTGRES_URL`` checkpointers);
+* ``openssl``: the ``openssl`` program, which makes a private CA and a
+  server certificate for the TLS tests (``http_servers.make_ca``).
 
 A test needing a missing one is skipped, with a reason naming the program and
 the command that installs it, so that the README's second command passes on a
@@ -48,6 +50,11 @@ REQUIREMENTS = {
         what="PostgreSQL (initdb, pg_ctl)",
         install="apt-get install postgresql",
         needed_by="the tests against a PostgreSQL server (migrations, POSTGRES_URL)",
+    ),
+    "openssl": Requirement(
+        what="the openssl program",
+        install="apt-get install openssl",
+        needed_by="the TLS tests with a private CA",
     ),
 }
 

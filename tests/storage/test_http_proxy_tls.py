@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from http_servers import ForwardProxy, PrivateCA, TlsOrigin, make_ca
+from system_deps import missing
 
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
@@ -61,8 +62,8 @@ def proxy() -> Iterator[ForwardProxy]:
 def ca(tmp_path_factory: pytest.TempPathFactory) -> PrivateCA:
     try:
         return make_ca(Path(tmp_path_factory.mktemp("ca")))
-    except FileNotFoundError as exc:
-        pytest.skip(f"openssl: {exc}")
+    except FileNotFoundError:
+        missing("openssl")
 
 
 @pytest.fixture
