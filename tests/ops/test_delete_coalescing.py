@@ -1,17 +1,35 @@
-"""The store wrapper that shares DeleteObjects requests between concurrent deletes.
+"""Deletes of the threads a job runs together share DeleteObjects requests.
 
-:class:`DeleteCoalescingStore` alone: sharing, a call spanning two requests,
-errors, closing.
+The wrapper alone (:class:`DeleteCoalescingStore`: sharing, order, errors,
+closing), then the jobs on every backend: ``prune --apply`` and
+``delete_threads`` over many threads send a few DeleteObjects instead of two
+or three a thread, leave what a run of one thread at a time leaves, delete a
+thread's manifests before its other keys are sent, and, after a failed shared
+request, a rerun completes the work.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+import functools
+import math
+import shutil
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from backends import Backend
+from ops_helpers import chat
 
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.format import codec
+from objstore_saver.format import keys as k
+from objstore_saver.ops import OpsConfig, adelete_threads, aprune, maintain
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.storage import LocalStore, MeteredStore, ObjectStore
 from objstore_saver.storage.base import (
@@ -21,6 +39,16 @@ from objstore_saver.storage.base import (
     StoreUnavailableError,
     StoreWrapper,
 )
+from objstore_saver.testing.faults import FailWhere, Fault, FaultyStore, InjectedFaultError
+
+#: Threads of the jobs' tests, each one chat turn: 3 checkpoints.
+THREADS = [f"t{i:02d}" for i in range(60)]
+#: The linger of the tests that count requests. moto answers in the tests'
+#: own process, one request after the other, so the threads of a job drift
+#: apart by hundreds of milliseconds where a remote server's round trips keep
+#: them within a few: a longer wait gathers each delete step of the window's
+#: threads, as the default gathers them against a server of its own.
+GATHER_ALL = 0.25
 
 
 class _Recording(MeteredStore):
@@ -230,3 +258,238 @@ async def test_other_requests_pass_through(tmp_path: Path) -> None:
         store.delete(["a/1"])  # the blocking delete is not queued
         assert store.requests == 0 and store.location == inner.location
     assert inner.snapshot().requests == {"put": 2, "get": 2, "list": 2, "delete": 1}
+
+
+# --- the jobs ---------------------------------------------------------------------------------
+
+
+def _keys(store: ObjectStore) -> list[str]:
+    out: list[str] = []
+    after = None
+    while True:
+        page = store.list("", start_after=after)
+        out += [o.key for o in page.objects]
+        if not page.truncated or not page.objects:
+            return out
+        after = page.objects[-1].key
+
+
+def _held(store: ObjectStore) -> Counter[str]:
+    """Every key; a sweep mark as its thread and the digests it names (its name is random)."""
+    out: Counter[str] = Counter()
+    for key in _keys(store):
+        if "/marks/" in key:
+            digests = sorted(d.hex() for d in codec.decode_mark(store.get(key), key))
+            out[key[: key.index("/marks/")] + "/marks/" + ",".join(digests)] += 1
+        else:
+            out[key] += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the threads, one chat turn each: written once for the module."""
+    root = tmp_path_factory.mktemp("seed")
+    with ObjectStoreSaver(LocalStore(root, fsync=False)) as saver, ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda t: chat(saver, t, ["hello"]), THREADS))
+    return root
+
+
+def _seeded(backend: Backend, seed: Path, copies: int) -> list[ObjectStore]:
+    """``copies`` stores of the backend holding the seed's threads, byte for byte."""
+    source = LocalStore(seed)
+    stores = []
+    for n in range(copies):
+        prefix = f"c{n}/"
+        if backend.is_s3:
+            store = backend.store(prefix)
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda key, s=store: s.put(key, source.get(key)), _keys(source)))
+        else:
+            shutil.copytree(seed, backend.root / prefix)
+            store = backend.store(prefix, fsync=False)
+        stores.append(store)
+    return stores
+
+
+@contextlib.contextmanager
+def _jobs_on(store: ObjectStore, linger: float | None) -> Any:
+    """The maintenance jobs open a saver on ``store`` (a wrapped one) instead of their URL.
+
+    ``linger``: their coalescing wrapper's, when not its default.
+    """
+
+    @contextlib.asynccontextmanager
+    async def opened(_config: OpsConfig) -> AsyncIterator[ObjectStoreSaver]:
+        # No reuse window: the writes a lost delete answer leaves without their
+        # checkpoint are orphans at once, so a rerun deletes them as the
+        # uninterrupted run did (spec §6.9 step 2 waits W for them otherwise).
+        saver = ObjectStoreSaver(store, reuse_window=timedelta(0))
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(maintain, "aopen_saver", opened)
+        if linger is not None:
+            mp.setattr(
+                maintain,
+                "DeleteCoalescingStore",
+                functools.partial(DeleteCoalescingStore, linger=linger),
+            )
+        yield
+
+
+def _prune(
+    store: ObjectStore, concurrency: int = 64, linger: float | None = None
+) -> dict[str, Any]:
+    with _jobs_on(store, linger):
+        return asyncio.run(
+            aprune(
+                keep_last=1,
+                min_age=0,
+                apply=True,
+                concurrency=concurrency,
+                config=OpsConfig(url="unused://"),
+            )
+        )
+
+
+def _delete(
+    store: ObjectStore, ids: list[str], concurrency: int = 64, linger: float | None = None
+) -> dict[str, Any]:
+    with _jobs_on(store, linger):
+        return asyncio.run(
+            adelete_threads(
+                ids, apply=True, concurrency=concurrency, config=OpsConfig(url="unused://")
+            )
+        )
+
+
+def _deleted(before: Counter[str], after: Counter[str]) -> int:
+    return sum((before - after).values())
+
+
+def test_prune_sends_a_few_shared_deletes_and_leaves_what_one_at_a_time_leaves(
+    backend: Backend,
+    seed: Path,
+) -> None:
+    together, alone = _seeded(backend, seed, 2)
+    before = _held(together)
+    metered = MeteredStore(together)
+    report = _prune(metered, linger=GATHER_ALL)
+    assert report["totals"]["checkpoints_deleted"] == 2 * len(THREADS)
+    deleted = _deleted(before, _held(together))
+    # Two delete steps a thread (its old manifests, then their writes), each
+    # step of the threads in flight sharing requests of up to 1,000 keys:
+    # uncoalesced it is two requests a thread.
+    bound = 2 * math.ceil(deleted / 1000) + 4
+    requests = metered.snapshot().delete_requests
+    assert requests <= bound < len(THREADS) / 4, (requests, deleted)
+    one_by_one = MeteredStore(alone)
+    _prune(one_by_one, concurrency=1)
+    assert one_by_one.snapshot().delete_requests == 2 * len(THREADS)  # nothing to share
+    assert _held(together) == _held(alone)
+
+
+def test_delete_threads_sends_a_few_shared_deletes_and_leaves_the_other_threads(
+    backend: Backend,
+    seed: Path,
+) -> None:
+    (store,) = _seeded(backend, seed, 1)
+    doomed, spared = THREADS[:50], THREADS[50:]
+    before = _held(store)
+    metered = MeteredStore(store)
+    report = _delete(metered, doomed, linger=GATHER_ALL)
+    assert all(row["deleted"] for row in report["threads"])
+    after = _held(store)
+    assert after == Counter(
+        {key: n for key, n in before.items() if key.startswith(tuple(map(_pfx, spared)))}
+    )
+    # Manifests, then writes and objects in one round: the threads' steps share requests.
+    bound = 3 * math.ceil(_deleted(before, after) / 1000) + 4
+    requests = metered.snapshot().delete_requests
+    assert requests <= bound < len(doomed) / 4, requests
+
+
+def _pfx(thread_id: str) -> str:
+    return k.thread_prefix(thread_id)
+
+
+def _thread_of(key: str) -> str:
+    """The thread prefix a deleted key belongs to."""
+    if key.startswith(k.THREADS):
+        return key[: key.index("/", len(k.THREADS)) + 1]
+    return f"{k.THREADS}{key.rsplit('/', 1)[1]}/"  # a run's index entry, runs/<U>/<T>
+
+
+def _check_order(events: list[tuple[str, tuple[str, ...]]]) -> int:
+    """For each thread, its manifests' requests completed before any other key of it was sent.
+
+    Returns the number of threads checked.
+    """
+    done_at: dict[str, int] = {}  # a thread's last completed request holding a manifest of it
+    sent_at: dict[str, int] = {}  # the first request holding another key of it
+    for at, (what, keys) in enumerate(events):
+        for key in keys:
+            pfx = _thread_of(key)
+            if what == "done" and "/checkpoints/" in key:
+                done_at[pfx] = at
+            elif what == "sent" and "/checkpoints/" not in key:
+                sent_at.setdefault(pfx, at)
+    assert done_at, "no manifest was deleted"
+    for pfx, at in done_at.items():
+        assert pfx in sent_at, f"{pfx}: no other key deleted"
+        assert sent_at[pfx] > at, f"{pfx}: a key was sent before its manifests were deleted"
+    return len(done_at)
+
+
+@pytest.mark.parametrize("job", ["prune", "delete_threads"])
+def test_a_threads_manifests_are_deleted_before_its_other_keys_are_sent(
+    backend: Backend, seed: Path, job: str
+) -> None:
+    (store,) = _seeded(backend, seed, 1)
+    # Slow requests, the default linger: were a call to return before its
+    # request completed, a thread's next keys would be sent (or queued in the
+    # same request) while its manifests' request is in flight.
+    recording = _Recording(store, delay=0.03)
+    if job == "prune":
+        _prune(recording)
+    else:
+        _delete(recording, THREADS)
+    assert _check_order(recording.events) == len(THREADS)
+    sent = [keys for what, keys in recording.events if what == "sent"]
+    # Requests were shared, or the order would be the plans' alone.
+    assert any(len({_thread_of(key) for key in keys}) > 1 for keys in sent)
+
+
+def _first_delete_fails(fault: Fault) -> Callable[[Any], Fault | None]:
+    return FailWhere(lambda request: request.op == "delete", fault, times=1)
+
+
+# The faults are injected above the transport: one S3 transport is enough.
+@pytest.mark.backends("local", "s3-lean")
+@pytest.mark.parametrize("fault", [Fault.ERROR, Fault.LOST_RESPONSE])
+@pytest.mark.parametrize("job", ["prune", "delete_threads"])
+def test_a_failed_shared_delete_fails_its_threads_and_a_rerun_completes(
+    backend: Backend, seed: Path, job: str, fault: Fault
+) -> None:
+    failed, clean = _seeded(backend, seed, 2)
+
+    def run(store: ObjectStore, linger: float | None = None) -> Any:
+        if job == "prune":
+            return _prune(store, linger=linger)
+        return _delete(store, THREADS, linger=linger)
+
+    with pytest.raises(StorageError) as info:
+        run(FaultyStore(failed, _first_delete_fails(fault)), GATHER_ALL)
+    # The first request held the manifests of several threads: each failed
+    # naming its own key, caused by the store's error.
+    assert str(info.value).startswith("delete of key 'threads/")
+    assert isinstance(info.value.__cause__, InjectedFaultError)
+    run(failed)
+    run(clean)
+    assert _held(failed) == _held(clean)
+    if job == "delete_threads":
+        assert _keys(failed) == []
