@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.longterm import layout, plans
 from objstore_saver.longterm.records import DEL, PUT, Record, decode_item, to_datetime
@@ -30,6 +31,7 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
+from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, run_batch, run_one
@@ -362,8 +364,9 @@ async def astore_sweep(
     a concurrent put or TTL refresh wins. Its records and the tombstone leave
     the index at later compactions (spec §8.4.6). Item objects the index no
     longer holds as a put (a crash between a delete's record and the item's
-    DELETE) are swept too when expired. Running it again finds nothing more:
-    the job is idempotent, and a crashed run is completed by the next one.
+    DELETE) are swept too when expired. The items in flight share
+    DeleteObjects requests. Running it again finds nothing more: the job is
+    idempotent, and a crashed run is completed by the next one.
 
     Args:
         prefix: Namespace labels swept namespaces start with (empty: all).
@@ -388,6 +391,10 @@ async def astore_sweep(
     rows: list[dict[str, Any]] = []
     async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
         found, bad = await driver.arun(_sweep_candidates(ns, ctx.now()))
+        # The items in flight share DeleteObjects requests (each item's DELETE
+        # still follows its record, as the sweep's plan orders them).
+        coalesced = DeleteCoalescingStore(store)
+        sweeper = Driver(coalesced, max_workers=16)
 
         async def items() -> AsyncGenerator[tuple[plans.Expired, Record | None], None]:
             for pair in found:
@@ -396,7 +403,7 @@ async def astore_sweep(
         async def one(pair: tuple[plans.Expired, Record | None]) -> str:
             if not apply:
                 return "would delete"
-            deleted = await driver.arun(_sweep_one(ctx, *pair))
+            deleted = await sweeper.arun(_sweep_one(ctx, *pair))
             return "deleted" if deleted else "renewed"
 
         def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
@@ -410,16 +417,20 @@ async def astore_sweep(
                 }
             )
 
-        run = await for_each(
-            items(),
-            one,
-            done,
-            concurrency=concurrency,
-            owns=lambda pair: shard.owns(layout.namespace_path(pair[0].namespace)),
-            name=lambda pair: f"{pair[0].namespace!r} {pair[0].key!r}",
-            progress=progress,
-            should_cancel=should_cancel if apply else None,
-        )
+        try:
+            run = await for_each(
+                items(),
+                one,
+                done,
+                concurrency=concurrency,
+                owns=lambda pair: shard.owns(layout.namespace_path(pair[0].namespace)),
+                name=lambda pair: f"{pair[0].namespace!r} {pair[0].key!r}",
+                progress=progress,
+                should_cancel=should_cancel if apply else None,
+            )
+        finally:
+            sweeper.close()
+            await coalesced.aclose()  # nothing stays queued when the job ends
     rows.sort(key=lambda r: (r["namespace"], r["key"]))
     return {
         "store": store.location,

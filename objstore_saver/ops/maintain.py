@@ -4,6 +4,9 @@ The work is the saver's own plans (spec §6.6, §6.9, §6.11); the jobs find
 the threads in one flat listing, run ``concurrency`` of them at once
 (:mod:`objstore_saver.ops.fanout`), keep to their shard, report progress,
 stop between threads when cancelled and return JSON-serializable reports.
+``prune`` and ``delete_threads`` send the deletes of the threads in flight in
+shared DeleteObjects requests (:mod:`objstore_saver.ops.delete_coalescing`);
+each thread's deletes keep their order.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
 )
+from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Target,
@@ -114,7 +118,9 @@ async def aprune(
     references and that are older than ``min_age`` seconds. Safe while agents
     write: the sweep is two-phase (spec §6.9). Every thread is found by one
     flat listing of the store, whose keys also decide the idle and age rules
-    (no LIST of its own per thread); ``concurrency`` threads are pruned at once.
+    (no LIST of its own per thread); ``concurrency`` threads are pruned at once,
+    their deletes sharing DeleteObjects requests (a thread's manifests are
+    gone before its other keys are sent).
 
     Args:
         thread_ids: Threads to prune; default every thread of the store.
@@ -151,7 +157,8 @@ async def aprune(
             idle_for=_seconds(idle_for),
             idle_action=idle_action,
         )
-        driver = Driver(saver.store, max_workers=16)
+        coalesced = DeleteCoalescingStore(saver.store)
+        driver = Driver(coalesced, max_workers=16)
 
         async def one(target: Target) -> dict[str, Any] | None:
             thread_id = target.thread_id
@@ -177,6 +184,7 @@ async def aprune(
             )
         finally:
             driver.close()
+            await coalesced.aclose()  # nothing stays queued when the job ends
         rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         totals: dict[str, int] = {}
         for row in rows:
@@ -281,8 +289,10 @@ async def adelete_threads(
     """Delete every object of each named thread, ``concurrency`` at once (dry run unless ``apply``).
 
     Each thread is one LIST and its deletes (spec §6.6): manifests first, then
-    what they referenced in one round. A thread that holds nothing is named
-    in ``threads_holding_nothing``, not an error.
+    what they referenced in one round. The deletes of the threads in flight
+    share DeleteObjects requests; a thread's manifests are gone before its
+    other keys are sent. A thread that holds nothing is named in
+    ``threads_holding_nothing``, not an error.
 
     Returns:
         One row per thread (what it holds and whether it was deleted), totals,
@@ -294,7 +304,8 @@ async def adelete_threads(
     rows: list[dict[str, Any]] = []
     async with aopen_saver(config or OpsConfig.from_env()) as saver:
         ctx = saver.plan_context
-        driver = Driver(saver.store, max_workers=16)
+        coalesced = DeleteCoalescingStore(saver.store)
+        driver = Driver(coalesced, max_workers=16)
 
         async def one(target: Target) -> dict[str, Any]:
             assert target.thread_id is not None  # named threads
@@ -318,6 +329,7 @@ async def adelete_threads(
             )
         finally:
             driver.close()
+            await coalesced.aclose()  # nothing stays queued when the job ends
         rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         return {
             "store": saver.store.location,
