@@ -142,13 +142,27 @@ def s3_bucket(s3_endpoint: S3Endpoint) -> Iterator[str]:
         yield bucket
 
 
+def _credentials_in_env(monkeypatch: pytest.MonkeyPatch, key_id: str, secret: str) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
 @pytest.fixture
 def creds_env(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The endpoint's credentials in boto3's default chain (environment)."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_endpoint.access_key or "testing-access-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_endpoint.secret_key or "testing-secret-key")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    _credentials_in_env(
+        monkeypatch,
+        s3_endpoint.access_key or "testing-access-key",
+        s3_endpoint.secret_key or "testing-secret-key",
+    )
+
+
+@pytest.fixture
+def creds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made-up credentials in boto3's default chain, for scripted loopback servers."""
+    _credentials_in_env(monkeypatch, "testing-access-key", "testing-secret-key")
 
 
 @pytest.fixture

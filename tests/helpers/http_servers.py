@@ -50,23 +50,24 @@ def read_request(conn: socket.socket, data: bytes = b"") -> tuple[bytes, bytes] 
     return head + b"\r\n\r\n" + data[:length], data[length:]
 
 
-class ScriptedServer:
-    """An origin on loopback: the first connection gets ``script``, later ones sound answers.
+class _Listener:
+    """A loopback listener handing each connection to a thread of its own until closed.
 
-    ``accepted`` counts connections; ``heads`` holds every request head received.
+    ``accepted`` counts connections. Subclasses set themselves up, then call
+    :meth:`_begin`, and implement :meth:`_handle` (one connection, in its thread).
     """
 
-    def __init__(self, script: Script, *, close_after: bool = False) -> None:
-        self._script = script
-        self._close_after = close_after
-        self.listener = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, address: str = "127.0.0.1") -> None:
+        self.listener = socket.create_server((address, 0))
         self.listener.settimeout(0.2)
-        self.host = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.port = self.listener.getsockname()[1]
+        self.host = f"{address}:{self.port}"
         self.accepted = 0
-        self.heads: list[bytes] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._main = threading.Thread(target=self._serve, daemon=True)
+
+    def _begin(self) -> None:
         self._main.start()
 
     def _serve(self) -> None:
@@ -77,10 +78,43 @@ class ScriptedServer:
             except TimeoutError:
                 continue
             self.accepted += 1
-            target = self._hostile if self.accepted == 1 else self._sound
-            thread = threading.Thread(target=target, args=(conn,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._start(self._handle, conn)
+
+    def _start(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def _stopping(self) -> None:
+        """Called between stopping the accept loop and joining the handlers."""
+
+    def close(self) -> None:
+        self._stop.set()
+        self._main.join(5)
+        self._stopping()
+        for thread in self._threads:
+            thread.join(5)
+        self.listener.close()
+
+
+class ScriptedServer(_Listener):
+    """An origin on loopback: the first connection gets ``script``, later ones sound answers.
+
+    ``accepted`` counts connections; ``heads`` holds every request head received.
+    """
+
+    def __init__(self, script: Script, *, close_after: bool = False) -> None:
+        super().__init__()
+        self._script = script
+        self._close_after = close_after
+        self.heads: list[bytes] = []
+        self._begin()
+
+    def _handle(self, conn: socket.socket) -> None:
+        (self._hostile if self.accepted == 1 else self._sound)(conn)
 
     def _hostile(self, conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
@@ -116,13 +150,6 @@ class ScriptedServer:
                 data = request[1]
                 conn.sendall(OK)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._main.join(5)
-        for thread in self._threads:
-            thread.join(5)
-        self.listener.close()
-
 
 def repeat(piece: bytes, *, every: float, first: bytes = b"", then: bytes = b"") -> Script:
     """A script sending ``first``, then ``piece`` every ``every`` s until the client leaves."""
@@ -150,7 +177,7 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
         dst.shutdown(socket.SHUT_WR)
 
 
-class ForwardProxy:
+class ForwardProxy(_Listener):
     """A forward proxy on loopback: absolute-form requests and ``CONNECT`` tunnels.
 
     With ``credentials`` (``user:password``) a request without the matching
@@ -164,36 +191,23 @@ class ForwardProxy:
             "Basic " + base64.b64encode(credentials.encode()).decode() if credentials else None
         )
         self._refuse = refuse
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
+        super().__init__()
         self.lines: list[str] = []
         self.authorizations: list[str | None] = []
-        self.connections = 0
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         self._sockets: list[socket.socket] = []
-        self._main = threading.Thread(target=self._serve, daemon=True)
-        self._main.start()
+        self._begin()
+
+    @property
+    def connections(self) -> int:
+        """Connections the proxy accepted."""
+        return self.accepted
 
     def url(self, credentials: str | None = None) -> str:
         """The proxy's URL, with ``credentials`` as its user info if given."""
         return f"http://{credentials + '@' if credentials else ''}127.0.0.1:{self.port}"
 
-    def _serve(self) -> None:
-        end = time.monotonic() + LIFETIME_S
-        while not self._stop.is_set() and time.monotonic() < end:
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            self.connections += 1
-            self._start(self._client, conn)
-
-    def _start(self, target: Callable[..., None], *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        thread.start()
-        self._threads.append(thread)
+    def _handle(self, conn: socket.socket) -> None:
+        self._client(conn)
 
     def _denied(self, head: bytes) -> int | None:
         """The status refusing this request, or None to forward it."""
@@ -253,15 +267,10 @@ class ForwardProxy:
                 line = b" ".join((method, origin_form.encode(), version))
                 upstream.sendall(line + b"\r\n" + kept + b"\r\n\r\n" + body)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._main.join(5)
+    def _stopping(self) -> None:
         for sock in self._sockets:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        for thread in self._threads:
-            thread.join(5)
-        self.listener.close()
 
 
 # --- a private CA and a TLS origin ------------------------------------------------------
@@ -317,32 +326,16 @@ def make_ca(folder: Path) -> PrivateCA:
     return PrivateCA(ca_cert, cert, key)
 
 
-class TlsOrigin:
+class TlsOrigin(_Listener):
     """A keep-alive HTTPS origin on loopback answering every request with :data:`OK`."""
 
     def __init__(self, context: ssl.SSLContext, address: str = "127.0.0.1") -> None:
         self._context = context
-        self.listener = socket.create_server((address, 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
-        self.host = f"{address}:{self.port}"
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._main = threading.Thread(target=self._serve, daemon=True)
-        self._main.start()
+        super().__init__(address)
+        self._begin()
 
-    def _serve(self) -> None:
-        end = time.monotonic() + LIFETIME_S
-        while not self._stop.is_set() and time.monotonic() < end:
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            self.accepted += 1
-            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
+    def _handle(self, conn: socket.socket) -> None:
+        self._answer(conn)
 
     def _answer(self, conn: socket.socket) -> None:
         with contextlib.suppress(OSError), conn:
@@ -352,13 +345,6 @@ class TlsOrigin:
                 while (request := read_request(tls, data)) is not None:
                     data = request[1]
                     tls.sendall(OK)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._main.join(5)
-        for thread in self._threads:
-            thread.join(5)
-        self.listener.close()
 
 
 @contextlib.contextmanager

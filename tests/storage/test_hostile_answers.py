@@ -227,20 +227,12 @@ async def test_read_chunked_reads_no_byte_past_the_body() -> None:
 # --- through the store, one attempt ------------------------------------------------------
 
 
-@pytest.fixture
-def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATEST")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
 @pytest.mark.parametrize("way", ["get", "aget"])
 @pytest.mark.parametrize(
     "case", ["negative-length", "length-over-2-GiB", "endless-interims", "endless-trailers"]
 )
 def test_the_store_raises_its_unavailable_error_for_a_broken_answer(
-    case: str, way: str, fake_credentials: None
+    case: str, way: str, creds: None
 ) -> None:
     script, says = HOSTILE[case]
     server = ScriptedServer(script)
@@ -268,7 +260,7 @@ def test_the_store_raises_its_unavailable_error_for_a_broken_answer(
     assert server.heads and server.heads[0].startswith(b"GET /bucket/key ")
 
 
-def test_a_sound_answer_after_a_broken_one_reaches_the_store(fake_credentials: None) -> None:
+def test_a_sound_answer_after_a_broken_one_reaches_the_store(creds: None) -> None:
     # The control of the cases above: the same server's second connection answers.
     server = ScriptedServer(OK)
     store = LeanS3Store(

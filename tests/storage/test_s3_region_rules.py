@@ -23,14 +23,6 @@ from objstore_saver.storage.urls import store_from_url
 HOME = "eu-west-1"
 
 
-@pytest.fixture
-def creds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-access-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret-key")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
 def _wrong_region(kind: str, region: str) -> tuple[int, dict[str, str], bytes]:
     if kind == "301 header":
         return 301, {"x-amz-bucket-region": region}, error_xml("PermanentRedirect")

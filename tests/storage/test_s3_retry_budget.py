@@ -28,14 +28,6 @@ SLOW_DOWN = (503, {"content-type": "application/xml"}, error_xml("SlowDown"))
 OK = (200, {}, b"data")
 
 
-@pytest.fixture
-def creds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-access-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret-key")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
 def _lean(url: str, **options: Any) -> LeanS3Store:
     return LeanS3Store("bucket", endpoint_url=url, region_name="us-east-1", **options)
 

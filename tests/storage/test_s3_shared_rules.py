@@ -12,14 +12,6 @@ from objstore_saver.storage import ObjectExistsError, ObjectNotFoundError, PutMo
 from objstore_saver.storage.s3 import LeanS3Store, S3Store, rules
 
 
-@pytest.fixture
-def creds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-access-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret-key")
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
 def _stores(url: str) -> list[Any]:
     options = {"endpoint_url": url, "region_name": "us-east-1", "max_attempts": 1}
     return [LeanS3Store("bkt", **options), S3Store("bkt", **options)]
