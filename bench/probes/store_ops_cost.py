@@ -13,7 +13,7 @@ import contextlib
 import json
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreStore
@@ -44,7 +44,15 @@ def run(items: int, expired: int) -> dict[str, Any]:
             finally:
                 driver.close()
 
+        @contextlib.asynccontextmanager
+        async def ametered(config: OpsConfig) -> AsyncIterator[tuple[Any, Driver]]:
+            with metered(config) as opened:
+                yield opened
+
+        # The blocking jobs open their store with open_store, the sweep (a
+        # coroutine job) with aopen_store: both must hand out the meter.
         store_ops.open_store = metered  # type: ignore[assignment]
+        store_ops.aopen_store = ametered  # type: ignore[assignment]
         cfg = OpsConfig(url=f"file://{root}")
         jobs = {
             "ls": lambda: store_ops.store_ls(config=cfg)["total"],
