@@ -179,7 +179,7 @@ def verify_thread(
         pfx: The thread prefix.
         report: Where counts and problems go.
         listing: The thread's keys when the caller listed them already
-            (:func:`~objstore_saver.plans.threads.scan_threads`); else listed here.
+            (:func:`~objstore_saver.plans.scan.scan_threads`); else listed here.
     """
     report.threads += 1
     if listing is None:

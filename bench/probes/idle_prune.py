@@ -28,7 +28,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 from objstore_saver.driver import Driver
-from objstore_saver.plans.threads import scan_threads, thread_id_of
+from objstore_saver.plans.scan import scan_threads
+from objstore_saver.plans.threads import thread_id_of
 from objstore_saver.storage import ObjectStore, S3Store
 
 IDLE_FOR = timedelta(days=30)

@@ -30,8 +30,8 @@ from objstore_saver.errors import ConfigurationError
 from objstore_saver.format import keys
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Batch, Plan
-from objstore_saver.plans.scan import scan_threads_ranged
-from objstore_saver.plans.threads import ThreadListing, scan_threads
+from objstore_saver.plans.scan import scan_threads, scan_threads_ranged
+from objstore_saver.plans.threads import ThreadListing
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -31,7 +31,7 @@ from objstore_saver.backend_choice import POSTGRES_URL
 from objstore_saver.driver import Driver
 from objstore_saver.format import keys
 from objstore_saver.ops._common import JobError, OpsConfig
-from objstore_saver.plans.threads import scan_threads
+from objstore_saver.plans.scan import scan_threads
 from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.urls import redact_url
 

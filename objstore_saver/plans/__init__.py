@@ -50,6 +50,7 @@ from objstore_saver.plans.reading import (
     read_tuples,
     thread_prefixes,
 )
+from objstore_saver.plans.scan import scan_threads
 from objstore_saver.plans.scope import Scope, checkpoint_config, next_version, scope_of
 from objstore_saver.plans.threads import (
     ThreadListing,
@@ -59,7 +60,6 @@ from objstore_saver.plans.threads import (
     delete_thread,
     list_thread,
     list_thread_keys,
-    scan_threads,
     thread_id_of,
 )
 from objstore_saver.plans.writing import encode_value, put, put_writes

@@ -1,4 +1,4 @@
-"""Finding every thread of a large store with several LISTs in flight (spec §6.4).
+"""Finding every thread of a store: one ordered listing, or key ranges side by side (§6.12).
 
 A flat listing of ``threads/`` reads one page of 1,000 keys per round trip:
 one page after the other, it finds about 125 small threads per round trip
@@ -73,6 +73,32 @@ def _cuts(first: list[str], max_ranges: int) -> list[str]:
         return first
     step = len(first) / (max_ranges - 1)
     return sorted({first[int(i * step)] for i in range(max_ranges - 1)})
+
+
+def scan_threads(
+    start_after: str | None = None, page_size: int = MAX_LIST_PAGE
+) -> Generator[Batch | Emit, list[Any] | None, int]:
+    """Plan: every thread after ``start_after``, in key order, as :class:`ThreadListing`.
+
+    One flat listing of ``threads/``, a full page (1,000 keys) per LIST: a
+    thread's keys are adjacent in key order, so a thread is emitted once the
+    listing has moved past it. Only the thread being listed is held. The
+    order is what a resumable job's cursor needs. Returns the number of LISTs.
+
+    Args:
+        start_after: A key (or a thread prefix) to resume after.
+        page_size: Keys per LIST.
+    """
+    rng = _Range(start_after, None)
+    lists = 0
+    while not rng.done:
+        page = yield from run_one(ListKeys(keys.THREADS, rng.after, page_size))
+        lists += 1
+        ready: list[ThreadListing] = []
+        _file(rng, page, ready)
+        for listing in ready:
+            yield Emit(listing)
+    return lists
 
 
 def scan_threads_ranged(

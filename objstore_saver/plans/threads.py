@@ -21,7 +21,6 @@ from objstore_saver.plans.reading import decode_checked_manifest, read_metadata
 from objstore_saver.plans.requests import (
     Batch,
     Delete,
-    Emit,
     Get,
     ListKeys,
     Put,
@@ -29,7 +28,7 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.storage.base import MAX_DELETE_BATCH, MAX_LIST_PAGE, ObjectInfo
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
 
 
 @dataclass
@@ -94,43 +93,6 @@ def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
     if listing.unknown:
         raise CorruptObjectError(listing.unknown[0].key, "unknown key under a thread prefix")
     return listing
-
-
-def scan_threads(
-    start_after: str | None = None, page_size: int = MAX_LIST_PAGE
-) -> Generator[Batch | Emit, list[Any] | None, int]:
-    """Plan: every thread of the store, each emitted as a :class:`ThreadListing` (spec §6.4).
-
-    One flat listing of ``threads/``, a full page (1,000 keys) per LIST: a
-    thread's keys are adjacent in key order, so a thread is emitted once the
-    listing has moved past it. Only the thread being listed is held. Returns
-    the number of LISTs sent.
-
-    Args:
-        start_after: A key (or a thread prefix) to resume after.
-        page_size: Keys per LIST.
-    """
-    current: ThreadListing | None = None
-    after = start_after
-    lists = 0
-    while True:
-        page = yield from run_one(ListKeys(keys.THREADS, after, page_size))
-        lists += 1
-        for info in page.objects:
-            try:
-                pfx, _ = keys.split_thread_key(info.key)
-            except ValueError:
-                raise CorruptObjectError(info.key, "not a key the format defines") from None
-            if current is None or current.pfx != pfx:
-                if current is not None:
-                    yield Emit(current)
-                current = ThreadListing(pfx)
-            current.add(info)
-        if not page.truncated or not page.objects:
-            if current is not None:
-                yield Emit(current)
-            return lists
-        after = page.objects[-1].key
 
 
 def thread_id_of(listing: ThreadListing) -> Generator[Batch, list[Any] | None, str | None]:

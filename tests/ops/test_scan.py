@@ -13,8 +13,8 @@ from backends import Backend
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.plans.requests import Batch, Emit, ListKeys
-from objstore_saver.plans.scan import TOKEN_CHARS, scan_threads_ranged
-from objstore_saver.plans.threads import ThreadListing, scan_threads
+from objstore_saver.plans.scan import TOKEN_CHARS, scan_threads, scan_threads_ranged
+from objstore_saver.plans.threads import ThreadListing
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
 KINDS = ("checkpoints/~/r0", "checkpoints/~/r1", "writes/r1/t/a.0", "objects/h1", "runs/x")

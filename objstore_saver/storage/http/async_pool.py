@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool
+from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool, ProxyRefused
 from objstore_saver.storage.http.messages import (
     HttpRequest,
     HttpResponse,
@@ -59,14 +59,6 @@ async def _receive(reader: asyncio.StreamReader, answer: AnswerReader) -> HttpRe
             return whole
 
 
-class _Refused(Exception):
-    """A proxy did not open the tunnel: carries the failure to report."""
-
-    def __init__(self, failure: TransportFailure) -> None:
-        super().__init__(failure.error)
-        self.failure = failure
-
-
 class AsyncConnectionPool(CappedPool):
     """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open.
 
@@ -93,7 +85,7 @@ class AsyncConnectionPool(CappedPool):
         try:
             async with asyncio.timeout(self._connect_timeout):
                 return await self._open()
-        except _Refused as refused:
+        except ProxyRefused as refused:
             return refused.failure
         except OSError as exc:  # TimeoutError and certificate failures included
             return self._connect_failed(exc)
@@ -103,7 +95,7 @@ class AsyncConnectionPool(CappedPool):
 
         Raises:
             OSError: no connection, or its TLS handshake failed.
-            _Refused: the proxy refused the tunnel or answered it wrongly.
+            ProxyRefused: the proxy refused the tunnel or answered it wrongly.
         """
         host, port = self._dial
         if not self._tunnel:
@@ -113,14 +105,10 @@ class AsyncConnectionPool(CappedPool):
             writer.write(self._connect_head())
             answer = AnswerReader(bodiless=True)
             try:
-                status = (await _receive(reader, answer)).status
+                reply = await _receive(reader, answer)
             except ProtocolError as exc:
-                raise _Refused(self._proxy_broke(exc)) from exc
-            if not 200 <= status < 300:
-                raise _Refused(self._proxy_refused(status))
-            if answer.leftover or getattr(reader, "_buffer", b""):
-                error = ProtocolError("bytes after its 2xx to CONNECT")
-                raise _Refused(self._proxy_broke(error))
+                raise ProxyRefused(self._proxy_broke(exc)) from exc
+            self._tunnel_opened(reply, bool(answer.leftover or getattr(reader, "_buffer", b"")))
             await writer.start_tls(self._ssl, server_hostname=self._host)  # type: ignore[arg-type]
         except BaseException:
             writer.close()
@@ -165,19 +153,13 @@ class AsyncConnectionPool(CappedPool):
             async with asyncio.timeout(self._read_timeout):
                 await writer.drain()
                 reply = await _receive(reader, answer)
-        except TimeoutError:
+        except (OSError, ProtocolError) as exc:  # TimeoutError included
             writer.close()
-            return TransportFailure(f"ReadTimeoutError: no answer within {self._read_timeout} s")
-        except ProtocolError as exc:
-            writer.close()
-            return TransportFailure(f"ProtocolError: {exc}")
-        except OSError as exc:
-            writer.close()
-            return TransportFailure(f"{type(exc).__name__}: {exc}")
+            return self._read_failed(exc)
         except asyncio.CancelledError:
             writer.close()  # mid-exchange: the connection's framing is unknown
             raise
-        if reply.status == 407 and self._target_prefix:  # the proxy's own answer
+        if self._proxy_answered(reply):
             writer.close()
             return self._proxy_refused(407)
         if answer.reusable and len(self._idle) < self._max_idle:

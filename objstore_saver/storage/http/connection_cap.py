@@ -12,7 +12,7 @@ import ssl
 from http import HTTPStatus
 from urllib.parse import urlsplit
 
-from objstore_saver.storage.http.messages import HttpRequest, TransportFailure
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
 from objstore_saver.storage.http.proxy import Proxy
 from objstore_saver.storage.http.reader import MAX_BODY_BYTES, ProtocolError
 
@@ -185,6 +185,27 @@ class CappedPool:
             sent=False,
         )
 
+    def _tunnel_opened(self, answer: HttpResponse, leftover: bool) -> None:
+        """Check the proxy's answer to ``CONNECT``; ``leftover``: bytes came after it.
+
+        Raises:
+            ProxyRefused: the proxy refused the tunnel, or sent bytes past its 2xx.
+        """
+        if not 200 <= answer.status < 300:
+            raise ProxyRefused(self._proxy_refused(answer.status))
+        if leftover:
+            raise ProxyRefused(self._proxy_broke(ProtocolError("bytes after its 2xx to CONNECT")))
+
+    def _proxy_answered(self, answer: HttpResponse) -> bool:
+        """Whether ``answer`` is a forwarding proxy refusing to forward (its own 407)."""
+        return answer.status == 407 and bool(self._target_prefix)
+
+    def _read_failed(self, exc: OSError | ProtocolError) -> TransportFailure:
+        """The failure of a request whose answer could not be read (it may have been acted on)."""
+        if isinstance(exc, TimeoutError | BlockingIOError):  # BlockingIOError: a kernel timeout
+            return TransportFailure(f"ReadTimeoutError: no answer within {self._read_timeout} s")
+        return TransportFailure(f"{type(exc).__name__}: {exc}")
+
     def _connect_failed(self, exc: OSError) -> TransportFailure:
         """The failure of a connection that could not be opened: never sent.
 
@@ -211,6 +232,14 @@ class CappedPool:
             f"for {self._wait_timeout} s",
             sent=False,
         )
+
+
+class ProxyRefused(Exception):
+    """A proxy did not open the tunnel: carries the failure to report."""
+
+    def __init__(self, failure: TransportFailure) -> None:
+        super().__init__(failure.error)
+        self.failure = failure
 
 
 def _check_field(name: str, value: str) -> None:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool
+from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool, ProxyRefused
 from objstore_saver.storage.http.messages import (
     HttpRequest,
     HttpResponse,
@@ -91,14 +91,6 @@ class _Connection:
         self.sock.close()
 
 
-class _Refused(Exception):
-    """A proxy did not open the tunnel: carries the failure to report."""
-
-    def __init__(self, failure: TransportFailure) -> None:
-        super().__init__(failure.error)
-        self.failure = failure
-
-
 class ConnectionPool(CappedPool):
     """Blocking connections to ``scheme://host``, at most ``max_connections`` open.
 
@@ -130,7 +122,7 @@ class ConnectionPool(CappedPool):
 
         Raises:
             OSError: no connection, or its TLS handshake failed.
-            _Refused: the proxy refused the tunnel or answered it wrongly.
+            ProxyRefused: the proxy refused the tunnel or answered it wrongly.
         """
         sock = socket.create_connection(self._dial, timeout=self._connect_timeout)
         try:
@@ -165,16 +157,12 @@ class ConnectionPool(CappedPool):
                     raise TimeoutError(f"no answer to CONNECT within {self._connect_timeout} s")
                 sock.settimeout(left)
         except ProtocolError as exc:
-            raise _Refused(self._proxy_broke(exc)) from exc
-        if not 200 <= answer.status < 300:
-            raise _Refused(self._proxy_refused(answer.status))
-        if reader.leftover:
-            raise _Refused(self._proxy_broke(ProtocolError("bytes after its 2xx to CONNECT")))
+            raise ProxyRefused(self._proxy_broke(exc)) from exc
+        self._tunnel_opened(answer, bool(reader.leftover))
         sock.settimeout(self._connect_timeout)
 
     def _give_back(self, conn: _Connection) -> None:
         if conn.short:  # the next request gets the whole read timeout again
-            conn.short = False
             conn.wait_at_most(self._read_timeout)
             conn.short = False
         with self._lock:
@@ -215,7 +203,7 @@ class ConnectionPool(CappedPool):
             if conn is None:
                 try:
                     conn = self._connect()
-                except _Refused as refused:
+                except ProxyRefused as refused:
                     return refused.failure
                 except OSError as exc:
                     return self._connect_failed(exc)
@@ -258,16 +246,10 @@ class ConnectionPool(CappedPool):
         reader = AnswerReader(bodiless=request.method == "HEAD", max_body=self._max_body)
         try:
             answer = self._receive(conn, reader)
-        except _TIMED_OUT:
+        except (OSError, ProtocolError) as exc:  # timeouts included
             conn.close()
-            return TransportFailure(f"ReadTimeoutError: no answer within {self._read_timeout} s")
-        except ProtocolError as exc:
-            conn.close()
-            return TransportFailure(f"ProtocolError: {exc}")
-        except OSError as exc:
-            conn.close()
-            return TransportFailure(f"{type(exc).__name__}: {exc}")
-        if answer.status == 407 and self._target_prefix:  # the proxy's own answer
+            return self._read_failed(exc)
+        if self._proxy_answered(answer):
             conn.close()
             return self._proxy_refused(407)
         # Bytes beyond the answer break the framing of the next one: not reused.
