@@ -88,3 +88,20 @@ def test_the_rules() -> None:
     assert type(other) is StorageError
     assert str(other) == "S3 put of key 'k' in s3://b/ failed: InvalidArgument (HTTP 400): m; n"
     assert 0 <= rules.conflict_wait(3) <= 0.4
+
+
+@pytest.mark.parametrize("store", [LeanS3Store, S3Store])
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://user:topsecret@127.0.0.1:9", "carries user info"),
+        ("ftp://127.0.0.1:9", "is not an"),
+    ],
+)
+def test_both_transports_refuse_an_endpoint_alike(
+    creds: None, monkeypatch: pytest.MonkeyPatch, store: Any, url: str, says: str
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", url)
+    with pytest.raises(ValueError, match=f"AWS_ENDPOINT_URL_S3 .*{says}") as info:
+        store("bkt", region_name="us-east-1")
+    assert "topsecret" not in str(info.value)

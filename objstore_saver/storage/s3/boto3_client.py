@@ -17,9 +17,9 @@ from objstore_saver.storage.s3.endpoints import addressing_style as configured_s
 from objstore_saver.storage.s3.network import tls_context, trust_choice
 from objstore_saver.storage.s3.settings import (
     at_least_one,
+    checked_endpoint,
     configured_endpoint,
     positive_seconds,
-    public_url,
 )
 
 DEFAULT_RETRY_MODE = "standard"
@@ -77,14 +77,10 @@ def build_client(
     # Resolved here as the lean transport resolves it, so a configured endpoint
     # (argument, environment or config file) also selects path-style
     # addressing, which MinIO and most S3-compatible servers need.
-    endpoint_url, _ = configured_endpoint(endpoint_url, session)
+    endpoint_url, source = configured_endpoint(endpoint_url, session)
     style, _ = configured_style(addressing_style, session)
     if endpoint_url is not None:
-        if urlsplit(endpoint_url).username is not None:
-            raise ValueError(
-                f"endpoint_url {public_url(endpoint_url)!r} carries user info: give "
-                "credentials through boto3's chain (environment, profile, role) instead"
-            )
+        checked_endpoint(endpoint_url, source or "endpoint_url")
         options["s3"] = {"addressing_style": "path" if style == "auto" else style}
     elif addressing_style is not None:
         options["s3"] = {"addressing_style": style}

@@ -21,7 +21,7 @@ from botocore.exceptions import EndpointResolutionError
 from botocore.loaders import create_loader
 
 from objstore_saver.storage.s3.protocol import Addressing
-from objstore_saver.storage.s3.settings import botocore_session, public_url
+from objstore_saver.storage.s3.settings import botocore_session, checked_endpoint, public_url
 
 #: Environment variables naming the region, most specific first.
 REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -165,14 +165,7 @@ def custom_addressing(
             dotted bucket is asked for virtual-hosted over https; the message
             names ``source`` and the URL without credentials.
     """
-    parts = urlsplit(endpoint_url)
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(
-            f"{source} {public_url(endpoint_url)!r} carries user info: give "
-            "credentials through boto3's chain (environment, profile, role) instead"
-        )
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{source} {public_url(endpoint_url)!r} is not an http:// or https:// URL")
+    parts = checked_endpoint(endpoint_url, source)
     path = parts.path.rstrip("/")
     if style == "virtual":
         if "." in bucket and parts.scheme == "https":

@@ -13,7 +13,7 @@ import hashlib
 import math
 import os
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.base import StorageError, validate_key
@@ -247,3 +247,22 @@ def configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | N
     if value:
         return value, "endpoint_url of the AWS profile"
     return None, ""
+
+
+def checked_endpoint(endpoint_url: str, source: str = "endpoint_url") -> SplitResult:
+    """The parts of an endpoint URL both transports can use.
+
+    Raises:
+        ValueError: the URL carries user info or is not an http(s) URL; the
+            message names ``source`` (the option or variable it came from)
+            and the URL without credentials.
+    """
+    parts = urlsplit(endpoint_url)
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            f"{source} {public_url(endpoint_url)!r} carries user info: give "
+            "credentials through boto3's chain (environment, profile, role) instead"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{source} {public_url(endpoint_url)!r} is not an http:// or https:// URL")
+    return parts
