@@ -10,6 +10,11 @@ create-only PUT (``If-None-Match: *``), create-only PUT on an existing key
 response bytes per request, then wall throughput and CPU per request of ranged
 GETs run 1 and 64 at a time with 20 ms injected per request.
 
+``--compare TREE`` measures another checkout's package (``git worktree add
+--detach /tmp/before <commit>``) and this tree's in alternating rounds against
+one server and prints the median of each and their ratio: one before/after
+run, robust to a machine whose load drifts.
+
 Transports: ``boto3`` (the current ``S3Store``, sync), ``lean`` (``LeanS3Store``
 sync and async: SigV4 here, http.client / asyncio streams), ``aiobotocore`` (async),
 ``obstore`` (sync and async). Missing packages are reported and skipped; run it
@@ -22,6 +27,10 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -82,7 +91,11 @@ def _boto3(url: str, bucket: str) -> Client:
 
 def _lean(url: str, bucket: str, is_async: bool) -> Client:
     from objstore_saver.storage import ObjectExistsError, PutMode
-    from objstore_saver.storage.s3.lean import LeanS3Store
+
+    try:
+        from objstore_saver.storage.s3.lean import LeanS3Store
+    except ModuleNotFoundError:  # a tree from before storage/s3/ (``--compare``)
+        from objstore_saver.storage.s3_lean import LeanS3Store  # type: ignore[no-redef]
 
     s = LeanS3Store(bucket, endpoint_url=url, region_name=REGION)
     if not is_async:
@@ -355,6 +368,67 @@ def _build(name: str, url: str, bucket: str, loop: Any) -> Client:
 TRANSPORTS = ("boto3", "lean-sync", "lean-async", "aiobotocore", "obstore-sync", "obstore-async")
 
 
+def _measure(url: str, bucket: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every transport of ``args.transports`` measured against the proxy at ``url``."""
+    results: dict[str, Any] = {}
+    for name in args.transports.split(","):
+        loop = asyncio.new_event_loop()
+        try:
+            client = _build(name, url, bucket, loop)
+        except ImportError as exc:
+            results[name] = {"skipped": f"not installed: {exc}"}
+            print(f"{name}: skipped ({exc})", flush=True)
+            loop.close()
+            continue
+        row: dict[str, Any] = {"label": client.name}
+        _set_delay(url, 0)
+        for kind in KINDS:
+            row[kind] = _sequential(client, kind, args.n, url, loop)
+        _set_delay(url, args.delay_ms)
+        row["1-way"] = _concurrent(client, 1, args.width, loop)
+        row[f"{args.width}-way"] = _concurrent(client, args.width, args.per_task, loop)
+        _set_delay(url, 0)
+        closing = client.close()
+        if asyncio.iscoroutine(closing):
+            loop.run_until_complete(closing)
+        loop.close()
+        results[name] = row
+        print(json.dumps({name: row}), flush=True)
+    return results
+
+
+def _compare(args: argparse.Namespace, url: str, bucket: str, keys: tuple[str, str]) -> None:
+    """Alternate rounds of the package at ``args.compare`` and this tree; print medians."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    trees = {"before": os.path.abspath(args.compare), "now": here}
+    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+    attach = json.dumps({"proxy": url, "bucket": bucket, "keys": list(keys)})
+    for number in range(args.rounds):
+        for label, tree in trees.items():
+            out = os.path.join(tempfile.mkdtemp(prefix="transport-compare-"), "r.json")
+            command = [sys.executable, "-m", "bench.probes.transport", "--attach", attach]
+            command += ["--package-from", tree, "--json", out, "-n", str(args.n)]
+            command += ["--transports", args.transports, "--width", str(args.width)]
+            command += ["--per-task", str(args.per_task), "--delay-ms", str(args.delay_ms)]
+            subprocess.run(command, check=True, cwd=here, stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                rounds[label].append(json.load(f))
+            print(f"round {number + 1}/{args.rounds}: {label} measured", flush=True)
+    width = f"{args.width}-way"
+    print(f"| transport | measure | before ({trees['before']}) | now | now / before |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in args.transports.split(","):
+        for kind in (*KINDS, width):
+            field = "cpu_ms_per_request" if kind == width else "cpu_ms_per_call"
+            medians = [
+                statistics.median(r[name][kind][field] for r in rounds[label]) for label in trees
+            ]
+            print(
+                f"| {name} | {kind} ms CPU | {medians[0]:.3f} | {medians[1]:.3f} "
+                f"| {medians[1] / medians[0]:.2f} |"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=300, help="calls per request kind")
@@ -364,39 +438,38 @@ def main() -> None:
     parser.add_argument("--transports", default=",".join(TRANSPORTS))
     parser.add_argument("--s3-server", default="moto", help="S3 server of bench.server")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument(
+        "--compare",
+        metavar="TREE",
+        help="a checkout of another version: its objstore_saver and this tree's measured in "
+        "alternating rounds against one server; the medians and their ratio are printed",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare")
+    parser.add_argument("--attach", help=argparse.SUPPRESS)  # a --compare round: the server
+    parser.add_argument("--package-from", help=argparse.SUPPRESS)  # ...and the tree measured
     args = parser.parse_args()
+    if args.package_from:
+        sys.path.insert(0, args.package_from)
+        import objstore_saver  # noqa: F401  # from that tree, before anything imports it
+
+        sys.path.pop(0)
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
-    results: dict[str, Any] = {}
-    with ServerProcess(delay_ms=0, s3_server=args.s3_server) as server:
-        access, secret = server.keys
+    if args.attach:
+        attached = json.loads(args.attach)
+        access, secret = attached["keys"]
         os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
-        url = server.proxy_url
-        bucket = f"transport-{uuid.uuid4().hex[:8]}"
-        _seed(url, bucket)
-        for name in args.transports.split(","):
-            loop = asyncio.new_event_loop()
-            try:
-                client = _build(name, url, bucket, loop)
-            except ImportError as exc:
-                results[name] = {"skipped": f"not installed: {exc}"}
-                print(f"{name}: skipped ({exc})", flush=True)
-                loop.close()
-                continue
-            row: dict[str, Any] = {"label": client.name}
-            _set_delay(url, 0)
-            for kind in KINDS:
-                row[kind] = _sequential(client, kind, args.n, url, loop)
-            _set_delay(url, args.delay_ms)
-            row["1-way"] = _concurrent(client, 1, args.width, loop)
-            row[f"{args.width}-way"] = _concurrent(client, args.width, args.per_task, loop)
-            _set_delay(url, 0)
-            closing = client.close()
-            if asyncio.iscoroutine(closing):
-                loop.run_until_complete(closing)
-            loop.close()
-            results[name] = row
-            print(json.dumps({name: row}), flush=True)
+        results = _measure(attached["proxy"], attached["bucket"], args)
+    else:
+        with ServerProcess(delay_ms=0, s3_server=args.s3_server) as server:
+            access, secret = server.keys
+            os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+            bucket = f"transport-{uuid.uuid4().hex[:8]}"
+            _seed(server.proxy_url, bucket)
+            if args.compare:
+                _compare(args, server.proxy_url, bucket, server.keys)
+                return
+            results = _measure(server.proxy_url, bucket, args)
     _print_table(results, args.width)
     if args.json:
         with open(args.json, "w") as f:

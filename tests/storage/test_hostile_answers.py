@@ -20,7 +20,13 @@ from http_servers import OK, Script, ScriptedServer, repeat
 from objstore_saver.errors import StorageError, StoreUnavailableError
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool, read_chunked
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
-from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, MAX_INTERIM, AnswerReader
+from objstore_saver.storage.http.reader import (
+    MAX_HEAD_BYTES,
+    MAX_INTERIM,
+    AnswerReader,
+    ProtocolError,
+    parse_head,
+)
 from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.s3.lean import LeanS3Store
 
@@ -211,6 +217,38 @@ def test_the_reader_never_allocates_from_an_announced_length() -> None:
     reader = AnswerReader(max_body=2**62)
     assert reader.feed(_head("Content-Length: 2147483648") + b"hello") is None
     assert reader.wanted == 2147483648 - 5
+
+
+#: head lines -> the error naming the line at fault (None: the head is accepted).
+HEADS: dict[str, tuple[bytes, str | None]] = {
+    "tab and latin-1 in a value": (b"HTTP/1.1 200 OK\r\nX-A: a\tb \xe9", None),
+    "empty value": (b"HTTP/1.1 200 OK\r\nX-A:", None),
+    "control byte in the status line": (b"HTTP/1.1 200 O\x01K\r\nX-A: 1", "bad status line"),
+    "bare CR in a value": (b"HTTP/1.1 200 OK\r\nX-A: a\rb", "bad header line 'X-A: a\\rb'"),
+    "DEL in a value": (b"HTTP/1.1 200 OK\r\nX-A: a\x7fb", "bad header line 'X-A: a\\x7fb'"),
+    "no colon": (b"HTTP/1.1 200 OK\r\nX-A 1", "bad header line 'X-A 1'"),
+    "empty name": (b"HTTP/1.1 200 OK\r\n: 1", "bad header line ': 1'"),
+    "slash in a name": (b"HTTP/1.1 200 OK\r\nX-B: 2\r\nX/A: 1", "bad header line 'X/A: 1'"),
+    "latin-1 in a name": (b"HTTP/1.1 200 OK\r\nX-\xe9: 1", "bad header line 'X-\xe9: 1'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEADS))
+def test_a_head_is_refused_naming_the_line_at_fault(case: str) -> None:
+    head, error = HEADS[case]
+    if error is None:
+        status, headers = parse_head(head)
+        assert status == 200
+        assert headers["x-a"] == head.partition(b":")[2].strip(b" \t").decode("latin-1")
+        return
+    with pytest.raises(ProtocolError) as caught:
+        parse_head(head)
+    assert str(caught.value).startswith(error)
+
+
+def test_repeated_headers_are_joined_and_names_lower_cased() -> None:
+    head = b'HTTP/1.0 206 Partial\r\nX-Amz-A: 1\r\nx-amz-a:  2\t\r\nETag: "e"'
+    assert parse_head(head) == (206, {"x-amz-a": "1, 2", "etag": '"e"', "connection": "close"})
 
 
 async def test_read_chunked_reads_no_byte_past_the_body() -> None:

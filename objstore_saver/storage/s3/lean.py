@@ -424,7 +424,8 @@ class LeanS3Store:
         while True:
             # The next step may sign a request: credentials due for a refresh
             # are refreshed in a worker thread first, never on the loop.
-            await self._credentials.ready()
+            if self._credentials.refresh_due():
+                await self._credentials.ready()
             try:
                 step = plan.send(reply)
             except StopIteration as stop:

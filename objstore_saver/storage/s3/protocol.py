@@ -42,7 +42,6 @@ from objstore_saver.storage.s3.retry import (
     RetryPolicy,
     is_retryable,
     retry_cost,
-    succeeded,
 )
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
@@ -432,6 +431,10 @@ class S3Protocol:
             request = build()  # signed anew: x-amz-date moves on
             reply = yield request
             assert reply is not None
+            if isinstance(reply, HttpResponse) and 200 <= reply.status < 300:
+                # The everyday answer: never a redirect, never retried.
+                self.retry.quota.release(taken or NO_RETRY_REFUND)
+                return reply, attempt
             if redirected is None:
                 region = self._redirect(request, reply, operation)
                 if region is not None:
@@ -441,8 +444,6 @@ class S3Protocol:
             elif isinstance(reply, HttpResponse) and is_wrong_region(reply):
                 raise self._redirected_again(*redirected, reply, operation)
             if not is_retryable(reply):
-                if succeeded(reply):
-                    self.retry.quota.release(taken or NO_RETRY_REFUND)
                 return reply, attempt
             if attempt >= self.retry.max_attempts:
                 return reply, attempt

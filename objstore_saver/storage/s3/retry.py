@@ -30,7 +30,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from objstore_saver.storage.http.messages import HttpResponse, Reply, TransportFailure
+from objstore_saver.storage.http.messages import Reply, TransportFailure
 from objstore_saver.storage.s3.rules import error_code
 
 #: Default largest wait before the second attempt, in seconds (botocore's base).
@@ -113,6 +113,10 @@ class RetryQuota:
 
     def release(self, amount: int) -> None:
         """Give back ``amount`` units, never beyond the capacity."""
+        # A full quota read without the lock: an acquire racing with this read
+        # is ordered after this (no-op) release, as if it came a moment later.
+        if self._available >= self.capacity:
+            return
         with self._lock:
             self._available = min(self.capacity, self._available + amount)
 
@@ -164,8 +168,3 @@ def retry_cost(reply: Reply) -> int:
     if isinstance(reply, TransportFailure) and reply.error.startswith(TIMEOUT_FAILURES):
         return TIMEOUT_RETRY_COST
     return RETRY_COST
-
-
-def succeeded(reply: Reply) -> bool:
-    """Whether ``reply`` is a 2xx answer (one that gives quota back)."""
-    return isinstance(reply, HttpResponse) and 200 <= reply.status < 300
