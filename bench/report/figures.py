@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report import operations
+from bench.report import costs, operations
 from bench.report.results import MIB, OURS, Results, server_flag
 from bench.report.targets import targets
 
@@ -27,6 +27,7 @@ def figures(d: Results) -> dict[str, Any]:
         "intro": _intro(d),
         "headlines": _headlines(d),
         "targets": targets(d),
+        "costs": costs.section(d),
         "chat": {w: _chat(d, w) for w in ("1", "1b")},
         "long_thread": _long_thread(d),
         "large_value": _large_value(d),

@@ -73,6 +73,13 @@ def render(f: dict[str, Any], t: Template | None = None) -> str:
     out += _headlines(f["headlines"], t)
     out += _targets(f["targets"], t)
 
+    costs = f["costs"]
+    if costs is not None:
+        out += [t.fill("costs", **costs), table(*costs["table"])]
+        if costs["durability"] is not None:
+            out += [t.fill("costs.durability"), table(*costs["durability"])]
+        out += [t.fill("costs.prices"), table(*costs["prices"])]
+
     for w, chat in f["chat"].items():
         if chat is None:
             continue

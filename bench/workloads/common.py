@@ -67,8 +67,13 @@ def chat_turns(
     *,
     deadline: float | None = None,
     on_turn: Callable[[int], None] | None = None,
+    durability: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Drive ``turns`` of a scripted chat, one measured row per turn."""
+    """Drive ``turns`` of a scripted chat, one measured row per turn.
+
+    ``durability`` is LangGraph's mode for each run (its default when None).
+    """
+    options = {} if durability is None else {"durability": durability}
     rows = []
     for t in turns:
         if deadline is not None and time.monotonic() > deadline:
@@ -76,7 +81,9 @@ def chat_turns(
         if on_turn is not None:
             on_turn(t)
         msgs = script.inputs(t)
-        _, row = measured(handle, lambda msgs=msgs: graph.invoke({"messages": msgs}, cfg(thread)))
+        _, row = measured(
+            handle, lambda msgs=msgs: graph.invoke({"messages": msgs}, cfg(thread), **options)
+        )
         row["turn"] = t
         rows.append(row)
     return rows

@@ -63,7 +63,7 @@ class Workload:
 
 
 def _seed_chat(spec: SaverSpec, env: Env, sizes: Sizes, _: Any) -> dict[str, Any]:
-    return chat.run_chat(spec, env, sizes, graphs.SEED)
+    return chat.run_chat(spec, env, sizes, graphs.SEED, durability=True)
 
 
 def _realistic_chat(spec: SaverSpec, env: Env, sizes: Sizes, _: Any) -> dict[str, Any]:

@@ -118,6 +118,15 @@ def test_every_block_of_the_template_is_used() -> None:
     other["reruns"] = [
         {"workloads": ["6a"], "generated_at": "then", "elapsed_s": 60.0, "reason": "a reason"}
     ]
+    other["results"]["1"][OURS]["durability"] = {
+        mode: {
+            "turns": 10,
+            "requests_per_turn": {"PutObject": puts, "ListObjectsV2": 1.0},
+            "bytes_sent_per_turn": 3000.0,
+            "bytes_received_per_turn": 800.0,
+        }
+        for mode, puts in (("sync", 5.0), ("async", 5.0), ("exit", 2.0))
+    }
     r5 = other["results"]["5"][OURS]
     r5["storage_identical_to_before_thread"] = False
     r5["verify"]["ok"] = False
@@ -130,6 +139,28 @@ def test_a_template_names_each_block_once() -> None:
         Template("<!-- block: a -->\nx\n<!-- block: a -->\ny\n")
     t = Template("preamble\n<!-- block: a -->\n\nA {n:.1f}\n\n<!-- block: b -->\nB\n")
     assert t.fill("a", n=2) == "A 2.0" and t.fill("b") == "B"
+
+
+def test_the_costs_price_each_s3_saver_and_each_durability_mode() -> None:
+    doc = copy.deepcopy(LATEST)
+    doc["results"]["1"][OURS]["durability"] = {
+        "exit": {
+            "turns": 10,
+            "requests_per_turn": {"PutObject": 2.0, "ListObjectsV2": 1.0, "GetObject": 0.5},
+            "bytes_sent_per_turn": 3000.0,
+            "bytes_received_per_turn": 800.0,
+        }
+    }
+    page = _page(doc)
+    costs = page.split("## What a turn costs")[1].split("\n## ")[0]
+    # 3 class A and 0.5 class B a turn: $15.20 per million turns at S3 Standard.
+    assert (
+        "| objstore-saver (S3) | `exit` | 3 | 0.5 | GetObject 0.50, ListObjectsV2 1.00, "
+        "PutObject 2.00 | 15.20 |" in costs
+    )
+    # Savers without object storage have no S3 bill to price.
+    assert "PostgresSaver" not in costs and "InMemorySaver" not in costs
+    assert "| objstore-saver (S3) | 1 seed chat |" in costs
 
 
 def test_no_history_in_the_generated_page() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import os
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +13,6 @@ import pytest
 
 from bench import graphs
 from bench.meters import Meter, Reading
-from bench.proxy import MeteringProxy
 from bench.savers import Env, Handle, InMemory
 from bench.workloads.concurrency import _round_sizes, run_async, run_threads
 from bench.workloads.sizes import FULL, QUICK
@@ -142,24 +139,6 @@ class _Unopenable(InMemory):
     def open_sync(self, env: Env) -> Iterator[Handle]:
         raise ConnectionError("no server for unopenable")
         yield  # pragma: no cover
-
-
-@pytest.fixture
-def env(s3_endpoint: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    """A benchmark environment with a metering proxy (no delay) before the test's S3."""
-    # Env points the AWS_* variables at the proxy. monkeypatch restores (or
-    # removes) only what it set itself, so each is set here first.
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))
-    monkeypatch.setenv("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL", ""))
-    server = MeteringProxy(s3_endpoint.url.split("://", 1)[1], delay=0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Env(server.url, s3_endpoint.url, str(tmp_path))
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_workload_6a_interleaves_savers_and_rotates_who_goes_first(env: Env) -> None:
