@@ -204,7 +204,7 @@ def verify_thread(
         [o.key for o in listing.manifests], [o.key for o in listing.writes], object_keys
     )
 
-    manifest_write_prefixes: set[str] = set()
+    manifest_checkpoints: set[tuple[str, str, str]] = set()
     for key, body in got_manifests:
         if body is None:
             continue  # deleted since it was listed
@@ -219,9 +219,7 @@ def verify_thread(
                 Problem(key, "unreadable", f"manifest of thread {m.thread_id!r} in another thread")
             )
             continue
-        manifest_write_prefixes.add(
-            keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
-        )
+        manifest_checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
         want(entry_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
 
     for key, body in got_writes:
@@ -233,7 +231,7 @@ def verify_thread(
         except (CorruptObjectError, UnsupportedFormatError) as exc:
             report.problems.append(Problem(key, "unreadable", str(exc)))
             continue
-        if key[: key.rindex("/") + 1] not in manifest_write_prefixes:
+        if keys.parse_checkpoint_key(key).checkpoint not in manifest_checkpoints:
             # Left by an interrupted delete or prune; never read (spec §6.6).
             report.orphan_writes += 1
             continue

@@ -64,7 +64,8 @@ def test_quickstart_runs_as_written_and_the_audit_script_reads_its_output(
 
     (audit,) = [b for b in _blocks("auditing.md", "python") if "msgpack.unpackb" in b]
     (tmp_path / "audit.py").write_text(audit)
-    manifests = sorted((tmp_path / "agent-memory/threads/_alice/checkpoints/_").iterdir())
+    folder = tmp_path / "agent-memory/threads/_alice/checkpoints/_"
+    manifests = sorted(p for p in folder.iterdir() if p.name.endswith(".2"))
     run = subprocess.run(
         [sys.executable, "audit.py", str(manifests[0])],
         cwd=tmp_path,
@@ -72,7 +73,7 @@ def test_quickstart_runs_as_written_and_the_audit_script_reads_its_output(
         text=True,
         check=True,
     )
-    assert run.stdout.startswith("kind: manifest  format: 1\nthread_id: 'alice'\n")
+    assert run.stdout.startswith("kind: manifest  format: 2\nthread_id: 'alice'\n")
     assert "channel messages: inline msgpack" in run.stdout
 
 

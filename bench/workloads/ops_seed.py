@@ -179,7 +179,8 @@ def seed_directory(root: str, calls: Sequence[Call], ids: Sequence[str]) -> None
         for folder in folders:
             os.makedirs(os.path.join(base, folder), exist_ok=True)
         for rest, body in files:
-            if rest.startswith("checkpoints/"):
+            manifest = rest.startswith("checkpoints/") and keys.V2_WRITES_SUFFIX not in rest
+            if manifest:  # a manifest names its thread; writes and objects do not
                 body = codec.replace_thread_id(body, pfx + rest, thread_id)
             with open(os.path.join(base, rest), "wb") as f:
                 f.write(body)

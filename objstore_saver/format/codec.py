@@ -19,6 +19,11 @@ from objstore_saver.format import compression, keys
 from objstore_saver.format.compression import ENCODINGS, RAW
 
 FORMAT_VERSION = 1
+#: Format version of the manifests and pending writes this release writes
+#: (docs/format-v2.md); content objects and marks are still version 1.
+CHECKPOINT_FORMAT_VERSION = 2
+#: Versions of manifests and pending writes a reader accepts.
+CHECKPOINT_VERSIONS = (1, 2)
 #: Serialized values up to this size are inline (in the manifest, write or chunk).
 INLINE_MAX = 1024
 #: List elements up to this size are inline in their chunk.
@@ -81,6 +86,8 @@ class Manifest:
     checkpoint: Entry
     metadata: Entry
     channels: dict[str, Entry]
+    version: int = CHECKPOINT_FORMAT_VERSION
+    """The manifest's format version (its ``f``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +231,7 @@ def encode_manifest(
     """Bytes of a manifest (spec §4.1). Channels are written in sorted order."""
     return pack_object(
         {
-            "f": FORMAT_VERSION,
+            "f": CHECKPOINT_FORMAT_VERSION,
             "k": "manifest",
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
@@ -249,7 +256,7 @@ def encode_write(
 ) -> bytes:
     """Bytes of a pending write (spec §4.7)."""
     fields: dict[str, Any] = {
-        "f": FORMAT_VERSION,
+        "f": CHECKPOINT_FORMAT_VERSION,
         "k": "write",
         "task_id": task_id,
         "task_path": task_path,
@@ -269,7 +276,7 @@ def encode_write_group(
     """Bytes of a write group (spec §4.7): a call's regular writes, ``(idx, channel, entry)``."""
     return pack_object(
         {
-            "f": FORMAT_VERSION,
+            "f": CHECKPOINT_FORMAT_VERSION,
             "k": "writes",
             "task_id": task_id,
             "task_path": task_path,
@@ -292,7 +299,7 @@ def decode_mark(data: bytes, key: str) -> list[bytes]:
 
 def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
     """Re-encode a manifest for another thread (copy_thread)."""
-    raw = unpack_object(manifest_bytes, key, "manifest")
+    raw = unpack_object(manifest_bytes, key, "manifest", versions=CHECKPOINT_VERSIONS)
     raw["thread_id"] = thread_id
     return pack_object(raw)
 
@@ -300,8 +307,14 @@ def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
 # --- decoding -------------------------------------------------------------
 
 
-def unpack_object(data: bytes, key: str, *kinds: str) -> dict[str, Any]:
-    """Unpack an object's MessagePack map, checking its format version and kind."""
+def unpack_object(
+    data: bytes, key: str, *kinds: str, versions: tuple[int, ...] = (FORMAT_VERSION,)
+) -> dict[str, Any]:
+    """Unpack an object's MessagePack map, checking its format version and kind.
+
+    ``versions`` are the format versions accepted for those kinds; a greater
+    one is :class:`UnsupportedFormatError` (written by a newer release).
+    """
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except (ValueError, msgpack.UnpackException) as exc:
@@ -309,8 +322,8 @@ def unpack_object(data: bytes, key: str, *kinds: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CorruptObjectError(key, "not a MessagePack map")
     version = obj.get("f")
-    if version != FORMAT_VERSION:
-        if isinstance(version, int) and version > FORMAT_VERSION:
+    if version not in versions or isinstance(version, bool):
+        if isinstance(version, int) and not isinstance(version, bool) and version > max(versions):
             raise UnsupportedFormatError(key, version)
         raise CorruptObjectError(key, f"format version {version!r} is not valid")
     kind = obj.get("k")
@@ -362,8 +375,8 @@ def decode_entry(raw: Any, key: str) -> Entry:
 
 
 def decode_manifest(data: bytes, key: str) -> Manifest:
-    """Decode and check a manifest."""
-    obj = unpack_object(data, key, "manifest")
+    """Decode and check a manifest (format version 1 or 2)."""
+    obj = unpack_object(data, key, "manifest", versions=CHECKPOINT_VERSIONS)
     channels = _field(obj, "channels", dict, key)
     parent = obj.get("parent_checkpoint_id")
     if parent is not None and not isinstance(parent, str):
@@ -376,6 +389,7 @@ def decode_manifest(data: bytes, key: str) -> Manifest:
         checkpoint=decode_entry(obj.get("checkpoint"), key),
         metadata=decode_entry(obj.get("metadata"), key),
         channels={str(k): decode_entry(v, key) for k, v in channels.items()},
+        version=obj["f"],
     )
 
 
@@ -401,7 +415,7 @@ def _write_from(obj: dict[str, Any], key: str) -> WriteObj:
 
 def decode_writes(data: bytes, key: str) -> list[WriteObj]:
     """Decode and check a pending write or a write group into its writes (spec §4.7)."""
-    obj = unpack_object(data, key, "write", "writes")
+    obj = unpack_object(data, key, "write", "writes", versions=CHECKPOINT_VERSIONS)
     if obj["k"] == "write":
         return [_write_from(obj, key)]
     task_id = _field(obj, "task_id", str, key)
@@ -423,7 +437,7 @@ def decode_writes(data: bytes, key: str) -> list[WriteObj]:
     idxs = [w.idx for w in out]
     if len(idxs) < 2 or idxs != sorted(set(idxs)):
         raise CorruptObjectError(key, f"write group indexes {idxs} are not ascending, distinct, 2+")
-    if key.rpartition(".")[2] != keys.group_suffix(idxs):
+    if key.rpartition(".")[2] != keys.write_group_suffix(idxs):
         raise CorruptObjectError(key, f"write group indexes {idxs} do not match its key")
     return out
 

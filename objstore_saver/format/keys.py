@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from objstore_saver.errors import InvalidIdentifierError
@@ -95,13 +96,49 @@ def manifests_prefix(thread_id: str, checkpoint_ns: str | None = None) -> str:
     return f"{base}{token('checkpoint_ns', checkpoint_ns)}/"
 
 
-def manifest_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    """Key of one checkpoint's manifest."""
+#: Suffix of a version-2 manifest key after the reversed id (spec §3).
+V2_MANIFEST_SUFFIX = ".2"
+#: What follows the reversed id in a version-2 pending write's key (spec §3): a
+#: folder of its own, so the local backend never needs ``<R>`` as both a file
+#: (a version-1 manifest) and a folder.
+V2_WRITES_SUFFIX = ".w/"
+
+
+def checkpoint_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it.
+
+    A LIST with this prefix returns the checkpoint's manifests (of either
+    version) and its version-2 writes, and nothing of another checkpoint (no
+    ``<R>`` is a prefix of another: each ends with its only ``~``).
+    """
     return manifests_prefix(thread_id, checkpoint_ns) + reverse_id(checkpoint_id)
 
 
+def manifest_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Key of one checkpoint's manifest as this release writes it (version 2)."""
+    return checkpoint_key(thread_id, checkpoint_ns, checkpoint_id) + V2_MANIFEST_SUFFIX
+
+
+def v1_manifest_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Key of one checkpoint's version-1 manifest (read, never written)."""
+    return checkpoint_key(thread_id, checkpoint_ns, checkpoint_id)
+
+
+def checkpoint_writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Version-2 pending writes of one checkpoint: ``.../checkpoints/<N>/<R>.w/``."""
+    return checkpoint_key(thread_id, checkpoint_ns, checkpoint_id) + V2_WRITES_SUFFIX
+
+
+def reversed_id_of(rest: str) -> str:
+    """``<R>`` of a key's part after ``checkpoints/<N>/`` (a manifest or a write of any version)."""
+    seg, slash, _ = rest.partition("/")
+    if slash:
+        return seg.removesuffix(V2_WRITES_SUFFIX[:-1])
+    return seg.removesuffix(V2_MANIFEST_SUFFIX)
+
+
 def writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    """Pending writes of one checkpoint."""
+    """Version-1 pending writes of one checkpoint (read, never written)."""
     return (
         f"{thread_prefix(thread_id)}writes/{token('checkpoint_ns', checkpoint_ns)}/"
         f"{token('checkpoint_id', checkpoint_id)}/"
@@ -112,7 +149,10 @@ def write_key(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int, seq: int = 0
 ) -> str:
     """Key of one pending write; special writes (idx < 0) carry their sequence."""
-    base = f"{writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{token('task_id', task_id)}"
+    base = (
+        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}"
+        f"{token('task_id', task_id)}"
+    )
     return f"{base}.{idx}" if idx >= 0 else f"{base}.{idx}.{seq:026d}"
 
 
@@ -128,19 +168,102 @@ def group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
 def write_group_key(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, indexes: tuple[int, ...]
 ) -> str:
-    """Key of the write group holding one call's regular writes (spec §4.7)."""
-    base = f"{writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{token('task_id', task_id)}"
-    return f"{base}.{group_suffix(indexes)}"
+    """Key of the write group holding one call's regular writes (spec §4.7).
+
+    An index list longer than :data:`GROUP_SUFFIX_MAX` characters is named
+    by ``h`` and 16 hex digits of its SHA-256: one call is one object.
+    """
+    base = (
+        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}"
+        f"{token('task_id', task_id)}"
+    )
+    return f"{base}.{write_group_suffix(indexes)}"
 
 
-def write_slots(key: str) -> tuple[str, tuple[int, ...]]:
-    """(task token, write indexes) of a pending write or write group key (spec §4.7)."""
+def write_group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
+    """The part of a write group key after the task token: ``<L>``, or ``h`` and a hash.
+
+    ``<L>`` (:func:`group_suffix`) when it has at most :data:`GROUP_SUFFIX_MAX`
+    characters, else ``h`` and 16 hex digits of its SHA-256.
+    """
+    suffix = group_suffix(indexes)
+    if len(suffix) > GROUP_SUFFIX_MAX:
+        suffix = "h" + hashlib.sha256(suffix.encode()).hexdigest()[:16]
+    return suffix
+
+
+def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
+    """(task token, write indexes) of a pending write or write group key (spec §4.7).
+
+    The indexes are None for a group named by the hash of its index list
+    (they are in the object).
+    """
     seg = key.rsplit("/", 1)[1]
     parts = seg.rsplit(".", 2)
     if len(parts) == 3 and parts[1].startswith("-") and len(parts[2]) == 26:
         return parts[0], (int(parts[1]),)
     task, _, idxs = seg.rpartition(".")
+    if idxs.startswith("h"):
+        return task, None
     return task, tuple(int(i) for i in idxs.split("~"))
+
+
+@dataclass(frozen=True)
+class CheckpointKeyParts:
+    """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3).
+
+    Attributes:
+        thread_pfx: ``threads/<T>/``.
+        ns_token: The namespace token ``<N>``.
+        checkpoint_token: The token of the checkpoint id (as version 1's
+            write keys name it), the same for every key of one checkpoint.
+        kind: ``"manifest"`` or ``"write"``.
+        version: The format version the key's place implies: 1 or 2.
+    """
+
+    thread_pfx: str
+    ns_token: str
+    checkpoint_token: str
+    kind: str
+    version: int
+
+    @property
+    def checkpoint(self) -> tuple[str, str, str]:
+        """The checkpoint the key belongs to: (thread prefix, namespace token, id token)."""
+        return self.thread_pfx, self.ns_token, self.checkpoint_token
+
+
+def parse_checkpoint_key(key: str) -> CheckpointKeyParts:
+    """Parse a manifest or pending-write key of either version.
+
+    Raises:
+        ValueError: the key is not one of those forms.
+    """
+    pfx, rest = split_thread_key(key)
+    area, _, tail = rest.partition("/")
+    ns_tok, _, inner = tail.partition("/")
+    if not ns_tok or not inner:
+        raise ValueError(f"not a checkpoint key: {key!r}")
+    if area == "writes":
+        cid_tok, slash, write = inner.partition("/")
+        if not slash or not write or "/" in write:
+            raise ValueError(f"not a pending write key: {key!r}")
+        return CheckpointKeyParts(pfx, ns_tok, cid_tok, "write", 1)
+    if area != "checkpoints":
+        raise ValueError(f"not a checkpoint key: {key!r}")
+    seg, slash, write = inner.partition("/")
+    kind, version = "manifest", 1
+    if slash:
+        if not write or "/" in write or not seg.endswith(V2_WRITES_SUFFIX[:-1]):
+            raise ValueError(f"not a pending write key: {key!r}")
+        seg, kind, version = seg[: -len(V2_WRITES_SUFFIX) + 1], "write", 2
+    elif seg.endswith(V2_MANIFEST_SUFFIX):
+        seg, version = seg[: -len(V2_MANIFEST_SUFFIX)], 2
+    try:
+        checkpoint_id = unreverse_id(seg)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a checkpoint key: {key!r}") from exc
+    return CheckpointKeyParts(pfx, ns_tok, token("checkpoint_id", checkpoint_id), kind, version)
 
 
 def objects_prefix(thread_id: str) -> str:
@@ -183,8 +306,13 @@ def split_thread_key(key: str) -> tuple[str, str]:
     return key[:end], key[end:]
 
 
+def checkpoint_id_of_manifest_key(key: str) -> str:
+    """The checkpoint id of a manifest key of either version."""
+    return unreverse_id(key.rsplit("/", 1)[1].removesuffix(V2_MANIFEST_SUFFIX))
+
+
 def namespace_of_manifest_key(key: str) -> tuple[str, str]:
-    """Return (namespace token, reversed id segment) of a manifest key."""
+    """Return (namespace token, reversed id segment) of a manifest key of either version."""
     _, rest = split_thread_key(key)
     _, ns_tok, seg = rest.split("/", 2)
-    return ns_tok, seg
+    return ns_tok, seg.removesuffix(V2_MANIFEST_SUFFIX)

@@ -20,7 +20,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Inline, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
-from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch
+from objstore_saver.plans.requests import Get, run_batch, run_one
 
 #: ``{"key", "reason"}`` of a corrupt part, by the name of what it held.
 Errors = dict[str, dict[str, str]]
@@ -137,15 +137,19 @@ def checkpoint_plan(
         checkpoint_id = yield from plans.latest_id(plans.Scope(thread_id, checkpoint_ns, None))
         if checkpoint_id is None:
             return None
-    mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
-    wprefix = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
-    body, page = yield from run_batch(Get(mkey), ListKeys(wprefix))
+    body: bytes | None = None
+    for mkey in (
+        keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id),
+        keys.v1_manifest_key(thread_id, checkpoint_ns, checkpoint_id),
+    ):
+        body = yield from run_one(Get(mkey))
+        if body is not None:
+            break
     if body is None:
         return None
-    write_keys = [o.key for o in page.objects]
-    if page.truncated and page.objects:
-        write_keys += yield from list_all(wprefix, page.objects[-1].key)
     m = codec.decode_manifest(body, mkey)
+    (write_keys,) = yield from plans.list_write_keys([(mkey, m)])
+    wprefix = keys.checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
     errors: Errors | None = {} if collect_errors else None
     entries = {"checkpoint": m.checkpoint, "metadata": m.metadata}
     entries.update({"channel:" + name: e for name, e in m.channels.items()})

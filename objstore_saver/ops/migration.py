@@ -21,6 +21,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
+from objstore_saver import plans
 from objstore_saver.driver import Driver
 from objstore_saver.fallback import put_writes_calls
 from objstore_saver.format import codec, keys
@@ -46,7 +47,7 @@ from objstore_saver.ops.fanout import (
 from objstore_saver.ops.job_cursor import Cursor, cursor_key
 from objstore_saver.ops.migration_sources import SOURCES, open_source
 from objstore_saver.ops.sharding import ALL, Shard
-from objstore_saver.plans.requests import Get, list_all, run_one
+from objstore_saver.plans.requests import Get, list_all, run_batch
 from objstore_saver.saver import ObjectStoreSaver
 
 __all__ = ["SOURCES", "amigrate", "migrate"]
@@ -72,18 +73,28 @@ def _stored_checkpoints(thread_id: str) -> SubPlan:
     """Sub-plan: {(namespace token, checkpoint id)} of the target, in key order."""
     found = yield from list_all(keys.manifests_prefix(thread_id))
     out: list[tuple[str, str]] = []
-    for k in found:
+    for k in plans.checkpoint_manifests(found):
         ns_tok, seg = keys.namespace_of_manifest_key(k)
         out.append((ns_tok, keys.unreverse_id(seg)))
     return out
 
 
 def _stored_write_slots(thread_id: str, ns: str, cid: str) -> SubPlan:
-    found = yield from list_all(keys.writes_prefix(thread_id, ns, cid))
+    found = yield from list_all(keys.checkpoint_writes_prefix(thread_id, ns, cid))
+    found += yield from list_all(keys.writes_prefix(thread_id, ns, cid))
     slots: set[tuple[str, int]] = set()
+    hashed: list[str] = []
     for k in found:
         task, idxs = keys.write_slots(k)
-        slots.update((task, i) for i in idxs)
+        if idxs is None:
+            hashed.append(k)  # a group named by the hash of its indexes: they are inside
+        else:
+            slots.update((task, i) for i in idxs)
+    bodies = yield from run_batch(*(Get(k) for k in hashed))
+    for k, body in zip(hashed, bodies, strict=True):
+        if body is not None:
+            task = keys.write_slots(k)[0]
+            slots.update((task, w.idx) for w in codec.decode_writes(body, k))
     return slots
 
 
@@ -97,11 +108,10 @@ def _ancestors_reach(thread_id: str, ns: str, head: str, wanted: str, known: set
     while cursor is not None:
         if cursor in known:
             return cursor == wanted
-        key = keys.manifest_key(thread_id, ns, cursor)
-        body = yield from run_one(Get(key))
-        if body is None:
+        found = yield from plans.read_checkpoint_manifest(thread_id, ns, cursor)
+        if found is None:
             return False
-        cursor = codec.decode_manifest(body, key).parent_checkpoint_id
+        cursor = found[1].parent_checkpoint_id
     return False
 
 

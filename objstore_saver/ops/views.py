@@ -153,6 +153,8 @@ def history_plan(thread_id: str) -> SubPlan:
         if not page.truncated or not page.objects:
             break
         after = page.objects[-1].key
+    chosen = set(plans.checkpoint_manifests(o.key for o in page_keys))
+    page_keys = [o for o in page_keys if o.key in chosen]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(page_keys), READ_AHEAD):
         group = page_keys[start : start + READ_AHEAD]
@@ -250,11 +252,13 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         raise CorruptObjectError(key, "not a key of the objstore-saver layout (docs/spec.md §3)")
     pfx, rest = keys.split_thread_key(key)
     section = rest.split("/", 1)[0]
+    if section == "checkpoints" and "/" in rest.split("/", 2)[2]:
+        section = "writes"  # a version-2 pending write, under its checkpoint's key
     if section == "checkpoints":
         m = codec.decode_manifest(body, key)
         out.update(
             kind="manifest",
-            format=codec.FORMAT_VERSION,
+            format=m.version,
             thread_id=m.thread_id,
             checkpoint_ns=m.checkpoint_ns,
             checkpoint_id=m.checkpoint_id,
@@ -266,10 +270,10 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         return out
     if section == "writes":
         ws = codec.decode_writes(body, key)
-        if codec.unpack_object(body, key)["k"] == "writes":
+        if codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"] == "writes":
             out.update(
                 kind="writes",
-                format=codec.FORMAT_VERSION,
+                format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
                 task_id=ws[0].task_id,
                 task_path=ws[0].task_path,
                 writes=[
@@ -281,7 +285,7 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         w = ws[0]
         out.update(
             kind="write",
-            format=codec.FORMAT_VERSION,
+            format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
             task_id=w.task_id,
             task_path=w.task_path,
             idx=w.idx,
@@ -362,7 +366,9 @@ def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
 
 
 def _kind_of(rest: str) -> str:
-    section = rest.split("/", 1)[0]
+    section, _, inner = rest.partition("/")
+    if section == "checkpoints" and keys.V2_WRITES_SUFFIX in inner:
+        return "writes"  # a version-2 pending write, under its checkpoint's key
     names = {"checkpoints": "manifests", "runs": "run-markers"}
     return names.get(section, section)
 

@@ -8,7 +8,8 @@ through :class:`~objstore_saver.driver.Driver`.
 
 * :mod:`.context`: what plans share (memories, clock, write sequence);
 * :mod:`.scope`: identifiers of a config, channel versions;
-* :mod:`.reading`: objects, manifests, tuples, latest lookup, listing;
+* :mod:`.reading`: objects, manifests, writes, tuples;
+* :mod:`.lookup`: the latest lookup, get by id, listing;
 * :mod:`.writing`: ``put`` and ``put_writes``;
 * :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs``;
 * :mod:`.prune`: retention, two-phase sweep;
@@ -24,6 +25,7 @@ from objstore_saver.plans.context import (
     Step,
 )
 from objstore_saver.plans.history import delta_channel_history
+from objstore_saver.plans.lookup import get_tuple, latest_id, list_checkpoints, thread_prefixes
 from objstore_saver.plans.prune import (
     IDLE_ACTIONS,
     PRUNE_STRATEGIES,
@@ -37,18 +39,17 @@ from objstore_saver.plans.prune import (
     prune_thread,
 )
 from objstore_saver.plans.reading import (
+    checkpoint_manifests,
     child_refs,
     decode_checked_manifest,
     effective_writes,
     entry_refs,
     fetch_objects,
-    get_tuple,
-    latest_id,
-    list_checkpoints,
+    list_write_keys,
     materialize,
+    read_checkpoint_manifest,
     read_manifest,
     read_tuples,
-    thread_prefixes,
 )
 from objstore_saver.plans.scan import scan_threads
 from objstore_saver.plans.scope import Scope, checkpoint_config, next_version, scope_of
@@ -79,6 +80,7 @@ __all__ = [
     "Step",
     "ThreadListing",
     "checkpoint_config",
+    "checkpoint_manifests",
     "child_refs",
     "copy_thread",
     "decode_checked_manifest",
@@ -95,6 +97,7 @@ __all__ = [
     "list_checkpoints",
     "list_thread",
     "list_thread_keys",
+    "list_write_keys",
     "materialize",
     "next_version",
     "prune",
@@ -104,6 +107,7 @@ __all__ = [
     "prune_thread",
     "put",
     "put_writes",
+    "read_checkpoint_manifest",
     "read_manifest",
     "read_tuples",
     "scan_threads",

@@ -13,17 +13,17 @@ from langgraph.checkpoint.base import (
 
 from objstore_saver.format import codec, keys
 from objstore_saver.plans.context import Context, Step
+from objstore_saver.plans.lookup import latest_id
 from objstore_saver.plans.reading import (
     effective_writes,
     entry_refs,
     fetch_objects,
-    latest_id,
+    list_write_keys,
     materialize,
-    read_manifest,
+    read_checkpoint_manifest,
 )
 from objstore_saver.plans.requests import (
     Get,
-    list_all,
     run_batch,
 )
 from objstore_saver.plans.scope import scope_of
@@ -40,21 +40,18 @@ def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequen
         if cid is None:
             return {c: {"writes": []} for c in channels}
     pfx = keys.thread_prefix(scope.thread_id)
-    target = yield from read_manifest(
-        ctx, keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
-    )
+    found = yield from read_checkpoint_manifest(scope.thread_id, scope.checkpoint_ns, cid)
+    target = None if found is None else found[1]
     collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
     seeds: dict[str, Any] = {}
     remaining = set(channels)
     cursor_id = target.parent_checkpoint_id if target is not None else None
     while cursor_id is not None and remaining:
-        mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cursor_id)
-        m = yield from read_manifest(ctx, mkey)
-        if m is None:
+        found = yield from read_checkpoint_manifest(scope.thread_id, scope.checkpoint_ns, cursor_id)
+        if found is None:
             break
-        wkeys = yield from list_all(
-            keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
-        )
+        mkey, m = found
+        (wkeys,) = yield from list_write_keys([found])
         bodies = yield from run_batch(*(Get(k) for k in wkeys))
         writes = effective_writes(
             w

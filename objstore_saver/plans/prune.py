@@ -19,10 +19,11 @@ from objstore_saver.format.codec import (
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.reading import (
+    checkpoint_manifests,
     decode_checked_manifest,
     entry_refs,
     fetch_objects,
-    read_manifest,
+    read_checkpoint_manifest,
     read_metadata,
 )
 from objstore_saver.plans.requests import (
@@ -79,10 +80,9 @@ def _digest_of_key(key: str) -> bytes:
     return bytes.fromhex(key.rsplit("/", 1)[1])
 
 
-def _writes_prefix_of_manifest_key(key: str) -> str:
-    pfx, _ = keys.split_thread_key(key)
-    ns_tok, seg = keys.namespace_of_manifest_key(key)
-    return f"{pfx}writes/{ns_tok}/{keys.token('checkpoint_id', keys.unreverse_id(seg))}/"
+def _checkpoint_of(key: str) -> tuple[str, str, str]:
+    """The checkpoint a manifest or pending-write key (of either version) belongs to."""
+    return keys.parse_checkpoint_key(key).checkpoint
 
 
 def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
@@ -147,14 +147,14 @@ def _select_kept(
     chosen = [o.key for o in roots[:keep_last]]
     if young_after is not None:  # the age rule: beyond keep_last, only old ones go
         chosen += [o.key for o in roots[keep_last:] if o.last_modified > young_after]
-    root_ids = sorted(keys.unreverse_id(o.key.rsplit("/", 1)[1]) for o in roots)
-    kept_root_ids = {keys.unreverse_id(k.rsplit("/", 1)[1]) for k in chosen}
+    root_ids = sorted(keys.checkpoint_id_of_manifest_key(o.key) for o in roots)
+    kept_root_ids = {keys.checkpoint_id_of_manifest_key(k) for k in chosen}
     for ns_tok, infos in by_ns.items():
         if ns_tok == root_tok:
             continue
         newest_per_run: dict[str | None, str] = {}
         for info in infos:
-            cid = keys.unreverse_id(info.key.rsplit("/", 1)[1])
+            cid = keys.checkpoint_id_of_manifest_key(info.key)
             # The run it belongs to: the newest root checkpoint not newer than it
             # (checkpoint ids are time-ordered); older than every root: the oldest.
             owner: str | None = None
@@ -171,12 +171,15 @@ def _select_kept(
         pending = _delta_channels((yield from read_metadata(ctx, m, key))) - set(m.channels)
         cursor = m
         while pending and cursor.parent_checkpoint_id:
-            pkey = keys.manifest_key(thread_id, cursor.checkpoint_ns, cursor.parent_checkpoint_id)
-            parent = kept.get(pkey)
+            ns, pid = cursor.checkpoint_ns, cursor.parent_checkpoint_id
+            pkey = keys.manifest_key(thread_id, ns, pid)
+            v1_key = keys.v1_manifest_key(thread_id, ns, pid)
+            parent = kept.get(pkey) or kept.get(v1_key)
             if parent is None:
-                parent = yield from read_manifest(ctx, pkey)
-                if parent is None:
+                found = yield from read_checkpoint_manifest(thread_id, ns, pid)
+                if found is None:
                     break
+                pkey, parent = found
                 kept[pkey] = parent
             pending -= set(parent.channels)
             cursor = parent
@@ -192,20 +195,17 @@ def _orphan_writes(
     written may have its writes stored before its manifest.
     """
 
-    def writes_prefix(key: str) -> str:
-        return key[: key.rindex("/") + 1]
-
-    listed = {_writes_prefix_of_manifest_key(o.key) for o in listing.manifests}
+    listed = {_checkpoint_of(o.key) for o in listing.manifests}
     candidates = [
         o.key
         for o in listing.writes
-        if writes_prefix(o.key) not in listed and o.last_modified <= old_before
+        if _checkpoint_of(o.key) not in listed and o.last_modified <= old_before
     ]
     if not candidates:
         return set()
-    fresh = yield from list_all(pfx + "checkpoints/")
-    present = {_writes_prefix_of_manifest_key(k) for k in fresh}
-    return {k for k in candidates if writes_prefix(k) not in present}
+    fresh = checkpoint_manifests((yield from list_all(pfx + "checkpoints/")))
+    present = {_checkpoint_of(k) for k in fresh}
+    return {k for k in candidates if _checkpoint_of(k) not in present}
 
 
 def _prune_thread(
@@ -233,9 +233,11 @@ def _prune_thread(
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)
-    doomed_writes_pfx = {_writes_prefix_of_manifest_key(k) for k in doomed}
-    doomed_writes = [
-        o.key for o in listing.writes if o.key[: o.key.rindex("/") + 1] in doomed_writes_pfx
+    doomed_checkpoints = {_checkpoint_of(k) for k in doomed}
+    doomed_writes = [o.key for o in listing.writes if _checkpoint_of(o.key) in doomed_checkpoints]
+    # A doomed checkpoint's version-1 manifest, where upgrade left one, goes with it.
+    doomed_superseded = [
+        o.key for o in listing.superseded if _checkpoint_of(o.key) in doomed_checkpoints
     ]
     # LangGraph may store a checkpoint's writes before its manifest (the put
     # runs in the background): only a write older than the reuse window is an
@@ -245,7 +247,7 @@ def _prune_thread(
     other_writes = [
         o.key
         for o in listing.writes
-        if o.key[: o.key.rindex("/") + 1] not in doomed_writes_pfx and o.key not in orphans
+        if _checkpoint_of(o.key) not in doomed_checkpoints and o.key not in orphans
     ]
     stats.writes_deleted = len(doomed_writes)
     stats.orphan_writes_deleted = len(orphans)
@@ -260,8 +262,10 @@ def _prune_thread(
         everything |= yield from _reach(ctx, pfx, doomed_manifests.items(), doomed_writes)
         # Manifests and writes that appeared since the listing (after its objects).
         listed = {o.key for o in listing.manifests} | {o.key for o in listing.writes}
-        fresh_manifests = yield from list_all(pfx + "checkpoints/")
-        fresh_writes = yield from list_all(pfx + "writes/")
+        fresh = yield from list_all(pfx + "checkpoints/")
+        fresh_manifests = checkpoint_manifests(fresh)
+        fresh_writes = [k for k in fresh if keys.parse_checkpoint_key(k).kind == "write"]
+        fresh_writes += yield from list_all(pfx + "writes/")
         newer = yield from _read_manifests(ctx, [k for k in fresh_manifests if k not in listed])
         newer_reach = yield from _reach(
             ctx, pfx, newer.items(), [k for k in fresh_writes if k not in listed]
@@ -300,7 +304,9 @@ def _prune_thread(
     # Step 4: manifests before the writes and objects only they reach.
     if not dry_run:
         ctx.entries.forget(doomed)  # before deleting, as in delete_thread
-        yield from delete_keys(oldest_first(o for o in listing.manifests if o.key not in kept))
+        yield from delete_keys(
+            doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
+        )
         yield from delete_keys(doomed_writes + sorted(orphans))
 
     # Step 5: mark what no kept checkpoint reaches and is older than min_age.

@@ -35,19 +35,16 @@ from objstore_saver.format.codec import (
     ValueObj,
     WriteObj,
 )
-from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.context import Context
 from objstore_saver.plans.requests import (
     Batch,
-    Emit,
     Get,
     ListKeys,
     list_all,
     run_batch,
-    run_batch_while,
     run_one,
 )
-from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
-from objstore_saver.storage.base import ListPage
+from objstore_saver.plans.scope import checkpoint_config
 
 
 def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
@@ -233,8 +230,10 @@ def _expand(
 
 
 def decode_checked_manifest(data: bytes, key: str) -> Manifest:
+    """Decode a manifest and check that it is stored under its own key, of its version."""
     manifest = codec.decode_manifest(data, key)
-    if keys.manifest_key(manifest.thread_id, manifest.checkpoint_ns, manifest.checkpoint_id) != key:
+    own = keys.manifest_key if manifest.version == 2 else keys.v1_manifest_key
+    if own(manifest.thread_id, manifest.checkpoint_ns, manifest.checkpoint_id) != key:
         raise CorruptObjectError(
             key,
             f"manifest of thread {manifest.thread_id!r}, namespace "
@@ -252,34 +251,96 @@ def read_manifest(ctx: Context, key: str) -> Generator[Batch, list[Any] | None, 
     return decode_checked_manifest(data, key)
 
 
+def read_checkpoint_manifest(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str
+) -> Generator[Batch, list[Any] | None, tuple[str, Manifest] | None]:
+    """Sub-plan: a checkpoint's manifest and its key, version 2 first, else version 1."""
+    for key in (
+        keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id),
+        keys.v1_manifest_key(thread_id, checkpoint_ns, checkpoint_id),
+    ):
+        data = yield from run_one(Get(key))
+        if data is not None:
+            return key, decode_checked_manifest(data, key)
+    return None
+
+
+def checkpoint_manifests(listed: Iterable[str]) -> list[str]:
+    """The manifest to read of each checkpoint among listed keys, in their order.
+
+    ``<R>.2`` where the checkpoint has one, else ``<R>`` (both describe it);
+    pending-write keys are skipped.
+
+    Raises:
+        CorruptObjectError: a key under ``checkpoints/`` that the format does
+            not define.
+    """
+    out: list[str] = []
+    for k in listed:
+        try:
+            parts = keys.parse_checkpoint_key(k)
+        except ValueError as exc:
+            raise CorruptObjectError(k, "unknown key under a checkpoint namespace") from exc
+        if parts.kind != "manifest":
+            continue
+        if parts.version == 2 and out and out[-1] + keys.V2_MANIFEST_SUFFIX == k:
+            out[-1] = k
+        else:
+            out.append(k)
+    return out
+
+
+def list_write_keys(
+    manifests: Sequence[tuple[str, Manifest]],
+) -> Generator[Batch, list[Any] | None, list[list[str]]]:
+    """Sub-plan: the pending-write keys of each manifest, all pages, in one round.
+
+    A version-2 manifest's writes are under its checkpoint key; a version-1
+    manifest's are under ``writes/`` and, written by this release since, also
+    there.
+    """
+    prefixes: list[list[str]] = []
+    for _, m in manifests:
+        mine = [keys.checkpoint_writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)]
+        if m.version == 1:
+            mine.insert(0, keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id))
+        prefixes.append(mine)
+    flat = [p for ps in prefixes for p in ps]
+    pages = yield from run_batch(*(ListKeys(p) for p in flat))
+    found: dict[str, list[str]] = {}
+    for prefix, page in zip(flat, pages, strict=True):
+        got = [o.key for o in page.objects]
+        if page.truncated:
+            got += yield from list_all(prefix, got[-1])
+        found[prefix] = got
+    return [[k for p in ps for k in found[p]] for ps in prefixes]
+
+
 def read_tuples(
     ctx: Context,
     manifests: Sequence[tuple[str, Manifest]],
     configs: Sequence[RunnableConfig | None] | None = None,
-    write_pages: Sequence[ListPage] | None = None,
+    write_keys: Sequence[list[str]] | None = None,
     decoded: Sequence[tuple[dict[str, Any], Any] | None] | None = None,
+    write_bodies: Mapping[str, bytes | None] | None = None,
 ) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
     """Sub-plan: full tuples (values, metadata, pending writes) of manifests.
 
-    ``write_pages`` are the first pages of the manifests' write listings when
-    the caller already fetched them alongside the manifests; ``decoded`` the
-    manifests' values (:func:`manifest_values`) when the caller already has them.
+    ``write_keys`` are the manifests' pending-write keys when the caller
+    already listed them, ``write_bodies`` those it already fetched;
+    ``decoded`` the manifests' values (:func:`manifest_values`) when the
+    caller already has them.
     """
     if not manifests:
         return []
-    prefixes = [
-        keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id) for _, m in manifests
-    ]
-    if write_pages is None:
-        write_pages = yield from run_batch(*(ListKeys(p) for p in prefixes))
-    write_keys: list[list[str]] = []
-    for prefix, page in zip(prefixes, write_pages, strict=True):
-        found = [o.key for o in page.objects]
-        if page.truncated:
-            found += yield from list_all(prefix, found[-1])
-        write_keys.append(found)
+    if write_keys is None:
+        write_keys = yield from list_write_keys(manifests)
     flat = [k for ks in write_keys for k in ks]
-    bodies = yield from run_batch(*(Get(k) for k in flat))
+    fetched = dict(write_bodies or {})
+    missing = [k for k in flat if k not in fetched]
+    for k, body in zip(missing, (yield from run_batch(*(Get(k) for k in missing))), strict=True):
+        fetched[k] = body
+    bodies = [fetched[k] for k in flat]
     writes_by_key: dict[str, list[WriteObj]] = {}
     for k, body in zip(flat, bodies, strict=True):
         if body is None:
@@ -364,22 +425,6 @@ def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, 
     return None
 
 
-def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
-    """Sub-plan: id of the newest checkpoint of a namespace (spec §6.2), one LIST."""
-    page = yield from run_one(_newest_manifest(scope))
-    return _listed_id(page)
-
-
-def _newest_manifest(scope: Scope) -> ListKeys:
-    return ListKeys(keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=1)
-
-
-def _listed_id(page: ListPage) -> str | None:
-    if not page.objects:
-        return None
-    return keys.unreverse_id(page.objects[0].key.rsplit("/", 1)[1])
-
-
 def read_metadata(
     ctx: Context, m: Manifest, key: str
 ) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
@@ -387,146 +432,3 @@ def read_metadata(
     pfx = keys.thread_prefix(m.thread_id)
     got = yield from fetch_objects(ctx, pfx, entry_refs([m.metadata]), key)
     return materialize(ctx.serde, m.metadata, got, pfx)
-
-
-def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
-    """Plan: spec §6.2 (latest) and §6.3 (by id)."""
-    scope = scope_of(config)
-    given: RunnableConfig | None = config
-    cid = scope.checkpoint_id
-    if cid is None:
-        guessed = yield from _guessed_latest(ctx, scope)
-        if isinstance(guessed, CheckpointTuple):
-            return guessed
-        cid = guessed
-        if cid is None:
-            return None
-        ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
-        given = None
-    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
-    writes_list = ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, cid))
-    body, writes_page = yield from run_batch(Get(mkey), writes_list)
-    if body is None:
-        return None
-    manifest = decode_checked_manifest(body, mkey)
-    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [given], [writes_page])
-    return tuples[0]
-
-
-def _guessed_latest(
-    ctx: Context, scope: Scope
-) -> Generator[Batch, list[Any] | None, CheckpointTuple | str | None]:
-    """Sub-plan: the latest lookup with this process's guess of the newest checkpoint.
-
-    When this process holds the manifest it last saw newest (the next turn
-    of a conversation it serves), the writes of that checkpoint are listed
-    together with the newest manifest, and its values are decoded while both
-    LISTs are in flight (spec §6.2). The tuple when the guess was right;
-    otherwise the newest id (None: no checkpoint), as one LIST would give.
-    """
-    guess = ctx.heads.get(scope.thread_id, scope.checkpoint_ns)
-    if guess is None:
-        return (yield from latest_id(scope))
-    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, guess)
-    remembered = ctx.entries.get(mkey)
-    if remembered is None or remembered.manifest is None:
-        return (yield from latest_id(scope))
-    manifest = decode_checked_manifest(remembered.manifest, mkey)
-
-    def decoded() -> tuple[tuple[dict[str, Any], Any] | None, Exception | None]:
-        # A checkpoint that is no longer the newest need not decode: its error
-        # is raised only if the LIST shows the guess right.
-        try:
-            return values_from_memory(ctx, manifest, mkey), None
-        except Exception as exc:  # noqa: BLE001  # raised below when it matters
-            return None, exc
-
-    (page, writes_page), (values, error) = yield from run_batch_while(
-        decoded,
-        _newest_manifest(scope),
-        ListKeys(keys.writes_prefix(scope.thread_id, scope.checkpoint_ns, guess)),
-    )
-    newest = _listed_id(page)
-    if newest != guess:
-        return newest
-    if error is not None:
-        raise error
-    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [None], [writes_page], [values])
-    return tuples[0]
-
-
-def thread_prefixes() -> Generator[Batch, list[Any] | None, list[str]]:
-    """Sub-plan: every thread prefix in the store, by skip scan (spec §6.4)."""
-    found: list[str] = []
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(keys.THREADS, after, limit=1))
-        if not page.objects:
-            return found
-        pfx, _ = keys.split_thread_key(page.objects[0].key)
-        found.append(pfx)
-        # "0" is the character after "/": skip every key of this thread.
-        after = pfx[:-1] + "0"
-
-
-def list_checkpoints(
-    ctx: Context,
-    config: RunnableConfig | None,
-    *,
-    filter: dict[str, Any] | None = None,
-    before: RunnableConfig | None = None,
-    limit: int | None = None,
-) -> Step:
-    """Plan: spec §6.4. Emits matching CheckpointTuples newest first per namespace."""
-    if limit is not None and limit <= 0:
-        return None
-    before_id = None
-    if before is not None:
-        before_id = (before.get("configurable") or {}).get("checkpoint_id")
-    if config is not None:
-        scope = scope_of(config)
-        ns_given = (config.get("configurable") or {}).get("checkpoint_ns")
-        prefixes = [keys.manifests_prefix(scope.thread_id, ns_given)]
-        only_id = scope.checkpoint_id
-    else:
-        thread_pfxs = yield from thread_prefixes()
-        prefixes = [p + "checkpoints/" for p in thread_pfxs]
-        ns_given, only_id = None, None
-    remaining = limit
-    for prefix in prefixes:
-        start_after = None
-        if before_id and ns_given is not None:
-            start_after = prefix + keys.reverse_id(before_id)
-        if only_id is not None and ns_given is not None:
-            manifest_keys = [prefix + keys.reverse_id(only_id)]
-        else:
-            manifest_keys = yield from list_all(prefix, start_after)
-        candidates = []
-        for k in manifest_keys:
-            cid = keys.unreverse_id(k.rsplit("/", 1)[1])
-            if (before_id is not None and cid >= before_id) or (only_id and cid != only_id):
-                continue
-            candidates.append(k)
-        for start in range(0, len(candidates), LIST_READ_AHEAD):
-            group = candidates[start : start + LIST_READ_AHEAD]
-            bodies = yield from run_batch(*(Get(k) for k in group))
-            matched: list[tuple[str, Manifest]] = []
-            for k, body in zip(group, bodies, strict=True):
-                if body is None:
-                    continue  # deleted since it was listed (or never existed for only_id)
-                m = decode_checked_manifest(body, k)
-                if filter:
-                    md = yield from read_metadata(ctx, m, k)
-                    if not all(md.get(fk) == fv for fk, fv in filter.items()):
-                        continue
-                matched.append((k, m))
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        break
-            tuples = yield from read_tuples(ctx, matched)
-            for tup in tuples:
-                yield Emit(tup)
-            if remaining == 0:
-                return None
-    return None

@@ -17,7 +17,12 @@ from objstore_saver.format.codec import (
     Manifest,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
-from objstore_saver.plans.reading import decode_checked_manifest, read_metadata
+from objstore_saver.plans.reading import (
+    checkpoint_manifests,
+    decode_checked_manifest,
+    list_write_keys,
+    read_metadata,
+)
 from objstore_saver.plans.requests import (
     Batch,
     Delete,
@@ -42,6 +47,8 @@ class ThreadListing:
     runs: list[ObjectInfo] = field(default_factory=list)
     marks: list[ObjectInfo] = field(default_factory=list)
     unknown: list[ObjectInfo] = field(default_factory=list)
+    superseded: list[ObjectInfo] = field(default_factory=list)
+    """Version-1 manifests of checkpoints that also have a version-2 one."""
 
     @property
     def run_index_keys(self) -> list[str]:
@@ -54,10 +61,32 @@ class ThreadListing:
         return self.pfx[len(keys.THREADS) : -1]
 
     def add(self, info: ObjectInfo) -> None:
-        """File one key of this thread under its kind."""
+        """File one key of this thread under its kind.
+
+        Keys come in listing order: a checkpoint's version-1 manifest right
+        before its version-2 one, which supersedes it (``upgrade`` leaves
+        both for a moment).
+        """
         kind = info.key[len(self.pfx) :].split("/", 1)[0]
+        if kind == "checkpoints":
+            try:
+                parts = keys.parse_checkpoint_key(info.key)
+            except ValueError:
+                self.unknown.append(info)
+                return
+            if parts.kind == "write":
+                self.writes.append(info)
+            elif (
+                parts.version == 2
+                and self.manifests
+                and self.manifests[-1].key + keys.V2_MANIFEST_SUFFIX == info.key
+            ):
+                self.superseded.append(self.manifests.pop())
+                self.manifests.append(info)
+            else:
+                self.manifests.append(info)
+            return
         {
-            "checkpoints": self.manifests,
             "writes": self.writes,
             "objects": self.objects,
             "runs": self.runs,
@@ -66,7 +95,15 @@ class ThreadListing:
 
     def every(self) -> list[ObjectInfo]:
         """Every key of the thread, of every kind."""
-        return self.manifests + self.writes + self.objects + self.runs + self.marks + self.unknown
+        return (
+            self.superseded
+            + self.manifests
+            + self.writes
+            + self.objects
+            + self.runs
+            + self.marks
+            + self.unknown
+        )
 
 
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
@@ -143,7 +180,7 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     ctx.entries.forget_prefix(pfx)
     ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
-    yield from delete_keys(oldest_first(listing.manifests))
+    yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests.
     yield from run_batch(
         *_deletes([o.key for o in listing.writes]),
@@ -184,7 +221,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
         if body is None:
             continue  # deleted since it was listed
         m = decode_checked_manifest(body, k)
-        new_key = keys.manifest_key(target_thread_id, m.checkpoint_ns, m.checkpoint_id)
+        new_key = dst + k[len(src) :]  # the same version's key in the target thread
         new_body = codec.replace_thread_id(body, k, target_thread_id)
         created = yield from run_one(Put(new_key, new_body))
         if not created:
@@ -206,7 +243,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
         for index_key in index:
             thread_tok = index_key.rsplit("/", 1)[1]
             pfx = f"{keys.THREADS}{thread_tok}/"
-            manifest_keys = yield from list_all(pfx + "checkpoints/")
+            manifest_keys = checkpoint_manifests((yield from list_all(pfx + "checkpoints/")))
             doomed: list[Manifest] = []
             doomed_keys: list[str] = []
             for start in range(0, len(manifest_keys), LIST_READ_AHEAD):
@@ -222,11 +259,9 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                         doomed_keys.append(k)
             ctx.entries.forget(doomed_keys)  # before deleting, as in delete_thread
             yield from delete_keys(list(reversed(doomed_keys)))
-            write_keys: list[str] = []
-            for m in doomed:
-                write_keys += yield from list_all(
-                    keys.writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
-                )
-            yield from delete_keys(write_keys)
+            listed_writes = yield from list_write_keys(
+                [(k, m) for k, m in zip(doomed_keys, doomed, strict=True)]
+            )
+            yield from delete_keys([k for ks in listed_writes for k in ks])
             marker = f"{pfx}runs/{keys.token('run_id', run_id)}"
             yield from delete_keys([marker, index_key])

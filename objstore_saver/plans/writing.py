@@ -39,7 +39,7 @@ from objstore_saver.plans.reading import (
     entry_refs,
     fetch_objects,
     materialize,
-    read_manifest,
+    read_checkpoint_manifest,
 )
 from objstore_saver.plans.requests import (
     Batch,
@@ -48,7 +48,7 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.plans.scope import checkpoint_config, scope_of
+from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
 from objstore_saver.storage.base import PutMode
 
 #: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
@@ -347,21 +347,28 @@ def store_objects(
 
 
 def recall_parent(
-    ctx: Context, pfx: str, mkey: str, *, trust: bool = True
+    ctx: Context, pfx: str, scope: Scope, parent_id: str, *, trust: bool = True
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
     """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
 
     Memory is used only when confirmed within the trust age (and ``trust``).
-    Reading the manifest also teaches the object memory which list objects,
-    sealed subtrees and tail elements exist, so a growing list rewrites only
-    its list object and what is new.
+    Reading the manifest (version 2, else version 1) also teaches the object
+    memory which list objects, sealed subtrees and tail elements exist, so a
+    growing list rewrites only its list object and what is new.
     """
-    remembered = ctx.entries.get(mkey, ctx.trust_age) if trust else None
-    if remembered is not None:
-        return remembered
-    manifest = yield from read_manifest(ctx, mkey)
-    if manifest is None:
+    ns = scope.checkpoint_ns
+    if trust:
+        for key in (
+            keys.manifest_key(scope.thread_id, ns, parent_id),
+            keys.v1_manifest_key(scope.thread_id, ns, parent_id),
+        ):
+            remembered = ctx.entries.get(key, ctx.trust_age)
+            if remembered is not None:
+                return remembered
+    found = yield from read_checkpoint_manifest(scope.thread_id, ns, parent_id)
+    if found is None:
         return None
+    mkey, manifest = found
     got = yield from fetch_objects(ctx, pfx, entry_refs([manifest.checkpoint]), mkey)
     checkpoint = materialize(ctx.serde, manifest.checkpoint, got, pfx)
     lists = [(e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref)]
@@ -448,12 +455,7 @@ def put(
         started = ctx.clock()
         parent: CheckpointEntries | None = None
         if parent_id is not None and any(c not in new_versions for c in versions):
-            parent = yield from recall_parent(
-                ctx,
-                pfx,
-                keys.manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
-                trust=trust,
-            )
+            parent = yield from recall_parent(ctx, pfx, scope, parent_id, trust=trust)
 
         encoded: list[Encoded] = []
         channels: dict[str, Entry] = {}
@@ -531,10 +533,9 @@ def put_writes(
         raise InvalidIdentifierError(f"task_id must be a string, got {task_id!r}")
     pfx = keys.thread_prefix(scope.thread_id)
     regular = tuple(i for i, (ch, _) in enumerate(writes) if WRITES_IDX_MAP.get(ch, i) >= 0)
-    # Two or more regular writes are one write group (one request, all or
-    # nothing); a call whose index list would make too long a key stores them
-    # one object each, and readers hide them until all are stored (`g`).
-    grouped = len(regular) > 1 and len(keys.group_suffix(regular)) <= keys.GROUP_SUFFIX_MAX
+    # Two or more regular writes are one write group: one request, all or
+    # nothing (a long index list names the group by its hash, spec §4.7).
+    grouped = len(regular) > 1
     # Taken in call order, before any request: a later special write wins
     # even when its request completes first, or comes later in one call; of
     # regular writes held by several objects (a group and a single write of
@@ -560,7 +561,6 @@ def put_writes(
                 channel=channel,
                 value=enc.entry,
                 seq=seqs[i],
-                group=regular if idx >= 0 and len(regular) > 1 else (),
             )
             key = keys.write_key(
                 scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seqs[i]

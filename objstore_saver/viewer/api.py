@@ -25,7 +25,7 @@ from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.verify import verify as verify_plan
 from objstore_saver.viewer import longterm
-from objstore_saver.viewer.reading import REFERRER_MANIFESTS, referrers_plan
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS, manifest_page, referrers_plan
 
 #: Largest page a client may ask for.
 MAX_PAGE = 200
@@ -57,7 +57,8 @@ def _search_prefix(search: str) -> str:
 
 
 def _row(pfx: str, page: Any) -> dict[str, Any]:
-    manifests = [o for o in page.objects if o.key[len(pfx) :].startswith("checkpoints/")]
+    listed = [o.key for o in page.objects if o.key[len(pfx) :].startswith("checkpoints/")]
+    manifests = plans.checkpoint_manifests(listed)
     last = max((o.last_modified for o in page.objects), default=None)
     tid = keys.untoken(pfx[len(keys.THREADS) : -1])
     return {
@@ -184,12 +185,12 @@ def thread_page_plan(thread_id: str, after: str | None, limit: int) -> SubPlan:
     prefix = pfx + "checkpoints/"
     if after is not None and not after.startswith(prefix):
         raise BadRequestError(f"cursor {after!r} is not a manifest key of thread {thread_id!r}")
-    page = yield from run_one(ListKeys(prefix, after, limit))
-    if not page.objects and after is None:
+    infos, cursor = yield from manifest_page(prefix, after, limit)
+    if not infos and after is None:
         raise NotFoundError(f"thread {thread_id!r} has no checkpoint")
     rows: list[dict[str, Any]] = []
-    for start in range(0, len(page.objects), READ_AHEAD):
-        group = page.objects[start : start + READ_AHEAD]
+    for start in range(0, len(infos), READ_AHEAD):
+        group = infos[start : start + READ_AHEAD]
         bodies = yield from run_batch(*(Get(o.key) for o in group))
         for info, body in zip(group, bodies, strict=True):
             row = yield from _manifest_row(info.key, info.size, body, pfx)
@@ -202,7 +203,7 @@ def thread_page_plan(thread_id: str, after: str | None, limit: int) -> SubPlan:
         "checkpoints": rows,
         "tree": tree,
         "forks": forks,
-        "next": page.objects[-1].key if page.truncated and page.objects else None,
+        "next": cursor,
     }
 
 

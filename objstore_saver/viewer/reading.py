@@ -30,6 +30,38 @@ def _children(obj: Any) -> set[bytes]:
     return {digest for _, digest in plans.child_refs(obj)}
 
 
+#: Keys listed per manifest wanted on a page: a checkpoint's pending writes
+#: are listed with it (spec §3), so a page of keys holds fewer checkpoints.
+KEYS_PER_MANIFEST = 4
+
+
+def manifest_page(prefix: str, after: str | None, limit: int) -> SubPlan:
+    """Sub-plan: up to ``limit`` manifests listed under ``prefix`` after ``after``.
+
+    Returns their listing entries (``<R>.2`` where a checkpoint has both
+    versions) and the cursor of the next page (the last key consumed), or
+    None when the listing ended.
+    """
+    chosen: list[Any] = []
+    seen: list[Any] = []
+    cursor = after
+    while len(chosen) < limit:
+        page = yield from run_one(ListKeys(prefix, cursor, min(1000, limit * KEYS_PER_MANIFEST)))
+        seen += page.objects
+        names = set(plans.checkpoint_manifests(o.key for o in seen))
+        chosen = [o for o in seen if o.key in names]
+        if not page.truncated or not page.objects:
+            if len(chosen) <= limit:
+                return chosen, None
+            break
+        cursor = page.objects[-1].key
+    if len(chosen) > limit:
+        # The next page starts after the keys of the last checkpoint shown.
+        first_left = seen.index(chosen[limit])
+        seen, chosen = seen[:first_left], chosen[:limit]
+    return chosen, seen[-1].key if seen else None
+
+
 def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     """Plan: which manifests, and which objects they reference, refer to object ``key``.
 
@@ -52,11 +84,10 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     prefix = pfx + "checkpoints/"
     if after is not None and not after.startswith(prefix):
         raise ValueError(f"cursor {after!r} is not a manifest key of the thread of {key!r}")
-    page = yield from run_one(ListKeys(prefix, after, limit))
+    infos, cursor = yield from manifest_page(prefix, after, limit)
     manifests: list[dict[str, str]] = []
     containers: dict[bytes, str] = {}
     problems: list[dict[str, str]] = []
-    infos = page.objects
     for start in range(0, len(infos), READ_AHEAD):
         group = infos[start : start + READ_AHEAD]
         bodies = yield from run_batch(*(Get(o.key) for o in group))
@@ -100,5 +131,5 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
         "scanned_manifests": len(infos),
         "scanned_objects": len(okeys),
         "problems": problems,
-        "next": infos[-1].key if page.truncated and infos else None,
+        "next": cursor,
     }

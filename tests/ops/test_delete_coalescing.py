@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from backends import Backend
+from layout import is_manifest
 from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver
@@ -434,9 +435,9 @@ def _check_order(events: list[tuple[str, tuple[str, ...]]]) -> int:
     for at, (what, keys) in enumerate(events):
         for key in keys:
             pfx = _thread_of(key)
-            if what == "done" and "/checkpoints/" in key:
+            if what == "done" and is_manifest(key):
                 done_at[pfx] = at
-            elif what == "sent" and "/checkpoints/" not in key:
+            elif what == "sent" and not is_manifest(key):
                 sent_at.setdefault(pfx, at)
     assert done_at, "no manifest was deleted"
     for pfx, at in done_at.items():

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from backends import S3_BACKENDS, Backend
+from layout import is_manifest
 from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver, plans
@@ -36,7 +37,7 @@ def _files(tmp_path: Path) -> list[str]:
 
 def _root_checkpoints(tmp_path: Path, thread: str) -> int:
     store = LocalStore(tmp_path / "store")
-    return len(store.list(k.manifests_prefix(thread, "")).objects)
+    return sum(is_manifest(o.key) for o in store.list(k.manifests_prefix(thread, "")).objects)
 
 
 def test_dry_run_deletes_nothing(config: OpsConfig, tmp_path: Path) -> None:
@@ -202,7 +203,8 @@ def test_prune_on_s3_over_each_transport(backend: Backend) -> None:
     assert sorted(row["thread_id"] for row in report["threads"]) == ["long", "short"]
     with ObjectStoreSaver.from_url(url) as saver:
         for thread in ("long", "short"):
-            assert len(saver.store.list(k.manifests_prefix(thread, "")).objects) == 1
+            listed = saver.store.list(k.manifests_prefix(thread, "")).objects
+            assert sum(is_manifest(o.key) for o in listed) == 1
         latest = saver.get_tuple({"configurable": {"thread_id": "long"}})
         assert latest is not None
         assert len(latest.checkpoint["channel_values"]["messages"]) == 8

@@ -299,7 +299,7 @@ def _flip(body: bytes) -> bytes:
 
 def _newer(body: bytes) -> bytes:
     obj = msgpack.unpackb(body)
-    obj["f"] = 2
+    obj["f"] = 3
     return msgpack.packb(obj)
 
 
@@ -317,7 +317,7 @@ def _object_key(store: ObjectStore, stored: dict) -> str:
 def _write_key(store: ObjectStore, stored: dict) -> str:
     c = stored["configurable"]
     (key,) = all_keys(
-        store, k.writes_prefix(c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
+        store, k.checkpoint_writes_prefix(c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
     )
     return key
 
@@ -344,7 +344,7 @@ DAMAGE: dict[str, tuple[Callable[[ObjectStore, dict], str], Any, type[Exception]
         lambda s, c: _manifest_key(c),
         _newer,
         UnsupportedFormatError,
-        "format version 2",
+        "format version 3",
     ),
     "manifest not msgpack": (
         lambda s, c: _manifest_key(c),
@@ -353,7 +353,7 @@ DAMAGE: dict[str, tuple[Callable[[ObjectStore, dict], str], Any, type[Exception]
         "corrupt object at key",
     ),
     "write corrupted": (_write_key, lambda b: b[:3], CorruptObjectError, "corrupt object at key"),
-    "write of a newer format": (_write_key, _newer, UnsupportedFormatError, "format version 2"),
+    "write of a newer format": (_write_key, _newer, UnsupportedFormatError, "format version 3"),
 }
 
 

@@ -1,8 +1,8 @@
 """The latest lookup with this process's guess of the newest checkpoint (spec §6.2).
 
-A saver that wrote (or last found) a thread's newest checkpoint lists that
-checkpoint's writes together with the newest manifest, in one step, and
-decodes its values meanwhile. Another process may have moved the thread on:
+A saver that wrote (or last found) a thread's newest checkpoint lists the
+namespace once (the newest manifest comes with its writes, spec §3) and
+decodes the guess's values meanwhile. Another process may have moved the thread on:
 the lookup must then answer exactly as a saver without the guess would.
 """
 
@@ -20,7 +20,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from objstore_saver import LocalStore, ObjectStoreSaver, plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import keys
-from objstore_saver.plans import reading
+from objstore_saver.plans import lookup
+from objstore_saver.plans.lookup import LATEST_LIST_KEYS as LATEST
 from objstore_saver.plans.requests import Batch, ListKeys
 from objstore_saver.storage import ObjectStore
 
@@ -40,24 +41,29 @@ def _put(saver: ObjectStoreSaver, parent: dict, n: int) -> dict:
     return saver.put(parent, cp, {"step": n}, {"messages": n})
 
 
-def test_the_writes_are_listed_with_the_newest_manifest(tmp_path: Path) -> None:
+def test_one_list_finds_the_newest_manifest_and_its_writes(tmp_path: Path) -> None:
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
-        _put(saver, config("t"), 1)
+        head = _put(saver, config("t"), 1)
+        saver.put_writes(head, [("messages", [AIMessage("a1")])], "task-1")
         plan = plans.get_tuple(saver._ctx, config("t"))
         first = next(plan)
+        assert isinstance(first, Batch) and first.meanwhile is not None
+        assert list(first.ops) == [ListKeys(keys.manifests_prefix("t", ""), limit=LATEST)]
+        # Answered with that one LIST: the next step fetches the write the LIST named.
+        page = saver.store.list(keys.manifests_prefix("t", ""), limit=LATEST)
+        first.meanwhile()
+        second = plan.send([page])
         plan.close()
-    assert isinstance(first, Batch) and first.meanwhile is not None
-    assert list(first.ops) == [
-        ListKeys(keys.manifests_prefix("t", ""), limit=1),
-        ListKeys(keys.writes_prefix("t", "", checkpoint_id(1))),
-    ]
+    assert isinstance(second, Batch)
+    (write_key,) = [op.key for op in second.ops]
+    assert write_key.startswith(keys.checkpoint_writes_prefix("t", "", checkpoint_id(1)))
 
 
-def test_a_saver_that_knows_nothing_lists_the_newest_manifest_alone(tmp_path: Path) -> None:
+def test_a_saver_that_knows_nothing_lists_the_namespace_alone(tmp_path: Path) -> None:
     with ObjectStoreSaver(LocalStore(tmp_path / "store", fsync=False)) as saver:
         first = next(plans.get_tuple(saver._ctx, config("t")))
     assert isinstance(first, Batch) and first.meanwhile is None
-    assert list(first.ops) == [ListKeys(keys.manifests_prefix("t", ""), limit=1)]
+    assert list(first.ops) == [ListKeys(keys.manifests_prefix("t", ""), limit=LATEST)]
 
 
 def _expected(store: ObjectStore, thread: str) -> Any:
@@ -117,7 +123,7 @@ def test_a_guess_that_does_not_decode_fails_the_lookup_only_while_it_is_newest(
 
     with ObjectStoreSaver(store) as ours, ObjectStoreSaver(store) as theirs:
         first = _put(ours, config("t"), 1)
-        monkeypatch.setattr(reading, "values_from_memory", undecodable)
+        monkeypatch.setattr(lookup, "values_from_memory", undecodable)
         with pytest.raises(CorruptObjectError, match="undecodable"):
             ours.get_tuple(config("t"))
         second = _put(theirs, first, 2)

@@ -146,8 +146,10 @@ def _history(n: int) -> list[Any]:
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
-def test_get_tuple_decodes_the_history_while_listing_writes(tmp_path: Path, api: str) -> None:
-    store = GatedStore(tmp_path, "/writes/")
+def test_get_tuple_decodes_the_history_while_listing_the_namespace(
+    tmp_path: Path, api: str
+) -> None:
+    store = GatedStore(tmp_path, "/checkpoints/")
     with ObjectStoreSaver(store, serde=SignallingSerde(store)) as saver:
         cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         cp = empty_checkpoint()
@@ -160,5 +162,5 @@ def test_get_tuple_decodes_the_history_while_listing_writes(tmp_path: Path, api:
     assert got.checkpoint["channel_values"]["messages"] == messages
     assert got.checkpoint["id"] == cp["id"]
     assert got.metadata["step"] == 1
-    # The writes LIST answered only once the values were being decoded.
+    # The LIST of the namespace answered only once the values were being decoded.
     assert store.saw_work == [True]

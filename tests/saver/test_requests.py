@@ -13,6 +13,7 @@ from backends import Backend
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
+from layout import is_write
 from payloads import incompressible_text
 
 from objstore_saver import ObjectStoreSaver
@@ -68,8 +69,8 @@ def test_latest_lookup_costs_the_same_at_1000_checkpoints_as_at_3(
         assert tup.config["configurable"]["checkpoint_id"] == head["configurable"]["checkpoint_id"]
         assert tup.checkpoint["channel_values"] == {"counter": n - 1}
     assert costs[3].requests == costs[1000].requests
-    # One LIST of the manifests, one GET of the head, one LIST of its writes.
-    assert costs[1000].requests == {"put": 0, "get": 1, "list": 2, "delete": 0}
+    # One LIST of the namespace (the head and its writes), one GET of the head.
+    assert costs[1000].requests == {"put": 0, "get": 1, "list": 1, "delete": 0}
 
 
 def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore) -> None:
@@ -104,11 +105,11 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
     assert max(sent[2:]) < 8 * 1024, sent
     total_history_bytes = sum(len(str(m.content)) for m in messages)
     assert sent[-1] < total_history_bytes / 5
-    # The read at the start of each turn is constant too: the newest manifest
-    # (LIST) and its pending writes (LIST); its bytes are the ones this saver
-    # wrote at the end of the previous turn, so no GET.
+    # The read at the start of each turn is constant too: one LIST names the
+    # newest manifest and its pending writes; its bytes are the ones this
+    # saver wrote at the end of the previous turn, so no GET.
     assert {m.get_requests for m in per_turn[1:]} == {0}
-    assert {m.list_requests for m in per_turn[1:]} == {2}
+    assert {m.list_requests for m in per_turn[1:]} == {1}
 
 
 @pytest.mark.parametrize(
@@ -138,7 +139,7 @@ def test_pending_write_keeps_a_value_inline_when_it_compresses_to_the_inline_lim
         puts = [e.key for e in metered.log if e.op == "put"]
         # Spec §6.5 step 2: one object for the write, plus objects of the value
         # only when its compressed payload exceeds the inline limit.
-        assert len([k for k in puts if "/writes/" in k]) == 1, puts
+        assert len([k for k in puts if is_write(k)]) == 1, puts
         assert len([k for k in puts if "/objects/" in k]) == objects, puts
         assert len(saver.serde.dumps_typed(value)[1]) > 1024
     # A fresh saver (no memory of these bytes) reads the write back.
@@ -165,7 +166,7 @@ def test_reply_written_inline_is_stored_by_the_next_put_that_lists_it(
         bodies = [
             msgpack.unpackb(metered.get(e.key))
             for e in metered.log
-            if e.op == "put" and "/writes/" in e.key
+            if e.op == "put" and is_write(e.key)
         ]
         replies = [b["v"] for b in bodies if b["k"] == "write" and b["channel"] == "messages"]
         assert [entry[0] for entry in replies] == ["i"], bodies

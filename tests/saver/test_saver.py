@@ -170,9 +170,9 @@ def test_truncated_and_newer_format_manifests_raise(store: ObjectStore) -> None:
     with ObjectStoreSaver(store) as reader, pytest.raises(CorruptObjectError, match=key):
         reader.get_tuple({"configurable": {"thread_id": "fmt"}})
     newer = msgpack.unpackb(body)
-    newer["f"] = 2
+    newer["f"] = 3
     store.put(key, msgpack.packb(newer), PutMode.OVERWRITE)
-    with ObjectStoreSaver(store) as reader, pytest.raises(UnsupportedFormatError, match="2"):
+    with ObjectStoreSaver(store) as reader, pytest.raises(UnsupportedFormatError, match="3"):
         reader.get_tuple({"configurable": {"thread_id": "fmt"}})
 
 

@@ -12,6 +12,7 @@ import pytest
 from backends import Backend
 from faultkit import all_keys, put_values
 from langchain_core.messages import AIMessage, HumanMessage
+from layout import is_manifest, is_write
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.format import keys as k
@@ -123,18 +124,19 @@ def test_unreadable_manifests_and_writes_are_named(
     saver: ObjectStoreSaver, store: ObjectStore
 ) -> None:
     _chat(saver, "t1", turns=4)
-    manifests = all_keys(store, k.manifests_prefix("t1"))
-    writes = all_keys(store, k.thread_prefix("t1") + "writes/")
+    listed = all_keys(store, k.manifests_prefix("t1"))
+    manifests = [key for key in listed if is_manifest(key)]
+    writes = [key for key in listed if is_write(key)]
     store.put(manifests[0], store.get(manifests[0])[:20], PutMode.OVERWRITE)
     newer = msgpack.unpackb(store.get(manifests[1]), raw=False)
-    newer["f"] = 2
+    newer["f"] = 3
     store.put(manifests[1], msgpack.packb(newer, use_bin_type=True), PutMode.OVERWRITE)
     store.put(writes[0], b"\xc1 not msgpack", PutMode.OVERWRITE)
     report = saver.verify("t1")
     by_key = {p.key: p for p in report.problems}
     assert set(by_key) == {manifests[0], manifests[1], writes[0]}
     assert all(p.kind == "unreadable" for p in report.problems)
-    assert "format version 2" in by_key[manifests[1]].detail
+    assert "format version 3" in by_key[manifests[1]].detail
 
 
 def test_reference_to_an_object_of_another_kind_is_reported(
@@ -185,7 +187,7 @@ def test_orphans_are_counted_not_reported_as_corruption(
     _chat(saver, "t1", turns=3)
     orphan = msgpack.packb({"f": 1, "k": "value", "p": ["json", "raw", b"2"]}, use_bin_type=True)
     store.put(k.object_key_in(k.thread_prefix("t1"), digest_of(orphan)), orphan, PutMode.CREATE)
-    manifests = all_keys(store, k.manifests_prefix("t1"))
+    manifests = [key for key in all_keys(store, k.manifests_prefix("t1")) if is_manifest(key)]
     store.delete([manifests[-1]])  # the oldest: its writes become orphans
     report = saver.verify("t1")
     assert report.ok, report.problems

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import msgpack
 import pytest
 from backends import Backend
 from langgraph.checkpoint.base import empty_checkpoint
+from layout import is_write
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.errors import CorruptObjectError
@@ -36,8 +38,17 @@ def _head(saver: ObjectStoreSaver, thread: str) -> dict:
 
 def _write_keys(store: ObjectStore, config: dict) -> list[str]:
     c = config["configurable"]
-    prefix = k.writes_prefix(c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
-    return [o.key for o in store.list(prefix).objects]
+    at = (c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
+    return [
+        o.key
+        for p in (k.writes_prefix(*at), k.checkpoint_writes_prefix(*at))
+        for o in store.list(p).objects
+    ]
+
+
+def _v1_write_key(at: tuple[str, str, str], task: str, idx: int) -> str:
+    """Where an earlier release stored one write (format version 1)."""
+    return f"{k.writes_prefix(*at)}{k.token('task_id', task)}.{idx}"
 
 
 def _pending(saver: ObjectStoreSaver, config: dict) -> list[tuple[str, str, Any]]:
@@ -47,8 +58,8 @@ def _pending(saver: ObjectStoreSaver, config: dict) -> list[tuple[str, str, Any]
 
 
 def _single(task: str, idx: int, channel: str, value: bytes, group: tuple[int, ...]) -> bytes:
-    """A write as earlier releases stored it (one object per write, `g`)."""
-    return codec.encode_write(
+    """A write as earlier releases stored it (format version 1, one object per write, `g`)."""
+    body = codec.encode_write(
         task_id=task,
         task_path="",
         idx=idx,
@@ -56,6 +67,7 @@ def _single(task: str, idx: int, channel: str, value: bytes, group: tuple[int, .
         value=Inline(codec.Payload("json", "raw", value)),
         group=group,
     )
+    return msgpack.packb({**msgpack.unpackb(body, raw=False), "f": 1}, use_bin_type=True)
 
 
 def test_a_call_with_two_writes_is_one_request_and_reads_back(store: ObjectStore) -> None:
@@ -111,7 +123,7 @@ def test_special_writes_stay_single_and_last_wins(store: ObjectStore) -> None:
 def test_retry_after_lost_response_and_first_call_wins(store: ObjectStore) -> None:
     faulty = FaultyStore(
         store,
-        FailWhere(lambda r: r.op == "put" and "/writes/" in r.key, Fault.LOST_RESPONSE, times=1),
+        FailWhere(lambda r: r.op == "put" and is_write(r.key), Fault.LOST_RESPONSE, times=1),
     )
     with ObjectStoreSaver(faulty) as saver:
         config = _head(saver, "t")
@@ -123,18 +135,31 @@ def test_retry_after_lost_response_and_first_call_wins(store: ObjectStore) -> No
     assert len(_write_keys(store, config)) == 1
 
 
+def _v1_head(store: ObjectStore, thread: str) -> dict:
+    """A head checkpoint as an earlier release stored it (a format-version-1 manifest)."""
+    with ObjectStoreSaver(store) as writer:
+        config = _head(writer, thread)
+    c = config["configurable"]
+    at = (c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
+    body = store.get(k.manifest_key(*at))
+    old = msgpack.packb({**msgpack.unpackb(body, raw=False), "f": 1}, use_bin_type=True)
+    store.put(k.v1_manifest_key(*at), old, PutMode.CREATE)
+    store.delete([k.manifest_key(*at)])
+    return config
+
+
 def test_mixed_layouts_the_earliest_call_wins(store: ObjectStore) -> None:
+    config = _v1_head(store, "t")
     with ObjectStoreSaver(store) as saver:
-        config = _head(saver, "t")
         c = config["configurable"]
         at = (c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
         # An earlier release stored the task's writes 0 and 1 one object each;
         # a newer writer (a later call of the task) stored the group 0~1~2.
         store.put(
-            k.write_key(*at, "task", 0), _single("task", 0, "a", b"1", (0, 1)), PutMode.CREATE
+            _v1_write_key(at, "task", 0), _single("task", 0, "a", b"1", (0, 1)), PutMode.CREATE
         )
         store.put(
-            k.write_key(*at, "task", 1), _single("task", 1, "b", b"2", (0, 1)), PutMode.CREATE
+            _v1_write_key(at, "task", 1), _single("task", 1, "b", b"2", (0, 1)), PutMode.CREATE
         )
         saver.put_writes(config, [("a", 7), ("b", 8), ("c", 9)], "task")
         # Per index, the earliest call's write (the old ones carry seq 0), as
@@ -143,7 +168,7 @@ def test_mixed_layouts_the_earliest_call_wins(store: ObjectStore) -> None:
         # An incomplete old call (its write 3 missing) is hidden and keeps its
         # slot 0 (seq 0, earlier than the group's).
         store.put(
-            k.write_key(*at, "other", 0), _single("other", 0, "a", b"5", (0, 3)), PutMode.CREATE
+            _v1_write_key(at, "other", 0), _single("other", 0, "a", b"5", (0, 3)), PutMode.CREATE
         )
         saver.put_writes(config, [("x", 1), ("y", 2)], "other")
         assert [w for w in _pending(saver, config) if w[0] == "other"] == [("other", "y", 2)]
@@ -168,16 +193,23 @@ def test_calls_of_different_shapes_keep_the_first_calls_writes(store: ObjectStor
         ]
 
 
-def test_long_index_list_falls_back_to_single_writes(store: ObjectStore) -> None:
+def test_a_long_index_list_is_still_one_object_named_by_its_hash(store: ObjectStore) -> None:
     writes = [(f"c{i}", i) for i in range(16)]  # "0~1~...~15" is 37 characters
-    with ObjectStoreSaver(store) as saver:
+    metered = MeteredStore(store)
+    with ObjectStoreSaver(metered) as saver:
         config = _head(saver, "t")
+        metered.reset()
         saver.put_writes(config, writes, "task")
-        keys_ = _write_keys(store, config)
-        assert len(keys_) == 16
-        assert msgpack.unpackb(store.get(keys_[0]), raw=False)["g"] == list(range(16))
+        assert metered.snapshot().put_requests == 1
+        (key,) = _write_keys(store, config)
+        digest = hashlib.sha256("~".join(str(i) for i in range(16)).encode()).hexdigest()
+        assert key.endswith(f"/_task.h{digest[:16]}")
+        assert msgpack.unpackb(store.get(key), raw=False)["k"] == "writes"
         assert [(w[1], w[2]) for w in _pending(saver, config)] == writes
-    assert len(k.write_group_key("t", "", "c", "task", tuple(range(12)))) < len(
+    body = store.get(key)
+    with pytest.raises(CorruptObjectError, match="do not match its key"):
+        codec.decode_writes(body, key[: -len(digest[:16])] + "0" * 16)
+    assert len(k.write_group_key("t", "", "c", "task", tuple(range(16)))) < len(
         k.write_key("t", "", "c", "task", -3, 10**25)
     )
 

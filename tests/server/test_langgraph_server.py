@@ -39,6 +39,7 @@ from dev_server import (
     stop_server,
 )
 from langgraph_sdk import get_client
+from layout import is_manifest
 from repo_root import ROOT
 
 from objstore_saver import LocalStore
@@ -106,7 +107,7 @@ def _keys(store: ObjectStore, prefix: str) -> list[str]:
 def _stored_checkpoint_ids(store: ObjectStore, thread_id: str) -> list[str]:
     """Checkpoint ids of the thread's root namespace, newest first, from the store."""
     prefix = keys.manifests_prefix(thread_id, "")
-    return [keys.unreverse_id(k[len(prefix) :]) for k in _keys(store, prefix)]
+    return [keys.checkpoint_id_of_manifest_key(k) for k in _keys(store, prefix) if is_manifest(k)]
 
 
 def _texts(values: dict[str, Any]) -> list[str]:

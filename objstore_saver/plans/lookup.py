@@ -1,0 +1,262 @@
+"""Plans that find checkpoints: the latest lookup, get by id and listing (spec §6.2-6.4).
+
+They list a namespace's keys (a checkpoint's manifests and writes come
+together, spec §3) and read what they found with :mod:`.reading`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+
+from objstore_saver.format import keys
+from objstore_saver.format.codec import Manifest
+from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.reading import (
+    checkpoint_manifests,
+    decode_checked_manifest,
+    read_metadata,
+    read_tuples,
+    values_from_memory,
+)
+from objstore_saver.plans.requests import (
+    Batch,
+    Emit,
+    Get,
+    ListKeys,
+    list_all,
+    run_batch,
+    run_batch_while,
+    run_one,
+)
+from objstore_saver.plans.scope import Scope, scope_of
+from objstore_saver.storage.base import ListPage
+
+#: Keys the latest lookup lists: the newest checkpoint's manifests and writes
+#: come first (spec §6.2); more writes than fit are listed on.
+LATEST_LIST_KEYS = 20
+
+
+def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
+    """Sub-plan: id of the newest checkpoint of a namespace (spec §6.2), one LIST."""
+    page = yield from run_one(_newest_manifest(scope))
+    head = yield from _head_of(scope, page)
+    return None if head is None else head.checkpoint_id
+
+
+def _newest_manifest(scope: Scope) -> ListKeys:
+    return ListKeys(
+        keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns), limit=LATEST_LIST_KEYS
+    )
+
+
+@dataclass(frozen=True)
+class _Head:
+    """The newest checkpoint as the latest lookup's LIST shows it."""
+
+    checkpoint_id: str
+    manifest_key: str
+    write_keys: list[str]
+    """Its version-2 pending writes (a version-1 head has more under ``writes/``)."""
+
+
+def _head_of(scope: Scope, page: ListPage) -> Generator[Batch, list[Any] | None, _Head | None]:
+    """Sub-plan: the newest checkpoint with a manifest in a listing of a namespace.
+
+    The listing runs newest first, each checkpoint's keys together (spec §3):
+    its manifests, then its writes. Writes stored before their manifest (a
+    put still running) do not make a checkpoint; the listing goes on while
+    the last checkpoint of a page may have more keys on the next.
+    """
+    ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
+    listed = [o.key for o in page.objects]
+    truncated = page.truncated
+    while True:
+        groups: dict[str, list[str]] = {}
+        for k in listed:
+            seg = keys.reversed_id_of(k[len(ns_pfx) :])
+            groups.setdefault(seg, []).append(k)
+        last = list(groups)[-1] if groups else None
+        for seg, group in groups.items():
+            if seg == last and truncated:
+                break  # its keys may go on past this page
+            manifests = checkpoint_manifests(group)
+            if manifests:
+                writes = [k for k in group if k.startswith(ns_pfx + seg + keys.V2_WRITES_SUFFIX)]
+                return _Head(keys.unreverse_id(seg), manifests[0], writes)
+        else:
+            return None
+        assert last is not None
+        more = yield from run_one(ListKeys(ns_pfx, listed[-1], limit=LATEST_LIST_KEYS))
+        listed = groups[last] + [o.key for o in more.objects]
+        truncated = more.truncated
+
+
+def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
+    """Plan: spec §6.2 (latest) and §6.3 (by id)."""
+    scope = scope_of(config)
+    cid = scope.checkpoint_id
+    if cid is None:
+        guessed = yield from _guessed_latest(ctx, scope)
+        if guessed is None or isinstance(guessed, CheckpointTuple):
+            return guessed
+        ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, guessed.checkpoint_id)
+        return (yield from _read_head(ctx, guessed, None))
+    # One LIST names the checkpoint's manifests and version-2 writes; the
+    # version-2 manifest is fetched meanwhile.
+    ckey = keys.checkpoint_key(scope.thread_id, scope.checkpoint_ns, cid)
+    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+    body, page = yield from run_batch(Get(mkey), ListKeys(ckey))
+    listed = [o.key for o in page.objects]
+    if page.truncated:
+        listed += yield from list_all(ckey, listed[-1])
+    writes = [k for k in listed if k.startswith(ckey + keys.V2_WRITES_SUFFIX)]
+    if body is None:
+        mkey = keys.v1_manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+        if mkey not in listed:
+            return None
+        body = yield from run_one(Get(mkey))
+        if body is None:
+            return None
+    manifest = decode_checked_manifest(body, mkey)
+    write_keys = None if manifest.version == 1 else [writes]
+    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [config], write_keys)
+    return tuples[0]
+
+
+def _read_head(
+    ctx: Context, head: _Head, given: RunnableConfig | None
+) -> Generator[Batch, list[Any] | None, CheckpointTuple | None]:
+    """Sub-plan: the tuple of a listed head: its manifest and writes fetched in one round."""
+    bodies = yield from run_batch(Get(head.manifest_key), *(Get(k) for k in head.write_keys))
+    body = bodies[0]
+    if body is None:
+        return None  # deleted since it was listed
+    manifest = decode_checked_manifest(body, head.manifest_key)
+    fetched = dict(zip(head.write_keys, bodies[1:], strict=True))
+    write_keys = None if manifest.version == 1 else [head.write_keys]
+    tuples = yield from read_tuples(
+        ctx, [(head.manifest_key, manifest)], [given], write_keys, write_bodies=fetched
+    )
+    return tuples[0]
+
+
+def _guessed_latest(
+    ctx: Context, scope: Scope
+) -> Generator[Batch, list[Any] | None, CheckpointTuple | _Head | None]:
+    """Sub-plan: the latest lookup with this process's guess of the newest checkpoint.
+
+    When this process holds the manifest it last saw newest (the next turn
+    of a conversation it serves), its values are decoded while the LIST of
+    the namespace is in flight, and that LIST also names the head's writes
+    (spec §6.2). The tuple when the guess was right; otherwise the newest
+    checkpoint as the LIST shows it (None: no checkpoint).
+    """
+    guess = ctx.heads.get(scope.thread_id, scope.checkpoint_ns)
+    remembered = None
+    mkey = ""
+    if guess is not None:
+        mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, guess)
+        remembered = ctx.entries.get(mkey)
+    if remembered is None or remembered.manifest is None:
+        page = yield from run_one(_newest_manifest(scope))
+        return (yield from _head_of(scope, page))
+    manifest = decode_checked_manifest(remembered.manifest, mkey)
+
+    def decoded() -> tuple[tuple[dict[str, Any], Any] | None, Exception | None]:
+        # A checkpoint that is no longer the newest need not decode: its error
+        # is raised only if the LIST shows the guess right.
+        try:
+            return values_from_memory(ctx, manifest, mkey), None
+        except Exception as exc:  # noqa: BLE001  # raised below when it matters
+            return None, exc
+
+    (page,), (values, error) = yield from run_batch_while(decoded, _newest_manifest(scope))
+    head = yield from _head_of(scope, page)
+    if head is None or head.checkpoint_id != guess or head.manifest_key != mkey:
+        return head
+    if error is not None:
+        raise error
+    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [None], [head.write_keys], [values])
+    return tuples[0]
+
+
+def thread_prefixes() -> Generator[Batch, list[Any] | None, list[str]]:
+    """Sub-plan: every thread prefix in the store, by skip scan (spec §6.4)."""
+    found: list[str] = []
+    after: str | None = None
+    while True:
+        page = yield from run_one(ListKeys(keys.THREADS, after, limit=1))
+        if not page.objects:
+            return found
+        pfx, _ = keys.split_thread_key(page.objects[0].key)
+        found.append(pfx)
+        # "0" is the character after "/": skip every key of this thread.
+        after = pfx[:-1] + "0"
+
+
+def list_checkpoints(
+    ctx: Context,
+    config: RunnableConfig | None,
+    *,
+    filter: dict[str, Any] | None = None,
+    before: RunnableConfig | None = None,
+    limit: int | None = None,
+) -> Step:
+    """Plan: spec §6.4. Emits matching CheckpointTuples newest first per namespace."""
+    if limit is not None and limit <= 0:
+        return None
+    before_id = None
+    if before is not None:
+        before_id = (before.get("configurable") or {}).get("checkpoint_id")
+    if config is not None:
+        scope = scope_of(config)
+        ns_given = (config.get("configurable") or {}).get("checkpoint_ns")
+        prefixes = [keys.manifests_prefix(scope.thread_id, ns_given)]
+        only_id = scope.checkpoint_id
+    else:
+        thread_pfxs = yield from thread_prefixes()
+        prefixes = [p + "checkpoints/" for p in thread_pfxs]
+        ns_given, only_id = None, None
+    remaining = limit
+    for prefix in prefixes:
+        start_after = None
+        if before_id and ns_given is not None:
+            start_after = prefix + keys.reverse_id(before_id)
+        if only_id is not None and ns_given is not None:
+            listed = yield from list_all(prefix + keys.reverse_id(only_id))
+        else:
+            listed = yield from list_all(prefix, start_after)
+        candidates = []
+        for k in checkpoint_manifests(listed):
+            cid = keys.unreverse_id(k.rsplit("/", 1)[1].removesuffix(keys.V2_MANIFEST_SUFFIX))
+            if (before_id is not None and cid >= before_id) or (only_id and cid != only_id):
+                continue
+            candidates.append(k)
+        for start in range(0, len(candidates), LIST_READ_AHEAD):
+            group = candidates[start : start + LIST_READ_AHEAD]
+            bodies = yield from run_batch(*(Get(k) for k in group))
+            matched: list[tuple[str, Manifest]] = []
+            for k, body in zip(group, bodies, strict=True):
+                if body is None:
+                    continue  # deleted since it was listed (or never existed for only_id)
+                m = decode_checked_manifest(body, k)
+                if filter:
+                    md = yield from read_metadata(ctx, m, k)
+                    if not all(md.get(fk) == fv for fk, fv in filter.items()):
+                        continue
+                matched.append((k, m))
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        break
+            tuples = yield from read_tuples(ctx, matched)
+            for tup in tuples:
+                yield Emit(tup)
+            if remaining == 0:
+                return None
+    return None
