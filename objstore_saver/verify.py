@@ -16,6 +16,7 @@ from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     ChunkObj,
+    InlineList,
     ListObj,
     NodeObj,
     PartObj,
@@ -193,6 +194,13 @@ def verify_thread(
         for tag, digest in refs:
             wanted.setdefault(digest, (codec.KIND_OF_TAG[tag], referrer))
 
+    # Lists inline in manifests and writes (format version 2): their subtrees'
+    # counts are checked like a list object's.
+    inline_lists: list[tuple[str, tuple[tuple[bytes, int], ...]]] = []
+
+    def note_lists(entries: Iterable[codec.Entry], referrer: str) -> None:
+        inline_lists.extend((referrer, e.obj.sealed) for e in entries if isinstance(e, InlineList))
+
     object_keys = []
     for o in listing.objects:
         name = o.key.rsplit("/", 1)[1]
@@ -221,6 +229,7 @@ def verify_thread(
             continue
         manifest_checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
         want(entry_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
+        note_lists(m.channels.values(), key)
 
     for key, body in got_writes:
         if body is None:
@@ -236,6 +245,7 @@ def verify_thread(
             report.orphan_writes += 1
             continue
         want(entry_refs([w.value for w in ws]), key)
+        note_lists([w.value for w in ws], key)
 
     facts: dict[bytes, _Facts] = {}
     sizes: dict[bytes, int] = {}
@@ -315,6 +325,17 @@ def verify_thread(
                     report.problems.append(
                         Problem(key, "shape", f"parts hold {total} bytes, index says {f.shape}")
                     )
+    for referrer, sealed in inline_lists:
+        for sub, count in sealed:
+            held = _held(facts, sub)
+            if held is not None and held != count:
+                report.problems.append(
+                    Problem(
+                        keys.object_key_in(pfx, sub),
+                        "shape",
+                        f"holds {held} elements, the list in {referrer!r} says {count}",
+                    )
+                )
     for digest in sizes.keys() - reached:
         report.orphan_objects += 1
         report.orphan_bytes += sizes[digest]

@@ -72,7 +72,18 @@ class Ref:
     digest: bytes
 
 
-Entry = Inline | Ref
+@dataclass(frozen=True, slots=True)
+class InlineList:
+    """A list channel's list, inline in the manifest (format version 2, entry tag ``L``).
+
+    The fields of a ``list`` object (spec §4.4): its sealed subtrees stay
+    objects of their own; the root and its tail travel in the manifest.
+    """
+
+    obj: ListObj
+
+
+Entry = Inline | Ref | InlineList
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +226,9 @@ def encode_split(value: Entry, holes: list[tuple[tuple[str | int, ...], Ref]]) -
 def entry_to_msgpack(entry: Entry) -> list[Any]:
     if isinstance(entry, Inline):
         return ["i", *entry.payload.to_msgpack()]
+    if isinstance(entry, InlineList):
+        o = entry.obj
+        return ["L", o.count, [[d, n] for d, n in o.sealed], [entry_to_msgpack(e) for e in o.tail]]
     return [entry.tag, entry.digest]
 
 
@@ -371,7 +385,22 @@ def decode_entry(raw: Any, key: str) -> Entry:
             return Inline(_payload(raw[1:], key))
         if tag in ("b", "p", "l", "s") and len(raw) == 2:
             return Ref(tag, _digest(raw[1], key))
+        if tag == "L" and len(raw) == 4 and isinstance(raw[2], list) and isinstance(raw[3], list):
+            return InlineList(_list_fields(raw[1], raw[2], raw[3], key))
     raise CorruptObjectError(key, f"invalid entry {raw!r:.80}")
+
+
+def _list_fields(count: Any, sealed_raw: list[Any], tail_raw: list[Any], key: str) -> ListObj:
+    """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise CorruptObjectError(key, f"a list's element count {count!r:.40} is not a count")
+    sealed = _subtree_refs(sealed_raw, key)
+    tail = tuple(decode_entry(e, key) for e in tail_raw)
+    if any(isinstance(e, InlineList) for e in tail):
+        raise CorruptObjectError(key, "a list element is an inline list entry")
+    if sum(c for _, c in sealed) + len(tail) != count:
+        raise CorruptObjectError(key, "element count differs from its subtrees and tail")
+    return ListObj(count, sealed, tail)
 
 
 def decode_manifest(data: bytes, key: str) -> Manifest:
@@ -488,12 +517,8 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
             parts=tuple(_digest(d, key) for d in _field(obj, "p", list, key)),
         )
     if kind == "list":
-        sealed = _subtree_refs(_field(obj, "c", list, key), key)
-        tail = tuple(decode_entry(e, key) for e in _field(obj, "x", list, key))
         count = _field(obj, "n", int, key)
-        if sum(c for _, c in sealed) + len(tail) != count:
-            raise CorruptObjectError(key, "element count differs from its subtrees and tail")
-        return ListObj(count, sealed, tail)
+        return _list_fields(count, _field(obj, "c", list, key), _field(obj, "x", list, key), key)
     if kind == "split":
         return _split(obj, key)
     if kind == "node":

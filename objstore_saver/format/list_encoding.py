@@ -137,19 +137,11 @@ def encode_list(
             span //= codec.NODE_FANOUT
         sealed.append(_subtree(chunks[pos : pos + span], out, children, sealed_cache))
         pos += span
-    body = codec.pack_object(
-        {
-            "f": codec.FORMAT_VERSION,
-            "k": "list",
-            "n": len(elements),
-            "c": [[d, n] for d, n in sealed],
-            "x": [m.item for m in tail],
-        }
-    )
-    d = codec.digest_of(body)
-    out[d] = body
-    children[d] = tuple(c for c, _ in sealed) + tuple(m.digest for m in tail if m.digest)
-    return codec.Encoded(codec.Ref("l", d), out, children)
+    # The list's root (its subtrees and tail) is the entry itself, inline in
+    # the manifest (format version 2): growing the list writes no list object.
+    fields = [[d, n] for d, n in sealed], [m.item for m in tail]
+    root = codec.decode_entry(["L", len(elements), *fields], "a new list")
+    return codec.Encoded(root, out, children)
 
 
 def _subtree(

@@ -17,7 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import Entry, Inline, Ref
+from objstore_saver.format.codec import Entry, Inline, InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
 from objstore_saver.plans.requests import Get, run_batch, run_one
@@ -46,7 +46,7 @@ def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> Su
     Raises:
         CorruptObjectError: a referenced object is missing or does not decode.
     """
-    refs = [(e.tag, e.digest) for e in entries.values() if isinstance(e, Ref)]
+    refs = plans.entry_refs(entries.values())
     got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
 
@@ -89,6 +89,16 @@ def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
             "type": entry.payload.type,
             "encoding": entry.payload.encoding,
             "bytes": len(entry.payload.data),
+        }
+    if isinstance(entry, InlineList):
+        # The list's root is inline in the manifest: its sealed subtrees and
+        # the tail's elements too large to sit inline are the objects.
+        o = entry.obj
+        return {
+            "stored": "inline list",
+            "elements": o.count,
+            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in o.sealed],
+            "objects": [keys.object_key_in(pfx, e.digest) for e in o.tail if isinstance(e, Ref)],
         }
     kind = codec.KIND_OF_TAG[entry.tag]
     return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}

@@ -17,6 +17,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     Entry,
     Inline,
+    InlineList,
     ListObj,
     NodeObj,
     PartObj,
@@ -235,6 +236,14 @@ def _raw_entry(raw: Entry, pfx: str) -> Any:
             "inline": decode_payload(raw.payload, pfx),
             "type": raw.payload.type,
             "encoding": raw.payload.encoding,
+        }
+    if isinstance(raw, InlineList):
+        return {
+            "inline list": raw.obj.count,
+            "subtrees": [
+                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in raw.obj.sealed
+            ],
+            "tail": [_raw_entry(e, pfx) for e in raw.obj.tail],
         }
     return {
         "ref": codec.KIND_OF_TAG[raw.tag],

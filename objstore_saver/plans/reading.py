@@ -24,6 +24,7 @@ from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
     Inline,
+    InlineList,
     ListObj,
     Manifest,
     NodeObj,
@@ -151,7 +152,13 @@ def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
 
 
 def entry_refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
-    return [(e.tag, e.digest) for e in entries if isinstance(e, Ref)]
+    refs: list[tuple[str, bytes]] = []
+    for e in entries:
+        if isinstance(e, Ref):
+            refs.append((e.tag, e.digest))
+        elif isinstance(e, InlineList):
+            refs += child_refs(e.obj)
+    return refs
 
 
 def materialize(
@@ -160,15 +167,13 @@ def materialize(
     """Deserialize the value of an entry from fetched objects."""
     if isinstance(entry, Inline):
         return serde.loads_typed(codec.payload_bytes(entry.payload, pfx))
+    if isinstance(entry, InlineList):
+        return _expand_list(serde, entry.obj, got, pfx)
     key = keys.object_key_in(pfx, entry.digest)
     obj = got[entry.digest]
     if entry.tag == "l":
         assert isinstance(obj, ListObj)
-        out: list[Any] = []
-        for digest, count in obj.sealed:
-            _expand(serde, digest, count, got, pfx, out)
-        out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
-        return out
+        return _expand_list(serde, obj, got, pfx)
     if isinstance(obj, SplitObj):
         value = materialize(serde, obj.value, got, pfx)
         for path, ref in obj.holes:
@@ -182,6 +187,17 @@ def materialize(
     if len(data) != obj.size:
         raise CorruptObjectError(key, f"parts hold {len(data)} bytes, expected {obj.size}")
     return serde.loads_typed(codec.payload_bytes(codec.Payload(obj.type, obj.encoding, data), key))
+
+
+def _expand_list(
+    serde: SerializerProtocol, obj: ListObj, got: Mapping[bytes, StoredObject], pfx: str
+) -> list[Any]:
+    """The elements of a list (an object, or inline in a manifest), in order."""
+    out: list[Any] = []
+    for digest, count in obj.sealed:
+        _expand(serde, digest, count, got, pfx, out)
+    out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
+    return out
 
 
 def _text_pieces(ref: Ref, got: Mapping[bytes, StoredObject], pfx: str) -> Iterator[bytes]:

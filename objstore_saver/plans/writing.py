@@ -27,6 +27,7 @@ from objstore_saver.format.codec import (
     Encoded,
     Entry,
     Inline,
+    InlineList,
     ListObj,
     PartObj,
     Ref,
@@ -332,6 +333,8 @@ def store_objects(
         children.update(enc.children)
         if isinstance(enc.entry, Ref):
             stack.append(enc.entry.digest)
+        elif isinstance(enc.entry, InlineList):
+            stack.extend(d for _, d in child_refs(enc.entry.obj))
     seen: set[bytes] = set()
     puts: list[Put] = []
     while stack:
@@ -371,6 +374,10 @@ def recall_parent(
     mkey, manifest = found
     got = yield from fetch_objects(ctx, pfx, entry_refs([manifest.checkpoint]), mkey)
     checkpoint = materialize(ctx.serde, manifest.checkpoint, got, pfx)
+    for e in manifest.channels.values():
+        if isinstance(e, InlineList):
+            # Sealed subtrees and tail elements exist: the manifest was written after them.
+            ctx.objects.add_known(pfx, [c for _, c in child_refs(e.obj)])
     lists = [(e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref)]
     bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in lists))
     for (tag, d), body in zip(lists, bodies, strict=True):

@@ -225,6 +225,14 @@ def checkpoint_page(r: dict[str, Any]) -> str:
         obj = ""
         if "key" in where:
             obj = f' (<a href="{object_href(where["key"])}">object</a>)'
+        elif where.get("sealed") or where.get("objects"):  # a list inline in the manifest
+            links = [s["key"] for s in where.get("sealed", [])] + where.get("objects", [])
+            obj = (
+                " ("
+                + ", ".join(f'<a href="{object_href(k)}">object</a>' for k in links[:20])
+                + ("…" if len(links) > 20 else "")
+                + ")"
+            )
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
         if "channel:" + name in errors:
             parts.append(corrupt(errors["channel:" + name]))

@@ -12,7 +12,7 @@ from typing import Any
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import Ref
+from objstore_saver.format.codec import InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.checkpoint_reading import error_of
 from objstore_saver.ops.views import READ_AHEAD
@@ -101,6 +101,14 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
                 continue
             named = {"checkpoint": m.checkpoint, "metadata": m.metadata, **m.channels}
             for name, e in named.items():
+                if isinstance(e, InlineList):
+                    # An inline list refers to its subtrees and tail elements itself.
+                    for tag, child in plans.child_refs(e.obj):
+                        if child == digest:
+                            manifests.append({"key": info.key, "entry": name})
+                        elif tag in ("l", "p", "s"):
+                            containers.setdefault(child, tag)
+                    continue
                 if not isinstance(e, Ref):
                     continue
                 if e.digest == digest:

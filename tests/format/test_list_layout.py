@@ -24,10 +24,12 @@ def _elements(n: int) -> list[tuple[str, bytes]]:
 
 
 def _list(enc: codec.Encoded) -> ListObj:
-    assert isinstance(enc.entry, Ref) and enc.entry.tag == "l"
-    obj = codec.decode_object(enc.objects[enc.entry.digest], "list", "l")
-    assert isinstance(obj, ListObj)
-    return obj
+    # The list's root is inline in the manifest (format version 2); round-trip it.
+    assert isinstance(enc.entry, codec.InlineList)
+    packed = msgpack.packb(codec.entry_to_msgpack(enc.entry), use_bin_type=True)
+    entry = codec.decode_entry(msgpack.unpackb(packed, raw=False), "a manifest")
+    assert isinstance(entry, codec.InlineList) and entry == enc.entry
+    return entry.obj
 
 
 def _flatten(enc: codec.Encoded, digest: bytes, out: list[codec.Entry]) -> None:
@@ -82,15 +84,15 @@ def test_top_subtrees_are_the_base_4_digits_of_the_chunk_count(n: int) -> None:
     assert counts == expected
 
 
-def test_appending_keeps_every_sealed_object_and_writes_only_the_list() -> None:
+def test_appending_keeps_every_sealed_object_and_writes_only_what_is_new() -> None:
     elements = _elements(300)
     before = list_encoding.encode_list(elements[:1])
     for n in range(2, 301):
         after = list_encoding.encode_list(elements[:n])
-        old = set(before.objects) - {before.entry.digest}
-        assert old <= set(after.objects), n
+        assert set(before.objects) <= set(after.objects), n
         new = set(after.objects) - set(before.objects)
-        # the element (if referenced), the list, and on seals a chunk and nodes
+        # the element (if referenced), and on seals a chunk and nodes: the
+        # list's root is inline in the manifest (format version 2)
         sealed_levels = 0
         if n % CHUNK_LEN == 0:
             sealed_levels = 1
@@ -99,13 +101,19 @@ def test_appending_keeps_every_sealed_object_and_writes_only_the_list() -> None:
                 sealed_levels += 1
                 chunks //= NODE_FANOUT
         referenced = 1 if (n - 1) % 3 == 0 else 0
-        assert len(new) == 1 + referenced + sealed_levels, n
+        assert len(new) == referenced + sealed_levels, n
         before = after
 
 
-def test_list_object_stays_small_at_2000_elements() -> None:
+def _list_object(enc: codec.Encoded) -> dict[str, Any]:
+    """The list as a version-1 ``list`` object holds it (still read)."""
+    _, n, c, x = codec.entry_to_msgpack(enc.entry)
+    return {"f": 1, "k": "list", "n": n, "c": c, "x": x}
+
+
+def test_list_root_stays_small_at_2000_elements() -> None:
     enc = list_encoding.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
-    assert len(enc.objects[enc.entry.digest]) < 1024
+    assert len(msgpack.packb(codec.entry_to_msgpack(enc.entry), use_bin_type=True)) < 1024
     assert max(len(b) for b in enc.objects.values()) < 2048
 
 
@@ -122,11 +130,16 @@ def test_malformed_list_objects_raise_naming_the_key(
     mutate: Callable[[dict[str, Any]], object], reason: str
 ) -> None:
     enc = list_encoding.encode_list(_elements(20))
-    raw = msgpack.unpackb(enc.objects[enc.entry.digest], raw=False)
+    raw = _list_object(enc)
     mutate(raw)
     with pytest.raises(CorruptObjectError, match=reason) as info:
         codec.decode_object(msgpack.packb(raw, use_bin_type=True), "threads/_t/objects/ab", "l")
     assert info.value.key == "threads/_t/objects/ab"
+    # The same list inline in a manifest (format version 2) is checked alike.
+    if reason != "'x'":
+        with pytest.raises(CorruptObjectError, match=reason) as info:
+            codec.decode_entry(["L", raw["n"], raw["c"], raw["x"]], "threads/_t/checkpoints/_/r~.2")
+        assert info.value.key == "threads/_t/checkpoints/_/r~.2"
 
 
 def test_short_chunk_and_uneven_node_are_corrupt() -> None:
@@ -189,7 +202,7 @@ def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatc
     assert calls == [elements[39][1]]
     # Same bytes as without a cache: the cache never changes the layout.
     assert second.objects == list_encoding.encode_list(elements).objects
-    assert set(first.objects) - {first.entry.digest} <= set(second.objects)
+    assert set(first.objects) <= set(second.objects)
 
 
 def test_element_memory_is_bounded_by_bytes() -> None:
@@ -223,10 +236,10 @@ def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.Monke
     # The same elements serialized again (new bytes objects, equal content).
     again = [(t, bytes(bytearray(d))) for t, d in elements]
     grown = list_encoding.encode_list(again, cache, cache.sealed)
-    # Only the new chunk, its new referenced elements and the list object; the
-    # 16 chunks and 5 nodes are remembered.
+    # Only the new chunk and its new referenced elements (the list's root is
+    # inline in the manifest); the 16 chunks and 5 nodes are remembered.
     new_values = sum(1 for i in range(n, n + CHUNK_LEN) if i % 3 == 0)
-    assert sorted(packed) == ["chunk", "list"] + ["value"] * new_values
+    assert sorted(packed) == ["chunk"] + ["value"] * new_values
     monkeypatch.undo()
     # Byte for byte what an encoding without any memory gives (spec §4.4 layout).
     fresh = list_encoding.encode_list(elements)

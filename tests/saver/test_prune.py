@@ -4,6 +4,7 @@ race it closes, crash safety, and the writer-side reuse window."""
 from __future__ import annotations
 
 import json
+import random
 import time
 from collections.abc import Generator
 from datetime import UTC, datetime, timedelta
@@ -461,12 +462,20 @@ def test_prune_running_alongside_chat_writers_loses_nothing(local: LocalStore) -
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.graph import START, MessagesState, StateGraph
 
-    def bot(state: MessagesState) -> dict:
-        n = len(state["messages"])
-        # Repeats every 4 turns: values re-created by equality, reused after pruning.
-        return {"messages": [AIMessage(f"answer {n % 4} " + "a" * 600, id=f"ai-{n}")]}
+    class State(MessagesState):
+        notes: str
 
-    builder = StateGraph(MessagesState)
+    def bot(state: State) -> dict:
+        n = len(state["messages"])
+        # Repeats every 4 turns: values re-created by equality, reused after
+        # pruning. The notes (3,000 incompressible characters) are an object
+        # of their own, replaced every turn: pruning leaves old ones unreferenced.
+        return {
+            "messages": [AIMessage(f"answer {n % 4} " + "a" * 600, id=f"ai-{n}")],
+            "notes": random.Random(n % 4).randbytes(1500).hex(),
+        }
+
+    builder = StateGraph(State)
     builder.add_node("bot", bot)
     builder.add_edge(START, "bot")
     windows = {"reuse_window": timedelta(seconds=2), "sweep_delay": timedelta(seconds=3)}

@@ -71,8 +71,8 @@ def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: Obje
     assert report.writes == 73
     assert report.objects == len(_object_keys(store, "t1")) + len(_object_keys(store, "t10"))
     assert report.orphan_objects == 0
+    # The list's root is inline in each manifest (format version 2): no list object.
     assert {_kind(store, key) for key in _object_keys(store, "t1")} >= {
-        "list",
         "chunk",
         "value",
         "node",
@@ -89,7 +89,7 @@ async def test_async_verify_matches_sync(saver: ObjectStoreSaver) -> None:
     assert (await saver.averify("t1")).to_dict() == saver.verify("t1").to_dict()
 
 
-@pytest.mark.parametrize("kind", ["chunk", "part", "value", "list", "parts"])
+@pytest.mark.parametrize("kind", ["chunk", "part", "value", "parts"])
 def test_missing_object_is_reported_with_its_referrer(
     saver: ObjectStoreSaver, store: ObjectStore, kind: str
 ) -> None:
@@ -158,27 +158,36 @@ def test_reference_to_an_object_of_another_kind_is_reported(
     ]
 
 
+@pytest.mark.parametrize("where", ["inline", "list object"])
 def test_chunk_count_disagreeing_with_its_list_is_a_shape_problem(
-    saver: ObjectStoreSaver, store: ObjectStore
+    saver: ObjectStoreSaver, store: ObjectStore, where: str
 ) -> None:
     _chat(saver, "t1", turns=10)
     pfx = k.thread_prefix("t1")
-    lists = [msgpack.unpackb(store.get(key), raw=False) for key in _object_keys(store, "t1")]
-    lst = next(o for o in lists if o["k"] == "list" and o["c"])
-    lst["c"][0][1] += 16  # says 32 elements; the chunk holds 16
-    lst["n"] += 16
-    forged = msgpack.packb(lst, use_bin_type=True)
-    forged_key = k.object_key_in(pfx, digest_of(forged))
-    store.put(forged_key, forged, PutMode.CREATE)
+    head = saver.get_tuple({"configurable": {"thread_id": "t1"}})
+    assert head is not None
+    head_key = k.manifest_key("t1", "", head.config["configurable"]["checkpoint_id"])
+    tag, n, c, x = msgpack.unpackb(store.get(head_key), raw=False)["channels"]["messages"]
+    assert tag == "L" and c
+    c[0][1] += 16  # says 32 elements; the chunk holds 16
+    n += 16
     cfg = put_values(saver, "t1", {"small": 2})
     key = k.manifest_key("t1", "", cfg["configurable"]["checkpoint_id"])
     manifest = msgpack.unpackb(store.get(key), raw=False)
-    manifest["channels"]["messages"] = ["l", digest_of(forged)]
+    referrer = key
+    if where == "inline":
+        manifest["channels"]["messages"] = ["L", n, c, x]
+    else:  # as an earlier release stored a list: an object of its own
+        lst = {"f": 1, "k": "list", "n": n, "c": c, "x": x}
+        forged = msgpack.packb(lst, use_bin_type=True)
+        referrer = k.object_key_in(pfx, digest_of(forged))
+        store.put(referrer, forged, PutMode.CREATE)
+        manifest["channels"]["messages"] = ["l", digest_of(forged)]
     store.put(key, msgpack.packb(manifest, use_bin_type=True), PutMode.OVERWRITE)
     report = saver.verify("t1")
     assert [p.kind for p in report.problems] == ["shape"]
-    assert report.problems[0].key == k.object_key_in(pfx, lst["c"][0][0])
-    assert forged_key in report.problems[0].detail
+    assert report.problems[0].key == k.object_key_in(pfx, c[0][0])
+    assert referrer in report.problems[0].detail
 
 
 def test_orphans_are_counted_not_reported_as_corruption(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from layout import is_write
+from payloads import incompressible_text
 from s3_helpers import (
     CUSTOMER_KEY,
     KMS_KEY_ID,
@@ -441,7 +442,7 @@ async def test_every_object_of_a_saver_is_encrypted(
     with ObjectStoreSaver(store) as saver:
         config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
         checkpoint = empty_checkpoint()
-        big = "a long message " * 2000  # large enough to be an object of its own
+        big = incompressible_text(30_000, 4)  # large enough to be an object of its own
         checkpoint["channel_values"] = {"messages": ["hello", big], "n": 1}
         checkpoint["channel_versions"] = {"messages": 1, "n": 1}
         stored = saver.put(config, checkpoint, {"step": 0}, {"messages": 1, "n": 1})
