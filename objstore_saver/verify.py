@@ -307,16 +307,7 @@ def verify_thread(
     for digest, f in facts.items():
         key = keys.object_key_in(pfx, digest)
         if f.kind in ("list", "node"):
-            for sub, count in f.shape:
-                held = _held(facts, sub)
-                if held is not None and held != count:
-                    report.problems.append(
-                        Problem(
-                            keys.object_key_in(pfx, sub),
-                            "shape",
-                            f"holds {held} elements, {f.kind} {key!r} says {count}",
-                        )
-                    )
+            report.problems += _count_problems(facts, pfx, f.shape, f"{f.kind} {key!r}")
         elif f.kind == "parts":
             parts = [facts.get(d) for _, d in f.children]
             if all(p is not None and p.kind == "part" for p in parts):
@@ -326,19 +317,28 @@ def verify_thread(
                         Problem(key, "shape", f"parts hold {total} bytes, index says {f.shape}")
                     )
     for referrer, sealed in inline_lists:
-        for sub, count in sealed:
-            held = _held(facts, sub)
-            if held is not None and held != count:
-                report.problems.append(
-                    Problem(
-                        keys.object_key_in(pfx, sub),
-                        "shape",
-                        f"holds {held} elements, the list in {referrer!r} says {count}",
-                    )
-                )
+        report.problems += _count_problems(facts, pfx, sealed, f"the list in {referrer!r}")
     for digest in sizes.keys() - reached:
         report.orphan_objects += 1
         report.orphan_bytes += sizes[digest]
+
+
+def _count_problems(
+    facts: dict[bytes, _Facts], pfx: str, subtrees: Iterable[tuple[bytes, int]], holder: str
+) -> list[Problem]:
+    """Subtrees holding another element count than ``holder`` (a list or node) says."""
+    out = []
+    for sub, count in subtrees:
+        held = _held(facts, sub)
+        if held is not None and held != count:
+            out.append(
+                Problem(
+                    keys.object_key_in(pfx, sub),
+                    "shape",
+                    f"holds {held} elements, {holder} says {count}",
+                )
+            )
+    return out
 
 
 def _decoded(

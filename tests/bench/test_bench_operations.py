@@ -8,18 +8,14 @@ migration is missing), at a few threads: counts and the row's shape, no rates.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from repo_root import ROOT
 
-from bench.proxy import MeteringProxy
 from bench.report.operations import duration
 from bench.savers import Env
 from bench.workloads import operations, ops_seed
@@ -82,38 +78,23 @@ def test_cloned_threads_verify_and_the_memory_child_reads_them(tmp_path: Path) -
 
 
 @pytest.fixture
-def proxy_env(s3_endpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    """The metering proxy (no delay) before the tests' S3 server."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))
-    monkeypatch.setenv("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL", ""))
-    proxy = MeteringProxy(s3_endpoint.url.split("://", 1)[1], delay=0)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Env(proxy.url, s3_endpoint.url, str(tmp_path))
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
-
-
-@pytest.fixture
-def env(proxy_env: Env) -> Iterator[Env]:
-    """:func:`proxy_env` with a PostgreSQL server, if one can start here."""
+def pg_env(env: Env) -> Iterator[Env]:
+    """:func:`env` (the metering proxy) with a PostgreSQL server, if one can start here."""
     try:
         from bench.postgres import PostgresServer
 
-        proxy_env.postgres = PostgresServer()
+        env.postgres = PostgresServer()
     except Exception:  # noqa: BLE001 -- the row then carries the migration's error
-        proxy_env.postgres = None
+        env.postgres = None
     try:
-        yield proxy_env
+        yield env
     finally:
-        if proxy_env.postgres is not None:
-            proxy_env.postgres.stop()
+        if env.postgres is not None:
+            env.postgres.stop()
 
 
-def test_a_small_run_fills_every_part_of_the_row(env: Env) -> None:
+def test_a_small_run_fills_every_part_of_the_row(pg_env: Env) -> None:
+    env = pg_env
     sizes = operations.OpsSizes(threads=6, migrate_threads=3, memory_factor=2)
     row = operations.measure_operations(env, sizes, delay_ms=0.0)
     jobs = row["jobs"]
@@ -157,9 +138,9 @@ def test_a_small_run_fills_every_part_of_the_row(env: Env) -> None:
     assert one["projected_s"] == pytest.approx(3e6 / one["checkpoints_per_second"])
 
 
-def test_a_failing_shard_is_an_error_not_a_hang(proxy_env: Env) -> None:
-    probe = operations.Probe(proxy_env, 0.0)
-    missing = f"s3://no-such-bucket-here/?endpoint_url={proxy_env.proxy_url}"
+def test_a_failing_shard_is_an_error_not_a_hang(env: Env) -> None:
+    probe = operations.Probe(env, 0.0)
+    missing = f"s3://no-such-bucket-here/?endpoint_url={env.proxy_url}"
     with pytest.raises(RuntimeError, match="shard of prune failed"):
         operations.two_shards(probe, "prune", missing)
 
