@@ -467,12 +467,14 @@ def test_prune_running_alongside_chat_writers_loses_nothing(local: LocalStore) -
 
     def bot(state: State) -> dict:
         n = len(state["messages"])
-        # Repeats every 4 turns: values re-created by equality, reused after
-        # pruning. The notes (3,000 incompressible characters) are an object
-        # of their own, replaced every turn: pruning leaves old ones unreferenced.
+        # Repeats every 4 turns (n grows by 2 a turn): values re-created by
+        # equality, reused after pruning. The notes (3,000 incompressible
+        # characters) are an object of their own, replaced every turn: the two
+        # kept checkpoints reach at most two of the four, so pruning leaves
+        # others unreferenced.
         return {
             "messages": [AIMessage(f"answer {n % 4} " + "a" * 600, id=f"ai-{n}")],
-            "notes": random.Random(n % 4).randbytes(1500).hex(),
+            "notes": random.Random(n % 8).randbytes(1500).hex(),
         }
 
     builder = StateGraph(State)
