@@ -390,14 +390,20 @@ def decode_entry(raw: Any, key: str) -> Entry:
     raise CorruptObjectError(key, f"invalid entry {raw!r:.80}")
 
 
+def _element_entry(raw: Any, key: str) -> Entry:
+    """A list element's entry: inline or a reference, never a list's own fields."""
+    entry = decode_entry(raw, key)
+    if isinstance(entry, InlineList):
+        raise CorruptObjectError(key, "a list element is an inline list entry")
+    return entry
+
+
 def _list_fields(count: Any, sealed_raw: list[Any], tail_raw: list[Any], key: str) -> ListObj:
     """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's."""
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise CorruptObjectError(key, f"a list's element count {count!r:.40} is not a count")
     sealed = _subtree_refs(sealed_raw, key)
-    tail = tuple(decode_entry(e, key) for e in tail_raw)
-    if any(isinstance(e, InlineList) for e in tail):
-        raise CorruptObjectError(key, "a list element is an inline list entry")
+    tail = tuple(_element_entry(e, key) for e in tail_raw)
     if sum(c for _, c in sealed) + len(tail) != count:
         raise CorruptObjectError(key, "element count differs from its subtrees and tail")
     return ListObj(count, sealed, tail)
@@ -526,7 +532,7 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
         if len(subtrees) != NODE_FANOUT or len({c for _, c in subtrees}) != 1:
             raise CorruptObjectError(key, f"a node holds {NODE_FANOUT} subtrees of one size")
         return NodeObj(subtrees)
-    items = tuple(decode_entry(e, key) for e in _field(obj, "x", list, key))
+    items = tuple(_element_entry(e, key) for e in _field(obj, "x", list, key))
     if len(items) != CHUNK_LEN:
         raise CorruptObjectError(key, f"a chunk holds {len(items)} elements, not {CHUNK_LEN}")
     return ChunkObj(items)

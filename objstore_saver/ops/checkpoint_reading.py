@@ -20,7 +20,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Inline, InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
-from objstore_saver.plans.requests import Get, run_batch, run_one
+from objstore_saver.plans.requests import Get, run_batch
 
 #: ``{"key", "reason"}`` of a corrupt part, by the name of what it held.
 Errors = dict[str, dict[str, str]]
@@ -147,18 +147,10 @@ def checkpoint_plan(
         checkpoint_id = yield from plans.latest_id(plans.Scope(thread_id, checkpoint_ns, None))
         if checkpoint_id is None:
             return None
-    body: bytes | None = None
-    for mkey in (
-        keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id),
-        keys.v1_manifest_key(thread_id, checkpoint_ns, checkpoint_id),
-    ):
-        body = yield from run_one(Get(mkey))
-        if body is not None:
-            break
-    if body is None:
+    found = yield from plans.find_checkpoint(thread_id, checkpoint_ns, checkpoint_id)
+    if found is None:
         return None
-    m = codec.decode_manifest(body, mkey)
-    (write_keys,) = yield from plans.list_write_keys([(mkey, m)])
+    mkey, body, m, write_keys = found.manifest_key, found.body, found.manifest, found.write_keys
     wprefix = keys.checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
     errors: Errors | None = {} if collect_errors else None
     entries = {"checkpoint": m.checkpoint, "metadata": m.metadata}

@@ -25,7 +25,13 @@ from objstore_saver.plans.context import (
     Step,
 )
 from objstore_saver.plans.history import delta_channel_history
-from objstore_saver.plans.lookup import get_tuple, latest_id, list_checkpoints, thread_prefixes
+from objstore_saver.plans.lookup import (
+    find_checkpoint,
+    get_tuple,
+    latest_id,
+    list_checkpoints,
+    thread_prefixes,
+)
 from objstore_saver.plans.prune import (
     IDLE_ACTIONS,
     PRUNE_STRATEGIES,
@@ -92,6 +98,7 @@ __all__ = [
     "encode_value",
     "entry_refs",
     "fetch_objects",
+    "find_checkpoint",
     "get_tuple",
     "latest_id",
     "list_checkpoints",

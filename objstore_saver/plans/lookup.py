@@ -106,26 +106,53 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
             return guessed
         ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, guessed.checkpoint_id)
         return (yield from _read_head(ctx, guessed, None))
-    # One LIST names the checkpoint's manifests and version-2 writes; the
-    # version-2 manifest is fetched meanwhile.
-    ckey = keys.checkpoint_key(scope.thread_id, scope.checkpoint_ns, cid)
-    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+    found = yield from find_checkpoint(scope.thread_id, scope.checkpoint_ns, cid)
+    if found is None:
+        return None
+    manifest = (found.manifest_key, found.manifest)
+    tuples = yield from read_tuples(ctx, [manifest], [config], [found.write_keys])
+    return tuples[0]
+
+
+@dataclass(frozen=True)
+class FoundCheckpoint:
+    """A checkpoint read by id: its manifest (key, bytes, decoded) and its writes' keys."""
+
+    manifest_key: str
+    body: bytes
+    manifest: Manifest
+    write_keys: list[str]
+    """Of both versions' places for a version-1 checkpoint (spec §4.7)."""
+
+
+def find_checkpoint(
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str
+) -> Generator[Batch, list[Any] | None, FoundCheckpoint | None]:
+    """Sub-plan: spec §6.3 step 1, a checkpoint's manifest and writes (None: no checkpoint).
+
+    One LIST names the checkpoint's manifests and version-2 writes while its
+    version-2 manifest is fetched; a version-1 checkpoint costs a GET of its
+    manifest and a LIST of its version-1 writes more.
+    """
+    ckey = keys.checkpoint_key(thread_id, checkpoint_ns, checkpoint_id)
+    mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
     body, page = yield from run_batch(Get(mkey), ListKeys(ckey))
     listed = [o.key for o in page.objects]
     if page.truncated:
         listed += yield from list_all(ckey, listed[-1])
     writes = [k for k in listed if k.startswith(ckey + keys.V2_WRITES_SUFFIX)]
     if body is None:
-        mkey = keys.v1_manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+        mkey = keys.v1_manifest_key(thread_id, checkpoint_ns, checkpoint_id)
         if mkey not in listed:
             return None
         body = yield from run_one(Get(mkey))
         if body is None:
             return None
     manifest = decode_checked_manifest(body, mkey)
-    write_keys = None if manifest.version == 1 else [writes]
-    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [config], write_keys)
-    return tuples[0]
+    if manifest.version == 1:
+        old = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
+        writes = (yield from list_all(old)) + writes
+    return FoundCheckpoint(mkey, body, manifest, writes)
 
 
 def _read_head(

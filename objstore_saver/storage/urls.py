@@ -22,6 +22,7 @@ from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3.choice import TRANSPORTS, open_s3_store
+from objstore_saver.storage.s3.settings import checked_endpoint
 
 __all__ = ["StoreURL", "parse_url", "redact_url", "store_from_url"]
 
@@ -173,16 +174,10 @@ def parse_url(url: str) -> StoreURL:
         options[_S3_PARAMS[lowered]] = value
     endpoint = options.get("endpoint_url")
     if endpoint is not None:
-        ep = urlsplit(endpoint)
-        if ep.username is not None or ep.password is not None:
-            raise ConfigurationError(
-                f"object store URL s3://{bucket}/...: endpoint_url carries credentials; "
-                "use boto3's credential chain instead"
-            )
-        if ep.scheme not in ("http", "https") or not ep.netloc:
-            raise ConfigurationError(
-                f"object store URL {shown!r}: endpoint_url {endpoint!r} is not an http(s) URL"
-            )
+        try:  # the check both S3 transports make, told as a URL's error
+            checked_endpoint(endpoint, f"object store URL s3://{bucket}/...: endpoint_url")
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
     verify_text = options.get("verify")
     if verify_text is not None and verify_text.lower() not in ("true", "false"):
         raise ConfigurationError(

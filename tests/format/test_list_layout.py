@@ -142,6 +142,20 @@ def test_malformed_list_objects_raise_naming_the_key(
         assert info.value.key == "threads/_t/checkpoints/_/r~.2"
 
 
+def test_a_list_element_that_is_a_list_root_is_corrupt() -> None:
+    # A list's fields ("L") belong to a manifest or write entry, never to an element.
+    nested = ["L", 1, [], [["i", "msgpack", "raw", b"1"]]]
+    chunk = {
+        "f": 1,
+        "k": "chunk",
+        "x": [["i", "msgpack", "raw", b"1"]] * (CHUNK_LEN - 1) + [nested],
+    }
+    with pytest.raises(CorruptObjectError, match="inline list entry"):
+        codec.decode_object(msgpack.packb(chunk, use_bin_type=True), "k", "c")
+    with pytest.raises(CorruptObjectError, match="inline list entry"):
+        codec.decode_entry(["L", 1, [], [nested]], "m")
+
+
 def test_short_chunk_and_uneven_node_are_corrupt() -> None:
     chunk = {"f": 1, "k": "chunk", "x": [["i", "msgpack", "raw", b"1"]] * (CHUNK_LEN - 1)}
     with pytest.raises(CorruptObjectError, match="chunk holds 7"):

@@ -71,7 +71,7 @@ def test_parse_file_url() -> None:
         ("gs://bucket/p", ["unknown scheme", "gs"]),
         ("file://relative/dir", ["file:///absolute/path"]),
         ("", ["empty"]),
-        ("s3://bucket/p?endpoint_url=ftp://host", ["not an http(s) URL"]),
+        ("s3://bucket/p?endpoint_url=ftp://host", ["endpoint_url", "not an http:// or https://"]),
     ],
 )
 def test_bad_urls_are_refused_with_a_clear_error(url: str, words: list[str]) -> None:

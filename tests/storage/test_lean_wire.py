@@ -17,6 +17,7 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 import pytest
+from http_servers import read_request
 from lean_helpers import AsyncDriven, lean
 
 from objstore_saver.storage import (
@@ -96,21 +97,11 @@ def raw_server() -> Iterator[tuple[str, list[bytes], threading.Event]]:
         data = b""
         try:
             while True:
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                heads.append(head)
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                while len(data) < length:
-                    data += conn.recv(65536)
-                data = data[length:]
+                got = read_request(conn, data)
+                if got is None:
+                    return
+                request, data = got
+                heads.append(request.partition(b"\r\n\r\n")[0])
                 if silent.is_set():
                     held.append(conn)
                     return
