@@ -32,8 +32,7 @@ from objstore_saver.storage.s3 import S3Store
 from objstore_saver.storage.s3.lean import LeanS3Store
 
 try:
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace as otel_trace
+    from opentelemetry import context as otel_context, trace as otel_trace
 except ImportError:  # the optional extra "otel" is not installed: counters only
     otel_context = None  # type: ignore[assignment]
     otel_trace = None  # type: ignore[assignment]

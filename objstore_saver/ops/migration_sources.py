@@ -111,8 +111,7 @@ async def _postgres(config: OpsConfig, concurrency: int) -> AsyncIterator[Source
     saver_class = _saver_class(
         "postgres", "langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver"
     )
-    from psycopg import AsyncConnection
-    from psycopg import Error as DatabaseError
+    from psycopg import AsyncConnection, Error as DatabaseError
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 

@@ -24,11 +24,13 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 # Re-exported: the protocol's errors, defined with the package's other errors.
-from objstore_saver.errors import InvalidKeyError as InvalidKeyError
-from objstore_saver.errors import ObjectExistsError as ObjectExistsError
-from objstore_saver.errors import ObjectNotFoundError as ObjectNotFoundError
-from objstore_saver.errors import StorageError as StorageError
-from objstore_saver.errors import StoreUnavailableError as StoreUnavailableError
+from objstore_saver.errors import (
+    InvalidKeyError as InvalidKeyError,
+    ObjectExistsError as ObjectExistsError,
+    ObjectNotFoundError as ObjectNotFoundError,
+    StorageError as StorageError,
+    StoreUnavailableError as StoreUnavailableError,
+)
 from objstore_saver.storage.worker_pool import shared_pool
 
 T = TypeVar("T")

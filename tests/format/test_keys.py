@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from payloads import HOSTILE_IDS
 
 from objstore_saver.errors import InvalidIdentifierError

@@ -16,8 +16,7 @@ from typing import Any
 import pydantic
 import pytest
 from faultkit import checkpoint_id, config
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,

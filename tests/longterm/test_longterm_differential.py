@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 from backends import Backend
-from hypothesis import settings
-from hypothesis import strategies as hs
+from hypothesis import settings, strategies as hs
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from langgraph.store.memory import InMemoryStore
 from longterm_helpers import Caller, Clock

@@ -22,8 +22,7 @@ from repo_root import ROOT
 from objstore_saver import MeteredStore, ObjectStoreSaver, ObjectStoreStore, cli
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import layout, plans
-from objstore_saver.ops import longterm as store_ops
-from objstore_saver.ops import views
+from objstore_saver.ops import longterm as store_ops, views
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage.base import ObjectStore, StorageError
 from objstore_saver.storage.local import LocalStore

@@ -28,8 +28,7 @@ from layout import is_manifest
 from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.format import codec
-from objstore_saver.format import keys as k
+from objstore_saver.format import codec, keys as k
 from objstore_saver.ops import OpsConfig, adelete_threads, aprune, maintain
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.storage import LocalStore, MeteredStore, ObjectStore

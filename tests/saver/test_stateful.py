@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 from faultkit import Model, check_integrity, config, snapshot
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,

@@ -13,8 +13,7 @@ from layout import is_write
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.format import codec
-from objstore_saver.format import keys as k
+from objstore_saver.format import codec, keys as k
 from objstore_saver.format.codec import Inline
 from objstore_saver.storage import MeteredStore
 from objstore_saver.storage.base import ObjectStore, PutMode

@@ -11,8 +11,12 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
-from objstore_saver import AsyncObjectStoreSaver, ObjectStoreSaver, StoreUnavailableError
-from objstore_saver import config as cfg
+from objstore_saver import (
+    AsyncObjectStoreSaver,
+    ObjectStoreSaver,
+    StoreUnavailableError,
+    config as cfg,
+)
 from objstore_saver.config import (
     ConfigurationError,
     StoreURL,

@@ -8,8 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from objstore_saver.storage import (
     InvalidKeyError,
@@ -18,8 +17,8 @@ from objstore_saver.storage import (
     ObjectNotFoundError,
     PutMode,
     StorageError,
+    local as local_module,
 )
-from objstore_saver.storage import local as local_module
 from objstore_saver.testing.store_contract import StoreContract
 
 

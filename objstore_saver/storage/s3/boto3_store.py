@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectionError as BotoConnectionError,
     CredentialRetrievalError,
     HTTPClientError,
     NoCredentialsError,
     ParamValidationError,
     PartialCredentialsError,
 )
-from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,

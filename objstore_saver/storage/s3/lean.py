@@ -28,8 +28,11 @@ from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.s3.credentials import CredentialChain
-from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
-from objstore_saver.storage.s3.endpoints import configured_region, resolve_addressing
+from objstore_saver.storage.s3.endpoints import (
+    addressing_style as configured_style,
+    configured_region,
+    resolve_addressing,
+)
 from objstore_saver.storage.s3.network import network_for
 from objstore_saver.storage.s3.protocol import (
     BucketRegionError,
