@@ -77,6 +77,41 @@ def test_quickstart_runs_as_written_and_the_audit_script_reads_its_output(
     assert "channel messages: inline msgpack" in run.stdout
 
 
+def test_the_audit_script_follows_a_long_chat_into_its_segments(tmp_path: Path) -> None:
+    """The script of auditing.md, on a thread whose messages sealed and merged segments."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from objstore_saver import LocalStore, ObjectStoreSaver
+
+    (audit,) = [b for b in _blocks("auditing.md", "python") if "msgpack.unpackb" in b]
+    (tmp_path / "audit.py").write_text(audit)
+    cfg: dict[str, Any] = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    with ObjectStoreSaver(LocalStore(tmp_path / "store")) as saver:
+        for turn in range(20):  # 40 messages: a segment of 32, one of 8
+            messages = [*messages, HumanMessage(f"q{turn} " + "x" * 300, id=f"h{turn}")]
+            messages = [*messages, AIMessage(f"a{turn} " + "y" * 300, id=f"a{turn}")]
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": messages}
+            cp["channel_versions"] = {"messages": turn + 1}
+            cfg = saver.put(cfg, cp, {}, {"messages": turn + 1})
+    folder = tmp_path / "store/threads/_long/checkpoints/_"
+    outputs = [
+        subprocess.run(
+            [sys.executable, "audit.py", str(p)], cwd=tmp_path, capture_output=True, text=True
+        ).stdout
+        for p in sorted(folder.iterdir())
+    ]
+    head = outputs[0]  # the newest manifest lists first: it sealed the last 8
+    assert "channel messages: list of 40: segments ['32 embedded in checkpoint" in head
+    assert "'8 embedded here'], tail of 0" in head
+    assert len(re.findall(r"embeds [0-9a-f]{64} segment", head)) == 1
+    # The manifest that merged the first 32 embeds them, under their SHA-256.
+    (merged,) = [o for o in outputs if "segments ['32 embedded here'" in o]
+    assert len(re.findall(r"embeds [0-9a-f]{64} segment", merged)) == 1
+
+
 def _policies() -> list[dict[str, Any]]:
     return [json.loads(b) for b in _blocks("iam.md", "json")]
 
@@ -95,13 +130,22 @@ def test_iam_policies_parse_and_grant_only_the_four_actions_under_the_prefix() -
                 assert st["Resource"] == "arn:aws:s3:::agent-memory"
                 assert st["Condition"]["StringLikeIfExists"]["s3:prefix"] == ["prod/*"]
             else:
-                assert st["Resource"].startswith("arn:aws:s3:::agent-memory/prod/"), st
+                resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+                for resource in resources:
+                    assert resource.startswith("arn:aws:s3:::agent-memory/prod/"), st
 
 
-def test_the_prune_policy_writes_only_sweep_marks() -> None:
-    _, prune, _ = _policies()
-    puts = [s for s in prune["Statement"] if "s3:PutObject" in s["Action"]]
-    assert [s["Resource"] for s in puts] == ["arn:aws:s3:::agent-memory/prod/threads/*/marks/*"]
+def test_the_prune_policy_writes_only_sweep_marks_and_content_objects() -> None:
+    _, prune, bucket = _policies()
+    for policy, sid in ((prune, "WriteMarksAndObjectsOnly"), (bucket, "PruneMarksAndObjects")):
+        puts = [s for s in policy["Statement"] if "s3:PutObject" in s["Action"]]
+        puts = [s for s in puts if s["Sid"] == sid]
+        assert [s["Resource"] for s in puts] == [
+            [
+                "arn:aws:s3:::agent-memory/prod/threads/*/marks/*",
+                "arn:aws:s3:::agent-memory/prod/threads/*/objects/*",
+            ]
+        ]
     deletes = [s for s in prune["Statement"] if "s3:DeleteObject" in s["Action"]]
     assert deletes, "the prune job must be able to delete"
 

@@ -47,10 +47,14 @@ class ObjectCache:
         self._items: OrderedDict[tuple[str, bytes], StoredObject | None] = OrderedDict()
         self._cost: dict[tuple[str, bytes], int] = {}
         self._seen: dict[tuple[str, bytes], float] = {}
+        # Objects held only embedded in a manifest: their bodies serve reads,
+        # but ``objects/<H>`` is not known to exist (spec §4.4).
+        self._embedded: set[tuple[str, bytes]] = set()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def _set(self, key: tuple[str, bytes], obj: StoredObject | None) -> None:
+        self._embedded.discard(key)
         self._seen[key] = self.clock()
         cost = _KNOWN_ONLY_COST if obj is None else object_size(obj)
         if cost > self.max_bytes // 4:
@@ -69,11 +73,13 @@ class ObjectCache:
             old_key, _ = self._items.popitem(last=False)
             self._bytes -= self._cost.pop(old_key)
             self._seen.pop(old_key, None)
+            self._embedded.discard(old_key)
 
     def _drop(self, key: tuple[str, bytes]) -> None:
         del self._items[key]
         self._bytes -= self._cost.pop(key)
         self._seen.pop(key, None)
+        self._embedded.discard(key)
 
     def add_known(self, thread_pfx: str, digests: Iterable[bytes]) -> None:
         """Record objects as stored without keeping their bodies."""
@@ -86,11 +92,28 @@ class ObjectCache:
         with self._lock:
             self._set((thread_pfx, digest), obj)
 
+    def add_embedded(self, thread_pfx: str, digest: bytes, obj: StoredObject) -> None:
+        """Remember an object read from, or written into, a manifest that embeds it.
+
+        Its body serves reads; it is not known to be stored alone, unless it
+        already was.
+        """
+        with self._lock:
+            key = (thread_pfx, digest)
+            if key in self._items and key not in self._embedded:
+                if self._items[key] is None:
+                    seen = self._seen[key]  # when it was last known stored alone
+                    self._set(key, obj)
+                    self._seen[key] = seen
+                return
+            self._set(key, obj)
+            self._embedded.add(key)
+
     def known(self, thread_pfx: str, digest: bytes, max_age: float | None = None) -> bool:
         """Whether the object is known to be stored, confirmed within ``max_age`` seconds."""
         with self._lock:
             key = (thread_pfx, digest)
-            if key not in self._items:
+            if key not in self._items or key in self._embedded:
                 return False
             if max_age is not None and self.clock() - self._seen[key] > max_age:
                 return False

@@ -9,172 +9,50 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import msgpack
 
-from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.errors import (
+    CorruptObjectError,
+    UnsupportedFormatError,
+)
 from objstore_saver.format import compression, keys
 from objstore_saver.format.compression import ENCODINGS, RAW
-
-FORMAT_VERSION = 1
-#: Format version of the manifests and pending writes this release writes
-#: (docs/format-v2.md); content objects and marks are still version 1.
-CHECKPOINT_FORMAT_VERSION = 2
-#: Versions of manifests and pending writes a reader accepts.
-CHECKPOINT_VERSIONS = (1, 2)
-#: Serialized values up to this size are inline (in the manifest, write or chunk).
-INLINE_MAX = 1024
-#: List elements up to this size are inline in their chunk.
-ELEMENT_INLINE_MAX = 128
-#: Data stored in an object is compressed above this size when that helps.
-COMPRESS_MIN = 128
-#: Largest payload data of one ``value`` object; larger data is split into parts.
-PART_SIZE = 256 * 1024
-#: Elements per sealed chunk; fewer wait in the list object's tail.
-CHUNK_LEN = 8
-#: Subtrees per node: F full subtrees of one size are sealed under a node.
-NODE_FANOUT = 4
-#: Lists whose elements average less than this are stored as one value.
-LIST_MIN_MEAN_ELEMENT = 256
-#: A manifest larger than this moves its largest inline entries to objects.
-MANIFEST_BUDGET = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Payload:
-    """Serializer type, byte encoding and data of one serialized value."""
-
-    type: str
-    encoding: str
-    data: bytes
-
-    def to_msgpack(self) -> list[Any]:
-        return [self.type, self.encoding, self.data]
-
-
-@dataclass(frozen=True, slots=True)
-class Inline:
-    """Entry holding its value inline."""
-
-    payload: Payload
-
-
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """Entry pointing at a content-addressed object.
-
-    ``b`` value, ``p`` parts, ``l`` list, ``s`` split value (§4.4a).
-    """
-
-    tag: Literal["b", "p", "l", "s"]
-    digest: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class InlineList:
-    """A list channel's list, inline in the manifest (format version 2, entry tag ``L``).
-
-    The fields of a ``list`` object (spec §4.4): its sealed subtrees stay
-    objects of their own; the root and its tail travel in the manifest.
-    """
-
-    obj: ListObj
-
-
-Entry = Inline | Ref | InlineList
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """Decoded manifest (spec §4.1)."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    parent_checkpoint_id: str | None
-    checkpoint: Entry
-    metadata: Entry
-    channels: dict[str, Entry]
-    version: int = CHECKPOINT_FORMAT_VERSION
-    """The manifest's format version (its ``f``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ValueObj:
-    payload: Payload
-
-
-@dataclass(frozen=True, slots=True)
-class PartsObj:
-    type: str
-    encoding: str
-    size: int
-    parts: tuple[bytes, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PartObj:
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class ListObj:
-    count: int
-    #: Sealed subtrees (chunks or nodes) in order, as (digest, element count).
-    sealed: tuple[tuple[bytes, int], ...]
-    #: Elements after the sealed ones (fewer than ``CHUNK_LEN``).
-    tail: tuple[Entry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeObj:
-    #: Full subtrees of one size, as (digest, element count).
-    subtrees: tuple[tuple[bytes, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkObj:
-    items: tuple[Entry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class WriteObj:
-    task_id: str
-    task_path: str
-    idx: int
-    channel: str
-    value: Entry
-    seq: int = 0
-    """Call order: of special writes the greatest is in force, of regular ones the least."""
-    group: tuple[int, ...] = ()
-    """Indexes of the regular writes stored by the same call (empty: not recorded); §4.7."""
-
-
-@dataclass(frozen=True, slots=True)
-class SplitObj:
-    """A value with its large message texts stored apart (spec §4.4a)."""
-
-    value: Entry
-    #: (path to a message, ``b`` or ``p`` reference to its UTF-8 text).
-    holes: tuple[tuple[tuple[str | int, ...], Ref], ...]
-
-
-StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj | SplitObj
-
-
-@dataclass(slots=True)
-class Encoded:
-    """An entry and the content-addressed objects (digest → bytes) it needs.
-
-    ``children`` maps each container object (list, chunk, parts) to the
-    digests it references, so a writer can skip whole subtrees it knows.
-    """
-
-    entry: Entry
-    objects: dict[bytes, bytes] = field(default_factory=dict)
-    children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)
+from objstore_saver.format.locations import absolute_loc, is_segment_count, relative_loc
+from objstore_saver.format.model import (
+    CHECKPOINT_FORMAT_VERSION as CHECKPOINT_FORMAT_VERSION,
+    CHECKPOINT_VERSIONS as CHECKPOINT_VERSIONS,
+    CHUNK_LEN as CHUNK_LEN,
+    COMPRESS_MIN as COMPRESS_MIN,
+    ELEMENT_INLINE_MAX as ELEMENT_INLINE_MAX,
+    FORMAT_VERSION as FORMAT_VERSION,
+    INLINE_MAX as INLINE_MAX,
+    LIST_MIN_MEAN_ELEMENT as LIST_MIN_MEAN_ELEMENT,
+    MANIFEST_BUDGET as MANIFEST_BUDGET,
+    NODE_FANOUT as NODE_FANOUT,
+    PART_SIZE as PART_SIZE,
+    SEGMENT_MAX_BYTES as SEGMENT_MAX_BYTES,
+    SEGMENT_MAX_LEN as SEGMENT_MAX_LEN,
+    ChunkObj as ChunkObj,
+    Encoded as Encoded,
+    Entry as Entry,
+    Inline as Inline,
+    InlineList as InlineList,
+    ListObj as ListObj,
+    Manifest as Manifest,
+    NodeObj as NodeObj,
+    PartObj as PartObj,
+    PartsObj as PartsObj,
+    Payload as Payload,
+    Ref as Ref,
+    SegmentObj as SegmentObj,
+    SegmentRef as SegmentRef,
+    SplitObj as SplitObj,
+    StoredObject as StoredObject,
+    ValueObj as ValueObj,
+    WriteObj as WriteObj,
+)
 
 
 def digest_of(data: bytes) -> bytes:
@@ -223,13 +101,26 @@ def encode_split(value: Entry, holes: list[tuple[tuple[str | int, ...], Ref]]) -
     )
 
 
-def entry_to_msgpack(entry: Entry) -> list[Any]:
+def entry_to_msgpack(entry: Entry, holder: str | None = None) -> list[Any]:
+    """An entry as stored; ``holder`` is the key of the manifest that holds it.
+
+    A segment's location is written relative to the holder: ``""`` when the
+    holder embeds it, the checkpoint id of the manifest that does (in the
+    holder's namespace) otherwise, nil when it stands alone (spec §4.4).
+    """
     if isinstance(entry, Inline):
         return ["i", *entry.payload.to_msgpack()]
     if isinstance(entry, InlineList):
         o = entry.obj
-        return ["L", o.count, [[d, n] for d, n in o.sealed], [entry_to_msgpack(e) for e in o.tail]]
+        sealed: list[list[Any]] = [[d, n] for d, n in o.sealed]
+        sealed += [[g.digest, g.count, relative_loc(g.loc, holder)] for g in o.segments]
+        return ["L", o.count, sealed, [entry_to_msgpack(e) for e in o.tail]]
     return [entry.tag, entry.digest]
+
+
+def embedded_objects(manifest: Manifest) -> dict[bytes, bytes]:
+    """A manifest's embedded objects by address (each hashed here, never trusted)."""
+    return {digest_of(body): body for body in manifest.embedded}
 
 
 def encode_manifest(
@@ -241,21 +132,28 @@ def encode_manifest(
     checkpoint: Entry,
     metadata: Entry,
     channels: dict[str, Entry],
+    embedded: Sequence[bytes] = (),
 ) -> bytes:
-    """Bytes of a manifest (spec §4.1). Channels are written in sorted order."""
-    return pack_object(
-        {
-            "f": CHECKPOINT_FORMAT_VERSION,
-            "k": "manifest",
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-            "parent_checkpoint_id": parent_checkpoint_id,
-            "checkpoint": entry_to_msgpack(checkpoint),
-            "metadata": entry_to_msgpack(metadata),
-            "channels": {k: entry_to_msgpack(channels[k]) for k in sorted(channels)},
-        }
-    )
+    """Bytes of a manifest (spec §4.1). Channels are written in sorted order.
+
+    ``embedded`` are content objects the manifest carries (field ``e``); a
+    segment located at this manifest's own key is written with location ``""``.
+    """
+    own = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
+    fields: dict[str, Any] = {
+        "f": CHECKPOINT_FORMAT_VERSION,
+        "k": "manifest",
+        "thread_id": thread_id,
+        "checkpoint_ns": checkpoint_ns,
+        "checkpoint_id": checkpoint_id,
+        "parent_checkpoint_id": parent_checkpoint_id,
+        "checkpoint": entry_to_msgpack(checkpoint, own),
+        "metadata": entry_to_msgpack(metadata, own),
+        "channels": {k: entry_to_msgpack(channels[k], own) for k in sorted(channels)},
+    }
+    if embedded:
+        fields["e"] = list(embedded)
+    return pack_object(fields)
 
 
 def encode_write(
@@ -386,7 +284,7 @@ def decode_entry(raw: Any, key: str) -> Entry:
         if tag in ("b", "p", "l", "s") and len(raw) == 2:
             return Ref(tag, _digest(raw[1], key))
         if tag == "L" and len(raw) == 4 and isinstance(raw[2], list) and isinstance(raw[3], list):
-            return InlineList(_list_fields(raw[1], raw[2], raw[3], key))
+            return InlineList(_list_fields(raw[1], raw[2], raw[3], key, holder=key))
     raise CorruptObjectError(key, f"invalid entry {raw!r:.80}")
 
 
@@ -398,15 +296,39 @@ def _element_entry(raw: Any, key: str) -> Entry:
     return entry
 
 
-def _list_fields(count: Any, sealed_raw: list[Any], tail_raw: list[Any], key: str) -> ListObj:
-    """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's."""
+def _list_fields(
+    count: Any, sealed_raw: list[Any], tail_raw: list[Any], key: str, holder: str | None = None
+) -> ListObj:
+    """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's.
+
+    ``holder`` is the key of the manifest or write holding an inline list:
+    its segments' locations are made absolute against it. A ``list``
+    object (version 1) holds no segments.
+    """
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise CorruptObjectError(key, f"a list's element count {count!r:.40} is not a count")
-    sealed = _subtree_refs(sealed_raw, key)
+    n_sealed = 0
+    while n_sealed < len(sealed_raw) and _is_pair(sealed_raw[n_sealed]):
+        n_sealed += 1
+    sealed = _subtree_refs(sealed_raw[:n_sealed], key)
+    if n_sealed < len(sealed_raw) and holder is None:
+        raise CorruptObjectError(key, "a list object holds a segment reference")
+    segments = tuple(_segment_ref(raw, key, holder or key) for raw in sealed_raw[n_sealed:])
     tail = tuple(_element_entry(e, key) for e in tail_raw)
-    if sum(c for _, c in sealed) + len(tail) != count:
+    held = sum(c for _, c in sealed) + sum(g.count for g in segments) + len(tail)
+    if held != count:
         raise CorruptObjectError(key, "element count differs from its subtrees and tail")
-    return ListObj(count, sealed, tail)
+    return ListObj(count, sealed, tail, segments)
+
+
+def _is_pair(raw: Any) -> bool:
+    return isinstance(raw, list) and len(raw) == 2
+
+
+def _segment_ref(raw: Any, key: str, holder: str) -> SegmentRef:
+    if not isinstance(raw, list) or len(raw) != 3 or not is_segment_count(raw[1]):
+        raise CorruptObjectError(key, "a segment reference is not [digest, full count, location]")
+    return SegmentRef(_digest(raw[0], key), raw[1], absolute_loc(raw[2], holder, key))
 
 
 def decode_manifest(data: bytes, key: str) -> Manifest:
@@ -425,7 +347,14 @@ def decode_manifest(data: bytes, key: str) -> Manifest:
         metadata=decode_entry(obj.get("metadata"), key),
         channels={str(k): decode_entry(v, key) for k, v in channels.items()},
         version=obj["f"],
+        embedded=_embedded(obj.get("e", []), key),
     )
+
+
+def _embedded(raw: Any, key: str) -> tuple[bytes, ...]:
+    if not isinstance(raw, list) or not all(isinstance(b, bytes) for b in raw):
+        raise CorruptObjectError(key, "field 'e' is not an array of embedded objects")
+    return tuple(raw)
 
 
 def _write_group(raw: object, key: str) -> tuple[int, ...]:
@@ -485,6 +414,7 @@ KIND_OF_TAG = {
     "c": "subtree",
     "d": "part",
     "s": "split",
+    "g": "segment",
 }
 
 _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
@@ -494,7 +424,8 @@ _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
     "c": ("chunk", "node"),
     "d": ("part",),
     "s": ("split",),
-    None: ("value", "parts", "list", "node", "chunk", "part", "split"),
+    "g": ("segment",),
+    None: ("value", "parts", "list", "node", "chunk", "part", "split", "segment"),
 }
 
 
@@ -503,11 +434,15 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
 
     ``tag`` is ``b`` (value), ``p`` (parts), ``l`` (list), ``c`` (chunk),
     ``c`` (chunk or node), ``d`` (part, a data slice), ``s`` (split value),
-    or None to accept any.
+    ``g`` (segment, format version 2), or None to accept any.
     """
     kinds = _KINDS_BY_TAG[tag]
-    obj = unpack_object(data, key, *kinds)
+    obj = unpack_object(data, key, *kinds, versions=CHECKPOINT_VERSIONS)
     kind = obj["k"]
+    if (obj["f"] == 2) != (kind == "segment"):
+        raise CorruptObjectError(key, f"a {kind} object of format version {obj['f']}")
+    if kind == "segment":
+        return SegmentObj(tuple(_element_entry(e, key) for e in _field(obj, "x", list, key)))
     if kind == "value":
         return ValueObj(_payload(obj.get("p"), key))
     if kind == "part":
@@ -587,7 +522,7 @@ def object_size(obj: StoredObject) -> int:
         return 48 * len(obj.parts) + 64
     if isinstance(obj, ListObj):
         tail = sum(len(i.payload.data) + 64 if isinstance(i, Inline) else 48 for i in obj.tail)
-        return 56 * len(obj.sealed) + tail + 64
+        return 56 * len(obj.sealed) + 96 * len(obj.segments) + tail + 64
     if isinstance(obj, NodeObj):
         return 56 * len(obj.subtrees) + 64
     if isinstance(obj, SplitObj):

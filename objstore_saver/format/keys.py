@@ -316,3 +316,21 @@ def namespace_of_manifest_key(key: str) -> tuple[str, str]:
     _, rest = split_thread_key(key)
     _, ns_tok, seg = rest.split("/", 2)
     return ns_tok, seg.removesuffix(V2_MANIFEST_SUFFIX)
+
+
+def thread_prefix_of_key(key: str) -> str | None:
+    """``threads/<T>/`` of a thread's key, or None for a key outside any thread."""
+    if not key.startswith(THREADS) or "/" not in key[len(THREADS) :]:
+        return None
+    return split_thread_key(key)[0]
+
+
+def is_manifest_v2_key(key: str) -> bool:
+    """Whether ``key`` has the shape ``threads/<T>/checkpoints/<N>/<R>.2``."""
+    parts = key.split("/")
+    return (
+        len(parts) == 5
+        and parts[0] + "/" == THREADS
+        and parts[2] == "checkpoints"
+        and parts[4].endswith("~" + V2_MANIFEST_SUFFIX)
+    )

@@ -1,13 +1,15 @@
-"""Encoding of list values element by element (spec §4.4): chunks, nodes, list object.
+"""Encoding of list values element by element (spec §4.4): segments and the inline list.
 
 Pure functions; no I/O. The layout is a function of the element sequence
-alone, so sealed chunks and nodes keep their hashes as a list grows.
+alone, so sealed segments keep their hashes as a list grows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import msgpack
 
 from objstore_saver.format import codec, value_encoding
 
@@ -20,6 +22,11 @@ class EncodedElement:
     digest: bytes | None
     objects: dict[bytes, bytes]
     children: dict[bytes, tuple[bytes, ...]]
+    size: int = field(init=False)
+    """Bytes of the entry as packed in a segment (what the merge rule weighs)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", len(msgpack.packb(self.item, use_bin_type=True)))
 
 
 class ElementCache(Protocol):
@@ -32,24 +39,28 @@ class ElementCache(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SealedObject:
-    """A chunk or node as encoded: its address, bytes and the objects it references."""
+    """A segment as encoded: its address, bytes, entries and the objects it references."""
 
     digest: bytes
     body: bytes
     children: tuple[bytes, ...]
     element_objects: dict[bytes, bytes] = field(default_factory=dict)
-    """A chunk's referenced elements' objects (values), by digest."""
+    """Its referenced elements' objects (values), by digest."""
     element_children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)
     """What those objects reference in turn."""
+    items: tuple[list[Any], ...] = ()
+    """Its element entries as packed, for a merge to copy."""
+    size: int = 0
+    """Bytes of its entries as packed (the merge rule's weight)."""
 
 
-#: What a sealed object is a function of: ``("c", *element keys)`` for a chunk
-#: (each key is ``(type, serialized bytes)``), ``("n", *subtree digests)`` for a node.
+#: What a segment is a function of: ``("g", *element keys)``, each key being
+#: ``(type, serialized bytes)``.
 SealedKey = tuple[object, ...]
 
 
 class SealedCache(Protocol):
-    """Where :func:`encode_list` keeps the chunks and nodes it sealed, by what they hold."""
+    """Where :func:`encode_list` keeps the segments it sealed or merged, by what they hold."""
 
     def get(self, key: SealedKey) -> SealedObject | None: ...
 
@@ -68,108 +79,117 @@ def encode_element(type_: str, data: bytes) -> EncodedElement:
     return EncodedElement(codec.entry_to_msgpack(ref), ref.digest, objects, children)
 
 
+def _segment(
+    members: list[SealedObject], key: SealedKey, sealed_cache: SealedCache | None
+) -> SealedObject:
+    """One segment holding the entries of ``members`` (elements, or segments merged)."""
+    segment = sealed_cache.get(key) if sealed_cache is not None else None
+    if segment is not None:
+        return segment
+    items = tuple(i for m in members for i in m.items)
+    body = codec.pack_object({"f": codec.CHECKPOINT_FORMAT_VERSION, "k": "segment", "x": items})
+    segment = SealedObject(
+        codec.digest_of(body),
+        body,
+        tuple(d for m in members for d in m.children),
+        {d: b for m in members for d, b in m.element_objects.items()},
+        {d: c for m in members for d, c in m.element_children.items()},
+        items,
+        sum(m.size for m in members),
+    )
+    if sealed_cache is not None:
+        sealed_cache.put(key, segment)
+    return segment
+
+
+def _mergeable(run: list[tuple[int, SealedObject]]) -> bool:
+    """Whether the last ``NODE_FANOUT`` segments merge (spec §4.4, rule 2)."""
+    if len(run) < codec.NODE_FANOUT:
+        return False
+    last = run[-codec.NODE_FANOUT :]
+    count = len(last[0][1].items)
+    return (
+        all(len(s.items) == count for _, s in last)
+        and count * codec.NODE_FANOUT <= codec.SEGMENT_MAX_LEN
+        and sum(s.size for _, s in last) <= codec.SEGMENT_MAX_BYTES
+    )
+
+
 def encode_list(
     elements: list[tuple[str, bytes]],
     cache: ElementCache | None = None,
     sealed_cache: SealedCache | None = None,
 ) -> codec.Encoded:
-    """Entry for a list given its serialized elements (spec §4.4).
+    """Entry for a list given its serialized elements (spec §4.4, format version 2).
 
-    The layout depends only on the element sequence: full chunks of
-    ``codec.CHUNK_LEN`` elements, grouped into nodes of ``codec.NODE_FANOUT`` equal
-    subtrees like the digits of the chunk count in base ``codec.NODE_FANOUT``, and a
-    tail of the remaining elements inside the list object. An appended element
-    therefore leaves every sealed object's hash unchanged. With a ``cache``,
-    an element encoded before is not compressed and hashed again; with a
-    ``sealed_cache``, a chunk or node sealed before (the same elements, the
-    same subtrees) is not packed and hashed again: its bytes are a function of
-    what it holds, so they are the same.
+    The layout depends only on the element sequence: every ``codec.CHUNK_LEN``
+    elements seal a segment, and while the last ``codec.NODE_FANOUT`` segments
+    hold as many elements each (fewer than ``codec.SEGMENT_MAX_LEN`` together)
+    and at most ``codec.SEGMENT_MAX_BYTES`` of entries, they merge into one.
+    The rest is the tail, inline in the entry. An appended element therefore
+    leaves every earlier segment's hash unchanged, and a long list is a few
+    segments per size. Segments are returned unlocated (``loc`` None): the
+    writer decides which it embeds in its manifest. With a ``cache``, an
+    element encoded before is not compressed and hashed again; with a
+    ``sealed_cache``, a segment sealed or merged before (the same elements)
+    is not packed and hashed again: its bytes are a function of what it holds.
     """
     out: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
 
     def encoded(pair: tuple[str, bytes]) -> EncodedElement:
-        """One element, through the cache; the objects behind it join the output."""
+        """One element, through the cache."""
         element = cache.get(pair) if cache is not None else None
         if element is None:
             element = encode_element(*pair)
             if cache is not None:
                 cache.put(pair, element)
-        out.update(element.objects)
-        children.update(element.children)
         return element
 
-    full = len(elements) // codec.CHUNK_LEN
-    chunks: list[tuple[bytes, int]] = []
-    for start in range(0, full * codec.CHUNK_LEN, codec.CHUNK_LEN):
-        group = elements[start : start + codec.CHUNK_LEN]
-        key: SealedKey = ("c", *group)
-        chunk = sealed_cache.get(key) if sealed_cache is not None else None
-        if chunk is None:
-            members = [encoded(pair) for pair in group]
-            body = codec.pack_object(
-                {"f": codec.FORMAT_VERSION, "k": "chunk", "x": [m.item for m in members]}
-            )
-            chunk = SealedObject(
-                codec.digest_of(body),
-                body,
-                tuple(m.digest for m in members if m.digest is not None),
-                {d: b for m in members for d, b in m.objects.items()},
-                {d: c for m in members for d, c in m.children.items()},
-            )
-            if sealed_cache is not None:
-                sealed_cache.put(key, chunk)
-        else:
-            # Its elements are not looked up one by one: the chunk holds what they add.
-            out.update(chunk.element_objects)
-            children.update(chunk.element_children)
-        out[chunk.digest] = chunk.body
-        children[chunk.digest] = chunk.children
-        chunks.append((chunk.digest, codec.CHUNK_LEN))
-    tail = [encoded(pair) for pair in elements[full * codec.CHUNK_LEN :]]
-    sealed: list[tuple[bytes, int]] = []
-    pos = 0
-    span = 1
-    while span * codec.NODE_FANOUT <= full:
-        span *= codec.NODE_FANOUT
-    while pos < full:
-        while full - pos < span:
-            span //= codec.NODE_FANOUT
-        sealed.append(_subtree(chunks[pos : pos + span], out, children, sealed_cache))
-        pos += span
-    # The list's root (its subtrees and tail) is the entry itself, inline in
-    # the manifest (format version 2): growing the list writes no list object.
-    fields = [[d, n] for d, n in sealed], [m.item for m in tail]
-    root = codec.decode_entry(["L", len(elements), *fields], "a new list")
-    return codec.Encoded(root, out, children)
-
-
-def _subtree(
-    chunks: list[tuple[bytes, int]],
-    out: dict[bytes, bytes],
-    children: dict[bytes, tuple[bytes, ...]],
-    sealed_cache: SealedCache | None,
-) -> tuple[bytes, int]:
-    """Seal ``codec.NODE_FANOUT ** k`` full chunks under nested nodes; return (digest, count)."""
-    if len(chunks) == 1:
-        return chunks[0]
-    step = len(chunks) // codec.NODE_FANOUT
-    subtrees = [
-        _subtree(chunks[i : i + step], out, children, sealed_cache)
-        for i in range(0, len(chunks), step)
-    ]
-    key: SealedKey = ("n", *(d for d, _ in subtrees))
-    node = sealed_cache.get(key) if sealed_cache is not None else None
-    if node is None:
-        body = codec.pack_object(
-            {"f": codec.FORMAT_VERSION, "k": "node", "c": [[d, n] for d, n in subtrees]}
+    def one(element: EncodedElement) -> SealedObject:
+        """An element as a run of one, for :func:`_segment` to join."""
+        return SealedObject(
+            b"",
+            b"",
+            (element.digest,) if element.digest is not None else (),
+            element.objects,
+            element.children,
+            (element.item,),
+            element.size,
         )
-        node = SealedObject(codec.digest_of(body), body, tuple(c for c, _ in subtrees))
-        if sealed_cache is not None:
-            sealed_cache.put(key, node)
-    out[node.digest] = node.body
-    children[node.digest] = node.children
-    return node.digest, sum(n for _, n in subtrees)
+
+    full = len(elements) // codec.CHUNK_LEN * codec.CHUNK_LEN
+    # (index of its first element, segment), oldest first.
+    run: list[tuple[int, SealedObject]] = []
+    for start in range(0, full, codec.CHUNK_LEN):
+        group = elements[start : start + codec.CHUNK_LEN]
+        key: SealedKey = ("g", *group)
+        sealed = sealed_cache.get(key) if sealed_cache is not None else None
+        if sealed is None:
+            sealed = _segment([one(encoded(pair)) for pair in group], key, sealed_cache)
+        run.append((start, sealed))
+        while _mergeable(run):
+            first = run[-codec.NODE_FANOUT][0]
+            merged = _segment(
+                [s for _, s in run[-codec.NODE_FANOUT :]],
+                ("g", *elements[first : start + codec.CHUNK_LEN]),
+                sealed_cache,
+            )
+            del run[-codec.NODE_FANOUT :]
+            run.append((first, merged))
+    for _, segment in run:
+        out[segment.digest] = segment.body
+        children[segment.digest] = segment.children
+        out.update(segment.element_objects)
+        children.update(segment.element_children)
+    tail = [encoded(pair) for pair in elements[full:]]
+    for element in tail:
+        out.update(element.objects)
+        children.update(element.children)
+    items = tuple(codec.decode_entry(e.item, "a new list") for e in tail)
+    segments = tuple(codec.SegmentRef(s.digest, len(s.items)) for _, s in run)
+    root = codec.ListObj(len(elements), (), items, segments)
+    return codec.Encoded(codec.InlineList(root), out, children)
 
 
 def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:

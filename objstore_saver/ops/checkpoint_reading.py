@@ -9,7 +9,7 @@ checkpoint stays readable).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -17,7 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import Entry, Inline, InlineList, Ref
+from objstore_saver.format.codec import Entry, Inline, InlineList, Manifest, Ref, SegmentObj
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
 from objstore_saver.plans.requests import Get, run_batch
@@ -30,7 +30,14 @@ def _ctx() -> plans.Context:
     return plans.Context(JsonPlusSerializer())
 
 
-def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+def resolve_entries(
+    pfx: str,
+    entries: Mapping[str, Entry],
+    referrer: str,
+    *,
+    embedded: Mapping[bytes, SegmentObj] | None = None,
+    gone: Collection[str] = (),
+) -> SubPlan:
     """Sub-plan: the JSON of each named entry, fetching the objects they reference.
 
     Values are decoded structurally: nothing is unpickled.
@@ -39,6 +46,10 @@ def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> Su
         pfx: The thread prefix the entries belong to.
         entries: Entries by name (inline values or references to objects).
         referrer: The key that holds the entries, named in errors.
+        embedded: Segments already read from the manifests that embed them
+            (:func:`locate_segments`): not fetched again.
+        gone: Manifests known deleted: the segments they locate are read at
+            ``objects/<H>`` (prune stored them there first).
 
     Returns:
         The decoded value of each entry, by the same names.
@@ -46,9 +57,57 @@ def resolve_entries(pfx: str, entries: Mapping[str, Entry], referrer: str) -> Su
     Raises:
         CorruptObjectError: a referenced object is missing or does not decode.
     """
+    ctx = _ctx()
+    for d, obj in (embedded or {}).items():
+        ctx.objects.add_embedded(pfx, d, obj)
     refs = plans.entry_refs(entries.values())
-    got = yield from plans.fetch_objects(_ctx(), pfx, refs, referrer)
+    located = {
+        d: loc for d, loc in plans.entry_locations(entries.values()).items() if loc not in gone
+    }
+    got = yield from plans.fetch_objects(ctx, pfx, refs, referrer, located=located)
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
+
+
+def _segments_of(key: str, m: Manifest) -> dict[bytes, SegmentObj]:
+    """The segments a manifest embeds that decode; the others are left to the read to name."""
+    out: dict[bytes, SegmentObj] = {}
+    for d, body in codec.embedded_objects(m).items():
+        try:
+            obj = codec.decode_object(body, key, "g")
+        except CorruptObjectError:
+            continue
+        if isinstance(obj, SegmentObj):
+            out[d] = obj
+    return out
+
+
+def locate_segments(pfx: str, mkey: str, m: Manifest, entries: Collection[Entry]) -> SubPlan:
+    """Sub-plan: where the located segments of ``entries`` (of manifest ``mkey``) are.
+
+    Reads, in one round, each other manifest that locates one (the GETs the
+    read of the entries would make anyway); ``m``'s own embedded objects
+    cost nothing.
+
+    Returns:
+        ``(embedded, gone)``: the segments found embedded, by digest (for
+        :func:`resolve_entries`), and the locating manifests that are gone
+        (their segments are at ``objects/<H>``).
+    """
+    embedded = _segments_of(mkey, m)
+    others = sorted({loc for loc in plans.entry_locations(entries).values() if loc != mkey})
+    gone: set[str] = set()
+    bodies = yield from run_batch(*(Get(k) for k in others))
+    for key, body in zip(others, bodies, strict=True):
+        if body is None:
+            gone.add(key)
+            continue
+        try:
+            other = plans.decode_checked_manifest(body, key)
+        except CorruptObjectError:
+            continue  # the read of the entries names it
+        if keys.thread_prefix(other.thread_id) == pfx:
+            embedded |= _segments_of(key, other)
+    return embedded, gone
 
 
 def error_of(exc: CorruptObjectError) -> dict[str, str]:
@@ -56,33 +115,60 @@ def error_of(exc: CorruptObjectError) -> dict[str, str]:
     return {"key": exc.key, "reason": exc.reason}
 
 
-def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str) -> SubPlan:
+def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str, **seen: Any) -> SubPlan:
     """Sub-plan: like :func:`resolve_entries`, but a corrupt entry does not sink the rest.
 
     All entries are resolved in one go first (the cost of ``show``). Only when
     that fails is each entry resolved alone, to tell which ones are corrupt:
-    one more fetch per entry, paid by corrupt checkpoints only.
+    one more fetch per entry, paid by corrupt checkpoints only. ``seen``:
+    :func:`resolve_entries`' ``embedded`` and ``gone``.
 
     Returns:
         ``(values, errors)``: values by name of the entries that decode, and
         ``{"key", "reason"}`` by name of those that do not.
     """
     try:
-        return (yield from resolve_entries(pfx, entries, referrer)), {}
+        return (yield from resolve_entries(pfx, entries, referrer, **seen)), {}
     except CorruptObjectError:
         pass  # one entry or more is corrupt: find which, below
     values: dict[str, Any] = {}
     errors: Errors = {}
     for name, entry in entries.items():
         try:
-            values[name] = (yield from resolve_entries(pfx, {name: entry}, referrer))[name]
+            values[name] = (yield from resolve_entries(pfx, {name: entry}, referrer, **seen))[name]
         except CorruptObjectError as exc:
             errors[name] = error_of(exc)
     return values, errors
 
 
-def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
-    """How an entry is stored: inline (type, encoding, size) or the key of its object."""
+def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -> list[Any]:
+    """Where each segment of an inline list is: ``key``, ``digest``, ``elements``,
+    ``embedded_in`` (the manifest that holds it, or None when it stands alone
+    at ``objects/<H>``) and ``located_in`` (the manifest the list names, which
+    differs when that manifest is in ``gone``: prune stored the segment alone).
+    ``objstore-saver cat <embedded_in>#<digest>`` shows an embedded one."""
+    out = []
+    for g in entry.obj.segments:
+        inside = g.loc if g.loc is not None and g.loc not in gone else None
+        out.append(
+            {
+                "key": inside or keys.object_key_in(pfx, g.digest),
+                "digest": g.digest.hex(),
+                "elements": g.count,
+                "embedded_in": inside,
+                "located_in": g.loc,
+            }
+        )
+    return out
+
+
+def describe_entry(entry: Entry, pfx: str, gone: Collection[str] = ()) -> dict[str, Any]:
+    """How an entry is stored: inline (type, encoding, size) or the key of its object.
+
+    An inline list names its sealed subtrees (version 1), its segments
+    (:func:`describe_segments`; ``gone``: manifests known deleted) and the
+    objects of tail elements too large to sit inline.
+    """
     if isinstance(entry, Inline):
         return {
             "stored": "inline",
@@ -91,13 +177,14 @@ def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
             "bytes": len(entry.payload.data),
         }
     if isinstance(entry, InlineList):
-        # The list's root is inline in the manifest: its sealed subtrees and
-        # the tail's elements too large to sit inline are the objects.
+        # The list's root is inline in the manifest: its sealed subtrees,
+        # segments and the tail's elements too large to sit inline are apart.
         o = entry.obj
         return {
             "stored": "inline list",
             "elements": o.count,
             "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in o.sealed],
+            "segments": describe_segments(entry, pfx, gone),
             "objects": [keys.object_key_in(pfx, e.digest) for e in o.tail if isinstance(e, Ref)],
         }
     kind = codec.KIND_OF_TAG[entry.tag]
@@ -105,12 +192,12 @@ def describe_entry(entry: Entry, pfx: str) -> dict[str, Any]:
 
 
 def _resolve(
-    pfx: str, entries: Mapping[str, Entry], referrer: str, errors: Errors | None
+    pfx: str, entries: Mapping[str, Entry], referrer: str, errors: Errors | None, **seen: Any
 ) -> SubPlan:
     """:func:`resolve_entries` when ``errors`` is None, else :func:`resolve_each` into it."""
     if errors is None:
-        return (yield from resolve_entries(pfx, entries, referrer))
-    values, failed = yield from resolve_each(pfx, entries, referrer)
+        return (yield from resolve_entries(pfx, entries, referrer, **seen))
+    values, failed = yield from resolve_each(pfx, entries, referrer, **seen)
     errors.update(failed)
     return values
 
@@ -121,7 +208,8 @@ def checkpoint_plan(
     """Plan: a checkpoint (the latest when ``checkpoint_id`` is None) decoded to JSON.
 
     One GET of the manifest and one LIST of its writes in one batch, then the
-    objects its entries reference, then its pending writes and theirs.
+    other manifests that embed segments of its lists (format version 2), then
+    the objects its entries reference, then its pending writes and theirs.
 
     Args:
         thread_id: The thread.
@@ -155,7 +243,8 @@ def checkpoint_plan(
     errors: Errors | None = {} if collect_errors else None
     entries = {"checkpoint": m.checkpoint, "metadata": m.metadata}
     entries.update({"channel:" + name: e for name, e in m.channels.items()})
-    decoded = yield from _resolve(pfx, entries, mkey, errors)
+    embedded, gone = yield from locate_segments(pfx, mkey, m, list(entries.values()))
+    decoded = yield from _resolve(pfx, entries, mkey, errors, embedded=embedded, gone=gone)
     write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
     writes = []
     for k, b in zip(write_keys, write_bodies, strict=True):
@@ -196,7 +285,11 @@ def checkpoint_plan(
         "metadata": decoded.get("metadata"),
         "checkpoint": decoded.get("checkpoint"),
         "channel_values": {name: decoded.get("channel:" + name) for name in m.channels},
-        "storage": {name: describe_entry(e, pfx) for name, e in m.channels.items()},
+        "storage": {name: describe_entry(e, pfx, gone) for name, e in m.channels.items()},
+        "embedded": {
+            "objects": len(m.embedded),
+            "bytes": sum(len(b) for b in m.embedded),
+        },
         "pending_writes": pending,
     }
     if errors is not None:

@@ -16,6 +16,7 @@ through :class:`~objstore_saver.driver.Driver`.
 * :mod:`.history`: the delta channel history walk.
 """
 
+from objstore_saver.plans.checkpoint_put import put, put_writes
 from objstore_saver.plans.context import (
     LIST_READ_AHEAD,
     PUT_ATTEMPTS,
@@ -49,6 +50,7 @@ from objstore_saver.plans.reading import (
     child_refs,
     decode_checked_manifest,
     effective_writes,
+    entry_locations,
     entry_refs,
     fetch_objects,
     list_write_keys,
@@ -69,7 +71,7 @@ from objstore_saver.plans.threads import (
     list_thread_keys,
     thread_id_of,
 )
-from objstore_saver.plans.writing import encode_value, put, put_writes
+from objstore_saver.plans.writing import encode_value
 
 __all__ = [
     "IDLE_ACTIONS",
@@ -96,6 +98,7 @@ __all__ = [
     "delta_channel_history",
     "effective_writes",
     "encode_value",
+    "entry_locations",
     "entry_refs",
     "fetch_objects",
     "find_checkpoint",

@@ -31,6 +31,7 @@ from objstore_saver.format.codec import (
     PartObj,
     PartsObj,
     Ref,
+    SegmentObj,
     SplitObj,
     StoredObject,
     ValueObj,
@@ -49,11 +50,16 @@ from objstore_saver.plans.scope import checkpoint_config
 
 
 def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
+    """What an object (or an inline list's fields) refers to, as (tag, digest)."""
     if isinstance(obj, ListObj):
-        return [("c", d) for d, _ in obj.sealed] + entry_refs(obj.tail)
+        return (
+            [("c", d) for d, _ in obj.sealed]
+            + [("g", g.digest) for g in obj.segments]
+            + entry_refs(obj.tail)
+        )
     if isinstance(obj, NodeObj):
         return [("c", d) for d, _ in obj.subtrees]
-    if isinstance(obj, ChunkObj):
+    if isinstance(obj, ChunkObj | SegmentObj):
         return [(e.tag, e.digest) for e in obj.items if isinstance(e, Ref)]
     if isinstance(obj, PartsObj):
         return [("d", d) for d in obj.parts]
@@ -66,6 +72,67 @@ def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
 LEAF_TAGS = frozenset({"b", "d"})
 
 
+def entry_locations(entries: Iterable[Entry]) -> dict[bytes, str]:
+    """Where the located segments of inline lists are: digest → key of the manifest."""
+    return {
+        g.digest: g.loc
+        for e in entries
+        if isinstance(e, InlineList)
+        for g in e.obj.segments
+        if g.loc is not None
+    }
+
+
+def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> None:
+    """Keep a manifest's embedded objects in memory, so its own lists read with no request."""
+    if not m.embedded:
+        return
+    pfx = keys.thread_prefix(m.thread_id)
+    for d, body in codec.embedded_objects(m).items():
+        ctx.objects.add_embedded(pfx, d, codec.decode_object(body, _embedded_name(mkey, d)))
+
+
+def _embedded_name(mkey: str, digest: bytes) -> str:
+    """How errors name an object embedded in a manifest."""
+    return f"{mkey} (embedded object {digest.hex()})"
+
+
+def _take_embedded(
+    ctx: Context,
+    pfx: str,
+    wanted: Mapping[bytes, tuple[str, str]],
+    manifests: Mapping[str, bytes | None],
+    referrers: Mapping[bytes, str],
+) -> tuple[dict[bytes, StoredObject], list[bytes]]:
+    """Objects found in the manifests that embed them, and those whose manifest is gone.
+
+    ``wanted``: digest → (tag, manifest key); ``manifests``: their bodies. A
+    manifest that prune deleted stored its embedded objects at
+    ``objects/<H>`` first, where the caller reads them; a manifest that is
+    there but does not embed the object is corrupt.
+    """
+    got: dict[bytes, StoredObject] = {}
+    alone: list[bytes] = []
+    for mkey, body in manifests.items():
+        mine = [d for d, (_, k) in wanted.items() if k == mkey]
+        if body is None:
+            alone += mine
+            continue
+        held = codec.embedded_objects(decode_checked_manifest(body, mkey))
+        for d in mine:
+            if d not in held:
+                raise CorruptObjectError(
+                    mkey, f"does not embed object {d.hex()} that {referrers[d]} locates there"
+                )
+        for d, data in held.items():
+            tag = wanted[d][0] if d in wanted else None
+            obj = codec.decode_object(data, _embedded_name(mkey, d), tag)
+            ctx.objects.add_embedded(pfx, d, obj)
+            if d in wanted:
+                got[d] = obj
+    return got, alone
+
+
 def fetch_objects(
     ctx: Context,
     pfx: str,
@@ -73,6 +140,7 @@ def fetch_objects(
     referrer: str,
     *,
     reached: set[bytes] | None = None,
+    located: Mapping[bytes, str] | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
     """Sub-plan: every object reachable from ``refs``, level by level.
 
@@ -80,7 +148,10 @@ def fetch_objects(
     address and decoded; a missing object is an error naming who referenced it.
     When ``reached`` is given, only the structure is read (lists, chunks, parts
     indexes): leaf digests are added to ``reached`` without fetching them.
+    ``located`` names the manifest that embeds an object (segments of inline
+    lists, :func:`entry_locations`); others are read at ``objects/<H>``.
     """
+    located = located or {}
     # The referrer was read just before: whatever it reaches is stored now.
     as_of = ctx.clock()
     got: dict[bytes, StoredObject] = {}
@@ -103,7 +174,22 @@ def fetch_objects(
             else:
                 got[d] = cached
                 fresh.append((d, cached))
-        bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in need))
+        embedded = {d: (tag, located[d]) for tag, d in need if d in located}
+        need = [(tag, d) for tag, d in need if d not in embedded]
+        holders = sorted({k for _, k in embedded.values()})
+        bodies = yield from run_batch(
+            *(Get(keys.object_key_in(pfx, d)) for _, d in need), *(Get(k) for k in holders)
+        )
+        if holders:
+            found, alone = _take_embedded(
+                ctx, pfx, embedded, dict(zip(holders, bodies[len(need) :], strict=True)), referrers
+            )
+            got |= found
+            fresh += found.items()
+            # Their manifest is gone: prune stored them alone before deleting it.
+            need += [(embedded[d][0], d) for d in alone]
+            bodies = bodies[: len(need) - len(alone)]
+            bodies += yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for d in alone))
         for (tag, d), body in zip(need, bodies, strict=True):
             key = keys.object_key_in(pfx, d)
             if body is None:
@@ -196,6 +282,8 @@ def _expand_list(
     out: list[Any] = []
     for digest, count in obj.sealed:
         _expand(serde, digest, count, got, pfx, out)
+    for g in obj.segments:
+        _expand(serde, g.digest, g.count, got, pfx, out)
     out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
     return out
 
@@ -226,7 +314,7 @@ def _expand(
     pfx: str,
     out: list[Any],
 ) -> None:
-    """Append the elements of a sealed subtree (a chunk, or a node of subtrees)."""
+    """Append the elements of a sealed subtree (a chunk, a node of subtrees, a segment)."""
     obj = got[digest]
     if isinstance(obj, NodeObj):
         if sum(n for _, n in obj.subtrees) != count:
@@ -236,11 +324,12 @@ def _expand(
         for child, n in obj.subtrees:
             _expand(serde, child, n, got, pfx, out)
         return
-    assert isinstance(obj, ChunkObj)
+    assert isinstance(obj, ChunkObj | SegmentObj)
     if len(obj.items) != count:
+        kind = "chunk" if isinstance(obj, ChunkObj) else "segment"
         raise CorruptObjectError(
             keys.object_key_in(pfx, digest),
-            f"chunk holds {len(obj.items)} elements, its parent says {count}",
+            f"{kind} holds {len(obj.items)} elements, its parent says {count}",
         )
     out.extend(materialize(serde, item, got, pfx) for item in obj.items)
 
@@ -367,13 +456,18 @@ def read_tuples(
         effective_writes(w for k in wkeys for w in writes_by_key[k]) for wkeys in write_keys
     ]
     refs_by_pfx: dict[str, list[tuple[str, bytes]]] = {}
+    located: dict[str, dict[bytes, str]] = {}
     done = decoded if decoded is not None else [None] * len(manifests)
-    for (_, m), writes, values in zip(manifests, sorted_writes, done, strict=True):
+    for (mkey, m), writes, values in zip(manifests, sorted_writes, done, strict=True):
         entries = [w.value for w in writes] + (manifest_entries(m) if values is None else [])
-        refs_by_pfx.setdefault(keys.thread_prefix(m.thread_id), []).extend(entry_refs(entries))
+        pfx = keys.thread_prefix(m.thread_id)
+        refs_by_pfx.setdefault(pfx, []).extend(entry_refs(entries))
+        located.setdefault(pfx, {}).update(entry_locations(entries))
+        if values is None:
+            remember_embedded(ctx, m, mkey)
     got: dict[bytes, StoredObject] = {}
     for pfx, refs in refs_by_pfx.items():
-        got |= yield from fetch_objects(ctx, pfx, refs, manifests[0][0])
+        got |= yield from fetch_objects(ctx, pfx, refs, manifests[0][0], located=located[pfx])
 
     out: list[CheckpointTuple] = []
     for i, ((mkey, m), writes) in enumerate(zip(manifests, sorted_writes, strict=True)):
@@ -432,7 +526,9 @@ def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, 
     Makes no request: it runs while the checkpoint's writes are being listed.
     """
     pfx = keys.thread_prefix(m.thread_id)
-    walk = fetch_objects(ctx, pfx, entry_refs(manifest_entries(m)), mkey)
+    remember_embedded(ctx, m, mkey)
+    entries = manifest_entries(m)
+    walk = fetch_objects(ctx, pfx, entry_refs(entries), mkey, located=entry_locations(entries))
     try:
         next(walk)
     except StopIteration as done:

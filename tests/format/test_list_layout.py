@@ -13,7 +13,7 @@ from repo_root import ROOT
 
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, compression, list_encoding
-from objstore_saver.format.codec import CHUNK_LEN, NODE_FANOUT, ListObj, NodeObj, Ref
+from objstore_saver.format.codec import CHUNK_LEN, NODE_FANOUT, ListObj, Ref
 
 
 def _elements(n: int) -> list[tuple[str, bytes]]:
@@ -32,13 +32,13 @@ def _list(enc: codec.Encoded) -> ListObj:
     return entry.obj
 
 
-def _flatten(enc: codec.Encoded, digest: bytes, out: list[codec.Entry]) -> None:
-    obj = codec.decode_object(enc.objects[digest], "subtree", "c")
-    if isinstance(obj, NodeObj):
-        for child, _ in obj.subtrees:
-            _flatten(enc, child, out)
-    else:
+def _flatten(enc: codec.Encoded, lst: ListObj) -> list[codec.Entry]:
+    out: list[codec.Entry] = []
+    for g in lst.segments:
+        obj = codec.decode_object(enc.objects[g.digest], "segment", "g")
+        assert isinstance(obj, codec.SegmentObj) and len(obj.items) == g.count
         out.extend(obj.items)
+    return out + list(lst.tail)
 
 
 def _payloads(enc: codec.Encoded, entries: list[codec.Entry]) -> list[bytes]:
@@ -59,62 +59,71 @@ def test_layout_holds_every_element_in_order(n: int) -> None:
     lst = _list(enc)
     assert lst.count == n
     assert len(lst.tail) == n % CHUNK_LEN
-    entries: list[codec.Entry] = []
-    for digest, _ in lst.sealed:
-        _flatten(enc, digest, entries)
-    entries.extend(lst.tail)
-    assert _payloads(enc, entries) == [data for _, data in elements]
+    assert lst.sealed == ()  # version 1's chunks and nodes are read, never written
+    assert _payloads(enc, _flatten(enc, lst)) == [data for _, data in elements]
 
 
-@pytest.mark.parametrize("n", range(0, 700, 7))
-def test_top_subtrees_are_the_base_4_digits_of_the_chunk_count(n: int) -> None:
+def _expected_counts(n: int) -> list[int]:
+    """Segments of n small elements: 2,048-element segments, then base-4 digits."""
+    chunks = n // CHUNK_LEN
+    top = codec.SEGMENT_MAX_LEN // CHUNK_LEN
+    expected = [codec.SEGMENT_MAX_LEN] * (chunks // top)
+    chunks %= top
+    for k in reversed(range(4)):
+        expected += [CHUNK_LEN * NODE_FANOUT**k] * (chunks // NODE_FANOUT**k)
+        chunks %= NODE_FANOUT**k
+    return expected
+
+
+@pytest.mark.parametrize("n", [*range(0, 700, 7), 2047, 2048, 2056, 4100, 5000])
+def test_segments_merge_by_fours_up_to_2048_elements(n: int) -> None:
     if n == 0:
         return
     lst = _list(list_encoding.encode_list(_elements(n)))
-    counts = [c for _, c in lst.sealed]
-    assert counts == sorted(counts, reverse=True)
-    chunks, digits, level = n // CHUNK_LEN, [], 0
-    while chunks:
-        digits.append(chunks % NODE_FANOUT)
-        chunks //= NODE_FANOUT
-        level += 1
-    expected = []
-    for k in reversed(range(level)):
-        expected += [CHUNK_LEN * NODE_FANOUT**k] * digits[k]
-    assert counts == expected
+    assert [g.count for g in lst.segments] == _expected_counts(n)
 
 
-def test_appending_keeps_every_sealed_object_and_writes_only_what_is_new() -> None:
+def test_segments_stop_merging_past_256_kib() -> None:
+    # Incompressible 128-byte elements stay inline (about 142 bytes an entry):
+    # four 512-element segments weigh 290 KB, over the merge limit.
+    elements = [("bytes", random.Random(i).randbytes(128)) for i in range(2048)]
+    enc = list_encoding.encode_list(elements)
+    lst = _list(enc)
+    assert [g.count for g in lst.segments] == [512] * 4
+    assert all(isinstance(e, codec.Inline) for e in _flatten(enc, lst))
+    assert max(len(b) for b in enc.objects.values()) <= codec.SEGMENT_MAX_BYTES
+
+
+def test_appending_keeps_every_segment_and_writes_only_what_is_new() -> None:
     elements = _elements(300)
     before = list_encoding.encode_list(elements[:1])
     for n in range(2, 301):
         after = list_encoding.encode_list(elements[:n])
-        assert set(before.objects) <= set(after.objects), n
-        new = set(after.objects) - set(before.objects)
-        # the element (if referenced), and on seals a chunk and nodes: the
-        # list's root is inline in the manifest (format version 2)
-        sealed_levels = 0
-        if n % CHUNK_LEN == 0:
-            sealed_levels = 1
-            chunks = n // CHUNK_LEN
-            while chunks % NODE_FANOUT == 0:
-                sealed_levels += 1
-                chunks //= NODE_FANOUT
+        old, new = _list(before), _list(after)
+        # Every segment is kept, or merged with its neighbours into one: a
+        # seal merges the three last segments of each size it completes.
+        kept = [g for g in old.segments if g in new.segments]
+        assert new.segments[: len(kept)] == tuple(kept), n
+        cascades = [sum(3 * CHUNK_LEN * NODE_FANOUT**k for k in range(m)) for m in range(5)]
+        assert sum(g.count for g in old.segments) - sum(g.count for g in kept) in cascades, n
+        added = set(after.objects) - set(before.objects)
+        # the element (if referenced), and on a seal one segment: the sealed
+        # run, or what it merged into (the list's root is inline)
         referenced = 1 if (n - 1) % 3 == 0 else 0
-        assert len(new) == referenced + sealed_levels, n
+        assert len(added) == referenced + (1 if n % CHUNK_LEN == 0 else 0), n
         before = after
 
 
-def _list_object(enc: codec.Encoded) -> dict[str, Any]:
-    """The list as a version-1 ``list`` object holds it (still read)."""
-    _, n, c, x = codec.entry_to_msgpack(enc.entry)
-    return {"f": 1, "k": "list", "n": n, "c": c, "x": x}
+def _list_object(count: int = 20) -> dict[str, Any]:
+    """A version-1 ``list`` object (still read): two chunks and a tail."""
+    tail = [["i", "msgpack", "raw", b"%d" % i] for i in range(count - 2 * CHUNK_LEN)]
+    return {"f": 1, "k": "list", "n": count, "c": [[b"\0" * 32, 8], [b"\1" * 32, 8]], "x": tail}
 
 
 def test_list_root_stays_small_at_2000_elements() -> None:
     enc = list_encoding.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
     assert len(msgpack.packb(codec.entry_to_msgpack(enc.entry), use_bin_type=True)) < 1024
-    assert max(len(b) for b in enc.objects.values()) < 2048
+    assert len(_list(enc).segments) == 10  # 3 of 512 elements, 3 of 128, 2 of 32, 2 of 8
 
 
 @pytest.mark.parametrize(
@@ -124,22 +133,63 @@ def test_list_root_stays_small_at_2000_elements() -> None:
         (lambda o: o["c"].__setitem__(0, [o["c"][0][0], 12]), "full count"),
         (lambda o: o["c"].__setitem__(0, [b"short", 8]), "SHA-256"),
         (lambda o: o.pop("x"), "'x'"),
+        (lambda o: o["c"].__setitem__(0, [o["c"][0][0], 8, None]), "segment reference"),
     ],
 )
 def test_malformed_list_objects_raise_naming_the_key(
     mutate: Callable[[dict[str, Any]], object], reason: str
 ) -> None:
-    enc = list_encoding.encode_list(_elements(20))
-    raw = _list_object(enc)
+    raw = _list_object()
     mutate(raw)
     with pytest.raises(CorruptObjectError, match=reason) as info:
         codec.decode_object(msgpack.packb(raw, use_bin_type=True), "threads/_t/objects/ab", "l")
     assert info.value.key == "threads/_t/objects/ab"
-    # The same list inline in a manifest (format version 2) is checked alike.
-    if reason != "'x'":
-        with pytest.raises(CorruptObjectError, match=reason) as info:
-            codec.decode_entry(["L", raw["n"], raw["c"], raw["x"]], "threads/_t/checkpoints/_/r~.2")
-        assert info.value.key == "threads/_t/checkpoints/_/r~.2"
+
+
+@pytest.mark.parametrize(
+    ("segment", "reason"),
+    [
+        ([b"\0" * 32, 12, None], "segment reference"),
+        ([b"\0" * 32, 8 * 4**5, None], "segment reference"),
+        ([b"\0" * 32, 32, None], "element count"),
+        ([b"short", 8, None], "SHA-256"),
+        ([b"\0" * 32, 8, "x" * 200], "not a checkpoint id"),
+        ([b"\0" * 32, 8, b"\0" * 15], "not a checkpoint id"),
+        ([b"\0" * 32, 8, 7], "not a checkpoint id"),
+    ],
+)
+def test_malformed_inline_lists_raise_naming_the_manifest(segment: list[Any], reason: str) -> None:
+    mkey = "threads/_t/checkpoints/_/r~.2"
+    tail = [["i", "msgpack", "raw", b"1"]]
+    with pytest.raises(CorruptObjectError, match=reason) as info:
+        codec.decode_entry(["L", 9, [segment], tail], mkey)
+    assert info.value.key == mkey
+
+
+def test_segment_locations_are_relative_to_the_manifest_that_holds_them() -> None:
+    from objstore_saver.format import keys
+
+    def manifest(thread: str, checkpoint_id: str) -> str:
+        return keys.manifest_key(thread, "", checkpoint_id)
+
+    uuid_id = "1f0a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8"
+    mkey = manifest("t", "own")
+    locs = [mkey, manifest("t", "older"), manifest("t", uuid_id)]
+    segs = tuple(codec.SegmentRef(bytes([i]) * 32, 8, loc) for i, loc in enumerate(locs))
+    tail = (codec.Inline(codec.Payload("t", "raw", b"")),)
+    entry = codec.InlineList(ListObj(25, (), tail, segs))
+    raw = codec.entry_to_msgpack(entry, mkey)
+    # Own manifest "", another by its checkpoint id; a UUID's id as its 16 bytes.
+    assert [s[2] for s in raw[2]] == ["", "older", bytes.fromhex(uuid_id.replace("-", ""))]
+    assert codec.decode_entry(raw, mkey) == entry
+    # Copied to another thread, the same bytes locate the copies there.
+    moved = codec.decode_entry(raw, manifest("u", "own"))
+    assert isinstance(moved, codec.InlineList)
+    assert [g.loc for g in moved.obj.segments] == [
+        manifest("u", i) for i in ("own", "older", uuid_id)
+    ]
+    with pytest.raises(ValueError, match="not a manifest beside"):
+        codec.entry_to_msgpack(entry, manifest("u", "own"))
 
 
 def test_a_list_element_that_is_a_list_root_is_corrupt() -> None:
@@ -231,7 +281,7 @@ def test_element_memory_is_bounded_by_bytes() -> None:
     assert cache.get(("msgpack", b"0" * 200)) is None
 
 
-def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sealed_memory_packs_only_new_segments(monkeypatch: pytest.MonkeyPatch) -> None:
     from objstore_saver.caches.facts import ElementCache
 
     packed: list[str] = []
@@ -242,7 +292,7 @@ def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.Monke
         return real(obj)
 
     cache = ElementCache()
-    # 4 ** 2 chunks make one node of nodes; one more element seals the 17th chunk.
+    # 4 ** 2 runs of 8 merge into one segment; 8 more elements seal a new one.
     n = CHUNK_LEN * NODE_FANOUT**2
     elements = _elements(n + CHUNK_LEN)
     list_encoding.encode_list(elements[:n], cache, cache.sealed)
@@ -250,10 +300,10 @@ def test_sealed_memory_packs_only_new_chunks_and_nodes(monkeypatch: pytest.Monke
     # The same elements serialized again (new bytes objects, equal content).
     again = [(t, bytes(bytearray(d))) for t, d in elements]
     grown = list_encoding.encode_list(again, cache, cache.sealed)
-    # Only the new chunk and its new referenced elements (the list's root is
-    # inline in the manifest); the 16 chunks and 5 nodes are remembered.
+    # Only the new segment and its new referenced elements (the list's root
+    # is inline in the manifest); the 128-element segment is remembered.
     new_values = sum(1 for i in range(n, n + CHUNK_LEN) if i % 3 == 0)
-    assert sorted(packed) == ["chunk"] + ["value"] * new_values
+    assert sorted(packed) == ["segment"] + ["value"] * new_values
     monkeypatch.undo()
     # Byte for byte what an encoding without any memory gives (spec §4.4 layout).
     fresh = list_encoding.encode_list(elements)
@@ -268,8 +318,8 @@ def test_sealed_memory_follows_the_elements_not_their_positions() -> None:
     cache = ElementCache()
     elements = _elements(CHUNK_LEN * 6)
     list_encoding.encode_list(elements, cache, cache.sealed)
-    # An element changed in place (a message edited): its chunk and the nodes
-    # above it are new; the result equals a fresh encoding.
+    # An element changed in place (a message edited): the segments holding it
+    # are new; the result equals a fresh encoding.
     edited = list(elements)
     edited[3] = ("msgpack", b"edited")
     got = list_encoding.encode_list(edited, cache, cache.sealed)
@@ -286,8 +336,8 @@ def test_sealed_memory_is_bounded_by_bytes() -> None:
         elements = [("msgpack", b"%d-%d" % (i, j) * 40) for j in range(CHUNK_LEN)]
         list_encoding.encode_list(elements, None, cache)
     assert cache.held_bytes <= 64 * 1024
-    last = ("c", *[("msgpack", b"299-%d" % j * 40) for j in range(CHUNK_LEN)])
-    first = ("c", *[("msgpack", b"0-%d" % j * 40) for j in range(CHUNK_LEN)])
+    last = ("g", *[("msgpack", b"299-%d" % j * 40) for j in range(CHUNK_LEN)])
+    first = ("g", *[("msgpack", b"0-%d" % j * 40) for j in range(CHUNK_LEN)])
     assert cache.get(last) is not None
     assert cache.get(first) is None
 

@@ -1,0 +1,66 @@
+"""Where a list's segment is (spec §4.4): locations relative to the manifest holding them.
+
+A segment reference's location is stored relative to the manifest that
+holds the reference (``""``: that manifest; a checkpoint id, or a UUID's 16
+bytes: that checkpoint's manifest beside it; nil: ``objects/<H>``) and kept
+in memory as a full key. Pure functions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError
+from objstore_saver.format import keys
+from objstore_saver.format.model import CHUNK_LEN, NODE_FANOUT, SEGMENT_MAX_LEN
+
+
+def relative_loc(loc: str | None, holder: str | None) -> str | None:
+    if loc is None:
+        return None
+    if loc == holder:
+        return ""
+    folder = holder.rpartition("/")[0] if holder is not None else None
+    if folder is None or loc.rpartition("/")[0] != folder or not keys.is_manifest_v2_key(loc):
+        raise ValueError(f"segment location {loc!r} is not a manifest beside {holder!r}")
+    checkpoint_id = keys.checkpoint_id_of_manifest_key(loc)
+    return _uuid_bytes(checkpoint_id) or checkpoint_id
+
+
+def _uuid_bytes(checkpoint_id: str) -> bytes | None:
+    """The 16 bytes of a UUID in its canonical text form (LangGraph's ids), else None."""
+    if len(checkpoint_id) != 36:
+        return None
+    try:
+        raw = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    return raw.bytes if str(raw) == checkpoint_id else None
+
+
+def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
+    if raw is None:
+        return None
+    if raw == "":
+        return holder
+    if isinstance(raw, bytes) and len(raw) == 16:
+        raw = str(uuid.UUID(bytes=raw))
+    if not isinstance(raw, str) or not keys.is_manifest_v2_key(holder):
+        raise CorruptObjectError(key, f"a segment's location {raw!r:.80} is not a checkpoint id")
+    try:
+        return f"{holder.rpartition('/')[0]}/{keys.reverse_id(raw)}{keys.V2_MANIFEST_SUFFIX}"
+    except InvalidIdentifierError as exc:
+        raise CorruptObjectError(
+            key, f"a segment's location {raw!r:.80} is not a checkpoint id"
+        ) from exc
+
+
+def is_segment_count(n: object) -> bool:
+    """Whether ``n`` elements make a segment: ``CHUNK_LEN * 4**l`` for a level l ≤ 4."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        return False
+    size = CHUNK_LEN
+    while size < n:
+        size *= NODE_FANOUT
+    return size == n and n <= SEGMENT_MAX_LEN

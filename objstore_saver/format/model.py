@@ -1,0 +1,197 @@
+"""The decoded forms of stored objects, and the format's limits (spec §4).
+
+Plain data only; :mod:`objstore_saver.format.codec` turns bytes into these
+forms and back, checking every rule of §4.6.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FORMAT_VERSION = 1
+#: Format version of the manifests and pending writes this release writes
+#: (docs/format-v2.md); content objects and marks are still version 1.
+CHECKPOINT_FORMAT_VERSION = 2
+#: Versions of manifests and pending writes a reader accepts.
+CHECKPOINT_VERSIONS = (1, 2)
+#: Serialized values up to this size are inline (in the manifest, write or chunk).
+INLINE_MAX = 1024
+#: List elements up to this size are inline in their chunk.
+ELEMENT_INLINE_MAX = 128
+#: Data stored in an object is compressed above this size when that helps.
+COMPRESS_MIN = 128
+#: Largest payload data of one ``value`` object; larger data is split into parts.
+PART_SIZE = 256 * 1024
+#: Elements per sealed chunk; fewer wait in the list object's tail.
+CHUNK_LEN = 8
+#: Subtrees per node: F full subtrees of one size are sealed under a node.
+NODE_FANOUT = 4
+#: Most elements of one list segment (format version 2): ``CHUNK_LEN * 4**4``.
+SEGMENT_MAX_LEN = CHUNK_LEN * NODE_FANOUT**4
+#: Segments merge only while their entries together encode to at most this.
+SEGMENT_MAX_BYTES = 256 * 1024
+#: Lists whose elements average less than this are stored as one value.
+LIST_MIN_MEAN_ELEMENT = 256
+#: A manifest larger than this moves its largest inline entries to objects.
+MANIFEST_BUDGET = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """Serializer type, byte encoding and data of one serialized value."""
+
+    type: str
+    encoding: str
+    data: bytes
+
+    def to_msgpack(self) -> list[Any]:
+        return [self.type, self.encoding, self.data]
+
+
+@dataclass(frozen=True, slots=True)
+class Inline:
+    """Entry holding its value inline."""
+
+    payload: Payload
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """Entry pointing at a content-addressed object.
+
+    ``b`` value, ``p`` parts, ``l`` list, ``s`` split value (§4.4a).
+    """
+
+    tag: Literal["b", "p", "l", "s"]
+    digest: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    """A list's sealed run of elements (format version 2): a ``segment`` object, located.
+
+    ``loc`` is the full key of the manifest that embeds the segment, or None
+    when it stands alone at ``objects/<H>`` (spec §4.4). A segment embedded in
+    a manifest that prune deleted was stored at ``objects/<H>`` first.
+    """
+
+    digest: bytes
+    count: int
+    loc: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InlineList:
+    """A list channel's list, inline in the manifest (format version 2, entry tag ``L``).
+
+    The fields of a ``list`` object (spec §4.4): its sealed subtrees stay
+    objects of their own; the root and its tail travel in the manifest.
+    """
+
+    obj: ListObj
+
+
+Entry = Inline | Ref | InlineList
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """Decoded manifest (spec §4.1)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    checkpoint: Entry
+    metadata: Entry
+    channels: dict[str, Entry]
+    version: int = CHECKPOINT_FORMAT_VERSION
+    """The manifest's format version (its ``f``)."""
+    embedded: tuple[bytes, ...] = ()
+    """Content objects carried in the manifest (field ``e``), each addressed by its hash."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValueObj:
+    payload: Payload
+
+
+@dataclass(frozen=True, slots=True)
+class PartsObj:
+    type: str
+    encoding: str
+    size: int
+    parts: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartObj:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ListObj:
+    count: int
+    #: Sealed subtrees (chunks or nodes) in order, as (digest, element count).
+    sealed: tuple[tuple[bytes, int], ...]
+    #: Elements after the sealed ones (fewer than ``CHUNK_LEN``).
+    tail: tuple[Entry, ...]
+    #: Segments after the sealed subtrees (format version 2), in order.
+    segments: tuple[SegmentRef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObj:
+    #: Full subtrees of one size, as (digest, element count).
+    subtrees: tuple[tuple[bytes, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkObj:
+    items: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentObj:
+    """A sealed run of list elements (format version 2, ``k = "segment"``)."""
+
+    items: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteObj:
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: Entry
+    seq: int = 0
+    """Call order: of special writes the greatest is in force, of regular ones the least."""
+    group: tuple[int, ...] = ()
+    """Indexes of the regular writes stored by the same call (empty: not recorded); §4.7."""
+
+
+@dataclass(frozen=True, slots=True)
+class SplitObj:
+    """A value with its large message texts stored apart (spec §4.4a)."""
+
+    value: Entry
+    #: (path to a message, ``b`` or ``p`` reference to its UTF-8 text).
+    holes: tuple[tuple[tuple[str | int, ...], Ref], ...]
+
+
+StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj | SegmentObj | SplitObj
+
+
+@dataclass(slots=True)
+class Encoded:
+    """An entry and the content-addressed objects (digest → bytes) it needs.
+
+    ``children`` maps each container object (list, chunk, parts) to the
+    digests it references, so a writer can skip whole subtrees it knows.
+    """
+
+    entry: Entry
+    objects: dict[bytes, bytes] = field(default_factory=dict)
+    children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)

@@ -1,0 +1,396 @@
+"""Plans that store a checkpoint and its pending writes: put and put_writes (spec §6.1, §6.5).
+
+The values are encoded and the content objects stored by the sub-plans of
+:mod:`objstore_saver.plans.writing`; this module decides what the manifest
+carries (the parent's entries, where a list's segments are, what it embeds)
+and writes the manifest and the writes, create-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from objstore_saver.caches.facts import CheckpointEntries
+from objstore_saver.errors import (
+    CheckpointConflictError,
+    InvalidIdentifierError,
+    MissingObjectError,
+    ObjstoreSaverError,
+)
+from objstore_saver.format import codec, keys, value_encoding
+from objstore_saver.format.codec import (
+    Encoded,
+    Entry,
+    Inline,
+    InlineList,
+    ListObj,
+    Ref,
+)
+from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
+from objstore_saver.plans.reading import (
+    child_refs,
+    entry_refs,
+    fetch_objects,
+    materialize,
+    read_checkpoint_manifest,
+    remember_embedded,
+)
+from objstore_saver.plans.requests import (
+    Batch,
+    Get,
+    Put,
+    run_batch,
+    run_one,
+)
+from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
+from objstore_saver.plans.writing import encode_value, store_objects
+
+#: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
+REMEMBERED_MANIFEST_MAX = 16 * 1024
+
+
+def recall_parent(
+    ctx: Context, pfx: str, scope: Scope, parent_id: str, *, trust: bool = True
+) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
+    """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
+
+    Memory is used only when confirmed within the trust age (and ``trust``).
+    Reading the manifest (version 2, else version 1) also teaches the object
+    memory which list objects, sealed subtrees and tail elements exist, so a
+    growing list rewrites only its list object and what is new.
+    """
+    ns = scope.checkpoint_ns
+    if trust:
+        for key in (
+            keys.manifest_key(scope.thread_id, ns, parent_id),
+            keys.v1_manifest_key(scope.thread_id, ns, parent_id),
+        ):
+            remembered = ctx.entries.get(key, ctx.trust_age)
+            if remembered is not None:
+                return remembered
+    found = yield from read_checkpoint_manifest(scope.thread_id, ns, parent_id)
+    if found is None:
+        return None
+    mkey, manifest = found
+    remember_embedded(ctx, manifest, mkey)
+    got = yield from fetch_objects(ctx, pfx, entry_refs([manifest.checkpoint]), mkey)
+    checkpoint = materialize(ctx.serde, manifest.checkpoint, got, pfx)
+    for e in manifest.channels.values():
+        if isinstance(e, InlineList):
+            # What stands alone exists: the manifest was written after it.
+            # Located segments are found through their location instead.
+            o = e.obj
+            alone = [d for d, _ in o.sealed] + [g.digest for g in o.segments if g.loc is None]
+            ctx.objects.add_known(pfx, alone + [d for _, d in entry_refs(o.tail)])
+    lists = [(e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref)]
+    bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in lists))
+    for (tag, d), body in zip(lists, bodies, strict=True):
+        key = keys.object_key_in(pfx, d)
+        if body is None:
+            raise MissingObjectError(key, mkey)
+        codec.check_digest(body, d, key)
+        obj = codec.decode_object(body, key, tag)
+        ctx.objects.add(pfx, d, obj)
+        if isinstance(obj, ListObj):
+            # Sealed subtrees and tail elements exist: the list was written after them.
+            ctx.objects.add_known(pfx, [c for _, c in child_refs(obj)])
+    entries = CheckpointEntries(dict(checkpoint.get("channel_versions", {})), manifest.channels)
+    ctx.entries.put(mkey, entries)
+    return entries
+
+
+def _locate_segments(
+    ctx: Context,
+    pfx: str,
+    mkey: str,
+    channels: dict[str, Entry],
+    encoded: Sequence[Encoded],
+    parent: CheckpointEntries | None,
+) -> dict[bytes, bytes]:
+    """Give each new list segment a location; return those the manifest embeds.
+
+    A segment the parent locates keeps that location (its manifest holds
+    it); a segment known stored alone stays there; any other is embedded in
+    the manifest ``mkey`` (spec §6.1 step 2): a seal or a merge costs no
+    request of its own.
+    """
+    where: dict[bytes, str | None] = {}
+    for e in (parent.entries if parent is not None else {}).values():
+        if isinstance(e, InlineList):
+            where.update((g.digest, g.loc) for g in e.obj.segments)
+    bodies: dict[bytes, bytes] = {}
+    for enc in encoded:
+        bodies.update(enc.objects)
+    embedded: dict[bytes, bytes] = {}
+    for name, e in channels.items():
+        if not isinstance(e, InlineList) or not any(g.loc is None for g in e.obj.segments):
+            continue
+        placed = []
+        for g in e.obj.segments:
+            if g.loc is None and g.digest in bodies:
+                if g.digest in where:
+                    g = replace(g, loc=where[g.digest])
+                elif not ctx.objects.known(pfx, g.digest, ctx.trust_age):
+                    embedded[g.digest] = bodies[g.digest]
+                    g = replace(g, loc=mkey)
+            placed.append(g)
+        channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
+        _replace_entry(encoded, e, channels[name])
+    return embedded
+
+
+def _replace_entry(encoded: Sequence[Encoded], old: Entry, new: Entry) -> None:
+    """Make the encoding whose entry is ``old`` carry ``new`` (what the manifest holds)."""
+    for enc in encoded:
+        if enc.entry is old:
+            enc.entry = new
+
+
+def _unembed(channels: dict[str, Entry], mkey: str, encoded: Sequence[Encoded]) -> None:
+    """Locate every segment embedded at ``mkey`` alone instead (``objects/<H>``)."""
+    for name, e in channels.items():
+        if isinstance(e, InlineList) and any(g.loc == mkey for g in e.obj.segments):
+            segments = tuple(replace(g, loc=None) if g.loc == mkey else g for g in e.obj.segments)
+            channels[name] = InlineList(replace(e.obj, segments=segments))
+            _replace_entry(encoded, e, channels[name])
+
+
+def _fit_manifest(fields: dict[str, Any], encoded: list[Encoded]) -> tuple[bytes, dict[str, Any]]:
+    """Encode a manifest, moving its embedded objects, then its largest inline entries, out.
+
+    Embedded segments go first: a manifest past the budget stores them alone
+    (the caller PUTs them with the other objects), then moves inline entries.
+    Returns the bytes and the fields they encode.
+    """
+    data = codec.encode_manifest(**fields)
+    if len(data) <= codec.MANIFEST_BUDGET:
+        return data, fields
+    if fields.get("embedded"):
+        channels = dict(fields["channels"])
+        _unembed(
+            channels,
+            keys.manifest_key(
+                fields["thread_id"], fields["checkpoint_ns"], fields["checkpoint_id"]
+            ),
+            encoded,
+        )
+        fields = {**fields, "channels": channels, "embedded": ()}
+        data = codec.encode_manifest(**fields)
+        if len(data) <= codec.MANIFEST_BUDGET:
+            return data, fields
+    channels = dict(fields["channels"])
+    movable = sorted(
+        (name for name, e in channels.items() if isinstance(e, Inline)),
+        key=lambda name: len(channels[name].payload.data),
+        reverse=True,
+    )
+    for name in [*movable, "checkpoint", "metadata"]:
+        holder = channels if name in movable else fields
+        entry = holder[name]
+        if not isinstance(entry, Inline):
+            continue
+        enc = value_encoding.encode_serialized(
+            *codec.payload_bytes(entry.payload, name), inline_max=-1
+        )
+        encoded.append(enc)
+        holder[name] = enc.entry
+        fields = {**fields, "channels": channels}
+        data = codec.encode_manifest(**fields)
+        if len(data) <= codec.MANIFEST_BUDGET:
+            return data, fields
+    return data, fields
+
+
+def _run_marker_id(thread_id: str, run_id: str) -> str:
+    return f"{thread_id}\0{run_id}"
+
+
+def _put_too_slow(what: str, ctx: Context) -> ObjstoreSaverError:
+    return ObjstoreSaverError(
+        f"{what}: storing its objects took longer than half the reuse window "
+        f"({ctx.trust_age:g} s) {PUT_ATTEMPTS} times in a row; the store is too slow for "
+        "the prune safety rules (spec §6.9), nothing was committed"
+    )
+
+
+def put(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Step:
+    """Plan: spec §6.1. Returns the config of the stored checkpoint."""
+    scope = scope_of(config)
+    cid = checkpoint["id"]
+    mkey = keys.manifest_key(scope.thread_id, scope.checkpoint_ns, cid)
+    pfx = keys.thread_prefix(scope.thread_id)
+    parent_id = scope.checkpoint_id
+    versions = dict(checkpoint.get("channel_versions", {}))
+    values = checkpoint.get("channel_values", {})
+    # The id is the manifest's own field; values are the channel entries.
+    bare = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    md = get_checkpoint_metadata(config, metadata)
+    run_id = md.get("run_id")
+    marker = _run_marker_id(scope.thread_id, run_id) if isinstance(run_id, str) else None
+
+    for attempt in range(PUT_ATTEMPTS):
+        # First attempt trusts memory; a retry re-confirms everything (§6.1 step 3).
+        trust = attempt == 0
+        started = ctx.clock()
+        parent: CheckpointEntries | None = None
+        # The parent gives the carried channels, and where a list's segments are.
+        if parent_id is not None and any(
+            c not in new_versions or (type(values.get(c)) is list and values[c]) for c in versions
+        ):
+            parent = yield from recall_parent(ctx, pfx, scope, parent_id, trust=trust)
+
+        encoded: list[Encoded] = []
+        channels: dict[str, Entry] = {}
+        for name, version in versions.items():
+            if (
+                name not in new_versions
+                and parent is not None
+                and parent.versions.get(name) == version
+            ):
+                if name in parent.entries:
+                    channels[name] = parent.entries[name]
+                continue
+            if name in values:
+                enc = yield from encode_value(ctx, pfx, values[name], trust=trust)
+                channels[name] = enc.entry
+                encoded.append(enc)
+
+        cp_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(bare))
+        md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md))
+        encoded += [cp_enc, md_enc]
+        embedded = _locate_segments(ctx, pfx, mkey, channels, encoded, parent)
+        manifest, fields = _fit_manifest(
+            {
+                "thread_id": scope.thread_id,
+                "checkpoint_ns": scope.checkpoint_ns,
+                "checkpoint_id": cid,
+                "parent_checkpoint_id": parent_id,
+                "checkpoint": cp_enc.entry,
+                "metadata": md_enc.entry,
+                "channels": channels,
+                "embedded": list(embedded.values()),
+            },
+            encoded,
+        )
+        channels = fields["channels"]
+        if not fields["embedded"]:
+            embedded = {}
+
+        markers: list[Put] = []
+        if marker is not None and marker not in ctx.marked_runs:
+            markers = [Put(k, b"") for k in keys.run_markers(scope.thread_id, cast(str, run_id))]
+        yield from store_objects(ctx, pfx, encoded, markers, trust=trust, embedded=list(embedded))
+        if marker is not None:
+            ctx.marked_runs.add(marker)
+        # Invariant: every object the manifest relies on was confirmed stored at
+        # most W before the manifest is sent, else a sweep may have removed it.
+        if ctx.clock() - started <= ctx.trust_age:
+            break
+    else:
+        raise _put_too_slow(
+            f"put of checkpoint {cid!r} of thread {scope.thread_id!r} "
+            f"(namespace {scope.checkpoint_ns!r})",
+            ctx,
+        )
+
+    created = yield from run_one(Put(mkey, manifest))
+    if not created:
+        # A concurrent writer, or our own request retried after its response
+        # was lost: it is ours only if the stored bytes are the same.
+        stored = yield from run_one(Get(mkey))
+        if stored != manifest:
+            raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
+    for d, body in embedded.items():
+        ctx.objects.add_embedded(pfx, d, codec.decode_object(body, mkey, "g"))
+    # Remembered without its embedded objects: those are in the object memory.
+    kept = codec.encode_manifest(**{**fields, "embedded": ()}) if embedded else manifest
+    if len(kept) > REMEMBERED_MANIFEST_MAX:
+        kept = None
+    ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
+    ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
+    return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
+
+
+def put_writes(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Step:
+    """Plan: spec §6.5."""
+    scope = scope_of(config, need_checkpoint_id=True)
+    assert scope.checkpoint_id is not None
+    if not isinstance(task_id, str):
+        raise InvalidIdentifierError(f"task_id must be a string, got {task_id!r}")
+    pfx = keys.thread_prefix(scope.thread_id)
+    regular = tuple(i for i, (ch, _) in enumerate(writes) if WRITES_IDX_MAP.get(ch, i) >= 0)
+    # Two or more regular writes are one write group: one request, all or
+    # nothing (a long index list names the group by its hash, spec §4.7).
+    grouped = len(regular) > 1
+    # Taken in call order, before any request: a later special write wins
+    # even when its request completes first, or comes later in one call; of
+    # regular writes held by several objects (a group and a single write of
+    # one slot, from calls of different shapes) the earliest call's is in force.
+    seqs = [ctx.next_seq() for _ in writes]
+    for attempt in range(PUT_ATTEMPTS):
+        trust = attempt == 0
+        started = ctx.clock()
+        encoded: list[Encoded] = []
+        write_puts: list[Put] = []
+        group_rows: list[tuple[int, str, Entry]] = []
+        for i, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, i)
+            enc = yield from encode_value(ctx, pfx, value, trust=trust, written_once=True)
+            encoded.append(enc)
+            if grouped and idx >= 0:
+                group_rows.append((idx, channel, enc.entry))
+                continue
+            body = codec.encode_write(
+                task_id=task_id,
+                task_path=task_path,
+                idx=idx,
+                channel=channel,
+                value=enc.entry,
+                seq=seqs[i],
+            )
+            key = keys.write_key(
+                scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seqs[i]
+            )
+            # Create-only: the first regular write wins; special writes get a new
+            # key per call and the greatest sequence is in force (nothing is
+            # overwritten).
+            write_puts.append(Put(key, body))
+        if group_rows:
+            # Create-only too: a stored group (a retry, or the task's earlier
+            # call with the same indexes) wins.
+            body = codec.encode_write_group(
+                task_id=task_id, task_path=task_path, writes=group_rows, seq=seqs[regular[0]]
+            )
+            key = keys.write_group_key(
+                scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, regular
+            )
+            write_puts.append(Put(key, body))
+        yield from store_objects(ctx, pfx, encoded, trust=trust)
+        if ctx.clock() - started <= ctx.trust_age:
+            break
+    else:
+        raise _put_too_slow(f"put_writes of task {task_id!r} in thread {scope.thread_id!r}", ctx)
+    yield from run_batch(*write_puts)
