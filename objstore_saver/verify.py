@@ -1,7 +1,9 @@
 """fsck for a store: every manifest parses, every reference resolves (spec §6.11).
 
 The plan reads the store itself, never the saver's memories, so it reports
-what is stored, not what this process believes. Problems are collected, not
+what is stored, not what this process believes. Objects embedded in manifests
+(format version 2) are hashed and decoded, and each located list segment is
+resolved where it is (docs/format-v2.md). Problems are collected, not
 raised: one corrupt object does not hide the others.
 """
 
@@ -14,17 +16,7 @@ from typing import Any, TypeVar
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import (
-    ChunkObj,
-    InlineList,
-    ListObj,
-    NodeObj,
-    PartObj,
-    PartsObj,
-    SplitObj,
-    StoredObject,
-    ValueObj,
-)
+from objstore_saver.format.codec import Entry, Manifest, SegmentRef
 from objstore_saver.longterm import layout
 from objstore_saver.longterm.plans import NamespaceIndex, fold, group_index, list_infos, op_letter
 from objstore_saver.longterm.records import (
@@ -35,14 +27,20 @@ from objstore_saver.longterm.records import (
     decode_record,
     decode_snapshot,
 )
-from objstore_saver.plans import child_refs, decode_checked_manifest, entry_refs, thread_prefixes
-from objstore_saver.plans.requests import Batch, Get, run_batch
+from objstore_saver.plans import decode_checked_manifest, thread_prefixes
+from objstore_saver.plans.requests import Batch
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
+from objstore_saver.verify_facts import (
+    Facts,
+    embedded_name,
+    facts_of,
+    fetch,
+    fetch_groups,
+    held_in,
+    split_refs,
+)
 
 T = TypeVar("T")
-
-#: Objects fetched per batch: bounds the bytes held at once.
-GET_BATCH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +74,10 @@ class VerifyReport:
     orphan_objects: int = 0
     orphan_bytes: int = 0
     orphan_writes: int = 0
+    #: Objects embedded in manifests (field ``e``, format version 2): counted
+    #: here, not in ``objects``; their bytes are part of their manifests'.
+    embedded_objects: int = 0
+    embedded_bytes: int = 0
     #: Long-term store (spec §8): namespaces, item objects, index records and snapshots.
     store_namespaces: int = 0
     store_items: int = 0
@@ -95,86 +97,15 @@ class VerifyReport:
         return out
 
 
-@dataclass
-class _Facts:
-    """What was learnt of one content-addressed object."""
-
-    kind: str
-    children: list[tuple[str, bytes]]
-    #: Elements of a chunk, or data bytes of a part (for shape checks).
-    length: int = 0
-    #: For lists: [(chunk, count)]; for parts indexes: (size, [part digests]).
-    shape: Any = None
-
-
-def _facts(obj: StoredObject) -> _Facts:
-    children = child_refs(obj)
-    if isinstance(obj, ValueObj):
-        return _Facts("value", children)
-    if isinstance(obj, PartObj):
-        return _Facts("part", children, length=len(obj.data))
-    if isinstance(obj, PartsObj):
-        return _Facts("parts", children, shape=obj.size)
-    if isinstance(obj, ListObj):
-        return _Facts("list", children, shape=list(obj.sealed))
-    if isinstance(obj, NodeObj):
-        return _Facts("node", children, shape=list(obj.subtrees))
-    if isinstance(obj, SplitObj):
-        return _Facts("split", children)
-    assert isinstance(obj, ChunkObj)
-    return _Facts("chunk", children, length=len(obj.items))
-
-
-def _held(facts: dict[bytes, _Facts], digest: bytes) -> int | None:
-    """Elements under a chunk or node, as its own object says (None if unknown)."""
-    f = facts.get(digest)
-    if f is None:
-        return None
-    if f.kind == "chunk":
-        return f.length
-    if f.kind == "node":
-        return sum(n for _, n in f.shape)
-    return None
-
-
-def _fetch(
-    keys_: Sequence[str],
-) -> Generator[Batch, list[Any] | None, list[tuple[str, bytes | None]]]:
-    out: list[tuple[str, bytes | None]] = []
-    for start in range(0, len(keys_), GET_BATCH):
-        part = keys_[start : start + GET_BATCH]
-        bodies = yield from run_batch(*(Get(k) for k in part))
-        out.extend(zip(part, bodies, strict=True))
-    return out
-
-
-def _fetch_groups(
-    *groups: Sequence[str],
-) -> Generator[Batch, list[Any] | None, list[list[tuple[str, bytes | None]]]]:
-    """Sub-plan: the bodies of several groups of keys; in one round when they fit a batch.
-
-    A small thread (most) is read in one round of requests; a larger one group
-    after group, ``GET_BATCH`` at a time, which bounds the bytes held at once.
-    """
-    if sum(len(g) for g in groups) <= GET_BATCH:
-        every = [k for g in groups for k in g]
-        bodies = yield from run_batch(*(Get(k) for k in every))
-        pairs = list(zip(every, bodies, strict=True))
-        out, start = [], 0
-        for g in groups:
-            out.append(pairs[start : start + len(g)])
-            start += len(g)
-        return out
-    out = []
-    for g in groups:
-        out.append((yield from _fetch(g)))
-    return out
-
-
 def verify_thread(
     pfx: str, report: VerifyReport, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: check every key under one thread prefix, adding to ``report``.
+
+    Objects embedded in manifests (format version 2) are hashed and decoded;
+    a located segment is resolved in the manifest that embeds it, without
+    reading that manifest again, or at ``objects/<H>`` when the manifest is
+    gone (prune stored it there first). Only both missing is a problem.
 
     Args:
         pfx: The thread prefix.
@@ -187,7 +118,7 @@ def verify_thread(
         listing = yield from list_thread_keys(pfx)
     for info in listing.unknown:
         report.problems.append(Problem(info.key, "unknown-key", "not a key the format defines"))
-    # referrer of each referenced digest, and the kind the reference expects
+    # referrer of each digest referenced at objects/<H>, and the kind the reference expects
     wanted: dict[bytes, tuple[str, str]] = {}
 
     def want(refs: Iterable[tuple[str, bytes]], referrer: str) -> None:
@@ -195,11 +126,16 @@ def verify_thread(
             wanted.setdefault(digest, (codec.KIND_OF_TAG[tag], referrer))
 
     # Lists inline in manifests and writes (format version 2): their subtrees'
-    # counts are checked like a list object's.
-    inline_lists: list[tuple[str, tuple[tuple[bytes, int], ...]]] = []
+    # and segments' counts are checked like a list object's.
+    inline_lists: list[tuple[str, list[tuple[bytes, int]]]] = []
+    segment_refs: list[tuple[str, SegmentRef]] = []
 
-    def note_lists(entries: Iterable[codec.Entry], referrer: str) -> None:
-        inline_lists.extend((referrer, e.obj.sealed) for e in entries if isinstance(e, InlineList))
+    def note(entries: Iterable[Entry], referrer: str) -> None:
+        alone, sealed, segments = split_refs(entries)
+        want(alone, referrer)
+        if sealed:
+            inline_lists.append((referrer, sealed))
+        segment_refs.extend((referrer, g) for g in segments)
 
     object_keys = []
     for o in listing.objects:
@@ -208,9 +144,31 @@ def verify_thread(
             report.problems.append(Problem(o.key, "unknown-key", "not a SHA-256 object key"))
         else:
             object_keys.append(o.key)
-    got_manifests, got_writes, got_objects = yield from _fetch_groups(
+    got_manifests, got_writes, got_objects = yield from fetch_groups(
         [o.key for o in listing.manifests], [o.key for o in listing.writes], object_keys
     )
+
+    facts: dict[bytes, Facts] = {}
+    # What each manifest read embeds (hashed here), by manifest key; and the
+    # manifests present but unreadable (already reported: not resolved in).
+    embeds: dict[str, set[bytes]] = {}
+    unreadable: set[str] = set()
+
+    def take_embedded(key: str, m: Manifest, counted: bool = True) -> None:
+        held: set[bytes] = set()
+        for body in m.embedded:
+            digest = codec.digest_of(body)
+            held.add(digest)
+            if counted:
+                report.embedded_objects += 1
+                report.embedded_bytes += len(body)
+            try:
+                obj = codec.decode_object(body, embedded_name(key, digest))
+            except (CorruptObjectError, UnsupportedFormatError) as exc:
+                report.problems.append(Problem(key, "unreadable", str(exc)))
+                continue
+            facts[digest] = facts_of(obj)
+        embeds[key] = held
 
     manifest_checkpoints: set[tuple[str, str, str]] = set()
     for key, body in got_manifests:
@@ -221,15 +179,17 @@ def verify_thread(
             m = decode_checked_manifest(body, key)
         except (CorruptObjectError, UnsupportedFormatError) as exc:
             report.problems.append(Problem(key, "unreadable", str(exc)))
+            unreadable.add(key)
             continue
         if keys.thread_prefix(m.thread_id) != pfx:
             report.problems.append(
                 Problem(key, "unreadable", f"manifest of thread {m.thread_id!r} in another thread")
             )
+            unreadable.add(key)
             continue
         manifest_checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
-        want(entry_refs([m.checkpoint, m.metadata, *m.channels.values()]), key)
-        note_lists(m.channels.values(), key)
+        take_embedded(key, m)
+        note([m.checkpoint, m.metadata, *m.channels.values()], key)
 
     for key, body in got_writes:
         if body is None:
@@ -244,10 +204,8 @@ def verify_thread(
             # Left by an interrupted delete or prune; never read (spec §6.6).
             report.orphan_writes += 1
             continue
-        want(entry_refs([w.value for w in ws]), key)
-        note_lists([w.value for w in ws], key)
+        note([w.value for w in ws], key)
 
-    facts: dict[bytes, _Facts] = {}
     sizes: dict[bytes, int] = {}
 
     def absorb(pairs: list[tuple[str, bytes | None]]) -> None:
@@ -268,17 +226,84 @@ def verify_thread(
             except (CorruptObjectError, UnsupportedFormatError) as exc:
                 report.problems.append(Problem(key, "unreadable", str(exc)))
                 continue
-            facts[digest] = _facts(obj)
+            facts[digest] = facts_of(obj)
 
     absorb(got_objects)
+
+    # Located segments: in the manifest that embeds them when it was read (no
+    # request), else alone at objects/<H>, where prune stores them before it
+    # deletes their manifest.
+    reached: set[bytes] = set()
+    found_in: dict[bytes, str] = {}  # segment resolved in a manifest → that manifest
+    fallback: dict[bytes, tuple[str, str]] = {}  # digest → (its gone manifest, referrer)
+    told: set[tuple[str, bytes]] = set()
+    for referrer, g in segment_refs:
+        if g.loc is None:
+            continue
+        if g.loc in embeds:
+            if g.digest in embeds[g.loc]:
+                found_in.setdefault(g.digest, g.loc)
+            elif (g.loc, g.digest) not in told:
+                told.add((g.loc, g.digest))
+                report.problems.append(
+                    Problem(
+                        g.loc,
+                        "missing",
+                        f"does not embed object {g.digest.hex()} that {referrer!r} locates there",
+                    )
+                )
+        elif g.loc not in unreadable and g.digest not in found_in:
+            fallback.setdefault(g.digest, (g.loc, referrer))
+    # Found in a manifest: no need to read it alone.
+    fallback = {d: v for d, v in fallback.items() if d not in found_in}
+    late = [d for d in fallback if d not in sizes]
+    if late:
+        absorb((yield from fetch([keys.object_key_in(pfx, d) for d in late])))
+    # Neither is there: the manifest may have been written after the listing.
+    listed = {o.key for o in listing.manifests}
+    gone = sorted({fallback[d][0] for d in fallback if d not in sizes} - listed)
+    for key, body in (yield from fetch(gone)) if gone else []:
+        if body is None:
+            continue
+        try:
+            m = decode_checked_manifest(body, key)
+        except (CorruptObjectError, UnsupportedFormatError):
+            continue
+        if keys.thread_prefix(m.thread_id) == pfx:
+            take_embedded(key, m, counted=False)
+    for d, (loc, referrer) in fallback.items():
+        if d in sizes:
+            wanted.setdefault(d, ("segment", referrer))
+        elif d in embeds.get(loc, ()):
+            found_in[d] = loc
+        else:
+            report.problems.append(
+                Problem(
+                    keys.object_key_in(pfx, d),
+                    "missing",
+                    f"{referrer!r} locates it in {loc!r}; neither that manifest nor "
+                    f"{keys.object_key_in(pfx, d)!r} holds it",
+                )
+            )
+    for d, loc in found_in.items():
+        reached.add(d)
+        f = facts.get(d)
+        if f is None:
+            continue  # does not decode: reported with its manifest
+        if f.kind != "segment":
+            report.problems.append(
+                Problem(
+                    loc, "wrong-kind", f"embedded object {d.hex()} is a {f.kind}, not a segment"
+                )
+            )
+        want(f.children, embedded_name(loc, d))
 
     # Walk from the manifests and writes. Objects written after the listing (a
     # concurrent put) are fetched, not reported missing on the listing's word.
     frontier = list(wanted)
-    reached: set[bytes] = set()
     while frontier:
         late = [d for d in frontier if d not in sizes]
-        fetched = yield from _fetch([keys.object_key_in(pfx, d) for d in late])
+        fetched = yield from fetch([keys.object_key_in(pfx, d) for d in late])
         for (key, body), digest in zip(fetched, late, strict=True):
             if body is None:
                 sizes[digest] = 0
@@ -297,7 +322,7 @@ def verify_thread(
 
     for digest, (expected, referrer) in wanted.items():
         f = facts.get(digest)
-        if f is None:
+        if f is None or digest not in sizes:
             continue
         key = keys.object_key_in(pfx, digest)
         if f.kind != expected and not (expected == "subtree" and f.kind in ("chunk", "node")):
@@ -305,6 +330,8 @@ def verify_thread(
                 Problem(key, "wrong-kind", f"{referrer!r} expects a {expected}, found a {f.kind}")
             )
     for digest, f in facts.items():
+        if digest not in sizes:
+            continue  # embedded only: checked where it is referenced
         key = keys.object_key_in(pfx, digest)
         if f.kind in ("list", "node"):
             report.problems += _count_problems(facts, pfx, f.shape, f"{f.kind} {key!r}")
@@ -318,18 +345,33 @@ def verify_thread(
                     )
     for referrer, sealed in inline_lists:
         report.problems += _count_problems(facts, pfx, sealed, f"the list in {referrer!r}")
+    shown: set[tuple[bytes, int]] = set()
+    for referrer, g in segment_refs:
+        f = facts.get(g.digest)
+        if f is None or f.kind != "segment" or f.length == g.count or (g.digest, g.count) in shown:
+            continue
+        shown.add((g.digest, g.count))
+        where = found_in.get(g.digest)
+        report.problems.append(
+            Problem(
+                where or keys.object_key_in(pfx, g.digest),
+                "shape",
+                f"segment {g.digest.hex()} holds {f.length} elements, "
+                f"the list in {referrer!r} says {g.count}",
+            )
+        )
     for digest in sizes.keys() - reached:
         report.orphan_objects += 1
         report.orphan_bytes += sizes[digest]
 
 
 def _count_problems(
-    facts: dict[bytes, _Facts], pfx: str, subtrees: Iterable[tuple[bytes, int]], holder: str
+    facts: dict[bytes, Facts], pfx: str, subtrees: Iterable[tuple[bytes, int]], holder: str
 ) -> list[Problem]:
     """Subtrees holding another element count than ``holder`` (a list or node) says."""
     out = []
     for sub, count in subtrees:
-        held = _held(facts, sub)
+        held = held_in(facts, sub)
         if held is not None and held != count:
             out.append(
                 Problem(
@@ -369,7 +411,7 @@ def _check_index(
 ) -> Generator[Batch, list[Any] | None, None]:
     """Decode every segment of one namespace's index and build its state (§8.3)."""
     snaps: dict[str, Snapshot] = {}
-    for key, body in (yield from _fetch([o.key for o in group.snapshots])):
+    for key, body in (yield from fetch([o.key for o in group.snapshots])):
         snap = None if body is None else _decoded(key, body, decode_snapshot, report)
         if snap is not None and layout.namespace_path(snap.ns) != group.path:
             report.problems.append(Problem(key, "unreadable", f"snapshot of {snap.ns!r}"))
@@ -381,7 +423,7 @@ def _check_index(
         group.covered = snaps[newest].covered
         for rec in snaps[newest].records:
             fold(group.state, rec)
-    for key, body in (yield from _fetch([o.key for o in group.records])):
+    for key, body in (yield from fetch([o.key for o in group.records])):
         rec = None if body is None else _decoded(key, body, decode_record, report)
         if rec is None:
             continue
@@ -411,7 +453,7 @@ def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any
         yield from _check_index(group, report)
         report.store_namespaces += 1
         state.update({layout.item_key(r.ns, r.key): r for r in group.state.values()})
-    for key, body in (yield from _fetch([i.key for i in items])):
+    for key, body in (yield from fetch([i.key for i in items])):
         newest = state.pop(key, None)  # an unreadable item is not also missing
         item = None if body is None else _decoded(key, body, decode_item, report)
         if item is None:

@@ -118,6 +118,11 @@ def _render_show(r: dict[str, Any]) -> str:
             lines += [f"    {m['role']:>6}: {m['content']}" for m in value]
         else:
             lines.append(f"  {name} ({where}): {json.dumps(value)[:200]}")
+        lines += [
+            f"    segment of {g['elements']} "
+            + (f"in {g['embedded_in']}#{g['digest']}" if g["embedded_in"] else f"at {g['key']}")
+            for g in r["storage"][name].get("segments", [])
+        ]
     if r["pending_writes"]:
         lines.append("pending writes:")
         lines += [
@@ -138,7 +143,11 @@ SHOW = Command(
 
 def _add_cat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "key", help="key relative to the store's prefix, e.g. threads/_t/objects/<hash>"
+        "key",
+        help="key relative to the store's prefix, e.g. threads/_t/objects/<hash>; an object "
+        "embedded in a manifest (a list segment, format version 2) is <manifest key>#<hash>, "
+        "as 'show' names them (embedded_in, digest); when that manifest is gone, the object "
+        "stored alone at objects/<hash> is shown",
     )
 
 
@@ -183,7 +192,8 @@ def _render_du(r: dict[str, Any]) -> str:
 
 DU = Command(
     name="du",
-    help="objects and bytes by thread and by kind",
+    help="objects and bytes by thread and by kind (objects embedded in manifests count "
+    "within their manifests' bytes)",
     add_arguments=_add_du_arguments,
     run=_run_du,
     render=_render_du,

@@ -22,7 +22,9 @@ from objstore_saver.format.codec import (
     NodeObj,
     PartObj,
     PartsObj,
+    SegmentObj,
     SplitObj,
+    StoredObject,
     ValueObj,
 )
 from objstore_saver.longterm import layout as longterm_layout
@@ -175,6 +177,9 @@ def history_plan(thread_id: str) -> SubPlan:
                     "source": md.get("source"),
                     "channels": len(m.channels),
                     "manifest_bytes": info.size,
+                    # Objects the manifest carries (format version 2), in its bytes.
+                    "embedded_objects": len(m.embedded),
+                    "embedded_bytes": sum(len(b) for b in m.embedded),
                     "written": _iso(info.last_modified),
                     "key": info.key,
                 }
@@ -243,12 +248,56 @@ def _raw_entry(raw: Entry, pfx: str) -> Any:
             "subtrees": [
                 {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in raw.obj.sealed
             ],
+            # Where the list says each segment is: "located_in" a manifest
+            # that embeds it (read it with "cat <manifest key>#<digest>"),
+            # or None when it stands alone at "key".
+            "segments": [
+                {
+                    "key": g.loc or keys.object_key_in(pfx, g.digest),
+                    "digest": g.digest.hex(),
+                    "elements": g.count,
+                    "located_in": g.loc,
+                }
+                for g in raw.obj.segments
+            ],
             "tail": [_raw_entry(e, pfx) for e in raw.obj.tail],
         }
     return {
         "ref": codec.KIND_OF_TAG[raw.tag],
         "key": keys.object_key_in(pfx, raw.digest),
     }
+
+
+#: Separates a manifest key from the SHA-256 of an object it embeds: ``<key>#<hex>``.
+EMBEDDED_SEP = "#"
+
+
+def embedded_address(key: str) -> tuple[str, bytes] | None:
+    """``(manifest key, digest)`` of an embedded object's address ``<manifest key>#<hex>``.
+
+    None when ``key`` is a plain key.
+
+    Raises:
+        ValueError: the part after ``#`` is not a SHA-256 hex digest.
+    """
+    if EMBEDDED_SEP not in key:
+        return None
+    mkey, _, hexd = key.rpartition(EMBEDDED_SEP)
+    if len(hexd) != 64 or hexd.strip("0123456789abcdef"):
+        raise ValueError(
+            f"{key!r}: an embedded object is <manifest key>#<SHA-256 in lowercase hex>"
+        )
+    return mkey, bytes.fromhex(hexd)
+
+
+def _embedded_summary(key: str, body: bytes) -> dict[str, Any]:
+    digest = codec.digest_of(body)
+    row: dict[str, Any] = {"digest": digest.hex(), "bytes": len(body)}
+    try:
+        row["kind"] = codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"]
+    except CorruptObjectError as exc:
+        row["error"] = exc.reason
+    return row
 
 
 def describe_object(key: str, body: bytes) -> dict[str, Any]:
@@ -275,6 +324,9 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
             checkpoint=_raw_entry(m.checkpoint, key),
             metadata=_raw_entry(m.metadata, key),
             channels={name: _raw_entry(e, pfx) for name, e in m.channels.items()},
+            # Objects the manifest carries (field "e"), each addressed by its
+            # SHA-256: "cat <this key>#<digest>" decodes one.
+            embedded=[_embedded_summary(key, b) for b in m.embedded],
         )
         return out
     if section == "writes":
@@ -314,61 +366,123 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
     except ValueError:
         raise CorruptObjectError(key, "object key is not a SHA-256 hex digest") from None
     codec.check_digest(body, digest, key)
-    obj = codec.decode_object(body, key)
     out["sha256_ok"] = True
-    if isinstance(obj, ValueObj):
-        out.update(
-            kind="value",
-            type=obj.payload.type,
-            encoding=obj.payload.encoding,
-            value=decode_payload(obj.payload, key),
-        )
-    elif isinstance(obj, PartObj):
-        out.update(kind="part", data_bytes=len(obj.data))
-    elif isinstance(obj, PartsObj):
-        out.update(
-            kind="parts",
-            type=obj.type,
-            encoding=obj.encoding,
-            size=obj.size,
-            parts=[keys.object_key_in(pfx, d) for d in obj.parts],
-        )
-    elif isinstance(obj, ListObj):
-        out.update(
-            kind="list",
-            elements=obj.count,
-            sealed=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
-            tail=[_raw_entry(e, pfx) for e in obj.tail],
-        )
-    elif isinstance(obj, SplitObj):
-        out.update(
-            kind="split",
-            value=_raw_entry(obj.value, pfx),
-            texts=[{"path": list(p), **_raw_entry(ref, pfx)} for p, ref in obj.holes],
-        )
-    elif isinstance(obj, NodeObj):
-        out.update(
-            kind="node",
-            subtrees=[{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees],
-        )
-    else:
-        out.update(kind="chunk", elements=[_raw_entry(e, pfx) for e in obj.items])
+    out.update(_content(codec.decode_object(body, key), pfx, key))
     return out
+
+
+def describe_embedded(mkey: str, digest: bytes, body: bytes) -> dict[str, Any]:
+    """Decode an object embedded in manifest ``mkey`` (addressed ``<mkey>#<hex>``) to JSON."""
+    name = f"{mkey}{EMBEDDED_SEP}{digest.hex()}"
+    codec.check_digest(body, digest, name)
+    pfx, _ = keys.split_thread_key(mkey)
+    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey}
+    out["sha256_ok"] = True
+    out.update(_content(codec.decode_object(body, name), pfx, name))
+    return out
+
+
+def _content(obj: StoredObject, pfx: str, key: str) -> dict[str, Any]:
+    """The decoded fields of a content object."""
+    if isinstance(obj, ValueObj):
+        return {
+            "kind": "value",
+            "type": obj.payload.type,
+            "encoding": obj.payload.encoding,
+            "value": decode_payload(obj.payload, key),
+        }
+    if isinstance(obj, PartObj):
+        return {"kind": "part", "data_bytes": len(obj.data)}
+    if isinstance(obj, PartsObj):
+        return {
+            "kind": "parts",
+            "type": obj.type,
+            "encoding": obj.encoding,
+            "size": obj.size,
+            "parts": [keys.object_key_in(pfx, d) for d in obj.parts],
+        }
+    if isinstance(obj, ListObj):
+        return {
+            "kind": "list",
+            "elements": obj.count,
+            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
+            "tail": [_raw_entry(e, pfx) for e in obj.tail],
+        }
+    if isinstance(obj, SplitObj):
+        return {
+            "kind": "split",
+            "value": _raw_entry(obj.value, pfx),
+            "texts": [{"path": list(p), **_raw_entry(ref, pfx)} for p, ref in obj.holes],
+        }
+    if isinstance(obj, NodeObj):
+        return {
+            "kind": "node",
+            "subtrees": [
+                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees
+            ],
+        }
+    if isinstance(obj, SegmentObj):
+        return {"kind": "segment", "elements": [_raw_entry(e, pfx) for e in obj.items]}
+    return {"kind": "chunk", "elements": [_raw_entry(e, pfx) for e in obj.items]}
+
+
+def object_plan(key: str) -> SubPlan:
+    """Plan: any stored object decoded, or why there is none: ``(report, None)`` or
+    ``(None, reason)``.
+
+    ``key`` is a key of the store, or ``<manifest key>#<hex>``: the object
+    with that SHA-256 embedded in the manifest (format version 2). When that
+    manifest is gone, the object is read at ``objects/<H>``, where prune
+    stores what a manifest embeds before deleting it (the report names it
+    ``found_alone``).
+
+    Raises:
+        ValueError: ``key`` holds ``#`` but not a SHA-256 after it.
+        CorruptObjectError: the object (or the manifest) does not decode.
+    """
+    where = embedded_address(key)
+    if where is None:
+        body = yield from run_one(Get(key))
+        if body is None:
+            return None, f"no object at key {key!r}"
+        return describe_object(key, body), None
+    mkey, digest = where
+    body = yield from run_one(Get(mkey))
+    if body is not None:
+        m = codec.decode_manifest(body, mkey)
+        held = codec.embedded_objects(m).get(digest)
+        if held is None:
+            return None, f"manifest {mkey!r} does not embed object {digest.hex()}"
+        return describe_embedded(mkey, digest, held), None
+    alone = keys.object_key_in(keys.split_thread_key(mkey)[0], digest)
+    body = yield from run_one(Get(alone))
+    if body is None:
+        return None, f"neither manifest {mkey!r} nor {alone!r} is stored"
+    out = describe_object(alone, body)
+    out["found_alone"] = f"manifest {mkey!r} is gone: the object is stored alone"
+    return out, None
 
 
 def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
     """Any stored object, decoded to JSON (content-addressed ones checked against their hash).
 
+    ``key`` is a key of the store, or ``<manifest key>#<hex>`` for an object
+    embedded in a version-2 manifest (``show`` names each list segment's
+    manifest and digest); see :func:`object_plan`.
+
     Raises:
-        JobError: nothing is stored at ``key``.
+        JobError: nothing is stored at ``key``, or the manifest does not embed it.
         CorruptObjectError: the object does not decode as the format says.
     """
     config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
-        body = driver.run(run_one(Get(key)))
-        if body is None:
-            raise JobError(f"no object at key {key!r} in {store.location}")
-        return describe_object(key, body)
+        try:
+            report, reason = driver.run(object_plan(key))
+        except ValueError as exc:
+            raise JobError(str(exc)) from None
+        if report is None:
+            raise JobError(f"{reason} in {store.location}")
+        return report
 
 
 # --- du ----------------------------------------------------------------------------------------
@@ -450,7 +564,9 @@ def du(
 ) -> dict[str, Any]:
     """Objects and bytes of the store, in total, by kind and by thread (largest first).
 
-    One flat listing of the whole store, 1,000 keys a LIST: no GET.
+    One flat listing of the whole store, 1,000 keys a LIST: no GET. Objects
+    embedded in manifests (format version 2: list segments) are not keys of
+    their own: their bytes count within their manifests' (kind ``manifests``).
 
     Args:
         config: The store; default from ``OBJSTORE_SAVER_URL``.
@@ -465,4 +581,15 @@ def du(
         return report
 
 
-__all__ = ["athreads", "cat", "describe_object", "du", "history", "show", "threads"]
+__all__ = [
+    "athreads",
+    "cat",
+    "describe_embedded",
+    "describe_object",
+    "du",
+    "embedded_address",
+    "history",
+    "object_plan",
+    "show",
+    "threads",
+]

@@ -20,7 +20,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.longterm.records import to_micros
 from objstore_saver.ops._common import SubPlan, never_cancel, no_progress
 from objstore_saver.ops.checkpoint_reading import checkpoint_plan, resolve_entries
-from objstore_saver.ops.views import READ_AHEAD, describe_object, du_plan
+from objstore_saver.ops.views import READ_AHEAD, du_plan, object_plan
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.verify import verify as verify_plan
@@ -354,15 +354,23 @@ class Viewer:
     def object(self, key: str) -> Any:
         """Any stored object decoded (content-addressed ones checked against their hash).
 
+        ``<manifest key>#<hex>`` is the object of that SHA-256 embedded in the
+        manifest (a list segment, format version 2); see
+        :func:`~objstore_saver.ops.views.object_plan`.
+
         Raises:
-            NotFoundError: nothing at ``key``.
+            NotFoundError: nothing at ``key``, or the manifest does not embed it.
+            BadRequestError: ``#`` not followed by a SHA-256.
             CorruptObjectError: the object does not decode or hash as it must.
         """
         self._check_key(key)
-        body = self._run(run_one(Get(key)))
-        if body is None:
-            raise NotFoundError(f"no object at key {key!r}")
-        return describe_object(key, body)
+        try:
+            report, reason = self._run(object_plan(key))
+        except ValueError as exc:
+            raise BadRequestError(str(exc)) from exc
+        if report is None:
+            raise NotFoundError(reason)
+        return report
 
     def referrers(self, key: str, after: str | None = None, limit: int = REFERRER_MANIFESTS) -> Any:
         """Manifests and objects of the thread that reference object ``key`` (one scan page).

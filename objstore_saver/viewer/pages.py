@@ -201,6 +201,34 @@ def corrupt(e: dict[str, str]) -> str:
     )
 
 
+#: Segments listed on a checkpoint page per list; the rest are counted.
+MAX_SEGMENTS = 50
+
+
+def _segments(segments: list[dict[str, Any]]) -> str:
+    """A list's segments: elements, and the manifest embedding each (linked) or its object."""
+    items = []
+    for g in segments[:MAX_SEGMENTS]:
+        n = f"{g['elements']} elements"
+        seg = object_href(g["key"] + "#" + g["digest"]) if g.get("embedded_in") else ""
+        if g.get("embedded_in"):
+            where = (
+                f'<a href="{seg}">segment</a> embedded in manifest '
+                f'<a class="manifest" href="{object_href(g["embedded_in"])}">'
+                f"<code>{text(g['embedded_in'], 500)}</code></a>"
+            )
+        else:
+            where = (
+                f'<a href="{object_href(g["key"])}">segment</a> stored alone at '
+                f"<code>{text(g['key'], 500)}</code>"
+            )
+        items.append(f'<li class="segment">{n}: {where}</li>')
+    more = len(segments) - MAX_SEGMENTS
+    if more > 0:
+        items.append(f"<li>… {more} more segments</li>")
+    return f'<ul class="segments">{"".join(items)}</ul>'
+
+
 def _is_messages(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, dict) and "role" in v for v in value)
 
@@ -234,6 +262,8 @@ def checkpoint_page(r: dict[str, Any]) -> str:
                 + ")"
             )
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
+        if where.get("segments"):
+            parts.append(_segments(where["segments"]))
         if "channel:" + name in errors:
             parts.append(corrupt(errors["channel:" + name]))
         else:
@@ -305,6 +335,22 @@ def object_page(r: dict[str, Any]) -> str:
         if key.startswith("threads/") and "/objects/" in key:
             link = object_href(key) + "?referrers=1"
             head += f'<p><a id="referrers-link" href="{link}">find what references it</a></p>'
+    if r.get("embedded_in"):
+        head += (
+            f'<p>embedded in manifest <a id="embedded-in" href="{object_href(r["embedded_in"])}">'
+            f"<code>{text(r['embedded_in'], 500)}</code></a></p>"
+        )
+    if r.get("found_alone"):
+        head += f"<p>{text(r['found_alone'], 600)}</p>"
+    embedded = r.get("embedded") if r.get("kind") == "manifest" else None
+    if embedded:
+        rows = "".join(
+            f'<li><a href="{object_href(key + "#" + str(e["digest"]))}">'
+            f"<code>{text(e['digest'], 100)}</code></a> {text(e.get('kind', '?'), 40)}, "
+            f"{_size(int(e['bytes']))}</li>"
+            for e in embedded
+        )
+        head += f'<h2>Embedded objects</h2><ul id="embedded">{rows}</ul>'
     return page(f"Object {key}", head + block(body))
 
 
@@ -315,6 +361,11 @@ def storage_page(r: dict[str, Any]) -> str:
         for k, v in r["by_kind"].items()
     )
     v = r["verify"]
+    if v.get("embedded_objects"):
+        rows += (
+            f"<tr><td>embedded in manifests</td><td>{v['embedded_objects']}</td>"
+            f"<td>{_size(v['embedded_bytes'])} (within the manifests' size)</td></tr>"
+        )
     status = "OK" if v["ok"] else "CORRUPT"
     problems = "".join(
         f'<li class="err"><code>{text(p.get("key"), 500)}</code>: {text(p.get("detail"))}</li>'

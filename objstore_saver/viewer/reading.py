@@ -30,6 +30,11 @@ def _children(obj: Any) -> set[bytes]:
     return {digest for _, digest in plans.child_refs(obj)}
 
 
+def _kind(obj: Any) -> str:
+    """An object's kind as pages show it: ``list``, ``segment``, ``parts``..."""
+    return type(obj).__name__.removesuffix("Obj").lower()
+
+
 #: Keys listed per manifest wanted on a page: a checkpoint's pending writes
 #: are listed with it (spec §3), so a page of keys holds fewer checkpoints.
 KEYS_PER_MANIFEST = 4
@@ -68,9 +73,11 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     Scans one page of the thread's manifest keys (``limit`` of them, from
     ``after``): each manifest read is checked for an entry pointing at the
     object, and every list or parts object those manifests point at (read
-    once each) for an element or part pointing at it. Objects deeper in a
-    list's tree (sealed chunks under nodes) are not read. Cost: one LIST, one
-    GET per manifest, one GET per distinct list or parts object referenced.
+    once each) for an element or part pointing at it, and so is every object
+    those manifests embed (list segments, format version 2: no request; named
+    ``<manifest key>#<hex>``). Objects deeper in a list's tree (sealed chunks
+    under nodes) are not read. Cost: one LIST, one GET per manifest, one GET
+    per distinct list or parts object referenced.
 
     Raises:
         ValueError: ``key`` is not a content-addressed object key, or ``after``
@@ -88,6 +95,8 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     manifests: list[dict[str, str]] = []
     containers: dict[bytes, str] = {}
     problems: list[dict[str, str]] = []
+    objects: list[dict[str, str]] = []
+    embedded = 0
     for start in range(0, len(infos), READ_AHEAD):
         group = infos[start : start + READ_AHEAD]
         bodies = yield from run_batch(*(Get(o.key) for o in group))
@@ -99,6 +108,16 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
             except CorruptObjectError as exc:
                 problems.append(error_of(exc))
                 continue
+            for d, held in codec.embedded_objects(m).items():
+                embedded += 1
+                name = f"{info.key}#{d.hex()}"
+                try:
+                    obj = codec.decode_object(held, name)
+                except CorruptObjectError as exc:
+                    problems.append(error_of(exc))
+                    continue
+                if digest in _children(obj):
+                    objects.append({"key": name, "kind": _kind(obj), "embedded_in": info.key})
             named = {"checkpoint": m.checkpoint, "metadata": m.metadata, **m.channels}
             for name, e in named.items():
                 if isinstance(e, InlineList):
@@ -120,7 +139,6 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     bodies: list[Any] = []
     if okeys:
         bodies = yield from run_batch(*(Get(k) for k in okeys))
-    objects: list[dict[str, str]] = []
     for d, k, body in zip(order, okeys, bodies, strict=True):
         if body is None:
             continue
@@ -131,13 +149,14 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
             problems.append(error_of(exc))
             continue
         if digest in _children(obj):
-            objects.append({"key": k, "kind": type(obj).__name__.removesuffix("Obj").lower()})
+            objects.append({"key": k, "kind": _kind(obj)})
     return {
         "key": key,
         "manifests": manifests,
         "objects": objects,
         "scanned_manifests": len(infos),
         "scanned_objects": len(okeys),
+        "scanned_embedded": embedded,
         "problems": problems,
         "next": cursor,
     }

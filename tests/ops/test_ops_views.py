@@ -227,6 +227,10 @@ def test_show_and_cat_a_long_chunked_message_list(tmp_path: Path) -> None:
     storage = report["storage"]["messages"]
     # The list's root is inline in the manifest (format version 2).
     assert storage["stored"] == "inline list" and storage["elements"] == 40
-    assert storage["sealed"], "a 40-element list has sealed subtrees"
-    sub = ops.cat(storage["sealed"][0]["key"], config)
-    assert sub["kind"] in ("chunk", "node") and sub["sha256_ok"] is True
+    # Its sealed runs are segments (format version 2), embedded in manifests.
+    assert storage["segments"], "a 40-element list has sealed segments"
+    seg = storage["segments"][0]
+    assert seg["embedded_in"] and seg["key"] == seg["embedded_in"]
+    sub = ops.cat(f"{seg['embedded_in']}#{seg['digest']}", config)
+    assert sub["kind"] == "segment" and sub["sha256_ok"] is True
+    assert len(sub["elements"]) == seg["elements"]

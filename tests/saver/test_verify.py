@@ -61,7 +61,7 @@ def _kind(store: ObjectStore, key: str) -> str:
 
 
 def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: ObjectStore) -> None:
-    _chat(saver, "t1", turns=70)  # 140 messages: nodes of 4 and of 16 chunks
+    _chat(saver, "t1", turns=70)  # 140 messages: segments of 128, 8 and merges of 32
     _chat(saver, "t10", turns=3)
     report = saver.verify()
     assert report.ok, report.problems
@@ -71,14 +71,11 @@ def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: Obje
     assert report.writes == 73
     assert report.objects == len(_object_keys(store, "t1")) + len(_object_keys(store, "t10"))
     assert report.orphan_objects == 0
-    # The list's root is inline in each manifest (format version 2): no list object.
-    assert {_kind(store, key) for key in _object_keys(store, "t1")} >= {
-        "chunk",
-        "value",
-        "node",
-        "parts",
-        "part",
-    }
+    # The list is inline in each manifest and its segments are embedded in the
+    # manifests that sealed or merged them (format version 2): the objects
+    # standing alone are values and parts, and every segment was checked.
+    assert {_kind(store, key) for key in _object_keys(store, "t1")} == {"value", "parts", "part"}
+    assert report.embedded_objects >= 17  # the 17 seals; merges come on top
     json.dumps(report.to_dict())
     one = saver.verify("t10")
     assert one.ok and one.threads == 1 and one.manifests == 3
@@ -89,7 +86,7 @@ async def test_async_verify_matches_sync(saver: ObjectStoreSaver) -> None:
     assert (await saver.averify("t1")).to_dict() == saver.verify("t1").to_dict()
 
 
-@pytest.mark.parametrize("kind", ["chunk", "part", "value", "parts"])
+@pytest.mark.parametrize("kind", ["part", "value", "parts"])
 def test_missing_object_is_reported_with_its_referrer(
     saver: ObjectStoreSaver, store: ObjectStore, kind: str
 ) -> None:
@@ -158,36 +155,57 @@ def test_reference_to_an_object_of_another_kind_is_reported(
     ]
 
 
-@pytest.mark.parametrize("where", ["inline", "list object"])
-def test_chunk_count_disagreeing_with_its_list_is_a_shape_problem(
-    saver: ObjectStoreSaver, store: ObjectStore, where: str
+def test_segment_count_disagreeing_with_its_list_is_a_shape_problem(
+    saver: ObjectStoreSaver, store: ObjectStore
 ) -> None:
+    from objstore_saver.format import codec
+
     _chat(saver, "t1", turns=10)
-    pfx = k.thread_prefix("t1")
     head = saver.get_tuple({"configurable": {"thread_id": "t1"}})
     assert head is not None
     head_key = k.manifest_key("t1", "", head.config["configurable"]["checkpoint_id"])
-    tag, n, c, x = msgpack.unpackb(store.get(head_key), raw=False)["channels"]["messages"]
-    assert tag == "L" and c
-    c[0][1] += 16  # says 32 elements; the chunk holds 16
-    n += 16
+    entry = codec.decode_manifest(store.get(head_key), head_key).channels["messages"]
+    assert isinstance(entry, codec.InlineList) and entry.obj.segments
+    first = entry.obj.segments[0]
+    # A later manifest says the first segment holds 4 times its elements.
+    lying = codec.SegmentRef(first.digest, first.count * 4, first.loc)
+    obj = entry.obj
+    forged = codec.InlineList(
+        codec.ListObj(obj.count + 3 * first.count, (), obj.tail, (lying, *obj.segments[1:]))
+    )
     cfg = put_values(saver, "t1", {"small": 2})
     key = k.manifest_key("t1", "", cfg["configurable"]["checkpoint_id"])
     manifest = msgpack.unpackb(store.get(key), raw=False)
-    referrer = key
-    if where == "inline":
-        manifest["channels"]["messages"] = ["L", n, c, x]
-    else:  # as an earlier release stored a list: an object of its own
-        lst = {"f": 1, "k": "list", "n": n, "c": c, "x": x}
-        forged = msgpack.packb(lst, use_bin_type=True)
-        referrer = k.object_key_in(pfx, digest_of(forged))
-        store.put(referrer, forged, PutMode.CREATE)
-        manifest["channels"]["messages"] = ["l", digest_of(forged)]
+    manifest["channels"]["messages"] = codec.entry_to_msgpack(forged, key)
     store.put(key, msgpack.packb(manifest, use_bin_type=True), PutMode.OVERWRITE)
     report = saver.verify("t1")
     assert [p.kind for p in report.problems] == ["shape"]
-    assert report.problems[0].key == k.object_key_in(pfx, c[0][0])
-    assert referrer in report.problems[0].detail
+    assert first.digest.hex() in report.problems[0].key + report.problems[0].detail
+    assert key in report.problems[0].detail
+
+
+def test_node_count_disagreeing_with_a_version_1_list_is_a_shape_problem(
+    saver: ObjectStoreSaver, store: ObjectStore
+) -> None:
+    """As an earlier release stored a list: a list object over nodes of chunks."""
+    cfg = put_values(saver, "t1", {"small": 1})
+    pfx = k.thread_prefix("t1")
+
+    def stored(obj: dict[str, Any]) -> bytes:
+        body = msgpack.packb(obj, use_bin_type=True)
+        store.put(k.object_key_in(pfx, digest_of(body)), body, PutMode.CREATE)
+        return digest_of(body)
+
+    chunk = stored({"f": 1, "k": "chunk", "x": [["i", "msgpack", "raw", b"\x01"]] * 8})
+    node = stored({"f": 1, "k": "node", "c": [[chunk, 8]] * 4})  # holds 32 elements
+    lst = stored({"f": 1, "k": "list", "n": 64, "c": [[node, 64]], "x": []})
+    key = k.manifest_key("t1", "", cfg["configurable"]["checkpoint_id"])
+    manifest = msgpack.unpackb(store.get(key), raw=False)
+    manifest["channels"]["messages"] = ["l", lst]
+    store.put(key, msgpack.packb(manifest, use_bin_type=True), PutMode.OVERWRITE)
+    report = saver.verify("t1")
+    assert [(p.key, p.kind) for p in report.problems] == [(k.object_key_in(pfx, node), "shape")]
+    assert k.object_key_in(pfx, lst) in report.problems[0].detail
 
 
 def test_orphans_are_counted_not_reported_as_corruption(
