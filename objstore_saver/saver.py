@@ -21,8 +21,7 @@ from langgraph.checkpoint.base import (
     SerializerProtocol,
 )
 
-from objstore_saver import plans
-from objstore_saver import verify as fsck
+from objstore_saver import plans, verify as fsck
 from objstore_saver.caches.facts import EntryCache, ObjectCache
 from objstore_saver.constructors import OnObjectStore
 from objstore_saver.driver import Driver
@@ -281,8 +280,9 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             A JSON-serializable report: totals (``checkpoints_kept``,
             ``checkpoints_deleted``, ``writes_deleted``, ``objects_marked``,
             ``bytes_marked``, ``objects_swept``, ``bytes_swept``,
-            ``marks_executed``), ``threads_deferred``, ``threads_idle`` and
-            one entry per thread.
+            ``marks_executed``, ``objects_extracted``: embedded objects of
+            deleted manifests stored alone), ``threads_deferred``,
+            ``threads_idle`` and one entry per thread.
 
         Raises:
             ValueError: An unknown strategy or idle action (named with the

@@ -10,17 +10,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from objstore_saver.errors import (
-    MissingObjectError,
-)
+from objstore_saver.errors import MissingObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import (
-    Manifest,
-)
+from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.extraction import read_embedded, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
+    entry_locations,
     entry_refs,
     fetch_objects,
     read_checkpoint_manifest,
@@ -60,6 +58,8 @@ class PruneStats:
     writes_deleted: int = 0
     orphan_writes_deleted: int = 0
     """Writes left by an interrupted delete or prune, whose checkpoint is gone."""
+    objects_extracted: int = 0
+    """Objects embedded in deleted manifests, stored alone at ``objects/<H>`` first."""
     objects_marked: int = 0
     bytes_marked: int = 0
     objects_swept: int = 0
@@ -117,8 +117,10 @@ def _reach(
     """Sub-plan: digests of every object the manifests and writes reach (structure only)."""
     reached: set[bytes] = set()
     for mkey, m in manifests:
-        refs = entry_refs([m.checkpoint, m.metadata, *m.channels.values()])
-        yield from fetch_objects(ctx, pfx, refs, mkey, reached=reached)
+        entries = [m.checkpoint, m.metadata, *m.channels.values()]
+        yield from fetch_objects(
+            ctx, pfx, entry_refs(entries), mkey, reached=reached, located=entry_locations(entries)
+        )
     for start in range(0, len(write_keys), LIST_READ_AHEAD * 4):
         group = write_keys[start : start + LIST_READ_AHEAD * 4]
         bodies = yield from run_batch(*(Get(k) for k in group))
@@ -253,6 +255,7 @@ def _prune_thread(
     stats.orphan_writes_deleted = len(orphans)
     live = yield from _reach(ctx, pfx, kept.items(), other_writes)
     swept: set[bytes] = set()
+    doomed_manifests: dict[str, Manifest] | None = None
 
     if listing.marks:
         # Step 3, the sweep, runs before this run deletes any manifest: what the
@@ -301,8 +304,12 @@ def _prune_thread(
             yield from delete_keys([o.key for o in victims])
             yield from delete_keys([o.key for o in listing.marks])
 
-    # Step 4: manifests before the writes and objects only they reach.
+    # Step 4: manifests before the writes and objects only they reach; what a
+    # manifest embeds is stored alone before it goes (kept ones may locate it there).
+    extracted = yield from read_embedded(doomed, doomed_manifests)
+    stats.objects_extracted = len(extracted)
     if not dry_run:
+        yield from store_embedded(ctx, pfx, extracted)
         ctx.entries.forget(doomed)  # before deleting, as in delete_thread
         yield from delete_keys(
             doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
@@ -468,6 +475,7 @@ PRUNE_TOTALS = (
     "checkpoints_deleted",
     "writes_deleted",
     "orphan_writes_deleted",
+    "objects_extracted",
     "objects_marked",
     "bytes_marked",
     "objects_swept",

@@ -17,6 +17,7 @@ from objstore_saver.format.codec import (
     Manifest,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
@@ -233,7 +234,11 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
 
 
 def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
-    """Plan: spec §6.8."""
+    """Plan: spec §6.8.
+
+    The objects a deleted manifest embeds are stored alone first: a later
+    run's checkpoints may locate list segments in it.
+    """
     for run_id in run_ids:
         if not isinstance(run_id, str):
             raise InvalidIdentifierError(f"run_id must be a string, got {run_id!r}")
@@ -257,6 +262,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                     if md.get("run_id") == run_id:
                         doomed.append(m)
                         doomed_keys.append(k)
+            yield from store_embedded(ctx, pfx, embedded_in(doomed))
             ctx.entries.forget(doomed_keys)  # before deleting, as in delete_thread
             yield from delete_keys(list(reversed(doomed_keys)))
             listed_writes = yield from list_write_keys(

@@ -1,0 +1,71 @@
+"""Embedded objects stored alone before the manifest that carries them is deleted.
+
+A format-version-2 manifest may carry content objects (field ``e``, spec
+§4.4) that later manifests locate in it. A plan that deletes such a manifest
+without deleting its whole thread first stores every object it embeds at
+``objects/<H>``, where readers look once the manifest is gone (spec §6.9
+step 4). Every one is stored, reached or not: from then on they are ordinary
+content objects, which a later prune marks and sweeps when nothing reaches
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import Any
+
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import Manifest
+from objstore_saver.plans.context import LIST_READ_AHEAD, Context
+from objstore_saver.plans.reading import decode_checked_manifest
+from objstore_saver.plans.requests import Batch, Get, Put, run_batch
+from objstore_saver.plans.writing import put_objects
+
+
+def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
+    """The objects the manifests embed, by address."""
+    out: dict[bytes, bytes] = {}
+    for m in manifests:
+        out.update(codec.embedded_objects(m))
+    return out
+
+
+def read_embedded(
+    manifest_keys: Sequence[str], read: Mapping[str, Manifest] | None = None
+) -> Generator[Batch, list[Any] | None, dict[bytes, bytes]]:
+    """Sub-plan: the objects the manifests ``manifest_keys`` embed, by address.
+
+    Args:
+        manifest_keys: The manifests, of either format version.
+        read: The manifests when the caller read them already (each of
+            ``manifest_keys`` still stored then); None: the version-2 ones
+            are read here (a version-1 manifest embeds nothing). A manifest
+            deleted since it was listed is left out: whatever deleted it
+            stored its objects first, or deleted the whole thread.
+    """
+    if read is not None:
+        return embedded_in(read[k] for k in manifest_keys if k in read)
+    todo = [k for k in manifest_keys if keys.parse_checkpoint_key(k).version == 2]
+    out: dict[bytes, bytes] = {}
+    for start in range(0, len(todo), LIST_READ_AHEAD * 4):
+        group = todo[start : start + LIST_READ_AHEAD * 4]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        out |= embedded_in(
+            decode_checked_manifest(body, k)
+            for k, body in zip(group, bodies, strict=True)
+            if body is not None
+        )
+    return out
+
+
+def store_embedded(
+    ctx: Context, pfx: str, objects: Mapping[bytes, bytes]
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: store embedded objects alone at ``objects/<H>``, as a writer stores objects.
+
+    Create-only; one found stored already is PUT again to renew its
+    ``LastModified``, as a sweep mark may name it (spec §6.9). Returns once
+    every PUT succeeded: only then may their manifests be deleted.
+    """
+    puts = [Put(keys.object_key_in(pfx, d), objects[d]) for d in sorted(objects)]
+    yield from put_objects(ctx, pfx, puts)
