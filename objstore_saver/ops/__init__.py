@@ -29,6 +29,7 @@ from objstore_saver.ops.maintain import (
 )
 from objstore_saver.ops.migration import migrate
 from objstore_saver.ops.sharding import Shard
+from objstore_saver.ops.upgrade import aupgrade, upgrade
 from objstore_saver.ops.views import athreads, cat, du, history, show, threads
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "adelete_threads",
     "aprune",
     "athreads",
+    "aupgrade",
     "averify",
     "cat",
     "delete_thread",
@@ -54,5 +56,6 @@ __all__ = [
     "store_ls",
     "store_sweep",
     "threads",
+    "upgrade",
     "verify",
 ]

@@ -131,7 +131,7 @@ class Fanout:
         }
 
 
-def _counted(plan: Plan[Any], stats: Fanout) -> Plan[Any]:
+def counted(plan: Plan[Any], stats: Fanout) -> Plan[Any]:
     """The plan, counting its requests (one LIST a batch) into ``stats.lists``."""
     reply: list[Any] | None = None
     while True:
@@ -276,7 +276,7 @@ async def for_each_thread(
     if thread_ids is None:
         # Resuming needs key order (one flat listing); a whole scan lists ranges side by side.
         scan = scan_threads_ranged() if start_after is None else scan_threads(start_after)
-        source = _scanned(driver.aiterate(_counted(scan, stats)))
+        source = _scanned(driver.aiterate(counted(scan, stats)))
     else:
         source = _named(thread_ids)
     return await for_each(

@@ -214,7 +214,7 @@ class _ThreadCopy:
         else:
             counts.checkpoints_missing += 1
             if self.apply:
-                await _put_checkpoint(self.thread_id, tup, self.by_id, self.target)
+                await put_checkpoint(self.thread_id, tup, self.by_id, self.target)
                 counts.checkpoints_copied += 1
         writes = list(tup.pending_writes or [])
         counts.writes_source += len(writes)
@@ -245,7 +245,7 @@ class _ThreadCopy:
             self.counts.writes_copied += len(task_writes)
 
 
-async def _put_checkpoint(
+async def put_checkpoint(
     thread_id: str,
     tup: CheckpointTuple,
     by_id: dict[tuple[str, str], CheckpointTuple],

@@ -251,6 +251,7 @@ COMMAND_NAMES = [
     "delete-thread",
     "prune",
     "migrate",
+    "upgrade",
     "serve",
     "store",
     "store-sweep",

@@ -1,0 +1,72 @@
+"""``upgrade``: rewrite the format-version-1 threads of the store in version 2."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from objstore_saver import ops
+from objstore_saver.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    Command,
+    Outcome,
+    ProgressBar,
+    add_scale_options,
+)
+from objstore_saver.ops._common import OpsConfig
+
+
+def _add_upgrade_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--thread", action="append", help="a thread to upgrade (repeatable)")
+    parser.add_argument("--apply", action="store_true", help="really rewrite and delete")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="ignore the cursor an interrupted run left in the bucket; start from the first thread",
+    )
+    add_scale_options(parser)
+
+
+def _run_upgrade(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = ops.upgrade(
+        config=config,
+        thread_ids=args.thread or None,
+        apply=args.apply,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        restart=args.restart,
+        progress=progress,
+    )
+    return report, EXIT_FOUND if report["errors"] else EXIT_OK
+
+
+def _render_upgrade(r: dict[str, Any]) -> str:
+    t = r["threads"]
+    if r["apply"]:
+        mode, upgraded, rewritten, deleted = "applied", "upgraded", "rewritten", "deleted"
+    else:
+        mode = "dry run (add --apply to rewrite)"
+        upgraded, rewritten, deleted = "to upgrade", "to rewrite", "to delete"
+    lines = [
+        f"upgrade {r['store']} to format version 2: {mode}"
+        + (" [cancelled]" if r["cancelled"] else ""),
+        f"threads:     {t['scanned']} scanned, {t['upgraded']} {upgraded}, "
+        f"{t['current']} current, {t['failed']} failed"
+        + (f" (resumed after {r['resumed_after']!r})" if r.get("resumed_after") else ""),
+        f"checkpoints: {r['checkpoints_rewritten']} {rewritten}",
+        f"writes:      {r['writes_rewritten']} {rewritten}",
+        f"v1 keys:     {r['v1_keys_deleted']} {deleted}",
+        f"note:        {r['left_for_prune']}",
+    ]
+    lines += [f"  FAILED {e['thread_id']!r}: {e['error']}" for e in r["errors"]]
+    return "\n".join(lines)
+
+
+UPGRADE = Command(
+    name="upgrade",
+    help="rewrite format-version-1 threads in version 2 (needs --apply)",
+    add_arguments=_add_upgrade_arguments,
+    run=_run_upgrade,
+    render=_render_upgrade,
+)

@@ -1,0 +1,426 @@
+"""``upgrade``: rewrite the format-version-1 threads of a bucket in version 2.
+
+A version-1 checkpoint has its manifest at ``checkpoints/<N>/<R>`` and its
+pending writes under ``writes/<N>/<C>/``. Per thread, each such checkpoint is
+read with the library and written again, same id, through the saver's own
+``aput_writes`` (the writes first, under ``<R>.w/``, each with its task path)
+and ``aput`` (the manifest ``<R>.2``, create-only): each namespace oldest
+first, so a parent is written before its child, the root namespace last, its
+head last of all. A reader in the middle sees both manifests of a checkpoint
+and reads ``<R>.2``, whose writes are already there: the same content. Once a
+LIST shows an ``<R>.2`` beside every ``<R>``, the version-1 manifests are
+deleted (oldest first), then the keys under ``writes/``. Version-1 objects
+(``list``, ``node``, ``chunk``, values) stay: those no manifest reaches any
+more are marked and swept by later prune runs.
+
+Idempotent and resumable: a checkpoint that has ``<R>.2`` is not written
+again, nor a write whose (task, index) slot is under ``<R>.w/``; the job's
+cursor (:mod:`objstore_saver.ops.job_cursor`) lets a rerun skip the threads
+a killed run finished. A conflict (another ``<R>.2`` under that id, with
+other bytes) fails that thread alone, which keeps all its keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from objstore_saver import plans
+from objstore_saver.driver import Driver
+from objstore_saver.errors import (
+    ConfigurationError,
+    CorruptObjectError,
+    MissingObjectError,
+    ObjstoreSaverError,
+)
+from objstore_saver.fallback import put_writes_calls
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import Manifest, WriteObj
+from objstore_saver.ops._common import (
+    CancelCheck,
+    JobError,
+    OpsConfig,
+    ProgressCallback,
+    SubPlan,
+    aopen_saver,
+    never_cancel,
+    no_progress,
+    redact,
+    redact_error,
+)
+from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    Fanout,
+    Target,
+    blocking,
+    check_concurrency,
+    counted,
+    for_each,
+)
+from objstore_saver.ops.job_cursor import Cursor, cursor_key
+from objstore_saver.ops.migration import put_checkpoint
+from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch
+from objstore_saver.plans.scope import checkpoint_config
+from objstore_saver.plans.threads import delete_keys
+from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.storage.base import ListPage
+
+__all__ = ["LEFT_FOR_PRUNE", "aupgrade", "upgrade"]
+
+#: What the cursor reads: the bucket itself, whatever URL names it.
+SOURCE = "version-1 threads of this bucket"
+#: The ``<F>`` of the cursor's key (16 hex digits, as a migration source's).
+SOURCE_KEY = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+#: Said in every report: what the job does not delete.
+LEFT_FOR_PRUNE = (
+    "version-1 list, node, chunk and value objects stay; those no checkpoint reaches "
+    "any more are marked and swept by later prune runs"
+)
+
+
+def _is_v1_manifest(key: str) -> bool:
+    try:
+        parts = keys.parse_checkpoint_key(key)
+    except ValueError:
+        return False
+    return parts.kind == "manifest" and parts.version == 1
+
+
+def _past(pfx: str) -> str:
+    """A key after every key of the thread ``pfx`` and before the next thread's."""
+    return pfx[:-1] + "0"  # "0" is the character after "/"
+
+
+def _oldest_first(manifests: list[str]) -> list[str]:
+    """Version-1 manifests (listing order), each namespace oldest first, the root's last."""
+    by_ns: dict[str, list[str]] = {}
+    for k in manifests:
+        by_ns.setdefault(keys.namespace_of_manifest_key(k)[0], []).append(k)
+    root = by_ns.pop(keys.token("checkpoint_ns", ""), [])
+    # A namespace lists newest first (reversed ids).
+    return [k for chain in [*by_ns.values(), root] for k in reversed(chain)]
+
+
+# --- reading one version-1 checkpoint ----------------------------------------------------
+
+
+@dataclass
+class _Old:
+    """A version-1 checkpoint and its pending writes (of both versions) as stored."""
+
+    mkey: str
+    manifest: Manifest
+    write_keys: list[str]
+    bodies: dict[str, bytes | None]
+    effective: list[WriteObj]
+    v2_slots: set[tuple[str, int]]
+
+    def calls(self, writes: list[tuple[str, str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
+        """The ``put_writes`` calls that store what ``<R>.w/`` lacks."""
+        return put_writes_calls(writes, self.v2_slots)
+
+    @property
+    def config(self) -> RunnableConfig:
+        """The checkpoint's config, as its ``put_writes`` calls take it."""
+        m = self.manifest
+        return checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
+
+
+def _rest(prefix: str, page: ListPage) -> SubPlan:
+    """Sub-plan: every key under ``prefix``, given its first page."""
+    got = [o.key for o in page.objects]
+    if page.truncated and got:
+        got += yield from list_all(prefix, got[-1])
+    return got
+
+
+def _read_old(mkey: str) -> SubPlan:
+    """Sub-plan: the version-1 checkpoint ``mkey``; None once it has ``<R>.2`` or is gone.
+
+    One round: the manifest, a LIST of the checkpoint's own keys (``<R>``,
+    ``<R>.2``, ``<R>.w/``) and one of its version-1 writes; then the writes.
+    """
+    parts = keys.parse_checkpoint_key(mkey)
+    old_pfx = f"{parts.thread_pfx}writes/{parts.ns_token}/{parts.checkpoint_token}/"
+    body, own, old = yield from run_batch(Get(mkey), ListKeys(mkey), ListKeys(old_pfx))
+    mine = yield from _rest(mkey, own)
+    if body is None or mkey + keys.V2_MANIFEST_SUFFIX in mine:
+        return None
+    manifest = plans.decode_checked_manifest(body, mkey)
+    new_writes = [k for k in mine if k.startswith(mkey + keys.V2_WRITES_SUFFIX)]
+    # Version 1's first, as the readers list them (the order breaks sequence ties).
+    write_keys = (yield from _rest(old_pfx, old)) + new_writes
+    got = yield from run_batch(*(Get(k) for k in write_keys))
+    bodies = dict(zip(write_keys, got, strict=True))
+    decoded: dict[str, list[WriteObj]] = {}
+    for k, b in bodies.items():
+        if b is None:
+            raise MissingObjectError(k, "the listing of its checkpoint's writes")
+        decoded[k] = codec.decode_writes(b, k)
+    slots = {(keys.token("task_id", w.task_id), w.idx) for k in new_writes for w in decoded[k]}
+    effective = plans.effective_writes(w for k in write_keys for w in decoded[k])
+    return _Old(mkey, manifest, write_keys, bodies, effective, slots)
+
+
+def _delete_v1(pfx: str) -> SubPlan:
+    """Sub-plan: once every ``<R>`` has its ``<R>.2``, delete them, then ``writes/``."""
+    listed = yield from list_all(pfx + "checkpoints/")
+    present = set(listed)
+    old = [k for k in listed if _is_v1_manifest(k)]
+    lacking = [k for k in old if k + keys.V2_MANIFEST_SUFFIX not in present]
+    if lacking:
+        raise ObjstoreSaverError(
+            f"{lacking[0]}: a version-1 manifest without a version-2 one after the rewrite "
+            "(is a writer of an older release still running?); nothing of the thread deleted"
+        )
+    yield from delete_keys(old[::-1])  # oldest first
+    writes = yield from list_all(pfx + "writes/")
+    yield from delete_keys(writes)
+    return len(old) + len(writes)
+
+
+# --- one thread -------------------------------------------------------------------------
+
+
+@dataclass
+class _Row:
+    """What the job did (or, in a dry run, would do) to one thread."""
+
+    thread_id: str
+    status: str = "current"  # "upgraded", "failed"
+    checkpoints: int = 0
+    writes: int = 0
+    deleted: int = 0
+    error: str | None = None
+
+
+@dataclass
+class _Job:
+    saver: ObjectStoreSaver
+    driver: Driver
+    apply: bool
+    secrets: list[str] = field(default_factory=list)
+
+    async def thread(self, target: Target) -> _Row:
+        row = _Row(target.name)
+        try:
+            listing = target.listing or await self.driver.arun(plans.list_thread(target.pfx))
+            if listing.unknown:  # nothing is acted on beside a key the format does not define
+                raise CorruptObjectError(listing.unknown[0].key, "unknown key in the thread")
+            todo = [o.key for o in listing.manifests if _is_v1_manifest(o.key)]
+            old_writes = [o.key for o in listing.writes if o.key.startswith(target.pfx + "writes/")]
+            stale = len(listing.superseded) + len(todo) + len(old_writes)
+            if not stale:
+                return row
+            row.status = "upgraded"
+            for mkey in _oldest_first(todo):
+                await self.checkpoint(mkey, row)
+            row.deleted = await self.driver.arun(_delete_v1(target.pfx)) if self.apply else stale
+        except ObjstoreSaverError as exc:
+            row.status, row.error = "failed", redact_error(exc, self.secrets)
+        return row
+
+    async def checkpoint(self, mkey: str, row: _Row) -> None:
+        """Rewrite one checkpoint: its missing writes, then its manifest ``<R>.2``."""
+        old: _Old | None = await self.driver.arun(_read_old(mkey))
+        if old is None:
+            return  # upgraded already (a killed run, another worker) or pruned meanwhile
+        row.thread_id = old.manifest.thread_id
+        if not self.apply:
+            calls = old.calls([(w.task_id, w.channel, w.value) for w in old.effective])
+            row.checkpoints += 1
+            row.writes += sum(len(writes) for _, writes in calls)
+            return
+        (tup,) = await self.driver.arun(
+            plans.read_tuples(
+                self.saver.plan_context,
+                [(mkey, old.manifest)],
+                write_keys=[old.write_keys],
+                write_bodies=old.bodies,
+            )
+        )
+        # pending_writes are the effective writes, in the same order.
+        paths = {w.task_id: w.task_path for w in old.effective}
+        for task_id, writes in old.calls(list(tup.pending_writes or [])):
+            await self.saver.aput_writes(old.config, writes, task_id, paths.get(task_id, ""))
+            row.writes += len(writes)
+        # Every channel version is new: the values are written as they read.
+        await put_checkpoint(old.manifest.thread_id, tup, {}, self.saver)
+        row.checkpoints += 1
+
+
+# --- the job ----------------------------------------------------------------------------
+
+
+async def aupgrade(
+    *,
+    config: OpsConfig | None = None,
+    thread_ids: list[str] | None = None,
+    apply: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    restart: bool = False,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Rewrite the format-version-1 threads of the store in version 2.
+
+    Args:
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        thread_ids: Threads to upgrade; default every thread of the store.
+        apply: Write and delete; without it the job only LISTs and GETs and
+            reports what it would do (dry run).
+        concurrency: Threads upgraded at once.
+        shard: Only the threads this shard owns (``--shard K/N``).
+        restart: Ignore the cursor a previous run left; start from the first thread.
+        progress: Called after each thread.
+        should_cancel: Polled between threads; True stops cleanly.
+
+    Returns:
+        A JSON-serializable report: ``threads`` (scanned, upgraded, current,
+        failed), ``checkpoints_rewritten``, ``writes_rewritten``,
+        ``v1_keys_deleted`` (in a dry run: what an apply would do),
+        ``errors`` (thread id and error of each failed thread), ``dry_run``,
+        ``cancelled``, ``complete``, ``resumed_after``, ``cursor``, ``run``.
+
+    Raises:
+        JobError: the store cannot be used or a request failed (no secret in
+            the message); the cursor is stored: the same command goes on.
+    """
+    check_concurrency(concurrency)
+    config = config or OpsConfig.from_env()
+    secrets = config.secrets()
+    try:
+        return await _run(
+            config, thread_ids, apply, concurrency, shard, restart, progress, should_cancel
+        )
+    except ConfigurationError as exc:
+        raise ConfigurationError(redact(str(exc), secrets)) from None
+    except JobError as exc:
+        raise JobError(redact(str(exc), secrets)) from None
+    except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
+        raise JobError(f"upgrade failed: {redact_error(exc, secrets)}") from None
+
+
+upgrade = blocking(aupgrade)
+
+
+async def _run(
+    config: OpsConfig,
+    thread_ids: list[str] | None,
+    apply: bool,
+    concurrency: int,
+    shard: Shard,
+    restart: bool,
+    progress: ProgressCallback,
+    should_cancel: CancelCheck,
+) -> dict[str, Any]:
+    rows: list[_Row] = []
+    async with aopen_saver(config) as saver:
+        coalesced = DeleteCoalescingStore(saver.store)
+        driver = Driver(coalesced, max_workers=16)
+        job = _Job(saver, driver, apply, config.secrets())
+        cursor = Cursor(cursor_key("upgrade", SOURCE_KEY, shard), SOURCE)
+        # Named threads are not a resumable run: no cursor is read or written.
+        keep_cursor = thread_ids is None
+        if keep_cursor and not restart:
+            await cursor.load(driver)
+        run = Fanout()
+
+        async def targets() -> AsyncGenerator[Target, None]:
+            if thread_ids is not None:
+                for thread_id in thread_ids:
+                    yield Target(keys.thread_prefix(thread_id), thread_id)
+                return
+            start = None if cursor.after is None else _past(cursor.after)
+            # One flat listing, in key order: the cursor's mark needs it.
+            async for listing in driver.aiterate(counted(plans.scan_threads(start), run)):
+                cursor.started(listing.pfx)
+                yield Target(listing.pfx, listing=listing)
+
+        def owns(target: Target) -> bool:
+            mine = shard.owns(target.token)
+            if not mine and keep_cursor:
+                cursor.finished(target.pfx)
+            return mine
+
+        def done(target: Target, row: _Row) -> None:
+            nonlocal saving
+            rows.append(row)
+            # A failed thread holds the mark back: a resumed run tries it again.
+            if keep_cursor and row.status != "failed":
+                cursor.finished(target.pfx)
+                if apply and (saving is None or saving.done()):
+                    saving = asyncio.ensure_future(cursor.save(driver))
+
+        saving: asyncio.Future[None] | None = None
+        complete = False
+        try:
+            await for_each(
+                targets(),
+                job.thread,
+                done,
+                concurrency=concurrency,
+                owns=owns,
+                name=lambda target: target.name,
+                progress=progress,
+                should_cancel=should_cancel,
+                stats=run,
+            )
+            complete = not run.cancelled
+        finally:
+            if saving is not None:
+                await asyncio.gather(saving, return_exceptions=True)
+            try:
+                if keep_cursor and apply:
+                    if complete:
+                        await cursor.clear(driver)
+                    else:
+                        await cursor.save(driver, force=True)
+            finally:
+                driver.close()
+                await coalesced.aclose()  # nothing stays queued when the job ends
+        return _report(saver.store.location, rows, run, apply, shard, cursor, keep_cursor, complete)
+
+
+def _report(
+    store: str,
+    rows: list[_Row],
+    run: Fanout,
+    apply: bool,
+    shard: Shard,
+    cursor: Cursor,
+    keep_cursor: bool,
+    complete: bool,
+) -> dict[str, Any]:
+    status = [r.status for r in rows]
+    failed = sorted((r for r in rows if r.error is not None), key=lambda r: r.thread_id)
+    return {
+        "store": store,
+        "apply": apply,
+        "dry_run": not apply,
+        "cancelled": run.cancelled,
+        "complete": complete,
+        "shard": str(shard),
+        "resumed_after": cursor.after,
+        "cursor": cursor.key if keep_cursor else None,
+        "threads": {
+            "scanned": len(rows),
+            "upgraded": status.count("upgraded"),
+            "current": status.count("current"),
+            "failed": status.count("failed"),
+        },
+        "checkpoints_rewritten": sum(r.checkpoints for r in rows),
+        "writes_rewritten": sum(r.writes for r in rows),
+        "v1_keys_deleted": sum(r.deleted for r in rows),
+        "errors": [{"thread_id": r.thread_id, "error": r.error} for r in failed],
+        "left_for_prune": LEFT_FOR_PRUNE,
+        "run": run.to_dict(),
+    }
