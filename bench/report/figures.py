@@ -413,11 +413,15 @@ def _concurrency(d: Results) -> dict[str, Any] | None:
         one = rb.get("1", {}).get("turns_per_s")
         many = rb.get(str(conversations[-1]), {}).get("turns_per_s")
         row.append(f"{many / one:.1f}x" if one and many else "-")
+        # One conversation alone: a turn's sequential round trips at the
+        # injected delay (in-process savers have none).
+        row.append(f"{1000 / one:.0f}" if one else "-")
         table.append(row)
     header = ["saver", "threads turns/s ÷ InMem", "÷ PG", "CPU/turn ÷ InMem", "÷ PG"]
     for n in conversations:
         header += [f"async {n}: turns/s ÷ PG", "CPU/turn ÷ PG"]
     header.append(f"async {conversations[-1]} ÷ async 1")
+    header.append("turn latency, async 1 (ms)")
     return {
         "os_threads": sizes["os_threads"],
         "thread_turns": sizes["thread_turns"],

@@ -1,0 +1,40 @@
+"""The request floor of format version 2, as the benchmark probes count it.
+
+Counts of requests, not timings: the same on every machine. Each probe
+plays the seed chat (workload 1) on a local-directory store through
+:class:`~objstore_saver.MeteredStore`.
+"""
+
+from __future__ import annotations
+
+from bench import seed_chat
+from bench.probes import cold_resume, replicas
+
+
+def test_a_seed_chat_turn_is_one_put_per_write_call_and_one_list() -> None:
+    report = seed_chat.run(30)
+    # LangGraph calls put three times and put_writes twice a turn: five PUTs,
+    # and one LIST finds the head and its writes. Seals and merges of the
+    # messages list travel in the manifests, so no turn writes a sixth object.
+    for row in report["turns"][1:]:
+        assert row["requests"]["put"] == 5, row
+        assert row["requests"]["list"] == 1, row
+        assert row["requests"]["get"] == 0, row
+    assert report["total_mib"] <= 0.16
+
+
+def test_two_replicas_taking_turns_stay_at_the_floor() -> None:
+    report = replicas.run(14)
+    assert report["complete"]
+    # Each turn starts on the replica that did not write the last one: the
+    # head's manifest is read (class B), the writes stay at the floor.
+    assert report["class_a_per_turn"] == 6.0, report["per_turn"]
+    assert report["class_b_per_turn"] <= 2, report["per_turn"]
+
+
+def test_a_cold_replica_resumes_sixty_turns_in_eight_requests() -> None:
+    report = cold_resume.run(60)
+    assert report["complete"]
+    # One LIST, the head manifest, and one manifest per segment of the 121
+    # messages (3 of 32 and 3 of 8; the tail is in the head).
+    assert report["requests"] == {"put": 0, "get": 7, "list": 1, "delete": 0}
