@@ -34,6 +34,7 @@ from objstore_saver.format.model import (
     PART_SIZE as PART_SIZE,
     SEGMENT_MAX_BYTES as SEGMENT_MAX_BYTES,
     SEGMENT_MAX_LEN as SEGMENT_MAX_LEN,
+    SEGMENT_MERGE as SEGMENT_MERGE,
     ChunkObj as ChunkObj,
     Encoded as Encoded,
     Entry as Entry,

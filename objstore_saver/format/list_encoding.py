@@ -103,14 +103,14 @@ def _segment(
 
 
 def _mergeable(run: list[tuple[int, SealedObject]]) -> bool:
-    """Whether the last ``NODE_FANOUT`` segments merge (spec §4.4, rule 2)."""
-    if len(run) < codec.NODE_FANOUT:
+    """Whether the last ``SEGMENT_MERGE`` segments merge (spec §4.4, rule 2)."""
+    if len(run) < codec.SEGMENT_MERGE:
         return False
-    last = run[-codec.NODE_FANOUT :]
+    last = run[-codec.SEGMENT_MERGE :]
     count = len(last[0][1].items)
     return (
         all(len(s.items) == count for _, s in last)
-        and count * codec.NODE_FANOUT <= codec.SEGMENT_MAX_LEN
+        and count * codec.SEGMENT_MERGE <= codec.SEGMENT_MAX_LEN
         and sum(s.size for _, s in last) <= codec.SEGMENT_MAX_BYTES
     )
 
@@ -123,13 +123,14 @@ def encode_list(
     """Entry for a list given its serialized elements (spec §4.4, format version 2).
 
     The layout depends only on the element sequence: every ``codec.CHUNK_LEN``
-    elements seal a segment, and while the last ``codec.NODE_FANOUT`` segments
-    hold as many elements each (fewer than ``codec.SEGMENT_MAX_LEN`` together)
+    elements seal a segment, and while the last ``codec.SEGMENT_MERGE`` segments
+    hold as many elements each (at most ``codec.SEGMENT_MAX_LEN`` together)
     and at most ``codec.SEGMENT_MAX_BYTES`` of entries, they merge into one.
     The rest is the tail, inline in the entry. An appended element therefore
-    leaves every earlier segment's hash unchanged, and a long list is a few
-    segments per size. Segments are returned unlocated (``loc`` None): the
-    writer decides which it embeds in its manifest. With a ``cache``, an
+    leaves every earlier segment's hash unchanged, and a long list is one
+    segment per binary digit of its count of sealed runs. Segments are
+    returned unlocated (``loc`` None): the writer decides which it embeds in
+    its manifest. With a ``cache``, an
     element encoded before is not compressed and hashed again; with a
     ``sealed_cache``, a segment sealed or merged before (the same elements)
     is not packed and hashed again: its bytes are a function of what it holds.
@@ -169,13 +170,13 @@ def encode_list(
             sealed = _segment([one(encoded(pair)) for pair in group], key, sealed_cache)
         run.append((start, sealed))
         while _mergeable(run):
-            first = run[-codec.NODE_FANOUT][0]
+            first = run[-codec.SEGMENT_MERGE][0]
             merged = _segment(
-                [s for _, s in run[-codec.NODE_FANOUT :]],
+                [s for _, s in run[-codec.SEGMENT_MERGE :]],
                 ("g", *elements[first : start + codec.CHUNK_LEN]),
                 sealed_cache,
             )
-            del run[-codec.NODE_FANOUT :]
+            del run[-codec.SEGMENT_MERGE :]
             run.append((first, merged))
     for _, segment in run:
         out[segment.digest] = segment.body

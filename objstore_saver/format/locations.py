@@ -13,7 +13,7 @@ from typing import Any
 
 from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError
 from objstore_saver.format import keys
-from objstore_saver.format.model import CHUNK_LEN, NODE_FANOUT, SEGMENT_MAX_LEN
+from objstore_saver.format.model import CHUNK_LEN, SEGMENT_MAX_LEN, SEGMENT_MERGE
 
 
 def relative_loc(loc: str | None, holder: str | None) -> str | None:
@@ -57,10 +57,10 @@ def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
 
 
 def is_segment_count(n: object) -> bool:
-    """Whether ``n`` elements make a segment: ``CHUNK_LEN * 4**l`` for a level l ≤ 4."""
+    """Whether ``n`` elements make a segment: ``CHUNK_LEN * 2**l``, at most ``SEGMENT_MAX_LEN``."""
     if not isinstance(n, int) or isinstance(n, bool):
         return False
     size = CHUNK_LEN
     while size < n:
-        size *= NODE_FANOUT
+        size *= SEGMENT_MERGE
     return size == n and n <= SEGMENT_MAX_LEN

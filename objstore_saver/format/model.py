@@ -27,8 +27,11 @@ PART_SIZE = 256 * 1024
 CHUNK_LEN = 8
 #: Subtrees per node: F full subtrees of one size are sealed under a node.
 NODE_FANOUT = 4
-#: Most elements of one list segment (format version 2): ``CHUNK_LEN * 4**4``.
-SEGMENT_MAX_LEN = CHUNK_LEN * NODE_FANOUT**4
+#: Segments of one size that merge into one (format version 2): a list is
+#: stored like the binary digits of its count of sealed runs of 8.
+SEGMENT_MERGE = 2
+#: Most elements of one list segment: ``CHUNK_LEN * 2**8``.
+SEGMENT_MAX_LEN = CHUNK_LEN * SEGMENT_MERGE**8
 #: Segments merge only while their entries together encode to at most this.
 SEGMENT_MAX_BYTES = 256 * 1024
 #: Lists whose elements average less than this are stored as one value.

@@ -13,7 +13,7 @@ from repo_root import ROOT
 
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, compression, list_encoding
-from objstore_saver.format.codec import CHUNK_LEN, NODE_FANOUT, ListObj, Ref
+from objstore_saver.format.codec import CHUNK_LEN, ListObj, Ref
 
 
 def _elements(n: int) -> list[tuple[str, bytes]]:
@@ -64,19 +64,19 @@ def test_layout_holds_every_element_in_order(n: int) -> None:
 
 
 def _expected_counts(n: int) -> list[int]:
-    """Segments of n small elements: 2,048-element segments, then base-4 digits."""
+    """Segments of n small elements: 2,048-element segments, then binary digits."""
     chunks = n // CHUNK_LEN
     top = codec.SEGMENT_MAX_LEN // CHUNK_LEN
     expected = [codec.SEGMENT_MAX_LEN] * (chunks // top)
     chunks %= top
-    for k in reversed(range(4)):
-        expected += [CHUNK_LEN * NODE_FANOUT**k] * (chunks // NODE_FANOUT**k)
-        chunks %= NODE_FANOUT**k
+    for k in reversed(range(8)):
+        expected += [CHUNK_LEN * 2**k] * (chunks // 2**k)
+        chunks %= 2**k
     return expected
 
 
 @pytest.mark.parametrize("n", [*range(0, 700, 7), 2047, 2048, 2056, 4100, 5000])
-def test_segments_merge_by_fours_up_to_2048_elements(n: int) -> None:
+def test_segments_merge_by_twos_up_to_2048_elements(n: int) -> None:
     if n == 0:
         return
     lst = _list(list_encoding.encode_list(_elements(n)))
@@ -85,11 +85,11 @@ def test_segments_merge_by_fours_up_to_2048_elements(n: int) -> None:
 
 def test_segments_stop_merging_past_256_kib() -> None:
     # Incompressible 128-byte elements stay inline (about 142 bytes an entry):
-    # four 512-element segments weigh 290 KB, over the merge limit.
+    # two 1,024-element segments weigh 290 KB, over the merge limit.
     elements = [("bytes", random.Random(i).randbytes(128)) for i in range(2048)]
     enc = list_encoding.encode_list(elements)
     lst = _list(enc)
-    assert [g.count for g in lst.segments] == [512] * 4
+    assert [g.count for g in lst.segments] == [1024] * 2
     assert all(isinstance(e, codec.Inline) for e in _flatten(enc, lst))
     assert max(len(b) for b in enc.objects.values()) <= codec.SEGMENT_MAX_BYTES
 
@@ -100,11 +100,11 @@ def test_appending_keeps_every_segment_and_writes_only_what_is_new() -> None:
     for n in range(2, 301):
         after = list_encoding.encode_list(elements[:n])
         old, new = _list(before), _list(after)
-        # Every segment is kept, or merged with its neighbours into one: a
-        # seal merges the three last segments of each size it completes.
+        # Every segment is kept, or merged with its neighbour into one: a seal
+        # merges the last segment of each size it completes (a binary carry).
         kept = [g for g in old.segments if g in new.segments]
         assert new.segments[: len(kept)] == tuple(kept), n
-        cascades = [sum(3 * CHUNK_LEN * NODE_FANOUT**k for k in range(m)) for m in range(5)]
+        cascades = [sum(CHUNK_LEN * 2**k for k in range(m)) for m in range(9)]
         assert sum(g.count for g in old.segments) - sum(g.count for g in kept) in cascades, n
         added = set(after.objects) - set(before.objects)
         # the element (if referenced), and on a seal one segment: the sealed
@@ -123,7 +123,7 @@ def _list_object(count: int = 20) -> dict[str, Any]:
 def test_list_root_stays_small_at_2000_elements() -> None:
     enc = list_encoding.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
     assert len(msgpack.packb(codec.entry_to_msgpack(enc.entry), use_bin_type=True)) < 1024
-    assert len(_list(enc).segments) == 10  # 3 of 512 elements, 3 of 128, 2 of 32, 2 of 8
+    assert len(_list(enc).segments) == 6  # 250 runs of 8 = 0b11111010: 1024, 512 ... 16
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_malformed_list_objects_raise_naming_the_key(
     ("segment", "reason"),
     [
         ([b"\0" * 32, 12, None], "segment reference"),
-        ([b"\0" * 32, 8 * 4**5, None], "segment reference"),
+        ([b"\0" * 32, 8 * 2**9, None], "segment reference"),
         ([b"\0" * 32, 32, None], "element count"),
         ([b"short", 8, None], "SHA-256"),
         ([b"\0" * 32, 8, "x" * 200], "not a checkpoint id"),
@@ -292,8 +292,8 @@ def test_sealed_memory_packs_only_new_segments(monkeypatch: pytest.MonkeyPatch) 
         return real(obj)
 
     cache = ElementCache()
-    # 4 ** 2 runs of 8 merge into one segment; 8 more elements seal a new one.
-    n = CHUNK_LEN * NODE_FANOUT**2
+    # 16 runs of 8 merge into one segment; 8 more elements seal a new one.
+    n = CHUNK_LEN * 16
     elements = _elements(n + CHUNK_LEN)
     list_encoding.encode_list(elements[:n], cache, cache.sealed)
     monkeypatch.setattr(codec, "pack_object", counting)

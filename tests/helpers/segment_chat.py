@@ -1,9 +1,10 @@
 """A thread whose ``messages`` list has sealed and merged segments (format version 2).
 
 Each put adds two short messages: the list seals a segment of 8 elements
-every 4 puts and merges four of one size into one 4 times larger, so after 40
-puts the head's list holds 32-element and 8-element segments, each embedded
-in the manifest of the put that made it and located there by the later ones.
+every 4 puts and merges two of one size into one twice as large, so after 40
+puts (10 runs of 8, 0b1010) the head's list holds a 64-element and a
+16-element segment, each embedded in the manifest of the put that made it
+and located there by the later ones.
 """
 
 from __future__ import annotations

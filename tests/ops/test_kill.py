@@ -175,7 +175,8 @@ def test_prune_killed_then_rerun_leaves_the_bucket_of_one_run(
     # written (spec §6.9 step 2). Age the writes, not the marks (their ripeness).
     hour_ago = time.time() - 3600
     for where, _dirs, names in os.walk(root / "threads"):
-        if "/writes" in where:
+        # Pending writes: under a checkpoint's <R>.w/ (version 2) or writes/ (version 1).
+        if where.endswith(".w") or "/writes" in where:
             for name in names:
                 os.utime(os.path.join(where, name), (hour_ago, hour_ago))
     prune(config=OpsConfig(url=f"file://{root}"), keep_last=1, min_age=0, apply=True)

@@ -69,7 +69,7 @@ def _objects_key(digest: bytes) -> str:
 def test_the_thread_has_merged_segments_located_in_older_manifests(store: LocalStore) -> None:
     hkey, hm = head(store)
     counts = [g.count for g in segments(hm)]
-    assert 32 in counts and 8 in counts  # sealed and merged
+    assert counts == [64, 16]  # sealed and merged: 10 runs of 8 are 0b1010
     assert all(g.loc is not None for g in segments(hm))
     assert {g.loc for g in segments(hm)} - {hkey}  # located in older manifests
     assert not store.list(k.objects_prefix(THREAD)).objects  # nothing stands alone
@@ -172,18 +172,18 @@ def test_verify_walks_the_elements_of_embedded_segments(tmp_path: Path) -> None:
 
 def test_verify_reports_a_segment_count_its_list_gets_wrong(store: LocalStore) -> None:
     hkey, hm = head(store)
-    i, g = next((i, g) for i, g in enumerate(segments(hm)) if g.count == 8)
+    i, g = next((i, g) for i, g in enumerate(segments(hm)) if g.count == 16)
 
     def claim_32(fields: dict[str, Any]) -> None:
         entry = fields["channels"]["messages"]
-        entry[1] += 24
+        entry[1] += 16
         entry[2][i][1] = 32
 
     rewrite_manifest(store, hkey, claim_32)
     report = _verify(store)
     assert [p.kind for p in report.problems] == ["shape"], report.problems
     assert report.problems[0].key == g.loc
-    assert "holds 8 elements" in report.problems[0].detail and hkey in report.problems[0].detail
+    assert "holds 16 elements" in report.problems[0].detail and hkey in report.problems[0].detail
 
 
 # --- show, cat, history, du ------------------------------------------------------------------

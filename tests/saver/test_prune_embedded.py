@@ -275,16 +275,12 @@ def test_prune_interrupted_after_any_write_leaves_every_checkpoint_readable(
 def test_delete_for_runs_stores_segments_a_later_run_locates(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     with ObjectStoreSaver(store) as saver:
-        config, messages = _chat(saver, "chat", TURNS // 2, run_id="run-a")
+        # Run a ends on 8 runs of 8 merged into one segment of 64; run b's 16
+        # messages never merge with it, so its head locates it in run a.
+        config, messages = _chat(saver, "chat", 32, run_id="run-a")
         run_a = _manifests(store, "chat")
         _, messages = _chat(
-            saver,
-            "chat",
-            TURNS // 2,
-            start=TURNS // 2,
-            config=config,
-            messages=messages,
-            run_id="run-b",
+            saver, "chat", 8, start=32, config=config, messages=messages, run_id="run-b"
         )
     head = next(iter(_manifests(store, "chat").values()))
     assert set(_located(head).values()) & set(run_a)  # run b's head reads run a's manifests
@@ -298,7 +294,7 @@ def test_delete_for_runs_stores_segments_a_later_run_locates(tmp_path: Path) -> 
         assert _stored_alone(store, "chat", doomed) == set(doomed)
         with ObjectStoreSaver(store) as reader:
             listed = list(reader.list({"configurable": {"thread_id": "chat"}}))
-        assert len(listed) == TURNS // 2
+        assert len(listed) == 8
         assert saver.verify("chat").ok  # needs verify's support of embedded objects
 
 

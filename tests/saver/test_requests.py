@@ -102,12 +102,13 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
     assert sorted(puts[2:])[len(puts[2:]) // 2] == 5, puts
     # Bytes written per turn stay flat: the history is never rewritten.
     # Compared over whole seal cycles (2 messages a turn, a segment of 8 every
-    # 4 turns): each manifest carries the list's segment references, at most
-    # 3 per size (four of one size merge), 54 bytes each with its location:
-    # 1.5 on average in turns 4-7, 4.5 in turns 40-43, so about 490 bytes a
-    # turn more over 3 manifests. Rewriting the history would be many times more.
+    # 4 turns): each manifest carries the list's segment references, one per
+    # size (two of one size merge), 54 bytes each with its location: 1.5 on
+    # average in turns 4-7, 2.5 in turns 40-43 (10 and 11 runs of 8: 0b1010,
+    # 0b1011), about 160 bytes a turn more over 3 manifests; the merges'
+    # copies come on top. Rewriting the history would be many times more.
     early, late = sum(sent[4:8]) / 4, sum(sent[40:44]) / 4
-    assert late < early * 1.25, (early, late, sent)
+    assert late < early * 1.2, (early, late, sent)
     assert max(sent[2:]) < 8 * 1024, sent
     total_history_bytes = sum(len(str(m.content)) for m in messages)
     assert sent[-1] < total_history_bytes / 5
