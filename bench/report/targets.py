@@ -124,8 +124,8 @@ def targets(d: Results) -> list[dict[str, Any]]:
     us, pg = cpu_per_turn(d, "6a", OURS), cpu_per_turn(d, "6a", "postgres")
     if us and pg:
         add(
-            "W6 CPU per turn ≤ 1.5x PostgresSaver (8 OS threads)",
-            us / pg <= 1.5,
+            "W6 CPU per turn ≤ 1.0x PostgresSaver (8 OS threads)",
+            us / pg <= 1.0,
             f"{us / pg:.2f}x",
             _rounds_note(d.ok("6a", OURS), d.ok("6a", "postgres")),
             reason=lambda: _w6_cpu(d, "6a"),
@@ -133,8 +133,8 @@ def targets(d: Results) -> list[dict[str, Any]]:
     us, pg = cpu_per_turn(d, "6b", OURS), cpu_per_turn(d, "6b", "postgres")
     if us and pg:
         add(
-            "W6 CPU per turn ≤ 1.5x PostgresSaver (64 async)",
-            us / pg <= 1.5,
+            "W6 CPU per turn ≤ 1.0x PostgresSaver (64 async)",
+            us / pg <= 1.0,
             f"{us / pg:.2f}x",
             reason=lambda: _w6_cpu(d, "6b"),
         )
