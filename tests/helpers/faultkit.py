@@ -36,7 +36,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.storage import ObjectStore, StorageError
+from objstore_saver.storage import MeteredStore, ObjectStore, StorageError
 
 T = TypeVar("T")
 
@@ -389,3 +389,28 @@ def traced_peak(fn: Callable[[], T]) -> tuple[int, T]:
     finally:
         tracemalloc.stop()
     return peak - base, out
+
+
+class Crash(Exception):
+    """Raised by :class:`CrashAfter`: the process stops here."""
+
+
+class CrashAfter(MeteredStore):
+    """A store whose PUTs and DELETEs fail (:class:`Crash`) after the first ``budget`` ones."""
+
+    def __init__(self, inner: ObjectStore, budget: int) -> None:
+        super().__init__(inner)
+        self.budget = budget
+
+    def _spend(self) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            raise Crash
+
+    def put(self, *a: Any, **kw: Any) -> None:
+        self._spend()
+        super().put(*a, **kw)
+
+    def delete(self, *a: Any, **kw: Any) -> None:
+        self._spend()
+        super().delete(*a, **kw)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from backends import S3_BACKENDS, Backend
 from delta_graph import delta_builder, expected_log
+from faultkit import Crash, CrashAfter
 from langgraph.checkpoint.base import empty_checkpoint
 from payloads import incompressible_text
 
@@ -336,31 +337,6 @@ def test_a_writer_that_finds_a_marked_value_renews_it(local: LocalStore) -> None
 
 
 # --- crash safety and the writer's costs -------------------------------------------------
-
-
-class Crash(Exception):
-    pass
-
-
-class CrashAfter(MeteredStore):
-    """Fails every request after the first ``budget`` ones."""
-
-    def __init__(self, inner: ObjectStore, budget: int) -> None:
-        super().__init__(inner)
-        self.budget = budget
-
-    def _spend(self) -> None:
-        self.budget -= 1
-        if self.budget < 0:
-            raise Crash
-
-    def put(self, *a: Any, **kw: Any) -> None:
-        self._spend()
-        super().put(*a, **kw)
-
-    def delete(self, *a: Any, **kw: Any) -> None:
-        self._spend()
-        super().delete(*a, **kw)
 
 
 def _history(saver: ObjectStoreSaver, thread: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from backends import S3_BACKENDS, Backend
+from faultkit import Crash, CrashAfter
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from layout import is_manifest
@@ -213,31 +214,6 @@ def test_prune_interrupted_before_deleting_leaves_the_thread_readable(tmp_path: 
         assert saver.prune(["chat"], keep_last=1, min_age=0)["objects_extracted"] == len(doomed)
         assert _head_messages(store, "chat") == _contents(messages)
         assert saver.verify("chat").ok  # needs verify's support of embedded objects
-
-
-class Crash(Exception):
-    pass
-
-
-class CrashAfter(MeteredStore):
-    """Fails every PUT and DELETE after the first ``budget`` ones."""
-
-    def __init__(self, inner: ObjectStore, budget: int) -> None:
-        super().__init__(inner)
-        self.budget = budget
-
-    def _spend(self) -> None:
-        self.budget -= 1
-        if self.budget < 0:
-            raise Crash
-
-    def put(self, *a: Any, **kw: Any) -> None:
-        self._spend()
-        super().put(*a, **kw)
-
-    def delete(self, *a: Any, **kw: Any) -> None:
-        self._spend()
-        super().delete(*a, **kw)
 
 
 def test_prune_interrupted_after_any_write_leaves_every_checkpoint_readable(
