@@ -27,12 +27,11 @@ from objstore_saver.longterm.records import (
     decode_record,
     decode_snapshot,
 )
-from objstore_saver.plans import decode_checked_manifest, thread_prefixes
+from objstore_saver.plans import decode_checked_manifest, embedded_name, thread_prefixes
 from objstore_saver.plans.requests import Batch
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
 from objstore_saver.verify_facts import (
     Facts,
-    embedded_name,
     facts_of,
     fetch,
     fetch_groups,

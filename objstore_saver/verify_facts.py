@@ -120,22 +120,10 @@ def split_refs(
     The first list holds every reference read at ``objects/<H>`` (segments
     that stand alone among them); located segments are only in the last.
     """
-    alone: list[tuple[str, bytes]] = []
-    sealed: list[tuple[bytes, int]] = []
-    segments: list[SegmentRef] = []
-    for e in entries:
-        if isinstance(e, InlineList):
-            o = e.obj
-            sealed += o.sealed
-            segments += o.segments
-            alone += [("c", d) for d, _ in o.sealed]
-            alone += [("g", g.digest) for g in o.segments if g.loc is None]
-            alone += entry_refs(o.tail)
-        else:
-            alone += entry_refs([e])
+    entries = list(entries)
+    lists = [e.obj for e in entries if isinstance(e, InlineList)]
+    sealed = [s for o in lists for s in o.sealed]
+    segments = [g for o in lists for g in o.segments]
+    located = {g.digest for g in segments if g.loc is not None}
+    alone = [(t, d) for t, d in entry_refs(entries) if not (t == "g" and d in located)]
     return alone, sealed, segments
-
-
-def embedded_name(mkey: str, digest: bytes) -> str:
-    """How problems name an object embedded in a manifest."""
-    return f"{mkey} (embedded object {digest.hex()})"

@@ -30,7 +30,7 @@ from typing import Any
 
 from objstore_saver.caches.fifo import BoundedFifo
 from objstore_saver.caches.message_keys import StateKey
-from objstore_saver.format.codec import Entry, StoredObject, object_size
+from objstore_saver.format.codec import Entry, Manifest, StoredObject, object_size
 from objstore_saver.format.list_encoding import EncodedElement, SealedKey, SealedObject
 
 _KNOWN_ONLY_COST = 120
@@ -156,8 +156,8 @@ class CheckpointEntries:
 
     versions: dict[str, str | int | float]
     entries: dict[str, Entry]
-    manifest: bytes | None = None
-    """The manifest's bytes when this process wrote it (small manifests only)."""
+    manifest: Manifest | None = None
+    """The manifest, decoded, when this process wrote it (small manifests only)."""
 
 
 def _touched(items: OrderedDict[Any, Any], key: Any, max_items: int) -> None:

@@ -318,13 +318,6 @@ def namespace_of_manifest_key(key: str) -> tuple[str, str]:
     return ns_tok, seg.removesuffix(V2_MANIFEST_SUFFIX)
 
 
-def thread_prefix_of_key(key: str) -> str | None:
-    """``threads/<T>/`` of a thread's key, or None for a key outside any thread."""
-    if not key.startswith(THREADS) or "/" not in key[len(THREADS) :]:
-        return None
-    return split_thread_key(key)[0]
-
-
 def is_manifest_v2_key(key: str) -> bool:
     """Whether ``key`` has the shape ``threads/<T>/checkpoints/<N>/<R>.2``."""
     parts = key.split("/")

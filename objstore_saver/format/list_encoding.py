@@ -54,8 +54,9 @@ class SealedObject:
     """Bytes of its entries as packed (the merge rule's weight)."""
 
 
-#: What a segment is a function of: ``("g", *element keys)``, each key being
-#: ``(type, serialized bytes)``.
+#: What a segment is a function of: ``("g", *element keys)`` for a seal, each
+#: key being ``(type, serialized bytes)``; ``("m", *digests)`` for a merge (the
+#: segments it joins, whose bytes their digests fix).
 SealedKey = tuple[object, ...]
 
 
@@ -102,16 +103,16 @@ def _segment(
     return segment
 
 
-def _mergeable(run: list[tuple[int, SealedObject]]) -> bool:
+def _mergeable(run: list[SealedObject]) -> bool:
     """Whether the last ``SEGMENT_MERGE`` segments merge (spec §4.4, rule 2)."""
     if len(run) < codec.SEGMENT_MERGE:
         return False
     last = run[-codec.SEGMENT_MERGE :]
-    count = len(last[0][1].items)
+    count = len(last[0].items)
     return (
-        all(len(s.items) == count for _, s in last)
+        all(len(s.items) == count for s in last)
         and count * codec.SEGMENT_MERGE <= codec.SEGMENT_MAX_LEN
-        and sum(s.size for _, s in last) <= codec.SEGMENT_MAX_BYTES
+        and sum(s.size for s in last) <= codec.SEGMENT_MAX_BYTES
     )
 
 
@@ -160,25 +161,19 @@ def encode_list(
         )
 
     full = len(elements) // codec.CHUNK_LEN * codec.CHUNK_LEN
-    # (index of its first element, segment), oldest first.
-    run: list[tuple[int, SealedObject]] = []
+    run: list[SealedObject] = []  # the segments, oldest first
     for start in range(0, full, codec.CHUNK_LEN):
         group = elements[start : start + codec.CHUNK_LEN]
         key: SealedKey = ("g", *group)
         sealed = sealed_cache.get(key) if sealed_cache is not None else None
         if sealed is None:
             sealed = _segment([one(encoded(pair)) for pair in group], key, sealed_cache)
-        run.append((start, sealed))
+        run.append(sealed)
         while _mergeable(run):
-            first = run[-codec.SEGMENT_MERGE][0]
-            merged = _segment(
-                [s for _, s in run[-codec.SEGMENT_MERGE :]],
-                ("g", *elements[first : start + codec.CHUNK_LEN]),
-                sealed_cache,
-            )
+            members = run[-codec.SEGMENT_MERGE :]
             del run[-codec.SEGMENT_MERGE :]
-            run.append((first, merged))
-    for _, segment in run:
+            run.append(_segment(members, ("m", *(s.digest for s in members)), sealed_cache))
+    for segment in run:
         out[segment.digest] = segment.body
         children[segment.digest] = segment.children
         out.update(segment.element_objects)
@@ -188,7 +183,7 @@ def encode_list(
         out.update(element.objects)
         children.update(element.children)
     items = tuple(codec.decode_entry(e.item, "a new list") for e in tail)
-    segments = tuple(codec.SegmentRef(s.digest, len(s.items)) for _, s in run)
+    segments = tuple(codec.SegmentRef(s.digest, len(s.items)) for s in run)
     root = codec.ListObj(len(elements), (), items, segments)
     return codec.Encoded(codec.InlineList(root), out, children)
 

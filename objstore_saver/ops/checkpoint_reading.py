@@ -17,7 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import Entry, Inline, InlineList, Manifest, Ref, SegmentObj
+from objstore_saver.format.codec import Entry, Inline, InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
 from objstore_saver.plans.requests import Get, run_batch
@@ -35,8 +35,8 @@ def resolve_entries(
     entries: Mapping[str, Entry],
     referrer: str,
     *,
-    embedded: Mapping[bytes, SegmentObj] | None = None,
-    gone: Collection[str] = (),
+    ctx: plans.Context | None = None,
+    gone: set[str] | None = None,
 ) -> SubPlan:
     """Sub-plan: the JSON of each named entry, fetching the objects they reference.
 
@@ -46,10 +46,10 @@ def resolve_entries(
         pfx: The thread prefix the entries belong to.
         entries: Entries by name (inline values or references to objects).
         referrer: The key that holds the entries, named in errors.
-        embedded: Segments already read from the manifests that embed them
-            (:func:`locate_segments`): not fetched again.
-        gone: Manifests known deleted: the segments they locate are read at
-            ``objects/<H>`` (prune stored them there first).
+        ctx: The memory of objects already read (the manifest's own embedded
+            segments, what an earlier call fetched); a new one if None.
+        gone: Where to add the manifests that locate a segment but are
+            deleted (prune stored their segments at ``objects/<H>``).
 
     Returns:
         The decoded value of each entry, by the same names.
@@ -57,57 +57,8 @@ def resolve_entries(
     Raises:
         CorruptObjectError: a referenced object is missing or does not decode.
     """
-    ctx = _ctx()
-    for d, obj in (embedded or {}).items():
-        ctx.objects.add_embedded(pfx, d, obj)
-    refs = plans.entry_refs(entries.values())
-    located = {
-        d: loc for d, loc in plans.entry_locations(entries.values()).items() if loc not in gone
-    }
-    got = yield from plans.fetch_objects(ctx, pfx, refs, referrer, located=located)
+    got = yield from plans.fetch_entries(ctx or _ctx(), pfx, entries.values(), referrer, gone=gone)
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
-
-
-def _segments_of(key: str, m: Manifest) -> dict[bytes, SegmentObj]:
-    """The segments a manifest embeds that decode; the others are left to the read to name."""
-    out: dict[bytes, SegmentObj] = {}
-    for d, body in codec.embedded_objects(m).items():
-        try:
-            obj = codec.decode_object(body, key, "g")
-        except CorruptObjectError:
-            continue
-        if isinstance(obj, SegmentObj):
-            out[d] = obj
-    return out
-
-
-def locate_segments(pfx: str, mkey: str, m: Manifest, entries: Collection[Entry]) -> SubPlan:
-    """Sub-plan: where the located segments of ``entries`` (of manifest ``mkey``) are.
-
-    Reads, in one round, each other manifest that locates one (the GETs the
-    read of the entries would make anyway); ``m``'s own embedded objects
-    cost nothing.
-
-    Returns:
-        ``(embedded, gone)``: the segments found embedded, by digest (for
-        :func:`resolve_entries`), and the locating manifests that are gone
-        (their segments are at ``objects/<H>``).
-    """
-    embedded = _segments_of(mkey, m)
-    others = sorted({loc for loc in plans.entry_locations(entries).values() if loc != mkey})
-    gone: set[str] = set()
-    bodies = yield from run_batch(*(Get(k) for k in others))
-    for key, body in zip(others, bodies, strict=True):
-        if body is None:
-            gone.add(key)
-            continue
-        try:
-            other = plans.decode_checked_manifest(body, key)
-        except CorruptObjectError:
-            continue  # the read of the entries names it
-        if keys.thread_prefix(other.thread_id) == pfx:
-            embedded |= _segments_of(key, other)
-    return embedded, gone
 
 
 def error_of(exc: CorruptObjectError) -> dict[str, str]:
@@ -121,7 +72,7 @@ def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str, **seen: 
     All entries are resolved in one go first (the cost of ``show``). Only when
     that fails is each entry resolved alone, to tell which ones are corrupt:
     one more fetch per entry, paid by corrupt checkpoints only. ``seen``:
-    :func:`resolve_entries`' ``embedded`` and ``gone``.
+    :func:`resolve_entries`' ``ctx`` and ``gone``.
 
     Returns:
         ``(values, errors)``: values by name of the entries that decode, and
@@ -208,8 +159,9 @@ def checkpoint_plan(
     """Plan: a checkpoint (the latest when ``checkpoint_id`` is None) decoded to JSON.
 
     One GET of the manifest and one LIST of its writes in one batch, then the
-    other manifests that embed segments of its lists (format version 2), then
-    the objects its entries reference, then its pending writes and theirs.
+    objects its entries reference with the other manifests that embed
+    segments of its lists (format version 2), then its pending writes and
+    theirs.
 
     Args:
         thread_id: The thread.
@@ -243,8 +195,12 @@ def checkpoint_plan(
     errors: Errors | None = {} if collect_errors else None
     entries = {"checkpoint": m.checkpoint, "metadata": m.metadata}
     entries.update({"channel:" + name: e for name, e in m.channels.items()})
-    embedded, gone = yield from locate_segments(pfx, mkey, m, list(entries.values()))
-    decoded = yield from _resolve(pfx, entries, mkey, errors, embedded=embedded, gone=gone)
+    # One memory for the checkpoint: its own embedded segments cost no request,
+    # and an entry read again alone (collecting errors) fetches nothing twice.
+    ctx = _ctx()
+    plans.remember_embedded(ctx, m, mkey)
+    gone: set[str] = set()
+    decoded = yield from _resolve(pfx, entries, mkey, errors, ctx=ctx, gone=gone)
     write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
     writes = []
     for k, b in zip(write_keys, write_bodies, strict=True):

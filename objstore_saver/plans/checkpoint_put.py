@@ -35,16 +35,16 @@ from objstore_saver.format.codec import (
     Inline,
     InlineList,
     ListObj,
+    Manifest,
     Ref,
 )
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.reading import (
     child_refs,
     entry_refs,
-    fetch_objects,
+    fetch_entries,
     materialize,
     read_checkpoint_manifest,
-    remember_embedded,
 )
 from objstore_saver.plans.requests import (
     Batch,
@@ -83,8 +83,9 @@ def recall_parent(
     if found is None:
         return None
     mkey, manifest = found
-    remember_embedded(ctx, manifest, mkey)
-    got = yield from fetch_objects(ctx, pfx, entry_refs([manifest.checkpoint]), mkey)
+    got = yield from fetch_entries(
+        ctx, pfx, [manifest.checkpoint], mkey, holders=[(mkey, manifest)]
+    )
     checkpoint = materialize(ctx.serde, manifest.checkpoint, got, pfx)
     for e in manifest.channels.values():
         if isinstance(e, InlineList):
@@ -117,13 +118,17 @@ def _locate_segments(
     channels: dict[str, Entry],
     encoded: Sequence[Encoded],
     parent: CheckpointEntries | None,
-) -> dict[bytes, bytes]:
-    """Give each new list segment a location; return those the manifest embeds.
+) -> tuple[dict[bytes, bytes], set[bytes]]:
+    """Give each new list segment a location in ``channels``.
 
     A segment the parent locates keeps that location (its manifest holds
     it); a segment known stored alone stays there; any other is embedded in
     the manifest ``mkey`` (spec §6.1 step 2): a seal or a merge costs no
     request of its own.
+
+    Returns:
+        The segments the manifest embeds (digest → bytes), and those located
+        in earlier manifests.
     """
     where: dict[bytes, str | None] = {}
     for e in (parent.entries if parent is not None else {}).values():
@@ -133,6 +138,7 @@ def _locate_segments(
     for enc in encoded:
         bodies.update(enc.objects)
     embedded: dict[bytes, bytes] = {}
+    located: set[bytes] = set()
     for name, e in channels.items():
         if not isinstance(e, InlineList) or not any(g.loc is None for g in e.obj.segments):
             continue
@@ -141,32 +147,26 @@ def _locate_segments(
             if g.loc is None and g.digest in bodies:
                 if g.digest in where:
                     g = replace(g, loc=where[g.digest])
+                    located.add(g.digest)
                 elif not ctx.objects.known(pfx, g.digest, ctx.trust_age):
                     embedded[g.digest] = bodies[g.digest]
                     g = replace(g, loc=mkey)
             placed.append(g)
         channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
-        _replace_entry(encoded, e, channels[name])
-    return embedded
+    return embedded, located
 
 
-def _replace_entry(encoded: Sequence[Encoded], old: Entry, new: Entry) -> None:
-    """Make the encoding whose entry is ``old`` carry ``new`` (what the manifest holds)."""
-    for enc in encoded:
-        if enc.entry is old:
-            enc.entry = new
-
-
-def _unembed(channels: dict[str, Entry], mkey: str, encoded: Sequence[Encoded]) -> None:
+def _unembed(channels: dict[str, Entry], mkey: str) -> None:
     """Locate every segment embedded at ``mkey`` alone instead (``objects/<H>``)."""
     for name, e in channels.items():
         if isinstance(e, InlineList) and any(g.loc == mkey for g in e.obj.segments):
             segments = tuple(replace(g, loc=None) if g.loc == mkey else g for g in e.obj.segments)
             channels[name] = InlineList(replace(e.obj, segments=segments))
-            _replace_entry(encoded, e, channels[name])
 
 
-def _fit_manifest(fields: dict[str, Any], encoded: list[Encoded]) -> tuple[bytes, dict[str, Any]]:
+def _fit_manifest(
+    fields: dict[str, Any], encoded: list[Encoded], mkey: str
+) -> tuple[bytes, dict[str, Any]]:
     """Encode a manifest, moving its embedded objects, then its largest inline entries, out.
 
     Embedded segments go first: a manifest past the budget stores them alone
@@ -178,13 +178,7 @@ def _fit_manifest(fields: dict[str, Any], encoded: list[Encoded]) -> tuple[bytes
         return data, fields
     if fields.get("embedded"):
         channels = dict(fields["channels"])
-        _unembed(
-            channels,
-            keys.manifest_key(
-                fields["thread_id"], fields["checkpoint_ns"], fields["checkpoint_id"]
-            ),
-            encoded,
-        )
+        _unembed(channels, mkey)
         fields = {**fields, "channels": channels, "embedded": ()}
         data = codec.encode_manifest(**fields)
         if len(data) <= codec.MANIFEST_BUDGET:
@@ -275,7 +269,7 @@ def put(
         cp_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(bare))
         md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md))
         encoded += [cp_enc, md_enc]
-        embedded = _locate_segments(ctx, pfx, mkey, channels, encoded, parent)
+        embedded, located = _locate_segments(ctx, pfx, mkey, channels, encoded, parent)
         manifest, fields = _fit_manifest(
             {
                 "thread_id": scope.thread_id,
@@ -288,15 +282,18 @@ def put(
                 "embedded": list(embedded.values()),
             },
             encoded,
+            mkey,
         )
         channels = fields["channels"]
         if not fields["embedded"]:
-            embedded = {}
+            embedded = {}  # moved out: stored alone with the other objects
 
         markers: list[Put] = []
         if marker is not None and marker not in ctx.marked_runs:
             markers = [Put(k, b"") for k in keys.run_markers(scope.thread_id, cast(str, run_id))]
-        yield from store_objects(ctx, pfx, encoded, markers, trust=trust, embedded=list(embedded))
+        yield from store_objects(
+            ctx, pfx, encoded, markers, trust=trust, embedded=embedded, located=located
+        )
         if marker is not None:
             ctx.marked_runs.add(marker)
         # Invariant: every object the manifest relies on was confirmed stored at
@@ -319,10 +316,11 @@ def put(
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
     for d, body in embedded.items():
         ctx.objects.add_embedded(pfx, d, codec.decode_object(body, mkey, "g"))
-    # Remembered without its embedded objects: those are in the object memory.
-    kept = codec.encode_manifest(**{**fields, "embedded": ()}) if embedded else manifest
-    if len(kept) > REMEMBERED_MANIFEST_MAX:
-        kept = None
+    # Remembered as written, without its embedded objects (in the object
+    # memory now): the next latest lookup decodes nothing (§6.2 step 4).
+    kept = None
+    if len(manifest) - sum(map(len, embedded.values())) <= REMEMBERED_MANIFEST_MAX:
+        kept = Manifest(**{k: v for k, v in fields.items() if k != "embedded"})
     ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
     ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)

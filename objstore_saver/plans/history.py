@@ -16,13 +16,10 @@ from objstore_saver.plans.context import Context, Step
 from objstore_saver.plans.lookup import latest_id
 from objstore_saver.plans.reading import (
     effective_writes,
-    entry_locations,
-    entry_refs,
-    fetch_objects,
+    fetch_entries,
     list_write_keys,
     materialize,
     read_checkpoint_manifest,
-    remember_embedded,
 )
 from objstore_saver.plans.requests import (
     Get,
@@ -64,10 +61,7 @@ def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequen
         wanted = [w for w in writes if w.channel in remaining]
         seeded = [c for c in remaining if c in m.channels]
         entries = [w.value for w in wanted] + [m.channels[c] for c in seeded]
-        remember_embedded(ctx, m, mkey)
-        got = yield from fetch_objects(
-            ctx, pfx, entry_refs(entries), mkey, located=entry_locations(entries)
-        )
+        got = yield from fetch_entries(ctx, pfx, entries, mkey, holders=[(mkey, m)])
         for w in reversed(wanted):
             collected[w.channel].append(
                 (w.task_id, w.channel, materialize(ctx.serde, w.value, got, pfx))

@@ -192,7 +192,7 @@ def _guessed_latest(
     if remembered is None or remembered.manifest is None:
         page = yield from run_one(_newest_manifest(scope))
         return (yield from _head_of(scope, page))
-    manifest = decode_checked_manifest(remembered.manifest, mkey)
+    manifest = remembered.manifest
 
     def decoded() -> tuple[tuple[dict[str, Any], Any] | None, Exception | None]:
         # A checkpoint that is no longer the newest need not decode: its error

@@ -18,9 +18,7 @@ from objstore_saver.plans.extraction import read_embedded, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
-    entry_locations,
-    entry_refs,
-    fetch_objects,
+    fetch_entries,
     read_checkpoint_manifest,
     read_metadata,
 )
@@ -118,17 +116,17 @@ def _reach(
     reached: set[bytes] = set()
     for mkey, m in manifests:
         entries = [m.checkpoint, m.metadata, *m.channels.values()]
-        yield from fetch_objects(
-            ctx, pfx, entry_refs(entries), mkey, reached=reached, located=entry_locations(entries)
-        )
+        yield from fetch_entries(ctx, pfx, entries, mkey, holders=[(mkey, m)], reached=reached)
     for start in range(0, len(write_keys), LIST_READ_AHEAD * 4):
         group = write_keys[start : start + LIST_READ_AHEAD * 4]
         bodies = yield from run_batch(*(Get(k) for k in group))
-        refs = []
-        for k, body in zip(group, bodies, strict=True):
-            if body is not None:  # deleted with its checkpoint since the listing
-                refs += entry_refs([w.value for w in codec.decode_writes(body, k)])
-        yield from fetch_objects(ctx, pfx, refs, pfx, reached=reached)
+        entries = [
+            w.value
+            for k, body in zip(group, bodies, strict=True)
+            if body is not None  # deleted with its checkpoint since the listing
+            for w in codec.decode_writes(body, k)
+        ]
+        yield from fetch_entries(ctx, pfx, entries, pfx, reached=reached)
     return reached
 
 

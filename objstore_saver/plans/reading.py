@@ -83,53 +83,56 @@ def entry_locations(entries: Iterable[Entry]) -> dict[bytes, str]:
     }
 
 
-def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> None:
-    """Keep a manifest's embedded objects in memory, so its own lists read with no request."""
-    if not m.embedded:
-        return
+def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> dict[bytes, StoredObject]:
+    """Decode a manifest's embedded objects and keep them in memory; return them by address.
+
+    Then the lists of ``m`` (and of whoever locates a segment in it) read
+    their segments with no request.
+    """
     pfx = keys.thread_prefix(m.thread_id)
+    out: dict[bytes, StoredObject] = {}
     for d, body in codec.embedded_objects(m).items():
-        ctx.objects.add_embedded(pfx, d, codec.decode_object(body, _embedded_name(mkey, d)))
+        out[d] = codec.decode_object(body, embedded_name(mkey, d))
+        ctx.objects.add_embedded(pfx, d, out[d])
+    return out
 
 
-def _embedded_name(mkey: str, digest: bytes) -> str:
+def embedded_name(mkey: str, digest: bytes) -> str:
     """How errors name an object embedded in a manifest."""
     return f"{mkey} (embedded object {digest.hex()})"
 
 
 def _take_embedded(
     ctx: Context,
-    pfx: str,
-    wanted: Mapping[bytes, tuple[str, str]],
+    wanted: Mapping[bytes, str],
     manifests: Mapping[str, bytes | None],
     referrers: Mapping[bytes, str],
 ) -> tuple[dict[bytes, StoredObject], list[bytes]]:
-    """Objects found in the manifests that embed them, and those whose manifest is gone.
+    """Segments found in the manifests that embed them, and those whose manifest is gone.
 
-    ``wanted``: digest → (tag, manifest key); ``manifests``: their bodies. A
+    ``wanted``: digest → manifest key; ``manifests``: their bodies. A
     manifest that prune deleted stored its embedded objects at
     ``objects/<H>`` first, where the caller reads them; a manifest that is
-    there but does not embed the object is corrupt.
+    there but does not embed the segment is corrupt.
     """
     got: dict[bytes, StoredObject] = {}
     alone: list[bytes] = []
     for mkey, body in manifests.items():
-        mine = [d for d, (_, k) in wanted.items() if k == mkey]
+        mine = [d for d, k in wanted.items() if k == mkey]
         if body is None:
             alone += mine
             continue
-        held = codec.embedded_objects(decode_checked_manifest(body, mkey))
+        held = remember_embedded(ctx, decode_checked_manifest(body, mkey), mkey)
         for d in mine:
             if d not in held:
                 raise CorruptObjectError(
                     mkey, f"does not embed object {d.hex()} that {referrers[d]} locates there"
                 )
-        for d, data in held.items():
-            tag = wanted[d][0] if d in wanted else None
-            obj = codec.decode_object(data, _embedded_name(mkey, d), tag)
-            ctx.objects.add_embedded(pfx, d, obj)
-            if d in wanted:
-                got[d] = obj
+            if not isinstance(held[d], SegmentObj):
+                raise CorruptObjectError(
+                    embedded_name(mkey, d), f"{referrers[d]} locates a segment, found another kind"
+                )
+            got[d] = held[d]
     return got, alone
 
 
@@ -141,6 +144,7 @@ def fetch_objects(
     *,
     reached: set[bytes] | None = None,
     located: Mapping[bytes, str] | None = None,
+    gone: set[str] | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
     """Sub-plan: every object reachable from ``refs``, level by level.
 
@@ -149,7 +153,9 @@ def fetch_objects(
     When ``reached`` is given, only the structure is read (lists, chunks, parts
     indexes): leaf digests are added to ``reached`` without fetching them.
     ``located`` names the manifest that embeds an object (segments of inline
-    lists, :func:`entry_locations`); others are read at ``objects/<H>``.
+    lists, :func:`entry_locations`), read in the same round as the objects at
+    ``objects/<H>``; when that manifest is gone (added to ``gone``, if
+    given), the object is read at ``objects/<H>``.
     """
     located = located or {}
     # The referrer was read just before: whatever it reaches is stored now.
@@ -174,22 +180,25 @@ def fetch_objects(
             else:
                 got[d] = cached
                 fresh.append((d, cached))
-        embedded = {d: (tag, located[d]) for tag, d in need if d in located}
+        embedded = {d: located[d] for _, d in need if d in located}
         need = [(tag, d) for tag, d in need if d not in embedded]
-        holders = sorted({k for _, k in embedded.values()})
-        bodies = yield from run_batch(
+        holders = sorted(set(embedded.values()))
+        replies = yield from run_batch(
             *(Get(keys.object_key_in(pfx, d)) for _, d in need), *(Get(k) for k in holders)
         )
+        bodies = replies[: len(need)]
         if holders:
             found, alone = _take_embedded(
-                ctx, pfx, embedded, dict(zip(holders, bodies[len(need) :], strict=True)), referrers
+                ctx, embedded, dict(zip(holders, replies[len(need) :], strict=True)), referrers
             )
             got |= found
             fresh += found.items()
-            # Their manifest is gone: prune stored them alone before deleting it.
-            need += [(embedded[d][0], d) for d in alone]
-            bodies = bodies[: len(need) - len(alone)]
-            bodies += yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for d in alone))
+            if alone:
+                # Their manifest is gone: prune stored them alone before deleting it.
+                if gone is not None:
+                    gone.update(embedded[d] for d in alone)
+                need += [("g", d) for d in alone]
+                bodies += yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for d in alone))
         for (tag, d), body in zip(need, bodies, strict=True):
             key = keys.object_key_in(pfx, d)
             if body is None:
@@ -212,6 +221,37 @@ def fetch_objects(
     if reached is not None:
         ctx.objects.confirm(pfx, reached, as_of)
     return got
+
+
+def fetch_entries(
+    ctx: Context,
+    pfx: str,
+    entries: Iterable[Entry],
+    referrer: str,
+    *,
+    holders: Iterable[tuple[str, Manifest]] = (),
+    reached: set[bytes] | None = None,
+    gone: set[str] | None = None,
+) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
+    """Sub-plan: :func:`fetch_objects` for what ``entries`` reference, segments where located.
+
+    ``holders`` are the manifests (key, decoded) the entries come from: what
+    they embed is in hand, so their own segments cost no request.
+    """
+    for mkey, m in holders:
+        remember_embedded(ctx, m, mkey)
+    entries = list(entries)
+    return (
+        yield from fetch_objects(
+            ctx,
+            pfx,
+            entry_refs(entries),
+            referrer,
+            reached=reached,
+            located=entry_locations(entries),
+            gone=gone,
+        )
+    )
 
 
 def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
@@ -455,19 +495,17 @@ def read_tuples(
     sorted_writes = [
         effective_writes(w for k in wkeys for w in writes_by_key[k]) for wkeys in write_keys
     ]
-    refs_by_pfx: dict[str, list[tuple[str, bytes]]] = {}
-    located: dict[str, dict[bytes, str]] = {}
+    by_pfx: dict[str, tuple[list[Entry], list[tuple[str, Manifest]]]] = {}
     done = decoded if decoded is not None else [None] * len(manifests)
     for (mkey, m), writes, values in zip(manifests, sorted_writes, done, strict=True):
-        entries = [w.value for w in writes] + (manifest_entries(m) if values is None else [])
-        pfx = keys.thread_prefix(m.thread_id)
-        refs_by_pfx.setdefault(pfx, []).extend(entry_refs(entries))
-        located.setdefault(pfx, {}).update(entry_locations(entries))
+        entries, holders = by_pfx.setdefault(keys.thread_prefix(m.thread_id), ([], []))
+        entries += [w.value for w in writes]
         if values is None:
-            remember_embedded(ctx, m, mkey)
+            entries += manifest_entries(m)
+            holders.append((mkey, m))
     got: dict[bytes, StoredObject] = {}
-    for pfx, refs in refs_by_pfx.items():
-        got |= yield from fetch_objects(ctx, pfx, refs, manifests[0][0], located=located[pfx])
+    for pfx, (entries, holders) in by_pfx.items():
+        got |= yield from fetch_entries(ctx, pfx, entries, manifests[0][0], holders=holders)
 
     out: list[CheckpointTuple] = []
     for i, ((mkey, m), writes) in enumerate(zip(manifests, sorted_writes, strict=True)):
@@ -526,9 +564,7 @@ def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, 
     Makes no request: it runs while the checkpoint's writes are being listed.
     """
     pfx = keys.thread_prefix(m.thread_id)
-    remember_embedded(ctx, m, mkey)
-    entries = manifest_entries(m)
-    walk = fetch_objects(ctx, pfx, entry_refs(entries), mkey, located=entry_locations(entries))
+    walk = fetch_entries(ctx, pfx, manifest_entries(m), mkey, holders=[(mkey, m)])
     try:
         next(walk)
     except StopIteration as done:
@@ -542,5 +578,5 @@ def read_metadata(
 ) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
     """Sub-plan: a manifest's decoded metadata (no request when it is inline)."""
     pfx = keys.thread_prefix(m.thread_id)
-    got = yield from fetch_objects(ctx, pfx, entry_refs([m.metadata]), key)
+    got = yield from fetch_entries(ctx, pfx, [m.metadata], key)
     return materialize(ctx.serde, m.metadata, got, pfx)

@@ -6,7 +6,7 @@ The plans ``put`` and ``put_writes`` that use them are in
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from typing import Any
 
 from objstore_saver.caches import message_keys
@@ -14,7 +14,6 @@ from objstore_saver.caches.facts import ElementCache
 from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
 from objstore_saver.format.codec import (
     Encoded,
-    InlineList,
     PartObj,
     Ref,
 )
@@ -293,7 +292,8 @@ def store_objects(
     extra: Sequence[Put] = (),
     *,
     trust: bool = True,
-    embedded: Sequence[bytes] = (),
+    embedded: Collection[bytes] = (),
+    located: Collection[bytes] = (),
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
 
@@ -302,9 +302,10 @@ def store_objects(
     is): a stored container implies its children are (write order). Parts
     streamed by :func:`stream_large` are not among an :class:`Encoded`'s
     children: they were stored before their container, in this attempt.
-    A segment located in another manifest is stored with what it holds (that
-    manifest was written after them); one in ``embedded`` travels in the
-    manifest about to be written, so only what it holds is stored here.
+    A list's segment in ``located`` is held by an earlier manifest, stored
+    with what it holds (that manifest was written after them); one in
+    ``embedded`` travels in the manifest about to be written, so only what
+    it holds is stored here.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -313,13 +314,7 @@ def store_objects(
     for enc in encoded:
         bodies.update(enc.objects)
         children.update(enc.children)
-        if isinstance(enc.entry, Ref):
-            stack.append(enc.entry.digest)
-        elif isinstance(enc.entry, InlineList):
-            o = enc.entry.obj
-            stack.extend(d for _, d in o.sealed)
-            stack.extend(g.digest for g in o.segments if g.loc is None or g.digest in inside)
-            stack.extend(d for _, d in entry_refs(o.tail))
+        stack.extend(d for _, d in entry_refs([enc.entry]) if d not in located)
     seen: set[bytes] = set()
     puts: list[Put] = []
     while stack:
