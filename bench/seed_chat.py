@@ -1,7 +1,7 @@
 """Workload 1 alone: a 30-turn chat, bytes and requests per turn.
 
-Run ``python -m bench.seed_chat`` (local directory store, counts through
-MeteredStore). Counts, not timings: they are the same on every machine. The
+Run ``python -m bench.seed_chat [--realistic]`` (local directory store,
+counts through MeteredStore; ``--realistic`` plays workload 1b's script). Counts, not timings: they are the same on every machine. The
 same workload against every saver is workload 1 of ``python -m bench``.
 """
 
@@ -12,20 +12,21 @@ import json
 import tempfile
 from typing import Any
 
-from bench.graphs import SEED, chat_graph
+from bench.graphs import SEED, Script, chat_graph, realistic_script
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 
 
-def run(turns: int) -> dict[str, Any]:
+def run(turns: int, script: Script = SEED) -> dict[str, Any]:
+    """``turns`` turns of ``script``'s chat: bytes, objects and requests of each."""
     with tempfile.TemporaryDirectory() as root:
         store = MeteredStore(LocalStore(root, fsync=False))
         rows = []
         with ObjectStoreSaver(store) as saver:
-            graph = chat_graph(saver, SEED)
+            graph = chat_graph(saver, script)
             config = {"configurable": {"thread_id": "seed-chat"}}
             for t in range(turns):
                 store.reset()
-                graph.invoke({"messages": SEED.inputs(t)}, config)
+                graph.invoke({"messages": script.inputs(t)}, config)
                 m = store.snapshot()
                 rows.append(
                     {
@@ -50,9 +51,14 @@ def run(turns: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument(
+        "--realistic",
+        action="store_true",
+        help="workload 1b's script: the same lengths, words that compress like prose",
+    )
     parser.add_argument("--json", action="store_true", help="print the full JSON report")
     args = parser.parse_args()
-    report = run(args.turns)
+    report = run(args.turns, realistic_script() if args.realistic else SEED)
     if args.json:
         print(json.dumps(report, indent=2))
         return

@@ -2,8 +2,8 @@
 
 The plan reads the store itself, never the saver's memories, so it reports
 what is stored, not what this process believes. Objects embedded in manifests
-(format version 2) are hashed and decoded, and each located list segment is
-resolved where it is (docs/format-v2.md). Problems are collected, not
+(format version 2) are hashed and decoded, and each located list segment or
+value is resolved where it is (docs/format-v2.md). Problems are collected, not
 raised: one corrupt object does not hide the others.
 """
 
@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Manifest, SegmentRef
+from objstore_saver.format.locations import manifest_beside
 from objstore_saver.longterm import layout
 from objstore_saver.longterm.plans import NamespaceIndex, fold, group_index, list_infos, op_letter
 from objstore_saver.longterm.records import (
@@ -36,6 +37,7 @@ from objstore_saver.verify_facts import (
     fetch,
     fetch_groups,
     held_in,
+    located_outside,
     split_refs,
 )
 
@@ -101,10 +103,12 @@ def verify_thread(
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: check every key under one thread prefix, adding to ``report``.
 
-    Objects embedded in manifests (format version 2) are hashed and decoded;
-    a located segment is resolved in the manifest that embeds it, without
-    reading that manifest again, or at ``objects/<H>`` when the manifest is
-    gone (prune stored it there first). Only both missing is a problem.
+    Objects embedded in manifests (format version 2) are hashed and decoded.
+    A located segment or value is resolved in the manifest that embeds it,
+    without reading that manifest again, or at ``objects/<H>`` when the
+    manifest is gone (prune stored it there first) or, for a value, does not
+    embed it (a manifest that would pass 1 MiB stores it alone). Only both
+    missing is a problem.
 
     Args:
         pfx: The thread prefix.
@@ -128,13 +132,25 @@ def verify_thread(
     # and segments' counts are checked like a list object's.
     inline_lists: list[tuple[str, list[tuple[bytes, int]]]] = []
     segment_refs: list[tuple[str, SegmentRef]] = []
+    # Located values: (manifest said to embed it, digest, referrer).
+    values: list[tuple[str, bytes, str]] = []
+
+    def locate(found: Iterable[tuple[bytes, str]], holder: str, referrer: str) -> None:
+        """Values ``referrer`` locates, in the namespace of the manifest ``holder``."""
+        for digest, at in found:
+            if keys.is_manifest_v2_key(holder):
+                values.append((manifest_beside(holder, at), digest, referrer))
+            else:
+                detail = located_outside(digest, at, holder)
+                report.problems.append(Problem(referrer, "unreadable", detail))
 
     def note(entries: Iterable[Entry], referrer: str) -> None:
-        alone, sealed, segments = split_refs(entries)
-        want(alone, referrer)
-        if sealed:
-            inline_lists.append((referrer, sealed))
-        segment_refs.extend((referrer, g) for g in segments)
+        refs = split_refs(entries)
+        want(refs.alone, referrer)
+        if refs.sealed:
+            inline_lists.append((referrer, refs.sealed))
+        segment_refs.extend((referrer, g) for g in refs.segments)
+        locate(refs.values, referrer, referrer)
 
     object_keys = []
     for o in listing.objects:
@@ -206,6 +222,8 @@ def verify_thread(
         note([w.value for w in ws], key)
 
     sizes: dict[bytes, int] = {}
+    absent: set[bytes] = set()  # referenced at objects/<H>, not there
+    reached: set[bytes] = set()
 
     def absorb(pairs: list[tuple[str, bytes | None]]) -> None:
         for key, body in pairs:
@@ -228,74 +246,92 @@ def verify_thread(
             facts[digest] = facts_of(obj)
 
     absorb(got_objects)
+    fetched_late: set[str] = set()  # manifests read after the listing
 
-    # Located segments: in the manifest that embeds them when it was read (no
-    # request), else alone at objects/<H>, where prune stores them before it
-    # deletes their manifest.
-    reached: set[bytes] = set()
-    found_in: dict[bytes, str] = {}  # segment resolved in a manifest → that manifest
-    fallback: dict[bytes, tuple[str, str]] = {}  # digest → (its gone manifest, referrer)
-    told: set[tuple[str, bytes]] = set()
-    for referrer, g in segment_refs:
-        if g.loc is None:
-            continue
-        if g.loc in embeds:
-            if g.digest in embeds[g.loc]:
-                found_in.setdefault(g.digest, g.loc)
-            elif (g.loc, g.digest) not in told:
-                told.add((g.loc, g.digest))
+    def resolve(
+        located: Iterable[tuple[str, bytes, str, str]],
+    ) -> Generator[Batch, list[Any] | None, dict[bytes, str]]:
+        """Sub-plan: find located objects, given as (manifest, digest, kind, referrer).
+
+        In the manifest that embeds them when it was read (no request), else
+        alone at ``objects/<H>``, where prune stores them before it deletes
+        their manifest (and a writer puts a value its manifest had no room
+        for): those are added to ``wanted``. Returns digest → the manifest
+        each was found in.
+        """
+        located = list(located)
+        found: dict[bytes, str] = {}
+        fallback: dict[tuple[str, bytes], tuple[str, str]] = {}  # → (kind, referrer)
+        for loc, d, kind, referrer in located:
+            if loc in unreadable or (loc, d) in fallback:
+                continue
+            if d in embeds.get(loc, ()):
+                found.setdefault(d, loc)
+            elif loc not in embeds or kind != "segment":
+                fallback[(loc, d)] = (kind, referrer)
+            else:
+                fallback[(loc, d)] = ("", referrer)  # reported once, below
                 report.problems.append(
                     Problem(
-                        g.loc,
+                        loc,
                         "missing",
-                        f"does not embed object {g.digest.hex()} that {referrer!r} locates there",
+                        f"does not embed object {d.hex()} that {referrer!r} locates there",
                     )
                 )
-        elif g.loc not in unreadable and g.digest not in found_in:
-            fallback.setdefault(g.digest, (g.loc, referrer))
-    # Found in a manifest: no need to read it alone.
-    fallback = {d: v for d, v in fallback.items() if d not in found_in}
-    late = [d for d in fallback if d not in sizes]
-    if late:
-        absorb((yield from fetch([keys.object_key_in(pfx, d) for d in late])))
-    # Neither is there: the manifest may have been written after the listing.
-    listed = {o.key for o in listing.manifests}
-    gone = sorted({fallback[d][0] for d in fallback if d not in sizes} - listed)
-    for key, body in (yield from fetch(gone)) if gone else []:
-        if body is None:
-            continue
-        try:
-            m = decode_checked_manifest(body, key)
-        except (CorruptObjectError, UnsupportedFormatError):
-            continue
-        if keys.thread_prefix(m.thread_id) == pfx:
-            take_embedded(key, m, counted=False)
-    for d, (loc, referrer) in fallback.items():
-        if d in sizes:
-            wanted.setdefault(d, ("segment", referrer))
-        elif d in embeds.get(loc, ()):
-            found_in[d] = loc
-        else:
-            report.problems.append(
-                Problem(
-                    keys.object_key_in(pfx, d),
-                    "missing",
-                    f"{referrer!r} locates it in {loc!r}; neither that manifest nor "
-                    f"{keys.object_key_in(pfx, d)!r} holds it",
+        fallback = {p: v for p, v in fallback.items() if v[0]}
+        late = sorted({d for _, d in fallback if d not in sizes and d not in absent})
+        if late:
+            pairs = yield from fetch([keys.object_key_in(pfx, d) for d in late])
+            absent.update(d for d, (_, body) in zip(late, pairs, strict=True) if body is None)
+            absorb(pairs)
+        # Neither is there: the manifest may have been written after the listing.
+        listed = {o.key for o in listing.manifests}
+        gone = sorted(
+            {loc for loc, d in fallback if d not in sizes} - listed - embeds.keys() - fetched_late
+        )
+        fetched_late.update(gone)
+        for key, body in (yield from fetch(gone)) if gone else []:
+            try:
+                m = None if body is None else decode_checked_manifest(body, key)
+            except (CorruptObjectError, UnsupportedFormatError):
+                continue
+            if m is not None and keys.thread_prefix(m.thread_id) == pfx:
+                take_embedded(key, m, counted=False)
+        for (loc, d), (kind, referrer) in fallback.items():
+            if d in sizes and d not in absent:
+                wanted.setdefault(d, (kind, referrer))
+                reached.add(d)
+            elif d in embeds.get(loc, ()):
+                found.setdefault(d, loc)
+            else:
+                report.problems.append(
+                    Problem(
+                        keys.object_key_in(pfx, d),
+                        "missing",
+                        f"{referrer!r} locates it in {loc!r}; neither that manifest nor "
+                        f"{keys.object_key_in(pfx, d)!r} holds it",
+                    )
                 )
-            )
-    for d, loc in found_in.items():
-        reached.add(d)
-        f = facts.get(d)
-        if f is None:
-            continue  # does not decode: reported with its manifest
-        if f.kind != "segment":
-            report.problems.append(
-                Problem(
-                    loc, "wrong-kind", f"embedded object {d.hex()} is a {f.kind}, not a segment"
+        kinds = {d: kind for loc, d, kind, _ in located}
+        for d, loc in found.items():
+            reached.add(d)
+            f = facts.get(d)
+            if f is None:
+                continue  # does not decode: reported with its manifest
+            if f.kind != kinds[d]:
+                report.problems.append(
+                    Problem(
+                        loc,
+                        "wrong-kind",
+                        f"embedded object {d.hex()} is a {f.kind}, not a {kinds[d]}",
+                    )
                 )
-            )
-        want(f.children, embedded_name(loc, d))
+            want(f.children, embedded_name(loc, d))
+        return found
+
+    found_in = yield from resolve(
+        (g.loc, g.digest, "segment", referrer) for referrer, g in segment_refs if g.loc is not None
+    )
 
     # Walk from the manifests and writes. Objects written after the listing (a
     # concurrent put) are fetched, not reported missing on the listing's word.
@@ -306,6 +342,7 @@ def verify_thread(
         for (key, body), digest in zip(fetched, late, strict=True):
             if body is None:
                 sizes[digest] = 0
+                absent.add(digest)
                 report.problems.append(
                     Problem(key, "missing", f"referenced by {wanted[digest][1]!r}")
                 )
@@ -318,6 +355,15 @@ def verify_thread(
                     wanted[child] = (codec.KIND_OF_TAG[tag], keys.object_key_in(pfx, digest))
                     nxt.append(child)
         frontier = nxt
+
+    # The values a segment locates, in the namespace of each list that refers to it.
+    for referrer, g in dict.fromkeys(segment_refs):
+        f = facts.get(g.digest)
+        if f is not None and f.kind == "segment" and g.digest not in absent:
+            where = found_in.get(g.digest)
+            name = embedded_name(where, g.digest) if where else keys.object_key_in(pfx, g.digest)
+            locate(f.located, referrer, name)
+    yield from resolve((loc, d, "value", referrer) for loc, d, referrer in values)
 
     for digest, (expected, referrer) in wanted.items():
         f = facts.get(digest)

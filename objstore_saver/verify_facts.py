@@ -1,14 +1,15 @@
 """What verify learns of each content object, and how it reads them (spec §6.11).
 
 Pure helpers of :mod:`objstore_saver.verify`: the facts kept of a decoded
-object (kind, children, counts), the references of entries split by where
-they are read, and the sub-plans that fetch keys in bounded batches.
+object (kind, children, counts, located values), the references of entries
+split by where they are read, and the sub-plans that fetch keys in bounded
+batches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from objstore_saver.format.codec import (
@@ -19,13 +20,14 @@ from objstore_saver.format.codec import (
     NodeObj,
     PartObj,
     PartsObj,
+    Ref,
     SegmentObj,
     SegmentRef,
     SplitObj,
     StoredObject,
     ValueObj,
 )
-from objstore_saver.plans import child_refs, entry_refs
+from objstore_saver.plans import child_refs
 from objstore_saver.plans.requests import Batch, Get, run_batch
 
 #: Objects fetched per batch: bounds the bytes held at once.
@@ -37,15 +39,28 @@ class Facts:
     """What was learnt of one content-addressed object."""
 
     kind: str
+    #: References read at ``objects/<H>``, as (tag, digest).
     children: list[tuple[str, bytes]]
     #: Elements of a chunk or segment, or data bytes of a part (for shape checks).
     length: int = 0
     #: For lists: [(chunk, count)]; for parts indexes: (size, [part digests]).
     shape: Any = None
+    #: A segment's located values, as (digest, checkpoint id): resolved in the
+    #: namespace of each manifest whose list refers to the segment (spec §4.0).
+    located: list[tuple[bytes, str]] = field(default_factory=list)
 
 
 def facts_of(obj: StoredObject) -> Facts:
-    """What verify keeps of a decoded object: its kind, children and counts."""
+    """What verify keeps of a decoded object: its kind, children and counts.
+
+    Args:
+        obj: The decoded object.
+
+    Returns:
+        Its facts. A segment's located values are in ``located``, not in
+        ``children``; any other object's references are all children, read
+        at ``objects/<H>`` as readers do.
+    """
     children = child_refs(obj)
     if isinstance(obj, ValueObj):
         return Facts("value", children)
@@ -60,7 +75,13 @@ def facts_of(obj: StoredObject) -> Facts:
     if isinstance(obj, SplitObj):
         return Facts("split", children)
     if isinstance(obj, SegmentObj):
-        return Facts("segment", children, length=len(obj.items))
+        refs = [e for e in obj.items if isinstance(e, Ref)]
+        return Facts(
+            "segment",
+            [(e.tag, e.digest) for e in refs if e.at is None],
+            length=len(obj.items),
+            located=[(e.digest, e.at) for e in refs if e.at is not None],
+        )
     assert isinstance(obj, ChunkObj)
     return Facts("chunk", children, length=len(obj.items))
 
@@ -112,18 +133,69 @@ def fetch_groups(
     return out
 
 
-def split_refs(
-    entries: Iterable[Entry],
-) -> tuple[list[tuple[str, bytes]], list[tuple[bytes, int]], list[SegmentRef]]:
-    """References of entries: those to ``objects/<H>``, v1 subtrees of inline lists, segments.
+@dataclass
+class EntryRefs:
+    """The references of some entries (a manifest's or a write's), by where they are read."""
 
-    The first list holds every reference read at ``objects/<H>`` (segments
-    that stand alone among them); located segments are only in the last.
+    #: Every reference read at ``objects/<H>``, as (tag, digest): values and
+    #: segments that stand alone, v1 subtrees, parts, lists, splits.
+    alone: list[tuple[str, bytes]]
+    #: Version 1 subtrees of inline lists, as (digest, element count).
+    sealed: list[tuple[bytes, int]]
+    #: Every segment of the inline lists, located or not.
+    segments: list[SegmentRef]
+    #: Located values (in the entries and in inline lists' tails), as
+    #: (digest, checkpoint id of the manifest said to embed it).
+    values: list[tuple[bytes, str]]
+
+
+def split_refs(entries: Iterable[Entry]) -> EntryRefs:
+    """References of entries, split by where each is read (spec §4.0, §4.4).
+
+    A segment located anywhere in ``entries`` is not read at ``objects/<H>``
+    (as readers resolve it: by digest); a located value reference is not,
+    while an unlocated one to the same value is.
+
+    Args:
+        entries: The entries of one manifest or write.
+
+    Returns:
+        The references, split.
     """
     entries = list(entries)
     lists = [e.obj for e in entries if isinstance(e, InlineList)]
-    sealed = [s for o in lists for s in o.sealed]
     segments = [g for o in lists for g in o.segments]
     located = {g.digest for g in segments if g.loc is not None}
-    alone = [(t, d) for t, d in entry_refs(entries) if not (t == "g" and d in located)]
-    return alone, sealed, segments
+    out = EntryRefs([], [s for o in lists for s in o.sealed], segments, [])
+    for e in entries:
+        items: Iterable[Entry] = (e,)
+        if isinstance(e, InlineList):
+            out.alone += [("c", d) for d, _ in e.obj.sealed]
+            out.alone += [("g", g.digest) for g in e.obj.segments if g.digest not in located]
+            items = e.obj.tail
+        for item in items:
+            if isinstance(item, Ref) and item.at is not None:
+                out.values.append((item.digest, item.at))
+            elif isinstance(item, Ref):
+                out.alone.append((item.tag, item.digest))
+    return out
+
+
+def located_outside(digest: bytes, at: str, holder: str) -> str:
+    """Why a value located in checkpoint ``at`` cannot be resolved: ``holder`` is no manifest.
+
+    Locations resolve in the namespace of a version-2 manifest (spec §4.0);
+    a write, or a segment only a write's list refers to, has none.
+
+    Args:
+        digest: The value's address.
+        at: The checkpoint id its reference names.
+        holder: The key whose entries (or list) hold the reference.
+
+    Returns:
+        The detail of the problem.
+    """
+    return (
+        f"locates value {digest.hex()} in checkpoint {at!r}, but is read through "
+        f"{holder!r}, not a version-2 manifest"
+    )

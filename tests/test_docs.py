@@ -112,6 +112,98 @@ def test_the_audit_script_follows_a_long_chat_into_its_segments(tmp_path: Path) 
     assert len(re.findall(r"embeds [0-9a-f]{64} segment", merged)) == 1
 
 
+def _audit(tmp_path: Path, manifest: Path) -> str:
+    """The output of auditing.md's script on ``manifest``, given the dictionary D1."""
+    d1 = ROOT / "objstore_saver/format/zdict/d1.bin"
+    run = subprocess.run(
+        [sys.executable, "audit.py", str(manifest), str(d1)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return run.stdout
+
+
+def test_the_audit_script_reads_embedded_values_as_the_saver_does(tmp_path: Path) -> None:
+    """Long messages of random words are values embedded in manifests; the script follows
+    their located references (tail, segments, channel and metadata entries) to the bytes
+    the saver reads, before and after prune deletes the manifests that embed them."""
+    import hashlib
+    import random
+
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from objstore_saver import LocalStore, ObjectStoreSaver
+
+    (audit,) = [b for b in _blocks("auditing.md", "python") if "msgpack.unpackb" in b]
+    (tmp_path / "audit.py").write_text(audit)
+    rng = random.Random(3)
+    vocabulary = [
+        "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(3000)
+    ]
+
+    def words(n: int) -> str:
+        return " ".join(rng.choices(vocabulary, k=n))
+
+    store = LocalStore(tmp_path / "store")
+    cfg: dict[str, Any] = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    notes = ""
+    with ObjectStoreSaver(store) as saver:
+        for turn in range(21):  # 42 messages: segments of 32 and 8, a tail of 2
+            answer = words(60) if turn % 3 == 0 else f"ok {turn}"
+            messages = [*messages, HumanMessage(words(80), id=f"h{turn}")]
+            messages = [*messages, AIMessage(answer, id=f"a{turn}")]
+            notes = words(400) if turn % 6 == 0 else notes  # a value later puts keep
+            metadata = {"step": turn, "summary": words(300) if turn == 19 else ""}
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": messages, "notes": notes}
+            versions = {"messages": turn + 1, "notes": turn // 6 + 1}
+            cp["channel_versions"] = dict(versions)
+            cfg = saver.put(cfg, cp, metadata, versions)
+    folder = tmp_path / "store/threads/_long/checkpoints/_"
+
+    def sha(value: Any) -> str:
+        return hashlib.sha256(saver.serde.dumps_typed(value)[1]).hexdigest()[:16]
+
+    def check(reads: str) -> None:
+        """Every manifest's output names the bytes the saver reads from that checkpoint."""
+        with ObjectStoreSaver(store) as fresh:
+            tuples = list(fresh.list({"configurable": {"thread_id": "long"}}))
+        assert tuples
+        outputs = [_audit(tmp_path, p) for p in folder.glob("*.2")]
+        for t in tuples:
+            cid = t.config["configurable"]["checkpoint_id"]
+            (out,) = [o for o in outputs if f"\ncheckpoint_id: '{cid}'" in o]
+            shown = dict(
+                re.findall(r"^(channel \S+|metadata|  \d+): .*? sha256 ([0-9a-f]{16})…", out, re.M)
+            )
+            values = t.checkpoint["channel_values"]
+            want = {f"  {i}": sha(m) for i, m in enumerate(values["messages"])}
+            want |= {"channel notes": sha(values["notes"]), "metadata": sha(t.metadata)}
+            assert {k: shown.get(k) for k in want} == want, out
+            assert reads in out or cid != tuples[0].config["configurable"]["checkpoint_id"], out
+
+    head = _audit(tmp_path, sorted(folder.glob("*.2"))[0])
+    assert re.search(
+        r"^  0: value embedded in checkpoint [0-9a-f-]{36}: ", head, re.M
+    )  # a segment's
+    assert re.search(r"^  40: value embedded here: ", head, re.M)  # the tail's
+    assert re.search(r"^channel notes: value embedded in checkpoint ", head, re.M)
+    assert "metadata: inline" in head
+    embedded_metadata = [
+        p for p in folder.glob("*.2") if "metadata: value embedded here" in _audit(tmp_path, p)
+    ]
+    assert len(embedded_metadata) == 1
+    check("value embedded in checkpoint")
+    with ObjectStoreSaver(store) as saver:
+        saver.prune(["long"], keep_last=2)
+    assert len(list(folder.glob("*.2"))) == 2
+    check(", read in objects/")
+
+
 def _policies() -> list[dict[str, Any]]:
     return [json.loads(b) for b in _blocks("iam.md", "json")]
 

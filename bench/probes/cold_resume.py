@@ -1,6 +1,7 @@
 """Requests a cold replica sends to resume a long chat: the seed chat's latest read.
 
-``python -m bench.probes.cold_resume --turns 60`` plays workload 1's chat
+``python -m bench.probes.cold_resume --turns 60 [--realistic]`` plays
+workload 1's chat (1b's with ``--realistic``)
 for that many turns on a local-directory store (counted by
 :class:`~objstore_saver.MeteredStore`), then opens a fresh saver on the same
 store, one that remembers nothing, and reads the thread's latest checkpoint
@@ -15,19 +16,19 @@ import json
 import tempfile
 from typing import Any
 
-from bench.graphs import SEED, chat_graph
+from bench.graphs import SEED, Script, chat_graph, realistic_script
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 
 
-def run(turns: int) -> dict[str, Any]:
-    """Play ``turns`` of the seed chat, then count a cold replica's latest read."""
+def run(turns: int, script: Script = SEED) -> dict[str, Any]:
+    """Play ``turns`` of ``script``'s chat, then count a cold replica's latest read."""
     config = {"configurable": {"thread_id": "seed-chat"}}
     with tempfile.TemporaryDirectory() as root:
         store = LocalStore(root, fsync=False)
         with ObjectStoreSaver(store) as writer:
-            graph = chat_graph(writer, SEED)
+            graph = chat_graph(writer, script)
             for t in range(turns):
-                graph.invoke({"messages": SEED.inputs(t)}, config)
+                graph.invoke({"messages": script.inputs(t)}, config)
         metered = MeteredStore(store)
         with ObjectStoreSaver(metered) as cold:
             got = cold.get_tuple(config)
@@ -48,7 +49,11 @@ def main() -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=60)
-    print(json.dumps(run(parser.parse_args().turns), indent=1))
+    parser.add_argument(
+        "--realistic", action="store_true", help="workload 1b's chat: every message a value"
+    )
+    args = parser.parse_args()
+    print(json.dumps(run(args.turns, realistic_script() if args.realistic else SEED), indent=1))
 
 
 if __name__ == "__main__":

@@ -311,8 +311,8 @@ class SealedCache:
         return self._fifo.get(key)
 
     def put(self, key: SealedKey, value: SealedObject) -> None:
-        # The key holds the elements' serialized bytes: they count too.
-        held = sum(len(k[1]) for k in key if isinstance(k, tuple))
+        # The key holds the elements' serialized bytes (type, bytes): they count too.
+        held = sum(len(k[1]) for k in key if isinstance(k, tuple) and len(k) == 2)
         held += len(value.body) + sum(len(b) for b in value.element_objects.values())
         self._fifo.put(key, value, held + 64 * len(key) + 200)
 

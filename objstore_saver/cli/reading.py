@@ -108,7 +108,10 @@ def _render_show(r: dict[str, Any]) -> str:
         "channels:",
     ]
     for name, value in r["channel_values"].items():
-        where = r["storage"][name]["stored"]
+        stored = r["storage"][name]
+        where = stored["stored"]
+        if stored.get("embedded_in"):  # a value embedded in a manifest: cat takes its address
+            where += f" in {stored['key']}"
         if (
             isinstance(value, list)
             and value
@@ -145,9 +148,9 @@ def _add_cat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "key",
         help="key relative to the store's prefix, e.g. threads/_t/objects/<hash>; an object "
-        "embedded in a manifest (a list segment, format version 2) is <manifest key>#<hash>, "
-        "as 'show' names them (embedded_in, digest); when that manifest is gone, the object "
-        "stored alone at objects/<hash> is shown",
+        "embedded in a manifest (a list segment or a value, format version 2) is "
+        "<manifest key>#<hash>, as 'show' names them; when that manifest is gone, or does not "
+        "embed it, the object stored alone at objects/<hash> is shown",
     )
 
 

@@ -19,7 +19,13 @@ from objstore_saver.errors import (
 )
 from objstore_saver.format import compression, keys
 from objstore_saver.format.compression import ENCODINGS, RAW
-from objstore_saver.format.locations import absolute_loc, is_segment_count, relative_loc
+from objstore_saver.format.locations import (
+    absolute_loc,
+    is_segment_count,
+    read_at,
+    relative_loc,
+    stored_at,
+)
 from objstore_saver.format.model import (
     CHECKPOINT_FORMAT_VERSION as CHECKPOINT_FORMAT_VERSION,
     CHECKPOINT_VERSIONS as CHECKPOINT_VERSIONS,
@@ -35,6 +41,7 @@ from objstore_saver.format.model import (
     SEGMENT_MAX_BYTES as SEGMENT_MAX_BYTES,
     SEGMENT_MAX_LEN as SEGMENT_MAX_LEN,
     SEGMENT_MERGE as SEGMENT_MERGE,
+    WRITE_INLINE_MAX as WRITE_INLINE_MAX,
     ChunkObj as ChunkObj,
     Encoded as Encoded,
     Entry as Entry,
@@ -105,9 +112,11 @@ def encode_split(value: Entry, holes: list[tuple[tuple[str | int, ...], Ref]]) -
 def entry_to_msgpack(entry: Entry, holder: str | None = None) -> list[Any]:
     """An entry as stored; ``holder`` is the key of the manifest that holds it.
 
-    A segment's location is written relative to the holder: ``""`` when the
-    holder embeds it, the checkpoint id of the manifest that does (in the
-    holder's namespace) otherwise, nil when it stands alone (spec §4.4).
+    A segment's or a value's location is written relative to the holder:
+    ``""`` when the holder embeds it, the checkpoint id of the manifest that
+    does (in the holder's namespace) otherwise, nil when it stands alone
+    (spec §4.0, §4.4). In a segment (``holder`` None) a value's location is
+    always a checkpoint id.
     """
     if isinstance(entry, Inline):
         return ["i", *entry.payload.to_msgpack()]
@@ -115,7 +124,10 @@ def entry_to_msgpack(entry: Entry, holder: str | None = None) -> list[Any]:
         o = entry.obj
         sealed: list[list[Any]] = [[d, n] for d, n in o.sealed]
         sealed += [[g.digest, g.count, relative_loc(g.loc, holder)] for g in o.segments]
-        return ["L", o.count, sealed, [entry_to_msgpack(e) for e in o.tail]]
+        return ["L", o.count, sealed, [entry_to_msgpack(e, holder) for e in o.tail]]
+    if entry.at is not None:
+        holder_id = keys.checkpoint_id_of_manifest_key(holder) if holder is not None else None
+        return [entry.tag, entry.digest, stored_at(entry.at, holder_id)]
     return [entry.tag, entry.digest]
 
 
@@ -284,6 +296,8 @@ def decode_entry(raw: Any, key: str) -> Entry:
             return Inline(_payload(raw[1:], key))
         if tag in ("b", "p", "l", "s") and len(raw) == 2:
             return Ref(tag, _digest(raw[1], key))
+        if tag == "b" and len(raw) == 3:
+            return Ref(tag, _digest(raw[1], key), read_at(raw[2], key, key))
         if tag == "L" and len(raw) == 4 and isinstance(raw[2], list) and isinstance(raw[3], list):
             return InlineList(_list_fields(raw[1], raw[2], raw[3], key, holder=key))
     raise CorruptObjectError(key, f"invalid entry {raw!r:.80}")

@@ -6,12 +6,13 @@ alone, so sealed segments keep their hashes as a list grows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgpack
 
-from objstore_saver.format import codec, value_encoding
+from objstore_saver.format import codec, locations, value_encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +117,26 @@ def _mergeable(run: list[SealedObject]) -> bool:
     )
 
 
+#: Where a list element's value object is: the checkpoint id of the manifest
+#: that embeds it, or None when it stands alone (``objects/<H>``); spec §4.4.
+Locator = Callable[[bytes], "str | None"]
+
+
+def _located(element: EncodedElement, locate: Locator | None) -> list[Any]:
+    """The element's entry as a segment holds it: a value's reference with its location."""
+    if locate is None or element.digest is None or element.item[0] != "b":
+        return element.item
+    at = locate(element.digest)
+    if at is None:
+        return element.item
+    return ["b", element.digest, locations.stored_at(at, None)]
+
+
 def encode_list(
     elements: list[tuple[str, bytes]],
     cache: ElementCache | None = None,
     sealed_cache: SealedCache | None = None,
+    locate: Locator | None = None,
 ) -> codec.Encoded:
     """Entry for a list given its serialized elements (spec §4.4, format version 2).
 
@@ -135,6 +152,10 @@ def encode_list(
     element encoded before is not compressed and hashed again; with a
     ``sealed_cache``, a segment sealed or merged before (the same elements)
     is not packed and hashed again: its bytes are a function of what it holds.
+    With ``locate``, an element stored as a ``value`` object is located
+    (spec §4.4): its reference names the manifest that embeds it, in the
+    segments and in the tail; a sealed segment is then a function of its
+    elements and their locations.
     """
     out: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -148,16 +169,17 @@ def encode_list(
                 cache.put(pair, element)
         return element
 
-    def one(element: EncodedElement) -> SealedObject:
+    def one(element: EncodedElement, item: list[Any]) -> SealedObject:
         """An element as a run of one, for :func:`_segment` to join."""
+        size = element.size if item is element.item else len(msgpack.packb(item, use_bin_type=True))
         return SealedObject(
             b"",
             b"",
             (element.digest,) if element.digest is not None else (),
             element.objects,
             element.children,
-            (element.item,),
-            element.size,
+            (item,),
+            size,
         )
 
     full = len(elements) // codec.CHUNK_LEN * codec.CHUNK_LEN
@@ -166,8 +188,20 @@ def encode_list(
         group = elements[start : start + codec.CHUNK_LEN]
         key: SealedKey = ("g", *group)
         sealed = sealed_cache.get(key) if sealed_cache is not None else None
-        if sealed is None:
-            sealed = _segment([one(encoded(pair)) for pair in group], key, sealed_cache)
+        if locate is not None and (sealed is None or sealed.children):
+            # A segment is a function of its elements and of where their values are.
+            found = [encoded(pair) for pair in group]
+            items = [_located(e, locate) for e in found]
+            where = tuple(i[2] for i in items if len(i) == 3)
+            if where:
+                key = (*key, "@", where)
+                sealed = sealed_cache.get(key) if sealed_cache is not None else None
+            if sealed is None:
+                sealed = _segment(
+                    [one(e, i) for e, i in zip(found, items, strict=True)], key, sealed_cache
+                )
+        elif sealed is None:
+            sealed = _segment([one(e, e.item) for e in map(encoded, group)], key, sealed_cache)
         run.append(sealed)
         while _mergeable(run):
             members = run[-codec.SEGMENT_MERGE :]
@@ -182,10 +216,20 @@ def encode_list(
     for element in tail:
         out.update(element.objects)
         children.update(element.children)
-    items = tuple(codec.decode_entry(e.item, "a new list") for e in tail)
+    items = tuple(_tail_entry(e, locate) for e in tail)
     segments = tuple(codec.SegmentRef(s.digest, len(s.items)) for s in run)
     root = codec.ListObj(len(elements), (), items, segments)
     return codec.Encoded(codec.InlineList(root), out, children)
+
+
+def _tail_entry(element: EncodedElement, locate: Locator | None) -> codec.Entry:
+    """A tail element's entry, located like a segment's (spec §4.4)."""
+    entry = codec.decode_entry(element.item, "a new list")
+    if locate is not None and isinstance(entry, codec.Ref) and entry.tag == "b":
+        at = locate(entry.digest)
+        if at is not None:
+            return codec.Ref("b", entry.digest, at)
+    return entry
 
 
 def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:

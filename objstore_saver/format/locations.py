@@ -64,3 +64,44 @@ def is_segment_count(n: object) -> bool:
     while size < n:
         size *= SEGMENT_MERGE
     return size == n and n <= SEGMENT_MAX_LEN
+
+
+def stored_at(at: str, holder_id: str | None) -> str | bytes:
+    """A value's location as stored (spec §4.0): ``""`` for the holder itself, else the id.
+
+    ``holder_id`` is the checkpoint id of the manifest holding the entry, or
+    None inside a segment (which any manifest of the namespace may refer to).
+    """
+    if at == holder_id:
+        return ""
+    return _uuid_bytes(at) or at
+
+
+def read_at(raw: Any, holder_key: str, key: str) -> str:
+    """The checkpoint id a stored value location names; ``key`` is named in errors.
+
+    ``holder_key`` is the key the entry was read from: ``""`` is valid only in
+    a version-2 manifest, where it names that manifest.
+    """
+    if raw == "":
+        if not keys.is_manifest_v2_key(holder_key):
+            raise CorruptObjectError(key, "a value located '' (here) outside a manifest")
+        return keys.checkpoint_id_of_manifest_key(holder_key)
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return str(uuid.UUID(bytes=raw))
+    if isinstance(raw, str) and raw:
+        try:
+            keys.reverse_id(raw)
+        except InvalidIdentifierError as exc:
+            raise CorruptObjectError(
+                key, f"a value's location {raw!r:.80} is not a checkpoint id"
+            ) from exc
+        return raw
+    raise CorruptObjectError(key, f"a value's location {raw!r:.80} is not a checkpoint id")
+
+
+def manifest_beside(manifest: str, checkpoint_id: str) -> str:
+    """Key of the version-2 manifest ``checkpoint_id`` in the namespace of ``manifest``."""
+    return (
+        f"{manifest.rpartition('/')[0]}/{keys.reverse_id(checkpoint_id)}{keys.V2_MANIFEST_SUFFIX}"
+    )

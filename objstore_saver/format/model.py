@@ -17,6 +17,11 @@ CHECKPOINT_FORMAT_VERSION = 2
 CHECKPOINT_VERSIONS = (1, 2)
 #: Serialized values up to this size are inline (in the manifest, write or chunk).
 INLINE_MAX = 1024
+#: A pending write's value whose compressed payload is at most this is inline
+#: in its write object (spec §6.5 step 2), though a later put stores it again:
+#: at S3 Standard's list prices one PUT ($0.005 per 1,000) costs as much as
+#: keeping 18 KB for a year ($0.023 per GB-month).
+WRITE_INLINE_MAX = 16 * 1024
 #: List elements up to this size are inline in their chunk.
 ELEMENT_INLINE_MAX = 128
 #: Data stored in an object is compressed above this size when that helps.
@@ -68,6 +73,11 @@ class Ref:
 
     tag: Literal["b", "p", "l", "s"]
     digest: bytes
+    at: str | None = None
+    """Format version 2, ``b`` only: the checkpoint id of the manifest that
+    embeds the value, in the namespace of the manifest the reference is read
+    from (through the list that holds it, for a segment's element); None when
+    the value stands alone at ``objects/<H>`` (spec §4.0)."""
 
 
 @dataclass(frozen=True, slots=True)

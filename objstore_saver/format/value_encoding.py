@@ -39,15 +39,17 @@ def _store_value(payload: codec.Payload, out: dict[bytes, bytes]) -> codec.Ref:
     return codec.Ref("b", d)
 
 
-def inline_written(payload: codec.Payload) -> codec.Encoded | None:
-    """A pending write's value inline, if its compressed payload fits the inline limit.
+def inline_written(
+    payload: codec.Payload, limit: int = codec.WRITE_INLINE_MAX
+) -> codec.Encoded | None:
+    """A pending write's value inline, if its compressed payload is at most ``limit``.
 
     The rule of pending writes (spec §6.5 step 2): a write's entry is stored
     once and never carried into another object, so a value whose payload data
-    is at most ``codec.INLINE_MAX`` bytes needs no object of its own,
+    is at most ``codec.WRITE_INLINE_MAX`` bytes needs no object of its own,
     whatever its serialized size.
     """
-    if len(payload.data) > codec.INLINE_MAX:
+    if len(payload.data) > limit:
         return None
     return codec.Encoded(codec.Inline(payload))
 
@@ -144,6 +146,7 @@ def encode_serialized(
     *,
     inline_max: int = codec.INLINE_MAX,
     written_once: bool = False,
+    written_max: int = codec.WRITE_INLINE_MAX,
 ) -> codec.Encoded:
     """Entry for already serialized bytes: inline when small, else an object.
 
@@ -152,14 +155,17 @@ def encode_serialized(
         serialized: The serializer's bytes.
         inline_max: Inline when the serialized bytes are at most this long.
         written_once: The value of a pending write: also inline when its
-            compressed payload fits (:func:`inline_written`).
+            compressed payload fits ``written_max`` (:func:`inline_written`).
+        written_max: The limit of ``written_once``.
     """
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
     objects: dict[bytes, bytes] = {}
     if written_once and len(serialized) <= codec.PART_SIZE:
         payload = codec.make_payload(type_, serialized)
-        return inline_written(payload) or codec.Encoded(_store_value(payload, objects), objects)
+        return inline_written(payload, written_max) or codec.Encoded(
+            _store_value(payload, objects), objects
+        )
     children: dict[bytes, tuple[bytes, ...]] = {}
     ref = store_data(type_, serialized, objects, children)
     return codec.Encoded(ref, objects, children)

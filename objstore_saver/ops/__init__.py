@@ -28,9 +28,10 @@ from objstore_saver.ops.maintain import (
     verify,
 )
 from objstore_saver.ops.migration import migrate
+from objstore_saver.ops.object_views import cat
 from objstore_saver.ops.sharding import Shard
 from objstore_saver.ops.upgrade import aupgrade, upgrade
-from objstore_saver.ops.views import athreads, cat, du, history, show, threads
+from objstore_saver.ops.views import athreads, du, history, show, threads
 
 __all__ = [
     "JobError",

@@ -16,7 +16,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.format import codec, keys
+from objstore_saver.format import codec, keys, locations
 from objstore_saver.format.codec import Entry, Inline, InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
@@ -28,6 +28,13 @@ Errors = dict[str, dict[str, str]]
 
 def _ctx() -> plans.Context:
     return plans.Context(JsonPlusSerializer())
+
+
+def manifest_context(m: codec.Manifest, mkey: str) -> plans.Context:
+    """A memory of objects holding what manifest ``mkey`` embeds: reading them costs no request."""
+    ctx = _ctx()
+    plans.remember_embedded(ctx, m, mkey)
+    return ctx
 
 
 def resolve_entries(
@@ -113,12 +120,34 @@ def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -
     return out
 
 
-def describe_entry(entry: Entry, pfx: str, gone: Collection[str] = ()) -> dict[str, Any]:
+def value_address(ref: Ref, pfx: str, holder: str | None, gone: Collection[str] = ()) -> str:
+    """Where a referenced object was read: ``<manifest key>#<hex>`` when a manifest embeds it.
+
+    A located value (``ref.at``, format version 2) is embedded in the manifest
+    of that checkpoint id in the namespace of ``holder``, the manifest the
+    reference is read from (spec §4.0), unless that manifest is in ``gone``
+    (deleted, or it does not embed the value): then, like any other
+    reference, it is ``objects/<H>``. ``objstore-saver cat`` takes either.
+    """
+    if ref.at is not None and holder is not None and keys.is_manifest_v2_key(holder):
+        mkey = locations.manifest_beside(holder, ref.at)
+        if mkey not in gone:
+            return f"{mkey}#{ref.digest.hex()}"
+    return keys.object_key_in(pfx, ref.digest)
+
+
+def describe_entry(
+    entry: Entry, pfx: str, gone: Collection[str] = (), holder: str | None = None
+) -> dict[str, Any]:
     """How an entry is stored: inline (type, encoding, size) or the key of its object.
 
     An inline list names its sealed subtrees (version 1), its segments
-    (:func:`describe_segments`; ``gone``: manifests known deleted) and the
-    objects of tail elements too large to sit inline.
+    (:func:`describe_segments`; ``gone``: manifests known deleted or not
+    embedding what they are said to) and the objects of tail elements too
+    large to sit inline. A value embedded in a manifest (format version 2)
+    is named ``<manifest key>#<hex>`` (:func:`value_address`; ``holder``: the
+    manifest holding the entry), with ``embedded_in`` and ``located_in`` as
+    for segments.
     """
     if isinstance(entry, Inline):
         return {
@@ -136,10 +165,15 @@ def describe_entry(entry: Entry, pfx: str, gone: Collection[str] = ()) -> dict[s
             "elements": o.count,
             "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in o.sealed],
             "segments": describe_segments(entry, pfx, gone),
-            "objects": [keys.object_key_in(pfx, e.digest) for e in o.tail if isinstance(e, Ref)],
+            "objects": [value_address(e, pfx, holder, gone) for e in o.tail if isinstance(e, Ref)],
         }
     kind = codec.KIND_OF_TAG[entry.tag]
-    return {"stored": kind, "key": keys.object_key_in(pfx, entry.digest)}
+    key = value_address(entry, pfx, holder, gone)
+    if entry.at is None:
+        return {"stored": kind, "key": key}
+    inside = key.rpartition("#")[0] or None
+    located = locations.manifest_beside(holder, entry.at) if holder is not None else None
+    return {"stored": kind, "key": key, "embedded_in": inside, "located_in": located}
 
 
 def _resolve(
@@ -197,8 +231,7 @@ def checkpoint_plan(
     entries.update({"channel:" + name: e for name, e in m.channels.items()})
     # One memory for the checkpoint: its own embedded segments cost no request,
     # and an entry read again alone (collecting errors) fetches nothing twice.
-    ctx = _ctx()
-    plans.remember_embedded(ctx, m, mkey)
+    ctx = manifest_context(m, mkey)
     gone: set[str] = set()
     decoded = yield from _resolve(pfx, entries, mkey, errors, ctx=ctx, gone=gone)
     write_bodies = yield from run_batch(*(Get(k) for k in write_keys))
@@ -241,7 +274,7 @@ def checkpoint_plan(
         "metadata": decoded.get("metadata"),
         "checkpoint": decoded.get("checkpoint"),
         "channel_values": {name: decoded.get("channel:" + name) for name in m.channels},
-        "storage": {name: describe_entry(e, pfx, gone) for name, e in m.channels.items()},
+        "storage": {name: describe_entry(e, pfx, gone, mkey) for name, e in m.channels.items()},
         "embedded": {
             "objects": len(m.embedded),
             "bytes": sum(len(b) for b in m.embedded),

@@ -1,4 +1,4 @@
-"""Read-only jobs: ``threads``, ``history``, ``show``, ``cat``, ``du``.
+"""Read-only jobs: ``threads``, ``history``, ``show``, ``du`` (``cat`` is in ``object_views``).
 
 Each job is a pure plan (a generator of request batches, like the saver's own
 in :mod:`objstore_saver.plans`) run by the blocking driver. Values are decoded
@@ -12,21 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from objstore_saver import plans
-from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import (
-    Entry,
-    Inline,
-    InlineList,
-    ListObj,
-    NodeObj,
-    PartObj,
-    PartsObj,
-    SegmentObj,
-    SplitObj,
-    StoredObject,
-    ValueObj,
-)
 from objstore_saver.longterm import layout as longterm_layout
 from objstore_saver.ops._common import (
     CancelCheck,
@@ -39,8 +25,11 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.ops.checkpoint_reading import checkpoint_plan, resolve_entries
-from objstore_saver.ops.decode import decode_payload, jsonable
+from objstore_saver.ops.checkpoint_reading import (
+    checkpoint_plan,
+    manifest_context,
+    resolve_entries,
+)
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Target,
@@ -166,7 +155,8 @@ def history_plan(thread_id: str) -> SubPlan:
             if body is None:
                 continue  # deleted since listed
             m = codec.decode_manifest(body, info.key)
-            md = (yield from resolve_entries(pfx, {"m": m.metadata}, info.key))["m"]
+            ctx = manifest_context(m, info.key)  # its own embedded objects cost no request
+            md = (yield from resolve_entries(pfx, {"m": m.metadata}, info.key, ctx=ctx))["m"]
             md = md if isinstance(md, dict) else {}
             rows.append(
                 {
@@ -230,262 +220,6 @@ def show(
         )
     report["store"] = store.location
     return report
-
-
-# --- cat --------------------------------------------------------------------------------------
-
-
-def _raw_entry(raw: Entry, pfx: str) -> Any:
-    if isinstance(raw, Inline):
-        return {
-            "inline": decode_payload(raw.payload, pfx),
-            "type": raw.payload.type,
-            "encoding": raw.payload.encoding,
-        }
-    if isinstance(raw, InlineList):
-        return {
-            "inline list": raw.obj.count,
-            "subtrees": [
-                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in raw.obj.sealed
-            ],
-            # Where the list says each segment is: "located_in" a manifest
-            # that embeds it (read it with "cat <manifest key>#<digest>"),
-            # or None when it stands alone at "key".
-            "segments": [
-                {
-                    "key": g.loc or keys.object_key_in(pfx, g.digest),
-                    "digest": g.digest.hex(),
-                    "elements": g.count,
-                    "located_in": g.loc,
-                }
-                for g in raw.obj.segments
-            ],
-            "tail": [_raw_entry(e, pfx) for e in raw.obj.tail],
-        }
-    return {
-        "ref": codec.KIND_OF_TAG[raw.tag],
-        "key": keys.object_key_in(pfx, raw.digest),
-    }
-
-
-#: Separates a manifest key from the SHA-256 of an object it embeds: ``<key>#<hex>``.
-EMBEDDED_SEP = "#"
-
-
-def embedded_address(key: str) -> tuple[str, bytes] | None:
-    """``(manifest key, digest)`` of an embedded object's address ``<manifest key>#<hex>``.
-
-    None when ``key`` is a plain key.
-
-    Raises:
-        ValueError: the part after ``#`` is not a SHA-256 hex digest.
-    """
-    if EMBEDDED_SEP not in key:
-        return None
-    mkey, _, hexd = key.rpartition(EMBEDDED_SEP)
-    if len(hexd) != 64 or hexd.strip("0123456789abcdef"):
-        raise ValueError(
-            f"{key!r}: an embedded object is <manifest key>#<SHA-256 in lowercase hex>"
-        )
-    return mkey, bytes.fromhex(hexd)
-
-
-def _embedded_summary(key: str, body: bytes) -> dict[str, Any]:
-    digest = codec.digest_of(body)
-    row: dict[str, Any] = {"digest": digest.hex(), "bytes": len(body)}
-    try:
-        row["kind"] = codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"]
-    except CorruptObjectError as exc:
-        row["error"] = exc.reason
-    return row
-
-
-def describe_object(key: str, body: bytes) -> dict[str, Any]:
-    """Decode any stored object to JSON, checking its format (and address, if it has one)."""
-    out: dict[str, Any] = {"key": key, "bytes": len(body)}
-    if key.startswith(keys.RUNS) or "/runs/" in key:
-        out.update(kind="run-marker", note="empty marker object (spec §4.8)")
-        return out
-    if not key.startswith(keys.THREADS):
-        raise CorruptObjectError(key, "not a key of the objstore-saver layout (docs/spec.md §3)")
-    pfx, rest = keys.split_thread_key(key)
-    section = rest.split("/", 1)[0]
-    if section == "checkpoints" and "/" in rest.split("/", 2)[2]:
-        section = "writes"  # a version-2 pending write, under its checkpoint's key
-    if section == "checkpoints":
-        m = codec.decode_manifest(body, key)
-        out.update(
-            kind="manifest",
-            format=m.version,
-            thread_id=m.thread_id,
-            checkpoint_ns=m.checkpoint_ns,
-            checkpoint_id=m.checkpoint_id,
-            parent_checkpoint_id=m.parent_checkpoint_id,
-            checkpoint=_raw_entry(m.checkpoint, key),
-            metadata=_raw_entry(m.metadata, key),
-            channels={name: _raw_entry(e, pfx) for name, e in m.channels.items()},
-            # Objects the manifest carries (field "e"), each addressed by its
-            # SHA-256: "cat <this key>#<digest>" decodes one.
-            embedded=[_embedded_summary(key, b) for b in m.embedded],
-        )
-        return out
-    if section == "writes":
-        ws = codec.decode_writes(body, key)
-        if codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"] == "writes":
-            out.update(
-                kind="writes",
-                format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
-                task_id=ws[0].task_id,
-                task_path=ws[0].task_path,
-                writes=[
-                    {"idx": w.idx, "channel": w.channel, "value": _raw_entry(w.value, pfx)}
-                    for w in ws
-                ],
-            )
-            return out
-        w = ws[0]
-        out.update(
-            kind="write",
-            format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
-            task_id=w.task_id,
-            task_path=w.task_path,
-            idx=w.idx,
-            seq=w.seq,
-            channel=w.channel,
-            value=_raw_entry(w.value, pfx),
-        )
-        return out
-    if section != "objects":
-        # A section this reader does not model: show its MessagePack map as it is.
-        raw = codec.unpack_object(body, key)
-        out.update(kind=str(raw.get("k", section)), fields=jsonable(raw))
-        return out
-    digest_hex = key.rsplit("/", 1)[1]
-    try:
-        digest = bytes.fromhex(digest_hex)
-    except ValueError:
-        raise CorruptObjectError(key, "object key is not a SHA-256 hex digest") from None
-    codec.check_digest(body, digest, key)
-    out["sha256_ok"] = True
-    out.update(_content(codec.decode_object(body, key), pfx, key))
-    return out
-
-
-def describe_embedded(mkey: str, digest: bytes, body: bytes) -> dict[str, Any]:
-    """Decode an object embedded in manifest ``mkey`` (addressed ``<mkey>#<hex>``) to JSON."""
-    name = f"{mkey}{EMBEDDED_SEP}{digest.hex()}"
-    codec.check_digest(body, digest, name)
-    pfx, _ = keys.split_thread_key(mkey)
-    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey}
-    out["sha256_ok"] = True
-    out.update(_content(codec.decode_object(body, name), pfx, name))
-    return out
-
-
-def _content(obj: StoredObject, pfx: str, key: str) -> dict[str, Any]:
-    """The decoded fields of a content object."""
-    if isinstance(obj, ValueObj):
-        return {
-            "kind": "value",
-            "type": obj.payload.type,
-            "encoding": obj.payload.encoding,
-            "value": decode_payload(obj.payload, key),
-        }
-    if isinstance(obj, PartObj):
-        return {"kind": "part", "data_bytes": len(obj.data)}
-    if isinstance(obj, PartsObj):
-        return {
-            "kind": "parts",
-            "type": obj.type,
-            "encoding": obj.encoding,
-            "size": obj.size,
-            "parts": [keys.object_key_in(pfx, d) for d in obj.parts],
-        }
-    if isinstance(obj, ListObj):
-        return {
-            "kind": "list",
-            "elements": obj.count,
-            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
-            "tail": [_raw_entry(e, pfx) for e in obj.tail],
-        }
-    if isinstance(obj, SplitObj):
-        return {
-            "kind": "split",
-            "value": _raw_entry(obj.value, pfx),
-            "texts": [{"path": list(p), **_raw_entry(ref, pfx)} for p, ref in obj.holes],
-        }
-    if isinstance(obj, NodeObj):
-        return {
-            "kind": "node",
-            "subtrees": [
-                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees
-            ],
-        }
-    if isinstance(obj, SegmentObj):
-        return {"kind": "segment", "elements": [_raw_entry(e, pfx) for e in obj.items]}
-    return {"kind": "chunk", "elements": [_raw_entry(e, pfx) for e in obj.items]}
-
-
-def object_plan(key: str) -> SubPlan:
-    """Plan: any stored object decoded, or why there is none: ``(report, None)`` or
-    ``(None, reason)``.
-
-    ``key`` is a key of the store, or ``<manifest key>#<hex>``: the object
-    with that SHA-256 embedded in the manifest (format version 2). When that
-    manifest is gone, the object is read at ``objects/<H>``, where prune
-    stores what a manifest embeds before deleting it (the report names it
-    ``found_alone``).
-
-    Raises:
-        ValueError: ``key`` holds ``#`` but not a SHA-256 after it.
-        CorruptObjectError: the object (or the manifest) does not decode.
-    """
-    where = embedded_address(key)
-    if where is None:
-        body = yield from run_one(Get(key))
-        if body is None:
-            return None, f"no object at key {key!r}"
-        return describe_object(key, body), None
-    mkey, digest = where
-    body = yield from run_one(Get(mkey))
-    if body is not None:
-        m = codec.decode_manifest(body, mkey)
-        held = codec.embedded_objects(m).get(digest)
-        if held is None:
-            return None, f"manifest {mkey!r} does not embed object {digest.hex()}"
-        return describe_embedded(mkey, digest, held), None
-    alone = keys.object_key_in(keys.split_thread_key(mkey)[0], digest)
-    body = yield from run_one(Get(alone))
-    if body is None:
-        return None, f"neither manifest {mkey!r} nor {alone!r} is stored"
-    out = describe_object(alone, body)
-    out["found_alone"] = f"manifest {mkey!r} is gone: the object is stored alone"
-    return out, None
-
-
-def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
-    """Any stored object, decoded to JSON (content-addressed ones checked against their hash).
-
-    ``key`` is a key of the store, or ``<manifest key>#<hex>`` for an object
-    embedded in a version-2 manifest (``show`` names each list segment's
-    manifest and digest); see :func:`object_plan`.
-
-    Raises:
-        JobError: nothing is stored at ``key``, or the manifest does not embed it.
-        CorruptObjectError: the object does not decode as the format says.
-    """
-    config = config or OpsConfig.from_env()
-    with open_store(config) as (store, driver):
-        try:
-            report, reason = driver.run(object_plan(key))
-        except ValueError as exc:
-            raise JobError(str(exc)) from None
-        if report is None:
-            raise JobError(f"{reason} in {store.location}")
-        return report
-
-
-# --- du ----------------------------------------------------------------------------------------
 
 
 def _kind_of(rest: str) -> str:
@@ -565,8 +299,9 @@ def du(
     """Objects and bytes of the store, in total, by kind and by thread (largest first).
 
     One flat listing of the whole store, 1,000 keys a LIST: no GET. Objects
-    embedded in manifests (format version 2: list segments) are not keys of
-    their own: their bytes count within their manifests' (kind ``manifests``).
+    embedded in manifests (format version 2: list segments and values) are
+    not keys of their own: their bytes count within their manifests' (kind
+    ``manifests``).
 
     Args:
         config: The store; default from ``OBJSTORE_SAVER_URL``.
@@ -583,13 +318,8 @@ def du(
 
 __all__ = [
     "athreads",
-    "cat",
-    "describe_embedded",
-    "describe_object",
     "du",
-    "embedded_address",
     "history",
-    "object_plan",
     "show",
     "threads",
 ]

@@ -9,7 +9,6 @@ and writes the manifest and the writes, create-only.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import replace
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -37,8 +36,15 @@ from objstore_saver.format.codec import (
     ListObj,
     Manifest,
     Ref,
+    SegmentObj,
 )
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
+from objstore_saver.plans.placement import (
+    Placement,
+    locate_segments,
+    recall_segments,
+    unembed,
+)
 from objstore_saver.plans.reading import (
     child_refs,
     entry_refs,
@@ -60,6 +66,18 @@ from objstore_saver.plans.writing import encode_value, store_objects
 REMEMBERED_MANIFEST_MAX = 16 * 1024
 
 
+def remembered_parent(ctx: Context, scope: Scope, parent_id: str) -> CheckpointEntries | None:
+    """A parent's entries if memory holds them, confirmed within the trust age; no request."""
+    for key in (
+        keys.manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
+        keys.v1_manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
+    ):
+        remembered = ctx.entries.get(key, ctx.trust_age)
+        if remembered is not None:
+            return remembered
+    return None
+
+
 def recall_parent(
     ctx: Context, pfx: str, scope: Scope, parent_id: str, *, trust: bool = True
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
@@ -72,13 +90,9 @@ def recall_parent(
     """
     ns = scope.checkpoint_ns
     if trust:
-        for key in (
-            keys.manifest_key(scope.thread_id, ns, parent_id),
-            keys.v1_manifest_key(scope.thread_id, ns, parent_id),
-        ):
-            remembered = ctx.entries.get(key, ctx.trust_age)
-            if remembered is not None:
-                return remembered
+        remembered = remembered_parent(ctx, scope, parent_id)
+        if remembered is not None:
+            return remembered
     found = yield from read_checkpoint_manifest(scope.thread_id, ns, parent_id)
     if found is None:
         return None
@@ -90,11 +104,14 @@ def recall_parent(
     for e in manifest.channels.values():
         if isinstance(e, InlineList):
             # What stands alone exists: the manifest was written after it.
-            # Located segments are found through their location instead.
+            # Located segments and values are found through their location.
             o = e.obj
             alone = [d for d, _ in o.sealed] + [g.digest for g in o.segments if g.loc is None]
-            ctx.objects.add_known(pfx, alone + [d for _, d in entry_refs(o.tail)])
-    lists = [(e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref)]
+            tail = [e for e in o.tail if not (isinstance(e, Ref) and e.at is not None)]
+            ctx.objects.add_known(pfx, alone + [d for _, d in entry_refs(tail)])
+    lists = [
+        (e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref) and e.at is None
+    ]
     bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in lists))
     for (tag, d), body in zip(lists, bodies, strict=True):
         key = keys.object_key_in(pfx, d)
@@ -111,65 +128,12 @@ def recall_parent(
     return entries
 
 
-def _locate_segments(
-    ctx: Context,
-    pfx: str,
-    mkey: str,
-    channels: dict[str, Entry],
-    encoded: Sequence[Encoded],
-    parent: CheckpointEntries | None,
-) -> tuple[dict[bytes, bytes], set[bytes]]:
-    """Give each new list segment a location in ``channels``.
-
-    A segment the parent locates keeps that location (its manifest holds
-    it); a segment known stored alone stays there; any other is embedded in
-    the manifest ``mkey`` (spec §6.1 step 2): a seal or a merge costs no
-    request of its own.
-
-    Returns:
-        The segments the manifest embeds (digest → bytes), and those located
-        in earlier manifests.
-    """
-    where: dict[bytes, str | None] = {}
-    for e in (parent.entries if parent is not None else {}).values():
-        if isinstance(e, InlineList):
-            where.update((g.digest, g.loc) for g in e.obj.segments)
-    bodies: dict[bytes, bytes] = {}
-    for enc in encoded:
-        bodies.update(enc.objects)
-    embedded: dict[bytes, bytes] = {}
-    located: set[bytes] = set()
-    for name, e in channels.items():
-        if not isinstance(e, InlineList) or not any(g.loc is None for g in e.obj.segments):
-            continue
-        placed = []
-        for g in e.obj.segments:
-            if g.loc is None and g.digest in bodies:
-                if g.digest in where:
-                    g = replace(g, loc=where[g.digest])
-                    located.add(g.digest)
-                elif not ctx.objects.known(pfx, g.digest, ctx.trust_age):
-                    embedded[g.digest] = bodies[g.digest]
-                    g = replace(g, loc=mkey)
-            placed.append(g)
-        channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
-    return embedded, located
-
-
-def _unembed(channels: dict[str, Entry], mkey: str) -> None:
-    """Locate every segment embedded at ``mkey`` alone instead (``objects/<H>``)."""
-    for name, e in channels.items():
-        if isinstance(e, InlineList) and any(g.loc == mkey for g in e.obj.segments):
-            segments = tuple(replace(g, loc=None) if g.loc == mkey else g for g in e.obj.segments)
-            channels[name] = InlineList(replace(e.obj, segments=segments))
-
-
 def _fit_manifest(
     fields: dict[str, Any], encoded: list[Encoded], mkey: str
 ) -> tuple[bytes, dict[str, Any]]:
     """Encode a manifest, moving its embedded objects, then its largest inline entries, out.
 
-    Embedded segments go first: a manifest past the budget stores them alone
+    Embedded objects go first: a manifest past the budget stores them alone
     (the caller PUTs them with the other objects), then moves inline entries.
     Returns the bytes and the fields they encode.
     """
@@ -177,9 +141,13 @@ def _fit_manifest(
     if len(data) <= codec.MANIFEST_BUDGET:
         return data, fields
     if fields.get("embedded"):
-        channels = dict(fields["channels"])
-        _unembed(channels, mkey)
-        fields = {**fields, "channels": channels, "embedded": ()}
+        fields = {**fields, "channels": dict(fields["channels"]), "embedded": ()}
+        unembed(
+            [(fields, "checkpoint"), (fields, "metadata")]
+            + [(fields["channels"], name) for name in fields["channels"]],
+            mkey,
+            fields["checkpoint_id"],
+        )
         data = codec.encode_manifest(**fields)
         if len(data) <= codec.MANIFEST_BUDGET:
             return data, fields
@@ -244,11 +212,18 @@ def put(
         trust = attempt == 0
         started = ctx.clock()
         parent: CheckpointEntries | None = None
-        # The parent gives the carried channels, and where a list's segments are.
+        segments: dict[bytes, SegmentObj] = {}
+        # The parent gives the carried channels, and where a list's segments
+        # are; where it has its values too, but only from memory is that
+        # worth no request.
         if parent_id is not None and any(
             c not in new_versions or (type(values.get(c)) is list and values[c]) for c in versions
         ):
             parent = yield from recall_parent(ctx, pfx, scope, parent_id, trust=trust)
+            segments = yield from recall_segments(ctx, pfx, mkey, parent)
+        elif parent_id is not None and trust:
+            parent = remembered_parent(ctx, scope, parent_id)
+        placement = Placement(ctx, pfx, cid, mkey, parent, trust, segments)
 
         encoded: list[Encoded] = []
         channels: dict[str, Entry] = {}
@@ -262,22 +237,28 @@ def put(
                     channels[name] = parent.entries[name]
                 continue
             if name in values:
-                enc = yield from encode_value(ctx, pfx, values[name], trust=trust)
-                channels[name] = enc.entry
+                enc = yield from encode_value(
+                    ctx, pfx, values[name], trust=trust, locate=placement.locate
+                )
+                channels[name] = placement.place(enc.entry)
                 encoded.append(enc)
 
         cp_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(bare))
         md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md))
         encoded += [cp_enc, md_enc]
-        embedded, located = _locate_segments(ctx, pfx, mkey, channels, encoded, parent)
+        cp_entry, md_entry = placement.place(cp_enc.entry), placement.place(md_enc.entry)
+        embedded, located = locate_segments(ctx, pfx, mkey, channels, encoded, parent)
+        bodies = {d: b for enc in encoded for d, b in enc.objects.items()}
+        embedded.update((d, bodies[d]) for d in sorted(placement.embedded_values))
+        located |= placement.located_earlier()
         manifest, fields = _fit_manifest(
             {
                 "thread_id": scope.thread_id,
                 "checkpoint_ns": scope.checkpoint_ns,
                 "checkpoint_id": cid,
                 "parent_checkpoint_id": parent_id,
-                "checkpoint": cp_enc.entry,
-                "metadata": md_enc.entry,
+                "checkpoint": cp_entry,
+                "metadata": md_entry,
                 "channels": channels,
                 "embedded": list(embedded.values()),
             },
@@ -315,7 +296,7 @@ def put(
         if stored != manifest:
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
     for d, body in embedded.items():
-        ctx.objects.add_embedded(pfx, d, codec.decode_object(body, mkey, "g"))
+        ctx.objects.add_embedded(pfx, d, codec.decode_object(body, mkey))
     # Remembered as written, without its embedded objects (in the object
     # memory now): the next latest lookup decodes nothing (§6.2 step 4).
     kept = None
@@ -348,7 +329,11 @@ def put_writes(
     # regular writes held by several objects (a group and a single write of
     # one slot, from calls of different shapes) the earliest call's is in force.
     seqs = [ctx.next_seq() for _ in writes]
-    for attempt in range(PUT_ATTEMPTS):
+    # Values up to WRITE_INLINE_MAX compressed are inline; a call whose
+    # object would pass the budget stores those over INLINE_MAX alone.
+    written_max = codec.WRITE_INLINE_MAX
+    attempt = 0
+    while attempt < PUT_ATTEMPTS:
         trust = attempt == 0
         started = ctx.clock()
         encoded: list[Encoded] = []
@@ -356,7 +341,9 @@ def put_writes(
         group_rows: list[tuple[int, str, Entry]] = []
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
-            enc = yield from encode_value(ctx, pfx, value, trust=trust, written_once=True)
+            enc = yield from encode_value(
+                ctx, pfx, value, trust=trust, written_once=True, written_max=written_max
+            )
             encoded.append(enc)
             if grouped and idx >= 0:
                 group_rows.append((idx, channel, enc.entry))
@@ -386,9 +373,15 @@ def put_writes(
                 scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, regular
             )
             write_puts.append(Put(key, body))
+        if written_max > codec.INLINE_MAX and any(
+            len(p.data) > codec.MANIFEST_BUDGET for p in write_puts
+        ):
+            written_max = codec.INLINE_MAX
+            continue
         yield from store_objects(ctx, pfx, encoded, trust=trust)
         if ctx.clock() - started <= ctx.trust_age:
             break
+        attempt += 1
     else:
         raise _put_too_slow(f"put_writes of task {task_id!r} in thread {scope.thread_id!r}", ctx)
     yield from run_batch(*write_puts)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     CheckpointTuple,
-    SerializerProtocol,
     writes_sort_key,
 )
 
@@ -19,11 +18,10 @@ from objstore_saver.errors import (
     CorruptObjectError,
     MissingObjectError,
 )
-from objstore_saver.format import codec, keys, split_values
+from objstore_saver.format import codec, keys, locations
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
-    Inline,
     InlineList,
     ListObj,
     Manifest,
@@ -47,6 +45,10 @@ from objstore_saver.plans.requests import (
     run_one,
 )
 from objstore_saver.plans.scope import checkpoint_config
+from objstore_saver.plans.values import (
+    manifest_values as manifest_values,
+    materialize as materialize,
+)
 
 
 def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
@@ -72,15 +74,33 @@ def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
 LEAF_TAGS = frozenset({"b", "d"})
 
 
-def entry_locations(entries: Iterable[Entry]) -> dict[bytes, str]:
-    """Where the located segments of inline lists are: digest → key of the manifest."""
-    return {
-        g.digest: g.loc
-        for e in entries
-        if isinstance(e, InlineList)
-        for g in e.obj.segments
-        if g.loc is not None
-    }
+def entry_locations(entries: Iterable[Entry], holder: str | None = None) -> dict[bytes, str]:
+    """Where located objects are: digest → key of the manifest that embeds them.
+
+    The segments of inline lists, and the values of ``b`` references that
+    carry a checkpoint id (resolved in the namespace of ``holder``, the
+    manifest holding the entries; spec §4.0).
+    """
+    out: dict[bytes, str] = {}
+    for e in entries:
+        if isinstance(e, InlineList):
+            out.update((g.digest, g.loc) for g in e.obj.segments if g.loc is not None)
+            items: Iterable[Entry] = e.obj.tail
+        else:
+            items = (e,)
+        for item in items:
+            if isinstance(item, Ref) and item.at is not None:
+                out[item.digest] = _beside(holder, item.at, item.digest)
+    return out
+
+
+def _beside(holder: str | None, at: str, digest: bytes) -> str:
+    """Key of the manifest ``at`` in the namespace of ``holder`` (a manifest key)."""
+    if holder is None or not keys.is_manifest_v2_key(holder):
+        raise CorruptObjectError(
+            holder or "an entry", f"value {digest.hex()} is located outside a manifest"
+        )
+    return locations.manifest_beside(holder, at)
 
 
 def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> dict[bytes, StoredObject]:
@@ -107,13 +127,16 @@ def _take_embedded(
     wanted: Mapping[bytes, str],
     manifests: Mapping[str, bytes | None],
     referrers: Mapping[bytes, str],
+    tags: Mapping[bytes, str],
 ) -> tuple[dict[bytes, StoredObject], list[bytes]]:
-    """Segments found in the manifests that embed them, and those whose manifest is gone.
+    """Located objects found in the manifests that embed them, and those to read alone.
 
-    ``wanted``: digest → manifest key; ``manifests``: their bodies. A
-    manifest that prune deleted stored its embedded objects at
-    ``objects/<H>`` first, where the caller reads them; a manifest that is
-    there but does not embed the segment is corrupt.
+    ``wanted``: digest → manifest key; ``manifests``: their bodies; ``tags``:
+    how each is referenced (``g`` segment, ``b`` value). A manifest that
+    prune deleted stored its embedded objects at ``objects/<H>`` first,
+    where the caller reads them; so did a manifest too large to embed a
+    value its segments locate there. A manifest that is there but does not
+    embed a segment is corrupt.
     """
     got: dict[bytes, StoredObject] = {}
     alone: list[bytes] = []
@@ -124,13 +147,19 @@ def _take_embedded(
             continue
         held = remember_embedded(ctx, decode_checked_manifest(body, mkey), mkey)
         for d in mine:
+            kind = ValueObj if tags[d] == "b" else SegmentObj
             if d not in held:
+                if kind is ValueObj:
+                    # A manifest too large to embed it stored it alone (spec §6.1).
+                    alone.append(d)
+                    continue
                 raise CorruptObjectError(
                     mkey, f"does not embed object {d.hex()} that {referrers[d]} locates there"
                 )
-            if not isinstance(held[d], SegmentObj):
+            if not isinstance(held[d], kind):
                 raise CorruptObjectError(
-                    embedded_name(mkey, d), f"{referrers[d]} locates a segment, found another kind"
+                    embedded_name(mkey, d),
+                    f"{referrers[d]} locates a {kind.__name__}, found another kind",
                 )
             got[d] = held[d]
     return got, alone
@@ -145,6 +174,7 @@ def fetch_objects(
     reached: set[bytes] | None = None,
     located: Mapping[bytes, str] | None = None,
     gone: set[str] | None = None,
+    folders: Mapping[bytes, str] | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
     """Sub-plan: every object reachable from ``refs``, level by level.
 
@@ -155,9 +185,12 @@ def fetch_objects(
     ``located`` names the manifest that embeds an object (segments of inline
     lists, :func:`entry_locations`), read in the same round as the objects at
     ``objects/<H>``; when that manifest is gone (added to ``gone``, if
-    given), the object is read at ``objects/<H>``.
+    given), the object is read at ``objects/<H>``. ``folders`` names, for a
+    list's segments, the manifest in whose namespace their elements'
+    locations are resolved (the manifest holding the list).
     """
-    located = located or {}
+    located = dict(located or {})
+    folder_of = dict(folders or {})
     # The referrer was read just before: whatever it reaches is stored now.
     as_of = ctx.clock()
     got: dict[bytes, StoredObject] = {}
@@ -180,7 +213,8 @@ def fetch_objects(
             else:
                 got[d] = cached
                 fresh.append((d, cached))
-        embedded = {d: located[d] for _, d in need if d in located}
+        need_located = [(tag, d) for tag, d in need if d in located]
+        embedded = {d: located[d] for _, d in need_located}
         need = [(tag, d) for tag, d in need if d not in embedded]
         holders = sorted(set(embedded.values()))
         replies = yield from run_batch(
@@ -188,16 +222,28 @@ def fetch_objects(
         )
         bodies = replies[: len(need)]
         if holders:
+            held = dict(zip(holders, replies[len(need) :], strict=True))
             found, alone = _take_embedded(
-                ctx, embedded, dict(zip(holders, replies[len(need) :], strict=True)), referrers
+                ctx,
+                embedded,
+                held,
+                referrers,
+                {d: tag for tag, d in need_located},
             )
             got |= found
             fresh += found.items()
             if alone:
-                # Their manifest is gone: prune stored them alone before deleting it.
+                # Their manifest is gone (prune stored them alone before deleting
+                # it), or, for a value, it does not embed it (stored alone to
+                # keep that manifest under its budget).
+                absent = {k for k, body in held.items() if body is None}
                 if gone is not None:
-                    gone.update(embedded[d] for d in alone)
-                need += [("g", d) for d in alone]
+                    gone.update(embedded[d] for d in alone if embedded[d] in absent)
+                for d in alone:
+                    where = "gone" if embedded[d] in absent else "which does not embed it"
+                    referrers[d] = f"{referrers[d]} (located in {embedded[d]}, {where})"
+                tag_of = {d: tag for tag, d in need_located}
+                need += [(tag_of[d], d) for d in alone]
                 bodies += yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for d in alone))
         for (tag, d), body in zip(need, bodies, strict=True):
             key = keys.object_key_in(pfx, d)
@@ -217,6 +263,11 @@ def fetch_objects(
                 if child not in got and child not in level:
                     level[child] = tag
                     referrers.setdefault(child, keys.object_key_in(pfx, parent))
+            if isinstance(obj, SegmentObj):
+                folder = folder_of.get(parent)
+                for item in obj.items:
+                    if isinstance(item, Ref) and item.at is not None and item.digest not in got:
+                        located.setdefault(item.digest, _beside(folder, item.at, item.digest))
     ctx.objects.confirm(pfx, got, as_of)
     if reached is not None:
         ctx.objects.confirm(pfx, reached, as_of)
@@ -238,9 +289,19 @@ def fetch_entries(
     ``holders`` are the manifests (key, decoded) the entries come from: what
     they embed is in hand, so their own segments cost no request.
     """
+    located: dict[bytes, str] = {}
+    folders: dict[bytes, str] = {}
     for mkey, m in holders:
         remember_embedded(ctx, m, mkey)
+        own = manifest_entries(m)
+        located |= entry_locations(own, mkey)
+        folders |= _list_folders(own, mkey)
     entries = list(entries)
+    here = referrer if keys.is_manifest_v2_key(referrer) else None
+    for d, k in entry_locations(entries, here).items():
+        located.setdefault(d, k)
+    for d, k in _list_folders(entries, here).items():
+        folders.setdefault(d, k)
     return (
         yield from fetch_objects(
             ctx,
@@ -248,10 +309,18 @@ def fetch_entries(
             entry_refs(entries),
             referrer,
             reached=reached,
-            located=entry_locations(entries),
+            located=located,
             gone=gone,
+            folders=folders,
         )
     )
+
+
+def _list_folders(entries: Iterable[Entry], holder: str | None) -> dict[bytes, str]:
+    """Segment digest → the manifest whose namespace resolves its elements' locations."""
+    if holder is None:
+        return {}
+    return {g.digest: holder for e in entries if isinstance(e, InlineList) for g in e.obj.segments}
 
 
 def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
@@ -285,93 +354,6 @@ def entry_refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
         elif isinstance(e, InlineList):
             refs += child_refs(e.obj)
     return refs
-
-
-def materialize(
-    serde: SerializerProtocol, entry: Entry, got: Mapping[bytes, StoredObject], pfx: str
-) -> Any:
-    """Deserialize the value of an entry from fetched objects."""
-    if isinstance(entry, Inline):
-        return serde.loads_typed(codec.payload_bytes(entry.payload, pfx))
-    if isinstance(entry, InlineList):
-        return _expand_list(serde, entry.obj, got, pfx)
-    key = keys.object_key_in(pfx, entry.digest)
-    obj = got[entry.digest]
-    if entry.tag == "l":
-        assert isinstance(obj, ListObj)
-        return _expand_list(serde, obj, got, pfx)
-    if isinstance(obj, SplitObj):
-        value = materialize(serde, obj.value, got, pfx)
-        for path, ref in obj.holes:
-            text = split_values.decode_text(_text_pieces(ref, got, pfx), key)
-            split_values.fill(value, path, text, key)
-        return value
-    if isinstance(obj, ValueObj):
-        return serde.loads_typed(codec.payload_bytes(obj.payload, key))
-    assert isinstance(obj, PartsObj)
-    data = b"".join(cast(PartObj, got[d]).data for d in obj.parts)
-    if len(data) != obj.size:
-        raise CorruptObjectError(key, f"parts hold {len(data)} bytes, expected {obj.size}")
-    return serde.loads_typed(codec.payload_bytes(codec.Payload(obj.type, obj.encoding, data), key))
-
-
-def _expand_list(
-    serde: SerializerProtocol, obj: ListObj, got: Mapping[bytes, StoredObject], pfx: str
-) -> list[Any]:
-    """The elements of a list (an object, or inline in a manifest), in order."""
-    out: list[Any] = []
-    for digest, count in obj.sealed:
-        _expand(serde, digest, count, got, pfx, out)
-    for g in obj.segments:
-        _expand(serde, g.digest, g.count, got, pfx, out)
-    out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
-    return out
-
-
-def _text_pieces(ref: Ref, got: Mapping[bytes, StoredObject], pfx: str) -> Iterator[bytes]:
-    """The UTF-8 bytes of a split value's text (§4.4a), decompressed part by part."""
-    key = keys.object_key_in(pfx, ref.digest)
-    obj = got[ref.digest]
-    pieces: Iterable[bytes]
-    if isinstance(obj, ValueObj):
-        type_, data = codec.payload_bytes(obj.payload, key)
-        pieces = (data,)
-    else:
-        assert isinstance(obj, PartsObj)
-        type_ = obj.type
-        frames = (cast(PartObj, got[d]).data for d in obj.parts)
-        pieces = codec.stream_payload(obj.encoding, obj.size, frames, key)
-    if type_ != split_values.TEXT_TYPE:
-        raise CorruptObjectError(key, f"a message text has type {type_!r}, not 'utf8'")
-    yield from pieces
-
-
-def _expand(
-    serde: SerializerProtocol,
-    digest: bytes,
-    count: int,
-    got: Mapping[bytes, StoredObject],
-    pfx: str,
-    out: list[Any],
-) -> None:
-    """Append the elements of a sealed subtree (a chunk, a node of subtrees, a segment)."""
-    obj = got[digest]
-    if isinstance(obj, NodeObj):
-        if sum(n for _, n in obj.subtrees) != count:
-            raise CorruptObjectError(
-                keys.object_key_in(pfx, digest), f"node does not hold the {count} elements expected"
-            )
-        for child, n in obj.subtrees:
-            _expand(serde, child, n, got, pfx, out)
-        return
-    assert isinstance(obj, ChunkObj | SegmentObj)
-    if len(obj.items) != count:
-        kind = "chunk" if isinstance(obj, ChunkObj) else "segment"
-        raise CorruptObjectError(
-            keys.object_key_in(pfx, digest),
-            f"{kind} holds {len(obj.items)} elements, its parent says {count}",
-        )
-    out.extend(materialize(serde, item, got, pfx) for item in obj.items)
 
 
 def decode_checked_manifest(data: bytes, key: str) -> Manifest:
@@ -543,19 +525,6 @@ def read_tuples(
 def manifest_entries(m: Manifest) -> list[Entry]:
     """The entries of a manifest's own values: checkpoint, metadata, channels."""
     return [m.checkpoint, m.metadata, *m.channels.values()]
-
-
-def manifest_values(
-    serde: SerializerProtocol, m: Manifest, got: Mapping[bytes, StoredObject], pfx: str
-) -> tuple[dict[str, Any], Any]:
-    """The checkpoint (with its id and channel values) and metadata of a manifest."""
-    checkpoint = materialize(serde, m.checkpoint, got, pfx)
-    checkpoint["id"] = m.checkpoint_id
-    metadata = materialize(serde, m.metadata, got, pfx)
-    checkpoint["channel_values"] = {
-        name: materialize(serde, e, got, pfx) for name, e in m.channels.items()
-    }
-    return checkpoint, metadata
 
 
 def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, Any], Any] | None:

@@ -14,6 +14,7 @@ from objstore_saver.caches.facts import ElementCache
 from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
 from objstore_saver.format.codec import (
     Encoded,
+    InlineList,
     PartObj,
     Ref,
 )
@@ -51,20 +52,29 @@ class _StreamedFirst:
 
 
 def encode_value(
-    ctx: Context, pfx: str, value: Any, *, trust: bool = True, written_once: bool = False
+    ctx: Context,
+    pfx: str,
+    value: Any,
+    *,
+    trust: bool = True,
+    written_once: bool = False,
+    written_max: int = codec.WRITE_INLINE_MAX,
+    locate: list_encoding.Locator | None = None,
 ) -> Generator[Batch | Hold, list[Any] | None, Encoded]:
     """Sub-plan: entry and objects for one value (spec §4).
 
     ``written_once`` is for the value of a pending write, whose entry is
     stored in one object and never carried on to another: it is also inline
-    when its compressed payload fits the inline limit (spec §6.5 step 2).
+    when its compressed payload is at most ``written_max`` bytes (spec §6.5
+    step 2).
 
     Data larger than a part is streamed: its part objects are stored while
     the compressor produces them (:func:`stream_large`), so the returned
     :class:`Encoded` holds only small objects. A value holding a very large
     message text is split (:func:`encode_split`, spec §4.4a): the serializer
     never sees the text. The value is serialized under the saver's gate,
-    kept while large data is streamed (spec §6.1 step 2.2).
+    kept while large data is streamed (spec §6.1 step 2.2). ``locate``
+    places a list's element values (:class:`list_encoding.Locator`).
     """
     if not ctx.gate.try_acquire():
         yield Hold(ctx.gate)
@@ -72,7 +82,13 @@ def encode_value(
         split = split_values.splits_for(ctx.serde)
         if type(value) is list and value:
             listed = yield from _encode_list(
-                ctx, pfx, value, split=split, trust=trust, written_once=written_once
+                ctx,
+                pfx,
+                value,
+                split=split,
+                trust=trust,
+                written_max=written_max if written_once else None,
+                locate=locate,
             )
             if listed is not None:
                 return listed
@@ -88,11 +104,20 @@ def encode_value(
             return Encoded(ref, {d: body})
     finally:
         ctx.gate.release()
-    return value_encoding.encode_serialized(type_, data, written_once=written_once)
+    return value_encoding.encode_serialized(
+        type_, data, written_once=written_once, written_max=written_max
+    )
 
 
 def _encode_list(
-    ctx: Context, pfx: str, value: list[Any], *, split: bool, trust: bool, written_once: bool
+    ctx: Context,
+    pfx: str,
+    value: list[Any],
+    *,
+    split: bool,
+    trust: bool,
+    written_max: int | None,
+    locate: list_encoding.Locator | None,
 ) -> Generator[Batch, list[Any] | None, Encoded | None]:
     """Sub-plan of :func:`encode_value`: a list element by element (spec §4.4), or None.
 
@@ -100,14 +125,14 @@ def _encode_list(
     none of its elements holds a large text. Elements with large texts are
     found first and split; the others are serialized, and those larger than
     a part are streamed before the list is encoded. A pending write's list
-    that compresses whole to the inline limit is inline instead (spec §6.5
-    step 2).
+    (``written_max`` given) that compresses whole to at most ``written_max``
+    bytes is inline instead (spec §6.5 step 2).
     """
     elements, found = _serialize_elements(ctx, value, split=split)
     if not found and not list_encoding.use_list_encoding(elements):
         return None
-    if written_once and not found:
-        whole = _whole_list_inline(ctx, value, elements)
+    if written_max is not None and not found:
+        whole = _whole_list_inline(ctx, value, elements, written_max)
         if whole is not None:
             return whole
     streamed: dict[tuple[str, bytes], EncodedElement] = {}
@@ -133,22 +158,22 @@ def _encode_list(
             )
             streamed[element] = EncodedElement(codec.entry_to_msgpack(ref), d, {d: body}, {})
     return list_encoding.encode_list(
-        elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed
+        elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed, locate
     )
 
 
 #: A pending write's list whose elements serialize to at most this many bytes
 #: is also compressed whole, to see if it fits inline (spec §6.5 step 2).
-WRITE_LIST_WHOLE_MAX = 8 * 1024
+WRITE_LIST_WHOLE_MAX = 4 * codec.WRITE_INLINE_MAX
 
 
 def _whole_list_inline(
-    ctx: Context, value: list[Any], elements: list[tuple[str, bytes]]
+    ctx: Context, value: list[Any], elements: list[tuple[str, bytes]], limit: int
 ) -> Encoded | None:
-    """The list as one inline entry, if it compresses to the inline limit; else None."""
+    """The list as one inline entry, if it compresses to at most ``limit``; else None."""
     if sum(len(data) for _, data in elements) > WRITE_LIST_WHOLE_MAX:
         return None
-    return value_encoding.inline_written(codec.make_payload(*ctx.serde.dumps_typed(value)))
+    return value_encoding.inline_written(codec.make_payload(*ctx.serde.dumps_typed(value)), limit)
 
 
 def _serialize_elements(
@@ -302,31 +327,38 @@ def store_objects(
     is): a stored container implies its children are (write order). Parts
     streamed by :func:`stream_large` are not among an :class:`Encoded`'s
     children: they were stored before their container, in this attempt.
-    A list's segment in ``located`` is held by an earlier manifest, stored
+    A segment or value in ``located`` is held by an earlier manifest, stored
     with what it holds (that manifest was written after them); one in
     ``embedded`` travels in the manifest about to be written, so only what
-    it holds is stored here.
+    it holds is stored here. Locations apply where references carry them:
+    the entries themselves and the elements of their lists' segments; an
+    object reached from any other object is stored alone.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
-    stack: list[bytes] = []
-    inside = set(embedded)
+    # (digest, whether the reference to it may carry a location)
+    stack: list[tuple[bytes, bool]] = []
+    segments: set[bytes] = set()
     for enc in encoded:
         bodies.update(enc.objects)
         children.update(enc.children)
-        stack.extend(d for _, d in entry_refs([enc.entry]) if d not in located)
-    seen: set[bytes] = set()
-    puts: list[Put] = []
+        stack.extend((d, True) for _, d in entry_refs([enc.entry]))
+        if isinstance(enc.entry, InlineList):
+            segments.update(g.digest for g in enc.entry.obj.segments)
+    seen: set[tuple[bytes, bool]] = set()
+    puts: dict[bytes, Put] = {}
     while stack:
-        d = stack.pop()
-        if d in seen:
+        d, placed = stack.pop()
+        if (d, placed) in seen:
             continue
-        seen.add(d)
-        if d in inside:
-            stack.extend(children.get(d, ()))
+        seen.add((d, placed))
+        if placed and d in located:
             continue
-        if trust and ctx.objects.known(pfx, d, ctx.trust_age):
+        if placed and d in embedded:
+            stack.extend((c, d in segments) for c in children.get(d, ()))
             continue
-        puts.append(Put(keys.object_key_in(pfx, d), bodies[d]))
-        stack.extend(children.get(d, ()))
-    yield from put_objects(ctx, pfx, puts, extra)
+        if d in puts or (trust and ctx.objects.known(pfx, d, ctx.trust_age)):
+            continue
+        puts[d] = Put(keys.object_key_in(pfx, d), bodies[d])
+        stack.extend((c, d in segments) for c in children.get(d, ()))
+    yield from put_objects(ctx, pfx, list(puts.values()), extra)

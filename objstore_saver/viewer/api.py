@@ -19,8 +19,13 @@ from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, Ob
 from objstore_saver.format import codec, keys
 from objstore_saver.longterm.records import to_micros
 from objstore_saver.ops._common import SubPlan, never_cancel, no_progress
-from objstore_saver.ops.checkpoint_reading import checkpoint_plan, resolve_entries
-from objstore_saver.ops.views import READ_AHEAD, du_plan, object_plan
+from objstore_saver.ops.checkpoint_reading import (
+    checkpoint_plan,
+    manifest_context,
+    resolve_entries,
+)
+from objstore_saver.ops.object_views import object_plan
+from objstore_saver.ops.views import READ_AHEAD, du_plan
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.verify import verify as verify_plan
@@ -111,7 +116,8 @@ def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
         return None
     try:
         m = codec.decode_manifest(body, key)
-        md = (yield from resolve_entries(pfx, {"m": m.metadata}, key))["m"]
+        ctx = manifest_context(m, key)  # its own embedded objects cost no request
+        md = (yield from resolve_entries(pfx, {"m": m.metadata}, key, ctx=ctx))["m"]
     except CorruptObjectError as exc:
         return {"key": key, "error": {"key": exc.key, "reason": exc.reason}}
     md = md if isinstance(md, dict) else {}
@@ -356,7 +362,7 @@ class Viewer:
 
         ``<manifest key>#<hex>`` is the object of that SHA-256 embedded in the
         manifest (a list segment, format version 2); see
-        :func:`~objstore_saver.ops.views.object_plan`.
+        :func:`~objstore_saver.ops.object_views.object_plan`.
 
         Raises:
             NotFoundError: nothing at ``key``, or the manifest does not embed it.

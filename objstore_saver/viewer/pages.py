@@ -332,7 +332,7 @@ def object_page(r: dict[str, Any]) -> str:
         body = {k: v for k, v in r.items() if k != "referrers"}
     else:
         body = r
-        if key.startswith("threads/") and "/objects/" in key:
+        if key.startswith("threads/") and ("/objects/" in key or r.get("embedded_in")):
             link = object_href(key) + "?referrers=1"
             head += f'<p><a id="referrers-link" href="{link}">find what references it</a></p>'
     if r.get("embedded_in"):

@@ -15,6 +15,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.checkpoint_reading import error_of
+from objstore_saver.ops.object_views import embedded_address
 from objstore_saver.ops.views import READ_AHEAD
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 
@@ -77,15 +78,19 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     those manifests embed (list segments, format version 2: no request; named
     ``<manifest key>#<hex>``). Objects deeper in a list's tree (sealed chunks
     under nodes) are not read. Cost: one LIST, one GET per manifest, one GET
-    per distinct list or parts object referenced.
+    per distinct list or parts object referenced. ``key`` may be an embedded
+    object's address ``<manifest key>#<hex>`` (a value or segment that later
+    manifests locate there).
 
     Raises:
-        ValueError: ``key`` is not a content-addressed object key, or ``after``
-            not a manifest key of its thread.
+        ValueError: ``key`` is not a content-addressed object key nor an
+            embedded object's address, or ``after`` not a manifest key of its
+            thread.
     """
-    pfx, rest = keys.split_thread_key(key)
-    digest_hex = rest.rsplit("/", 1)[-1]
-    if not rest.startswith("objects/") or len(digest_hex) != 64:
+    where = embedded_address(key)
+    pfx, rest = keys.split_thread_key(key if where is None else where[0])
+    digest_hex = rest.rsplit("/", 1)[-1] if where is None else where[1].hex()
+    if where is None and (not rest.startswith("objects/") or len(digest_hex) != 64):
         raise ValueError(f"key {key!r} is not an object key: only objects have referrers")
     digest = bytes.fromhex(digest_hex)
     prefix = pfx + "checkpoints/"

@@ -30,8 +30,9 @@ THREAD = "seg"
 def turn(i: int, big: bool = False) -> list[BaseMessage]:
     """Two messages short enough to be inline list elements, long enough for a list layout.
 
-    ``big``: the question is 3,000 characters that do not compress, an
-    object of its own at ``objects/<H>`` that its segment refers to.
+    ``big``: the question is 3,000 characters that do not compress, a
+    ``value`` object embedded in the manifest of its put, which its segment
+    locates there.
     """
     question = incompressible_text(3000, i) if big else f"question {i}: " + "please " * 20
     return [

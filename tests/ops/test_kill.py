@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from ops_helpers import chat
+from payloads import incompressible_text
 
 from objstore_saver.ops import OpsConfig, migrate, prune
 from objstore_saver.storage import LocalStore
@@ -92,6 +93,11 @@ def _marks(root: Path) -> int:
     return sum(1 for where, _ in _files(root) if where == "marks")
 
 
+def _stored_alone(root: Path) -> int:
+    """Content objects at ``objects/<H>`` and sweep marks: the files a prune creates."""
+    return sum(1 for where, _ in _files(root) if where in ("objects", "marks"))
+
+
 def _kill_after(job: str, root: Path, source: str, objects: int, count: Any = _objects) -> int:
     """Run the job in a child, SIGKILL it once ``count(root)`` reaches ``objects``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -150,11 +156,16 @@ def test_migrate_killed_then_rerun_leaves_the_bucket_of_one_run(
 
 
 def _chats(root: Path) -> None:
+    """Four turns a thread, and a pending write on its first checkpoint whose
+    value (over 1 KiB compressed) stands alone: pruning deletes that
+    checkpoint, stores what its manifest embeds alone and marks the value."""
     from objstore_saver import ObjectStoreSaver
 
     with ObjectStoreSaver(LocalStore(root)) as saver:
-        for t in THREADS:
+        for i, t in enumerate(THREADS):
             chat(saver, t, [f"question {j}" for j in range(4)])
+            first = list(saver.list({"configurable": {"thread_id": t}}))[-1]
+            saver.put_writes(first.config, [("notes", incompressible_text(30_000, i))], "task-n")
 
 
 @pytest.mark.parametrize("fraction", [0.05, 0.3, 0.6])
@@ -164,12 +175,19 @@ def test_prune_killed_then_rerun_leaves_the_bucket_of_one_run(
     clean, root = tmp_path / "clean", tmp_path / "target"
     _chats(clean)
     shutil.copytree(clean, root)
-    prune(config=OpsConfig(url=f"file://{clean}"), keep_last=1, min_age=0, apply=True)
-    marks = _marks(clean)
-    assert marks >= len(THREADS)  # a prune marks in every thread: kill points among its writes
-    at = max(1, int(marks * fraction))
-    assert _kill_after("prune", root, "", at, count=_marks) == -signal.SIGKILL
-    assert _marks(root) < marks
+    before = _stored_alone(clean)
+    assert before == len(THREADS)  # the written values
+    report = prune(config=OpsConfig(url=f"file://{clean}"), keep_last=1, min_age=0, apply=True)
+    # A prune stores embedded objects alone and marks in every thread: kill
+    # points among its writes (the extractions, before each thread's deletes,
+    # and the marks, after them).
+    assert report["totals"]["objects_extracted"] >= len(THREADS)
+    assert _marks(clean) == len(THREADS) and report["totals"]["objects_marked"] == len(THREADS)
+    created = _stored_alone(clean) - before
+    assert created == report["totals"]["objects_extracted"] + len(THREADS)
+    at = before + max(1, int(created * fraction))
+    assert _kill_after("prune", root, "", at, count=_stored_alone) == -signal.SIGKILL
+    assert _stored_alone(root) < before + created
     # The rerun comes after the reuse window (300 s): only then are the writes the
     # killed run left behind known to be orphans, not writes of a checkpoint being
     # written (spec §6.9 step 2). Age the writes, not the marks (their ripeness).

@@ -13,6 +13,7 @@ import pytest
 from backends import Backend
 from langgraph.checkpoint.base import empty_checkpoint
 from ops_helpers import add_pending_writes, chat
+from payloads import incompressible_text
 
 from objstore_saver import CorruptObjectError, ObjectStoreSaver, ops
 from objstore_saver.format import keys as k
@@ -170,7 +171,8 @@ def test_cat_decodes_every_kind(demo: OpsConfig) -> None:
 def test_cat_missing_and_corrupt(tmp_path: Path) -> None:
     url = f"file://{tmp_path}/store"
     with ObjectStoreSaver.from_url(url) as saver:
-        chat(saver, "t", ["a long question " * 100])
+        # Over 256 KiB compressed: parts stored alone (smaller values are embedded).
+        chat(saver, "t", [incompressible_text(300_000, 1)])
     store = LocalStore(f"{tmp_path}/store")
     obj_key = next(o.key for o in store.list(k.objects_prefix("t")).objects)
     store.put(obj_key, b"garbage", PutMode.OVERWRITE)

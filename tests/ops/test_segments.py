@@ -30,7 +30,7 @@ from segment_chat import (
 from objstore_saver import ObjectStoreSaver, cli, ops
 from objstore_saver.driver import Driver
 from objstore_saver.format import codec, keys as k
-from objstore_saver.format.codec import InlineList, Manifest, Ref
+from objstore_saver.format.codec import InlineList, Manifest, Ref, ValueObj
 from objstore_saver.ops import JobError, OpsConfig
 from objstore_saver.ops.checkpoint_reading import checkpoint_plan
 from objstore_saver.storage import LocalStore, MeteredStore
@@ -152,12 +152,20 @@ def test_verify_reads_a_segment_stored_alone_once_its_manifest_is_gone(
 def test_verify_walks_the_elements_of_embedded_segments(tmp_path: Path) -> None:
     st = LocalStore(tmp_path / "big")
     with ObjectStoreSaver(st) as saver:
-        grow(saver, big_at=1)  # its question is an object the first segments refer to
-    [value] = [o.key for o in st.list(k.objects_prefix(THREAD)).objects]
-    digest = bytes.fromhex(value.rsplit("/", 1)[1])
-    # Only segments refer to it once the manifests holding it in their tail are gone.
+        grow(saver, big_at=1)  # its question is a value the first segments locate
+    assert st.list(k.objects_prefix(THREAD)).objects == []
+    # The value is embedded in the manifest of the put that added it.
+    [(home, digest, body)] = [
+        (key, d, b)
+        for key, m in manifests(st).items()
+        for d, b in codec.embedded_objects(m).items()
+        if isinstance(codec.decode_object(b, key), ValueObj)
+    ]
+    # Only segments refer to it once the manifests holding it in their tail
+    # are gone; its own manifest stored it alone first, as prune does.
     in_tail = [key for key, m in manifests(st).items() if digest in _tail_refs(m)]
-    assert in_tail and not any(manifests(st)[key].embedded for key in in_tail)
+    assert home in in_tail
+    value = store_alone(st, THREAD, digest, body)
     st.delete(in_tail)
     report = _verify(st)
     assert report.ok, report.problems

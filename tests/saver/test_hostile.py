@@ -18,9 +18,18 @@ import botocore.config
 import msgpack
 import pytest
 from backends import S3_BACKENDS, Backend
+from embedded_values import corrupt_embedded
 from faultkit import all_keys, config
 from langgraph.checkpoint.base import empty_checkpoint
 from payloads import HOSTILE_IDS
+from standalone_values import (
+    ALONE_KINDS,
+    Embedded,
+    embedded_body,
+    put_embedded,
+    put_located,
+    rewrite_embedded,
+)
 
 from objstore_saver import (
     CorruptObjectError,
@@ -29,7 +38,9 @@ from objstore_saver import (
     ObjectStoreSaver,
     UnsupportedFormatError,
 )
-from objstore_saver.format import keys as k
+from objstore_saver.format import codec, keys as k
+from objstore_saver.format.codec import Ref, ValueObj
+from objstore_saver.plans import embedded_name
 from objstore_saver.storage import (
     MeteredStore,
     ObjectStore,
@@ -148,30 +159,41 @@ def test_neighbouring_thread_ids_stay_apart(rig: Rig, a: str, b: str) -> None:
 # --- value sizes -------------------------------------------------------------------
 
 KIB = 1024
-#: size -> objects stored for one bytes value of that size (incompressible).
+#: size -> (objects stored alone, objects the manifest embeds) for one bytes value
+#: of that size (incompressible).
 SIZES = {
-    0: 0,
-    KIB: 0,  # inline
-    KIB + 1: 1,  # a value object
-    256 * KIB - 1: 1,
-    256 * KIB: 1,
-    256 * KIB + 1: 3,  # a parts object and two parts
+    0: (0, 0),
+    KIB: (0, 0),  # inline
+    KIB + 1: (0, 1),  # a value object, embedded in the manifest (spec §4.1)
+    256 * KIB - 1: (0, 1),
+    256 * KIB: (0, 1),
+    256 * KIB + 1: (3, 0),  # a parts object and two parts, alone
     # The zstd frame of incompressible data is a few bytes longer than the data:
     # 80 full parts, one short part and the parts object.
-    20 * KIB * KIB: 82,
+    20 * KIB * KIB: (82, 0),
 }
 
 
 @pytest.mark.parametrize("size", list(SIZES))
 def test_value_sizes_round_trip_exactly(rig: Rig, size: int) -> None:
     TRIED.append(f"value of {size} bytes")
+    alone, embedded = SIZES[size]
     value = random.Random(size).randbytes(size)
     stored = _put(rig.saver, f"size-{size}", v=value)
     with ObjectStoreSaver(rig.store.inner) as fresh:
         got = fresh.get_tuple(stored)
     assert got is not None and got.checkpoint["channel_values"]["v"] == value
     objects = all_keys(rig.store.inner, k.objects_prefix(f"size-{size}"))
-    assert len(objects) == SIZES[size]
+    assert len(objects) == alone
+    mkey = _manifest_key(stored)
+    manifest = codec.decode_manifest(rig.store.inner.get(mkey), mkey)
+    assert len(manifest.embedded) == embedded
+    if embedded:
+        # Located in its own manifest, which carries the value object.
+        entry = manifest.channels["v"]
+        assert entry == Ref("b", entry.digest, stored["configurable"]["checkpoint_id"])
+        body = codec.embedded_objects(manifest)[entry.digest]
+        assert isinstance(codec.decode_object(body, mkey, "b"), ValueObj)
     assert rig.store.snapshot().largest_request_body <= 2 * KIB * KIB
 
 
@@ -308,12 +330,6 @@ def _manifest_key(stored: dict) -> str:
     return k.manifest_key(c["thread_id"], c["checkpoint_ns"], c["checkpoint_id"])
 
 
-def _object_key(store: ObjectStore, stored: dict) -> str:
-    objs = all_keys(store, k.objects_prefix(stored["configurable"]["thread_id"]))
-    assert len(objs) == 1
-    return objs[0]
-
-
 def _write_key(store: ObjectStore, stored: dict) -> str:
     c = stored["configurable"]
     (key,) = all_keys(
@@ -324,10 +340,6 @@ def _write_key(store: ObjectStore, stored: dict) -> str:
 
 #: name -> (which key to damage, how, error type, text the message must hold)
 DAMAGE: dict[str, tuple[Callable[[ObjectStore, dict], str], Any, type[Exception], str]] = {
-    "object corrupted": (_object_key, _flip, CorruptObjectError, "SHA-256"),
-    "object truncated": (_object_key, lambda b: b[: len(b) // 2], CorruptObjectError, "SHA-256"),
-    "object replaced by another's bytes": (_object_key, "swap", CorruptObjectError, "SHA-256"),
-    "object deleted": (_object_key, None, MissingObjectError, "referenced by"),
     "manifest corrupted": (
         lambda s, c: _manifest_key(c),
         lambda b: b"\xc1" + b[1:],
@@ -362,20 +374,161 @@ def test_damaged_data_raises_naming_the_key(rig: Rig, name: str) -> None:
     TRIED.append(name)
     which, how, error, text = DAMAGE[name]
     inner = rig.store.inner
-    stored = _put(rig.saver, "victim", v="z" * 5000)
+    # The value is embedded in the manifest (spec §4.1): damage to it is damage to the manifest.
+    stored = put_embedded(rig.saver, inner, "victim", 1).config
     rig.saver.put_writes(stored, [("v", "w")], "task")
     key = which(inner, stored)
-    if how is None:
-        inner.delete([key])
-    elif how == "swap":
-        other = _put(rig.saver, "other", v="y" * 5000)
-        inner.put(key, inner.get(_object_key(inner, other)), PutMode.OVERWRITE)
-    else:
-        inner.put(key, how(inner.get(key)), PutMode.OVERWRITE)
+    inner.put(key, how(inner.get(key)), PutMode.OVERWRITE)
     for call in (lambda s: s.get_tuple(stored), lambda s: s.get_tuple(config("victim"))):
         with ObjectStoreSaver(inner) as fresh, pytest.raises(error, match=text) as info:
             call(fresh)
         assert info.value.key == key, info.value
+
+
+#: how an object alone is damaged -> (how, error type, text the message must hold)
+OBJECT_DAMAGE: dict[str, tuple[Any, type[Exception], str]] = {
+    "corrupted": (_flip, CorruptObjectError, "SHA-256"),
+    "truncated": (lambda b: b[: len(b) // 2], CorruptObjectError, "SHA-256"),
+    "replaced by another's bytes": ("swap", CorruptObjectError, "SHA-256"),
+    "deleted": (None, MissingObjectError, "referenced by"),
+}
+
+
+@pytest.mark.parametrize("kind", list(ALONE_KINDS))
+@pytest.mark.parametrize("damage", list(OBJECT_DAMAGE))
+def test_damaged_object_alone_raises_naming_the_key(rig: Rig, damage: str, kind: str) -> None:
+    """What still stands alone at objects/<H>: a value a manifest past 1 MiB moved out,
+    the parts of data over 256 KiB, and a pending write's value over 1 KiB compressed."""
+    TRIED.append(f"{kind} {damage}")
+    how, error, text = OBJECT_DAMAGE[damage]
+    inner = rig.store.inner
+    victim = ALONE_KINDS[kind](rig.saver, inner, "victim", 1)
+    if how is None:
+        inner.delete([victim.key])
+    elif how == "swap":
+        other = ALONE_KINDS[kind](rig.saver, inner, "other", 2)
+        inner.put(victim.key, inner.get(other.key), PutMode.OVERWRITE)
+    else:
+        inner.put(victim.key, how(inner.get(victim.key)), PutMode.OVERWRITE)
+    for call in (lambda s: s.get_tuple(victim.config), lambda s: s.get_tuple(config("victim"))):
+        with ObjectStoreSaver(inner) as fresh, pytest.raises(error, match=text) as info:
+            call(fresh)
+        assert info.value.key == victim.key, info.value
+        if how is None:
+            assert info.value.referenced_by in victim.referrers, info.value
+
+
+def _rewrite(store: ObjectStore, key: str, how: Callable[[bytes], bytes]) -> None:
+    store.put(key, how(store.get(key)), PutMode.OVERWRITE)
+
+
+def _embedded_bytes_of_another(store: ObjectStore, saver: ObjectStoreSaver) -> bytes:
+    other = put_embedded(saver, store, "other", 2)
+    return embedded_body(store, other.holder, other.digest)
+
+
+#: name -> (builder, damage to the manifest that embeds the value, error type, which key
+#: the error names: the manifest's, the embedded object's in it when that does not
+#: decode, or objects/<H> when the manifest no longer embeds the value).
+EMBEDDED_DAMAGE: dict[
+    str,
+    tuple[
+        Callable[..., Embedded],
+        Callable[[ObjectStore, ObjectStoreSaver, Embedded], None],
+        type[Exception],
+        str,
+    ],
+] = {
+    "embedded value corrupted": (
+        put_embedded,
+        lambda s, _, e: corrupt_embedded(s, e.address),
+        MissingObjectError,
+        "objects",
+    ),
+    "embedded value truncated": (
+        put_embedded,
+        lambda s, _, e: rewrite_embedded(
+            s, e.holder, e.digest, (b := embedded_body(s, e.holder, e.digest))[: len(b) // 2]
+        ),
+        CorruptObjectError,  # no longer MessagePack: the manifest is corrupt
+        "embedded",
+    ),
+    "embedded value replaced by another's bytes": (
+        put_embedded,
+        lambda s, saver, e: rewrite_embedded(
+            s, e.holder, e.digest, _embedded_bytes_of_another(s, saver)
+        ),
+        MissingObjectError,
+        "objects",
+    ),
+    "embedded value dropped from its manifest": (
+        put_embedded,
+        lambda s, _, e: rewrite_embedded(s, e.holder, e.digest, None),
+        MissingObjectError,
+        "objects",
+    ),
+    "located value's manifest deleted": (
+        put_located,
+        lambda s, _, e: s.delete([e.holder]),
+        MissingObjectError,
+        "objects",
+    ),
+    "located value dropped from its manifest": (
+        put_located,
+        lambda s, _, e: rewrite_embedded(s, e.holder, e.digest, None),
+        MissingObjectError,
+        "objects",
+    ),
+    "located value's manifest corrupted": (
+        put_located,
+        lambda s, _, e: _rewrite(s, e.holder, lambda b: b"\xc1" + b[1:]),
+        CorruptObjectError,
+        "manifest",
+    ),
+    "located value's manifest truncated": (
+        put_located,
+        lambda s, _, e: _rewrite(s, e.holder, lambda b: b[: len(b) // 2]),
+        CorruptObjectError,
+        "manifest",
+    ),
+    "located value's manifest of a newer format": (
+        put_located,
+        lambda s, _, e: _rewrite(s, e.holder, _newer),
+        UnsupportedFormatError,
+        "manifest",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMBEDDED_DAMAGE))
+def test_damaged_embedded_value_raises_naming_the_key(rig: Rig, name: str) -> None:
+    """A value embedded in a manifest (spec §4.0, "located value"): found there, else alone.
+
+    A manifest that does not decode is named, and so is an embedded object in
+    it that does not (by the manifest's key and the object's address). A
+    manifest that decodes but does not embed the value (or is gone) sends the
+    reader to objects/<H>, and that missing too is an error naming it, the
+    manifest whose entry led there and the manifest the entry located it in.
+    """
+    TRIED.append(name)
+    build, damage, error, named = EMBEDDED_DAMAGE[name]
+    inner = rig.store.inner
+    victim = build(rig.saver, inner, "victim", 1)
+    damage(inner, rig.saver, victim)
+    assert all_keys(inner, k.objects_prefix("victim")) == []  # embedded: nowhere else
+    for call in (lambda s: s.get_tuple(victim.config), lambda s: s.get_tuple(config("victim"))):
+        with ObjectStoreSaver(inner) as fresh, pytest.raises(error) as info:
+            call(fresh)
+        if named == "manifest":
+            assert info.value.key == victim.holder, info.value
+        elif named == "embedded":
+            (damaged,) = codec.decode_manifest(inner.get(victim.holder), victim.holder).embedded
+            assert info.value.key == embedded_name(victim.holder, codec.digest_of(damaged))
+        else:
+            # objects/<H>, the manifest whose entry led there, and where it was located.
+            assert info.value.key == victim.key, info.value
+            assert info.value.referenced_by.startswith(victim.referenced_by), info.value
+            assert victim.holder in str(info.value), info.value
 
 
 def test_unknown_key_under_a_thread_is_an_error(rig: Rig) -> None:

@@ -46,15 +46,20 @@ def _put(
     ns: str = "",
     parent: dict | None = None,
     cid: str | None = None,
+    carry: tuple[str, ...] = (),
 ) -> dict:
+    """Put ``values``, all new but the channels ``carry`` names, whose entries
+    the put takes from the parent (a value embedded there stays located there)."""
     config: dict = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
     if parent is not None:
         config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
     cp = _cp(values, cid)
-    return saver.put(config, cp, {"step": 0}, cp["channel_versions"])
+    new = {c: v for c, v in cp["channel_versions"].items() if c not in carry}
+    return saver.put(config, cp, {"step": 0}, new)
 
 
 def _chain(saver: ObjectStoreSaver, thread: str, n: int, *, tag: str = "") -> list[dict]:
+    """``n`` checkpoints, each with a value of its own embedded in its manifest."""
     configs, parent = [], None
     for i in range(n):
         parent = _put(saver, thread, {"v": f"{tag}{thread}-{i}" + "x" * 4000}, parent=parent)
@@ -147,13 +152,21 @@ def test_keep_latest_action_reduces_an_idle_thread_to_its_latest_checkpoint(
         configs = _chain(saver, "old", 4)
         _chain(saver, "fresh", 3)
         _age(root, k.thread_prefix("old"), 40)
-        report = saver.prune(
-            ["old", "fresh"], keep_last=None, idle_for=IDLE, idle_action="keep_latest", min_age=0
-        )
+        rule = {"keep_last": None, "idle_for": IDLE, "idle_action": "keep_latest", "min_age": 0}
+        report = saver.prune(["old", "fresh"], **rule)
         assert report["threads_idle"] == ["old"]
-        assert report["checkpoints_deleted"] == 3 and report["objects_marked"] == 3
+        # Two-phase, as keep_last=1: the three deleted manifests' values are
+        # stored alone first, and marked by the next run, not deleted.
+        assert report["checkpoints_deleted"] == 3 and report["objects_extracted"] == 3
+        assert report["objects_marked"] == 0
         assert _ids(saver, "old") == [configs[-1]["configurable"]["checkpoint_id"]]
         assert len(_ids(saver, "fresh")) == 3
+        # Still idle (the values just stored alone do not count while a
+        # manifest is listed): the next run marks them.
+        again = saver.prune(["old", "fresh"], **rule)
+        assert again["threads_idle"] == ["old"] and again["checkpoints_deleted"] == 0
+        assert again["objects_marked"] == 3 and again["objects_swept"] == 0
+        assert len(_keys(local, k.objects_prefix("old"))) == 3
     with ObjectStoreSaver(local) as reader:  # a fresh saver: nothing from memory
         tup = reader.get_tuple({"configurable": {"thread_id": "old"}})
         assert tup is not None and tup.checkpoint["channel_values"]["v"].startswith("old-3")
@@ -396,16 +409,21 @@ def _race(root: Path, delete_by_age: bool) -> tuple[list[str], str]:
     """An agent writes a checkpoint between the deleter's listing and its first delete."""
     store = LocalStore(root)
     with _saver(store) as agent, _saver(store) as deleter:
+        # "shared" is embedded in a's manifest; b and c carry it, located there.
         a = _put(agent, "t", {"shared": "s" * 2000, "v": "a"}, cid="1-a")
-        b = _put(agent, "t", {"shared": "s" * 2000, "v": "b"}, parent=a, cid="1-b")
+        b = _put(
+            agent, "t", {"shared": "s" * 2000, "v": "b"}, parent=a, cid="1-b", carry=("shared",)
+        )
         _age(root, k.thread_prefix("t"), 40)
         if delete_by_age:
             plan = deleter._prune_plan(["t"], "keep_latest", None, 0.0, False, idle_for=IDLE)
         else:
             plan = plans.delete_thread(deleter._ctx, "t")
         batch, plan = _drive_until_delete(plan, deleter)
-        # The agent's next turn: "shared" was confirmed moments ago, so it is not re-sent.
-        _put(agent, "t", {"shared": "s" * 2000, "v": "c"}, parent=b, cid="1-c")
+        # The agent's next turn: b was written moments ago, so its entries come
+        # from memory and c locates "shared" in a's manifest, as b does. A
+        # whole-thread delete stores nothing alone before deleting a.
+        _put(agent, "t", {"shared": "s" * 2000, "v": "c"}, parent=b, cid="1-c", carry=("shared",))
         _finish(plan, deleter, batch)
         with ObjectStoreSaver(store) as reader, pytest.raises(MissingObjectError) as err:
             reader.get_tuple({"configurable": {"thread_id": "t"}})
@@ -419,8 +437,7 @@ def test_a_thread_deleted_by_age_while_an_agent_writes_ends_as_after_delete_thre
     by_delete, missing_by_delete = _race(tmp_path / "delete", delete_by_age=False)
     assert by_age == by_delete
     assert missing_by_age == missing_by_delete
-    # What is left: the agent's new manifest and the one new value it wrote; the
-    # shared value it relied on went with the thread.
-    assert k.manifest_key("t", "", "1-c") in by_age
-    assert k.manifest_key("t", "", "1-b") not in by_age
+    # What is left: the agent's new manifest (its one new value is inline); the
+    # shared value it relied on went with a's manifest, and is not alone either.
+    assert by_age == [k.manifest_key("t", "", "1-c")]
     assert missing_by_age.startswith(k.objects_prefix("t")) and missing_by_age not in by_age

@@ -13,11 +13,13 @@ from backends import Backend
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
-from layout import is_write
+from layout import is_manifest, is_write
 from payloads import incompressible_text
+from standalone_values import parts_value
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.format.codec import ELEMENT_INLINE_MAX, PART_SIZE, make_payload
+from objstore_saver.format import codec
+from objstore_saver.format.codec import ELEMENT_INLINE_MAX, PART_SIZE, Ref, make_payload
 from objstore_saver.storage import LocalStore, MeteredStore
 
 TWO_MIB = 2 * 1024 * 1024
@@ -126,12 +128,24 @@ def test_appended_message_writes_bounded_objects_and_bytes(metered: MeteredStore
         # alone or as a list that spec §4.4 would store element by element.
         ("answer " + "a" * 1200, False, 0),
         ("answer " + "a" * 1200, True, 0),
-        # 1.5 KiB that does not compress: a value object of its own, or, in a
-        # list (its root inline in the write), its element's object.
-        (incompressible_text(1500, 5), False, 1),
-        (incompressible_text(1500, 5), True, 1),
+        # 12 KiB that does not compress (9 KiB compressed): inline too, alone
+        # or as a list (a tool's result: no object of its own).
+        (incompressible_text(12_000, 5), False, 0),
+        (incompressible_text(12_000, 5), True, 0),
+        # 30 KB that does not compress: over 16 KiB compressed, a value object
+        # of its own, or, in a list (its root inline in the write), its
+        # element's object.
+        (incompressible_text(30_000, 5), False, 1),
+        (incompressible_text(30_000, 5), True, 1),
     ],
-    ids=["compressible", "compressible-list", "incompressible", "incompressible-list"],
+    ids=[
+        "compressible",
+        "compressible-list",
+        "incompressible",
+        "incompressible-list",
+        "over-the-limit",
+        "over-the-limit-list",
+    ],
 )
 def test_pending_write_keeps_a_value_inline_when_it_compresses_to_the_inline_limit(
     metered: MeteredStore, text: str, as_list: bool, objects: int
@@ -220,8 +234,10 @@ def test_20_mib_tool_result_round_trips_with_no_body_over_2_mib(
     assert len(parts) >= (len(content) * 3 // 4) // PART_SIZE  # it really was split
 
 
-def test_identical_values_are_stored_once_per_thread(metered: MeteredStore) -> None:
-    prompt = "You are Chat. " + "rule " * 300
+@pytest.mark.parametrize("where", ["embedded", "alone"])
+def test_identical_values_are_stored_once_per_thread(metered: MeteredStore, where: str) -> None:
+    # 1-256 KiB serialized: embedded in a manifest; over 256 KiB compressed: parts, alone.
+    prompt = "You are Chat. " + "rule " * 300 if where == "embedded" else parts_value(1)
     with ObjectStoreSaver(metered) as saver:
         config: dict = {"configurable": {"thread_id": "dedupe", "checkpoint_ns": ""}}
         for i in range(3):
@@ -231,7 +247,20 @@ def test_identical_values_are_stored_once_per_thread(metered: MeteredStore) -> N
             # A new version each time: the value is re-emitted, not carried over.
             config = saver.put(config, cp, {"step": i}, {"system": i + 1, "turn": i + 1})
     object_puts = [e for e in metered.log if e.op == "put" and "/objects/" in e.key]
-    assert len(object_puts) == 1
+    manifests = [e.key for e in metered.log if e.op == "put" and is_manifest(e.key)]
+    assert len(manifests) == 3
+    decoded = [codec.decode_manifest(metered.inner.get(key), key) for key in manifests]
+    first = decoded[0]
+    if where == "alone":
+        assert len(object_puts) == 3  # the parts object and its two parts, once
+        assert all(m.channels["system"] == first.channels["system"] for m in decoded)
+        return
+    # Embedded by the first put only; the others locate it there (spec §6.1 step 3).
+    assert object_puts == []
+    entry = first.channels["system"]
+    assert entry == Ref("b", entry.digest, first.checkpoint_id)
+    assert [entry.digest in codec.embedded_objects(m) for m in decoded] == [True, False, False]
+    assert all(m.channels["system"] == entry for m in decoded)
 
 
 def test_unchanged_channel_is_reused_without_serializing(tmp_path: Any) -> None:
@@ -313,3 +342,22 @@ def test_random_history_is_not_rewritten(metered: MeteredStore) -> None:
             sent.append(metered.snapshot().bytes_sent)
     assert max(sent[6:]) < 2 * max(sent[1:4]), sent
     assert os.path.sep  # keep os import used on every platform
+
+
+def test_a_write_call_past_the_budget_stores_its_values_alone(metered: MeteredStore) -> None:
+    # 150 values of 12 KB that do not compress: each fits inline (spec §6.5
+    # step 2), all together would pass 1 MiB, so they stand alone instead.
+    writes = [(f"c{i}", incompressible_text(12_000, 100 + i)) for i in range(150)]
+    config = {"configurable": {"thread_id": "budget", "checkpoint_ns": ""}}
+    with ObjectStoreSaver(metered) as saver:
+        config = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+        metered.reset()
+        saver.put_writes(config, writes, "task-1")
+        puts = [e for e in metered.log if e.op == "put"]
+        [write] = [e for e in puts if is_write(e.key)]
+        assert 0 < write.nbytes <= 1024 * 1024
+        assert len([e for e in puts if "/objects/" in e.key]) == 150
+    with ObjectStoreSaver(metered) as reader:
+        stored = reader.get_tuple(config)
+        assert stored is not None
+        assert stored.pending_writes == [("task-1", c, v) for c, v in writes]

@@ -11,6 +11,13 @@ from backends import Backend
 from faultkit import all_keys, put_values
 from langgraph.checkpoint.base import empty_checkpoint
 from payloads import HOSTILE_IDS, incompressible_text
+from standalone_values import (
+    ALONE_KINDS,
+    embedded_body,
+    put_embedded,
+    put_located,
+    rewrite_embedded,
+)
 
 from objstore_saver import (
     CheckpointConflictError,
@@ -121,44 +128,91 @@ def test_different_manifest_under_same_id_is_a_conflict(
     assert store.get(key) == stored  # nothing was overwritten
 
 
-def _only_object_key(store: ObjectStore, thread: str) -> str:
-    objs = all_keys(store, k.objects_prefix(thread))
-    assert len(objs) == 1, objs
-    return objs[0]
+# What stands alone at objects/<H> (a value a manifest past 1 MiB moved out, parts,
+# a part, a pending write's value), and a value embedded in a manifest.
+ALONE = pytest.mark.parametrize("kind", list(ALONE_KINDS))
 
 
-def test_corrupted_object_raises_naming_the_key(store: ObjectStore) -> None:
+@ALONE
+def test_corrupted_object_raises_naming_the_key(store: ObjectStore, kind: str) -> None:
     with ObjectStoreSaver(store) as writer:
-        stored = put_values(writer, "corrupt", {"v": "z" * 5000})
-    key = _only_object_key(store, "corrupt")
-    body = store.get(key)
-    store.put(key, body[:-5] + b"xxxxx", PutMode.OVERWRITE)
+        victim = ALONE_KINDS[kind](writer, store, "corrupt", 1)
+    body = store.get(victim.key)
+    store.put(victim.key, body[:-5] + b"xxxxx", PutMode.OVERWRITE)
     with ObjectStoreSaver(store) as reader, pytest.raises(CorruptObjectError) as info:
-        reader.get_tuple(stored)
-    assert info.value.key == key
+        reader.get_tuple(victim.config)
+    assert info.value.key == victim.key
 
 
-def test_object_replaced_by_another_objects_bytes_is_detected(store: ObjectStore) -> None:
+def test_corrupted_embedded_value_raises_naming_its_manifest(store: ObjectStore) -> None:
     with ObjectStoreSaver(store) as writer:
-        stored = put_values(writer, "swap", {"v": "z" * 5000})
-        put_values(writer, "other", {"v": "w" * 5000})
-    key = _only_object_key(store, "swap")
-    store.put(key, store.get(_only_object_key(store, "other")), PutMode.OVERWRITE)
+        victim = put_embedded(writer, store, "corrupt", 1)
+    body = embedded_body(store, victim.holder, victim.digest)
+    rewrite_embedded(store, victim.holder, victim.digest, body[:-5] + b"xxxxx")
+    with ObjectStoreSaver(store) as reader, pytest.raises(CorruptObjectError) as info:
+        reader.get_tuple(victim.config)
+    # The manifest no longer embeds the value: the reader looked for it alone.
+    assert info.value.key == victim.key
+    assert victim.holder in str(info.value)
+
+
+def test_corrupted_manifest_of_a_located_value_raises_naming_it(store: ObjectStore) -> None:
+    with ObjectStoreSaver(store) as writer:
+        victim = put_located(writer, store, "corrupt", 1)
+    body = store.get(victim.holder)
+    store.put(victim.holder, b"\xc1" + body[1:], PutMode.OVERWRITE)  # not MessagePack
+    with ObjectStoreSaver(store) as reader, pytest.raises(CorruptObjectError) as info:
+        reader.get_tuple(victim.config)
+    assert info.value.key == victim.holder
+
+
+@ALONE
+def test_object_replaced_by_another_objects_bytes_is_detected(
+    store: ObjectStore, kind: str
+) -> None:
+    with ObjectStoreSaver(store) as writer:
+        victim = ALONE_KINDS[kind](writer, store, "swap", 1)
+        other = ALONE_KINDS[kind](writer, store, "other", 2)
+    store.put(victim.key, store.get(other.key), PutMode.OVERWRITE)
     with ObjectStoreSaver(store) as reader, pytest.raises(CorruptObjectError, match="SHA-256"):
-        reader.get_tuple(stored)
+        reader.get_tuple(victim.config)
 
 
-def test_missing_object_is_an_error_not_an_absence(store: ObjectStore) -> None:
+def test_embedded_value_replaced_by_another_ones_bytes_is_detected(store: ObjectStore) -> None:
     with ObjectStoreSaver(store) as writer:
-        stored = put_values(writer, "missing", {"v": "z" * 5000})
-    key = _only_object_key(store, "missing")
-    store.delete([key])
+        victim = put_embedded(writer, store, "swap", 1)
+        other = put_embedded(writer, store, "other", 2)
+    theirs = embedded_body(store, other.holder, other.digest)
+    rewrite_embedded(store, victim.holder, victim.digest, theirs)
+    # An embedded object is used only under the address a reference names.
     with ObjectStoreSaver(store) as reader, pytest.raises(MissingObjectError) as info:
-        reader.get_tuple(stored)
-    assert info.value.key == key
-    assert info.value.referenced_by == k.manifest_key(
-        "missing", "", stored["configurable"]["checkpoint_id"]
-    )
+        reader.get_tuple(victim.config)
+    assert info.value.key == victim.key
+
+
+@ALONE
+def test_missing_object_is_an_error_not_an_absence(store: ObjectStore, kind: str) -> None:
+    with ObjectStoreSaver(store) as writer:
+        victim = ALONE_KINDS[kind](writer, store, "missing", 1)
+    store.delete([victim.key])
+    with ObjectStoreSaver(store) as reader, pytest.raises(MissingObjectError) as info:
+        reader.get_tuple(victim.config)
+    assert info.value.key == victim.key
+    assert info.value.referenced_by in victim.referrers
+
+
+def test_located_value_whose_manifest_is_gone_is_an_error_not_an_absence(
+    store: ObjectStore,
+) -> None:
+    with ObjectStoreSaver(store) as writer:
+        victim = put_located(writer, store, "missing", 1)
+    store.delete([victim.holder])
+    with ObjectStoreSaver(store) as reader, pytest.raises(MissingObjectError) as info:
+        reader.get_tuple(victim.config)
+    # Not where it was located, nor alone at objects/<H>: both are named.
+    assert info.value.key == victim.key
+    assert info.value.referenced_by.startswith(victim.referenced_by)
+    assert victim.holder in str(info.value)
 
 
 def test_truncated_and_newer_format_manifests_raise(store: ObjectStore) -> None:
@@ -212,7 +266,7 @@ def test_special_writes_replace_and_regular_writes_keep_the_first(
 def test_copy_thread_copies_values_writes_and_runs(saver: ObjectStoreSaver) -> None:
     a = put_values(saver, "src", {"v": "q" * 3000}, metadata={"step": 0, "run_id": "run-1"})
     # Incompressible: the write's value is an object the copy must copy too.
-    saver.put_writes(a, [("c", incompressible_text(2000, 2))], "task")
+    saver.put_writes(a, [("c", incompressible_text(30_000, 2))], "task")
     b = put_values(
         saver, "src", {"v": "r" * 3000}, parent=a, metadata={"step": 1, "run_id": "run-1"}
     )

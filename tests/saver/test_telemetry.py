@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from repo_root import ROOT
+from standalone_values import ALONE_VALUE_SIZE, ALONE_VALUES
 
 from objstore_saver import InvalidIdentifierError, ObjectStoreSaver
 from objstore_saver.driver import Driver
@@ -91,8 +92,18 @@ def _checkpoint(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 def _big_values(n: int, tag: str) -> dict[str, str]:
-    # Each value is above the inline limit, so each becomes one object PUT of one batch.
+    # Each value is above the inline limit: a value object, embedded in the manifest.
     return {f"ch{i}": f"{tag}-{i}-" + os.urandom(1500).hex() for i in range(n)}
+
+
+def _values_alone(n: int, tag: str) -> dict[str, bytes]:
+    """``n`` values of a value object each, stored alone: one object PUT each, of one batch.
+
+    Each is under 256 KiB, so it would be embedded, but together they would
+    carry the manifest past 1 MiB, so the put stores them alone (spec §4.1).
+    """
+    assert n >= ALONE_VALUES
+    return {f"ch{i}": tag.encode() + os.urandom(ALONE_VALUE_SIZE) for i in range(n)}
 
 
 def _diff(after: Meter, before: Meter) -> dict[str, int]:
@@ -211,17 +222,21 @@ def _check_request_span(span: ReadableSpan, store: ObjectStore) -> None:
 # --- span trees of saver calls -------------------------------------------------------
 
 
+@pytest.mark.parametrize("where", ["embedded", "alone"])
 def test_put_and_get_tuple_span_trees_match_the_meter(
     saver: ObjectStoreSaver,
     metered: MeteredStore,
     base_store: ObjectStore,
     exporter: InMemorySpanExporter,
+    where: str,
 ) -> None:
-    cp, versions = _checkpoint({**_big_values(4, "put"), "small": 1})
+    values = _big_values(4, "put") if where == "embedded" else _values_alone(ALONE_VALUES, "put")
+    cp, versions = _checkpoint({**values, "small": 1})
     before = metered.snapshot()
     stored = saver.put(_config("t-put", "sub:1"), cp, {"step": 0}, versions)
     meter = _diff(metered.snapshot(), before)
-    assert meter["put"] >= 5  # four objects and the manifest
+    # The manifest, which embeds four value objects; or five objects alone and the manifest.
+    assert meter["put"] == (1 if where == "embedded" else ALONE_VALUES + 1)
     call, children = _tree(exporter, "objstore_saver.put")
     _check_tree(call, children, meter, metered.log, base_store)
     attrs = call.attributes or {}
@@ -338,9 +353,12 @@ async def test_delete_thread_spans_name_the_deleted_keys(
     base_store: ObjectStore,
     exporter: InMemorySpanExporter,
 ) -> None:
-    cp, versions = _checkpoint(_big_values(2, "del"))
+    cp, versions = _checkpoint(_values_alone(ALONE_VALUES, "del"))
     stored = saver.put(_config("t-del"), cp, {"step": 0}, versions)
     saver.put_writes(stored, [("ch", "w")], task_id="task")
+    stored_keys = [o.key for o in base_store.list("threads/").objects]
+    # The values alone, the manifest and the write.
+    assert len(stored_keys) == ALONE_VALUES + 2
     exporter.clear()
     metered.reset()
     await saver.adelete_thread("t-del")
@@ -351,7 +369,8 @@ async def test_delete_thread_spans_name_the_deleted_keys(
     deletes = [c for c in children if c.attributes["objstore_saver.request.kind"] == "delete"]
     assert sum(c.attributes["objstore_saver.requests"] for c in deletes) == meter["delete"]
     deleted = [e.key for e in metered.log if e.op == "delete"]
-    assert sum(c.attributes["objstore_saver.delete.keys"] for c in deletes) == len(deleted) >= 4
+    assert sorted(deleted) == sorted(stored_keys)
+    assert sum(c.attributes["objstore_saver.delete.keys"] for c in deletes) == len(deleted)
     for span in deletes:
         assert span.kind is SpanKind.CLIENT
         if isinstance(base_store, S3Store | LeanS3Store):
@@ -402,9 +421,9 @@ class _RendezvousStore(ThreadedAsync, StoreWrapper):
 def test_parallel_requests_of_one_batch_are_children_of_the_call(
     mode: str, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    parties = 4
+    parties = ALONE_VALUES
     store = _RendezvousStore(LocalStore(tmp_path / "store", fsync=False), parties)
-    cp, versions = _checkpoint(_big_values(parties, mode))
+    cp, versions = _checkpoint(_values_alone(parties, mode))
     with ObjectStoreSaver(store, tracer_provider=provider) as saver:
         if mode == "sync":
             saver.put(_config("t-par"), cp, {"step": 0}, versions)

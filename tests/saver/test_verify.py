@@ -13,11 +13,13 @@ from backends import Backend
 from faultkit import all_keys, put_values
 from langchain_core.messages import AIMessage, HumanMessage
 from layout import is_manifest, is_write
+from payloads import incompressible_text
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.format import keys as k
+from objstore_saver.format import codec, keys as k
 from objstore_saver.format.codec import digest_of
-from objstore_saver.storage import ObjectStore, PutMode
+from objstore_saver.format.locations import manifest_beside
+from objstore_saver.storage import MeteredStore, ObjectStore, PutMode
 
 
 # Both S3 transports: verify reads every object back (ranged GETs, listings
@@ -52,6 +54,12 @@ def _chat(saver: ObjectStoreSaver, thread: str, turns: int = 20) -> dict:
     return cfg
 
 
+def _values_alone(saver: ObjectStoreSaver, thread: str, parent: dict | None = None) -> dict:
+    """A checkpoint of five incompressible 250 KB values: over 1 MiB, so they stand alone."""
+    big = {f"v{i}": random.Random(i).randbytes(250_000) for i in range(5)}
+    return put_values(saver, thread, big, parent=parent)
+
+
 def _object_keys(store: ObjectStore, thread: str) -> list[str]:
     return all_keys(store, k.objects_prefix(thread))
 
@@ -72,10 +80,11 @@ def test_healthy_store_is_clean_and_counted(saver: ObjectStoreSaver, store: Obje
     assert report.objects == len(_object_keys(store, "t1")) + len(_object_keys(store, "t10"))
     assert report.orphan_objects == 0
     # The list is inline in each manifest and its segments are embedded in the
-    # manifests that sealed or merged them (format version 2): the objects
-    # standing alone are values and parts, and every segment was checked.
-    assert {_kind(store, key) for key in _object_keys(store, "t1")} == {"value", "parts", "part"}
-    assert report.embedded_objects >= 17  # the 17 seals; merges come on top
+    # manifests that sealed or merged them, as is each turn's new blob value
+    # (format version 2): the objects standing alone are the big value's
+    # parts, and every segment and value was checked.
+    assert {_kind(store, key) for key in _object_keys(store, "t1")} == {"parts", "part"}
+    assert report.embedded_objects >= 17 + 73  # the 17 seals (merges on top) and the blobs
     json.dumps(report.to_dict())
     one = saver.verify("t10")
     assert one.ok and one.threads == 1 and one.manifests == 3
@@ -90,7 +99,7 @@ async def test_async_verify_matches_sync(saver: ObjectStoreSaver) -> None:
 def test_missing_object_is_reported_with_its_referrer(
     saver: ObjectStoreSaver, store: ObjectStore, kind: str
 ) -> None:
-    _chat(saver, "t1", turns=10)
+    _values_alone(saver, "t1", _chat(saver, "t1", turns=10))
     victim = next(key for key in _object_keys(store, "t1") if _kind(store, key) == kind)
     store.delete([victim])
     report = saver.verify("t1")
@@ -102,7 +111,7 @@ def test_missing_object_is_reported_with_its_referrer(
 def test_corrupted_truncated_and_swapped_objects_fail_their_digest(
     saver: ObjectStoreSaver, store: ObjectStore
 ) -> None:
-    _chat(saver, "t1")
+    _values_alone(saver, "t1", _chat(saver, "t1"))
     objs = _object_keys(store, "t1")
     flipped, truncated, swapped = objs[0], objs[1], objs[2]
     data = bytearray(store.get(flipped))
@@ -158,8 +167,6 @@ def test_reference_to_an_object_of_another_kind_is_reported(
 def test_segment_count_disagreeing_with_its_list_is_a_shape_problem(
     saver: ObjectStoreSaver, store: ObjectStore
 ) -> None:
-    from objstore_saver.format import codec
-
     _chat(saver, "t1", turns=10)
     head = saver.get_tuple({"configurable": {"thread_id": "t1"}})
     assert head is not None
@@ -235,3 +242,173 @@ def test_unknown_key_under_a_thread_is_reported(
     assert sorted((p.key, p.kind) for p in report.problems) == sorted(
         [(stray, "unknown-key"), (bad_object, "unknown-key")]
     )
+
+
+# --- values located in manifests (format version 2) ---------------------------------------
+
+
+def _located_chat(saver: ObjectStoreSaver, thread: str, turns: int = 12) -> dict:
+    """A chat whose messages do not compress: each is a ``value`` object over 128 bytes.
+
+    Each is embedded in the manifest of the put that added it; later
+    manifests locate it there, from their list's tail and from the segments
+    their seals and merges embed (spec §4.0, §4.4).
+    """
+    messages: list[Any] = []
+    cfg = None
+    for t in range(turns):
+        messages = [
+            *messages,
+            HumanMessage(incompressible_text(400, 2 * t), id=f"h{t}"),
+            AIMessage(incompressible_text(400, 2 * t + 1), id=f"a{t}"),
+        ]
+        cfg = put_values(saver, thread, {"messages": messages}, parent=cfg, metadata={"step": t})
+    assert cfg is not None
+    return cfg
+
+
+def _manifests(store: ObjectStore, thread: str) -> dict[str, codec.Manifest]:
+    """The thread's manifests, newest first."""
+    listed = all_keys(store, k.manifests_prefix(thread))
+    return {key: codec.decode_manifest(store.get(key), key) for key in listed if is_manifest(key)}
+
+
+def _segment_value(store: ObjectStore, thread: str) -> tuple[str, bytes, dict[bytes, bytes]]:
+    """A value only segments locate, in an older manifest: its key, its digest, what it embeds.
+
+    Returns the manifest embedding the value (not the head, whose tail would
+    locate it too), the value's digest and that manifest's embedded objects.
+    """
+    ms = _manifests(store, thread)
+    hkey, head = next(iter(ms.items()))
+    lst = head.channels["messages"]
+    assert isinstance(lst, codec.InlineList) and lst.obj.segments
+    tails = {e.digest for m in ms.values() for e in _tail(m)}
+    for g in lst.obj.segments:
+        assert g.loc is not None and g.loc in ms
+        seg = codec.decode_object(codec.embedded_objects(ms[g.loc])[g.digest], g.loc)
+        assert isinstance(seg, codec.SegmentObj)
+        for item in seg.items:
+            assert isinstance(item, codec.Ref) and item.at is not None
+            mkey = manifest_beside(hkey, item.at)
+            if mkey != hkey and item.digest not in tails and mkey in ms:
+                return mkey, item.digest, codec.embedded_objects(ms[mkey])
+    raise AssertionError("no value located only by segments")
+
+
+def _tail(m: codec.Manifest) -> list[codec.Ref]:
+    e = m.channels["messages"]
+    assert isinstance(e, codec.InlineList)
+    return [t for t in e.obj.tail if isinstance(t, codec.Ref)]
+
+
+def _without_embedded(store: ObjectStore, key: str, digest: bytes) -> None:
+    """Rewrite manifest ``key`` without the object ``digest`` (as a writer short of room)."""
+    fields = msgpack.unpackb(store.get(key), raw=False)
+    fields["e"] = [b for b in fields["e"] if digest_of(b) != digest]
+    store.put(key, msgpack.packb(fields, use_bin_type=True), PutMode.OVERWRITE)
+
+
+def test_located_values_resolve_in_their_manifests_with_no_request_more(
+    store: ObjectStore,
+) -> None:
+    with ObjectStoreSaver(store) as saver:
+        _located_chat(saver, "t1")
+    ms = _manifests(store, "t1")
+    # Every message is a value embedded in a manifest, located by the tails and segments.
+    assert not _object_keys(store, "t1")
+    embedded = [codec.decode_object(b, "e") for m in ms.values() for b in m.embedded]
+    values = [o for o in embedded if isinstance(o, codec.ValueObj)]
+    assert len(values) >= 24  # the 24 messages (and a few checkpoint values)
+    assert any(o.items for o in embedded if isinstance(o, codec.SegmentObj))
+    metered = MeteredStore(store)
+    with ObjectStoreSaver(metered) as fresh:
+        report = fresh.verify("t1")
+    assert report.ok, report.problems
+    assert report.objects == 0 and report.orphan_objects == 0
+    every = [b for m in ms.values() for b in m.embedded]
+    assert report.embedded_objects == len(every)
+    assert report.embedded_bytes == sum(len(b) for b in every)
+    # One GET a manifest: a value located in a manifest verify read is not read again.
+    assert metered.snapshot().get_requests == len(ms)
+
+
+@pytest.mark.parametrize("how", ["deleted", "not-embedded"])
+def test_a_located_value_stored_alone_is_found_there(store: ObjectStore, how: str) -> None:
+    """Its manifest deleted by prune (which stores what it embeds first), or short of room."""
+    with ObjectStoreSaver(store) as saver:
+        _located_chat(saver, "t1")
+    mkey, digest, held = _segment_value(store, "t1")
+    pfx = k.thread_prefix("t1")
+    if how == "deleted":
+        for d, body in held.items():
+            store.put(k.object_key_in(pfx, d), body, PutMode.CREATE)
+        store.delete([mkey])
+    else:
+        store.put(k.object_key_in(pfx, digest), held[digest], PutMode.CREATE)
+        _without_embedded(store, mkey, digest)
+    with ObjectStoreSaver(store) as fresh:
+        report = fresh.verify("t1")
+    assert report.ok, report.problems
+    # Reached through the fallback: not orphans.
+    assert report.objects == (len(held) if how == "deleted" else 1)
+    assert report.orphan_objects == 0
+
+
+@pytest.mark.parametrize("how", ["deleted", "not-embedded"])
+def test_a_located_value_held_nowhere_names_both_keys(store: ObjectStore, how: str) -> None:
+    with ObjectStoreSaver(store) as saver:
+        _located_chat(saver, "t1")
+    mkey, digest, held = _segment_value(store, "t1")
+    alone = k.object_key_in(k.thread_prefix("t1"), digest)
+    if how == "deleted":
+        for d, body in held.items():  # all but the value: only it goes missing
+            if d != digest:
+                store.put(k.object_key_in(k.thread_prefix("t1"), d), body, PutMode.CREATE)
+        store.delete([mkey])
+    else:
+        _without_embedded(store, mkey, digest)
+    with ObjectStoreSaver(store) as fresh:
+        report = fresh.verify("t1")
+    assert [(p.key, p.kind) for p in report.problems] == [(alone, "missing")]
+    assert mkey in report.problems[0].detail and alone in report.problems[0].detail
+    # The referrer is the segment, in the manifest that embeds it.
+    assert "(embedded object " in report.problems[0].detail
+
+
+def test_a_located_value_that_is_another_kind_is_reported(store: ObjectStore) -> None:
+    with ObjectStoreSaver(store) as saver:
+        _located_chat(saver, "t1")
+    ms = _manifests(store, "t1")
+    hkey, head = next(iter(ms.items()))
+    lst = head.channels["messages"]
+    assert isinstance(lst, codec.InlineList)
+    g = next(g for g in lst.obj.segments if g.loc not in (None, hkey))
+    assert g.loc is not None
+    # The head says a value of its is the segment an older manifest embeds.
+    fields = msgpack.unpackb(store.get(hkey), raw=False)
+    at = k.checkpoint_id_of_manifest_key(g.loc)
+    fields["channels"]["other"] = codec.entry_to_msgpack(codec.Ref("b", g.digest, at), hkey)
+    store.put(hkey, msgpack.packb(fields, use_bin_type=True), PutMode.OVERWRITE)
+    with ObjectStoreSaver(store) as fresh:
+        report = fresh.verify("t1")
+    assert [(p.key, p.kind) for p in report.problems] == [(g.loc, "wrong-kind")]
+    assert f"{g.digest.hex()} is a segment, not a value" in report.problems[0].detail
+
+
+def test_a_value_located_in_a_write_is_unreadable(store: ObjectStore) -> None:
+    """Locations resolve in a manifest's namespace: a write has none (spec §4.0)."""
+    with ObjectStoreSaver(store) as saver:
+        saver.put_writes(_located_chat(saver, "t1", turns=2), [("x", 1), ("y", 2)], task_id="t")
+    ms = _manifests(store, "t1")
+    hkey, head = next(iter(ms.items()))
+    [wkey] = [key for key in all_keys(store, k.manifests_prefix("t1")) if is_write(key)]
+    value = next(d for d in codec.embedded_objects(head))
+    fields = msgpack.unpackb(store.get(wkey), raw=False)
+    at = k.checkpoint_id_of_manifest_key(hkey)
+    fields["w"][0][2] = codec.entry_to_msgpack(codec.Ref("b", value, at))
+    store.put(wkey, msgpack.packb(fields, use_bin_type=True), PutMode.OVERWRITE)
+    with ObjectStoreSaver(store) as fresh:
+        report = fresh.verify("t1")
+    assert [(p.key, p.kind) for p in report.problems] == [(wkey, "unreadable")]
+    assert value.hex() in report.problems[0].detail

@@ -25,8 +25,10 @@ from s3_helpers import (
     server_kind,
     use_endpoint_credentials,
 )
+from standalone_values import parts_value, write_value_alone
 
 from objstore_saver import ObjectStoreSaver
+from objstore_saver.format import codec, keys as k
 from objstore_saver.storage import (
     EncryptionNotConfirmedError,
     LeanS3Store,
@@ -426,7 +428,9 @@ async def test_every_object_of_a_saver_is_encrypted(
     """A saver's checkpoints, values and writes all carry the encryption, sync and async.
 
     Run for the modes the server supports (the others are refused with a clear
-    error: ``test_encryption_on_the_server``).
+    error: ``test_encryption_on_the_server``). Every kind of object the saver
+    stores is written: manifests (embedding values, spec §4.1), a value
+    object alone, a ``parts`` object and its parts, and pending writes.
     """
     from langgraph.checkpoint.base import empty_checkpoint
 
@@ -442,17 +446,29 @@ async def test_every_object_of_a_saver_is_encrypted(
     with ObjectStoreSaver(store) as saver:
         config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
         checkpoint = empty_checkpoint()
-        big = incompressible_text(30_000, 4)  # large enough to be an object of its own
-        checkpoint["channel_values"] = {"messages": ["hello", big], "n": 1}
-        checkpoint["channel_versions"] = {"messages": 1, "n": 1}
-        stored = saver.put(config, checkpoint, {"step": 0}, {"messages": 1, "n": 1})
-        saver.put_writes(stored, [("n", 2)], "task-1")
+        big = incompressible_text(30_000, 4)  # a value object, embedded in the manifest
+        huge = parts_value(4)  # over 256 KiB: a parts object and its parts, alone
+        checkpoint["channel_values"] = {"messages": ["hello", big], "n": 1, "huge": huge}
+        checkpoint["channel_versions"] = {"messages": 1, "n": 1, "huge": 1}
+        stored = saver.put(config, checkpoint, {"step": 0}, {"messages": 1, "n": 1, "huge": 1})
+        # Over 1 KiB compressed: the write's value is a value object alone.
+        written = write_value_alone(5)
+        saver.put_writes(stored, [("n", 2), ("w", written)], "task-1")
         second = empty_checkpoint()
         await saver.aput(stored, second, {"step": 1}, {})
+        await saver.aput_writes(stored, [("a", write_value_alone(6))], "task-2")
         got = saver.get_tuple(stored)
         assert got is not None
-        assert got.checkpoint["channel_values"] == {"messages": ["hello", big], "n": 1}
-        assert got.pending_writes == [("task-1", "n", 2)]
+        assert got.checkpoint["channel_values"] == {
+            "messages": ["hello", big],
+            "n": 1,
+            "huge": huge,
+        }
+        assert got.pending_writes == [
+            ("task-1", "n", 2),
+            ("task-1", "w", written),
+            ("task-2", "a", write_value_alone(6)),
+        ]
         latest = await saver.aget_tuple(config)
         assert latest is not None
         assert latest.checkpoint["id"] == second["id"]
@@ -460,6 +476,12 @@ async def test_every_object_of_a_saver_is_encrypted(
     keys = [o["Key"] for o in raw.list_objects_v2(Bucket=s3_bucket)["Contents"]]
     kinds = {"write" if is_write(key.split("/", 1)[1]) else key.split("/")[3] for key in keys}
     assert kinds == {"checkpoints", "objects", "write"}, keys
+    # What the objects are (read through the store, which has the key for SSE-C).
+    objects = [key.split("/", 1)[1] for key in keys if key.split("/")[3] == "objects"]
+    found = {type(codec.decode_object(store.get(key), key)).__name__ for key in objects}
+    assert found == {"ValueObj", "PartsObj", "PartObj"}, objects
+    manifest = k.manifest_key("t1", "", stored["configurable"]["checkpoint_id"])
+    assert codec.decode_manifest(store.get(manifest), manifest).embedded
     for key in keys:
         head = raw.head_object(Bucket=s3_bucket, Key=key, **encryption.get_args())
         if kind == "SSE-C":

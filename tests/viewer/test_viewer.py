@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from backends import Backend
+from embedded_values import corrupt_embedded, in_url
 from langgraph.graph import START, StateGraph
 from layout import is_manifest
 from ops_helpers import chat
@@ -132,23 +133,35 @@ def test_object_page_verifies_hash_and_names_corrupt_keys(
     server: Server, store: ObjectStore
 ) -> None:
     # The 50 kB message is too large to be inline: the list (inline in the
-    # manifest) references its object.
+    # manifest) references its value, embedded in the manifest of the put
+    # that added it (addressed "<manifest key>#<hex>") or stored alone.
     latest = server.get("/api/threads/hostile/latest").json()
-    key = max(latest["storage"]["messages"]["objects"], key=lambda k: len(store.get(k) or b""))
-    obj = server.get(f"/api/objects/{key}").json()
-    assert obj["sha256_ok"] is True and obj["kind"] in ("value", "parts")
-    assert "verified" in server.get(f"/objects/{key}").text
-    body = store.get(key)
-    assert body is not None
-    store.put(key, body[:-3] + b"zzz", PutMode.OVERWRITE)
-    for path in (f"/api/objects/{key}", f"/objects/{key}"):
-        r = server.get(path)
-        assert r.status_code == 422 and key in r.text, path
-    # The checkpoint page still renders: the corrupt channel names its key and
-    # why, the other sections (pending writes, metadata) are shown.
+    objects = latest["storage"]["messages"]["objects"]
+    address = max(objects, key=lambda k: server.get(f"/api/objects/{in_url(k)}").json()["bytes"])
+    obj = server.get(f"/api/objects/{in_url(address)}").json()
+    assert obj["sha256_ok"] is True and obj["kind"] in ("value", "parts", "split")
+    assert "verified" in server.get(f"/objects/{in_url(address)}").text
+    manifest, _, digest = address.rpartition("#")
+    if manifest:  # embedded: the manifest no longer embeds it, nor is it stored alone
+        assert obj["embedded_in"] == manifest
+        corrupt_embedded(store, address)
+        key = f"threads/_hostile/objects/{digest}"
+        for path in (f"/api/objects/{in_url(address)}", f"/objects/{in_url(address)}"):
+            r = server.get(path)
+            assert r.status_code == 404 and "does not embed" in r.text and manifest in r.text
+    else:  # stored alone (the saver knew it stored there): it no longer hashes to its key
+        key = address
+        body = store.get(key)
+        assert body is not None
+        store.put(key, body[:-3] + b"zzz", PutMode.OVERWRITE)
+        for path in (f"/api/objects/{key}", f"/objects/{key}"):
+            r = server.get(path)
+            assert r.status_code == 422 and key in r.text, path
+    # The checkpoint page still renders: the corrupt channel names the key it
+    # was last looked for at and why, the other sections (pending writes,
+    # metadata) are shown.
     r = server.get(f"/threads/hostile/checkpoints/{latest['checkpoint_id']}")
     assert r.status_code == 200 and key in r.text
-    assert "does not match its SHA-256 address" in r.text
     assert "&quot;step&quot;: 1" in r.text.split("<h2>Metadata</h2>")[1]
     api = server.get(f"/api/threads/hostile/checkpoints/{latest['checkpoint_id']}").json()
     assert api["errors"] == {"channel:messages": {"key": key, "reason": ANY_REASON}}
@@ -158,8 +171,9 @@ def test_object_page_verifies_hash_and_names_corrupt_keys(
     assert "messages" not in d["channels_changed"] and key in str(d["errors"])
     storage = server.get("/api/storage/hostile").json()
     assert storage["verify"]["ok"] is False
-    assert any(p["key"] == key for p in storage["verify"]["problems"])
-    assert key in server.get("/storage/hostile").text
+    named = {p["key"] for p in storage["verify"]["problems"]} & {key, manifest}
+    assert named, storage["verify"]["problems"]
+    assert named.pop() in server.get("/storage/hostile").text
     # the other threads still render
     assert server.get("/threads/alice").status_code == 200
 

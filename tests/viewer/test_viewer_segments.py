@@ -24,8 +24,7 @@ from segment_chat import THREAD, elsewhere, flip_embedded, grow, head, manifests
 from viewer_graphs import Server
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.format import keys as k
-from objstore_saver.format.codec import embedded_objects
+from objstore_saver.format.codec import decode_object, embedded_objects
 from objstore_saver.storage import LocalStore
 
 
@@ -93,7 +92,13 @@ def test_object_pages_of_an_embedded_segment_and_its_manifest(
 def test_referrers_of_an_element_name_the_embedded_segment(
     server: Server, store: LocalStore
 ) -> None:
-    [value] = [o.key for o in store.list(k.objects_prefix(THREAD)).objects]
+    # The large question: a value embedded in the manifest of its put.
+    [value] = [
+        f"{key}#{d.hex()}"
+        for key, m in manifests(store).items()
+        for d, body in embedded_objects(m).items()
+        if decode_object(body, key).__class__.__name__ == "ValueObj"
+    ]
     r = server.get("/api" + _path(value), params={"referrers": 1, "limit": 200}).json()
     refs = r["referrers"]
     embedding = {

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from backends import Backend
+from embedded_values import corrupt_embedded, in_url
 from ops_helpers import chat, subgraph_chat
 from viewer_graphs import HOSTILE, Server, nested_subgraphs, tool_use
 
@@ -14,7 +15,6 @@ from objstore_saver import ObjectStoreSaver
 from objstore_saver.driver import Driver
 from objstore_saver.ops.checkpoint_reading import checkpoint_plan
 from objstore_saver.storage import MeteredStore
-from objstore_saver.storage.base import PutMode
 
 pytestmark = pytest.mark.backends("local", "s3-boto3")
 
@@ -88,7 +88,9 @@ def test_subgraph_runs_nest_under_the_step_that_ran_them(server: Server) -> None
 def test_referrers_of_an_object_and_what_the_scan_costs(server: Server) -> None:
     latest = server.get("/api/threads/hostile/latest").json()
     objects = latest["storage"]["messages"]["objects"]
-    big = max(objects, key=lambda k: len(server.metered.inner.get(k) or b""))
+    # embedded in a manifest (format version 2): "<manifest key>#<hex>"
+    objects = [in_url(k) for k in objects]  # a value embedded in a manifest: "<key>#<hex>"
+    big = max(objects, key=lambda k: server.get(f"/api/objects/{k}").json()["bytes"])
     r, meter = server.requests_for(f"/api/objects/{big}?referrers=1")
     refs = r.json()["referrers"]
     # the 50 kB message is an element of the messages list, inline in the
@@ -113,7 +115,7 @@ def test_referrers_of_an_object_and_what_the_scan_costs(server: Server) -> None:
 
 def test_referrers_scan_is_bounded_and_pages_on(server: Server) -> None:
     latest = server.get("/api/threads/long/latest").json()
-    key = latest["storage"]["messages"]["key"]
+    key = in_url(latest["storage"]["messages"]["key"])  # embedded in a manifest
     r, meter = server.requests_for(f"/api/objects/{key}?referrers=1&limit=20")
     refs = r.json()["referrers"]
     assert refs["scanned_manifests"] == 20 and refs["next"]
@@ -154,17 +156,17 @@ def test_checkpoint_page_costs_what_show_costs_until_an_object_is_corrupt(
         show_cost.get_requests,
     )
     objects = latest["storage"]["messages"]["objects"]
-    key = objects[0]
-    body = server.metered.inner.get(key)
-    assert body is not None
-    server.metered.inner.put(key, body[:-3] + b"zzz", PutMode.OVERWRITE)
+    key = next(k for k in objects if "#" in k)  # a message embedded in a manifest
+    corrupt_embedded(server.metered.inner, key)
+    alone = "threads/_hostile/objects/" + key.rpartition("#")[2]
     r, corrupt = server.requests_for(f"/threads/hostile/checkpoints/{cid}")
-    assert r.status_code == 200 and key in r.text
-    # Bounded: one more resolution of the entry that failed (the messages
-    # list, inline in the manifest) to tell which is corrupt: its objects
-    # are read once more, nothing else.
+    assert r.status_code == 200 and alone in r.text and "missing" in r.text
+    # Bounded: the manifest that no longer embeds the message sends the read
+    # to objects/<H> (one more GET), and the entry that failed (the messages
+    # list) is resolved once more alone to tell which is corrupt: that
+    # manifest and objects/<H> again, nothing else.
     assert corrupt.list_requests == show_cost.list_requests
-    assert corrupt.get_requests == show_cost.get_requests + len(objects), corrupt
+    assert corrupt.get_requests == show_cost.get_requests + 3, corrupt
 
 
 def test_transcript_shows_tool_calls_and_links_each_result_to_its_call(server: Server) -> None:

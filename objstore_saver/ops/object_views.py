@@ -1,0 +1,320 @@
+"""The read-only job ``cat``: one stored object (or one a manifest embeds), described.
+
+A pure plan run by the blocking driver, like the other jobs of
+:mod:`objstore_saver.ops.views`. Values are decoded structurally
+(:mod:`objstore_saver.ops.decode`): nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import (
+    Entry,
+    Inline,
+    InlineList,
+    ListObj,
+    NodeObj,
+    PartObj,
+    PartsObj,
+    SegmentObj,
+    SplitObj,
+    StoredObject,
+    ValueObj,
+)
+from objstore_saver.ops._common import (
+    JobError,
+    OpsConfig,
+    SubPlan,
+    open_store,
+)
+from objstore_saver.ops.checkpoint_reading import (
+    value_address,
+)
+from objstore_saver.ops.decode import decode_payload, jsonable
+from objstore_saver.plans.requests import Get, run_one
+
+# --- cat --------------------------------------------------------------------------------------
+
+
+def _raw_entry(raw: Entry, pfx: str, holder: str | None = None) -> Any:
+    """An entry as stored, to JSON; ``holder``: the manifest whose namespace resolves locations.
+
+    A located value reference (format version 2) is keyed ``<manifest
+    key>#<hex>`` with ``located_in`` that manifest; without a ``holder`` (a
+    segment read alone) it names the checkpoint id (``located_at``) and the
+    key ``objects/<H>``, where it is once that manifest is gone.
+    """
+    if isinstance(raw, Inline):
+        return {
+            "inline": decode_payload(raw.payload, pfx),
+            "type": raw.payload.type,
+            "encoding": raw.payload.encoding,
+        }
+    if isinstance(raw, InlineList):
+        return {
+            "inline list": raw.obj.count,
+            "subtrees": [
+                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in raw.obj.sealed
+            ],
+            # Where the list says each segment is: "located_in" a manifest
+            # that embeds it (read it with "cat <manifest key>#<digest>"),
+            # or None when it stands alone at "key".
+            "segments": [
+                {
+                    "key": g.loc or keys.object_key_in(pfx, g.digest),
+                    "digest": g.digest.hex(),
+                    "elements": g.count,
+                    "located_in": g.loc,
+                }
+                for g in raw.obj.segments
+            ],
+            "tail": [_raw_entry(e, pfx, holder) for e in raw.obj.tail],
+        }
+    out = {"ref": codec.KIND_OF_TAG[raw.tag], "key": value_address(raw, pfx, holder)}
+    if raw.at is not None:
+        if "#" in out["key"]:
+            out["located_in"] = out["key"].rpartition("#")[0]
+        else:
+            out["located_at"] = raw.at
+    return out
+
+
+#: Separates a manifest key from the SHA-256 of an object it embeds: ``<key>#<hex>``.
+EMBEDDED_SEP = "#"
+
+
+def embedded_address(key: str) -> tuple[str, bytes] | None:
+    """``(manifest key, digest)`` of an embedded object's address ``<manifest key>#<hex>``.
+
+    None when ``key`` is a plain key.
+
+    Raises:
+        ValueError: the part after ``#`` is not a SHA-256 hex digest.
+    """
+    if EMBEDDED_SEP not in key:
+        return None
+    mkey, _, hexd = key.rpartition(EMBEDDED_SEP)
+    if len(hexd) != 64 or hexd.strip("0123456789abcdef"):
+        raise ValueError(
+            f"{key!r}: an embedded object is <manifest key>#<SHA-256 in lowercase hex>"
+        )
+    return mkey, bytes.fromhex(hexd)
+
+
+def _embedded_summary(key: str, body: bytes) -> dict[str, Any]:
+    digest = codec.digest_of(body)
+    row: dict[str, Any] = {"digest": digest.hex(), "bytes": len(body)}
+    try:
+        row["kind"] = codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"]
+    except CorruptObjectError as exc:
+        row["error"] = exc.reason
+    return row
+
+
+def describe_object(key: str, body: bytes) -> dict[str, Any]:
+    """Decode any stored object to JSON, checking its format (and address, if it has one)."""
+    out: dict[str, Any] = {"key": key, "bytes": len(body)}
+    if key.startswith(keys.RUNS) or "/runs/" in key:
+        out.update(kind="run-marker", note="empty marker object (spec §4.8)")
+        return out
+    if not key.startswith(keys.THREADS):
+        raise CorruptObjectError(key, "not a key of the objstore-saver layout (docs/spec.md §3)")
+    pfx, rest = keys.split_thread_key(key)
+    section = rest.split("/", 1)[0]
+    if section == "checkpoints" and "/" in rest.split("/", 2)[2]:
+        section = "writes"  # a version-2 pending write, under its checkpoint's key
+    if section == "checkpoints":
+        m = codec.decode_manifest(body, key)
+        out.update(
+            kind="manifest",
+            format=m.version,
+            thread_id=m.thread_id,
+            checkpoint_ns=m.checkpoint_ns,
+            checkpoint_id=m.checkpoint_id,
+            parent_checkpoint_id=m.parent_checkpoint_id,
+            checkpoint=_raw_entry(m.checkpoint, pfx, key),
+            metadata=_raw_entry(m.metadata, pfx, key),
+            channels={name: _raw_entry(e, pfx, key) for name, e in m.channels.items()},
+            # Objects the manifest carries (field "e"), each addressed by its
+            # SHA-256: "cat <this key>#<digest>" decodes one.
+            embedded=[_embedded_summary(key, b) for b in m.embedded],
+        )
+        return out
+    if section == "writes":
+        ws = codec.decode_writes(body, key)
+        if codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"] == "writes":
+            out.update(
+                kind="writes",
+                format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
+                task_id=ws[0].task_id,
+                task_path=ws[0].task_path,
+                writes=[
+                    {"idx": w.idx, "channel": w.channel, "value": _raw_entry(w.value, pfx)}
+                    for w in ws
+                ],
+            )
+            return out
+        w = ws[0]
+        out.update(
+            kind="write",
+            format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
+            task_id=w.task_id,
+            task_path=w.task_path,
+            idx=w.idx,
+            seq=w.seq,
+            channel=w.channel,
+            value=_raw_entry(w.value, pfx),
+        )
+        return out
+    if section != "objects":
+        # A section this reader does not model: show its MessagePack map as it is.
+        raw = codec.unpack_object(body, key)
+        out.update(kind=str(raw.get("k", section)), fields=jsonable(raw))
+        return out
+    digest_hex = key.rsplit("/", 1)[1]
+    try:
+        digest = bytes.fromhex(digest_hex)
+    except ValueError:
+        raise CorruptObjectError(key, "object key is not a SHA-256 hex digest") from None
+    codec.check_digest(body, digest, key)
+    out["sha256_ok"] = True
+    out.update(_content(codec.decode_object(body, key), pfx, key))
+    return out
+
+
+def describe_embedded(mkey: str, digest: bytes, body: bytes) -> dict[str, Any]:
+    """Decode an object embedded in manifest ``mkey`` (addressed ``<mkey>#<hex>``) to JSON."""
+    name = f"{mkey}{EMBEDDED_SEP}{digest.hex()}"
+    codec.check_digest(body, digest, name)
+    pfx, _ = keys.split_thread_key(mkey)
+    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey}
+    out["sha256_ok"] = True
+    out.update(_content(codec.decode_object(body, name), pfx, name, mkey))
+    return out
+
+
+def _content(obj: StoredObject, pfx: str, key: str, holder: str | None = None) -> dict[str, Any]:
+    """The decoded fields of a content object; ``holder``: the manifest embedding it, if any.
+
+    A segment's located values are in the namespace of the list's manifest,
+    which is that of the manifest embedding the segment.
+    """
+    if isinstance(obj, ValueObj):
+        return {
+            "kind": "value",
+            "type": obj.payload.type,
+            "encoding": obj.payload.encoding,
+            "value": decode_payload(obj.payload, key),
+        }
+    if isinstance(obj, PartObj):
+        return {"kind": "part", "data_bytes": len(obj.data)}
+    if isinstance(obj, PartsObj):
+        return {
+            "kind": "parts",
+            "type": obj.type,
+            "encoding": obj.encoding,
+            "size": obj.size,
+            "parts": [keys.object_key_in(pfx, d) for d in obj.parts],
+        }
+    if isinstance(obj, ListObj):
+        return {
+            "kind": "list",
+            "elements": obj.count,
+            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
+            "tail": [_raw_entry(e, pfx) for e in obj.tail],
+        }
+    if isinstance(obj, SplitObj):
+        return {
+            "kind": "split",
+            "value": _raw_entry(obj.value, pfx),
+            "texts": [{"path": list(p), **_raw_entry(ref, pfx)} for p, ref in obj.holes],
+        }
+    if isinstance(obj, NodeObj):
+        return {
+            "kind": "node",
+            "subtrees": [
+                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees
+            ],
+        }
+    if isinstance(obj, SegmentObj):
+        return {"kind": "segment", "elements": [_raw_entry(e, pfx, holder) for e in obj.items]}
+    return {"kind": "chunk", "elements": [_raw_entry(e, pfx) for e in obj.items]}
+
+
+def object_plan(key: str) -> SubPlan:
+    """Plan: any stored object decoded, or why there is none: ``(report, None)`` or
+    ``(None, reason)``.
+
+    ``key`` is a key of the store, or ``<manifest key>#<hex>``: the object
+    with that SHA-256 embedded in the manifest (format version 2). When that
+    manifest is gone, or does not embed it, the object is read at
+    ``objects/<H>``, where prune stores what a manifest embeds before
+    deleting it, and a writer a value it kept out of a manifest too large
+    (the report says which in ``found_alone``).
+
+    Raises:
+        ValueError: ``key`` holds ``#`` but not a SHA-256 after it.
+        CorruptObjectError: the object (or the manifest) does not decode.
+    """
+    where = embedded_address(key)
+    if where is None:
+        body = yield from run_one(Get(key))
+        if body is None:
+            return None, f"no object at key {key!r}"
+        return describe_object(key, body), None
+    mkey, digest = where
+    body = yield from run_one(Get(mkey))
+    if body is not None:
+        m = codec.decode_manifest(body, mkey)
+        held = codec.embedded_objects(m).get(digest)
+        if held is not None:
+            return describe_embedded(mkey, digest, held), None
+    # Gone (prune stored what it embeds alone first), or a writer kept the
+    # manifest under 1 MiB by storing a value alone (spec §4.1).
+    alone = keys.object_key_in(keys.split_thread_key(mkey)[0], digest)
+    found = yield from run_one(Get(alone))
+    if found is None:
+        if body is not None:
+            return None, f"manifest {mkey!r} does not embed object {digest.hex()} (nor {alone!r})"
+        return None, f"neither manifest {mkey!r} nor {alone!r} is stored"
+    out = describe_object(alone, found)
+    why = "is gone" if body is None else "does not embed it"
+    out["found_alone"] = f"manifest {mkey!r} {why}: the object is stored alone"
+    return out, None
+
+
+def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
+    """Any stored object, decoded to JSON (content-addressed ones checked against their hash).
+
+    ``key`` is a key of the store, or ``<manifest key>#<hex>`` for an object
+    embedded in a version-2 manifest (``show`` names each list segment's
+    manifest and digest); see :func:`object_plan`.
+
+    Raises:
+        JobError: nothing is stored at ``key``, or the manifest does not embed it.
+        CorruptObjectError: the object does not decode as the format says.
+    """
+    config = config or OpsConfig.from_env()
+    with open_store(config) as (store, driver):
+        try:
+            report, reason = driver.run(object_plan(key))
+        except ValueError as exc:
+            raise JobError(str(exc)) from None
+        if report is None:
+            raise JobError(f"{reason} in {store.location}")
+        return report
+
+
+# --- du ----------------------------------------------------------------------------------------
+
+
+__all__ = [
+    "cat",
+    "describe_embedded",
+    "describe_object",
+    "embedded_address",
+    "object_plan",
+]
