@@ -20,6 +20,8 @@ __all__ = [
     "ObjstoreSaverError",
     "StorageError",
     "StoreUnavailableError",
+    "ThreadKeyError",
+    "ThreadKeyMissingError",
     "UnsupportedFormatError",
 ]
 
@@ -69,6 +71,25 @@ class UnsupportedFormatError(ObjstoreSaverError):
         super().__init__(
             f"object at key {key!r} has format version {version!r}; this objstore-saver "
             "reads version 1 only: upgrade objstore-saver to read it"
+        )
+
+
+class ThreadKeyError(ObjstoreSaverError):
+    """An encrypted thread's data key cannot be had: no key object, or no master key opens it."""
+
+    def __init__(self, thread_id: str, key: str, reason: str) -> None:
+        super().__init__(f"thread {thread_id!r}: key object {key!r}: {reason}")
+        self.thread_id = thread_id
+        self.key = key
+        self.reason = reason
+
+
+class ThreadKeyMissingError(ThreadKeyError):
+    """An encrypted thread's key object does not exist (deleted: the thread is shredded)."""
+
+    def __init__(self, thread_id: str, key: str) -> None:
+        super().__init__(
+            thread_id, key, "missing; the thread's objects cannot be read (deleted or shredded)"
         )
 
 

@@ -1,0 +1,177 @@
+"""Master keys that wrap thread data keys (docs/encryption.md, "Keys").
+
+A master key is local (32 bytes from the environment) or a KMS key used
+through boto3. Each has a name that key objects record, so that several
+configured keys can open threads wrapped by any of them during a rotation.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from objstore_saver.errors import ConfigurationError
+
+#: Environment variable holding one master key (``base64`` of 32 bytes, or ``kms:<key id>``).
+KEY_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEY"
+#: Environment variable holding several, comma-separated; the first wraps new thread keys.
+KEYS_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEYS"
+#: What local wrapping binds every wrapped key to, with the thread id and the key's name.
+_WRAP_LABEL = b"objstore-saver thread key v1"
+#: Encryption context key of KMS wrapping.
+KMS_CONTEXT_KEY = "objstore-saver:thread"
+
+
+class UnwrapError(Exception):
+    """A wrapped key did not open with this master key (wrong key, or altered bytes)."""
+
+
+class MasterKey(Protocol):
+    """Wraps and unwraps a thread's data key, bound to the thread id."""
+
+    @property
+    def name(self) -> str:
+        """``local:<16 hex digits>`` or ``kms:<key id>``, as key objects record it."""
+        ...
+
+    def wrap(self, thread_id: str, data_key: bytes) -> bytes:
+        """The data key, encrypted and bound to ``thread_id``."""
+        ...
+
+    def unwrap(self, thread_id: str, wrapped: bytes) -> bytes:
+        """The data key; :class:`UnwrapError` if ``wrapped`` is not this key's for the thread."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalMasterKey:
+    """A 32-byte key held by the application (AES-256-GCM wrapping, random nonce)."""
+
+    key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.key) != 32:
+            raise ConfigurationError(
+                f"a local master key is 32 bytes, got {len(self.key)} (base64 of 32 random bytes)"
+            )
+
+    @property
+    def name(self) -> str:
+        return "local:" + hashlib.sha256(b"objstore-saver master key" + self.key).hexdigest()[:16]
+
+    def _aad(self, thread_id: str) -> bytes:
+        return b"\0".join((_WRAP_LABEL, thread_id.encode(), self.name.encode()))
+
+    def wrap(self, thread_id: str, data_key: bytes) -> bytes:
+        nonce = os.urandom(12)
+        return nonce + AESGCM(self.key).encrypt(nonce, data_key, self._aad(thread_id))
+
+    def unwrap(self, thread_id: str, wrapped: bytes) -> bytes:
+        if len(wrapped) < 12 + 16:
+            raise UnwrapError("wrapped key too short")
+        try:
+            return AESGCM(self.key).decrypt(wrapped[:12], wrapped[12:], self._aad(thread_id))
+        except InvalidTag as exc:
+            raise UnwrapError("does not open with this key") from exc
+
+
+@dataclass(frozen=True)
+class KmsMasterKey:
+    """A KMS key (id, ARN or alias): ``Encrypt``/``Decrypt`` with the thread as encryption context.
+
+    ``client`` is a boto3 KMS client; the data key never leaves the process
+    in clear except to KMS, over TLS.
+    """
+
+    key_id: str
+    client: Any = field(repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return "kms:" + self.key_id
+
+    def wrap(self, thread_id: str, data_key: bytes) -> bytes:
+        reply = self.client.encrypt(
+            KeyId=self.key_id,
+            Plaintext=data_key,
+            EncryptionContext={KMS_CONTEXT_KEY: thread_id},
+        )
+        return bytes(reply["CiphertextBlob"])
+
+    def unwrap(self, thread_id: str, wrapped: bytes) -> bytes:
+        try:
+            reply = self.client.decrypt(
+                CiphertextBlob=wrapped,
+                KeyId=self.key_id,
+                EncryptionContext={KMS_CONTEXT_KEY: thread_id},
+            )
+        except self.client.exceptions.InvalidCiphertextException as exc:
+            raise UnwrapError(f"KMS key {self.key_id!r} does not open it") from exc
+        return bytes(reply["Plaintext"])
+
+
+def parse_master_key(spec: str, *, kms_client: Any = None) -> MasterKey:
+    """One master key from its setting: base64 of 32 bytes, or ``kms:<key id>``.
+
+    Raises:
+        ConfigurationError: the setting is neither (its value is never echoed).
+    """
+    spec = spec.strip()
+    if spec.startswith("kms:"):
+        key_id = spec[4:]
+        if not key_id:
+            raise ConfigurationError("a KMS master key is 'kms:<key id, ARN or alias>'")
+        if kms_client is None:
+            import boto3
+
+            kms_client = boto3.client("kms")
+        return KmsMasterKey(key_id, kms_client)
+    try:
+        raw = base64.b64decode(spec, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigurationError(
+            "a local master key is base64 of 32 random bytes (the value is not shown)"
+        ) from exc
+    return LocalMasterKey(raw)
+
+
+def master_keys_from_env(
+    environ: Mapping[str, str] | None = None, *, kms_client: Any = None
+) -> list[MasterKey]:
+    """The configured master keys, current first; empty when encryption is not configured.
+
+    ``OBJSTORE_SAVER_ENCRYPTION_KEYS`` (comma-separated) wins over
+    ``OBJSTORE_SAVER_ENCRYPTION_KEY``.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(KEYS_ENV) or env.get(KEY_ENV) or ""
+    specs = [s for s in raw.split(",") if s.strip()]
+    keys = [parse_master_key(s, kms_client=kms_client) for s in specs]
+    names = [k.name for k in keys]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"{KEYS_ENV} names one master key twice: {names}")
+    return keys
+
+
+def unwrap_any(
+    keys: Sequence[MasterKey], thread_id: str, wrappings: Sequence[tuple[str, bytes]]
+) -> bytes | None:
+    """The data key from the first wrapping a configured master key opens, else None."""
+    by_name = {k.name: k for k in keys}
+    for name, wrapped in wrappings:
+        key = by_name.get(name)
+        if key is None:
+            continue
+        try:
+            return key.unwrap(thread_id, wrapped)
+        except UnwrapError:
+            continue
+    return None

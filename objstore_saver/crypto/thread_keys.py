@@ -1,0 +1,154 @@
+"""A thread's data key, the keys derived from it, and the key object that stores it wrapped.
+
+docs/encryption.md, "Keys": 32 random bytes per thread; HKDF-SHA256 derives
+the key of content addresses and the two AES-SIV keys. The key object holds
+the thread id and one wrapping per master key; it is the one object whose
+deletion shreds the thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgpack
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from objstore_saver.crypto.master_keys import MasterKey, unwrap_any
+from objstore_saver.errors import CorruptObjectError, ThreadKeyError
+
+#: Bytes of a thread data key.
+DATA_KEY_LEN = 32
+#: Format version of key objects.
+KEY_OBJECT_VERSION = 1
+
+
+def _derive(data_key: bytes, thread_id: str, purpose: bytes, length: int) -> bytes:
+    hkdf = HKDF(
+        algorithm=hashes.SHA256(),
+        length=length,
+        salt=b"objstore-saver v1",
+        info=purpose + b"\0" + thread_id.encode(),
+    )
+    return hkdf.derive(data_key)
+
+
+@dataclass(frozen=True)
+class ThreadKey:
+    """The keys of one thread, derived from its data key.
+
+    Attributes:
+        thread_id: The thread they belong to (bound into every derivation).
+        address_key: HMAC-SHA256 key of content addresses.
+        object_key: AES-256-SIV key of content objects.
+        keyed_key: AES-256-SIV key of manifests, writes and other keyed objects.
+    """
+
+    thread_id: str
+    data_key: bytes = field(repr=False)
+    address_key: bytes = field(init=False, repr=False)
+    object_key: bytes = field(init=False, repr=False)
+    keyed_key: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.data_key) != DATA_KEY_LEN:
+            raise ValueError(f"a thread data key is {DATA_KEY_LEN} bytes")
+        for name, purpose, n in (
+            ("address_key", b"address", 32),
+            ("object_key", b"object", 64),
+            ("keyed_key", b"keyed", 64),
+        ):
+            object.__setattr__(self, name, _derive(self.data_key, self.thread_id, purpose, n))
+
+
+def new_thread_key(thread_id: str) -> ThreadKey:
+    """A fresh random data key for a thread."""
+    return ThreadKey(thread_id, os.urandom(DATA_KEY_LEN))
+
+
+def encode_key_object(thread: ThreadKey, keys: Sequence[MasterKey]) -> bytes:
+    """The key object of a thread, its data key wrapped by each of ``keys``."""
+    if not keys:
+        raise ValueError("a key object needs at least one master key")
+    wrappings = [[k.name, k.wrap(thread.thread_id, thread.data_key)] for k in keys]
+    return msgpack.packb(
+        {"f": KEY_OBJECT_VERSION, "k": "thread-key", "t": thread.thread_id, "w": wrappings},
+        use_bin_type=True,
+    )
+
+
+def key_object_wrappings(data: bytes, key: str, thread_id: str) -> list[tuple[str, bytes]]:
+    """The (master key name, wrapped data key) pairs of a key object, checked.
+
+    Raises:
+        CorruptObjectError: not a key object of ``thread_id`` (named by ``key``).
+    """
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise CorruptObjectError(key, f"not a key object: {exc}") from exc
+    if not isinstance(obj, dict) or obj.get("k") != "thread-key":
+        raise CorruptObjectError(key, "not a key object")
+    if obj.get("f") != KEY_OBJECT_VERSION:
+        raise CorruptObjectError(key, f"key object version {obj.get('f')!r} is not known")
+    if obj.get("t") != thread_id:
+        raise CorruptObjectError(key, f"the key object of thread {obj.get('t')!r:.80}")
+    raw = obj.get("w")
+    if not isinstance(raw, list) or not raw:
+        raise CorruptObjectError(key, "a key object without wrappings")
+    out: list[tuple[str, bytes]] = []
+    for w in raw:
+        if not (isinstance(w, list) and len(w) == 2):
+            raise CorruptObjectError(key, "a wrapping is not [master key name, bytes]")
+        name, wrapped = w
+        if not isinstance(name, str) or not isinstance(wrapped, bytes):
+            raise CorruptObjectError(key, "a wrapping is not [master key name, bytes]")
+        out.append((name, wrapped))
+    return out
+
+
+def open_key_object(data: bytes, key: str, thread_id: str, keys: Sequence[MasterKey]) -> ThreadKey:
+    """The thread's keys from its key object, with the first master key that opens it.
+
+    Raises:
+        CorruptObjectError: the object is not the thread's key object.
+        ThreadKeyError: no configured master key opens it (names the keys it is wrapped with).
+    """
+    wrappings = key_object_wrappings(data, key, thread_id)
+    data_key = unwrap_any(keys, thread_id, wrappings)
+    if data_key is None:
+        wrapped_by = ", ".join(name for name, _ in wrappings)
+        configured = ", ".join(k.name for k in keys) or "none"
+        raise ThreadKeyError(
+            thread_id,
+            key,
+            f"no configured master key opens it (wrapped by {wrapped_by}; configured: "
+            f"{configured})",
+        )
+    if len(data_key) != DATA_KEY_LEN:
+        raise CorruptObjectError(key, f"a data key of {len(data_key)} bytes")
+    return ThreadKey(thread_id, data_key)
+
+
+def rewrapped(
+    data: bytes, key: str, thread_id: str, keys: Sequence[MasterKey], *, drop_old: bool
+) -> bytes | None:
+    """The key object wrapped by the current master key (``keys[0]``) too; None if it already is.
+
+    The data key is unchanged, so no object of the thread needs rewriting.
+    ``drop_old`` keeps only the current wrapping.
+    """
+    wrappings = key_object_wrappings(data, key, thread_id)
+    current = keys[0]
+    has_current = any(name == current.name for name, _ in wrappings)
+    if has_current and (not drop_old or len(wrappings) == 1):
+        return None
+    thread = open_key_object(data, key, thread_id, keys)
+    kept = [] if drop_old else [[n, w] for n, w in wrappings if n != current.name]
+    fresh = [current.name, current.wrap(thread_id, thread.data_key)]
+    return msgpack.packb(
+        {"f": KEY_OBJECT_VERSION, "k": "thread-key", "t": thread_id, "w": [fresh, *kept]},
+        use_bin_type=True,
+    )

@@ -1,0 +1,208 @@
+"""Master keys, thread keys and sealed objects (docs/encryption.md, "Keys" and "Objects").
+
+The building blocks of client-side encryption: each test fails if a key
+opens what it must not, a sealed object can be moved or read as plaintext,
+or equal plaintexts stop giving equal bytes (the increments).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import msgpack
+import pytest
+
+from objstore_saver.crypto import (
+    KmsMasterKey,
+    LocalMasterKey,
+    ThreadKey,
+    UnwrapError,
+    address,
+    encode_key_object,
+    is_sealed,
+    master_keys_from_env,
+    new_thread_key,
+    open_key_object,
+    open_keyed,
+    open_object,
+    parse_master_key,
+    rewrapped,
+    seal_keyed,
+    seal_object,
+)
+from objstore_saver.errors import ConfigurationError, CorruptObjectError, ThreadKeyError
+
+KEY_NAME = "keys/threads/t1"
+
+
+def _local() -> LocalMasterKey:
+    return LocalMasterKey(os.urandom(32))
+
+
+# --- master keys ------------------------------------------------------------------------------
+
+
+def test_a_local_key_unwraps_only_its_own_wrapping_for_its_thread() -> None:
+    a, b = _local(), _local()
+    data_key = os.urandom(32)
+    wrapped = a.wrap("t1", data_key)
+    assert data_key not in wrapped
+    assert a.unwrap("t1", wrapped) == data_key
+    with pytest.raises(UnwrapError):
+        a.unwrap("t2", wrapped)  # bound to the thread
+    with pytest.raises(UnwrapError):
+        b.unwrap("t1", wrapped)
+    altered = wrapped[:-1] + bytes([wrapped[-1] ^ 1])
+    with pytest.raises(UnwrapError):
+        a.unwrap("t1", altered)
+    assert a.wrap("t1", data_key) != wrapped  # a random nonce each time
+    assert a.name.startswith("local:") and a.name != b.name
+
+
+def test_settings_parse_without_echoing_a_secret() -> None:
+    raw = os.urandom(32)
+    assert parse_master_key(base64.b64encode(raw).decode()) == LocalMasterKey(raw)
+    secret = "not base64 !!" + "s3cr3t"
+    with pytest.raises(ConfigurationError) as info:
+        parse_master_key(secret)
+    assert "s3cr3t" not in str(info.value)
+    with pytest.raises(ConfigurationError, match="32 bytes, got 16"):
+        parse_master_key(base64.b64encode(os.urandom(16)).decode())
+    assert repr(LocalMasterKey(raw)) == "LocalMasterKey()"  # the key never in logs
+
+
+def test_environment_lists_the_current_key_first() -> None:
+    one, two = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    assert master_keys_from_env({}) == []
+    [single] = master_keys_from_env({"OBJSTORE_SAVER_ENCRYPTION_KEY": one})
+    keys = master_keys_from_env(
+        {"OBJSTORE_SAVER_ENCRYPTION_KEY": one, "OBJSTORE_SAVER_ENCRYPTION_KEYS": f"{two},{one}"}
+    )
+    assert [k.name for k in keys] == [parse_master_key(two).name, single.name]
+    with pytest.raises(ConfigurationError, match="twice"):
+        master_keys_from_env({"OBJSTORE_SAVER_ENCRYPTION_KEYS": f"{one}, {one}"})
+
+
+@pytest.fixture(scope="module")
+def kms() -> Iterator[Any]:
+    """A KMS client on a moto server of its own on loopback, and one key."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield boto3.client(
+            "kms",
+            endpoint_url=f"http://{host}:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+    finally:
+        server.stop()
+
+
+def test_a_kms_key_wraps_with_the_thread_as_encryption_context(kms: Any) -> None:
+    key_id = kms.create_key()["KeyMetadata"]["KeyId"]
+    master = parse_master_key(f"kms:{key_id}", kms_client=kms)
+    assert isinstance(master, KmsMasterKey) and master.name == f"kms:{key_id}"
+    data_key = os.urandom(32)
+    wrapped = master.wrap("t1", data_key)
+    assert data_key not in wrapped
+    assert master.unwrap("t1", wrapped) == data_key
+    with pytest.raises(UnwrapError):
+        master.unwrap("t2", wrapped)
+
+
+# --- thread keys and key objects ----------------------------------------------------------------
+
+
+def test_a_key_object_opens_with_any_configured_key_that_wrapped_it() -> None:
+    old, new, stranger = _local(), _local(), _local()
+    thread = new_thread_key("t1")
+    body = encode_key_object(thread, [old])
+    assert thread.data_key not in body
+    assert open_key_object(body, KEY_NAME, "t1", [new, old]).data_key == thread.data_key
+    with pytest.raises(ThreadKeyError) as info:
+        open_key_object(body, KEY_NAME, "t1", [stranger])
+    assert info.value.thread_id == "t1" and info.value.key == KEY_NAME
+    assert old.name in str(info.value) and stranger.name in str(info.value)
+    with pytest.raises(CorruptObjectError, match="thread 't1'"):
+        open_key_object(body, KEY_NAME, "t2", [old])  # another thread's key object
+
+
+def test_rewrapping_adds_the_current_key_and_keeps_the_data_key() -> None:
+    old, new = _local(), _local()
+    thread = new_thread_key("t1")
+    body = encode_key_object(thread, [old])
+    both = rewrapped(body, KEY_NAME, "t1", [new, old], drop_old=False)
+    assert both is not None
+    assert open_key_object(both, KEY_NAME, "t1", [new]).data_key == thread.data_key
+    assert open_key_object(both, KEY_NAME, "t1", [old]).data_key == thread.data_key
+    assert rewrapped(both, KEY_NAME, "t1", [new, old], drop_old=False) is None  # nothing to do
+    only_new = rewrapped(both, KEY_NAME, "t1", [new, old], drop_old=True)
+    assert only_new is not None
+    assert open_key_object(only_new, KEY_NAME, "t1", [new]).data_key == thread.data_key
+    with pytest.raises(ThreadKeyError):
+        open_key_object(only_new, KEY_NAME, "t1", [old])
+
+
+def test_derived_keys_differ_by_purpose_and_thread() -> None:
+    data_key = os.urandom(32)
+    a, b = ThreadKey("t1", data_key), ThreadKey("t2", data_key)
+    assert len({a.address_key, a.object_key[:32], a.keyed_key[:32]}) == 3
+    assert a.address_key != b.address_key and a.object_key != b.object_key
+    assert ThreadKey("t1", data_key).object_key == a.object_key  # deterministic
+
+
+# --- sealed objects ---------------------------------------------------------------------------
+
+
+def test_equal_plaintexts_give_equal_objects_within_a_thread_only() -> None:
+    t1, t2 = new_thread_key("t1"), new_thread_key("t2")
+    plain = msgpack.packb({"f": 1, "k": "value", "p": ["msgpack", "raw", b"hello world"]})
+    d1 = address(t1, plain)
+    assert address(t1, plain) == d1 and address(t2, plain) != d1
+    sealed = seal_object(t1, d1, plain)
+    assert seal_object(t1, d1, plain) == sealed  # deterministic: stored once
+    assert seal_object(t2, address(t2, plain), plain) != sealed
+    assert b"hello world" not in sealed and is_sealed(sealed) and not is_sealed(plain)
+    assert open_object(t1, d1, sealed, "objects/x") == plain
+
+
+@pytest.mark.parametrize("attack", ["moved", "other thread", "altered", "plain", "truncated"])
+def test_a_sealed_object_opens_only_where_and_as_it_was_sealed(attack: str) -> None:
+    t1, t2 = new_thread_key("t1"), new_thread_key("t1")  # same id, another key
+    plain, other = b"\x81\xa1k\xa5value", b"\x81\xa1k\xa5other"
+    d = address(t1, plain)
+    sealed = seal_object(t1, d, plain)
+    cases = {
+        "moved": (t1, address(t1, other), sealed),
+        "other thread": (t2, d, sealed),
+        "altered": (t1, d, sealed[:-1] + bytes([sealed[-1] ^ 1])),
+        "plain": (t1, d, plain),
+        "truncated": (t1, d, sealed[:-5]),
+    }
+    thread, digest, data = cases[attack]
+    with pytest.raises(CorruptObjectError) as info:
+        open_object(thread, digest, data, "threads/_t1/objects/ab")
+    assert info.value.key == "threads/_t1/objects/ab"
+
+
+def test_a_keyed_object_is_bound_to_its_name() -> None:
+    t = new_thread_key("t1")
+    manifest = b"\x81\xa1k\xa8manifest"
+    sealed = seal_keyed(t, "checkpoints/_/a~.2", manifest)
+    assert seal_keyed(t, "checkpoints/_/a~.2", manifest) == sealed  # a retried PUT matches
+    assert open_keyed(t, "checkpoints/_/a~.2", sealed, "k") == manifest
+    with pytest.raises(CorruptObjectError):
+        open_keyed(t, "checkpoints/_/b~.2", sealed, "k")  # swapped to another checkpoint
+    with pytest.raises(CorruptObjectError, match="plain object"):
+        open_keyed(t, "checkpoints/_/a~.2", manifest, "k")
