@@ -191,6 +191,8 @@ def fetch_objects(
     """
     located = dict(located or {})
     folder_of = dict(folders or {})
+    # Values a segment locates: digest -> (manifest of the list's namespace, checkpoint id).
+    pending: dict[bytes, tuple[str | None, str]] = {}
     # The referrer was read just before: whatever it reaches is stored now.
     as_of = ctx.clock()
     got: dict[bytes, StoredObject] = {}
@@ -213,6 +215,9 @@ def fetch_objects(
             else:
                 got[d] = cached
                 fresh.append((d, cached))
+        for _, d in need:
+            if d in pending and d not in located:
+                located[d] = _beside(*pending[d], d)
         need_located = [(tag, d) for tag, d in need if d in located]
         embedded = {d: located[d] for _, d in need_located}
         need = [(tag, d) for tag, d in need if d not in embedded]
@@ -264,10 +269,11 @@ def fetch_objects(
                     level[child] = tag
                     referrers.setdefault(child, keys.object_key_in(pfx, parent))
             if isinstance(obj, SegmentObj):
+                # Resolved only if the value is not in memory (below): most are.
                 folder = folder_of.get(parent)
                 for item in obj.items:
-                    if isinstance(item, Ref) and item.at is not None and item.digest not in got:
-                        located.setdefault(item.digest, _beside(folder, item.at, item.digest))
+                    if isinstance(item, Ref) and item.at is not None:
+                        pending.setdefault(item.digest, (folder, item.at))
     ctx.objects.confirm(pfx, got, as_of)
     if reached is not None:
         ctx.objects.confirm(pfx, reached, as_of)
