@@ -1,8 +1,9 @@
 """Workload 1 alone: a 30-turn chat, bytes and requests per turn.
 
 Run ``python -m bench.seed_chat [--realistic]`` (local directory store,
-counts through MeteredStore; ``--realistic`` plays workload 1b's script). Counts, not timings: they are the same on every machine. The
-same workload against every saver is workload 1 of ``python -m bench``.
+counts through MeteredStore; ``--realistic`` plays workload 1b's script).
+Counts, not timings: they are the same on every machine. The same workload
+against every saver is workload 1 of ``python -m bench``.
 """
 
 from __future__ import annotations
