@@ -22,7 +22,6 @@ sit in a debugger, say).
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 import system_deps
 from backends import BACKENDS, Backend, S3Endpoint, open_backend
+from moto_process import moto_server
 
 from objstore_saver.storage import S3Store
 
@@ -115,23 +115,17 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
             region=os.environ.get("OBJSTORE_TEST_REGION", "us-east-1"),
         )
         return
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     mp = pytest.MonkeyPatch()
     _serialize_moto_puts(mp)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
     try:
-        host, port = server.get_host_and_port()
-        yield S3Endpoint(
-            url=f"http://{host}:{port}",
-            access_key="testing-access-key",
-            secret_key="testing-secret-key",
-            region="us-east-1",
-        )
+        with moto_server() as url:
+            yield S3Endpoint(
+                url=url,
+                access_key="testing-access-key",
+                secret_key="testing-secret-key",
+                region="us-east-1",
+            )
     finally:
-        server.stop()
         mp.undo()
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-import msgpack
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format import codec
 
 #: The algorithm a sealed object names.
 ALGORITHM = "aes-256-siv"
@@ -33,30 +33,25 @@ def address(thread: ThreadKey, plaintext: bytes) -> bytes:
 
 
 def _envelope(ciphertext: bytes) -> bytes:
-    return msgpack.packb(
-        {"k": "sealed", "a": ALGORITHM, "v": SEALED_VERSION, "c": ciphertext}, use_bin_type=True
-    )
+    return codec.pack_object({"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM, "c": ciphertext})
 
 
 def is_sealed(data: bytes) -> bool:
     """Whether ``data`` is a sealed envelope (decided without any key)."""
     try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+        return codec.unpack_object(data, "", versions=codec.CHECKPOINT_VERSIONS)["k"] == "sealed"
+    except CorruptObjectError:
         return False
-    return isinstance(obj, dict) and obj.get("k") == "sealed"
 
 
 def _ciphertext(data: bytes, key: str) -> bytes:
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise CorruptObjectError(key, f"not a sealed object: {exc}") from exc
-    if not isinstance(obj, dict) or obj.get("k") != "sealed":
+    # Any object's versions: a plain object is told apart by its kind, not its version.
+    obj = codec.unpack_object(data, key, versions=codec.CHECKPOINT_VERSIONS)
+    if obj.get("k") != "sealed":
         raise CorruptObjectError(key, "a plain object where a sealed one is expected")
-    if obj.get("a") != ALGORITHM or obj.get("v") != SEALED_VERSION:
+    if obj["f"] != SEALED_VERSION or obj.get("a") != ALGORITHM:
         raise CorruptObjectError(
-            key, f"sealed with {obj.get('a')!r} version {obj.get('v')!r}, not known"
+            key, f"sealed with {obj.get('a')!r} version {obj['f']!r}, not known"
         )
     c = obj.get("c")
     if not isinstance(c, bytes):

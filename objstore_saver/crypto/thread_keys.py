@@ -12,12 +12,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import msgpack
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from objstore_saver.crypto.master_keys import MasterKey, unwrap_any
 from objstore_saver.errors import CorruptObjectError, ThreadKeyError
+from objstore_saver.format import codec
 
 #: Bytes of a thread data key.
 DATA_KEY_LEN = 32
@@ -72,10 +72,19 @@ def encode_key_object(thread: ThreadKey, keys: Sequence[MasterKey]) -> bytes:
     """The key object of a thread, its data key wrapped by each of ``keys``."""
     if not keys:
         raise ValueError("a key object needs at least one master key")
-    wrappings = [[k.name, k.wrap(thread.thread_id, thread.data_key)] for k in keys]
-    return msgpack.packb(
-        {"f": KEY_OBJECT_VERSION, "k": "thread-key", "t": thread.thread_id, "w": wrappings},
-        use_bin_type=True,
+    return _key_object(
+        thread.thread_id, [(k.name, k.wrap(thread.thread_id, thread.data_key)) for k in keys]
+    )
+
+
+def _key_object(thread_id: str, wrappings: Sequence[tuple[str, bytes]]) -> bytes:
+    return codec.pack_object(
+        {
+            "f": KEY_OBJECT_VERSION,
+            "k": "thread-key",
+            "t": thread_id,
+            "w": [list(w) for w in wrappings],
+        }
     )
 
 
@@ -85,14 +94,7 @@ def key_object_wrappings(data: bytes, key: str, thread_id: str) -> list[tuple[st
     Raises:
         CorruptObjectError: not a key object of ``thread_id`` (named by ``key``).
     """
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise CorruptObjectError(key, f"not a key object: {exc}") from exc
-    if not isinstance(obj, dict) or obj.get("k") != "thread-key":
-        raise CorruptObjectError(key, "not a key object")
-    if obj.get("f") != KEY_OBJECT_VERSION:
-        raise CorruptObjectError(key, f"key object version {obj.get('f')!r} is not known")
+    obj = codec.unpack_object(data, key, "thread-key", versions=(KEY_OBJECT_VERSION,))
     if obj.get("t") != thread_id:
         raise CorruptObjectError(key, f"the key object of thread {obj.get('t')!r:.80}")
     raw = obj.get("w")
@@ -116,7 +118,12 @@ def open_key_object(data: bytes, key: str, thread_id: str, keys: Sequence[Master
         CorruptObjectError: the object is not the thread's key object.
         ThreadKeyError: no configured master key opens it (names the keys it is wrapped with).
     """
-    wrappings = key_object_wrappings(data, key, thread_id)
+    return _opened(key_object_wrappings(data, key, thread_id), key, thread_id, keys)
+
+
+def _opened(
+    wrappings: Sequence[tuple[str, bytes]], key: str, thread_id: str, keys: Sequence[MasterKey]
+) -> ThreadKey:
     data_key = unwrap_any(keys, thread_id, wrappings)
     if data_key is None:
         wrapped_by = ", ".join(name for name, _ in wrappings)
@@ -145,10 +152,6 @@ def rewrapped(
     has_current = any(name == current.name for name, _ in wrappings)
     if has_current and (not drop_old or len(wrappings) == 1):
         return None
-    thread = open_key_object(data, key, thread_id, keys)
-    kept = [] if drop_old else [[n, w] for n, w in wrappings if n != current.name]
-    fresh = [current.name, current.wrap(thread_id, thread.data_key)]
-    return msgpack.packb(
-        {"f": KEY_OBJECT_VERSION, "k": "thread-key", "t": thread_id, "w": [fresh, *kept]},
-        use_bin_type=True,
-    )
+    thread = _opened(wrappings, key, thread_id, keys)
+    kept = [] if drop_old else [(n, w) for n, w in wrappings if n != current.name]
+    return _key_object(thread_id, [(current.name, current.wrap(thread_id, thread.data_key)), *kept])

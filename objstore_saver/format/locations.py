@@ -49,7 +49,7 @@ def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
     if not isinstance(raw, str) or not keys.is_manifest_v2_key(holder):
         raise CorruptObjectError(key, f"a segment's location {raw!r:.80} is not a checkpoint id")
     try:
-        return f"{holder.rpartition('/')[0]}/{keys.reverse_id(raw)}{keys.V2_MANIFEST_SUFFIX}"
+        return manifest_beside(holder, raw)
     except InvalidIdentifierError as exc:
         raise CorruptObjectError(
             key, f"a segment's location {raw!r:.80} is not a checkpoint id"

@@ -39,12 +39,7 @@ from objstore_saver.format.codec import (
     SegmentObj,
 )
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
-from objstore_saver.plans.placement import (
-    Placement,
-    locate_segments,
-    recall_segments,
-    unembed,
-)
+from objstore_saver.plans.placement import Placement, recall_segments, unembed
 from objstore_saver.plans.reading import (
     child_refs,
     entry_refs,
@@ -109,8 +104,9 @@ def recall_parent(
             alone = [d for d, _ in o.sealed] + [g.digest for g in o.segments if g.loc is None]
             tail = [e for e in o.tail if not (isinstance(e, Ref) and e.at is not None)]
             ctx.objects.add_known(pfx, alone + [d for _, d in entry_refs(tail)])
+    # Version-1 list objects: what their lists hold is then known stored.
     lists = [
-        (e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref) and e.at is None
+        (e.tag, e.digest) for e in manifest.channels.values() if isinstance(e, Ref) and e.tag == "l"
     ]
     bodies = yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for _, d in lists))
     for (tag, d), body in zip(lists, bodies, strict=True):
@@ -247,10 +243,7 @@ def put(
         md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md))
         encoded += [cp_enc, md_enc]
         cp_entry, md_entry = placement.place(cp_enc.entry), placement.place(md_enc.entry)
-        embedded, located = locate_segments(ctx, pfx, mkey, channels, encoded, parent)
-        bodies = {d: b for enc in encoded for d, b in enc.objects.items()}
-        embedded.update((d, bodies[d]) for d in sorted(placement.embedded_values))
-        located |= placement.located_earlier()
+        embedded, located = placement.settle(channels, encoded)
         manifest, fields = _fit_manifest(
             {
                 "thread_id": scope.thread_id,

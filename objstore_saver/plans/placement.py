@@ -88,7 +88,55 @@ class Placement:
             return Ref("b", entry.digest, self.locate(entry.digest))
         return entry
 
-    def located_earlier(self) -> set[bytes]:
+    def settle(
+        self, channels: dict[str, Entry], encoded: Sequence[Encoded]
+    ) -> tuple[dict[bytes, bytes], set[bytes]]:
+        """Locate the new segments of ``channels`` (in place), then say what goes where.
+
+        Returns:
+            What the manifest embeds (digest → bytes: the new segments, then
+            the values :meth:`locate` placed here), and what earlier manifests
+            hold (segments and values): nothing to PUT for either.
+        """
+        bodies = {d: b for enc in encoded for d, b in enc.objects.items()}
+        embedded, located = self._place_segments(channels, bodies)
+        embedded.update((d, bodies[d]) for d in sorted(self.embedded_values))
+        return embedded, located | self._located_earlier()
+
+    def _place_segments(
+        self, channels: dict[str, Entry], bodies: dict[bytes, bytes]
+    ) -> tuple[dict[bytes, bytes], set[bytes]]:
+        """Give each new list segment a location in ``channels``.
+
+        A segment the parent locates keeps that location (its manifest holds
+        it); a segment known stored alone stays there; any other is embedded
+        in this put's manifest (spec §6.1 step 3): a seal or a merge costs no
+        request of its own. Returns the segments embedded, and those located
+        in earlier manifests.
+        """
+        where: dict[bytes, str | None] = {}
+        for e in (self.parent.entries if self.parent is not None else {}).values():
+            if isinstance(e, InlineList):
+                where.update((g.digest, g.loc) for g in e.obj.segments)
+        embedded: dict[bytes, bytes] = {}
+        located: set[bytes] = set()
+        for name, e in channels.items():
+            if not isinstance(e, InlineList) or not any(g.loc is None for g in e.obj.segments):
+                continue
+            placed = []
+            for g in e.obj.segments:
+                if g.loc is None and g.digest in bodies:
+                    if g.digest in where:
+                        g = replace(g, loc=where[g.digest])
+                        located.add(g.digest)
+                    elif not self.ctx.objects.known(self.pfx, g.digest, self.ctx.trust_age):
+                        embedded[g.digest] = bodies[g.digest]
+                        g = replace(g, loc=self.mkey)
+                placed.append(g)
+            channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
+        return embedded, located
+
+    def _located_earlier(self) -> set[bytes]:
         """Value digests located in earlier manifests: stored with those, nothing to PUT.
 
         Empty when nothing was located: only :meth:`locate` gives the
@@ -129,51 +177,6 @@ def recall_segments(
         )
         held.update((d, obj) for d, obj in got.items() if isinstance(obj, SegmentObj))
     return held
-
-
-def locate_segments(
-    ctx: Context,
-    pfx: str,
-    mkey: str,
-    channels: dict[str, Entry],
-    encoded: Sequence[Encoded],
-    parent: CheckpointEntries | None,
-) -> tuple[dict[bytes, bytes], set[bytes]]:
-    """Give each new list segment a location in ``channels``.
-
-    A segment the parent locates keeps that location (its manifest holds
-    it); a segment known stored alone stays there; any other is embedded in
-    the manifest ``mkey`` (spec §6.1 step 2): a seal or a merge costs no
-    request of its own.
-
-    Returns:
-        The segments the manifest embeds (digest → bytes), and those located
-        in earlier manifests.
-    """
-    where: dict[bytes, str | None] = {}
-    for e in (parent.entries if parent is not None else {}).values():
-        if isinstance(e, InlineList):
-            where.update((g.digest, g.loc) for g in e.obj.segments)
-    bodies: dict[bytes, bytes] = {}
-    for enc in encoded:
-        bodies.update(enc.objects)
-    embedded: dict[bytes, bytes] = {}
-    located: set[bytes] = set()
-    for name, e in channels.items():
-        if not isinstance(e, InlineList) or not any(g.loc is None for g in e.obj.segments):
-            continue
-        placed = []
-        for g in e.obj.segments:
-            if g.loc is None and g.digest in bodies:
-                if g.digest in where:
-                    g = replace(g, loc=where[g.digest])
-                    located.add(g.digest)
-                elif not ctx.objects.known(pfx, g.digest, ctx.trust_age):
-                    embedded[g.digest] = bodies[g.digest]
-                    g = replace(g, loc=mkey)
-            placed.append(g)
-        channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
-    return embedded, located
 
 
 def unembed(entries: Iterable[tuple[dict[str, Any], str]], mkey: str, cid: str) -> None:

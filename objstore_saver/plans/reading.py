@@ -218,8 +218,8 @@ def fetch_objects(
         for _, d in need:
             if d in pending and d not in located:
                 located[d] = _beside(*pending[d], d)
-        need_located = [(tag, d) for tag, d in need if d in located]
-        embedded = {d: located[d] for _, d in need_located}
+        tag_of = {d: tag for tag, d in need if d in located}
+        embedded = {d: located[d] for d in tag_of}
         need = [(tag, d) for tag, d in need if d not in embedded]
         holders = sorted(set(embedded.values()))
         replies = yield from run_batch(
@@ -233,7 +233,7 @@ def fetch_objects(
                 embedded,
                 held,
                 referrers,
-                {d: tag for tag, d in need_located},
+                tag_of,
             )
             got |= found
             fresh += found.items()
@@ -247,7 +247,6 @@ def fetch_objects(
                 for d in alone:
                     where = "gone" if embedded[d] in absent else "which does not embed it"
                     referrers[d] = f"{referrers[d]} (located in {embedded[d]}, {where})"
-                tag_of = {d: tag for tag, d in need_located}
                 need += [(tag_of[d], d) for d in alone]
                 bodies += yield from run_batch(*(Get(keys.object_key_in(pfx, d)) for d in alone))
         for (tag, d), body in zip(need, bodies, strict=True):
@@ -290,24 +289,27 @@ def fetch_entries(
     reached: set[bytes] | None = None,
     gone: set[str] | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
-    """Sub-plan: :func:`fetch_objects` for what ``entries`` reference, segments where located.
+    """Sub-plan: :func:`fetch_objects` for what ``entries`` reference, each where it is.
 
-    ``holders`` are the manifests (key, decoded) the entries come from: what
-    they embed is in hand, so their own segments cost no request.
+    ``holders`` are the manifests (key, decoded) the entries come from, or
+    from whose writes (which locate nothing): what they embed is in hand, so
+    their own objects cost no request, and each resolves its own entries'
+    locations in its namespace. Without holders, the entries are the
+    ``referrer``'s, a manifest key or a thread prefix.
     """
     located: dict[bytes, str] = {}
     folders: dict[bytes, str] = {}
-    for mkey, m in holders:
+    sources = list(holders)
+    for mkey, m in sources:
         remember_embedded(ctx, m, mkey)
         own = manifest_entries(m)
         located |= entry_locations(own, mkey)
         folders |= _list_folders(own, mkey)
     entries = list(entries)
-    here = referrer if keys.is_manifest_v2_key(referrer) else None
-    for d, k in entry_locations(entries, here).items():
-        located.setdefault(d, k)
-    for d, k in _list_folders(entries, here).items():
-        folders.setdefault(d, k)
+    if not sources:
+        here = referrer if keys.is_manifest_v2_key(referrer) else None
+        located = entry_locations(entries, here)
+        folders = _list_folders(entries, here)
     return (
         yield from fetch_objects(
             ctx,

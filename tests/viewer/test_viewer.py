@@ -42,13 +42,6 @@ def store(backend: Backend) -> ObjectStore:
     return st
 
 
-@pytest.fixture
-def server(store: ObjectStore) -> Iterator[Server]:
-    s = Server(store)
-    yield s
-    s.close()
-
-
 def _no_writes(meter: Any) -> None:
     assert meter.put_requests == 0 and meter.delete_requests == 0, meter
 

@@ -10,7 +10,6 @@ stored alone at ``objects/<H>``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 
@@ -30,13 +29,6 @@ def store(tmp_path: Path) -> LocalStore:
     with ObjectStoreSaver(st) as saver:
         grow(saver)
     return st
-
-
-@pytest.fixture
-def server(store: LocalStore) -> Iterator[Server]:
-    s = Server(store)
-    yield s
-    s.close()
 
 
 def _object_links(html: str) -> list[str]:

@@ -12,7 +12,6 @@ Then the same in Debian's Chromium, clicking the links.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -39,13 +38,6 @@ def store(tmp_path: Path) -> LocalStore:
     with ObjectStoreSaver(st) as saver:
         grow(saver, big_at=1)
     return st
-
-
-@pytest.fixture
-def server(store: LocalStore) -> Iterator[Server]:
-    s = Server(store)
-    yield s
-    s.close()
 
 
 def test_checkpoint_page_lists_segments_and_links_their_manifests(
