@@ -54,6 +54,18 @@ class CorruptObjectError(ObjstoreSaverError):
         super().__init__(f"corrupt object at key {key!r}: {reason}")
 
 
+class EncryptedObjectError(CorruptObjectError):
+    """An encrypted (sealed) object read without its thread's key."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.reason = (
+            "it is encrypted; open the store with the master key that wraps its thread's key "
+            "(OBJSTORE_SAVER_ENCRYPTION_KEY or OBJSTORE_SAVER_ENCRYPTION_KEYS)"
+        )
+        ObjstoreSaverError.__init__(self, f"object at key {key!r}: {self.reason}")
+
+
 class MissingObjectError(CorruptObjectError):
     """A stored object references an object that is not in the store."""
 
@@ -89,7 +101,10 @@ class ThreadKeyMissingError(ThreadKeyError):
 
     def __init__(self, thread_id: str, key: str) -> None:
         super().__init__(
-            thread_id, key, "missing; the thread's objects cannot be read (deleted or shredded)"
+            thread_id,
+            key,
+            "missing: the thread was deleted (its objects can no longer be read) or written "
+            "without encryption",
         )
 
 

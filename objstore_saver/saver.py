@@ -24,6 +24,8 @@ from langgraph.checkpoint.base import (
 from objstore_saver import plans, verify as fsck
 from objstore_saver.caches.facts import EntryCache, ObjectCache
 from objstore_saver.constructors import OnObjectStore
+from objstore_saver.crypto.layer import sealed
+from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.telemetry import SaverStats, Telemetry
@@ -64,6 +66,12 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         tracer_provider: OpenTelemetry ``TracerProvider`` of the call and
             request spans; ``None`` uses the global one (a no-op until the
             application configures an SDK). See ``docs/observability.md``.
+        client_encryption: Encrypt every thread with a key of its own
+            (``docs/encryption.md``): a
+            :class:`~objstore_saver.crypto.ClientEncryption`, ``None`` (the
+            default) for the environment's ``OBJSTORE_SAVER_ENCRYPTION_KEY``
+            if set, ``False`` for none. An encrypting saver refuses to read
+            a thread written in clear, and the reverse.
 
     Example:
         >>> saver = ObjectStoreSaver.from_directory("./agent-memory")
@@ -82,6 +90,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         sweep_delay: timedelta = timedelta(hours=1),
         reuse_window: timedelta = timedelta(seconds=plans.REUSE_WINDOW),
         tracer_provider: TracerProvider | None = None,
+        client_encryption: ClientEncryption | bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if sweep_delay < reuse_window:
@@ -89,6 +98,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
                 f"sweep_delay ({sweep_delay}) must be at least reuse_window ({reuse_window}): "
                 "a shorter delay lets a prune delete a value a concurrent put relies on"
             )
+        store, self.client_encryption = sealed(store, client_encryption)
         self.store = store
         self.prune_grace = prune_grace
         self.sweep_delay = sweep_delay

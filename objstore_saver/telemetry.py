@@ -25,7 +25,18 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from objstore_saver._version import __version__
-from objstore_saver.plans.requests import Delete, Get, ListKeys, Op, Put, aexecute, execute
+from objstore_saver.plans.requests import (
+    Delete,
+    Get,
+    KeyState,
+    ListKeys,
+    Op,
+    Put,
+    Shred,
+    aexecute,
+    execute,
+    shredder,
+)
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Store
@@ -140,10 +151,19 @@ class Tally:
                 self.bytes_received += len(outcome)
         elif isinstance(op, ListKeys):
             self.list += 1
+        elif isinstance(op, Shred):
+            self.delete += 1 if outcome is True else 0
+        elif isinstance(op, KeyState):
+            pass  # a key object's GET, once per thread and process, is the sealing layer's
         else:
             self.delete += delete_requests(op)
         if isinstance(outcome, BaseException):
             self.request_errors += 1
+
+
+def _no_request(store: ObjectStore, op: Op) -> bool:
+    """A key operation on a store that does not encrypt: nothing is sent, no span is made."""
+    return isinstance(op, Shred | KeyState) and shredder(store) is None
 
 
 def delete_requests(op: Delete) -> int:
@@ -207,8 +227,17 @@ _S3_METHODS = {
     Get: "GetObject",
     ListKeys: "ListObjectsV2",
     Delete: "DeleteObjects",
+    Shred: "DeleteObject",
+    KeyState: "GetObject",
 }
-_KIND_OF = {Put: "put", Get: "get", ListKeys: "list", Delete: "delete"}
+_KIND_OF = {
+    Put: "put",
+    Get: "get",
+    ListKeys: "list",
+    Delete: "delete",
+    Shred: "delete",
+    KeyState: "get",
+}
 
 
 def _innermost(store: ObjectStore) -> ObjectStore:
@@ -535,12 +564,16 @@ class Call:
 
     def execute(self, store: ObjectStore, op: Op) -> Any:
         """Carry out one request under its span (any thread)."""
+        if _no_request(store, op):
+            return execute(store, op)
         with self._requesting(op) as result:
             result.append(execute(store, op))
         return result[0]
 
     async def aexecute(self, store: ObjectStore, op: Op) -> Any:
         """Coroutine twin of :meth:`execute` (any task)."""
+        if _no_request(store, op):
+            return await aexecute(store, op)
         with self._requesting(op) as result:
             result.append(await aexecute(store, op))
         return result[0]

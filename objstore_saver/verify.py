@@ -29,7 +29,7 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans import decode_checked_manifest, embedded_name, thread_prefixes
-from objstore_saver.plans.requests import Batch
+from objstore_saver.plans.requests import Batch, KeyState, run_one
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
 from objstore_saver.verify_facts import (
     Facts,
@@ -75,6 +75,10 @@ class VerifyReport:
     orphan_objects: int = 0
     orphan_bytes: int = 0
     orphan_writes: int = 0
+    #: Keys of encrypted threads whose key object was deleted (a ``delete_thread``
+    #: that stopped after destroying the key): unreadable by design, swept by the
+    #: next delete. A thread with manifests left and no key is a problem instead.
+    shredded_leftovers: int = 0
     #: Objects embedded in manifests (field ``e``, format version 2): counted
     #: here, not in ``objects``; their bytes are part of their manifests'.
     embedded_objects: int = 0
@@ -119,6 +123,9 @@ def verify_thread(
     report.threads += 1
     if listing is None:
         listing = yield from list_thread_keys(pfx)
+    if (yield from run_one(KeyState(pfx))) is False:
+        _keyless(listing, report)
+        return
     for info in listing.unknown:
         report.problems.append(Problem(info.key, "unknown-key", "not a key the format defines"))
     # referrer of each digest referenced at objects/<H>, and the kind the reference expects
@@ -408,6 +415,21 @@ def verify_thread(
     for digest in sizes.keys() - reached:
         report.orphan_objects += 1
         report.orphan_bytes += sizes[digest]
+
+
+def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
+    """An encrypted thread without its key: leftovers of a delete, or a problem."""
+    if not listing.manifests:
+        report.shredded_leftovers += len(listing.writes) + len(listing.objects) + len(listing.marks)
+        return
+    report.problems.append(
+        Problem(
+            listing.manifests[0].key,
+            "unreadable",
+            f"the key object of thread {listing.token!r} is missing: its "
+            f"{len(listing.manifests)} checkpoints cannot be read",
+        )
+    )
 
 
 def _count_problems(

@@ -6,6 +6,7 @@ import argparse
 import os
 
 from objstore_saver.cli.common import EXIT_OK, Command, Outcome, ProgressBar, json_text
+from objstore_saver.crypto.layer import sealed
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage.urls import store_from_url
@@ -27,7 +28,8 @@ def _run_serve(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         ) from exc
     token = args.token or os.environ.get(TOKEN_ENV) or None
     try:
-        serve(store_from_url(config.require_url()), args.host, args.port, token, config.secrets())
+        store, _ = sealed(store_from_url(config.require_url()))
+        serve(store, args.host, args.port, token, config.secrets())
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
     return {"served": f"{args.host}:{args.port}"}, EXIT_OK

@@ -18,12 +18,9 @@ from typing import Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV
 from objstore_saver.errors import ConfigurationError
 
-#: Environment variable holding one master key (``base64`` of 32 bytes, or ``kms:<key id>``).
-KEY_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEY"
-#: Environment variable holding several, comma-separated; the first wraps new thread keys.
-KEYS_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEYS"
 #: What local wrapping binds every wrapped key to, with the thread id and the key's name.
 _WRAP_LABEL = b"objstore-saver thread key v1"
 #: Encryption context key of KMS wrapping.

@@ -1,20 +1,21 @@
-"""Sealed objects: keyed content addresses and deterministic authenticated encryption.
+"""Sealed objects and sealed names: deterministic authenticated encryption (AES-256-SIV).
 
-docs/encryption.md, "Objects". A content object's address is the HMAC of
-its plaintext under the thread's address key; its bytes are AES-256-SIV of
-the plaintext, bound to the thread and the address. A keyed object
-(manifest, write) is bound to its key instead. AES-SIV is deterministic:
-equal plaintexts give equal bytes, so content addressing still stores an
-object once and a retried create-only PUT finds its own bytes.
+docs/encryption.md, "Objects". A content object keeps its address in clear
+inside the thread's plaintext (SHA-256 of its bytes, as the format computes
+it); its stored *name* is that address encrypted with the thread's name key,
+so names reveal nothing, differ between threads, and a reader holding the key
+turns a listed name back into the address. Its bytes are AES-256-SIV of the
+plaintext bound to the thread and the address. A keyed object (manifest,
+write, mark) is bound to its key within the thread instead. AES-SIV is
+deterministic: equal plaintexts give equal bytes, so content addressing still
+stores an object once and a retried create-only PUT finds its own bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import binascii
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
@@ -25,11 +26,24 @@ ALGORITHM = "aes-256-siv"
 #: Version of the sealed envelope.
 SEALED_VERSION = 1
 _LABEL = b"objstore-saver v1"
+#: Hex digits of a sealed name: a 32-byte address and the 16-byte SIV tag.
+SEALED_NAME_LEN = 96
 
 
-def address(thread: ThreadKey, plaintext: bytes) -> bytes:
-    """A content object's address: HMAC-SHA256 of its plaintext under the thread's key."""
-    return hmac.new(thread.address_key, plaintext, hashlib.sha256).digest()
+def sealed_name(thread: ThreadKey, digest: bytes) -> str:
+    """The stored name (96 hex digits) of the content object whose address is ``digest``."""
+    return thread.name_siv.encrypt(digest, [_LABEL, b"name", thread.thread_id.encode()]).hex()
+
+
+def opened_name(thread: ThreadKey, name: str) -> bytes | None:
+    """The address a sealed name stands for; None if the thread's key did not make it."""
+    if len(name) != SEALED_NAME_LEN:
+        return None
+    try:
+        raw = bytes.fromhex(name)
+        return thread.name_siv.decrypt(raw, [_LABEL, b"name", thread.thread_id.encode()])
+    except (ValueError, binascii.Error, InvalidTag):
+        return None
 
 
 def _envelope(ciphertext: bytes) -> bytes:
@@ -39,14 +53,17 @@ def _envelope(ciphertext: bytes) -> bytes:
 def is_sealed(data: bytes) -> bool:
     """Whether ``data`` is a sealed envelope (decided without any key)."""
     try:
-        return codec.unpack_object(data, "", versions=codec.CHECKPOINT_VERSIONS)["k"] == "sealed"
+        obj = codec.unpack_object(data, "", versions=codec.CHECKPOINT_VERSIONS, sealed=True)
+        return obj["k"] == "sealed"
     except CorruptObjectError:
         return False
 
 
 def _ciphertext(data: bytes, key: str) -> bytes:
+    if not data:
+        raise CorruptObjectError(key, "empty where a sealed object is expected")
     # Any object's versions: a plain object is told apart by its kind, not its version.
-    obj = codec.unpack_object(data, key, versions=codec.CHECKPOINT_VERSIONS)
+    obj = codec.unpack_object(data, key, versions=codec.CHECKPOINT_VERSIONS, sealed=True)
     if obj.get("k") != "sealed":
         raise CorruptObjectError(key, "a plain object where a sealed one is expected")
     if obj["f"] != SEALED_VERSION or obj.get("a") != ALGORITHM:
@@ -62,34 +79,31 @@ def _ciphertext(data: bytes, key: str) -> bytes:
 def seal_object(thread: ThreadKey, digest: bytes, plaintext: bytes) -> bytes:
     """The stored bytes of a content object whose address is ``digest``."""
     ad = [_LABEL, b"obj", thread.thread_id.encode(), digest]
-    return _envelope(AESSIV(thread.object_key).encrypt(plaintext, ad))
+    return _envelope(thread.object_siv.encrypt(plaintext, ad))
 
 
 def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> bytes:
-    """The plaintext of a content object, its address checked.
+    """The plaintext of a content object sealed for the address ``digest``.
 
     Raises:
         CorruptObjectError: not sealed, sealed for another thread or address,
-            altered, or its plaintext does not hash to ``digest`` (named by ``key``).
+            or altered (named by ``key``).
     """
     ad = [_LABEL, b"obj", thread.thread_id.encode(), digest]
     try:
-        plaintext = AESSIV(thread.object_key).decrypt(_ciphertext(data, key), ad)
+        return thread.object_siv.decrypt(_ciphertext(data, key), ad)
     except InvalidTag as exc:
         raise CorruptObjectError(
             key,
             "does not open with this thread's key at this address (moved, altered or "
             "another thread's)",
         ) from exc
-    if not hmac.compare_digest(address(thread, plaintext), digest):
-        raise CorruptObjectError(key, "its plaintext does not hash to its address")
-    return plaintext
 
 
 def seal_keyed(thread: ThreadKey, name: str, plaintext: bytes) -> bytes:
     """The stored bytes of a keyed object (manifest, write) at ``name``, its key in the thread."""
     ad = [_LABEL, b"key", thread.thread_id.encode(), name.encode()]
-    return _envelope(AESSIV(thread.keyed_key).encrypt(plaintext, ad))
+    return _envelope(thread.keyed_siv.encrypt(plaintext, ad))
 
 
 def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
@@ -101,7 +115,7 @@ def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
     """
     ad = [_LABEL, b"key", thread.thread_id.encode(), name.encode()]
     try:
-        return AESSIV(thread.keyed_key).decrypt(_ciphertext(data, key), ad)
+        return thread.keyed_siv.decrypt(_ciphertext(data, key), ad)
     except InvalidTag as exc:
         raise CorruptObjectError(
             key,

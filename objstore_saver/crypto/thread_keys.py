@@ -1,7 +1,8 @@
 """A thread's data key, the keys derived from it, and the key object that stores it wrapped.
 
 docs/encryption.md, "Keys": 32 random bytes per thread; HKDF-SHA256 derives
-the key of content addresses and the two AES-SIV keys. The key object holds
+the AES-SIV keys of object names, content objects and keyed objects. The key
+object holds
 the thread id and one wrapping per master key; it is the one object whose
 deletion shreds the thread.
 """
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from objstore_saver.crypto.master_keys import MasterKey, unwrap_any
@@ -40,27 +42,30 @@ class ThreadKey:
     """The keys of one thread, derived from its data key.
 
     Attributes:
-        thread_id: The thread they belong to (bound into every derivation).
-        address_key: HMAC-SHA256 key of content addresses.
+        thread_id: The thread they belong to (bound into every derivation):
+            its key token (spec §3.1), as the thread's keys name it.
+        name_key: AES-256-SIV key of content objects' stored names.
         object_key: AES-256-SIV key of content objects.
         keyed_key: AES-256-SIV key of manifests, writes and other keyed objects.
     """
 
     thread_id: str
     data_key: bytes = field(repr=False)
-    address_key: bytes = field(init=False, repr=False)
+    name_key: bytes = field(init=False, repr=False)
     object_key: bytes = field(init=False, repr=False)
     keyed_key: bytes = field(init=False, repr=False)
+    #: The ciphers of those keys, made once (AES-SIV objects are reusable).
+    name_siv: AESSIV = field(init=False, repr=False, compare=False)
+    object_siv: AESSIV = field(init=False, repr=False, compare=False)
+    keyed_siv: AESSIV = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.data_key) != DATA_KEY_LEN:
             raise ValueError(f"a thread data key is {DATA_KEY_LEN} bytes")
-        for name, purpose, n in (
-            ("address_key", b"address", 32),
-            ("object_key", b"object", 64),
-            ("keyed_key", b"keyed", 64),
-        ):
-            object.__setattr__(self, name, _derive(self.data_key, self.thread_id, purpose, n))
+        for name, purpose in (("name", b"name"), ("object", b"object"), ("keyed", b"keyed")):
+            key = _derive(self.data_key, self.thread_id, purpose, 64)
+            object.__setattr__(self, name + "_key", key)
+            object.__setattr__(self, name + "_siv", AESSIV(key))
 
 
 def new_thread_key(thread_id: str) -> ThreadKey:

@@ -15,6 +15,7 @@ import msgpack
 
 from objstore_saver.errors import (
     CorruptObjectError,
+    EncryptedObjectError,
     UnsupportedFormatError,
 )
 from objstore_saver.format import compression, keys
@@ -233,12 +234,18 @@ def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
 
 
 def unpack_object(
-    data: bytes, key: str, *kinds: str, versions: tuple[int, ...] = (FORMAT_VERSION,)
+    data: bytes,
+    key: str,
+    *kinds: str,
+    versions: tuple[int, ...] = (FORMAT_VERSION,),
+    sealed: bool = False,
 ) -> dict[str, Any]:
     """Unpack an object's MessagePack map, checking its format version and kind.
 
     ``versions`` are the format versions accepted for those kinds; a greater
-    one is :class:`UnsupportedFormatError` (written by a newer release).
+    one is :class:`UnsupportedFormatError` (written by a newer release). A
+    sealed (encrypted) object is :class:`EncryptedObjectError` unless
+    ``sealed`` says one is expected.
     """
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
@@ -246,6 +253,8 @@ def unpack_object(
         raise CorruptObjectError(key, f"not a MessagePack object ({exc})") from exc
     if not isinstance(obj, dict):
         raise CorruptObjectError(key, "not a MessagePack map")
+    if obj.get("k") == "sealed" and not sealed:
+        raise EncryptedObjectError(key)
     version = obj.get("f")
     if version not in versions or isinstance(version, bool):
         if isinstance(version, int) and not isinstance(version, bool) and version > max(versions):

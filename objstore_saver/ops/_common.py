@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objstore_saver.backend_choice import OBJSTORE_SAVER_URL, POSTGRES_URL
+from objstore_saver.crypto.layer import sealed
 from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.saver import ObjectStoreSaver
@@ -111,8 +112,12 @@ def never_cancel() -> bool:
 
 @contextlib.contextmanager
 def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
-    """The configured store, checked, and a driver to run plans on it."""
-    store = store_from_url(config.require_url())
+    """The configured store, checked, and a driver to run plans on it.
+
+    With a master key in the environment, threads are opened with their keys
+    (docs/encryption.md); without one, an encrypted object is an error naming it.
+    """
+    store, _ = sealed(store_from_url(config.require_url()))
     driver = Driver(store, max_workers=16)
     try:
         yield store, driver
@@ -123,7 +128,7 @@ def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
 @contextlib.asynccontextmanager
 async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Driver]]:
     """Async :func:`open_store`: the check runs in a worker thread, off the loop."""
-    store = await asyncio.to_thread(store_from_url, config.require_url())
+    store, _ = sealed(await asyncio.to_thread(store_from_url, config.require_url()))
     driver = Driver(store, max_workers=16)
     try:
         yield store, driver

@@ -58,7 +58,28 @@ class Delete:
     keys: tuple[str, ...]
 
 
-Op = Get | Put | ListKeys | Delete
+@dataclass(frozen=True, slots=True)
+class Shred:
+    """Destroy the key of the thread ``threads/<T>/`` (docs/encryption.md): one DELETE.
+
+    Result: True on a store that encrypts; None, with no request, on one that does not.
+    """
+
+    thread_prefix: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyState:
+    """Whether the thread ``threads/<T>/`` has its key (docs/encryption.md).
+
+    Result: None on a store that does not encrypt (no request); else True or
+    False, loading the key if this process has not (one GET of its key object).
+    """
+
+    thread_prefix: str
+
+
+Op = Get | Put | ListKeys | Delete | Shred | KeyState
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +113,28 @@ def _call_of(op: Op) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
         return "put", (op.key, op.data, op.mode), {}
     if isinstance(op, ListKeys):
         return "list", (op.prefix,), {"start_after": op.start_after, "limit": op.limit}
+    assert not isinstance(op, Shred | KeyState)  # carried out by their own path
     return "delete", (op.keys,), {}
 
 
 def _result_of(op: Op, returned: Any) -> Any:
-    # A put answers True when it stored the object (False: CREATE found one).
-    return True if isinstance(op, Put) else returned
+    # A put answers True when it stored the object (False: CREATE found one);
+    # a shred True when the store destroyed a key.
+    return True if isinstance(op, Put | Shred) else returned
+
+
+def shredder(store: Any) -> Any:
+    """The layer of ``store`` (itself or a store it wraps) that destroys thread keys, or None.
+
+    A shred goes straight to it: a wrapper that batches deletes (a job's
+    coalescing layer) must not hold it behind the thread's other deletes.
+    """
+    layer = store
+    while layer is not None:
+        if hasattr(layer, "shred"):
+            return layer
+        layer = getattr(layer, "inner", None)
+    return None
 
 
 def _expected_absence(op: Op, exc: StorageError) -> Any:
@@ -111,6 +148,12 @@ def _expected_absence(op: Op, exc: StorageError) -> Any:
 
 def execute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's blocking methods."""
+    if isinstance(op, Shred):  # no request on a store that does not encrypt
+        layer = shredder(store)
+        return None if layer is None else _result_of(op, layer.shred(op.thread_prefix))
+    if isinstance(op, KeyState):
+        layer = shredder(store)
+        return None if layer is None else layer.has_key(op.thread_prefix)
     name, args, kwargs = _call_of(op)
     try:
         return _result_of(op, getattr(store, name)(*args, **kwargs))
@@ -123,6 +166,9 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
 
     That function returns what :func:`execute` would, or raises what it would raise.
     """
+    if isinstance(op, Shred | KeyState):
+        result = execute(store, op)  # not sent ahead: runs alone, at a thread's start or end
+        return lambda: result
     name, args, kwargs = _call_of(op)
     answer = store.send_ahead(name, *args, **kwargs)
 
@@ -137,6 +183,12 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
 
 async def aexecute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's coroutines (no thread hop of ours)."""
+    if isinstance(op, Shred):
+        layer = shredder(store)
+        return None if layer is None else _result_of(op, await layer.ashred(op.thread_prefix))
+    if isinstance(op, KeyState):
+        layer = shredder(store)
+        return None if layer is None else await layer.ahas_key(op.thread_prefix)
     name, args, kwargs = _call_of(op)
     try:
         return _result_of(op, await getattr(store, "a" + name)(*args, **kwargs))

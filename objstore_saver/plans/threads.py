@@ -30,6 +30,7 @@ from objstore_saver.plans.requests import (
     Get,
     ListKeys,
     Put,
+    Shred,
     list_all,
     run_batch,
     run_one,
@@ -181,6 +182,10 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     ctx.entries.forget_prefix(pfx)
     ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
+    # An encrypted thread's key goes first: once it is gone, no copy of the
+    # thread's objects (a backup, a replica, a noncurrent version) can be
+    # read, whether or not the sweep below completes.
+    yield from run_one(Shred(pfx))
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests.
     yield from run_batch(
@@ -189,6 +194,9 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
         *_deletes([o.key for o in listing.marks]),
     )
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
+    # Destroyed again at the end: a key a rekey wrote back while the sweep ran
+    # (it read the key object before the first destroy) is not left behind.
+    yield from run_one(Shred(pfx))
 
 
 def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> Step:

@@ -8,6 +8,7 @@ or equal plaintexts stop giving equal bytes (the increments).
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -17,23 +18,28 @@ import msgpack
 import pytest
 from moto_process import moto_server
 
-from objstore_saver.crypto import (
+from objstore_saver.crypto.master_keys import (
     KmsMasterKey,
     LocalMasterKey,
-    ThreadKey,
     UnwrapError,
-    address,
-    encode_key_object,
-    is_sealed,
     master_keys_from_env,
-    new_thread_key,
-    open_key_object,
+    parse_master_key,
+)
+from objstore_saver.crypto.sealing import (
+    is_sealed,
     open_keyed,
     open_object,
-    parse_master_key,
-    rewrapped,
+    opened_name,
     seal_keyed,
     seal_object,
+    sealed_name,
+)
+from objstore_saver.crypto.thread_keys import (
+    ThreadKey,
+    encode_key_object,
+    new_thread_key,
+    open_key_object,
+    rewrapped,
 )
 from objstore_saver.errors import ConfigurationError, CorruptObjectError, ThreadKeyError
 
@@ -149,8 +155,8 @@ def test_rewrapping_adds_the_current_key_and_keeps_the_data_key() -> None:
 def test_derived_keys_differ_by_purpose_and_thread() -> None:
     data_key = os.urandom(32)
     a, b = ThreadKey("t1", data_key), ThreadKey("t2", data_key)
-    assert len({a.address_key, a.object_key[:32], a.keyed_key[:32]}) == 3
-    assert a.address_key != b.address_key and a.object_key != b.object_key
+    assert len({a.name_key, a.object_key, a.keyed_key}) == 3
+    assert a.name_key != b.name_key and a.object_key != b.object_key
     assert ThreadKey("t1", data_key).object_key == a.object_key  # deterministic
 
 
@@ -160,13 +166,26 @@ def test_derived_keys_differ_by_purpose_and_thread() -> None:
 def test_equal_plaintexts_give_equal_objects_within_a_thread_only() -> None:
     t1, t2 = new_thread_key("t1"), new_thread_key("t2")
     plain = msgpack.packb({"f": 1, "k": "value", "p": ["msgpack", "raw", b"hello world"]})
-    d1 = address(t1, plain)
-    assert address(t1, plain) == d1 and address(t2, plain) != d1
-    sealed = seal_object(t1, d1, plain)
-    assert seal_object(t1, d1, plain) == sealed  # deterministic: stored once
-    assert seal_object(t2, address(t2, plain), plain) != sealed
+    d = hashlib.sha256(plain).digest()
+    name = sealed_name(t1, d)
+    assert sealed_name(t1, d) == name and sealed_name(t2, d) != name
+    assert len(name) == 96 and d.hex() not in name
+    sealed = seal_object(t1, d, plain)
+    assert seal_object(t1, d, plain) == sealed  # deterministic: stored once
+    assert seal_object(t2, d, plain) != sealed
     assert b"hello world" not in sealed and is_sealed(sealed) and not is_sealed(plain)
-    assert open_object(t1, d1, sealed, "objects/x") == plain
+    assert open_object(t1, d, sealed, "objects/x") == plain
+
+
+def test_a_sealed_name_opens_to_its_address_with_its_thread_key_only() -> None:
+    t1, t2 = new_thread_key("t1"), new_thread_key("t1")
+    d = hashlib.sha256(b"x").digest()
+    name = sealed_name(t1, d)
+    assert opened_name(t1, name) == d
+    assert opened_name(t2, name) is None  # another key
+    assert opened_name(t1, d.hex()) is None  # a name in clear is not a sealed one
+    assert opened_name(t1, name[:-2] + ("00" if name[-2:] != "00" else "01")) is None
+    assert opened_name(t1, "zz" * 48) is None
 
 
 @pytest.mark.parametrize("attack", ["moved", "other thread", "altered", "plain", "truncated"])
@@ -174,10 +193,10 @@ def test_a_sealed_object_opens_only_where_and_as_it_was_sealed(attack: str) -> N
     t1, t2 = new_thread_key("t1"), new_thread_key("t1")  # same id, another key
     plain = msgpack.packb({"f": 1, "k": "value", "p": ["msgpack", "raw", b"one"]})
     other = msgpack.packb({"f": 1, "k": "value", "p": ["msgpack", "raw", b"two"]})
-    d = address(t1, plain)
+    d = hashlib.sha256(plain).digest()
     sealed = seal_object(t1, d, plain)
     cases = {
-        "moved": (t1, address(t1, other), sealed),
+        "moved": (t1, hashlib.sha256(other).digest(), sealed),
         "other thread": (t2, d, sealed),
         "altered": (t1, d, sealed[:-1] + bytes([sealed[-1] ^ 1])),
         "plain": (t1, d, plain),

@@ -1,0 +1,33 @@
+"""The sealing layer in front of a store, when client-side encryption is on.
+
+docs/encryption.md, "Where the sealing happens". Importing this module needs
+no ``cryptography``; a store is sealed only when settings name a key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from objstore_saver.crypto.settings import ClientEncryption, resolve
+from objstore_saver.storage.base import ObjectStore, StoreWrapper
+
+
+def sealed(
+    store: ObjectStore, setting: ClientEncryption | bool | None = None
+) -> tuple[ObjectStore, ClientEncryption | None]:
+    """``store`` sealing every thread when encryption is on (:func:`resolve`), and the settings.
+
+    A store that seals already is returned as it is, with its own settings:
+    a saver or job given an encrypting saver's store never seals twice.
+    """
+    layer: Any = store
+    while isinstance(layer, StoreWrapper):
+        if getattr(layer, "seals_threads", False):  # a SealingStore, perhaps under a meter
+            return store, layer.settings
+        layer = layer.inner
+    settings = resolve(setting)
+    if settings is None:
+        return store, None
+    from objstore_saver.crypto.sealed_store import sealing_store
+
+    return sealing_store(store, settings), settings

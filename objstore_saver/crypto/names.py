@@ -1,0 +1,15 @@
+"""The names client-side encryption is configured by and stores its keys under.
+
+No imports: every module of :mod:`objstore_saver.crypto` may use them.
+"""
+
+from __future__ import annotations
+
+#: Environment variable holding one master key (``base64`` of 32 bytes, or ``kms:<key id>``).
+KEY_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEY"
+#: Environment variable holding several, comma-separated; the first wraps new thread keys.
+KEYS_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEYS"
+#: Environment variable naming the store of key objects (a URL), when not the data store.
+KEYS_URL_ENV = "OBJSTORE_SAVER_KEYS_URL"
+#: Prefix of key objects in their store.
+KEY_PREFIX = "keys/"

@@ -1,0 +1,93 @@
+"""Client-side encryption settings: the master keys and where thread keys live.
+
+docs/encryption.md, "Keys". The saver and every constructor read them from
+the environment unless given explicitly; the settings hold keys, never
+print them. Importing this module needs no ``cryptography`` (the
+``encryption`` extra): only settings that name a key do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV, KEYS_URL_ENV
+from objstore_saver.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from objstore_saver.crypto.master_keys import MasterKey
+    from objstore_saver.storage.base import ObjectStore
+
+
+@dataclass(frozen=True)
+class ClientEncryption:
+    """How a saver encrypts: master keys (the first wraps new thread keys) and the key store.
+
+    Args:
+        master_keys: Current first; every one of them opens thread keys it wrapped.
+        key_store: Where key objects live (``keys/threads/<T>``); ``None`` is
+            the data store itself. For crypto-shredding to reach backups, put
+            them where versioning and replication do not (docs/encryption.md).
+    """
+
+    master_keys: tuple[MasterKey, ...]
+    key_store: ObjectStore | None = None
+
+    def __post_init__(self) -> None:
+        if not self.master_keys:
+            raise ConfigurationError("client encryption needs at least one master key")
+
+    @classmethod
+    def of(cls, *master_keys: MasterKey, key_store: ObjectStore | None = None) -> ClientEncryption:
+        """Settings with these master keys, current first."""
+        return cls(tuple(master_keys), key_store)
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, kms_client: Any = None
+    ) -> ClientEncryption | None:
+        """The settings of the environment, or None when it configures no master key.
+
+        ``OBJSTORE_SAVER_ENCRYPTION_KEY`` (or ``..._KEYS``, comma-separated,
+        current first) holds the master keys; ``OBJSTORE_SAVER_KEYS_URL``
+        names a store of their own for key objects.
+        """
+        env = os.environ if environ is None else environ
+        if not (env.get(KEYS_ENV) or env.get(KEY_ENV) or "").strip(" ,"):
+            if env.get(KEYS_URL_ENV):
+                raise ConfigurationError(f"{KEYS_URL_ENV} is set but no master key is configured")
+            return None
+        try:
+            from objstore_saver.crypto.master_keys import master_keys_from_env
+        except ImportError as exc:  # cryptography is the extra's
+            raise ConfigurationError(
+                f"{KEY_ENV} is set: client encryption needs the 'encryption' extra "
+                "(pip install 'objstore-saver[encryption]')"
+            ) from exc
+        keys = master_keys_from_env(env, kms_client=kms_client)
+        key_store = None
+        if url := env.get(KEYS_URL_ENV):
+            from objstore_saver.storage.urls import store_from_url
+
+            key_store = store_from_url(url)
+        return cls(tuple(keys), key_store)
+
+
+def resolve(setting: ClientEncryption | bool | None) -> ClientEncryption | None:
+    """The settings a saver uses: given ones, the environment's (``None``), or none (``False``).
+
+    Raises:
+        ConfigurationError: ``True`` with no master key in the environment.
+    """
+    if isinstance(setting, ClientEncryption):
+        return setting
+    if setting is False:
+        return None
+    found = ClientEncryption.from_env()
+    if setting is True and found is None:
+        raise ConfigurationError(
+            "client encryption was asked for but OBJSTORE_SAVER_ENCRYPTION_KEY(S) is not set"
+        )
+    return found
