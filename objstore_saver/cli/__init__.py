@@ -4,7 +4,8 @@ Every command takes ``--url`` (default ``$OBJSTORE_SAVER_URL``) and ``--json``;
 long work shows a progress bar on stderr; commands that write or delete are
 dry runs unless ``--apply``. Exit codes: 0 success, 1 the command found a
 problem (``verify`` corruption, ``migrate`` diverged threads, ``upgrade``
-failed threads), 2 bad usage or configuration, 3 an error while running.
+failed threads, ``rekey`` failed key objects), 2 bad usage or configuration,
+3 an error while running.
 
 Each command is one :class:`~objstore_saver.cli.common.Command` (its options,
 handler and text renderer together) in the module of its kind:
@@ -13,6 +14,7 @@ handler and text renderer together) in the module of its kind:
 - :mod:`~objstore_saver.cli.maintenance`: ``verify``, ``delete-thread``, ``prune``
 - :mod:`~objstore_saver.cli.migrate`: ``migrate``
 - :mod:`~objstore_saver.cli.upgrade`: ``upgrade``
+- :mod:`~objstore_saver.cli.rekey`: ``rekey``
 - :mod:`~objstore_saver.cli.serve`: ``serve``
 - :mod:`~objstore_saver.cli.store`: ``store ls|get|du``, ``store-sweep``
 - :mod:`~objstore_saver.cli.common`: global options, progress bar, exit codes, the runner
@@ -38,6 +40,7 @@ from objstore_saver.cli.common import (
     run_command,
 )
 from objstore_saver.cli.migrate import MIGRATE
+from objstore_saver.cli.rekey import REKEY
 from objstore_saver.cli.serve import SERVE
 from objstore_saver.cli.store import STORE, STORE_SWEEP
 from objstore_saver.cli.upgrade import UPGRADE
@@ -62,6 +65,7 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
     *maintenance.COMMANDS,
     MIGRATE,
     UPGRADE,
+    REKEY,
     SERVE,
     STORE,
     STORE_SWEEP,

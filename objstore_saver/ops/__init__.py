@@ -29,6 +29,7 @@ from objstore_saver.ops.maintain import (
 )
 from objstore_saver.ops.migration import migrate
 from objstore_saver.ops.object_views import cat
+from objstore_saver.ops.rekey import arekey, rekey
 from objstore_saver.ops.sharding import Shard
 from objstore_saver.ops.upgrade import aupgrade, upgrade
 from objstore_saver.ops.views import athreads, du, history, show, threads
@@ -39,6 +40,7 @@ __all__ = [
     "Shard",
     "adelete_threads",
     "aprune",
+    "arekey",
     "athreads",
     "aupgrade",
     "averify",
@@ -51,6 +53,7 @@ __all__ = [
     "parse_duration",
     "prune",
     "redact",
+    "rekey",
     "show",
     "store_du",
     "store_get",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -252,6 +253,7 @@ COMMAND_NAMES = [
     "prune",
     "migrate",
     "upgrade",
+    "rekey",
     "serve",
     "store",
     "store-sweep",
@@ -369,3 +371,46 @@ def test_progress_shows_rate_and_eta_and_is_throttled_in_logs() -> None:
         "100/100 2.0/s t100",
     ]
     assert lines[-1] == "prune [" + "#" * 30 + "] 100/100 2.0/s t100"
+
+
+def test_read_commands_open_an_encrypted_store_with_its_key_only(tmp_path: Path) -> None:
+    key = base64.b64encode(os.urandom(32)).decode()
+    url = f"file://{tmp_path}/store"
+    env = {"OBJSTORE_SAVER_ENCRYPTION_KEY": key}
+    writer = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                from objstore_saver import ObjectStoreSaver
+                from ops_helpers import chat
+                with ObjectStoreSaver.from_url({url!r}) as saver:
+                    chat(saver, "alice", ["a secret hello", "second question"])
+                """
+            ),
+        ],
+        env={**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HELPERS)])},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert writer.returncode == 0, writer.stderr
+    stored = [p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file()]
+    assert stored and not any(b"secret" in data for data in stored)
+
+    text = run(["show", "alice", "--url", url], env)
+    assert text.returncode == 0, text.stderr
+    assert "human: a secret hello" in text.stdout
+    assert run(["verify", "--url", url], env).returncode == 0
+    du = run_json(["du", "--url", url], env)
+    assert [r["thread_id"] for r in du["by_thread"]] == ["alice"]
+
+    blind = run(["show", "alice", "--url", url])  # no key configured
+    assert blind.returncode != 0
+    assert "is encrypted" in blind.stderr and "OBJSTORE_SAVER_ENCRYPTION_KEY" in blind.stderr
+    assert "secret" not in blind.stdout + blind.stderr
+
+    done = run_json(["delete-thread", "alice", "--url", url, "--apply"], env)
+    assert done["deleted"] is True
+    assert not [p for p in (tmp_path / "store").rglob("*") if p.is_file()]  # key object too

@@ -1,0 +1,77 @@
+"""``rekey``: rewrap thread keys under the current master key (docs/encryption.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from objstore_saver import ops
+from objstore_saver.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    Command,
+    Outcome,
+    ProgressBar,
+    add_scale_options,
+)
+from objstore_saver.ops._common import OpsConfig
+
+
+def _add_rekey_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--apply", action="store_true", help="really rewrite the key objects")
+    parser.add_argument(
+        "--drop-old",
+        action="store_true",
+        help="keep the current master key's wrapping alone: the old keys then open nothing",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="ignore the cursor an interrupted run left; start from the first key object",
+    )
+    add_scale_options(parser)
+
+
+def _run_rekey(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = ops.rekey(
+        config,
+        apply=args.apply,
+        drop_old=args.drop_old,
+        restart=args.restart,
+        concurrency=args.concurrency,
+        shard=args.shard,
+        progress=progress,
+    )
+    return report, EXIT_FOUND if report["errors"] else EXIT_OK
+
+
+def _render_rekey(r: dict[str, Any]) -> str:
+    k = r["key_objects"]
+    target = f"wrapped by {r['current_master_key']}" + (" alone" if r["drop_old"] else "")
+    if r["apply"]:
+        mode, rewrapped = "applied", "rewrapped"
+    else:
+        mode, rewrapped = "dry run (add --apply to rewrite)", "to rewrap"
+    lines = [
+        f"rekey {r['store']} (key objects in {r['key_store']}), {target}: {mode}"
+        + (" [cancelled]" if r["cancelled"] else ""),
+        f"key objects: {k['scanned']} scanned, {k['rewrapped']} {rewrapped}, "
+        f"{k['current']} current, {k['failed']} failed"
+        + (f" (resumed after {r['resumed_after']!r})" if r.get("resumed_after") else ""),
+    ]
+    if k["dropped_deleted"] or k["vanished"]:
+        lines.append(
+            f"deleted:     {k['dropped_deleted']} of threads deleted while rewrapped "
+            f"(deleted again), {k['vanished']} deleted since listed"
+        )
+    lines += [f"  FAILED {e['key']!r}: {e['error']}" for e in r["errors"]]
+    return "\n".join(lines)
+
+
+REKEY = Command(
+    name="rekey",
+    help="rewrap thread keys under the current master key (needs --apply)",
+    add_arguments=_add_rekey_arguments,
+    run=_run_rekey,
+    render=_render_rekey,
+)

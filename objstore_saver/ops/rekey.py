@@ -1,0 +1,356 @@
+"""``rekey``: rewrap every thread's data key under the current master key.
+
+docs/encryption.md, "Algorithms that change". The master keys come from the
+environment (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first). The job
+lists the key objects under ``keys/threads/`` of the key store, one LIST per
+1,000, and GETs each: one already wrapped by the current key (and, with
+``drop_old``, by it alone) is left as it is; any other is opened with a
+configured key and PUT again (overwrite) with the current key's wrapping
+added, and with ``drop_old`` the others removed. The data key does not
+change, so no data object is rewritten and a saver's keys in memory stay
+right. A key object that no configured key opens fails alone, named in the
+report; the job goes on.
+
+Idempotent and resumable: a rerun finds the rewrapped key objects current,
+and the job's cursor (:mod:`objstore_saver.ops.job_cursor`, in the key
+store) lets it skip those a cancelled or killed run finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from objstore_saver.crypto.names import KEY_ENV, KEY_PREFIX, KEYS_ENV
+from objstore_saver.crypto.settings import ClientEncryption
+from objstore_saver.driver import Driver
+from objstore_saver.errors import (
+    ConfigurationError,
+    CorruptObjectError,
+    ObjectNotFoundError,
+    ThreadKeyError,
+    UnsupportedFormatError,
+)
+from objstore_saver.format import keys
+from objstore_saver.ops._common import (
+    CancelCheck,
+    JobError,
+    OpsConfig,
+    ProgressCallback,
+    never_cancel,
+    no_progress,
+    redact,
+    redact_error,
+)
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    Fanout,
+    blocking,
+    check_concurrency,
+    for_each,
+)
+from objstore_saver.ops.job_cursor import Cursor, cursor_key
+from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.storage.base import MAX_LIST_PAGE, ObjectInfo, ObjectStore, PutMode, in_thread
+from objstore_saver.storage.urls import store_from_url
+
+if TYPE_CHECKING:  # the ``encryption`` extra's; loaded when a master key is configured
+    from objstore_saver.crypto.master_keys import MasterKey
+
+__all__ = ["KEY_OBJECTS", "arekey", "rekey"]
+
+#: Where thread key objects live in the key store.
+KEY_OBJECTS = f"{KEY_PREFIX}threads/"
+
+
+def cursor_source(current: str, drop_old: bool) -> str:
+    """What a rekey cursor describes: the key objects, the key they are wrapped by, the mode.
+
+    A run towards another master key (or with another ``drop_old``) must not
+    resume after a mark that only says the key objects before it are wrapped
+    by some other key: it has a cursor of its own.
+    """
+    mode = ", dropping the others" if drop_old else ""
+    return f"thread key objects of this key store, wrapped by {current}{mode}"
+
+
+def _token(key: str) -> str | None:
+    """The thread token of a key object's key ``keys/threads/<T>``, else None."""
+    token = key[len(KEY_OBJECTS) :]
+    if not key.startswith(KEY_OBJECTS) or not token or "/" in token:
+        return None
+    return token
+
+
+@dataclass
+class _Row:
+    """What the job did (or, in a dry run, would do) to one key object."""
+
+    key: str
+    # "current", "rewrapped", "dropped_deleted", "vanished" or "failed".
+    status: str = "current"
+    error: str | None = None
+
+
+@dataclass
+class _Job:
+    """One run's stores and settings; :meth:`key_object` is the work on one key object."""
+
+    data: ObjectStore
+    key_store: ObjectStore
+    masters: Sequence[MasterKey]
+    apply: bool
+    drop_old: bool
+    secrets: Sequence[str] = ()
+
+    async def key_object(self, listed: ObjectInfo) -> _Row:
+        """Rewrap one key object: one GET, and in apply mode one PUT when it is not current.
+
+        A key object that is not a thread's, or that no configured master
+        key opens, fails alone (its row names the error, never key material).
+        """
+        row = _Row(listed.key)
+        token = _token(listed.key)
+        try:
+            if token is None:
+                raise CorruptObjectError(listed.key, "not a thread's key object (keys/threads/<T>)")
+            try:
+                data = await self.key_store.aget(listed.key)
+            except ObjectNotFoundError:
+                row.status = "vanished"  # its thread was deleted since the listing
+                return row
+            # A KMS key's unwrap and wrap block: in a worker thread, off the loop.
+            new = await in_thread(_rewrapped, data, listed.key, token, self.masters, self.drop_old)
+            if new is None:
+                return row
+            row.status = "rewrapped"
+            if self.apply:
+                await self.key_store.aput(listed.key, new, PutMode.OVERWRITE)
+                if await self._thread_is_gone(listed.key, token):
+                    row.status = "dropped_deleted"
+        except (CorruptObjectError, ThreadKeyError, UnsupportedFormatError) as exc:
+            row.status, row.error = "failed", redact_error(exc, list(self.secrets))
+        return row
+
+    async def _thread_is_gone(self, key: str, token: str) -> bool:
+        """After a PUT: True, with the key object deleted again, when the thread has no object.
+
+        Crypto-shredding must survive a rekey. ``delete_thread`` destroys a
+        thread's key object, then sweeps its objects (and destroys the key
+        again at the end). If it did so between this job's GET and PUT, the
+        PUT brought the key back. So the thread's prefix is listed (one key
+        is enough) once the PUT is done: with no object left, the delete has
+        swept it, and the key object goes again. With objects left, the
+        delete is still sweeping, and its last step destroys the key this
+        PUT wrote; either way no key outlives its thread.
+
+        A thread's first write creates its key object before its first
+        object, so a thread being born could look empty here too. Its key
+        object is wrapped by the writer's current master key: when the
+        writers run with the new key first (the rotation's first step,
+        docs/runbooks.md), it is current and never PUT, so never checked.
+        """
+        page = await self.data.alist(f"{keys.THREADS}{token}/", limit=1)
+        if page.objects:
+            return False
+        await self.key_store.adelete([key])
+        return True
+
+
+def _rewrapped(
+    data: bytes, key: str, token: str, masters: Sequence[MasterKey], drop_old: bool
+) -> bytes | None:
+    from objstore_saver.crypto.thread_keys import rewrapped  # needs the encryption extra
+
+    return rewrapped(data, key, token, masters, drop_old=drop_old)
+
+
+def _settings() -> ClientEncryption:
+    settings = ClientEncryption.from_env()
+    if settings is None:
+        raise ConfigurationError(
+            f"rekey needs the master keys: set {KEYS_ENV} to the new key and the old ones, "
+            f"comma-separated, current first (or {KEY_ENV} to one key)"
+        )
+    return settings
+
+
+async def arekey(
+    config: OpsConfig | None = None,
+    *,
+    apply: bool = False,
+    drop_old: bool = False,
+    restart: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard: Shard = ALL,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Rewrap every thread key object under the current master key (docs/encryption.md).
+
+    The master keys and the key store come from the environment
+    (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first;
+    ``OBJSTORE_SAVER_KEYS_URL``, default the data store).
+
+    Args:
+        config: The data store; default from ``OBJSTORE_SAVER_URL``.
+        apply: PUT the rewrapped key objects; without it the job only LISTs
+            and GETs and counts what it would rewrap (dry run).
+        drop_old: Keep the current master key's wrapping alone: afterwards
+            the other keys open no thread key.
+        restart: Ignore the cursor a previous run left; start from the first key object.
+        concurrency: Key objects worked on at once.
+        shard: Only the key objects of the threads this shard owns (``--shard K/N``).
+        progress: Called after each key object.
+        should_cancel: Polled between key objects; True stops cleanly.
+
+    Returns:
+        A JSON-serializable report: ``store``, ``key_store``,
+        ``current_master_key`` (its name), ``apply``, ``dry_run``,
+        ``drop_old``, ``key_objects`` (scanned, rewrapped — in a dry run,
+        to rewrap —, current, failed, dropped_deleted: rewrapped while their
+        thread was deleted, and deleted again; vanished: deleted since the
+        listing), ``errors`` (key and error of each failed key object),
+        ``cancelled``, ``complete``, ``resumed_after``, ``cursor``, ``shard``, ``run``.
+
+    Raises:
+        ConfigurationError: no master key is configured, or a setting is invalid.
+        JobError: a store cannot be used or a request failed (no secret in
+            the message); the cursor is stored: the same command goes on.
+    """
+    check_concurrency(concurrency)
+    config = config or OpsConfig.from_env()
+    secrets = config.secrets()
+    try:
+        settings = await asyncio.to_thread(_settings)  # a key store's check, a KMS client
+        data = await asyncio.to_thread(store_from_url, config.require_url())
+        key_store = settings.key_store or data
+        job = _Job(data, key_store, settings.master_keys, apply, drop_old, secrets)
+        try:
+            return await _run(job, restart, concurrency, shard, progress, should_cancel)
+        finally:
+            for store in {id(data): data, id(key_store): key_store}.values():
+                aclose = getattr(store, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+    except ConfigurationError as exc:
+        raise ConfigurationError(redact(str(exc), secrets)) from None
+    except JobError as exc:
+        raise JobError(redact(str(exc), secrets)) from None
+    except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
+        raise JobError(f"rekey failed: {redact_error(exc, secrets)}") from None
+
+
+rekey = blocking(arekey)
+
+
+async def _run(
+    job: _Job,
+    restart: bool,
+    concurrency: int,
+    shard: Shard,
+    progress: ProgressCallback,
+    should_cancel: CancelCheck,
+) -> dict[str, Any]:
+    """The job on given stores (the tests' entry point: stores wrapped, requests counted)."""
+    source = cursor_source(job.masters[0].name, job.drop_old)
+    source_key = hashlib.sha256(source.encode()).hexdigest()[:16]
+    driver = Driver(job.key_store, max_workers=2)  # the cursor's requests
+    cursor = Cursor(cursor_key("rekey", source_key, shard), source)
+    rows: list[_Row] = []
+    run = Fanout()
+    saving: asyncio.Future[None] | None = None
+    complete = False
+    try:
+        if not restart:
+            await cursor.load(driver)
+
+        async def listed() -> AsyncGenerator[ObjectInfo, None]:
+            after, store = cursor.after, job.key_store
+            while True:  # one flat listing, in key order: the cursor's mark needs it
+                page = await store.alist(KEY_OBJECTS, start_after=after, limit=MAX_LIST_PAGE)
+                run.lists += 1
+                for o in page.objects:
+                    cursor.started(o.key)
+                    yield o
+                if not page.truncated or not page.objects:
+                    return
+                after = page.objects[-1].key
+
+        def owns(o: ObjectInfo) -> bool:
+            mine = shard.owns(o.key[len(KEY_OBJECTS) :])
+            if not mine:
+                cursor.finished(o.key)
+            return mine
+
+        def done(o: ObjectInfo, row: _Row) -> None:
+            nonlocal saving
+            rows.append(row)
+            # A failed key object holds the mark back: a resumed run tries it again.
+            if row.status != "failed":
+                cursor.finished(o.key)
+                if job.apply and (saving is None or saving.done()):
+                    saving = asyncio.ensure_future(cursor.save(driver))
+
+        def name(o: ObjectInfo) -> str:
+            token = o.key[len(KEY_OBJECTS) :]
+            return keys.untoken(token) or token
+
+        await for_each(
+            listed(),
+            job.key_object,
+            done,
+            concurrency=concurrency,
+            owns=owns,
+            name=name,
+            progress=progress,
+            should_cancel=should_cancel,
+            stats=run,
+        )
+        complete = not run.cancelled
+    finally:
+        if saving is not None:
+            await asyncio.gather(saving, return_exceptions=True)
+        try:
+            if job.apply:
+                if complete:
+                    await cursor.clear(driver)
+                else:
+                    await cursor.save(driver, force=True)
+        finally:
+            driver.close()
+    return _report(job, rows, run, shard, cursor, complete)
+
+
+def _report(
+    job: _Job, rows: list[_Row], run: Fanout, shard: Shard, cursor: Cursor, complete: bool
+) -> dict[str, Any]:
+    status = [r.status for r in rows]
+    failed = sorted((r for r in rows if r.error is not None), key=lambda r: r.key)
+    secrets = list(job.secrets)
+    return {
+        "store": redact(job.data.location, secrets),
+        "key_store": redact(job.key_store.location, secrets),
+        "current_master_key": job.masters[0].name,
+        "apply": job.apply,
+        "dry_run": not job.apply,
+        "drop_old": job.drop_old,
+        "cancelled": run.cancelled,
+        "complete": complete,
+        "shard": str(shard),
+        "resumed_after": cursor.after,
+        "cursor": cursor.key,
+        "key_objects": {
+            "scanned": len(rows),
+            "rewrapped": status.count("rewrapped"),
+            "current": status.count("current"),
+            "failed": status.count("failed"),
+            "dropped_deleted": status.count("dropped_deleted"),
+            "vanished": status.count("vanished"),
+        },
+        "errors": [{"key": r.key, "error": r.error} for r in failed],
+        "run": run.to_dict(),
+    }
