@@ -17,7 +17,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore.config
@@ -32,6 +32,9 @@ from bench.meters import (
 )
 from bench.shims import LegacySerdeShim
 from objstore_saver.storage.base import PutMode, StoreWrapper
+
+if TYPE_CHECKING:
+    from objstore_saver.crypto import ClientEncryption
 
 ACCESS_KEY = "bench-access-key"
 SECRET_KEY = "bench-secret-key"
@@ -186,7 +189,7 @@ class SaverSpec:
 
 
 class ObjstoreS3(SaverSpec):
-    """objstore-saver on S3 with its default transport (``LeanS3Store``)."""
+    """objstore-saver on S3 with its default transport (``LeanS3Store``), in clear."""
 
     name, label, storage, package = "objstore-s3", "objstore-saver (S3)", "s3", "objstore-saver"
 
@@ -196,12 +199,23 @@ class ObjstoreS3(SaverSpec):
         # Credentials come from the environment Env set (the server's keys).
         return LeanS3Store(bucket, endpoint_url=env.proxy_url, region_name=REGION)
 
+    def client_encryption(self) -> ClientEncryption | bool:
+        """The saver's ``client_encryption`` argument: ``False``, in clear.
+
+        Explicitly ``False``, not the default ``None``: an
+        ``OBJSTORE_SAVER_ENCRYPTION_KEY`` in the benchmark's environment must
+        not encrypt the clear rows silently.
+        """
+        return False
+
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
         from objstore_saver import ObjectStoreSaver
 
         bucket = env.new_bucket("objstore")
-        with ObjectStoreSaver(self.store(env, bucket)) as saver:
+        with ObjectStoreSaver(
+            self.store(env, bucket), client_encryption=self.client_encryption()
+        ) as saver:
             calls = CallCounter(saver)
             yield Handle(
                 saver, ProxyMeter(env.proxy_url), calls, lambda: env.bucket_listing(bucket), True
@@ -222,6 +236,27 @@ class ObjstoreS3Boto3(ObjstoreS3):
         from objstore_saver import S3Store
 
         return S3Store(bucket, client=env.client())
+
+
+class ObjstoreS3Encrypted(ObjstoreS3):
+    """objstore-saver on S3 (``LeanS3Store``) with client-side encryption.
+
+    Each open instance gets a fresh random local master key (32 bytes from
+    ``os.urandom``), so nothing is read from the environment; every object
+    of a thread is sealed with AES-256-SIV under the thread's own key, whose
+    key object (``keys/threads/<T>``) the thread's first write creates
+    (docs/encryption.md). Everything else is :class:`ObjstoreS3`'s, so its
+    rows compare with that saver's: the targets' encrypted ÷ clear ratios.
+    """
+
+    name, label = "objstore-s3-encrypted", "objstore-saver (S3, encrypted)"
+
+    def client_encryption(self) -> ClientEncryption | bool:
+        """Settings with one fresh random local master key (needs ``cryptography``)."""
+        from objstore_saver.crypto import ClientEncryption
+        from objstore_saver.crypto.master_keys import LocalMasterKey
+
+        return ClientEncryption.of(LocalMasterKey(os.urandom(32)))
 
 
 class DelayedStore(StoreWrapper):
@@ -291,7 +326,8 @@ class ObjstoreLocal(SaverSpec):
 
         root = os.path.join(env.tmp, env.name("objstore-local"))
         store = MeteredStore(LocalStore(root))
-        with ObjectStoreSaver(DelayedStore(store, env)) as saver:
+        # In clear whatever the environment says (see ObjstoreS3.client_encryption).
+        with ObjectStoreSaver(DelayedStore(store, env), client_encryption=False) as saver:
             calls = CallCounter(saver)
             yield Handle(saver, StoreMeter(store), calls, lambda: _directory_listing(root))
 
@@ -507,6 +543,7 @@ class S3Peer(SaverSpec):
 
 ALL_SAVERS: list[SaverSpec] = [
     ObjstoreS3(),
+    ObjstoreS3Encrypted(),
     ObjstoreS3Boto3(),
     ObjstoreLocal(),
     InMemory(),

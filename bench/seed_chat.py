@@ -22,7 +22,7 @@ def run(turns: int, script: Script = SEED) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         store = MeteredStore(LocalStore(root, fsync=False))
         rows = []
-        with ObjectStoreSaver(store) as saver:
+        with ObjectStoreSaver(store, client_encryption=False) as saver:
             graph = chat_graph(saver, script)
             config = {"configurable": {"thread_id": "seed-chat"}}
             for t in range(turns):

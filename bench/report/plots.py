@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.report.results import OURS, Results
+from bench.report.results import ENCRYPTED, OURS, Results
 
 
 def plots(d: Results, img: Path) -> list[Path]:
@@ -18,6 +18,8 @@ def plots(d: Results, img: Path) -> list[Path]:
     made: list[Path] = []
     styles = {
         OURS: {"linewidth": 2.6, "color": "black"},
+        # Drawn over OURS, which it follows turn for turn: dotted, so both show.
+        ENCRYPTED: {"linewidth": 1.8, "linestyle": ":", "color": "tab:red"},
         "objstore-local": {"linewidth": 1.6, "linestyle": "--", "color": "tab:cyan"},
     }
 

@@ -9,6 +9,8 @@ from typing import Any
 MIB = 2**20
 OURS = "objstore-s3"
 """The saver the targets are about: objstore-saver on S3."""
+ENCRYPTED = "objstore-s3-encrypted"
+"""objstore-saver on S3 with client-side encryption, which the encryption targets compare."""
 
 SUPPLEMENT = Path("bench") / "results" / "long-objstore-s3.json"
 """Workload 2 alone for objstore-saver on S3 with a longer cap, reported if present."""

@@ -12,11 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.pricing import by_class
 from bench.report import operations
-from bench.report.results import MIB, OURS, Results
+from bench.report.results import ENCRYPTED, MIB, OURS, Results
 
 Reason = tuple[str, dict[str, Any]] | None
 """A reason paragraph's key in the template and its figures; None: no paragraph."""
+
+Add = Callable[..., None]
+"""Adds a target row: name, met, figure, note and a :data:`Reason` maker (see :func:`targets`)."""
+
+ENCRYPTED_BYTES_RATIO = 1.5
+"""Encryption target: bytes written by workload 1's last turn, encrypted ÷ clear, at most this."""
+
+PUT_OPERATIONS = frozenset({"PutObject", "put"})
+"""A PUT in the meters' operation names (the proxy's, :class:`~objstore_saver.MeteredStore`'s)."""
 
 
 def targets(d: Results) -> list[dict[str, Any]]:
@@ -138,8 +148,149 @@ def targets(d: Results) -> list[dict[str, Any]]:
             f"{us / pg:.2f}x",
             reason=lambda: _w6_cpu(d, "6b"),
         )
+    encryption_targets(d, add)
     operations.add_targets(d, add)
     return out
+
+
+def encryption_targets(d: Results, add: Add) -> None:
+    """The encryption targets: objstore-saver on S3 encrypted against in clear, one run.
+
+    From workload 1 (when it has a row in clear): bytes written by the last
+    turn at most :data:`ENCRYPTED_BYTES_RATIO` times those in clear; the
+    same class A requests on every turn after the first, and the first
+    exactly one PUT more (the thread's key object); CPU per turn, reported
+    with no threshold, as for workloads 6a and 6b when both savers have rows
+    there. Turns are counted from 1, as everywhere in the report.
+    A run without the encrypted saver's row of workload 1 (an older results
+    document, or one that ran without it) says "not measured".
+    """
+    clear = d.ok("1", OURS)
+    if clear is None:
+        return
+    enc = d.ok("1", ENCRYPTED)
+    last = len(clear["turns"])
+    names = (
+        f"W1 encrypted bytes at turn {last} ≤ {ENCRYPTED_BYTES_RATIO}x in clear",
+        "W1 encrypted: the same class A requests on every turn but the first, "
+        "which has one PUT more",
+        "W1 encrypted CPU per turn ÷ in clear (no threshold)",
+    )
+    if enc is None:
+        why = "failed, see Failures" if ENCRYPTED in d.rows("1") else f"no {ENCRYPTED} row"
+        for name in names:
+            add(name, None, "not measured", f"{why} in this run")
+        return
+    add(names[0], *_encrypted_bytes(clear, enc))
+    add(names[1], *_encrypted_requests(clear, enc))
+    c, e = clear.get("cpu_s_per_turn"), enc.get("cpu_s_per_turn")
+    if c and e:
+        add(
+            names[2],
+            None,
+            f"{e / c:.2f}x",
+            f"{e * 1000:.1f} ms vs {c * 1000:.1f} ms of process CPU per turn "
+            "(the chat's and its durability runs' turns)",
+        )
+    else:
+        add(names[2], None, "not measured", "workload 1's rows of this run have no CPU")
+    threads = cpu_per_turn(d, "6a", ENCRYPTED), cpu_per_turn(d, "6a", OURS)
+    if threads[0] and threads[1]:
+        add(
+            f"W6a encrypted CPU per turn ÷ in clear ({d.sizes['os_threads']} OS threads, "
+            "no threshold)",
+            None,
+            f"{threads[0] / threads[1]:.2f}x",
+            _rounds_note(d.ok("6a", ENCRYPTED) or {}, d.ok("6a", OURS) or {}),
+        )
+    n, ratio = _async_cpu_ratio(d.ok("6b", ENCRYPTED), d.ok("6b", OURS))
+    if ratio is not None:
+        add(
+            f"W6b encrypted CPU per turn ÷ in clear ({n} async conversations, no threshold)",
+            None,
+            ratio,
+        )
+
+
+def _encrypted_bytes(clear: dict[str, Any], enc: dict[str, Any]) -> tuple[bool | None, str, str]:
+    """Met, figure and note of the bytes target: the last turn's bytes, encrypted ÷ clear."""
+    c, e = clear["turns"][-1], enc["turns"][-1]
+    if c["turn"] != e["turn"] or not c["bytes_written"]:
+        return None, "-", f"last turns differ: {e['turn'] + 1} vs {c['turn'] + 1}"
+    ratio = e["bytes_written"] / c["bytes_written"]
+    whole = enc["total_bytes_written"] / clear["total_bytes_written"]
+    return (
+        ratio <= ENCRYPTED_BYTES_RATIO,
+        f"{ratio:.2f}x ({e['bytes_written']:,} vs {c['bytes_written']:,} bytes)",
+        f"the whole chat {whole:.2f}x",
+    )
+
+
+def _encrypted_requests(clear: dict[str, Any], enc: dict[str, Any]) -> tuple[bool | None, str, str]:
+    """Met, figure and note of the requests target, turn by turn of workload 1.
+
+    Met when the first turn encrypted has exactly one PUT more than in
+    clear (every other class A operation alike), and every later turn the
+    same class A requests. The figure names the turns that differ; the note,
+    the class B (GET) requests when they differ.
+    """
+    c_turns = {t["turn"]: t["requests"] for t in clear["turns"]}
+    e_turns = {t["turn"]: t["requests"] for t in enc["turns"]}
+    if set(c_turns) != set(e_turns) or 0 not in c_turns:
+        return None, "-", f"turns differ: {len(e_turns)} encrypted vs {len(c_turns)} in clear"
+    later = sorted(t for t in c_turns if t)
+    c_a = {t: by_class(c_turns[t])[0] for t in later}
+    e_a = {t: by_class(e_turns[t])[0] for t in later}
+    differ = [t for t in later if e_a[t] != c_a[t]]
+    # The first turn's class A requests by operation (GETs are class B: noted below).
+    extra = {
+        op: k
+        for op in set(c_turns[0]) | set(e_turns[0])
+        if by_class({op: 1})[0] and (k := e_turns[0].get(op, 0) - c_turns[0].get(op, 0))
+    }
+    first_ok = len(extra) == 1 and any(extra.get(op) == 1 for op in PUT_OPERATIONS)
+    c0, e0 = by_class(c_turns[0])[0], by_class(e_turns[0])[0]
+    if differ:
+        shown = ", ".join(f"turn {t + 1}: {e_a[t]:g} vs {c_a[t]:g}" for t in differ[:5])
+        more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
+        figure = f"class A differs on {len(differ)} of {len(later)} turns ({shown}{more})"
+    else:
+        per_turn = "/".join(f"{a:g}" for a in sorted(set(c_a.values())))
+        figure = f"{per_turn} class A per turn on turns 2-{len(c_turns)}"
+    figure += f"; turn 1: {e0:g} vs {c0:g}"
+    notes = []
+    if not first_ok:
+        notes.append(f"turn 1 encrypted minus clear: {_ops(extra)}")
+    c_b = sum(by_class(c_turns[t])[1] for t in later) / max(len(later), 1)
+    e_b = sum(by_class(e_turns[t])[1] for t in later) / max(len(later), 1)
+    if c_b != e_b:
+        notes.append(f"class B per turn after turn 1: {e_b:.2f} vs {c_b:.2f}")
+    c0_b, e0_b = by_class(c_turns[0])[1], by_class(e_turns[0])[1]
+    if c0_b != e0_b:
+        notes.append(f"class B on turn 1: {e0_b:g} vs {c0_b:g}")
+    return first_ok and not differ, figure, "; ".join(notes)
+
+
+def _ops(requests: dict[str, int]) -> str:
+    """Requests by operation, ``"PutObject +1"``; ``none`` when there are none."""
+    return ", ".join(f"{op} {n:+d}" for op, n in sorted(requests.items())) or "none"
+
+
+def _async_cpu_ratio(
+    enc: dict[str, Any] | None, clear: dict[str, Any] | None
+) -> tuple[str, str | None]:
+    """Workload 6b's CPU per turn, encrypted ÷ clear, at the most conversations both ran.
+
+    Returns the conversation count and the ratio (None when not measurable).
+    """
+    if not (enc and clear):
+        return "", None
+    common = [k for k in enc if k.isdigit() and k in clear]
+    for n in sorted(common, key=int, reverse=True):
+        e, c = enc[n].get("cpu_s_per_turn"), clear[n].get("cpu_s_per_turn")
+        if e and c:
+            return n, f"{e / c:.2f}x"
+    return "", None
 
 
 def cpu_per_turn(d: Results, w: str, name: str) -> float | None:

@@ -125,7 +125,7 @@ def seed_s3(bucket: str, endpoint_url: str, calls: Sequence[Call], ids: Sequence
     from objstore_saver.storage import LeanS3Store
 
     store = LeanS3Store(bucket, endpoint_url=endpoint_url, region_name=REGION)
-    with ObjectStoreSaver(store) as saver:
+    with ObjectStoreSaver(store, client_encryption=False) as saver:
         asyncio.run(_seed_async(saver, calls, ids, 128))
 
 
@@ -162,7 +162,7 @@ def seed_directory(root: str, calls: Sequence[Call], ids: Sequence[str]) -> None
 
     store = LocalStore(root, fsync=False)
     first = ids[0]
-    with ObjectStoreSaver(store) as saver:
+    with ObjectStoreSaver(store, client_encryption=False) as saver:
         asyncio.run(_seed_async(saver, calls, [first], 1))
     pfx = keys.thread_prefix(first)
     files: list[tuple[str, bytes]] = []
