@@ -112,6 +112,9 @@ class KmsMasterKey:
             )
         except self.client.exceptions.InvalidCiphertextException as exc:
             raise UnwrapError(f"KMS key {self.key_id!r} does not open it") from exc
+        except self.client.exceptions.ClientError as exc:  # disabled, denied, deleted...
+            code = exc.response.get("Error", {}).get("Code", "error")
+            raise UnwrapError(f"KMS refused to decrypt with {self.key_id!r}: {code}") from exc
         return bytes(reply["Plaintext"])
 
 
@@ -160,15 +163,20 @@ def master_keys_from_env(
 
 def unwrap_any(
     keys: Sequence[MasterKey], thread_id: str, wrappings: Sequence[tuple[str, bytes]]
-) -> bytes | None:
-    """The data key from the first wrapping a configured master key opens, else None."""
+) -> tuple[bytes | None, list[str]]:
+    """The data key from the first wrapping a configured master key opens, else None.
+
+    Also returns why each configured key that was tried did not open its
+    wrapping (``"<name>: <reason>"``), for the error that names the thread.
+    """
     by_name = {k.name: k for k in keys}
+    reasons: list[str] = []
     for name, wrapped in wrappings:
         key = by_name.get(name)
         if key is None:
             continue
         try:
-            return key.unwrap(thread_id, wrapped)
-        except UnwrapError:
-            continue
-    return None
+            return key.unwrap(thread_id, wrapped), reasons
+        except UnwrapError as exc:
+            reasons.append(f"{name}: {exc}")
+    return None, reasons

@@ -129,15 +129,16 @@ def open_key_object(data: bytes, key: str, thread_id: str, keys: Sequence[Master
 def _opened(
     wrappings: Sequence[tuple[str, bytes]], key: str, thread_id: str, keys: Sequence[MasterKey]
 ) -> ThreadKey:
-    data_key = unwrap_any(keys, thread_id, wrappings)
+    data_key, reasons = unwrap_any(keys, thread_id, wrappings)
     if data_key is None:
         wrapped_by = ", ".join(name for name, _ in wrappings)
         configured = ", ".join(k.name for k in keys) or "none"
+        tried = f"; {'; '.join(reasons)}" if reasons else ""
         raise ThreadKeyError(
             thread_id,
             key,
             f"no configured master key opens it (wrapped by {wrapped_by}; configured: "
-            f"{configured})",
+            f"{configured}{tried})",
         )
     if len(data_key) != DATA_KEY_LEN:
         raise CorruptObjectError(key, f"a data key of {len(data_key)} bytes")

@@ -13,19 +13,22 @@ import base64
 import contextlib
 import os
 import zlib
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 import zstandard
 from backends import Backend
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from moto_process import moto_server
 from ops_helpers import chat_graph
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.crypto import ClientEncryption
-from objstore_saver.crypto.master_keys import LocalMasterKey
+from objstore_saver.crypto.master_keys import KmsMasterKey, LocalMasterKey
 from objstore_saver.crypto.sealed_store import key_object_key
 from objstore_saver.errors import (
     ConfigurationError,
@@ -360,3 +363,42 @@ def test_the_environment_turns_encryption_on_for_every_constructor(
     monkeypatch.delenv("OBJSTORE_SAVER_KEYS_URL")
     with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_ENCRYPTION_KEY"):
         ObjectStoreSaver.from_directory(tmp_path / "data", client_encryption=True)
+
+
+@pytest.fixture(scope="module")
+def kms() -> Iterator[Any]:
+    """A KMS client on a moto server of its own on loopback (the S3 endpoint may be Ceph's)."""
+    with moto_server() as url:
+        yield boto3.client(
+            "kms",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+
+def test_a_kms_master_key_serves_the_saver_sync_and_async(backend: Backend, kms: Any) -> None:
+    key_id = kms.create_key()["KeyMetadata"]["KeyId"]
+    settings = ClientEncryption.of(KmsMasterKey(key_id, kms))
+    store = backend.store()
+    with ObjectStoreSaver(store, client_encryption=settings) as saver:
+        texts = _texts(_chat(saver, "t1", turns=2))
+
+    async def read() -> Any:
+        async with ObjectStoreSaver(store, client_encryption=settings) as fresh:
+            return await fresh.aget_tuple(_cfg("t1"))
+
+    got = asyncio.run(read())  # a cold process: KMS Decrypt, off the event loop
+    assert got is not None and _texts(got.checkpoint["channel_values"]["messages"]) == texts
+    wrapped = codec.unpack_object(
+        store.get(key_object_key("_t1")), "k", "thread-key", versions=(1,)
+    )["w"]
+    assert [name for name, _ in wrapped] == [f"kms:{key_id}"]
+    other_key = kms.create_key()["KeyMetadata"]["KeyId"]
+    with ObjectStoreSaver(
+        store, client_encryption=ClientEncryption.of(KmsMasterKey(other_key, kms))
+    ) as stranger:
+        with pytest.raises(ThreadKeyError) as info:
+            stranger.get_tuple(_cfg("t1"))
+        assert info.value.thread_id == "_t1" and f"wrapped by kms:{key_id}" in str(info.value)
