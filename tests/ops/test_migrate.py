@@ -3,7 +3,9 @@ idempotent, resumable after a kill, divergence reporting, secrets kept out of ou
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import random
 import re
 from collections import Counter
@@ -264,3 +266,23 @@ def test_bad_sources_are_clear_errors(tmp_path: Path) -> None:
         migrate("saver", "no_such_module_xyz:f", config=config)
     with pytest.raises(JobError, match="unknown migration source 'redis'"):
         migrate("redis", "x", config=config)
+
+
+def test_into_an_encrypted_store_with_the_key_in_the_environment(
+    memory_source: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OBJSTORE_SAVER_ENCRYPTION_KEY", base64.b64encode(os.urandom(32)).decode())
+    config = _target(tmp_path)
+    report = migrate("saver", SOURCE, config=config, apply=True)
+    assert report["checkpoints"]["copied"] == report["checkpoints"]["source"] > 0
+    _assert_same(memory_source, config)  # read back with the key
+    keys_ = _all_keys(tmp_path / "target")
+    assert sorted(k for k in keys_ if k.startswith("keys/")) == [
+        f"keys/threads/_{t}" for t in sorted(THREADS)
+    ]
+    for path in (tmp_path / "target").rglob("*"):
+        if path.is_file():
+            assert b"hello" not in path.read_bytes() and b"sub one" not in path.read_bytes()
+    again = migrate("saver", SOURCE, config=config, apply=True)  # idempotent, sealed too
+    assert again["checkpoints"]["present"] == report["checkpoints"]["source"]
+    assert again["checkpoints"]["copied"] == 0
