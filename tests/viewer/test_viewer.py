@@ -357,3 +357,27 @@ def test_serve_command_binds_loopback_and_checks_the_token(tmp_path: Path) -> No
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_an_encrypted_store_is_shown_with_its_key_and_refused_without(tmp_path: Path) -> None:
+    from objstore_saver.crypto import ClientEncryption
+    from objstore_saver.crypto.layer import sealed
+    from objstore_saver.crypto.master_keys import LocalMasterKey
+
+    raw = LocalStore(tmp_path / "s", fsync=False)
+    settings = ClientEncryption.of(LocalMasterKey(os.urandom(32)))
+    with ObjectStoreSaver(raw, client_encryption=settings) as saver:
+        chat(saver, "alice", ["a sealed question"])
+    with_key = Server(sealed(raw, settings)[0])
+    try:
+        latest = with_key.get("/api/threads/alice/latest").json()
+        assert latest["channel_values"]["messages"][0]["content"] == "a sealed question"
+    finally:
+        with_key.close()
+    blind = Server(raw)
+    try:
+        answer = blind.get("/api/threads/alice/latest")
+        assert answer.status_code >= 400
+        assert "is encrypted" in answer.text and "a sealed question" not in answer.text
+    finally:
+        blind.close()
