@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from objstore_saver import plans
+from objstore_saver.crypto.names import KEY_PREFIX
 from objstore_saver.format import codec, keys
 from objstore_saver.longterm import layout as longterm_layout
 from objstore_saver.ops._common import (
@@ -264,6 +265,8 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard
                 kind = "run-index"
             elif info.key.startswith(longterm_layout.ROOT):
                 kind = "store " + longterm_layout.classify(info.key)[1]
+            elif info.key.startswith(KEY_PREFIX):
+                kind = "encryption keys"  # key objects of encrypted threads (docs/encryption.md)
             else:
                 kind = "foreign"
             agg = by_kind.setdefault(kind, {"objects": 0, "bytes": 0})

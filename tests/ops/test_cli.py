@@ -405,6 +405,7 @@ def test_read_commands_open_an_encrypted_store_with_its_key_only(tmp_path: Path)
     assert run(["verify", "--url", url], env).returncode == 0
     du = run_json(["du", "--url", url], env)
     assert [r["thread_id"] for r in du["by_thread"]] == ["alice"]
+    assert du["by_kind"]["encryption keys"]["objects"] == 1 and "foreign" not in du["by_kind"]
 
     blind = run(["show", "alice", "--url", url])  # no key configured
     assert blind.returncode != 0
