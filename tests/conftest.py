@@ -165,6 +165,21 @@ def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> S3Store:
     return S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())
 
 
+@pytest.fixture(scope="module")
+def kms() -> Iterator[Any]:
+    """A KMS client on a moto server of its own on loopback (the S3 endpoint may be Ceph's)."""
+    import boto3
+
+    with moto_server() as url:
+        yield boto3.client(
+            "kms",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+
 # --- the backends a suite runs on ---
 
 

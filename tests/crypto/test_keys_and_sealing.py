@@ -10,13 +10,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import msgpack
 import pytest
-from moto_process import moto_server
 
 from objstore_saver.crypto.master_keys import (
     KmsMasterKey,
@@ -92,19 +89,6 @@ def test_environment_lists_the_current_key_first() -> None:
     assert [k.name for k in keys] == [parse_master_key(two).name, single.name]
     with pytest.raises(ConfigurationError, match="twice"):
         master_keys_from_env({"OBJSTORE_SAVER_ENCRYPTION_KEYS": f"{one}, {one}"})
-
-
-@pytest.fixture(scope="module")
-def kms() -> Iterator[Any]:
-    """A KMS client on a moto server of its own on loopback (the S3 endpoint may be Ceph's)."""
-    with moto_server() as url:
-        yield boto3.client(
-            "kms",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
 
 
 def test_a_kms_key_wraps_with_the_thread_as_encryption_context(kms: Any) -> None:

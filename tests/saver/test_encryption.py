@@ -13,17 +13,14 @@ import base64
 import contextlib
 import os
 import zlib
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 import zstandard
 from backends import Backend
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
-from moto_process import moto_server
 from ops_helpers import chat_graph
 
 from objstore_saver import ObjectStoreSaver
@@ -363,19 +360,6 @@ def test_the_environment_turns_encryption_on_for_every_constructor(
     monkeypatch.delenv("OBJSTORE_SAVER_KEYS_URL")
     with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_ENCRYPTION_KEY"):
         ObjectStoreSaver.from_directory(tmp_path / "data", client_encryption=True)
-
-
-@pytest.fixture(scope="module")
-def kms() -> Iterator[Any]:
-    """A KMS client on a moto server of its own on loopback (the S3 endpoint may be Ceph's)."""
-    with moto_server() as url:
-        yield boto3.client(
-            "kms",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
 
 
 def test_a_kms_master_key_serves_the_saver_sync_and_async(backend: Backend, kms: Any) -> None:
