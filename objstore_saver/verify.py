@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from objstore_saver.crypto.names import SEALED_NAME_LEN
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Manifest, SegmentRef
@@ -163,7 +164,9 @@ def verify_thread(
     for o in listing.objects:
         name = o.key.rsplit("/", 1)[1]
         if len(name) != 64 or name.strip("0123456789abcdef"):
-            report.problems.append(Problem(o.key, "unknown-key", "not a SHA-256 object key"))
+            sealed = len(name) == SEALED_NAME_LEN and not name.strip("0123456789abcdef")
+            detail = _SEALED_NAME if sealed else "not a SHA-256 object key"
+            report.problems.append(Problem(o.key, "unknown-key", detail))
         else:
             object_keys.append(o.key)
     got_manifests, got_writes, got_objects = yield from fetch_groups(
@@ -415,6 +418,12 @@ def verify_thread(
     for digest in sizes.keys() - reached:
         report.orphan_objects += 1
         report.orphan_bytes += sizes[digest]
+
+
+_SEALED_NAME = (
+    "the sealed name of an encrypted thread's object: open the store with the master key "
+    "(OBJSTORE_SAVER_ENCRYPTION_KEY)"
+)
 
 
 def _keyless(listing: ThreadListing, report: VerifyReport) -> None:

@@ -13,3 +13,6 @@ KEYS_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEYS"
 KEYS_URL_ENV = "OBJSTORE_SAVER_KEYS_URL"
 #: Prefix of key objects in their store.
 KEY_PREFIX = "keys/"
+#: Hex digits of an encrypted thread's content object name: a 32-byte address
+#: and the 16-byte SIV tag (crypto.sealing).
+SEALED_NAME_LEN = 96

@@ -17,6 +17,7 @@ import binascii
 
 from cryptography.exceptions import InvalidTag
 
+from objstore_saver.crypto.names import SEALED_NAME_LEN
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec
@@ -26,8 +27,6 @@ ALGORITHM = "aes-256-siv"
 #: Version of the sealed envelope.
 SEALED_VERSION = 1
 _LABEL = b"objstore-saver v1"
-#: Hex digits of a sealed name: a 32-byte address and the 16-byte SIV tag.
-SEALED_NAME_LEN = 96
 
 
 def sealed_name(thread: ThreadKey, digest: bytes) -> str:

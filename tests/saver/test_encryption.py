@@ -215,10 +215,15 @@ def test_a_plain_object_in_an_encrypted_thread_is_refused(tmp_path: Any) -> None
 def test_without_the_key_or_with_another_reads_fail_naming_the_thread(tmp_path: Any) -> None:
     raw = LocalStore(tmp_path / "s")
     with ObjectStoreSaver(raw, client_encryption=_settings()) as saver:
-        _chat(saver, "t1", turns=2)
+        _chat(saver, "t1", turns=2, large=True)
     nokey = ObjectStoreSaver(raw, client_encryption=False)
-    with nokey, pytest.raises(EncryptedObjectError, match="OBJSTORE_SAVER_ENCRYPTION_KEY"):
-        nokey.get_tuple(_cfg("t1"))
+    with nokey:
+        with pytest.raises(EncryptedObjectError, match="OBJSTORE_SAVER_ENCRYPTION_KEY"):
+            nokey.get_tuple(_cfg("t1"))
+        # verify says what it cannot open, and why: no problem names a value.
+        report = nokey.verify("t1")
+        kinds = {(p.kind, "encrypted" in p.detail) for p in report.problems}
+        assert kinds == {("unreadable", True), ("unknown-key", True)}, report.problems
     with ObjectStoreSaver(raw, client_encryption=_settings()) as stranger:
         with pytest.raises(ThreadKeyError) as info:
             stranger.get_tuple(_cfg("t1"))
