@@ -38,24 +38,16 @@ from typing import Any
 
 from bench.graphs import SEED, Script, chat_graph
 from bench.pricing import by_class
+from bench.savers import ObjstoreS3, ObjstoreS3Encrypted
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
-from objstore_saver.crypto import ClientEncryption
+from objstore_saver.crypto.names import KEY_PREFIX
 from objstore_saver.storage import ObjectStore
 
 #: Turns played before the CPU clock starts.
 WARMUP_TURNS = 5
 #: Target: bytes of the last turn, encrypted over clear, at most this.
 BYTES_RATIO_TARGET = 1.5
-#: Prefix of the key objects (``objstore_saver.crypto.settings.KEY_PREFIX``).
-KEY_PREFIX = "keys/"
 MODES = ("clear", "encrypted")
-
-
-def _encryption() -> ClientEncryption:
-    """Settings with one fresh local master key (needs the ``encryption`` extra)."""
-    from objstore_saver.crypto.master_keys import LocalMasterKey
-
-    return ClientEncryption.of(LocalMasterKey(os.urandom(32)))
 
 
 @contextmanager
@@ -105,7 +97,7 @@ def _stored(raw: ObjectStore) -> dict[str, int]:
 def play(raw: ObjectStore, turns: int, encrypted: bool, script: Script = SEED) -> dict[str, Any]:
     """``turns`` turns of ``script``'s chat on ``raw`` in one mode; counts of each turn."""
     store = MeteredStore(raw)
-    settings: ClientEncryption | bool = _encryption() if encrypted else False
+    settings = (ObjstoreS3Encrypted if encrypted else ObjstoreS3)().client_encryption()
     config = {"configurable": {"thread_id": "seed-chat"}}
     rows: list[dict[str, Any]] = []
     cpu_start = None

@@ -6,10 +6,8 @@ no ``cryptography``; a store is sealed only when settings name a key.
 
 from __future__ import annotations
 
-from typing import Any
-
 from objstore_saver.crypto.settings import ClientEncryption, resolve
-from objstore_saver.storage.base import ObjectStore, StoreWrapper
+from objstore_saver.storage.base import ObjectStore, layer_with
 
 
 def sealed(
@@ -20,11 +18,9 @@ def sealed(
     A store that seals already is returned as it is, with its own settings:
     a saver or job given an encrypting saver's store never seals twice.
     """
-    layer: Any = store
-    while isinstance(layer, StoreWrapper):
-        if getattr(layer, "seals_threads", False):  # a SealingStore, perhaps under a meter
-            return store, layer.settings
-        layer = layer.inner
+    layer = layer_with(store, "seals_threads")  # a SealingStore, perhaps under a meter
+    if layer is not None:
+        return store, layer.settings
     settings = resolve(setting)
     if settings is None:
         return store, None

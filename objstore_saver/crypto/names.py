@@ -16,3 +16,18 @@ KEY_PREFIX = "keys/"
 #: Hex digits of an encrypted thread's content object name: a 32-byte address
 #: and the 16-byte SIV tag (crypto.sealing).
 SEALED_NAME_LEN = 96
+#: Where threads' key objects live in the key store: ``keys/threads/<T>``.
+THREAD_KEYS = KEY_PREFIX + "threads/"
+
+
+def key_object_key(token: str) -> str:
+    """Key of a thread's key object in the key store: ``keys/threads/<T>``."""
+    return THREAD_KEYS + token
+
+
+def token_of_key_object(key: str) -> str | None:
+    """The thread token of a key object's key, else None (not ``keys/threads/<T>``)."""
+    token = key[len(THREAD_KEYS) :]
+    if not key.startswith(THREAD_KEYS) or not token or "/" in token:
+        return None
+    return token

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.master_keys import MasterKey
-from objstore_saver.crypto.names import KEY_PREFIX
+from objstore_saver.crypto.names import key_object_key
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import (
     ThreadKey,
@@ -57,10 +58,11 @@ _OBJECTS = "objects/"
 _RUNS = "runs/"
 _DIGEST_HEX = 64
 
-
-def key_object_key(token: str) -> str:
-    """Key of a thread's key object in the key store: ``keys/threads/<T>``."""
-    return f"{KEY_PREFIX}threads/{token}"
+#: A step of a request: ``("key", token, create)`` asks for a thread's key
+#: (None: it has none); ``("call", method, args, kwargs)`` sends one request to
+#: the wrapped store (its answer comes back, or its error is raised inside).
+_Step = tuple[Any, ...]
+_Request = Generator[_Step, Any, Any]
 
 
 def _thread_of(key: str) -> tuple[str, str, str] | None:
@@ -73,7 +75,43 @@ def _thread_of(key: str) -> tuple[str, str, str] | None:
     return key[: end + 1], key[len(keys.THREADS) : end], key[end + 1 :]
 
 
-def _plain_digest(rest: str) -> bytes | None:
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """A key whose body is sealed: its thread, and the address of a content object."""
+
+    pfx: str
+    token: str
+    rest: str
+    #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, mark).
+    digest: bytes | None
+
+    @classmethod
+    def of(cls, key: str | None) -> _Route | None:
+        """The route of a key under ``threads/<T>/`` but a run marker (empty, left as it is)."""
+        where = _thread_of(key) if key else None
+        if where is None or where[2].startswith(_RUNS):
+            return None
+        pfx, token, rest = where
+        return cls(pfx, token, rest, _address(rest))
+
+    def stored(self, thread: ThreadKey | None, key: str) -> str:
+        """Where ``key`` is stored: a content object under its sealed name (when the key is had)."""
+        if self.digest is None or thread is None:
+            return key
+        return self.pfx + _OBJECTS + sealing.sealed_name(thread, self.digest)
+
+    def seal(self, thread: ThreadKey, data: bytes) -> bytes:
+        if self.digest is not None:
+            return sealing.seal_object(thread, self.digest, data)
+        return sealing.seal_keyed(thread, self.rest, data)
+
+    def open(self, thread: ThreadKey, data: bytes, stored: str) -> bytes:
+        if self.digest is not None:
+            return sealing.open_object(thread, self.digest, data, stored)
+        return sealing.open_keyed(thread, self.rest, data, stored)
+
+
+def _address(rest: str) -> bytes | None:
     """The address of ``objects/<64 hex>``, else None."""
     if not rest.startswith(_OBJECTS) or len(rest) != len(_OBJECTS) + _DIGEST_HEX:
         return None
@@ -86,12 +124,16 @@ def _plain_digest(rest: str) -> bytes | None:
 class SealingStore(StoreWrapper):
     """Seals the objects of every thread with the thread's own key (docs/encryption.md).
 
+    Each request is one generator (``_put`` ... ``_delete``): it asks for the
+    keys it needs and for the wrapped store's requests, and computes the rest.
+    The blocking methods, the coroutines and ``send_ahead`` only drive it.
+
     Args:
         inner: The store of the data.
         settings: Master keys and the store of key objects (default: ``inner``).
     """
 
-    #: What :func:`~objstore_saver.crypto.settings.sealed` looks for: never seal twice.
+    #: What :func:`~objstore_saver.crypto.layer.sealed` looks for: never seal twice.
     seals_threads = True
 
     def __init__(self, inner: ObjectStore, settings: ClientEncryption) -> None:
@@ -166,46 +208,48 @@ class SealingStore(StoreWrapper):
         # (a KMS call blocks too), under the same single-flight lock.
         return self._known(token) or await in_thread(self._key, token, create)
 
-    # --- the pure parts of each request ---------------------------------------------
-
-    @staticmethod
-    def _stored_key(thread: ThreadKey | None, pfx: str, rest: str, key: str) -> str:
-        """Where the plans' ``key`` is stored: content objects under their sealed name."""
-        d = _plain_digest(rest) if thread is not None else None
-        if d is None or thread is None:
-            return key
-        return pfx + _OBJECTS + sealing.sealed_name(thread, d)
-
-    @staticmethod
-    def _seal(thread: ThreadKey, rest: str, data: bytes) -> bytes:
-        d = _plain_digest(rest)
-        if d is not None:
-            return sealing.seal_object(thread, d, data)
-        return sealing.seal_keyed(thread, rest, data)
-
-    @staticmethod
-    def _open(thread: ThreadKey, rest: str, data: bytes, stored: str) -> bytes:
-        d = _plain_digest(rest)
-        if d is not None:
-            return sealing.open_object(thread, d, data, stored)
-        return sealing.open_keyed(thread, rest, data, stored)
-
-    @staticmethod
-    def _sealed_at(key: str) -> tuple[str, str, str] | None:
-        """The thread of a key whose body is sealed (not a run marker, not outside threads)."""
-        where = _thread_of(key)
-        if where is None or where[2].startswith(_RUNS):
-            return None
-        return where
-
     def _missing(self, token: str) -> ThreadKeyMissingError:
         return ThreadKeyMissingError(keys.untoken(token) or token, key_object_key(token))
 
-    def _named(self, page: ListPage, thread_keys: dict[str, ThreadKey | None]) -> ListPage:
-        """A listing with sealed names turned back into addresses (where the key is had)."""
+    # --- the requests, free of I/O ----------------------------------------------------
+
+    def _put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> _Request:
+        route = _Route.of(key)
+        if route is None:
+            return (yield ("call", "put", (key, data, mode), {}))
+        thread = yield ("key", route.token, True)
+        body = route.seal(thread, data)
+        return (yield ("call", "put", (route.stored(thread, key), body, mode), {}))
+
+    def _get(self, key: str, byte_range: tuple[int, int] | None = None) -> _Request:
+        route = _Route.of(key)
+        if route is None:
+            return (yield ("call", "get", (key, byte_range), {}))
+        thread = yield ("key", route.token, False)
+        if thread is None:
+            raise self._missing(route.token)
+        stored = route.stored(thread, key)
+        try:
+            data = yield ("call", "get", (stored,), {})
+        except ObjectNotFoundError as exc:
+            raise ObjectNotFoundError(exc.location, key) from exc
+        return _cut(route.open(thread, data, stored), byte_range)
+
+    def _list(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> _Request:
+        route = _Route.of(start_after)
+        after = start_after
+        if route is not None and route.digest is not None and start_after is not None:
+            after = route.stored((yield ("key", route.token, False)), start_after)
+        page: ListPage = yield ("call", "list", (prefix,), {"start_after": after, "limit": limit})
+        listed = [(o, _thread_of(o.key)) for o in page.objects]
+        objects = {w[1] for _, w in listed if w is not None and w[2].startswith(_OBJECTS)}
+        thread_keys = {}
+        for token in objects:
+            thread_keys[token] = yield ("key", token, False)
         out: list[ObjectInfo] = []
-        for o in page.objects:
-            where = _thread_of(o.key)
+        for o, where in listed:
             thread = thread_keys.get(where[1]) if where is not None else None
             if where is not None and thread is not None and where[2].startswith(_OBJECTS):
                 d = sealing.opened_name(thread, where[2][len(_OBJECTS) :])
@@ -214,27 +258,60 @@ class SealingStore(StoreWrapper):
             out.append(o)
         return ListPage(out, page.truncated)
 
-    @staticmethod
-    def _tokens_with_objects(page: ListPage) -> set[str]:
-        found = set()
-        for o in page.objects:
-            where = _thread_of(o.key)
-            if where is not None and where[2].startswith(_OBJECTS):
-                found.add(where[1])
-        return found
+    def _delete(self, keys_: Sequence[str]) -> _Request:
+        stored = []
+        for k in keys_:
+            route = _Route.of(k)
+            if route is not None and route.digest is not None:
+                k = route.stored((yield ("key", route.token, False)), k)
+            stored.append(k)
+        return (yield ("call", "delete", (stored,), {}))
 
-    # --- blocking requests ----------------------------------------------------------
+    def _request(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> _Request:
+        build: Callable[..., _Request] = getattr(self, "_" + method)
+        return build(*args, **kwargs)
+
+    # --- the drivers ------------------------------------------------------------------
+
+    def _drive(self, request: _Request, reply: Any = None, error: Exception | None = None) -> Any:
+        """Run a request with the blocking methods, from a reply (or error) to its last step."""
+        while True:
+            try:
+                step = request.send(reply) if error is None else request.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            reply, error = None, None
+            try:
+                if step[0] == "key":
+                    reply = self._key(step[1], step[2])
+                else:
+                    reply = getattr(self._inner, step[1])(*step[2], **step[3])
+            except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
+                error = exc
+
+    async def _adrive(self, request: _Request) -> Any:
+        """Run a request with the coroutines."""
+        reply: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = request.send(reply) if error is None else request.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            reply, error = None, None
+            try:
+                if step[0] == "key":
+                    reply = await self._akey(step[1], step[2])
+                else:
+                    reply = await getattr(self._inner, "a" + step[1])(*step[2], **step[3])
+            except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
+                error = exc
+
+    # --- blocking requests and coroutines ------------------------------------------
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Seal ``data`` with its thread's key (made at the thread's first write) and store it."""
-        where = self._sealed_at(key)
-        if where is None:
-            return self._inner.put(key, data, mode)
-        pfx, token, rest = where
-        thread = self._key(token, create=True)
-        assert thread is not None
-        stored = self._stored_key(thread, pfx, rest, key)
-        self._inner.put(stored, self._seal(thread, rest, data), mode)
+        self._drive(self._put(key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """The opened object (a range is cut from the opened bytes).
@@ -243,57 +320,37 @@ class SealingStore(StoreWrapper):
             ThreadKeyMissingError: the thread has no key object.
             CorruptObjectError: the stored bytes are plain, altered, or another key's.
         """
-        where = self._sealed_at(key)
-        if where is None:
-            return self._inner.get(key, byte_range)
-        pfx, token, rest = where
-        thread = self._key(token, create=False)
-        if thread is None:
-            raise self._missing(token)
-        stored = self._stored_key(thread, pfx, rest, key)
-        return _cut(self._open(thread, rest, self._got(stored, key), stored), byte_range)
-
-    def _got(self, stored: str, key: str) -> bytes:
-        try:
-            return self._inner.get(stored)
-        except ObjectNotFoundError as exc:
-            raise ObjectNotFoundError(exc.location, key) from exc
+        return self._drive(self._get(key, byte_range))
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """A page of keys, content objects named by their addresses again."""
-        after = self._stored_after(start_after, self._key_for_name)
-        page = self._inner.list(prefix, start_after=after, limit=limit)
-        tokens = self._tokens_with_objects(page)
-        return self._named(page, {t: self._key(t, create=False) for t in tokens})
-
-    def _key_for_name(self, token: str) -> ThreadKey | None:
-        return self._key(token, create=False)
-
-    def _stored_after(
-        self, start_after: str | None, key_of: Callable[[str], ThreadKey | None]
-    ) -> str | None:
-        where = _thread_of(start_after) if start_after else None
-        if where is None or _plain_digest(where[2]) is None:
-            return start_after
-        return self._stored_key(key_of(where[1]), where[0], where[2], start_after or "")
+        return self._drive(self._list(prefix, start_after=start_after, limit=limit))
 
     def delete(self, keys_: Sequence[str]) -> None:
         """Delete the stored objects of these keys (content objects by their sealed names)."""
-        self._inner.delete(self._stored_keys(keys_, self._key_for_name))
+        self._drive(self._delete(keys_))
 
-    def _stored_keys(
-        self, keys_: Sequence[str], key_of: Callable[[str], ThreadKey | None]
-    ) -> list[str]:
-        out = []
-        for k in keys_:
-            where = _thread_of(k)
-            if where is not None and _plain_digest(where[2]) is not None:
-                out.append(self._stored_key(key_of(where[1]), where[0], where[2], k))
-            else:
-                out.append(k)
-        return out
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        """Coroutine twin of :meth:`put`."""
+        await self._adrive(self._put(key, data, mode))
+
+    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        """Coroutine twin of :meth:`get`."""
+        return await self._adrive(self._get(key, byte_range))
+
+    async def alist(
+        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> ListPage:
+        """Coroutine twin of :meth:`list`."""
+        return await self._adrive(self._list(prefix, start_after=start_after, limit=limit))
+
+    async def adelete(self, keys_: Sequence[str]) -> None:
+        """Coroutine twin of :meth:`delete`."""
+        await self._adrive(self._delete(keys_))
+
+    # --- thread keys as a whole -------------------------------------------------------
 
     def shred(self, thread_prefix: str) -> None:
         """Delete the key object of the thread ``threads/<T>/``: its objects become unreadable."""
@@ -301,132 +358,56 @@ class SealingStore(StoreWrapper):
         self.forget(token)
         self._key_store.delete([key_object_key(token)])
 
-    def has_key(self, thread_prefix: str) -> bool:
-        """Whether the thread ``threads/<T>/`` has a key object (loading it if not in memory)."""
-        return self._key(_token_of_prefix(thread_prefix), create=False) is not None
-
-    # --- coroutines -----------------------------------------------------------------
-
-    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Coroutine twin of :meth:`put`."""
-        where = self._sealed_at(key)
-        if where is None:
-            return await self._inner.aput(key, data, mode)
-        pfx, token, rest = where
-        thread = await self._akey(token, create=True)
-        assert thread is not None
-        stored = self._stored_key(thread, pfx, rest, key)
-        await self._inner.aput(stored, self._seal(thread, rest, data), mode)
-
-    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Coroutine twin of :meth:`get`."""
-        where = self._sealed_at(key)
-        if where is None:
-            return await self._inner.aget(key, byte_range)
-        pfx, token, rest = where
-        thread = await self._akey(token, create=False)
-        if thread is None:
-            raise self._missing(token)
-        stored = self._stored_key(thread, pfx, rest, key)
-        try:
-            data = await self._inner.aget(stored)
-        except ObjectNotFoundError as exc:
-            raise ObjectNotFoundError(exc.location, key) from exc
-        return _cut(self._open(thread, rest, data, stored), byte_range)
-
-    async def alist(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Coroutine twin of :meth:`list`."""
-        after = start_after
-        where = _thread_of(start_after) if start_after else None
-        if where is not None and _plain_digest(where[2]) is not None:
-            known = await self._akey(where[1], create=False)
-            after = self._stored_after(start_after, lambda _t: known)
-        page = await self._inner.alist(prefix, start_after=after, limit=limit)
-        found = {t: await self._akey(t, create=False) for t in self._tokens_with_objects(page)}
-        return self._named(page, found)
-
-    async def adelete(self, keys_: Sequence[str]) -> None:
-        """Coroutine twin of :meth:`delete`."""
-        tokens = set()
-        for k in keys_:
-            where = _thread_of(k)
-            if where is not None and _plain_digest(where[2]) is not None:
-                tokens.add(where[1])
-        found = {t: await self._akey(t, create=False) for t in tokens}
-        await self._inner.adelete(self._stored_keys(keys_, found.__getitem__))
-
-    async def ahas_key(self, thread_prefix: str) -> bool:
-        """Coroutine twin of :meth:`has_key`."""
-        return await self._akey(_token_of_prefix(thread_prefix), create=False) is not None
-
     async def ashred(self, thread_prefix: str) -> None:
         """Coroutine twin of :meth:`shred`."""
         token = _token_of_prefix(thread_prefix)
         self.forget(token)
         await self._key_store.adelete([key_object_key(token)])
 
+    def has_key(self, thread_prefix: str) -> bool:
+        """Whether the thread ``threads/<T>/`` has a key object (loading it if not in memory)."""
+        return self._key(_token_of_prefix(thread_prefix), create=False) is not None
+
+    async def ahas_key(self, thread_prefix: str) -> bool:
+        """Coroutine twin of :meth:`has_key`."""
+        return await self._akey(_token_of_prefix(thread_prefix), create=False) is not None
+
 
 class _SealingStoreAhead(SealingStore):
     """A :class:`SealingStore` over a store that sends requests ahead (:class:`SendsAhead`)."""
 
     def send_ahead(self, method: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
-        """Seal and rename as the blocking call would, send now, open the answer when read."""
+        """Load keys and seal now, send the first request ahead; the rest when it is answered."""
         inner = self._inner
         assert isinstance(inner, SendsAhead)
-        if method == "get":
-            key = args[0]
-            byte_range = args[1] if len(args) > 1 else kwargs.get("byte_range")
-            where = self._sealed_at(key)
-            if where is None:
-                return inner.send_ahead("get", *args, **kwargs)
-            pfx, token, rest = where
-            thread = self._key(token, create=False)
-            if thread is None:
-                error = self._missing(token)
-
-                def fail() -> Any:
-                    raise error
-
-                return fail
-            stored = self._stored_key(thread, pfx, rest, key)
-            answer = inner.send_ahead("get", stored)
-
-            def opened() -> bytes:
+        request = self._request(method, args, kwargs)
+        reply: Any = None
+        try:
+            while True:
                 try:
-                    data = answer()
-                except ObjectNotFoundError as exc:
-                    raise ObjectNotFoundError(exc.location, key) from exc
-                return _cut(self._open(thread, rest, data, stored), byte_range)
+                    step = request.send(reply)
+                except StopIteration as stop:
+                    value = stop.value
+                    return lambda: value
+                if step[0] == "key":
+                    reply = self._key(step[1], step[2])
+                    continue
+                answer = inner.send_ahead(step[1], *step[2], **step[3])
+                return lambda: self._finish(request, answer)
+        except Exception as exc:  # noqa: BLE001 -- raised where the call's outcome is read
+            error = exc
 
-            return opened
-        if method == "list":
-            prefix = args[0]
-            start_after = kwargs.get("start_after")
-            limit = kwargs.get("limit", MAX_LIST_PAGE)
-            after = self._stored_after(start_after, self._key_for_name)
-            listed = inner.send_ahead("list", prefix, start_after=after, limit=limit)
+            def fail() -> Any:
+                raise error
 
-            def named() -> ListPage:
-                page: ListPage = listed()
-                tokens = self._tokens_with_objects(page)
-                return self._named(page, {t: self._key(t, create=False) for t in tokens})
+            return fail
 
-            return named
-        if method == "put":
-            key, data = args[0], args[1]
-            mode = args[2] if len(args) > 2 else kwargs.get("mode", PutMode.OVERWRITE)
-            where = self._sealed_at(key)
-            if where is None:
-                return inner.send_ahead("put", key, data, mode)
-            pfx, token, rest = where
-            thread = self._key(token, create=True)
-            assert thread is not None
-            stored = self._stored_key(thread, pfx, rest, key)
-            return inner.send_ahead("put", stored, self._seal(thread, rest, data), mode)
-        keys_ = args[0]
-        return inner.send_ahead("delete", self._stored_keys(keys_, self._key_for_name))
+    def _finish(self, request: _Request, answer: Callable[[], Any]) -> Any:
+        try:
+            reply = answer()
+        except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
+            return self._drive(request, error=exc)
+        return self._drive(request, reply)
 
 
 def _token_of_prefix(thread_prefix: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import binascii
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from objstore_saver.crypto.names import SEALED_NAME_LEN
 from objstore_saver.crypto.thread_keys import ThreadKey
@@ -75,10 +76,27 @@ def _ciphertext(data: bytes, key: str) -> bytes:
     return c
 
 
+def _opened(siv: AESSIV, ad: list[bytes], data: bytes, key: str, bound_to: str) -> bytes:
+    try:
+        return siv.decrypt(_ciphertext(data, key), ad)
+    except InvalidTag as exc:
+        raise CorruptObjectError(
+            key,
+            f"does not open with this thread's key {bound_to} (moved, altered or another thread's)",
+        ) from exc
+
+
+def _object_ad(thread: ThreadKey, digest: bytes) -> list[bytes]:
+    return [_LABEL, b"obj", thread.thread_id.encode(), digest]
+
+
+def _keyed_ad(thread: ThreadKey, name: str) -> list[bytes]:
+    return [_LABEL, b"key", thread.thread_id.encode(), name.encode()]
+
+
 def seal_object(thread: ThreadKey, digest: bytes, plaintext: bytes) -> bytes:
     """The stored bytes of a content object whose address is ``digest``."""
-    ad = [_LABEL, b"obj", thread.thread_id.encode(), digest]
-    return _envelope(thread.object_siv.encrypt(plaintext, ad))
+    return _envelope(thread.object_siv.encrypt(plaintext, _object_ad(thread, digest)))
 
 
 def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> bytes:
@@ -88,21 +106,12 @@ def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> byte
         CorruptObjectError: not sealed, sealed for another thread or address,
             or altered (named by ``key``).
     """
-    ad = [_LABEL, b"obj", thread.thread_id.encode(), digest]
-    try:
-        return thread.object_siv.decrypt(_ciphertext(data, key), ad)
-    except InvalidTag as exc:
-        raise CorruptObjectError(
-            key,
-            "does not open with this thread's key at this address (moved, altered or "
-            "another thread's)",
-        ) from exc
+    return _opened(thread.object_siv, _object_ad(thread, digest), data, key, "at this address")
 
 
 def seal_keyed(thread: ThreadKey, name: str, plaintext: bytes) -> bytes:
     """The stored bytes of a keyed object (manifest, write) at ``name``, its key in the thread."""
-    ad = [_LABEL, b"key", thread.thread_id.encode(), name.encode()]
-    return _envelope(thread.keyed_siv.encrypt(plaintext, ad))
+    return _envelope(thread.keyed_siv.encrypt(plaintext, _keyed_ad(thread, name)))
 
 
 def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
@@ -112,12 +121,4 @@ def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
         CorruptObjectError: not sealed, or sealed for another key or thread, or
             altered (named by ``key``).
     """
-    ad = [_LABEL, b"key", thread.thread_id.encode(), name.encode()]
-    try:
-        return thread.keyed_siv.decrypt(_ciphertext(data, key), ad)
-    except InvalidTag as exc:
-        raise CorruptObjectError(
-            key,
-            "does not open with this thread's key under this name (moved, altered or "
-            "another thread's)",
-        ) from exc
+    return _opened(thread.keyed_siv, _keyed_ad(thread, name), data, key, "under this name")

@@ -101,6 +101,23 @@ def redact_error(exc: BaseException, secrets: list[str]) -> str:
     return redact(f"{type(exc).__name__}: {exc}", secrets)
 
 
+@contextlib.contextmanager
+def secrets_kept_out(job: str, secrets: list[str]) -> Iterator[None]:
+    """Re-raise a job's errors with every secret removed.
+
+    A ``ConfigurationError`` or ``JobError`` keeps its type; any other error
+    becomes a ``JobError`` saying ``<job> failed``.
+    """
+    try:
+        yield
+    except ConfigurationError as exc:
+        raise ConfigurationError(redact(str(exc), secrets)) from None
+    except JobError as exc:
+        raise JobError(redact(str(exc), secrets)) from None
+    except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
+        raise JobError(f"{job} failed: {redact_error(exc, secrets)}") from None
+
+
 def no_progress(done: int, total: int | None, item: str) -> None:
     """The default progress callback: report nothing."""
 

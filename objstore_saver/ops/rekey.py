@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from objstore_saver.crypto.names import KEY_ENV, KEY_PREFIX, KEYS_ENV
+from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV, THREAD_KEYS, token_of_key_object
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
 from objstore_saver.errors import (
@@ -37,13 +37,13 @@ from objstore_saver.errors import (
 from objstore_saver.format import keys
 from objstore_saver.ops._common import (
     CancelCheck,
-    JobError,
     OpsConfig,
     ProgressCallback,
     never_cancel,
     no_progress,
     redact,
     redact_error,
+    secrets_kept_out,
 )
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # the ``encryption`` extra's; loaded when a master key is con
 __all__ = ["KEY_OBJECTS", "arekey", "rekey"]
 
 #: Where thread key objects live in the key store.
-KEY_OBJECTS = f"{KEY_PREFIX}threads/"
+KEY_OBJECTS = THREAD_KEYS
 
 
 def cursor_source(current: str, drop_old: bool) -> str:
@@ -75,14 +75,6 @@ def cursor_source(current: str, drop_old: bool) -> str:
     """
     mode = ", dropping the others" if drop_old else ""
     return f"thread key objects of this key store, wrapped by {current}{mode}"
-
-
-def _token(key: str) -> str | None:
-    """The thread token of a key object's key ``keys/threads/<T>``, else None."""
-    token = key[len(KEY_OBJECTS) :]
-    if not key.startswith(KEY_OBJECTS) or not token or "/" in token:
-        return None
-    return token
 
 
 @dataclass
@@ -113,7 +105,7 @@ class _Job:
         key opens, fails alone (its row names the error, never key material).
         """
         row = _Row(listed.key)
-        token = _token(listed.key)
+        token = token_of_key_object(listed.key)
         try:
             if token is None:
                 raise CorruptObjectError(listed.key, "not a thread's key object (keys/threads/<T>)")
@@ -224,7 +216,7 @@ async def arekey(
     check_concurrency(concurrency)
     config = config or OpsConfig.from_env()
     secrets = config.secrets()
-    try:
+    with secrets_kept_out("rekey", secrets):
         settings = await asyncio.to_thread(_settings)  # a key store's check, a KMS client
         data = await asyncio.to_thread(store_from_url, config.require_url())
         key_store = settings.key_store or data
@@ -236,12 +228,6 @@ async def arekey(
                 aclose = getattr(store, "aclose", None)
                 if aclose is not None:
                     await aclose()
-    except ConfigurationError as exc:
-        raise ConfigurationError(redact(str(exc), secrets)) from None
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
-    except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
-        raise JobError(f"rekey failed: {redact_error(exc, secrets)}") from None
 
 
 rekey = blocking(arekey)

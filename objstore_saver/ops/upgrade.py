@@ -33,7 +33,6 @@ from langchain_core.runnables import RunnableConfig
 from objstore_saver import plans
 from objstore_saver.driver import Driver
 from objstore_saver.errors import (
-    ConfigurationError,
     CorruptObjectError,
     MissingObjectError,
     ObjstoreSaverError,
@@ -43,15 +42,14 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest, WriteObj
 from objstore_saver.ops._common import (
     CancelCheck,
-    JobError,
     OpsConfig,
     ProgressCallback,
     SubPlan,
     aopen_saver,
     never_cancel,
     no_progress,
-    redact,
     redact_error,
+    secrets_kept_out,
 )
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import (
@@ -297,16 +295,10 @@ async def aupgrade(
     check_concurrency(concurrency)
     config = config or OpsConfig.from_env()
     secrets = config.secrets()
-    try:
+    with secrets_kept_out("upgrade", secrets):
         return await _run(
             config, thread_ids, apply, concurrency, shard, restart, progress, should_cancel
         )
-    except ConfigurationError as exc:
-        raise ConfigurationError(redact(str(exc), secrets)) from None
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
-    except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
-        raise JobError(f"upgrade failed: {redact_error(exc, secrets)}") from None
 
 
 upgrade = blocking(aupgrade)

@@ -20,6 +20,7 @@ from objstore_saver.storage.base import (
     PutMode,
     SendsAhead,
     StorageError,
+    layer_with,
 )
 
 T = TypeVar("T")
@@ -105,16 +106,23 @@ class Emit:
 Plan = Generator[Batch | Emit, list[Any] | None, T]
 
 
-def _call_of(op: Op) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
-    """The store method (sync name) and arguments that carry out one request."""
+def _call_of(store: ObjectStore, op: Op) -> tuple[Any, str, tuple[Any, ...], dict[str, Any]]:
+    """The layer of ``store``, its method (sync name) and the arguments that carry out ``op``.
+
+    A thread key's request goes to the sealing layer; the layer is None (no
+    request) on a store that does not encrypt.
+    """
     if isinstance(op, Get):
-        return "get", (op.key, op.byte_range), {}
+        return store, "get", (op.key, op.byte_range), {}
     if isinstance(op, Put):
-        return "put", (op.key, op.data, op.mode), {}
+        return store, "put", (op.key, op.data, op.mode), {}
     if isinstance(op, ListKeys):
-        return "list", (op.prefix,), {"start_after": op.start_after, "limit": op.limit}
-    assert not isinstance(op, Shred | KeyState)  # carried out by their own path
-    return "delete", (op.keys,), {}
+        return store, "list", (op.prefix,), {"start_after": op.start_after, "limit": op.limit}
+    if isinstance(op, Shred):
+        return shredder(store), "shred", (op.thread_prefix,), {}
+    if isinstance(op, KeyState):
+        return shredder(store), "has_key", (op.thread_prefix,), {}
+    return store, "delete", (op.keys,), {}
 
 
 def _result_of(op: Op, returned: Any) -> Any:
@@ -123,18 +131,13 @@ def _result_of(op: Op, returned: Any) -> Any:
     return True if isinstance(op, Put | Shred) else returned
 
 
-def shredder(store: Any) -> Any:
-    """The layer of ``store`` (itself or a store it wraps) that destroys thread keys, or None.
+def shredder(store: ObjectStore) -> Any:
+    """The layer of ``store`` that destroys thread keys (the sealing layer), or None.
 
     A shred goes straight to it: a wrapper that batches deletes (a job's
     coalescing layer) must not hold it behind the thread's other deletes.
     """
-    layer = store
-    while layer is not None:
-        if hasattr(layer, "shred"):
-            return layer
-        layer = getattr(layer, "inner", None)
-    return None
+    return layer_with(store, "seals_threads")
 
 
 def _expected_absence(op: Op, exc: StorageError) -> Any:
@@ -148,15 +151,11 @@ def _expected_absence(op: Op, exc: StorageError) -> Any:
 
 def execute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's blocking methods."""
-    if isinstance(op, Shred):  # no request on a store that does not encrypt
-        layer = shredder(store)
-        return None if layer is None else _result_of(op, layer.shred(op.thread_prefix))
-    if isinstance(op, KeyState):
-        layer = shredder(store)
-        return None if layer is None else layer.has_key(op.thread_prefix)
-    name, args, kwargs = _call_of(op)
+    layer, name, args, kwargs = _call_of(store, op)
+    if layer is None:
+        return None
     try:
-        return _result_of(op, getattr(store, name)(*args, **kwargs))
+        return _result_of(op, getattr(layer, name)(*args, **kwargs))
     except (ObjectNotFoundError, ObjectExistsError) as exc:
         return _expected_absence(op, exc)
 
@@ -169,7 +168,7 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
     if isinstance(op, Shred | KeyState):
         result = execute(store, op)  # not sent ahead: runs alone, at a thread's start or end
         return lambda: result
-    name, args, kwargs = _call_of(op)
+    _, name, args, kwargs = _call_of(store, op)
     answer = store.send_ahead(name, *args, **kwargs)
 
     def finish() -> Any:
@@ -183,15 +182,11 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
 
 async def aexecute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's coroutines (no thread hop of ours)."""
-    if isinstance(op, Shred):
-        layer = shredder(store)
-        return None if layer is None else _result_of(op, await layer.ashred(op.thread_prefix))
-    if isinstance(op, KeyState):
-        layer = shredder(store)
-        return None if layer is None else await layer.ahas_key(op.thread_prefix)
-    name, args, kwargs = _call_of(op)
+    layer, name, args, kwargs = _call_of(store, op)
+    if layer is None:
+        return None
     try:
-        return _result_of(op, await getattr(store, "a" + name)(*args, **kwargs))
+        return _result_of(op, await getattr(layer, "a" + name)(*args, **kwargs))
     except (ObjectNotFoundError, ObjectExistsError) as exc:
         return _expected_absence(op, exc)
 

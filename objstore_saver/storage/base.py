@@ -266,3 +266,18 @@ class StoreWrapper:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._inner!r})"
+
+
+def layer_with(store: ObjectStore, attribute: str) -> Any:
+    """The layer of ``store`` (itself, or a store it wraps) that has ``attribute``; else None.
+
+    For what one layer offers beneath others (the sealing layer's thread
+    keys under a meter or a delete-coalescing layer).
+    """
+    layer: Any = store
+    while True:
+        if getattr(layer, attribute, None) is not None:
+            return layer
+        if not isinstance(layer, StoreWrapper):
+            return None
+        layer = layer.inner
