@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 from langgraph.checkpoint.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys, split_values
@@ -68,60 +67,8 @@ def _expand_list(
         _expand(serde, digest, count, got, pfx, out)
     for g in obj.segments:
         _expand(serde, g.digest, g.count, got, pfx, out)
-    _extend_items(serde, obj.tail, got, pfx, out)
+    out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
     return out
-
-
-def _extend_items(
-    serde: SerializerProtocol,
-    items: Iterable[Entry],
-    got: Mapping[bytes, StoredObject],
-    pfx: str,
-    out: list[Any],
-) -> None:
-    """Append the values of list elements, in order.
-
-    With LangGraph's own serializer, a run of inline MessagePack elements is
-    one MessagePack array: its elements' bytes behind an array header are
-    decoded by one ``loads_typed`` call, to the values the elements decode to
-    one by one (a long conversation's messages are read at every turn).
-    """
-    if type(serde) is not JsonPlusSerializer:
-        out.extend(materialize(serde, item, got, pfx) for item in items)
-        return
-    run: list[bytes] = []
-    for item in items:
-        if isinstance(item, Inline) and item.payload.type == "msgpack":
-            run.append(codec.payload_bytes(item.payload, pfx)[1])
-            continue
-        if run:
-            _decode_run(serde, run, pfx, out)
-            run = []
-        out.append(materialize(serde, item, got, pfx))
-    if run:
-        _decode_run(serde, run, pfx, out)
-
-
-#: Bytes decoded after a run's elements: MessagePack ignores bytes after a
-#: value, so an element holding more or less than one value would shift the
-#: run silently; the shifted run does not end with this value.
-_RUN_END = b"\xc4\x0cobjstore-run"
-
-
-def _decode_run(serde: SerializerProtocol, run: list[bytes], key: str, out: list[Any]) -> None:
-    """Decode MessagePack elements' bytes as one array; each must be exactly one value."""
-    n = len(run) + 1
-    if n < 16:
-        head = bytes((0x90 | n,))
-    elif n < 1 << 16:
-        head = b"\xdc" + n.to_bytes(2, "big")
-    else:
-        head = b"\xdd" + n.to_bytes(4, "big")
-    values = serde.loads_typed(("msgpack", head + b"".join(run) + _RUN_END))
-    if not isinstance(values, list) or len(values) != n or values[-1] != _RUN_END[2:]:
-        raise CorruptObjectError(key, f"{n - 1} list elements are not one MessagePack value each")
-    values.pop()
-    out.extend(values)
 
 
 def _text_pieces(ref: Ref, got: Mapping[bytes, StoredObject], pfx: str) -> Iterator[bytes]:
@@ -167,7 +114,7 @@ def _expand(
             keys.object_key_in(pfx, digest),
             f"{kind} holds {len(obj.items)} elements, its parent says {count}",
         )
-    _extend_items(serde, obj.items, got, pfx, out)
+    out.extend(materialize(serde, item, got, pfx) for item in obj.items)
 
 
 def manifest_values(
