@@ -36,6 +36,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from langgraph.checkpoint.base import SerializerProtocol
+
 from bench.graphs import SEED, Script, chat_graph
 from bench.pricing import by_class
 from bench.savers import ObjstoreS3, ObjstoreS3Encrypted
@@ -47,7 +49,7 @@ from objstore_saver.storage import ObjectStore
 WARMUP_TURNS = 5
 #: Target: bytes of the last turn, encrypted over clear, at most this.
 BYTES_RATIO_TARGET = 1.5
-MODES = ("clear", "encrypted")
+MODES = ("clear", "encrypted", "serializer")
 
 
 @contextmanager
@@ -94,14 +96,24 @@ def _stored(raw: ObjectStore) -> dict[str, int]:
     return {"objects": objects, "bytes": size, "key_objects": key_objects, "key_bytes": key_bytes}
 
 
-def play(raw: ObjectStore, turns: int, encrypted: bool, script: Script = SEED) -> dict[str, Any]:
-    """``turns`` turns of ``script``'s chat on ``raw`` in one mode; counts of each turn."""
+def play(
+    raw: ObjectStore,
+    turns: int,
+    encrypted: bool,
+    script: Script = SEED,
+    serde: SerializerProtocol | None = None,
+) -> dict[str, Any]:
+    """``turns`` turns of ``script``'s chat on ``raw`` in one mode; counts of each turn.
+
+    ``serde`` replaces the saver's serializer (LangGraph's ``EncryptedSerializer``
+    for the comparison row).
+    """
     store = MeteredStore(raw)
     settings = (ObjstoreS3Encrypted if encrypted else ObjstoreS3)().client_encryption()
     config = {"configurable": {"thread_id": "seed-chat"}}
     rows: list[dict[str, Any]] = []
     cpu_start = None
-    with ObjectStoreSaver(store, client_encryption=settings) as saver:
+    with ObjectStoreSaver(store, client_encryption=settings, serde=serde) as saver:
         graph = chat_graph(saver, script)
         for t in range(turns):
             if t == WARMUP_TURNS:
@@ -123,7 +135,7 @@ def play(raw: ObjectStore, turns: int, encrypted: bool, script: Script = SEED) -
         messages = graph.get_state(config).values["messages"]
     later = rows[1:]
     return {
-        "mode": "encrypted" if encrypted else "clear",
+        "mode": "serializer" if serde is not None else "encrypted" if encrypted else "clear",
         "turns": rows,
         "complete": len(messages) == 2 * turns + 1,
         "stored": _stored(raw),
@@ -179,14 +191,32 @@ def run(turns: int, store: str = "local") -> dict[str, Any]:
     with _stores(store) as raws:
         clear = play(raws["clear"], turns, encrypted=False)
         enc = play(raws["encrypted"], turns, encrypted=True)
+        serde = _serializer()
+        serializer = (
+            play(raws["serializer"], turns, encrypted=False, serde=serde) if serde else None
+        )
     return {
         "turns": turns,
         "store": store,
         "warmup_turns": WARMUP_TURNS,
         "clear": clear,
         "encrypted": enc,
+        "serializer": serializer,
         "comparison": compare(clear, enc),
     }
+
+
+def _serializer() -> SerializerProtocol | None:
+    """LangGraph's ``EncryptedSerializer`` (AES-EAX, a random nonce per value), a fresh key.
+
+    None when ``pycryptodome`` is not installed: the report says the row is not measured.
+    """
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    try:
+        return EncryptedSerializer.from_pycryptodome_aes(key=os.urandom(32))
+    except ImportError:
+        return None
 
 
 def _ops(requests: dict[str, int]) -> str:
@@ -236,6 +266,8 @@ def render(report: dict[str, Any]) -> str:
         f"| {_fmt(e['cpu_ms_per_turn'])} | {_fmt(cmp['cpu_per_turn_ratio'])} |",
         f"| history complete | {c['complete']} | {e['complete']} | |",
         "",
+        _serializer_line(report["serializer"], c, last),
+        "",
     ]
     ok = {True: "met", False: "NOT MET"}
     lines.append(
@@ -256,6 +288,18 @@ def render(report: dict[str, Any]) -> str:
             f"  turn {d['turn']}: clear {_ops(d['clear'])}; encrypted {_ops(d['encrypted'])}"
         )
     return "\n".join(lines)
+
+
+def _serializer_line(s: dict[str, Any] | None, clear: dict[str, Any], last: int) -> str:
+    """The comparison with LangGraph's ``EncryptedSerializer`` (or why it is missing)."""
+    if s is None:
+        return "LangGraph's EncryptedSerializer: not measured (pycryptodome is not installed)."
+    written = s["bytes_written_last_turn"]
+    ratio = _fmt(_ratio(clear["bytes_written_last_turn"], written))
+    return (
+        f"For comparison, LangGraph's EncryptedSerializer: turn {last} writes {written} bytes "
+        f"({ratio}x in clear), {_fmt(s['class_a_per_turn'])} class A requests a turn."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
