@@ -55,13 +55,14 @@ class CorruptObjectError(ObjstoreSaverError):
 
 
 class EncryptedObjectError(CorruptObjectError):
-    """An encrypted (sealed) object read without its thread's key."""
+    """An encrypted (sealed) object read without its thread's (or store namespace's) key."""
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.reason = (
-            "it is encrypted; open the store with the master key that wraps its thread's key "
-            "(OBJSTORE_SAVER_ENCRYPTION_KEY or OBJSTORE_SAVER_ENCRYPTION_KEYS)"
+            "it is encrypted; open the store with the master key that wraps its thread's (or "
+            "store namespace's) key (OBJSTORE_SAVER_ENCRYPTION_KEY or "
+            "OBJSTORE_SAVER_ENCRYPTION_KEYS)"
         )
         ObjstoreSaverError.__init__(self, f"object at key {key!r}: {self.reason}")
 
@@ -87,10 +88,13 @@ class UnsupportedFormatError(ObjstoreSaverError):
 
 
 class ThreadKeyError(ObjstoreSaverError):
-    """An encrypted thread's data key cannot be had: no key object, or no master key opens it."""
+    """An encrypted thread's data key cannot be had: no key object, or no master key opens it.
 
-    def __init__(self, thread_id: str, key: str, reason: str) -> None:
-        super().__init__(f"thread {thread_id!r}: key object {key!r}: {reason}")
+    Also raised for a long-term store namespace's key (``owner`` names it).
+    """
+
+    def __init__(self, thread_id: str, key: str, reason: str, *, owner: str | None = None) -> None:
+        super().__init__(f"{owner or f'thread {thread_id!r}'}: key object {key!r}: {reason}")
         self.thread_id = thread_id
         self.key = key
         self.reason = reason
@@ -99,12 +103,16 @@ class ThreadKeyError(ObjstoreSaverError):
 class ThreadKeyMissingError(ThreadKeyError):
     """An encrypted thread's key object does not exist (deleted: the thread is shredded)."""
 
-    def __init__(self, thread_id: str, key: str) -> None:
+    def __init__(self, thread_id: str, key: str, *, owner: str | None = None) -> None:
         super().__init__(
             thread_id,
             key,
             "missing: the thread was deleted (its objects can no longer be read) or written "
-            "without encryption",
+            "without encryption"
+            if owner is None
+            else "missing: its key object was deleted (its objects can no longer be read) or "
+            "they were written without encryption",
+            owner=owner,
         )
 
 

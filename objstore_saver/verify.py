@@ -30,15 +30,17 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans import decode_checked_manifest, embedded_name, thread_prefixes
-from objstore_saver.plans.requests import Batch, KeyState, run_one
+from objstore_saver.plans.requests import Batch, KeyState, Unopened, run_one
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
 from objstore_saver.verify_facts import (
+    Body,
     Facts,
     facts_of,
     fetch,
     fetch_groups,
     held_in,
     located_outside,
+    opened,
     split_refs,
 )
 
@@ -201,7 +203,7 @@ def verify_thread(
             continue  # deleted since it was listed
         report.manifests += 1
         try:
-            m = decode_checked_manifest(body, key)
+            m = decode_checked_manifest(opened(body), key)
         except (CorruptObjectError, UnsupportedFormatError) as exc:
             report.problems.append(Problem(key, "unreadable", str(exc)))
             unreadable.add(key)
@@ -221,7 +223,7 @@ def verify_thread(
             continue
         report.writes += 1
         try:
-            ws = codec.decode_writes(body, key)
+            ws = codec.decode_writes(opened(body), key)
         except (CorruptObjectError, UnsupportedFormatError) as exc:
             report.problems.append(Problem(key, "unreadable", str(exc)))
             continue
@@ -235,12 +237,16 @@ def verify_thread(
     absent: set[bytes] = set()  # referenced at objects/<H>, not there
     reached: set[bytes] = set()
 
-    def absorb(pairs: list[tuple[str, bytes | None]]) -> None:
+    def absorb(pairs: list[tuple[str, Body]]) -> None:
         for key, body in pairs:
             if body is None:
                 continue
             digest = bytes.fromhex(key.rsplit("/", 1)[1])
             report.objects += 1
+            if isinstance(body, Unopened):  # an encrypted store's: altered or moved
+                sizes[digest] = 0
+                report.problems.append(Problem(key, "digest", str(body.error)))
+                continue
             report.bytes += len(body)
             sizes[digest] = len(body)
             try:
@@ -302,7 +308,7 @@ def verify_thread(
         fetched_late.update(gone)
         for key, body in (yield from fetch(gone)) if gone else []:
             try:
-                m = None if body is None else decode_checked_manifest(body, key)
+                m = None if body is None else decode_checked_manifest(opened(body), key)
             except (CorruptObjectError, UnsupportedFormatError):
                 continue
             if m is not None and keys.thread_prefix(m.thread_id) == pfx:
@@ -460,10 +466,10 @@ def _count_problems(
 
 
 def _decoded(
-    key: str, body: bytes, decode: Callable[[bytes, str], T], report: VerifyReport
+    key: str, body: bytes | Unopened, decode: Callable[[bytes, str], T], report: VerifyReport
 ) -> T | None:
     try:
-        return decode(body, key)
+        return decode(opened(body), key)
     except (CorruptObjectError, UnsupportedFormatError) as exc:
         report.problems.append(Problem(key, "unreadable", str(exc)))
         return None

@@ -28,7 +28,7 @@ from objstore_saver.format.codec import (
     ValueObj,
 )
 from objstore_saver.plans import child_refs
-from objstore_saver.plans.requests import Batch, Get, run_batch
+from objstore_saver.plans.requests import Batch, Get, Unopened, run_batch
 
 #: Objects fetched per batch: bounds the bytes held at once.
 GET_BATCH = 64
@@ -98,21 +98,34 @@ def held_in(facts: dict[bytes, Facts], digest: bytes) -> int | None:
     return None
 
 
+#: A body verify read: bytes, None (absent), or what an encrypted store could not open.
+Body = bytes | Unopened | None
+
+
+def opened(body: bytes | Unopened) -> bytes:
+    """The bytes of a body read; raises the store's ``CorruptObjectError`` for an unopened one."""
+    return body if isinstance(body, bytes) else body.opened()
+
+
+def _get(key: str) -> Get:
+    return Get(key, unopened_as_result=True)
+
+
 def fetch(
     keys_: Sequence[str],
-) -> Generator[Batch, list[Any] | None, list[tuple[str, bytes | None]]]:
-    """Sub-plan: ``(key, body or None)`` of each key, ``GET_BATCH`` GETs a round."""
-    out: list[tuple[str, bytes | None]] = []
+) -> Generator[Batch, list[Any] | None, list[tuple[str, Body]]]:
+    """Sub-plan: ``(key, body)`` of each key, ``GET_BATCH`` GETs a round."""
+    out: list[tuple[str, Body]] = []
     for start in range(0, len(keys_), GET_BATCH):
         part = keys_[start : start + GET_BATCH]
-        bodies = yield from run_batch(*(Get(k) for k in part))
+        bodies = yield from run_batch(*(_get(k) for k in part))
         out.extend(zip(part, bodies, strict=True))
     return out
 
 
 def fetch_groups(
     *groups: Sequence[str],
-) -> Generator[Batch, list[Any] | None, list[list[tuple[str, bytes | None]]]]:
+) -> Generator[Batch, list[Any] | None, list[list[tuple[str, Body]]]]:
     """Sub-plan: the bodies of several groups of keys; in one round when they fit a batch.
 
     A small thread (most) is read in one round of requests; a larger one group
@@ -120,7 +133,7 @@ def fetch_groups(
     """
     if sum(len(g) for g in groups) <= GET_BATCH:
         every = [k for g in groups for k in g]
-        bodies = yield from run_batch(*(Get(k) for k in every))
+        bodies = yield from run_batch(*(_get(k) for k in every))
         pairs = list(zip(every, bodies, strict=True))
         out, start = [], 0
         for g in groups:

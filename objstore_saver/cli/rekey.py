@@ -1,4 +1,4 @@
-"""``rekey``: rewrap thread keys under the current master key (docs/encryption.md)."""
+"""``rekey``: rewrap data keys under the current master key (docs/encryption.md)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _render_rekey(r: dict[str, Any]) -> str:
 
 REKEY = Command(
     name="rekey",
-    help="rewrap thread keys under the current master key (needs --apply)",
+    help="rewrap data keys under the current master key (needs --apply)",
     add_arguments=_add_rekey_arguments,
     run=_run_rekey,
     render=_render_rekey,

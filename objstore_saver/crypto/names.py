@@ -1,9 +1,11 @@
 """The names client-side encryption is configured by and stores its keys under.
 
-No imports: every module of :mod:`objstore_saver.crypto` may use them.
+Imports nothing of :mod:`objstore_saver.crypto`: every module of it may use them.
 """
 
 from __future__ import annotations
+
+from objstore_saver.format.keys import untoken
 
 #: Environment variable holding one master key (``base64`` of 32 bytes, or ``kms:<key id>``).
 KEY_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEY"
@@ -18,11 +20,40 @@ KEY_PREFIX = "keys/"
 SEALED_NAME_LEN = 96
 #: Where threads' key objects live in the key store: ``keys/threads/<T>``.
 THREAD_KEYS = KEY_PREFIX + "threads/"
+#: The scope of a long-term store namespace starts with this (a thread's
+#: token never holds a ``/``); its key object is ``keys/store/<P>/k``.
+STORE_SCOPE = "store/"
+#: The last segment of a namespace's key object (namespace path segments are
+#: tokens, which start with ``_`` or ``~``: never ``k``).
+_STORE_KEY_LEAF = "/k"
 
 
-def key_object_key(token: str) -> str:
-    """Key of a thread's key object in the key store: ``keys/threads/<T>``."""
-    return THREAD_KEYS + token
+def key_object_key(scope: str) -> str:
+    """Key of a key object in the key store.
+
+    Args:
+        scope: What the key seals: a thread's token (``keys/threads/<T>``),
+            or ``store/<P>`` for the long-term store namespace whose path is
+            ``<P>`` (``keys/store/<P>/k``).
+    """
+    if scope.startswith(STORE_SCOPE):
+        return KEY_PREFIX + scope + _STORE_KEY_LEAF
+    return THREAD_KEYS + scope
+
+
+def scope_of_key_object(key: str) -> str | None:
+    """The scope of a key object's key (see :func:`key_object_key`), else None."""
+    token = token_of_key_object(key)
+    if token is not None:
+        return token
+    scope = key[len(KEY_PREFIX) : -len(_STORE_KEY_LEAF)]
+    if (
+        key.startswith(KEY_PREFIX + STORE_SCOPE)
+        and key.endswith(_STORE_KEY_LEAF)
+        and len(scope) > len(STORE_SCOPE)
+    ):
+        return scope
+    return None
 
 
 def token_of_key_object(key: str) -> str | None:
@@ -31,3 +62,10 @@ def token_of_key_object(key: str) -> str | None:
     if not key.startswith(THREAD_KEYS) or not token or "/" in token:
         return None
     return token
+
+
+def scope_owner(scope: str) -> str:
+    """What a scope's key seals, for errors: ``thread 'T'`` or ``store namespace path 'P'``."""
+    if scope.startswith(STORE_SCOPE):
+        return f"long-term store namespace path {scope[len(STORE_SCOPE) :]!r}"
+    return f"thread {untoken(scope) or scope!r}"

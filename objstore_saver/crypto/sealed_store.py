@@ -4,11 +4,13 @@ docs/encryption.md, "Where the sealing happens". The plans see the store as
 in clear: content objects named by their SHA-256 address, manifests and
 writes as the format encodes them. Below them this wrapper
 
-- loads each thread's key (memory, else its key object; a thread's first
-  write creates it, create-only, and a writer that meets ``exists`` reads
+- loads each thread's (or store namespace's) key (memory, else its key
+  object; the first write creates it, create-only, and a writer that meets ``exists`` reads
   and uses the stored one: two first writers agree on one key);
 - seals every body under ``threads/<T>/`` (run markers, empty, stay as they
-  are) and opens every body read there, refusing a plain one;
+  are), and every item and index object of a long-term store namespace
+  (``store/it/<P>/``, ``store/ix/<P>/``, with the namespace's own key), and
+  opens every body read there, refusing a plain one;
 - renames content objects: ``objects/<address>`` is stored as
   ``objects/<sealed name>``, and a listing names them by address again (a
   sealed name is the address encrypted with the thread's name key, so the
@@ -30,7 +32,7 @@ from typing import Any
 
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.master_keys import MasterKey
-from objstore_saver.crypto.names import key_object_key
+from objstore_saver.crypto.names import STORE_SCOPE, key_object_key, scope_owner
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import (
     ThreadKey,
@@ -40,6 +42,7 @@ from objstore_saver.crypto.thread_keys import (
 )
 from objstore_saver.errors import ObjectExistsError, ObjectNotFoundError, ThreadKeyMissingError
 from objstore_saver.format import keys
+from objstore_saver.longterm import layout
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -52,13 +55,13 @@ from objstore_saver.storage.base import (
     validate_byte_range,
 )
 
-#: Thread keys kept in memory (a thread's key is read once per process while it is used).
+#: Keys kept in memory (a thread's key is read once per process while it is used).
 KEYS_KEPT = 100_000
 _OBJECTS = "objects/"
 _RUNS = "runs/"
 _DIGEST_HEX = 64
 
-#: A step of a request: ``("key", token, create)`` asks for a thread's key
+#: A step of a request: ``("key", scope, create)`` asks for a scope's key
 #: (None: it has none); ``("call", method, args, kwargs)`` sends one request to
 #: the wrapped store (its answer comes back, or its error is raised inside).
 _Step = tuple[Any, ...]
@@ -77,19 +80,27 @@ def _thread_of(key: str) -> tuple[str, str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class _Route:
-    """A key whose body is sealed: its thread, and the address of a content object."""
+    """A key whose body is sealed: the scope whose key seals it, and a content object's address.
+
+    A scope is a thread (its token) or a long-term store namespace
+    (``store/<P>``: its items and index segments).
+    """
 
     pfx: str
-    token: str
+    scope: str
     rest: str
-    #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, mark).
+    #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, item...).
     digest: bytes | None
 
     @classmethod
     def of(cls, key: str | None) -> _Route | None:
-        """The route of a key under ``threads/<T>/`` but a run marker (empty, left as it is)."""
-        where = _thread_of(key) if key else None
-        if where is None or where[2].startswith(_RUNS):
+        """The route of a sealed key; None for a thread's run marker (empty) or a key in clear."""
+        if not key:
+            return None
+        where = _thread_of(key)
+        if where is None:
+            return _namespace_route(key)
+        if where[2].startswith(_RUNS):
             return None
         pfx, token, rest = where
         return cls(pfx, token, rest, _address(rest))
@@ -109,6 +120,16 @@ class _Route:
         if self.digest is not None:
             return sealing.open_object(thread, self.digest, data, stored)
         return sealing.open_keyed(thread, self.rest, data, stored)
+
+
+def _namespace_route(key: str) -> _Route | None:
+    """The route of a long-term store item or index object (spec §8.1), else None."""
+    path, kind = layout.classify(key)
+    if not path:
+        return None
+    root = layout.INDEX if kind != "items" else layout.ITEMS
+    pfx = root + path + "/"
+    return _Route(pfx, STORE_SCOPE + path, key[len(pfx) :], None)
 
 
 def _address(rest: str) -> bytes | None:
@@ -145,11 +166,11 @@ class SealingStore(StoreWrapper):
         self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    # --- thread keys ----------------------------------------------------------------
+    # --- keys of threads and of store namespaces ------------------------------------
 
-    def _known(self, token: str) -> ThreadKey | None:
+    def _known(self, scope: str) -> ThreadKey | None:
         with self._lock:
-            return self._keys.get(token)
+            return self._keys.get(scope)
 
     def _remember(self, key: ThreadKey) -> ThreadKey:
         with self._lock:
@@ -158,38 +179,38 @@ class SealingStore(StoreWrapper):
                 self._keys.popitem(last=False)
         return key
 
-    def forget(self, token: str) -> None:
-        """Drop a thread's key from memory (it was shredded)."""
+    def forget(self, scope: str) -> None:
+        """Drop a scope's key from memory (it was shredded)."""
         with self._lock:
-            self._keys.pop(token, None)
+            self._keys.pop(scope, None)
 
-    def _key(self, token: str, create: bool) -> ThreadKey | None:
-        """The thread's key; None when it has no key object and ``create`` is false.
+    def _key(self, scope: str, create: bool) -> ThreadKey | None:
+        """A thread's or store namespace's key; None: no key object, and ``create`` is false.
 
-        One load per thread at a time in this process: concurrent first
+        One load per scope at a time in this process: concurrent first
         writes of a thread (a put's parallel objects) wait for one key
         object, rather than racing to create several.
         """
-        known = self._known(token)
+        known = self._known(scope)
         if known is not None:
             return known
         with self._lock:
-            loading = self._loading.setdefault(token, threading.Lock())
+            loading = self._loading.setdefault(scope, threading.Lock())
         with loading:
-            known = self._known(token)
+            known = self._known(scope)
             if known is not None:
                 return known
             try:
-                return self._load(token, create)
+                return self._load(scope, create)
             finally:
                 with self._lock:
-                    self._loading.pop(token, None)
+                    self._loading.pop(scope, None)
 
-    def _load(self, token: str, create: bool) -> ThreadKey | None:
-        name = key_object_key(token)
+    def _load(self, scope: str, create: bool) -> ThreadKey | None:
+        name = key_object_key(scope)
         if create:
-            # A thread's first write makes its key; a writer that meets one uses it.
-            fresh = new_thread_key(token)
+            # A scope's first write makes its key; a writer that meets one uses it.
+            fresh = new_thread_key(scope)
             try:
                 self._key_store.put(
                     name, encode_key_object(fresh, self._masters[:1]), PutMode.CREATE
@@ -201,15 +222,18 @@ class SealingStore(StoreWrapper):
             data = self._key_store.get(name)
         except ObjectNotFoundError:
             return None
-        return self._remember(open_key_object(data, name, token, self._masters))
+        return self._remember(open_key_object(data, name, scope, self._masters))
 
-    async def _akey(self, token: str, create: bool) -> ThreadKey | None:
-        # Once per thread and process: the blocking load in a worker thread
+    async def _akey(self, scope: str, create: bool) -> ThreadKey | None:
+        # Once per scope and process: the blocking load in a worker thread
         # (a KMS call blocks too), under the same single-flight lock.
-        return self._known(token) or await in_thread(self._key, token, create)
+        return self._known(scope) or await in_thread(self._key, scope, create)
 
-    def _missing(self, token: str) -> ThreadKeyMissingError:
-        return ThreadKeyMissingError(keys.untoken(token) or token, key_object_key(token))
+    def _missing(self, scope: str) -> ThreadKeyMissingError:
+        owner = scope_owner(scope) if scope.startswith(STORE_SCOPE) else None
+        return ThreadKeyMissingError(
+            keys.untoken(scope) or scope, key_object_key(scope), owner=owner
+        )
 
     # --- the requests, free of I/O ----------------------------------------------------
 
@@ -217,7 +241,7 @@ class SealingStore(StoreWrapper):
         route = _Route.of(key)
         if route is None:
             return (yield ("call", "put", (key, data, mode), {}))
-        thread = yield ("key", route.token, True)
+        thread = yield ("key", route.scope, True)
         body = route.seal(thread, data)
         return (yield ("call", "put", (route.stored(thread, key), body, mode), {}))
 
@@ -225,14 +249,18 @@ class SealingStore(StoreWrapper):
         route = _Route.of(key)
         if route is None:
             return (yield ("call", "get", (key, byte_range), {}))
-        thread = yield ("key", route.token, False)
-        if thread is None:
-            raise self._missing(route.token)
+        thread = yield ("key", route.scope, False)
+        if thread is None and route.digest is not None:
+            raise self._missing(route.scope)  # its stored name is the key's secret
         stored = route.stored(thread, key)
         try:
             data = yield ("call", "get", (stored,), {})
         except ObjectNotFoundError as exc:
             raise ObjectNotFoundError(exc.location, key) from exc
+        if thread is None:
+            # Without a key object, an absent object is absent (a namespace
+            # never written); a present one was shredded or written in clear.
+            raise self._missing(route.scope)
         return _cut(route.open(thread, data, stored), byte_range)
 
     def _list(
@@ -241,7 +269,7 @@ class SealingStore(StoreWrapper):
         route = _Route.of(start_after)
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
-            after = route.stored((yield ("key", route.token, False)), start_after)
+            after = route.stored((yield ("key", route.scope, False)), start_after)
         page: ListPage = yield ("call", "list", (prefix,), {"start_after": after, "limit": limit})
         listed = [(o, _thread_of(o.key)) for o in page.objects]
         objects = {w[1] for _, w in listed if w is not None and w[2].startswith(_OBJECTS)}
@@ -263,7 +291,7 @@ class SealingStore(StoreWrapper):
         for k in keys_:
             route = _Route.of(k)
             if route is not None and route.digest is not None:
-                k = route.stored((yield ("key", route.token, False)), k)
+                k = route.stored((yield ("key", route.scope, False)), k)
             stored.append(k)
         return (yield ("call", "delete", (stored,), {}))
 

@@ -82,7 +82,8 @@ def _opened(siv: AESSIV, ad: list[bytes], data: bytes, key: str, bound_to: str) 
     except InvalidTag as exc:
         raise CorruptObjectError(
             key,
-            f"does not open with this thread's key {bound_to} (moved, altered or another thread's)",
+            f"does not open with the key of its thread (or store namespace) {bound_to} "
+            "(moved, altered, or another thread's or namespace's)",
         ) from exc
 
 

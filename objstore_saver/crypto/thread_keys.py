@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from objstore_saver.crypto.master_keys import MasterKey, unwrap_any
+from objstore_saver.crypto.names import scope_owner
 from objstore_saver.errors import CorruptObjectError, ThreadKeyError
 from objstore_saver.format import codec
 
@@ -139,6 +140,7 @@ def _opened(
             key,
             f"no configured master key opens it (wrapped by {wrapped_by}; configured: "
             f"{configured}{tried})",
+            owner=scope_owner(thread_id),
         )
     if len(data_key) != DATA_KEY_LEN:
         raise CorruptObjectError(key, f"a data key of {len(data_key)} bytes")

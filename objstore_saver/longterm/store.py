@@ -32,9 +32,9 @@ from langgraph.store.base import (
 )
 
 from objstore_saver.constructors import OnObjectStore
-from objstore_saver.crypto.settings import resolve as resolve_encryption
+from objstore_saver.crypto.layer import sealed
+from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
-from objstore_saver.errors import ConfigurationError
 from objstore_saver.longterm import plans, query
 from objstore_saver.longterm.records import Record, encode_value, to_datetime
 from objstore_saver.plans.requests import Plan
@@ -70,10 +70,12 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         clock: Epoch seconds for timestamps and TTL (tests inject one).
         index_grace: Seconds a replaced index segment is kept (G of §8.4.6).
         compact_after: Records beyond a snapshot before a writer compacts.
-        client_encryption: ``False`` to store items in clear while a master
-            key is configured for the saver (``OBJSTORE_SAVER_ENCRYPTION_KEY``):
-            items are not encrypted yet (docs/encryption.md), and the store
-            refuses to start rather than write them in clear unasked.
+        client_encryption: Encrypt every item and index segment with a key
+            per namespace (docs/encryption.md): ``ClientEncryption``
+            settings, ``None`` (the default) to read them from
+            ``OBJSTORE_SAVER_ENCRYPTION_KEY(S)`` as the saver does, or
+            ``False`` to store in clear. A store that seals already (a
+            saver's) is used as it is.
 
     Example:
         >>> store = ObjectStoreStore.from_directory("./memories")
@@ -92,14 +94,9 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         clock: Callable[[], float] = time.time,
         index_grace: float = 60.0,
         compact_after: int = plans.COMPACT_AFTER,
-        client_encryption: bool | None = None,
+        client_encryption: ClientEncryption | bool | None = None,
     ) -> None:
-        if client_encryption is not False and resolve_encryption(client_encryption) is not None:
-            raise ConfigurationError(
-                "the long-term store does not encrypt its items yet, and a master key is "
-                "configured (OBJSTORE_SAVER_ENCRYPTION_KEY): pass client_encryption=False to "
-                "store items in clear"
-            )
+        store, self.client_encryption = sealed(store, client_encryption)
         self.store = store
         self.ttl_config = ttl
         self.index_config = dict(index) if index else None

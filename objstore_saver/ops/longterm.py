@@ -34,7 +34,8 @@ from objstore_saver.ops._common import (
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
-from objstore_saver.plans.requests import Get, run_batch, run_one
+from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
+from objstore_saver.storage.base import layer_with
 
 #: Items per page of ``store_ls`` unless told.
 DEFAULT_PAGE = 100
@@ -204,7 +205,8 @@ def store_get(
     config: OpsConfig | None = None,
     clock: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
-    """One item, its value decoded to JSON (one GET; no TTL refresh).
+    """One item, its value decoded to JSON (one GET, and a LIST for its stored size when
+    the store is encrypted; no TTL refresh).
 
     An expired item a sweep has not removed yet is returned with
     ``expired: true`` (LangGraph's ``get`` no longer returns it).
@@ -221,13 +223,18 @@ def store_get(
         obj_key, rec, data = driver.run(get_plan(ns, key))
         if rec is None:
             raise JobError(f"no item {key!r} in namespace {ns!r} of {store.location}")
+        size: int | None = len(data)
+        if layer_with(store, "seals_threads") is not None:
+            # What was read is the opened item: its stored size is the listing's.
+            page = driver.run(run_one(ListKeys(obj_key, limit=1)))
+            size = next((o.size for o in page.objects if o.key == obj_key), None)
         return {
             "store": store.location,
             "object": obj_key,
             "namespace": list(rec.ns),
             "key": rec.key,
             "value": rec.value,
-            "size": len(data),
+            "size": size,
             "version": rec.v,
             "created_at": iso(rec.ca),
             "updated_at": iso(rec.ua),

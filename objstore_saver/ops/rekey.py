@@ -1,12 +1,13 @@
-"""``rekey``: rewrap every thread's data key under the current master key.
+"""``rekey``: rewrap every data key (threads', store namespaces') under the current master key.
 
 docs/encryption.md, "Algorithms that change". The master keys come from the
 environment (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first). The job
-lists the key objects under ``keys/threads/`` of the key store, one LIST per
-1,000, and GETs each: one already wrapped by the current key (and, with
-``drop_old``, by it alone) is left as it is; any other is opened with a
-configured key and PUT again (overwrite) with the current key's wrapping
-added, and with ``drop_old`` the others removed. The data key does not
+lists the key objects under ``keys/`` of the key store (``keys/threads/<T>``
+and ``keys/store/<P>/k``), one LIST per 1,000, and GETs each: one already
+wrapped by the current key (and, with ``drop_old``, by it alone) is left as
+it is; any other is opened with a configured key and PUT again (overwrite)
+with the current key's wrapping added, and with ``drop_old`` the others
+removed. The data key does not
 change, so no data object is rewritten and a saver's keys in memory stay
 right. A key object that no configured key opens fails alone, named in the
 report; the job goes on.
@@ -24,7 +25,13 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV, THREAD_KEYS, token_of_key_object
+from objstore_saver.crypto.names import (
+    KEY_ENV,
+    KEY_PREFIX,
+    KEYS_ENV,
+    STORE_SCOPE,
+    scope_of_key_object,
+)
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
 from objstore_saver.errors import (
@@ -62,8 +69,8 @@ if TYPE_CHECKING:  # the ``encryption`` extra's; loaded when a master key is con
 
 __all__ = ["KEY_OBJECTS", "arekey", "rekey"]
 
-#: Where thread key objects live in the key store.
-KEY_OBJECTS = THREAD_KEYS
+#: Where key objects live in the key store.
+KEY_OBJECTS = KEY_PREFIX
 
 
 def cursor_source(current: str, drop_old: bool) -> str:
@@ -74,7 +81,7 @@ def cursor_source(current: str, drop_old: bool) -> str:
     by some other key: it has a cursor of its own.
     """
     mode = ", dropping the others" if drop_old else ""
-    return f"thread key objects of this key store, wrapped by {current}{mode}"
+    return f"key objects of this key store (threads', namespaces'), wrapped by {current}{mode}"
 
 
 @dataclass
@@ -101,14 +108,17 @@ class _Job:
     async def key_object(self, listed: ObjectInfo) -> _Row:
         """Rewrap one key object: one GET, and in apply mode one PUT when it is not current.
 
-        A key object that is not a thread's, or that no configured master
-        key opens, fails alone (its row names the error, never key material).
+        A key object that is neither a thread's nor a namespace's, or that no
+        configured master key opens, fails alone (its row names the error,
+        never key material).
         """
         row = _Row(listed.key)
-        token = token_of_key_object(listed.key)
+        token = scope_of_key_object(listed.key)
         try:
             if token is None:
-                raise CorruptObjectError(listed.key, "not a thread's key object (keys/threads/<T>)")
+                raise CorruptObjectError(
+                    listed.key, "not a key object (keys/threads/<T> or keys/store/<P>/k)"
+                )
             try:
                 data = await self.key_store.aget(listed.key)
             except ObjectNotFoundError:
@@ -144,7 +154,11 @@ class _Job:
         object is wrapped by the writer's current master key: when the
         writers run with the new key first (the rotation's first step,
         docs/runbooks.md), it is current and never PUT, so never checked.
+
+        A store namespace's key is destroyed by no job, so never brought back.
         """
+        if token.startswith(STORE_SCOPE):
+            return False
         page = await self.data.alist(f"{keys.THREADS}{token}/", limit=1)
         if page.objects:
             return False
@@ -181,7 +195,9 @@ async def arekey(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Rewrap every thread key object under the current master key (docs/encryption.md).
+    """Rewrap every key object (threads', store namespaces') under the current master key.
+
+    docs/encryption.md, "Algorithms that change".
 
     The master keys and the key store come from the environment
     (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first;
@@ -192,7 +208,7 @@ async def arekey(
         apply: PUT the rewrapped key objects; without it the job only LISTs
             and GETs and counts what it would rewrap (dry run).
         drop_old: Keep the current master key's wrapping alone: afterwards
-            the other keys open no thread key.
+            the other keys open no data key.
         restart: Ignore the cursor a previous run left; start from the first key object.
         concurrency: Key objects worked on at once.
         shard: Only the key objects of the threads this shard owns (``--shard K/N``).
@@ -282,8 +298,10 @@ async def _run(
                     saving = asyncio.ensure_future(cursor.save(driver))
 
         def name(o: ObjectInfo) -> str:
-            token = o.key[len(KEY_OBJECTS) :]
-            return keys.untoken(token) or token
+            scope = scope_of_key_object(o.key)
+            if scope is None or scope.startswith(STORE_SCOPE):
+                return o.key
+            return keys.untoken(scope) or scope
 
         await for_each(
             listed(),

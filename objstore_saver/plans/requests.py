@@ -12,6 +12,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from objstore_saver.errors import CorruptObjectError
 from objstore_saver.storage.base import (
     ListPage,
     ObjectExistsError,
@@ -32,6 +33,21 @@ class Get:
 
     key: str
     byte_range: tuple[int, int] | None = None
+    #: Verify's reads: an object the store cannot open (an encrypted store's
+    #: object altered, moved or stored plain) is the result, as
+    #: :class:`Unopened`, instead of failing the plan.
+    unopened_as_result: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Unopened:
+    """The result of a :class:`Get` with ``unopened_as_result`` that the store could not open."""
+
+    error: CorruptObjectError
+
+    def opened(self) -> bytes:
+        """Never bytes: raises the store's error (where a decode's errors are handled)."""
+        raise self.error
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +156,17 @@ def shredder(store: ObjectStore) -> Any:
     return layer_with(store, "seals_threads")
 
 
-def _expected_absence(op: Op, exc: StorageError) -> Any:
-    """The result a plan expects when a GET finds nothing or a create-only PUT finds a value."""
+def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:
+    """The result a plan expects when a GET finds nothing or a create-only PUT finds a value.
+
+    Also a GET's unopened object when the plan asked for it (``unopened_as_result``).
+    """
     if isinstance(op, Get) and isinstance(exc, ObjectNotFoundError):
         return None
     if isinstance(op, Put) and isinstance(exc, ObjectExistsError):
         return False
+    if isinstance(op, Get) and op.unopened_as_result and isinstance(exc, CorruptObjectError):
+        return Unopened(exc)
     raise exc
 
 
@@ -156,7 +177,7 @@ def execute(store: ObjectStore, op: Op) -> Any:
         return None
     try:
         return _result_of(op, getattr(layer, name)(*args, **kwargs))
-    except (ObjectNotFoundError, ObjectExistsError) as exc:
+    except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
         return _expected_absence(op, exc)
 
 
@@ -174,7 +195,7 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
     def finish() -> Any:
         try:
             return _result_of(op, answer())
-        except (ObjectNotFoundError, ObjectExistsError) as exc:
+        except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
             return _expected_absence(op, exc)
 
     return finish
@@ -187,7 +208,7 @@ async def aexecute(store: ObjectStore, op: Op) -> Any:
         return None
     try:
         return _result_of(op, await getattr(layer, "a" + name)(*args, **kwargs))
-    except (ObjectNotFoundError, ObjectExistsError) as exc:
+    except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
         return _expected_absence(op, exc)
 
 

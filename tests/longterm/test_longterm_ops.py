@@ -1,9 +1,11 @@
 """Operator side of the long-term store: ``store ls/get/du``, ``store-sweep`` and
 ``verify`` of store objects, as library jobs and through the CLI, on a directory
-and on S3 (moto)."""
+and on S3 (moto); the reads, the sweep and the CLI in clear and with a master key
+in the environment (every item and index object sealed, docs/encryption.md)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -20,6 +22,8 @@ from backends import Backend
 from repo_root import ROOT
 
 from objstore_saver import MeteredStore, ObjectStoreSaver, ObjectStoreStore, cli
+from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV
+from objstore_saver.crypto.sealing import is_sealed
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import layout, plans
 from objstore_saver.ops import longterm as store_ops, views
@@ -45,6 +49,24 @@ def root_and_url(backend: Backend) -> tuple[ObjectStore, str]:
     return backend.store("ops/"), backend.url("ops/")
 
 
+@pytest.fixture(params=[False, True], ids=["clear", "encrypted"])
+def encrypted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """A master key in the environment (the stores and the jobs read it), or none."""
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    if request.param:
+        monkeypatch.setenv(KEY_ENV, base64.b64encode(os.urandom(32)).decode())
+    else:
+        monkeypatch.delenv(KEY_ENV, raising=False)
+    return bool(request.param)
+
+
+def _sealed_as_expected(root: ObjectStore, encrypted: bool) -> None:
+    """Every store object is sealed when a key is configured, none otherwise."""
+    stored = _keys(root)
+    assert stored
+    assert all(is_sealed(root.get(k)) is encrypted for k in stored), stored
+
+
 def _seed(root: ObjectStore) -> None:
     with (
         ObjectStoreStore(root) as now,
@@ -66,9 +88,10 @@ def _keys(root: ObjectStore) -> dict[str, int]:
         driver.close()
 
 
-def test_ls_get_du(root_and_url: tuple[ObjectStore, str]) -> None:
+def test_ls_get_du(root_and_url: tuple[ObjectStore, str], encrypted: bool) -> None:
     root, url = root_and_url
     _seed(root)
+    _sealed_as_expected(root, encrypted)
     cfg = OpsConfig(url=url)
     stored = _keys(root)
 
@@ -112,13 +135,17 @@ def test_ls_get_du(root_and_url: tuple[ObjectStore, str]) -> None:
     assert users["by_kind"]["items"]["objects"] == 4
 
 
-def test_whole_store_du_counts_store_objects_by_kind(root_and_url: tuple[ObjectStore, str]) -> None:
+def test_whole_store_du_counts_store_objects_by_kind(
+    root_and_url: tuple[ObjectStore, str], encrypted: bool
+) -> None:
     """The saver's ``du`` names the long-term store's objects instead of calling them foreign."""
     root, url = root_and_url
     _seed(root)
     stored = _keys(root)
     du = views.du(OpsConfig(url=url))
     assert "foreign" not in du["by_kind"]
+    # One key object per namespace written: users/a/b c, users/bob, teams/t, usersx.
+    assert du["by_kind"].get("encryption keys", {}).get("objects", 0) == (4 if encrypted else 0)
     assert du["by_kind"]["store items"]["objects"] == 6
     assert du["by_kind"]["store index records"]["objects"] == 6
     store_kinds = {k: v for k, v in du["by_kind"].items() if k.startswith("store ")}
@@ -178,7 +205,9 @@ LIVE = {
 }
 
 
-def test_sweep_dry_run_apply_idempotent(root_and_url: tuple[ObjectStore, str]) -> None:
+def test_sweep_dry_run_apply_idempotent(
+    root_and_url: tuple[ObjectStore, str], encrypted: bool
+) -> None:
     root, url = root_and_url
     _seed(root)
     cfg = OpsConfig(url=url)
@@ -203,6 +232,7 @@ def test_sweep_dry_run_apply_idempotent(root_and_url: tuple[ObjectStore, str]) -
     assert _visible(root) == LIVE
     items = [k for k in _keys(root) if k.startswith("store/it/")]
     assert len(items) == 4
+    _sealed_as_expected(root, encrypted)  # the sweep's writes (index records) too
 
 
 def test_sweep_lets_a_concurrent_put_win(tmp_path: Path) -> None:
@@ -262,9 +292,10 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_cli_store_commands(root_and_url: tuple[ObjectStore, str]) -> None:
+def test_cli_store_commands(root_and_url: tuple[ObjectStore, str], encrypted: bool) -> None:
     root, url = root_and_url
     _seed(root)
+    _sealed_as_expected(root, encrypted)
     code, out, _ = _cli("store", "ls", "users", "bob", "--url", url)
     assert code == 0
     assert '["users", "bob"]: 2 items, 1 expired' in out and '"gone"' in out and "(expired)" in out

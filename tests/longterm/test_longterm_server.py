@@ -2,18 +2,26 @@
 ``"store": {"path": "objstore_saver.config.langgraph_store"}``) and ObjectStoreSaver
 as its checkpointer, on one directory: a graph writes memories in one thread and
 reads them in another, the server's store API reads and writes the same items,
-and everything is in the directory afterwards (read back by a fresh store)."""
+and everything is in the directory afterwards (read back by a fresh store). Once
+in clear, once with a master key in the project's ``.env``: then no stored byte
+holds a memory, and only the key reads them back."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import textwrap
 from pathlib import Path
 
+import pytest
 from dev_server import dev_server, server_env, server_log
 from langgraph_sdk import get_client
 
 from objstore_saver import ObjectStoreStore
+from objstore_saver.crypto.names import KEY_ENV
+from objstore_saver.crypto.settings import ClientEncryption
+from objstore_saver.errors import EncryptedObjectError
 from objstore_saver.longterm import layout
 
 GRAPH = textwrap.dedent(
@@ -46,7 +54,7 @@ GRAPH = textwrap.dedent(
 )
 
 
-def _project(tmp_path: Path, root: Path) -> Path:
+def _project(tmp_path: Path, root: Path, master_key: str | None) -> Path:
     project = tmp_path / "project"
     project.mkdir()
     (project / "graph.py").write_text(GRAPH)
@@ -58,13 +66,20 @@ def _project(tmp_path: Path, root: Path) -> Path:
         "store": {"path": "objstore_saver.config.langgraph_store"},
     }
     (project / "langgraph.json").write_text(json.dumps(config))
-    (project / ".env").write_text(f"OBJSTORE_SAVER_URL={root.as_uri()}\n")
+    env = f"OBJSTORE_SAVER_URL={root.as_uri()}\n"
+    if master_key is not None:
+        env += f"{KEY_ENV}={master_key}\n"
+    (project / ".env").write_text(env)
     return project
 
 
-async def test_memory_across_threads_through_the_real_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("encrypted", [False, True], ids=["clear", "encrypted"])
+async def test_memory_across_threads_through_the_real_server(
+    tmp_path: Path, encrypted: bool
+) -> None:
     root = tmp_path / "memory"
-    project = _project(tmp_path, root)
+    master_key = base64.b64encode(os.urandom(32)).decode() if encrypted else None
+    project = _project(tmp_path, root, master_key)
     with dev_server(project, server_env({})) as (server, log_path):
         try:
             client = get_client(url=server)
@@ -85,7 +100,11 @@ async def test_memory_across_threads_through_the_real_server(tmp_path: Path) -> 
         except BaseException as exc:
             raise AssertionError(f"{exc!r}\n--- server log ---\n{server_log(log_path)}") from exc
     # after the server stopped: memories and checkpoints are in the one directory
-    with ObjectStoreStore.from_directory(root) as store:
+    setting: ClientEncryption | bool = False
+    if master_key is not None:
+        setting = ClientEncryption.from_env({KEY_ENV: master_key}) or False
+        assert setting
+    with ObjectStoreStore.from_directory(root, client_encryption=setting) as store:
         assert [i.value["fact"] for i in store.search(("memories", "ada"))] == [
             "tea",
             "Turin",
@@ -93,3 +112,10 @@ async def test_memory_across_threads_through_the_real_server(tmp_path: Path) -> 
         ]
     assert (root / layout.item_key(("memories", "ada"), "m2")).is_file()
     assert any((root / "threads").iterdir())
+    stored = b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert (b"Turin" in stored) is not encrypted
+    assert (root / "keys").is_dir() is encrypted
+    if encrypted:  # without the key, the store says so
+        clear = ObjectStoreStore.from_directory(root, client_encryption=False)
+        with clear, pytest.raises(EncryptedObjectError, match="store/ix/_memories/_ada/x/"):
+            clear.search(("memories", "ada"))

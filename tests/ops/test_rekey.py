@@ -24,7 +24,7 @@ from backends import Backend
 from ops_helpers import chat, snapshot
 from repo_root import ROOT
 
-from objstore_saver import ObjectStoreSaver
+from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
 from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV, KEYS_URL_ENV
@@ -187,6 +187,34 @@ def test_drop_old_leaves_the_old_key_unable_to_read(
         with pytest.raises(ThreadKeyError, match="no configured master key opens it"):
             _reads(store, old, threads=[t])
     assert rekey(config, apply=True, drop_old=True)["key_objects"]["current"] == 4
+
+
+@pytest.mark.usefixtures("rotating")
+def test_long_term_store_namespace_keys_are_rewrapped_too(
+    local: tuple[LocalStore, OpsConfig], old: LocalMasterKey, new: LocalMasterKey
+) -> None:
+    store, config = local
+    with ObjectStoreStore(store, client_encryption=ClientEncryption.of(old)) as memories:
+        memories.put(("users", "ada"), "prefs", {"note": "a secret"})
+        memories.put(("teams",), "t", {"x": 1})
+    items_before = _everything(store, "store/")
+    namespace_keys = sorted(k for k in _everything(store, "keys/") if k.startswith("keys/store/"))
+    assert namespace_keys == ["keys/store/_teams/k", "keys/store/_users/_ada/k"]
+
+    report = rekey(config, apply=True, drop_old=True)
+    assert report["key_objects"]["rewrapped"] == 4 + 2 and report["errors"] == []
+    assert _everything(store, "store/") == items_before  # no item rewritten
+    for key in namespace_keys:
+        scope = "store/" + key[len("keys/store/") : -len("/k")]
+        assert [n for n, _ in key_object_wrappings(store.get(key), key, scope)] == [new.name]
+    with ObjectStoreStore(store, client_encryption=ClientEncryption.of(new)) as memories:
+        got = memories.get(("users", "ada"), "prefs")
+        assert got is not None and got.value == {"note": "a secret"}
+    with (
+        ObjectStoreStore(store, client_encryption=ClientEncryption.of(old)) as memories,
+        pytest.raises(ThreadKeyError, match="namespace path '_users/_ada'"),
+    ):
+        memories.get(("users", "ada"), "prefs")
 
 
 @pytest.mark.usefixtures("rotating")
@@ -436,7 +464,7 @@ async def test_requests_one_list_per_thousand_one_get_each_one_put_per_rewrap(
     assert report["key_objects"]["current"] == len(current)
     meter = key_store.snapshot()
     listed = [e for e in key_store.log if e.op == "list"]
-    assert [e.key for e in listed] == ["keys/threads/"] * 2  # 1,001 key objects: two pages
+    assert [e.key for e in listed] == ["keys/"] * 2  # 1,001 key objects: two pages
     # One GET per key object, one PUT per rewrapped one; the cursor: a GET, a DELETE.
     assert meter.get_requests == count + 1
     assert meter.put_requests == rewrapped

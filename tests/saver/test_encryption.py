@@ -355,10 +355,16 @@ def test_the_environment_turns_encryption_on_for_every_constructor(
     plain = ObjectStoreSaver.from_directory(tmp_path / "data", client_encryption=False)
     with plain, pytest.raises(EncryptedObjectError):
         plain.get_tuple(_cfg("t1"))
-    # The long-term store does not encrypt yet: it refuses rather than write in clear.
-    with pytest.raises(ConfigurationError, match="client_encryption=False"):
-        ObjectStoreStore.from_directory(tmp_path / "memories")
-    ObjectStoreStore.from_directory(tmp_path / "memories", client_encryption=False).close()
+    # The long-term store's constructors too: its key objects go to the key store.
+    with ObjectStoreStore.from_directory(tmp_path / "memories") as memories:
+        memories.put(("users", "u1"), "prefs", {"theme": "dark"})
+        assert memories.client_encryption is not None
+    assert "keys/store/_users/_u1/k" in {
+        o.key for o in LocalStore(tmp_path / "keys").list("keys/store/").objects
+    }
+    clear = ObjectStoreStore.from_directory(tmp_path / "memories", client_encryption=False)
+    with clear, pytest.raises(EncryptedObjectError):
+        clear.get(("users", "u1"), "prefs")
     monkeypatch.delenv("OBJSTORE_SAVER_ENCRYPTION_KEY")
     with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_KEYS_URL"):
         ObjectStoreSaver.from_directory(tmp_path / "data")

@@ -23,7 +23,7 @@ from ops_helpers import chat
 from repo_root import ROOT
 from viewer_graphs import ODD, Server, populate
 
-from objstore_saver import ObjectStoreSaver
+from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.format import keys
 from objstore_saver.storage import LocalStore
 from objstore_saver.storage.base import ObjectStore, PutMode
@@ -368,10 +368,15 @@ def test_an_encrypted_store_is_shown_with_its_key_and_refused_without(tmp_path: 
     settings = ClientEncryption.of(LocalMasterKey(os.urandom(32)))
     with ObjectStoreSaver(raw, client_encryption=settings) as saver:
         chat(saver, "alice", ["a sealed question"])
+        with ObjectStoreStore(saver.store) as memories:
+            memories.put(("users", "alice"), "prefs", {"note": "a sealed memory"})
+    item = {"label": ["users", "alice"], "key": "prefs"}
     with_key = Server(sealed(raw, settings)[0])
     try:
         latest = with_key.get("/api/threads/alice/latest").json()
         assert latest["channel_values"]["messages"][0]["content"] == "a sealed question"
+        shown = with_key.get("/api/store/item", params=item)
+        assert shown.status_code == 200 and "a sealed memory" in shown.text
     finally:
         with_key.close()
     blind = Server(raw)
@@ -379,5 +384,8 @@ def test_an_encrypted_store_is_shown_with_its_key_and_refused_without(tmp_path: 
         answer = blind.get("/api/threads/alice/latest")
         assert answer.status_code >= 400
         assert "is encrypted" in answer.text and "a sealed question" not in answer.text
+        refused = blind.get("/api/store/item", params=item)
+        assert refused.status_code >= 400
+        assert "is encrypted" in refused.text and "a sealed memory" not in refused.text
     finally:
         blind.close()
