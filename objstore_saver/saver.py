@@ -27,7 +27,7 @@ from objstore_saver.constructors import OnObjectStore
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
-from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.base import ObjectStore, layer_with
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
 
@@ -142,12 +142,22 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         Counted whether or not OpenTelemetry is configured; thread-safe. Clones
         made by :meth:`with_allowlist` share them. ``later - earlier`` gives the
         work in between; ``.as_dict()`` is JSON-serializable.
+
+        With client-side encryption they include the sealing layer's work:
+        its key objects' requests and the envelopes' bytes (a long-term
+        store built on this saver's store shares that layer, and its key
+        objects' requests count here too).
         """
-        return self._telemetry.counters.snapshot()
+        stats = self._telemetry.counters.snapshot()
+        layer = layer_with(self.store, "seals_threads")
+        return stats if layer is None else stats + layer.counters.snapshot()
 
     def reset_stats(self) -> None:
         """Zero the counters of :meth:`stats`."""
         self._telemetry.counters.reset()
+        layer = layer_with(self.store, "seals_threads")
+        if layer is not None:
+            layer.counters.reset()
 
     # --- sync API ----------------------------------------------------------------
 

@@ -101,18 +101,24 @@ class SaverStats:
         return out
 
     def __sub__(self, earlier: SaverStats) -> SaverStats:
-        def diff(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
-            return {k: a.get(k, 0) - b.get(k, 0) for k in sorted(set(a) | set(b))}
+        return self._combined(earlier, -1)
+
+    def __add__(self, other: SaverStats) -> SaverStats:
+        return self._combined(other, 1)
+
+    def _combined(self, other: SaverStats, sign: int) -> SaverStats:
+        def each(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+            return {k: a.get(k, 0) + sign * b.get(k, 0) for k in sorted(set(a) | set(b))}
 
         return SaverStats(
-            calls={k: v for k, v in diff(self.calls, earlier.calls).items() if v},
-            call_errors={k: v for k, v in diff(self.call_errors, earlier.call_errors).items() if v},
-            requests=diff(self.requests, earlier.requests),
-            request_errors=self.request_errors - earlier.request_errors,
-            bytes_sent=self.bytes_sent - earlier.bytes_sent,
-            bytes_received=self.bytes_received - earlier.bytes_received,
-            create_conflicts=self.create_conflicts - earlier.create_conflicts,
-            not_found=self.not_found - earlier.not_found,
+            calls={k: v for k, v in each(self.calls, other.calls).items() if v},
+            call_errors={k: v for k, v in each(self.call_errors, other.call_errors).items() if v},
+            requests=each(self.requests, other.requests),
+            request_errors=self.request_errors + sign * other.request_errors,
+            bytes_sent=self.bytes_sent + sign * other.bytes_sent,
+            bytes_received=self.bytes_received + sign * other.bytes_received,
+            create_conflicts=self.create_conflicts + sign * other.create_conflicts,
+            not_found=self.not_found + sign * other.not_found,
         )
 
 
@@ -196,6 +202,12 @@ class Counters:
             count = self._tally.count
             for op, outcome in zip(ops, outcomes, strict=True):
                 count(op, outcome)
+
+    def add_bytes(self, sent: int = 0, received: int = 0) -> None:
+        """Count bytes a layer under the plans added to requests they counted (envelopes)."""
+        with self._lock:
+            self._tally.bytes_sent += sent
+            self._tally.bytes_received += received
 
     def snapshot(self) -> SaverStats:
         """The counters now."""

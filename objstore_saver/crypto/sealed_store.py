@@ -40,9 +40,10 @@ from objstore_saver.crypto.thread_keys import (
     new_thread_key,
     open_key_object,
 )
-from objstore_saver.errors import ObjectExistsError, ObjectNotFoundError, ThreadKeyMissingError
+from objstore_saver.errors import ObjectNotFoundError, ThreadKeyMissingError
 from objstore_saver.format import keys
 from objstore_saver.longterm import layout
+from objstore_saver.plans.requests import Get, Put, execute
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -54,6 +55,7 @@ from objstore_saver.storage.base import (
     in_thread,
     validate_byte_range,
 )
+from objstore_saver.telemetry import Counters
 
 #: Keys kept in memory (a thread's key is read once per process while it is used).
 KEYS_KEPT = 100_000
@@ -165,6 +167,9 @@ class SealingStore(StoreWrapper):
         self._keys: OrderedDict[str, ThreadKey] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        #: What this layer adds to the requests above it: its key objects'
+        #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
+        self.counters = Counters()
 
     # --- keys of threads and of store namespaces ------------------------------------
 
@@ -211,18 +216,23 @@ class SealingStore(StoreWrapper):
         if create:
             # A scope's first write makes its key; a writer that meets one uses it.
             fresh = new_thread_key(scope)
-            try:
-                self._key_store.put(
-                    name, encode_key_object(fresh, self._masters[:1]), PutMode.CREATE
-                )
+            body = encode_key_object(fresh, self._masters[:1])
+            if self._key_request(Put(name, body, PutMode.CREATE)):
                 return self._remember(fresh)
-            except ObjectExistsError:
-                pass
-        try:
-            data = self._key_store.get(name)
-        except ObjectNotFoundError:
+        data = self._key_request(Get(name))
+        if data is None:
             return None
         return self._remember(open_key_object(data, name, scope, self._masters))
+
+    def _key_request(self, op: Put | Get) -> Any:
+        """One request for a key object (a GET finds None, a taken CREATE False), counted."""
+        try:
+            outcome = execute(self._key_store, op)
+        except Exception as exc:
+            self.counters.record([op], [exc])
+            raise
+        self.counters.record([op], [outcome])
+        return outcome
 
     async def _akey(self, scope: str, create: bool) -> ThreadKey | None:
         # Once per scope and process: the blocking load in a worker thread
@@ -243,6 +253,7 @@ class SealingStore(StoreWrapper):
             return (yield ("call", "put", (key, data, mode), {}))
         thread = yield ("key", route.scope, True)
         body = route.seal(thread, data)
+        self.counters.add_bytes(sent=len(body) - len(data))
         return (yield ("call", "put", (route.stored(thread, key), body, mode), {}))
 
     def _get(self, key: str, byte_range: tuple[int, int] | None = None) -> _Request:
@@ -261,7 +272,9 @@ class SealingStore(StoreWrapper):
             # Without a key object, an absent object is absent (a namespace
             # never written); a present one was shredded or written in clear.
             raise self._missing(route.scope)
-        return _cut(route.open(thread, data, stored), byte_range)
+        opened = _cut(route.open(thread, data, stored), byte_range)
+        self.counters.add_bytes(received=len(data) - len(opened))
+        return opened
 
     def _list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE

@@ -8,8 +8,13 @@ or equal plaintexts stop giving equal bytes (the increments).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import http.server
+import json
 import os
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -101,6 +106,63 @@ def test_a_kms_key_wraps_with_the_thread_as_encryption_context(kms: Any) -> None
     assert master.unwrap("t1", wrapped) == data_key
     with pytest.raises(UnwrapError):
         master.unwrap("t2", wrapped)
+
+
+@contextlib.contextmanager
+def _refusing_kms(error_type: str) -> Iterator[str]:
+    """A KMS endpoint on loopback that refuses every request as KMS does a disabled key.
+
+    Moto's KMS decrypts with disabled and deleted keys alike, so the refusal
+    comes from this server: KMS's JSON error, the type in ``__type``.
+    """
+    answered: list[str] = []
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            answered.append(self.headers.get("X-Amz-Target", ""))
+            body = json.dumps({"__type": error_type, "message": "the key is not usable"})
+            self.send_response(400)
+            self.send_header("Content-Type", "application/x-amz-json-1.1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert answered and all(t.endswith(".Decrypt") for t in answered), answered
+
+
+def test_a_kms_refusal_names_the_thread_the_key_and_kms_error(kms: Any) -> None:
+    import boto3
+
+    key_id = kms.create_key()["KeyMetadata"]["KeyId"]
+    thread = new_thread_key("t1")
+    body = encode_key_object(thread, [KmsMasterKey(key_id, kms)])
+    with _refusing_kms("DisabledException") as url:
+        refusing = boto3.client(
+            "kms",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        with pytest.raises(ThreadKeyError) as info:
+            open_key_object(body, KEY_NAME, "t1", [KmsMasterKey(key_id, refusing)])
+    message = str(info.value)
+    assert info.value.thread_id == "t1" and info.value.key == KEY_NAME
+    assert f"KMS refused to decrypt with {key_id!r}: DisabledException" in message
+    assert thread.data_key.hex() not in message
 
 
 # --- thread keys and key objects ----------------------------------------------------------------

@@ -166,6 +166,32 @@ def test_turns_make_the_same_requests_as_in_clear(backend: Backend) -> None:
     assert counts["sealed"][1:] == counts["clear"][1:]
 
 
+def test_stats_count_what_the_store_sees(backend: Backend) -> None:
+    """saver.stats() includes the sealing layer's work: key object requests, envelope bytes."""
+    store = MeteredStore(backend.store())
+    settings = _settings()
+    with ObjectStoreSaver(store, client_encryption=settings) as writer:
+        _chat(writer, "t1", turns=3, large=True)
+        _assert_same_work(writer.stats(), store)
+    store.reset()
+    with ObjectStoreSaver(store, client_encryption=settings) as reader:  # a cold process
+        assert reader.get_tuple(_cfg("t1")) is not None
+        assert len(list(reader.list(_cfg("t1")))) > 3
+        _assert_same_work(reader.stats(), store)
+        assert reader.stats().requests["get"] >= 2  # the key object's GET is one of them
+        reader.reset_stats()
+        store.reset()
+        reader.delete_thread("t1")
+        _assert_same_work(reader.stats(), store)
+
+
+def _assert_same_work(stats: Any, store: MeteredStore) -> None:
+    meter = store.snapshot()
+    assert stats.requests == meter.requests
+    assert (stats.bytes_sent, stats.bytes_received) == (meter.bytes_sent, meter.bytes_received)
+    assert stats.create_conflicts == meter.create_conflicts
+
+
 @pytest.mark.parametrize("attack", ["manifest swapped", "object moved", "other thread's"])
 def test_a_moved_or_swapped_object_is_an_error_never_a_value(attack: str, tmp_path: Any) -> None:
     raw = LocalStore(tmp_path / "s")
