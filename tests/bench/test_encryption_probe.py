@@ -66,3 +66,19 @@ def test_the_printed_table_states_both_targets(report: dict[str, Any]) -> None:
     assert "Target: bytes at turn 6 <= 1.5x in clear" in text
     assert "Target: the same requests per turn" in text
     assert "keys/threads/<T>" in text
+
+
+def test_the_long_term_store_adds_a_key_object_per_namespace_and_nothing_else() -> None:
+    """bench/probes/store_encryption.py: the same requests as in clear, but the key objects."""
+    from bench.probes import store_encryption
+
+    users, memories = 3, 4
+    r = store_encryption.run(users, memories)
+    none = {"put": 0, "get": 0, "list": 0, "delete": 0}
+    # A namespace's first write: its key object's GET (finding none) and create-only PUT.
+    assert r["added"]["write"] == {**none, "put": users, "get": users}
+    # A cold process: one GET of each namespace's key object, then as in clear.
+    assert r["added"]["cold_read"] == {**none, "get": users}
+    assert r["encrypted"]["stored_objects"] == r["clear"]["stored_objects"] + users
+    assert 0 < r["bytes_per_object_added"] <= 100
+    assert "encryption adds" in store_encryption.render(r)
