@@ -1,0 +1,197 @@
+"""How much of workload 6a's CPU gap to PostgresSaver the injected round trip makes.
+
+``python -m bench.probes.cpu_wait [--turns 30] [--delays 0,20] [--s3-server seaweedfs]``
+plays workload 6a's conversations (8 OS threads, one saver, the seed chat; 5
+warm-up turns each, then ``--turns``) on objstore-saver's S3 saver once per
+injected round trip of ``--delays`` (milliseconds, set on the bench's metering
+proxy), and on PostgresSaver, which the benchmark runs without any injected
+round trip. For each it prints the process CPU per turn (``time.process_time``,
+split into user and system time), the CPU the saver calls themselves take in
+the threads that make them (``time.thread_time`` around ``get_tuple``, ``put``
+and ``put_writes``), and the ratio to PostgresSaver.
+
+The benchmark's workload 6a compares objstore-saver with a 20 ms round trip
+on every request against PostgreSQL with none: a thread that waits for an
+answer wakes up and takes the interpreter lock back from seven others, which
+costs CPU that a query answered at once does not. Run with ``--delays 0,20``
+to see both conditions side by side (``--delays 0,20,0`` repeats the first
+to show the run's drift). CPU figures vary between runs and machines (a
+2-core machine is noisy): compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import resource
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bench import graphs
+from bench.postgres import PostgresServer
+from bench.savers import Env, ObjstoreS3, Postgres, SaverSpec
+from bench.server import ServerProcess
+from bench.workloads.common import cfg
+
+THREADS = 8
+WARMUP_TURNS = 5
+SAVER_CALLS = ("get_tuple", "put", "put_writes")
+
+
+class _CallClock:
+    """CPU of the saver calls in the threads that make them (outermost calls only)."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self._lock = threading.Lock()
+        self._depth = threading.local()
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            depth = getattr(self._depth, "n", 0)
+            self._depth.n = depth + 1
+            start = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._depth.n = depth
+                if depth == 0:
+                    spent = time.thread_time() - start
+                    with self._lock:
+                        self.cpu_s += spent
+
+        return timed
+
+
+def _play(saver: Any, first: int, turns: int) -> None:
+    graph = graphs.chat_graph(saver, graphs.SEED)
+
+    def worker(i: int) -> None:
+        for t in range(first, first + turns):
+            graph.invoke({"messages": graphs.SEED.inputs(t)}, cfg(f"os-{i}"))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
+def measure(spec: SaverSpec, env: Env, turns: int) -> dict[str, Any]:
+    """Workload 6a's turns on one saver: CPU per turn, whole process and in the saver calls."""
+    clock = _CallClock()
+    with spec.open_sync(env) as handle:
+        saver = handle.saver
+        inner = getattr(saver, "_saver", saver)  # the bench's call counter wraps ours
+        for name in SAVER_CALLS:
+            setattr(inner, name, clock.wrap(getattr(inner, name)))
+        _play(saver, 0, WARMUP_TURNS)
+        clock.cpu_s = 0.0
+        before, cpu0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+        _play(saver, WARMUP_TURNS, turns)
+        cpu = time.process_time() - cpu0
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    n = THREADS * turns
+    return {
+        "cpu_ms_per_turn": cpu / n * 1e3,
+        "user_ms_per_turn": (after.ru_utime - before.ru_utime) / n * 1e3,
+        "system_ms_per_turn": (after.ru_stime - before.ru_stime) / n * 1e3,
+        "saver_calls_ms_per_turn": clock.cpu_s / n * 1e3,
+        "involuntary_switches_per_turn": (after.ru_nivcsw - before.ru_nivcsw) / n,
+    }
+
+
+def _set_delay(proxy_url: str, ms: float) -> None:
+    request = urllib.request.Request(f"{proxy_url}/__bench__/delay?ms={ms:g}", method="PUT")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
+
+
+@contextlib.contextmanager
+def _servers(s3_server: str) -> Iterator[tuple[ServerProcess, PostgresServer]]:
+    server = ServerProcess(20.0, s3_server)
+    try:
+        postgres = PostgresServer()
+        try:
+            yield server, postgres
+        finally:
+            postgres.stop()
+    finally:
+        server.stop()
+
+
+def run(turns: int, delays: list[float], s3_server: str) -> dict[str, Any]:
+    """PostgresSaver once, objstore-saver once per delay; ratios to PostgresSaver."""
+    with _servers(s3_server) as (server, postgres), tempfile.TemporaryDirectory() as tmp:
+        env = Env(server.proxy_url, server.s3_url, tmp, postgres, keys=server.keys)
+        report: dict[str, Any] = {"turns": turns, "threads": THREADS, "s3_server": s3_server}
+        report["postgres"] = measure(Postgres(), env, turns)
+        rows = []
+        for ms in delays:
+            _set_delay(server.proxy_url, ms)
+            row = {"delay_ms": ms, **measure(ObjstoreS3(), env, turns)}
+            row["cpu_ratio_to_postgres"] = (
+                row["cpu_ms_per_turn"] / report["postgres"]["cpu_ms_per_turn"]
+            )
+            rows.append(row)
+        report["objstore_s3"] = rows
+    return report
+
+
+def render(r: dict[str, Any]) -> str:
+    """A markdown table: one row per saver and round trip."""
+    lines = [
+        f"workload 6a conditions: {r['threads']} OS threads, {r['turns']} turns each "
+        f"after {WARMUP_TURNS} warm-up turns, {r['s3_server']} behind the bench proxy",
+        "",
+        "| saver | injected round trip | CPU ms/turn (user + system) | in saver calls | "
+        "involuntary switches/turn | ÷ PostgresSaver |",
+        "|---|---|---|---|---|---|",
+    ]
+    pg = r["postgres"]
+    lines.append(_row("PostgresSaver", "none", pg, 1.0))
+    for row in r["objstore_s3"]:
+        ratio = row["cpu_ratio_to_postgres"]
+        lines.append(_row("objstore-saver (S3)", f"{row['delay_ms']:g} ms", row, ratio))
+    return "\n".join(lines)
+
+
+def _row(name: str, delay: str, m: dict[str, Any], ratio: float) -> str:
+    return (
+        f"| {name} | {delay} | {m['cpu_ms_per_turn']:.2f} ({m['user_ms_per_turn']:.2f} + "
+        f"{m['system_ms_per_turn']:.2f}) | {m['saver_calls_ms_per_turn']:.2f} | "
+        f"{m['involuntary_switches_per_turn']:.1f} | {ratio:.2f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the probe and print its table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--delays", default="0,20", help="round trips in ms, comma-separated")
+    parser.add_argument("--s3-server", default="seaweedfs")
+    parser.add_argument("--json", help="also write the report here (- for standard output)")
+    args = parser.parse_args(argv)
+    delays = [float(d) for d in args.delays.split(",") if d.strip()]
+    report = run(args.turns, delays, args.s3_server)
+    print(render(report))
+    if args.json:
+        text = json.dumps(report, indent=2)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
