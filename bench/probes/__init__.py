@@ -5,3 +5,21 @@ lists them. They use the suite's parts (the S3 server process, the metering
 proxy, the savers, the graphs, the workloads' helpers) and write nothing but
 their output. The suite (``python -m bench``) never imports them.
 """
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def write_json(report: Any, where: str | None) -> None:
+    """A probe's report as JSON at ``where``: a path, ``-`` (standard output), or None."""
+    if not where:
+        return
+    text = json.dumps(report, indent=2) + "\n"
+    if where == "-":
+        sys.stdout.write(text)
+        return
+    with open(where, "w", encoding="utf-8") as f:
+        f.write(text)

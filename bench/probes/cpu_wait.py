@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import resource
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any
 
 from bench import graphs
 from bench.postgres import PostgresServer
+from bench.probes import write_json
 from bench.savers import Env, ObjstoreS3, Postgres, SaverSpec
 from bench.server import ServerProcess
 from bench.workloads.common import cfg
@@ -183,13 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     delays = [float(d) for d in args.delays.split(",") if d.strip()]
     report = run(args.turns, delays, args.s3_server)
     print(render(report))
-    if args.json:
-        text = json.dumps(report, indent=2)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
+    write_json(report, args.json)
     return 0
 
 

@@ -27,7 +27,6 @@ The exit status is 1 when a target does not hold.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from langgraph.checkpoint.base import SerializerProtocol
 
 from bench.graphs import SEED, Script, chat_graph
 from bench.pricing import by_class
+from bench.probes import write_json
 from bench.savers import ObjstoreS3, ObjstoreS3Encrypted
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
 from objstore_saver.crypto.names import KEY_PREFIX
@@ -320,11 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args.turns, args.store)
     print(render(report))
-    if args.json == "-":
-        print(json.dumps(report, indent=1))
-    elif args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1)
+    write_json(report, args.json)
     cmp = report["comparison"]
     return 0 if cmp["target_bytes_met"] and cmp["target_requests_met"] else 1
 

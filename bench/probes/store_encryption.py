@@ -20,12 +20,12 @@ object. Counts, not timings: the same on every machine.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 from typing import Any
 
+from bench.probes import write_json
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreStore
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
@@ -133,13 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = run(args.users, args.memories)
     print(render(report))
-    if args.json:
-        text = json.dumps(report, indent=2)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
+    write_json(report, args.json)
     return 0
 
 
