@@ -107,11 +107,8 @@ class ThreadKeyMissingError(ThreadKeyError):
         super().__init__(
             thread_id,
             key,
-            "missing: the thread was deleted (its objects can no longer be read) or written "
-            "without encryption"
-            if owner is None
-            else "missing: its key object was deleted (its objects can no longer be read) or "
-            "they were written without encryption",
+            "missing: deleted (its objects can no longer be read), or its objects were "
+            "written without encryption",
             owner=owner,
         )
 

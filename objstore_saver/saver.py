@@ -100,6 +100,8 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             )
         store, self.client_encryption = sealed(store, client_encryption)
         self.store = store
+        # Its counters are part of stats(): its key objects' requests, the envelopes' bytes.
+        self._sealing = layer_with(store, "seals_threads")
         self.prune_grace = prune_grace
         self.sweep_delay = sweep_delay
         self._driver = Driver(store, max_workers=max_workers)
@@ -149,15 +151,13 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         objects' requests count here too).
         """
         stats = self._telemetry.counters.snapshot()
-        layer = layer_with(self.store, "seals_threads")
-        return stats if layer is None else stats + layer.counters.snapshot()
+        return stats if self._sealing is None else stats + self._sealing.counters.snapshot()
 
     def reset_stats(self) -> None:
         """Zero the counters of :meth:`stats`."""
         self._telemetry.counters.reset()
-        layer = layer_with(self.store, "seals_threads")
-        if layer is not None:
-            layer.counters.reset()
+        if self._sealing is not None:
+            self._sealing.counters.reset()
 
     # --- sync API ----------------------------------------------------------------
 

@@ -143,6 +143,36 @@ def add_scale_options(parser: argparse.ArgumentParser, *, concurrency: bool = Tr
     )
 
 
+def add_resumable_job_options(
+    parser: argparse.ArgumentParser, *, apply_help: str, unit: str
+) -> None:
+    """``--apply``, ``--restart`` and the scale options of a job that keeps a cursor.
+
+    Args:
+        parser: the command's parser.
+        apply_help: what ``--apply`` really does (the job is a dry run without it).
+        unit: what the job goes through in order (``thread``, ``key object``).
+    """
+    parser.add_argument("--apply", action="store_true", help=apply_help)
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help=f"ignore the cursor an interrupted run left; start from the first {unit}",
+    )
+    add_scale_options(parser)
+
+
+def cancelled_mark(report: dict[str, Any]) -> str:
+    """`` [cancelled]`` after a job's first line when the job was cancelled, else nothing."""
+    return " [cancelled]" if report["cancelled"] else ""
+
+
+def resumed_note(report: dict[str, Any]) -> str:
+    """`` (resumed after <position>)`` when the job resumed from its cursor, else nothing."""
+    after = report.get("resumed_after")
+    return f" (resumed after {after!r})" if after else ""
+
+
 def no_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``add_arguments`` of a command that takes only the global options.
 

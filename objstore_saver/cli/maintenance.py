@@ -13,6 +13,7 @@ from objstore_saver.cli.common import (
     Outcome,
     ProgressBar,
     add_scale_options,
+    cancelled_mark,
     human_size,
 )
 from objstore_saver.ops._common import OpsConfig
@@ -179,7 +180,7 @@ def _render_prune(r: dict[str, Any]) -> str:
         rules += f" older_than={r['older_than']:g}s"
     if r.get("idle_for") is not None:
         rules += f" idle_for={r['idle_for']:g}s idle_action={r['idle_action']}"
-    lines = [f"prune {r['store']} {rules}: {mode}" + (" [cancelled]" if r["cancelled"] else "")]
+    lines = [f"prune {r['store']} {rules}: {mode}" + cancelled_mark(r)]
     if r.get("idle_for") is not None:
         idle = r.get("threads_idle") or []
         lines.append(

@@ -13,7 +13,9 @@ from objstore_saver.cli.common import (
     Command,
     Outcome,
     ProgressBar,
-    add_scale_options,
+    add_resumable_job_options,
+    cancelled_mark,
+    resumed_note,
 )
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.ops._common import OpsConfig
@@ -30,13 +32,7 @@ def _add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
         "--source-url", help=f"PostgreSQL URL for --from postgres (default ${POSTGRES_URL})"
     )
     parser.add_argument("--thread", action="append", help="a thread to migrate (repeatable)")
-    parser.add_argument("--apply", action="store_true", help="really copy")
-    parser.add_argument(
-        "--restart",
-        action="store_true",
-        help="ignore the cursor an interrupted run left in the bucket; start from the first thread",
-    )
-    add_scale_options(parser)
+    add_resumable_job_options(parser, apply_help="really copy", unit="thread")
 
 
 def _run_migrate(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -63,10 +59,8 @@ def _render_migrate(r: dict[str, Any]) -> str:
     c, w = r["checkpoints"], r["writes"]
     mode = "copied" if r["apply"] else "dry run (add --apply to copy)"
     lines = [
-        f"migrate {r['source']} -> {r['target']}: {mode}"
-        + (" [cancelled]" if r["cancelled"] else ""),
-        f"threads:     {r['threads']['done']}/{r['threads']['source']}"
-        + (f" (resumed after {r['resumed_after']!r})" if r.get("resumed_after") else ""),
+        f"migrate {r['source']} -> {r['target']}: {mode}" + cancelled_mark(r),
+        f"threads:     {r['threads']['done']}/{r['threads']['source']}" + resumed_note(r),
         f"checkpoints: {c['source']} in source, {c['present']} present, {c['missing']} missing, "
         f"{c['copied']} copied",
         f"writes:      {w['source']} in source, {w['present']} present, {w['missing']} missing, "

@@ -12,24 +12,22 @@ from objstore_saver.cli.common import (
     Command,
     Outcome,
     ProgressBar,
-    add_scale_options,
+    add_resumable_job_options,
+    cancelled_mark,
+    resumed_note,
 )
 from objstore_saver.ops._common import OpsConfig
 
 
 def _add_rekey_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--apply", action="store_true", help="really rewrite the key objects")
     parser.add_argument(
         "--drop-old",
         action="store_true",
         help="keep the current master key's wrapping alone: the old keys then open nothing",
     )
-    parser.add_argument(
-        "--restart",
-        action="store_true",
-        help="ignore the cursor an interrupted run left; start from the first key object",
+    add_resumable_job_options(
+        parser, apply_help="really rewrite the key objects", unit="key object"
     )
-    add_scale_options(parser)
 
 
 def _run_rekey(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -54,10 +52,9 @@ def _render_rekey(r: dict[str, Any]) -> str:
         mode, rewrapped = "dry run (add --apply to rewrite)", "to rewrap"
     lines = [
         f"rekey {r['store']} (key objects in {r['key_store']}), {target}: {mode}"
-        + (" [cancelled]" if r["cancelled"] else ""),
+        + cancelled_mark(r),
         f"key objects: {k['scanned']} scanned, {k['rewrapped']} {rewrapped}, "
-        f"{k['current']} current, {k['failed']} failed"
-        + (f" (resumed after {r['resumed_after']!r})" if r.get("resumed_after") else ""),
+        f"{k['current']} current, {k['failed']} failed" + resumed_note(r),
     ]
     if k["dropped_deleted"] or k["vanished"]:
         lines.append(

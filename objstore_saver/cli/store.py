@@ -17,6 +17,7 @@ from objstore_saver.cli.common import (
     Outcome,
     ProgressBar,
     add_scale_options,
+    cancelled_mark,
     human_size,
     json_text,
     table,
@@ -161,7 +162,7 @@ def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
 def _render_sweep(r: dict[str, Any]) -> str:
     mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
     head = f"store-sweep {r['store']} {_ns(r['prefix'])}: {mode}"
-    lines = [head + (" [cancelled]" if r["cancelled"] else "")]
+    lines = [head + cancelled_mark(r)]
     lines += [
         f"  {_ns(i['namespace'])} {json.dumps(i['key'], ensure_ascii=False)}: "
         f"expired {i['expires_at']}, {i['action']}"

@@ -12,20 +12,16 @@ from objstore_saver.cli.common import (
     Command,
     Outcome,
     ProgressBar,
-    add_scale_options,
+    add_resumable_job_options,
+    cancelled_mark,
+    resumed_note,
 )
 from objstore_saver.ops._common import OpsConfig
 
 
 def _add_upgrade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thread", action="append", help="a thread to upgrade (repeatable)")
-    parser.add_argument("--apply", action="store_true", help="really rewrite and delete")
-    parser.add_argument(
-        "--restart",
-        action="store_true",
-        help="ignore the cursor an interrupted run left in the bucket; start from the first thread",
-    )
-    add_scale_options(parser)
+    add_resumable_job_options(parser, apply_help="really rewrite and delete", unit="thread")
 
 
 def _run_upgrade(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -49,11 +45,9 @@ def _render_upgrade(r: dict[str, Any]) -> str:
         mode = "dry run (add --apply to rewrite)"
         upgraded, rewritten, deleted = "to upgrade", "to rewrite", "to delete"
     lines = [
-        f"upgrade {r['store']} to format version 2: {mode}"
-        + (" [cancelled]" if r["cancelled"] else ""),
+        f"upgrade {r['store']} to format version 2: {mode}" + cancelled_mark(r),
         f"threads:     {t['scanned']} scanned, {t['upgraded']} {upgraded}, "
-        f"{t['current']} current, {t['failed']} failed"
-        + (f" (resumed after {r['resumed_after']!r})" if r.get("resumed_after") else ""),
+        f"{t['current']} current, {t['failed']} failed" + resumed_note(r),
         f"checkpoints: {r['checkpoints_rewritten']} {rewritten}",
         f"writes:      {r['writes_rewritten']} {rewritten}",
         f"v1 keys:     {r['v1_keys_deleted']} {deleted}",

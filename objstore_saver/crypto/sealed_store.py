@@ -65,8 +65,10 @@ _DIGEST_HEX = 64
 
 #: A step of a request: ``("key", scope, create)`` asks for a scope's key
 #: (None: it has none); ``("call", method, args, kwargs)`` sends one request to
-#: the wrapped store (its answer comes back, or its error is raised inside).
+#: the wrapped store (its answer comes back, or its error is raised inside);
+#: ``(_DONE, value)`` (made by :func:`_advance`) is the request's end.
 _Step = tuple[Any, ...]
+_DONE = "done"
 _Request = Generator[_Step, Any, Any]
 
 
@@ -240,9 +242,8 @@ class SealingStore(StoreWrapper):
         return self._known(scope) or await in_thread(self._key, scope, create)
 
     def _missing(self, scope: str) -> ThreadKeyMissingError:
-        owner = scope_owner(scope) if scope.startswith(STORE_SCOPE) else None
         return ThreadKeyMissingError(
-            keys.untoken(scope) or scope, key_object_key(scope), owner=owner
+            keys.untoken(scope) or scope, key_object_key(scope), owner=scope_owner(scope)
         )
 
     # --- the requests, free of I/O ----------------------------------------------------
@@ -316,11 +317,7 @@ class SealingStore(StoreWrapper):
 
     def _drive(self, request: _Request, reply: Any = None, error: Exception | None = None) -> Any:
         """Run a request with the blocking methods, from a reply (or error) to its last step."""
-        while True:
-            try:
-                step = request.send(reply) if error is None else request.throw(error)
-            except StopIteration as stop:
-                return stop.value
+        while (step := _advance(request, reply, error))[0] != _DONE:
             reply, error = None, None
             try:
                 if step[0] == "key":
@@ -329,16 +326,13 @@ class SealingStore(StoreWrapper):
                     reply = getattr(self._inner, step[1])(*step[2], **step[3])
             except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
                 error = exc
+        return step[1]
 
     async def _adrive(self, request: _Request) -> Any:
         """Run a request with the coroutines."""
         reply: Any = None
         error: Exception | None = None
-        while True:
-            try:
-                step = request.send(reply) if error is None else request.throw(error)
-            except StopIteration as stop:
-                return stop.value
+        while (step := _advance(request, reply, error))[0] != _DONE:
             reply, error = None, None
             try:
                 if step[0] == "key":
@@ -347,6 +341,7 @@ class SealingStore(StoreWrapper):
                     reply = await getattr(self._inner, "a" + step[1])(*step[2], **step[3])
             except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
                 error = exc
+        return step[1]
 
     # --- blocking requests and coroutines ------------------------------------------
 
@@ -424,17 +419,12 @@ class _SealingStoreAhead(SealingStore):
         request = self._request(method, args, kwargs)
         reply: Any = None
         try:
-            while True:
-                try:
-                    step = request.send(reply)
-                except StopIteration as stop:
-                    value = stop.value
-                    return lambda: value
-                if step[0] == "key":
-                    reply = self._key(step[1], step[2])
-                    continue
-                answer = inner.send_ahead(step[1], *step[2], **step[3])
-                return lambda: self._finish(request, answer)
+            while (step := _advance(request, reply, None))[0] == "key":
+                reply = self._key(step[1], step[2])
+            if step[0] == _DONE:
+                return lambda: step[1]
+            answer = inner.send_ahead(step[1], *step[2], **step[3])
+            return lambda: self._finish(request, answer)
         except Exception as exc:  # noqa: BLE001 -- raised where the call's outcome is read
             error = exc
 
@@ -449,6 +439,14 @@ class _SealingStoreAhead(SealingStore):
         except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
             return self._drive(request, error=exc)
         return self._drive(request, reply)
+
+
+def _advance(request: _Request, reply: Any, error: Exception | None) -> _Step:
+    """The next step, given the last reply or error; ``(_DONE, value)`` at the end."""
+    try:
+        return request.send(reply) if error is None else request.throw(error)
+    except StopIteration as stop:
+        return (_DONE, stop.value)
 
 
 def _token_of_prefix(thread_prefix: str) -> str:

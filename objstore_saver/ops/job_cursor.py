@@ -13,6 +13,7 @@ deletes the cursor, so the next run checks every thread again.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import time
@@ -58,6 +59,7 @@ class Cursor:
     _done: int = 0
     _saved_at: float = field(default_factory=time.monotonic)
     _dirty: bool = False
+    _saving: asyncio.Future[None] | None = None
 
     async def load(self, driver: Driver) -> None:
         """Read the stored cursor: the run starts after its position.
@@ -104,6 +106,23 @@ class Cursor:
         self._saved_at = time.monotonic()
         body = json.dumps(self.to_dict(), sort_keys=True).encode()
         await driver.arun(run_one(Put(self.key, body, PutMode.OVERWRITE)))
+
+    def save_soon(self, driver: Driver) -> None:
+        """:meth:`save` in the background; at most one save in flight (it writes only when due)."""
+        if self._saving is None or self._saving.done():
+            self._saving = asyncio.ensure_future(self.save(driver))
+
+    async def end(self, driver: Driver, *, complete: bool, keep: bool) -> None:
+        """At the end of a run, however it ends: let a background save finish, then, with
+        ``keep``, delete the cursor of a ``complete`` run or store the mark of any other."""
+        if self._saving is not None:
+            await asyncio.gather(self._saving, return_exceptions=True)
+        if not keep:
+            return
+        if complete:
+            await self.clear(driver)
+        else:
+            await self.save(driver, force=True)
 
     async def clear(self, driver: Driver) -> None:
         """Delete the stored cursor: the job went through its whole source.

@@ -379,14 +379,11 @@ async def _run(
             await _migrate_thread(item[1], tuples, target, driver, counts, apply)
 
         def done(item: tuple[str, str], result: None) -> None:
-            nonlocal saving
             if keep_cursor:
                 cursor.finished(item[0])
-                # At most one write of the cursor in flight (it writes only when due).
-                if apply and (saving is None or saving.done()):
-                    saving = asyncio.ensure_future(cursor.save(driver))
+                if apply:
+                    cursor.save_soon(driver)
 
-        saving: asyncio.Future[None] | None = None
         run = Fanout()
         complete = False
         try:
@@ -403,13 +400,7 @@ async def _run(
             )
             complete = not run.cancelled
         finally:
-            if saving is not None:
-                await asyncio.gather(saving, return_exceptions=True)
-            if keep_cursor and apply:
-                if complete:
-                    await cursor.clear(driver)
-                else:
-                    await cursor.save(driver, force=True)
+            await cursor.end(driver, complete=complete, keep=keep_cursor and apply)
             driver.close()
         return {
             "source": src.description,

@@ -264,7 +264,6 @@ async def _run(
     cursor = Cursor(cursor_key("rekey", source_key, shard), source)
     rows: list[_Row] = []
     run = Fanout()
-    saving: asyncio.Future[None] | None = None
     complete = False
     try:
         if not restart:
@@ -289,13 +288,12 @@ async def _run(
             return mine
 
         def done(o: ObjectInfo, row: _Row) -> None:
-            nonlocal saving
             rows.append(row)
             # A failed key object holds the mark back: a resumed run tries it again.
             if row.status != "failed":
                 cursor.finished(o.key)
-                if job.apply and (saving is None or saving.done()):
-                    saving = asyncio.ensure_future(cursor.save(driver))
+                if job.apply:
+                    cursor.save_soon(driver)
 
         def name(o: ObjectInfo) -> str:
             scope = scope_of_key_object(o.key)
@@ -316,14 +314,8 @@ async def _run(
         )
         complete = not run.cancelled
     finally:
-        if saving is not None:
-            await asyncio.gather(saving, return_exceptions=True)
         try:
-            if job.apply:
-                if complete:
-                    await cursor.clear(driver)
-                else:
-                    await cursor.save(driver, force=True)
+            await cursor.end(driver, complete=complete, keep=job.apply)
         finally:
             driver.close()
     return _report(job, rows, run, shard, cursor, complete)

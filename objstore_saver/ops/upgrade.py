@@ -22,7 +22,6 @@ other bytes) fails that thread alone, which keeps all its keys.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -344,15 +343,13 @@ async def _run(
             return mine
 
         def done(target: Target, row: _Row) -> None:
-            nonlocal saving
             rows.append(row)
             # A failed thread holds the mark back: a resumed run tries it again.
             if keep_cursor and row.status != "failed":
                 cursor.finished(target.pfx)
-                if apply and (saving is None or saving.done()):
-                    saving = asyncio.ensure_future(cursor.save(driver))
+                if apply:
+                    cursor.save_soon(driver)
 
-        saving: asyncio.Future[None] | None = None
         complete = False
         try:
             await for_each(
@@ -368,14 +365,8 @@ async def _run(
             )
             complete = not run.cancelled
         finally:
-            if saving is not None:
-                await asyncio.gather(saving, return_exceptions=True)
             try:
-                if keep_cursor and apply:
-                    if complete:
-                        await cursor.clear(driver)
-                    else:
-                        await cursor.save(driver, force=True)
+                await cursor.end(driver, complete=complete, keep=keep_cursor and apply)
             finally:
                 driver.close()
                 await coalesced.aclose()  # nothing stays queued when the job ends

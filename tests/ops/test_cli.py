@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_cli as run
 from ops_helpers import add_pending_writes, chat
 from pg_server import PG_PASSWORD
 from repo_root import ROOT
@@ -23,22 +24,6 @@ from objstore_saver.storage import LocalStore, PutMode
 
 #: The tests' helper modules (ops_helpers, ...): pyproject's pytest ``pythonpath``.
 HELPERS = ROOT / "tests" / "helpers"
-
-
-def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {
-        k: v for k, v in os.environ.items() if k not in ("OBJSTORE_SAVER_URL", "POSTGRES_URL")
-    }
-    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HELPERS)])
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "objstore_saver", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=300,
-        check=False,
-    )
 
 
 def run_json(args: list[str], env: dict[str, str] | None = None) -> Any:

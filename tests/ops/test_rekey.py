@@ -13,16 +13,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from backends import Backend
+from cli_process import run_cli as _cli
 from ops_helpers import chat, snapshot
-from repo_root import ROOT
 
 from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.crypto import ClientEncryption
@@ -482,25 +480,6 @@ def _no() -> bool:
 
 
 # --- the command line --------------------------------------------------------------------
-
-
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``objstore-saver`` in a subprocess, as tests/ops/test_cli.py runs it."""
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("OBJSTORE_SAVER_URL", "POSTGRES_URL", KEY_ENV, KEYS_ENV, KEYS_URL_ENV)
-    }
-    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers")])
-    full_env.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "objstore_saver", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_the_command_rotates_and_exits_non_zero_on_a_failed_key_object(
