@@ -71,11 +71,14 @@ class Request:
             the S3 operation name (``PutObject``...) for client hooks.
         key: The key (``list``: the prefix; ``delete``: the first key; client
             hooks: the URL path, bucket included).
+        keys: Every key of a ``delete`` (empty for the other requests and for
+            client hooks).
     """
 
     index: int
     op: str
     key: str
+    keys: tuple[str, ...] = ()
 
 
 FaultPlan = Callable[[Request], Fault | None]
@@ -185,9 +188,11 @@ class FaultyStore(StoreWrapper):
         self.seen: list[Request] = []
         """Every request, in the order they were seen."""
 
-    def _decide(self, op: str, key: str) -> tuple[Request, Fault | None]:
+    def _decide(
+        self, op: str, key: str, keys: tuple[str, ...] = ()
+    ) -> tuple[Request, Fault | None]:
         with self._lock:
-            request = Request(self.requests, op, key)
+            request = Request(self.requests, op, key, keys)
             self.requests += 1
             self.seen.append(request)
         fault = self.plan(request) if self.plan is not None else None
@@ -208,16 +213,20 @@ class FaultyStore(StoreWrapper):
             raise InjectedFaultError(fault, request, self.location) from exc
         raise InjectedFaultError(fault, request, self.location)
 
-    def _call(self, op: str, key: str, call: Callable[[], T]) -> T:
-        request, fault = self._decide(op, key)
+    def _call(
+        self, op: str, key: str, call: Callable[[], T], keys: tuple[str, ...] = ()
+    ) -> T:
+        request, fault = self._decide(op, key, keys)
         if fault is None:
             return call()
         with self._lost(request, fault):
             call()
         raise AssertionError("unreachable: a lost response always raises")
 
-    async def _acall(self, op: str, key: str, call: Callable[[], Awaitable[T]]) -> T:
-        request, fault = self._decide(op, key)
+    async def _acall(
+        self, op: str, key: str, call: Callable[[], Awaitable[T]], keys: tuple[str, ...] = ()
+    ) -> T:
+        request, fault = self._decide(op, key, keys)
         if fault is None:
             return await call()
         with self._lost(request, fault):
@@ -243,7 +252,9 @@ class FaultyStore(StoreWrapper):
     def delete(self, keys: Sequence[str]) -> None:
         """Forward a delete, unless the plan fails it."""
         keys = list(keys)
-        self._call("delete", keys[0] if keys else "", lambda: self._inner.delete(keys))
+        self._call(
+            "delete", keys[0] if keys else "", lambda: self._inner.delete(keys), tuple(keys)
+        )
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Coroutine twin of :meth:`put`."""
@@ -266,7 +277,9 @@ class FaultyStore(StoreWrapper):
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine twin of :meth:`delete`."""
         keys = list(keys)
-        await self._acall("delete", keys[0] if keys else "", lambda: self._inner.adelete(keys))
+        await self._acall(
+            "delete", keys[0] if keys else "", lambda: self._inner.adelete(keys), tuple(keys)
+        )
 
 
 # --- botocore client hooks -------------------------------------------------------

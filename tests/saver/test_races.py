@@ -145,6 +145,9 @@ def test_same_id_in_threads(spec: dict[str, Any]) -> None:
     _check_same_id(store, "same", _in_threads(spec, rw.write_same_id, "same"))
 
 
+# Writers without shared memory race above the store; each transport's mapping
+# of the server's 412 is raced by the tests in threads above.
+@pytest.mark.backends("local", "s3-lean")
 def test_forks_and_same_id_in_processes(spec: dict[str, Any]) -> None:
     store = rw.open_store(spec)
     _seed_parent(store, "p-fork")
