@@ -136,6 +136,15 @@ def set_proxy_delay(proxy_url: str, delay_ms: float) -> None:
         resp.read()
 
 
+def open_tcp_relay(proxy_url: str, host: str, port: int) -> int:
+    """Open a relay to ``host:port`` in the proxy's process, delayed like S3 requests; its port."""
+    req = urllib.request.Request(
+        proxy_url.rstrip("/") + f"/__bench__/tcp-relay?to={host}:{port}", method="PUT"
+    )
+    with urllib.request.urlopen(req) as resp:
+        return int(json.loads(resp.read())["port"])
+
+
 class StoreMeter(Meter):
     """Reads a :class:`~objstore_saver.MeteredStore` (the local-directory backend)."""
 

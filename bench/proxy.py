@@ -13,8 +13,11 @@ bottleneck?").
 
 Control requests under ``/__bench__/`` are neither counted nor delayed:
 ``GET /__bench__/counters`` returns the counters as JSON and
-``PUT /__bench__/delay?ms=N`` changes the injected round trip and
-``POST /__bench__/reset-maxima`` forgets the largest bodies seen.
+``PUT /__bench__/delay?ms=N`` changes the injected round trip,
+``POST /__bench__/reset-maxima`` forgets the largest bodies seen and
+``PUT /__bench__/tcp-relay?to=HOST:PORT`` opens a :class:`~bench.tcp_relay.DelayRelay`
+to a database server on this loop, whose client bytes wait the same injected
+round trip, and answers its port as ``{"port": N}``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from bench.tcp_relay import DelayRelay
 from objstore_saver.storage.http.async_pool import read_chunked
 
 CONTROL_PREFIX = "/__bench__/"
@@ -273,6 +277,7 @@ class MeteringProxy:
         self._started = threading.Event()
         self._finished = threading.Event()
         self._clients: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self._relays: list[DelayRelay] = []
 
     @property
     def url(self) -> str:
@@ -316,6 +321,8 @@ class MeteringProxy:
                 writer.transport.abort()
             if self._clients:
                 await asyncio.wait(self._clients, timeout=_SHUTDOWN_WAIT_S)
+            for relay in self._relays:
+                await relay.close()
 
     async def _serve_client(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -341,7 +348,7 @@ class MeteringProxy:
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = await _read_body(reader, head, until_eof=False)
                 if target.startswith(CONTROL_PREFIX):
-                    writer.write(self._control(target))
+                    writer.write(await self._control(target))
                 else:
                     writer.write(await self._forward(method, target, head, body, upstream))
                 await writer.drain()
@@ -359,7 +366,7 @@ class MeteringProxy:
             writer.close()
             del self._clients[task]
 
-    def _control(self, target: str) -> bytes:
+    async def _control(self, target: str) -> bytes:
         split = urlsplit(target)
         name = split.path.removeprefix(CONTROL_PREFIX)
         if name == "counters":
@@ -370,6 +377,11 @@ class MeteringProxy:
         if name == "delay":
             self.delay = float(parse_qs(split.query)["ms"][0]) / 1000
             return _json_response("200 OK", {"delay_ms": self.delay * 1000})
+        if name == "tcp-relay":
+            host, _, port = parse_qs(split.query)["to"][0].rpartition(":")
+            relay = DelayRelay((host, int(port)), lambda: self.delay)
+            self._relays.append(relay)
+            return _json_response("200 OK", {"port": await relay.start()})
         return _json_response("404 Not Found", {"error": f"unknown control path {split.path}"})
 
     async def _forward(

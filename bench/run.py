@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.postgres import PostgresServer
-from bench.savers import ALL_SAVERS, Env, SaverSpec
+from bench.savers import ALL_SAVERS, POSTGRES_SAVERS, Env, SaverSpec
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
 from bench.workloads.common import error_row
 from bench.workloads.registry import BY_ID, IDS, WORKLOADS, Workload
@@ -91,7 +91,7 @@ def _run_each_saver(
     for spec in savers:
         t0 = time.monotonic()
         try:
-            if spec.name == "postgres" and pg_error is not None:
+            if spec.name in POSTGRES_SAVERS and pg_error is not None:
                 raise pg_error
             out = w.each_saver(spec, env, sizes, prepared)
             rows = out if w.also else {w.id: out}
@@ -121,9 +121,10 @@ def _run_all_savers(
     assert w.all_savers is not None
     runnable = savers
     if pg_error is not None:  # PostgreSQL did not start: its row says why
-        runnable = [s for s in savers if s.name != "postgres"]
-        if len(runnable) < len(savers):
-            out["postgres"] = error_row(pg_error)
+        runnable = [s for s in savers if s.name not in POSTGRES_SAVERS]
+        for spec in savers:
+            if spec.name in POSTGRES_SAVERS:
+                out[spec.name] = error_row(pg_error)
     t0 = time.monotonic()
     out.update(w.all_savers(runnable, env, sizes))
     took = time.monotonic() - t0

@@ -29,6 +29,7 @@ from bench.meters import (
     ProxyMeter,
     SerdeMeter,
     StoreMeter,
+    open_tcp_relay,
 )
 from bench.shims import LegacySerdeShim
 from objstore_saver.storage.base import PutMode, StoreWrapper
@@ -58,6 +59,8 @@ class Env:
     local_delay_s: float = 0.0
     keys: tuple[str, str] = (ACCESS_KEY, SECRET_KEY)
     """Access key id and secret key of the S3 server."""
+    postgres_relay_port: int | None = None
+    """The server process's delaying relay to PostgreSQL, once opened (workload 6)."""
     _names: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -177,6 +180,8 @@ class SaverSpec:
     """``s3``, ``local``, ``memory`` or ``sql``."""
     package = ""
     """Distribution whose version the report records."""
+    workloads: tuple[str, ...] = ()
+    """Ids of the only workloads it runs in; empty: any workload."""
 
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
@@ -390,6 +395,14 @@ class Postgres(SaverSpec):
         "sql",
         "langgraph-checkpoint-postgres",
     )
+    #: Whether the saver's queries wait the proxy's injected round trip.
+    delayed = False
+
+    def _conninfo(self, env: Env) -> str:
+        """A fresh database for one saver."""
+        if env.postgres is None:
+            raise RuntimeError("PostgreSQL server was not started for this run")
+        return env.postgres.create_database(env.name("pg").replace("-", "_"))
 
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
@@ -397,16 +410,16 @@ class Postgres(SaverSpec):
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
-        if env.postgres is None:
-            raise RuntimeError("PostgreSQL server was not started for this run")
-        conninfo = env.postgres.create_database(env.name("pg").replace("-", "_"))
+        conninfo = self._conninfo(env)
         with psycopg.connect(
             conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             serde = CountingSerializer()
             saver = PostgresSaver(conn, serde=serde)
             saver.setup()
-            yield _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+            handle = _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+            handle.simulated_latency = self.delayed
+            yield handle
 
     @contextlib.asynccontextmanager
     async def open_async(self, env: Env) -> AsyncIterator[Handle]:
@@ -414,16 +427,39 @@ class Postgres(SaverSpec):
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
 
-        if env.postgres is None:
-            raise RuntimeError("PostgreSQL server was not started for this run")
-        conninfo = env.postgres.create_database(env.name("pg").replace("-", "_"))
+        conninfo = self._conninfo(env)
         async with await psycopg.AsyncConnection.connect(
             conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
             serde = CountingSerializer()
             saver = AsyncPostgresSaver(conn, serde=serde)
             await saver.setup()
-            yield _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+            handle = _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+            handle.simulated_latency = self.delayed
+            yield handle
+
+
+class PostgresSameTrip(Postgres):
+    """PostgresSaver whose queries wait the S3 requests' round trip (workload 6).
+
+    The same saver on the same single connection as :class:`Postgres`, but
+    reached through a :class:`~bench.tcp_relay.DelayRelay` in the benchmark's
+    server process, which holds what the client sends for the proxy's
+    injected round trip: with it on, every query waits as each S3 request
+    does. (PostgresSaver runs one query of an instance at a time, under its
+    own lock, even on a pool of connections.)
+    """
+
+    name, label = "postgres-rtt", "PostgresSaver (S3's round trip)"
+    workloads = ("6a", "6b")
+    delayed = True
+
+    def _conninfo(self, env: Env) -> str:
+        conninfo = super()._conninfo(env)
+        assert env.postgres is not None
+        if env.postgres_relay_port is None:
+            env.postgres_relay_port = open_tcp_relay(env.proxy_url, "127.0.0.1", env.postgres.port)
+        return conninfo.replace(f"port={env.postgres.port}", f"port={env.postgres_relay_port}")
 
 
 class ObjectStoragePeer(SaverSpec):
@@ -549,8 +585,12 @@ ALL_SAVERS: list[SaverSpec] = [
     InMemory(),
     Sqlite(),
     Postgres(),
+    PostgresSameTrip(),
     ObjectStoragePeer(),
     TigrisPeer(),
     S3Peer(),
 ]
 """Every saver of the comparison, in report order."""
+
+POSTGRES_SAVERS = (Postgres.name, PostgresSameTrip.name)
+"""The savers that need the run's PostgreSQL server."""

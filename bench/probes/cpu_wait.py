@@ -2,18 +2,22 @@
 
 ``python -m bench.probes.cpu_wait [--turns 30] [--delays 0,20] [--s3-server seaweedfs]``
 plays workload 6a's conversations (8 OS threads, one saver, the seed chat; 5
-warm-up turns each, then ``--turns``) on objstore-saver's S3 saver once per
-injected round trip of ``--delays`` (milliseconds, set on the bench's metering
-proxy), and on PostgresSaver, which the benchmark runs without any injected
-round trip. For each it prints the process CPU per turn (``time.process_time``,
-split into user and system time), the CPU the saver calls themselves take in
-the threads that make them (``time.thread_time`` around ``get_tuple``, ``put``
-and ``put_writes``), and the ratio to PostgresSaver.
+warm-up turns each, then ``--turns``) on PostgresSaver without any injected
+round trip (workload 6a's baseline), then, once per injected round trip of
+``--delays`` (milliseconds, set on the bench's metering proxy), on
+objstore-saver's S3 saver and on PostgresSaver whose queries wait the same
+round trip (``postgres-rtt``, its connection through the server
+process's :class:`~bench.tcp_relay.DelayRelay`). For each it prints the
+process CPU per turn (``time.process_time``, split into user and system
+time), the CPU the saver calls themselves take in the threads that make them
+(``time.thread_time`` around ``get_tuple``, ``put`` and ``put_writes``), and
+objstore-saver's ratio to PostgresSaver without and with the same round trip.
 
-The benchmark's workload 6a compares objstore-saver with a 20 ms round trip
-on every request against PostgreSQL with none: a thread that waits for an
+Workload 6a's first comparison is objstore-saver with a 20 ms round trip on
+every request against PostgreSQL with none: a thread that waits for an
 answer wakes up and takes the interpreter lock back from seven others, which
-costs CPU that a query answered at once does not. Run with ``--delays 0,20``
+costs CPU that a query answered at once does not; its second gives
+PostgreSQL the same round trip. Run with ``--delays 0,20``
 to see both conditions side by side (``--delays 0,20,0`` repeats the first
 to show the run's drift). CPU figures vary between runs and machines (a
 2-core machine is noisy): compare rows of one run.
@@ -36,7 +40,7 @@ from typing import Any
 from bench import graphs
 from bench.postgres import PostgresServer
 from bench.probes import write_json
-from bench.savers import Env, ObjstoreS3, Postgres, SaverSpec
+from bench.savers import Env, ObjstoreS3, Postgres, PostgresSameTrip, SaverSpec
 from bench.server import ServerProcess
 from bench.workloads.common import cfg
 
@@ -134,14 +138,21 @@ def run(turns: int, delays: list[float], s3_server: str) -> dict[str, Any]:
         report: dict[str, Any] = {"turns": turns, "threads": THREADS, "s3_server": s3_server}
         report["postgres"] = measure(Postgres(), env, turns)
         rows = []
+        same_trip = []
         for ms in delays:
             _set_delay(server.proxy_url, ms)
             row = {"delay_ms": ms, **measure(ObjstoreS3(), env, turns)}
+            pg_row = {"delay_ms": ms, **measure(PostgresSameTrip(), env, turns)}
             row["cpu_ratio_to_postgres"] = (
                 row["cpu_ms_per_turn"] / report["postgres"]["cpu_ms_per_turn"]
             )
+            row["cpu_ratio_to_postgres_same_trip"] = (
+                row["cpu_ms_per_turn"] / pg_row["cpu_ms_per_turn"]
+            )
             rows.append(row)
+            same_trip.append(pg_row)
         report["objstore_s3"] = rows
+        report["postgres_same_trip"] = same_trip
     return report
 
 
@@ -152,22 +163,32 @@ def render(r: dict[str, Any]) -> str:
         f"after {WARMUP_TURNS} warm-up turns, {r['s3_server']} behind the bench proxy",
         "",
         "| saver | injected round trip | CPU ms/turn (user + system) | in saver calls | "
-        "involuntary switches/turn | ÷ PostgresSaver |",
-        "|---|---|---|---|---|---|",
+        "involuntary switches/turn | ÷ PostgresSaver | ÷ PostgresSaver, same round trip |",
+        "|---|---|---|---|---|---|---|",
     ]
     pg = r["postgres"]
-    lines.append(_row("PostgresSaver", "none", pg, 1.0))
-    for row in r["objstore_s3"]:
-        ratio = row["cpu_ratio_to_postgres"]
-        lines.append(_row("objstore-saver (S3)", f"{row['delay_ms']:g} ms", row, ratio))
+    lines.append(_row("PostgresSaver", "none", pg, "1.00", "-"))
+    for row, same in zip(r["objstore_s3"], r["postgres_same_trip"], strict=True):
+        delay = f"{row['delay_ms']:g} ms"
+        lines.append(
+            _row(
+                "objstore-saver (S3)",
+                delay,
+                row,
+                f"{row['cpu_ratio_to_postgres']:.2f}",
+                f"{row['cpu_ratio_to_postgres_same_trip']:.2f}",
+            )
+        )
+        ratio = same["cpu_ms_per_turn"] / pg["cpu_ms_per_turn"]
+        lines.append(_row("PostgresSaver, same round trip", delay, same, f"{ratio:.2f}", "1.00"))
     return "\n".join(lines)
 
 
-def _row(name: str, delay: str, m: dict[str, Any], ratio: float) -> str:
+def _row(name: str, delay: str, m: dict[str, Any], ratio: str, same_ratio: str) -> str:
     return (
         f"| {name} | {delay} | {m['cpu_ms_per_turn']:.2f} ({m['user_ms_per_turn']:.2f} + "
         f"{m['system_ms_per_turn']:.2f}) | {m['saver_calls_ms_per_turn']:.2f} | "
-        f"{m['involuntary_switches_per_turn']:.1f} | {ratio:.2f} |"
+        f"{m['involuntary_switches_per_turn']:.1f} | {ratio} | {same_ratio} |"
     )
 
 

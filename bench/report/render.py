@@ -198,7 +198,13 @@ def _reason(target: dict[str, Any], t: Template) -> str:
         extra = "" if control is None else " " + t.fill(f"{name}.control", **control)
         return t.fill(name, **(f | {"control": extra}))
     if key == "w6_cpu":
-        costs = t.fill(f"{name}.costs", **f["costs"]) + " " if f["costs"] else ""
+        same = f.get("same_trip")
+        same_trip = " " + t.fill(f"{name}.same_trip", **same) if same else ""
+        costs = (
+            t.fill(f"{name}.costs", **(f["costs"] | {"same_trip": same_trip})) + " "
+            if f["costs"]
+            else ""
+        )
         per_turn = f["requests_per_turn"]
         return costs + t.fill(name, requests_per_turn=10 if per_turn is None else per_turn)
     return t.fill(name, **f)

@@ -79,7 +79,9 @@ class Workload:
         return [
             s
             for s in specs
-            if (not self.savers or s.name in self.savers) and s.name not in self.skips
+            if (not self.savers or s.name in self.savers)
+            and s.name not in self.skips
+            and (not s.workloads or self.id in s.workloads)
         ]
 
 
@@ -98,6 +100,7 @@ class _CpuTimed(SaverSpec):
         self.inner = inner
         self.name, self.label = inner.name, inner.label
         self.storage, self.package = inner.storage, inner.package
+        self.workloads = inner.workloads
         self.cpu_s = 0.0
         """Process CPU seconds while the saver was open, over every opening."""
 

@@ -10,6 +10,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from bench.meters import (
     Reading,
     SerdeMeter,
     StoreMeter,
+    open_tcp_relay,
     set_proxy_delay,
 )
 from bench.probes.saturation import GcTimer
@@ -318,3 +320,55 @@ def test_gc_timer_counts_the_collections_made_while_installed() -> None:
     assert timer.collections == 2
     assert timer.seconds > 0
     assert timer._callback not in gc.callbacks
+
+
+def _echo_server() -> tuple[socket.socket, threading.Thread]:
+    """A loopback server answering each connection's bytes with themselves, then hanging up."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+                if data.endswith(b"!"):
+                    return  # hang up after the last message
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        assert chunk, f"connection ended after {len(got)} of {n} bytes"
+        got += chunk
+    return got
+
+
+def test_tcp_relay_passes_bytes_in_order_each_held_for_the_proxys_round_trip(
+    proxy: MeteringProxy,
+) -> None:
+    listener, server = _echo_server()
+    with listener:
+        port = open_tcp_relay(proxy.url, *listener.getsockname()[:2])
+        set_proxy_delay(proxy.url, 50)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            # Many small sends in a row come back whole and in order.
+            started = time.monotonic()
+            messages = [f"message {i};".encode() for i in range(200)]
+            for message in messages:
+                sock.sendall(message)
+            assert _recv_exactly(sock, sum(map(len, messages))) == b"".join(messages)
+            # Held at least the injected round trip (a lower bound: nothing can be early).
+            assert time.monotonic() - started >= 0.05
+            set_proxy_delay(proxy.url, 0)
+            sock.sendall(b"last!")
+            assert _recv_exactly(sock, 5) == b"last!"
+            # The server hung up: the relay ends the client's connection too.
+            assert sock.recv(1) == b""
+        server.join(30)
+    # Relayed bytes are not S3 requests.
+    assert proxy.counters.snapshot()["requests"] == {}

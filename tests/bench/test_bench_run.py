@@ -26,11 +26,15 @@ def test_registry_declares_each_workload_once_with_one_runner() -> None:
 
 
 def test_a_workload_runs_on_the_savers_it_names() -> None:
-    specs = [SimpleNamespace(name=n) for n in ("a", "b", "c")]
+    specs = [SimpleNamespace(name=n, workloads=()) for n in ("a", "b", "c")]
     every = Workload("x", "t", "m", all_savers=lambda specs, env, sizes: {})
     some = Workload("y", "t", "m", all_savers=lambda specs, env, sizes: {}, savers=("c", "a"))
     assert every.runs_on(specs) == specs  # type: ignore[arg-type]
     assert [s.name for s in some.runs_on(specs)] == ["a", "c"]  # type: ignore[arg-type]
+    # A saver that names its workloads runs in those alone.
+    only_y = SimpleNamespace(name="c", workloads=("y",))
+    assert every.runs_on([*specs[:2], only_y]) == specs[:2]  # type: ignore[list-item]
+    assert some.runs_on([*specs[:2], only_y]) == [specs[0], only_y]  # type: ignore[list-item]
 
 
 def _runner(spec: Any, env: Any, sizes: Any, prepared: Any) -> dict[str, Any]:
