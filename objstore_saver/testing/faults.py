@@ -213,9 +213,7 @@ class FaultyStore(StoreWrapper):
             raise InjectedFaultError(fault, request, self.location) from exc
         raise InjectedFaultError(fault, request, self.location)
 
-    def _call(
-        self, op: str, key: str, call: Callable[[], T], keys: tuple[str, ...] = ()
-    ) -> T:
+    def _call(self, op: str, key: str, call: Callable[[], T], keys: tuple[str, ...] = ()) -> T:
         request, fault = self._decide(op, key, keys)
         if fault is None:
             return call()
@@ -252,9 +250,7 @@ class FaultyStore(StoreWrapper):
     def delete(self, keys: Sequence[str]) -> None:
         """Forward a delete, unless the plan fails it."""
         keys = list(keys)
-        self._call(
-            "delete", keys[0] if keys else "", lambda: self._inner.delete(keys), tuple(keys)
-        )
+        self._call("delete", keys[0] if keys else "", lambda: self._inner.delete(keys), tuple(keys))
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Coroutine twin of :meth:`put`."""
