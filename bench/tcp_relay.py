@@ -65,25 +65,24 @@ class DelayRelay:
         assert task is not None
         self._tasks.add(task)
         _no_delay(writer)
+        writers, pumps = [writer], []
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        except OSError:
-            writer.close()
-            self._tasks.discard(task)
-            return
-        _no_delay(up_writer)
-        pumps = [
-            asyncio.ensure_future(self._delayed(reader, up_writer)),
-            asyncio.ensure_future(self._at_once(up_reader, writer)),
-        ]
-        try:
+            writers.append(up_writer)
+            _no_delay(up_writer)
+            pumps += [
+                asyncio.ensure_future(self._delayed(reader, up_writer)),
+                asyncio.ensure_future(self._at_once(up_reader, writer)),
+            ]
             # Either side closing ends the relayed connection.
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        except OSError:
+            pass  # the server is unreachable: the client is hung up on
         finally:
             for pump in pumps:
                 pump.cancel()
             await asyncio.gather(*pumps, return_exceptions=True)
-            for w in (writer, up_writer):
+            for w in writers:
                 w.close()
             self._tasks.discard(task)
 

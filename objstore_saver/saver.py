@@ -27,7 +27,7 @@ from objstore_saver.constructors import OnObjectStore
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
-from objstore_saver.storage.base import ObjectStore, layer_with
+from objstore_saver.storage.base import ObjectStore, sealing_layer
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
 
@@ -101,7 +101,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         store, self.client_encryption = sealed(store, client_encryption)
         self.store = store
         # Its counters are part of stats(): its key objects' requests, the envelopes' bytes.
-        self._sealing = layer_with(store, "seals_threads")
+        self._sealing = sealing_layer(store)
         self.prune_grace = prune_grace
         self.sweep_delay = sweep_delay
         self._driver = Driver(store, max_workers=max_workers)

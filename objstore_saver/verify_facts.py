@@ -103,8 +103,11 @@ Body = bytes | Unopened | None
 
 
 def opened(body: bytes | Unopened) -> bytes:
-    """The bytes of a body read; raises the store's ``CorruptObjectError`` for an unopened one."""
-    return body if isinstance(body, bytes) else body.opened()
+    """The bytes of a body read; raises the store's ``CorruptObjectError`` for an unopened one
+    (where a decode's errors are handled)."""
+    if isinstance(body, Unopened):
+        raise body.error
+    return body
 
 
 def _get(key: str) -> Get:

@@ -12,6 +12,9 @@ import json
 import sys
 from typing import Any
 
+from objstore_saver.storage import ObjectStore
+from objstore_saver.storage.base import ObjectInfo
+
 
 def write_json(report: Any, where: str | None) -> None:
     """A probe's report as JSON at ``where``: a path, ``-`` (standard output), or None."""
@@ -23,3 +26,15 @@ def write_json(report: Any, where: str | None) -> None:
         return
     with open(where, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def stored_objects(raw: ObjectStore) -> list[ObjectInfo]:
+    """Every object of a probe's raw store (all pages of its listing)."""
+    out: list[ObjectInfo] = []
+    after: str | None = None
+    while True:
+        page = raw.list("", start_after=after)
+        out.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return out
+        after = page.objects[-1].key

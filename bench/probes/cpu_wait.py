@@ -33,11 +33,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench import graphs
+from bench.meters import set_proxy_delay
 from bench.postgres import PostgresServer
 from bench.probes import write_json
 from bench.savers import Env, ObjstoreS3, Postgres, PostgresSameTrip, SaverSpec
@@ -112,12 +112,6 @@ def measure(spec: SaverSpec, env: Env, turns: int) -> dict[str, Any]:
     }
 
 
-def _set_delay(proxy_url: str, ms: float) -> None:
-    request = urllib.request.Request(f"{proxy_url}/__bench__/delay?ms={ms:g}", method="PUT")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        answer.read()
-
-
 @contextlib.contextmanager
 def _servers(s3_server: str) -> Iterator[tuple[ServerProcess, PostgresServer]]:
     server = ServerProcess(20.0, s3_server)
@@ -132,7 +126,10 @@ def _servers(s3_server: str) -> Iterator[tuple[ServerProcess, PostgresServer]]:
 
 
 def run(turns: int, delays: list[float], s3_server: str) -> dict[str, Any]:
-    """PostgresSaver once, objstore-saver once per delay; ratios to PostgresSaver."""
+    """PostgresSaver with no delay once, then objstore-saver and PostgresSaver at each delay.
+
+    Each objstore-saver row carries its ratios to both PostgresSaver rows.
+    """
     with _servers(s3_server) as (server, postgres), tempfile.TemporaryDirectory() as tmp:
         env = Env(server.proxy_url, server.s3_url, tmp, postgres, keys=server.keys)
         report: dict[str, Any] = {"turns": turns, "threads": THREADS, "s3_server": s3_server}
@@ -140,7 +137,7 @@ def run(turns: int, delays: list[float], s3_server: str) -> dict[str, Any]:
         rows = []
         same_trip = []
         for ms in delays:
-            _set_delay(server.proxy_url, ms)
+            set_proxy_delay(server.proxy_url, ms)
             row = {"delay_ms": ms, **measure(ObjstoreS3(), env, turns)}
             pg_row = {"delay_ms": ms, **measure(PostgresSameTrip(), env, turns)}
             row["cpu_ratio_to_postgres"] = (

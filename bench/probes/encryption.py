@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import SerializerProtocol
 
 from bench.graphs import SEED, Script, chat_graph
 from bench.pricing import by_class
-from bench.probes import write_json
+from bench.probes import stored_objects, write_json
 from bench.savers import ObjstoreS3, ObjstoreS3Encrypted
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
 from objstore_saver.crypto.names import KEY_PREFIX
@@ -80,20 +80,14 @@ def _stores(kind: str) -> Iterator[dict[str, ObjectStore]]:
 
 def _stored(raw: ObjectStore) -> dict[str, int]:
     """Objects and bytes in the raw store, and those of key objects among them."""
-    objects = size = key_objects = key_bytes = 0
-    after: str | None = None
-    while True:
-        page = raw.list("", start_after=after)
-        for o in page.objects:
-            objects += 1
-            size += o.size
-            if o.key.startswith(KEY_PREFIX):
-                key_objects += 1
-                key_bytes += o.size
-        if not page.truncated or not page.objects:
-            break
-        after = page.objects[-1].key
-    return {"objects": objects, "bytes": size, "key_objects": key_objects, "key_bytes": key_bytes}
+    listed = stored_objects(raw)
+    keys_ = [o for o in listed if o.key.startswith(KEY_PREFIX)]
+    return {
+        "objects": len(listed),
+        "bytes": sum(o.size for o in listed),
+        "key_objects": len(keys_),
+        "key_bytes": sum(o.size for o in keys_),
+    }
 
 
 def play(

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from typing import Any
 
-from bench.probes import write_json
+from bench.probes import stored_objects, write_json
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreStore
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
@@ -36,15 +36,8 @@ MODES = ("clear", "encrypted")
 
 def _stored(raw: ObjectStore) -> tuple[int, int]:
     """(objects, bytes) of everything in ``raw``, key objects included."""
-    objects = size = 0
-    after = None
-    while True:
-        page = raw.list("", start_after=after)
-        objects += len(page.objects)
-        size += sum(o.size for o in page.objects)
-        if not page.truncated or not page.objects:
-            return objects, size
-        after = page.objects[-1].key
+    listed = stored_objects(raw)
+    return len(listed), sum(o.size for o in listed)
 
 
 def _phase(meter: MeteredStore) -> dict[str, Any]:

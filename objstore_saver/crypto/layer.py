@@ -7,7 +7,7 @@ no ``cryptography``; a store is sealed only when settings name a key.
 from __future__ import annotations
 
 from objstore_saver.crypto.settings import ClientEncryption, resolve
-from objstore_saver.storage.base import ObjectStore, layer_with
+from objstore_saver.storage.base import ObjectStore, sealing_layer
 
 
 def sealed(
@@ -18,7 +18,7 @@ def sealed(
     A store that seals already is returned as it is, with its own settings:
     a saver or job given an encrypting saver's store never seals twice.
     """
-    layer = layer_with(store, "seals_threads")  # a SealingStore, perhaps under a meter
+    layer = sealing_layer(store)
     if layer is not None:
         return store, layer.settings
     settings = resolve(setting)

@@ -35,7 +35,7 @@ from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
-from objstore_saver.storage.base import layer_with
+from objstore_saver.storage.base import sealing_layer
 
 #: Items per page of ``store_ls`` unless told.
 DEFAULT_PAGE = 100
@@ -224,7 +224,7 @@ def store_get(
         if rec is None:
             raise JobError(f"no item {key!r} in namespace {ns!r} of {store.location}")
         size: int | None = len(data)
-        if layer_with(store, "seals_threads") is not None:
+        if sealing_layer(store) is not None:
             # What was read is the opened item: its stored size is the listing's.
             page = driver.run(run_one(ListKeys(obj_key, limit=1)))
             size = next((o.size for o in page.objects if o.key == obj_key), None)

@@ -113,9 +113,9 @@ class _Job:
         never key material).
         """
         row = _Row(listed.key)
-        token = scope_of_key_object(listed.key)
+        scope = scope_of_key_object(listed.key)
         try:
-            if token is None:
+            if scope is None:
                 raise CorruptObjectError(
                     listed.key, "not a key object (keys/threads/<T> or keys/store/<P>/k)"
                 )
@@ -125,19 +125,19 @@ class _Job:
                 row.status = "vanished"  # its thread was deleted since the listing
                 return row
             # A KMS key's unwrap and wrap block: in a worker thread, off the loop.
-            new = await in_thread(_rewrapped, data, listed.key, token, self.masters, self.drop_old)
+            new = await in_thread(_rewrapped, data, listed.key, scope, self.masters, self.drop_old)
             if new is None:
                 return row
             row.status = "rewrapped"
             if self.apply:
                 await self.key_store.aput(listed.key, new, PutMode.OVERWRITE)
-                if await self._thread_is_gone(listed.key, token):
+                if await self._thread_is_gone(listed.key, scope):
                     row.status = "dropped_deleted"
         except (CorruptObjectError, ThreadKeyError, UnsupportedFormatError) as exc:
             row.status, row.error = "failed", redact_error(exc, list(self.secrets))
         return row
 
-    async def _thread_is_gone(self, key: str, token: str) -> bool:
+    async def _thread_is_gone(self, key: str, scope: str) -> bool:
         """After a PUT: True, with the key object deleted again, when the thread has no object.
 
         Crypto-shredding must survive a rekey. ``delete_thread`` destroys a
@@ -157,9 +157,9 @@ class _Job:
 
         A store namespace's key is destroyed by no job, so never brought back.
         """
-        if token.startswith(STORE_SCOPE):
+        if scope.startswith(STORE_SCOPE):
             return False
-        page = await self.data.alist(f"{keys.THREADS}{token}/", limit=1)
+        page = await self.data.alist(f"{keys.THREADS}{scope}/", limit=1)
         if page.objects:
             return False
         await self.key_store.adelete([key])
@@ -167,11 +167,11 @@ class _Job:
 
 
 def _rewrapped(
-    data: bytes, key: str, token: str, masters: Sequence[MasterKey], drop_old: bool
+    data: bytes, key: str, scope: str, masters: Sequence[MasterKey], drop_old: bool
 ) -> bytes | None:
     from objstore_saver.crypto.thread_keys import rewrapped  # needs the encryption extra
 
-    return rewrapped(data, key, token, masters, drop_old=drop_old)
+    return rewrapped(data, key, scope, masters, drop_old=drop_old)
 
 
 def _settings() -> ClientEncryption:

@@ -21,7 +21,7 @@ from objstore_saver.storage.base import (
     PutMode,
     SendsAhead,
     StorageError,
-    layer_with,
+    sealing_layer,
 )
 
 T = TypeVar("T")
@@ -44,10 +44,6 @@ class Unopened:
     """The result of a :class:`Get` with ``unopened_as_result`` that the store could not open."""
 
     error: CorruptObjectError
-
-    def opened(self) -> bytes:
-        """Never bytes: raises the store's error (where a decode's errors are handled)."""
-        raise self.error
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +149,7 @@ def shredder(store: ObjectStore) -> Any:
     A shred goes straight to it: a wrapper that batches deletes (a job's
     coalescing layer) must not hold it behind the thread's other deletes.
     """
-    return layer_with(store, "seals_threads")
+    return sealing_layer(store)
 
 
 def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:

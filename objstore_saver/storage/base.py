@@ -281,3 +281,11 @@ def layer_with(store: ObjectStore, attribute: str) -> Any:
         if not isinstance(layer, StoreWrapper):
             return None
         layer = layer.inner
+
+
+def sealing_layer(store: ObjectStore) -> Any:
+    """The client-side encryption layer of ``store`` (marked ``seals_threads``), or None.
+
+    It may sit under other wrappers (a meter, a delete-coalescing layer).
+    """
+    return layer_with(store, "seals_threads")
