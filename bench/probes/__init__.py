@@ -8,8 +8,11 @@ their output. The suite (``python -m bench``) never imports them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from objstore_saver.storage import ObjectStore
@@ -38,3 +41,33 @@ def stored_objects(raw: ObjectStore) -> list[ObjectInfo]:
         if not page.truncated or not page.objects:
             return out
         after = page.objects[-1].key
+
+
+#: A spinner: the lowest priority, then busy until its parent is gone or an hour has passed.
+_SPIN = """
+import os, time
+os.nice(19)
+parent, end = os.getppid(), time.monotonic() + 3600
+while os.getppid() == parent and time.monotonic() < end:
+    for _ in range(100_000):
+        pass
+"""
+
+
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``n`` processes spinning at nice 19 for the duration of the block.
+
+    They keep the cores from idling while the measured threads wait; a woken
+    thread preempts them (nice 0 against 19). Stopped and reaped on exit.
+    """
+    spinners: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(n):
+            spinners.append(subprocess.Popen([sys.executable, "-c", _SPIN]))
+        yield spinners
+    finally:
+        for proc in spinners:
+            proc.terminate()
+        for proc in spinners:
+            proc.wait(timeout=30)

@@ -13,6 +13,12 @@ time), the CPU the saver calls themselves take in the threads that make them
 (``time.thread_time`` around ``get_tuple``, ``put`` and ``put_writes``), and
 objstore-saver's ratio to PostgresSaver without and with the same round trip.
 
+``--busy-cores N`` runs every measurement beside ``N`` processes that spin at
+the lowest priority (nice 19): a thread that wakes takes their core at once,
+so no core idles while a saver waits, and their CPU is not this process's.
+Comparing a run with and without them separates what an idle core costs a
+thread waking on it from what waiting costs anyway.
+
 Workload 6a's first comparison is objstore-saver with a 20 ms round trip on
 every request against PostgreSQL with none: a thread that waits for an
 answer wakes up and takes the interpreter lock back from seven others, which
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import resource
 import sys
 import tempfile
@@ -39,7 +46,7 @@ from typing import Any
 from bench import graphs
 from bench.meters import set_proxy_delay
 from bench.postgres import PostgresServer
-from bench.probes import write_json
+from bench.probes import busy_cores, write_json
 from bench.savers import Env, ObjstoreS3, Postgres, PostgresSameTrip, SaverSpec
 from bench.server import ServerProcess
 from bench.workloads.common import cfg
@@ -125,14 +132,24 @@ def _servers(s3_server: str) -> Iterator[tuple[ServerProcess, PostgresServer]]:
         server.stop()
 
 
-def run(turns: int, delays: list[float], s3_server: str) -> dict[str, Any]:
+def run(turns: int, delays: list[float], s3_server: str, spinners: int = 0) -> dict[str, Any]:
     """PostgresSaver with no delay once, then objstore-saver and PostgresSaver at each delay.
 
-    Each objstore-saver row carries its ratios to both PostgresSaver rows.
+    Each objstore-saver row carries its ratios to both PostgresSaver rows;
+    ``spinners`` processes keep the cores busy meanwhile (:func:`busy_cores`).
     """
-    with _servers(s3_server) as (server, postgres), tempfile.TemporaryDirectory() as tmp:
+    with (
+        _servers(s3_server) as (server, postgres),
+        tempfile.TemporaryDirectory() as tmp,
+        busy_cores(spinners),
+    ):
         env = Env(server.proxy_url, server.s3_url, tmp, postgres, keys=server.keys)
-        report: dict[str, Any] = {"turns": turns, "threads": THREADS, "s3_server": s3_server}
+        report: dict[str, Any] = {
+            "turns": turns,
+            "threads": THREADS,
+            "s3_server": s3_server,
+            "busy_cores": spinners,
+        }
         report["postgres"] = measure(Postgres(), env, turns)
         rows = []
         same_trip = []
@@ -157,7 +174,8 @@ def render(r: dict[str, Any]) -> str:
     """A markdown table: one row per saver and round trip."""
     lines = [
         f"workload 6a conditions: {r['threads']} OS threads, {r['turns']} turns each "
-        f"after {WARMUP_TURNS} warm-up turns, {r['s3_server']} behind the bench proxy",
+        f"after {WARMUP_TURNS} warm-up turns, {r['s3_server']} behind the bench proxy"
+        + (f", {r['busy_cores']} cores kept busy at nice 19" if r.get("busy_cores") else ""),
         "",
         "| saver | injected round trip | CPU ms/turn (user + system) | in saver calls | "
         "involuntary switches/turn | ÷ PostgresSaver | ÷ PostgresSaver, same round trip |",
@@ -195,10 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--delays", default="0,20", help="round trips in ms, comma-separated")
     parser.add_argument("--s3-server", default="seaweedfs")
+    parser.add_argument(
+        "--busy-cores",
+        type=int,
+        default=0,
+        help="processes spinning at nice 19 meanwhile, so that no core idles (0: none)",
+    )
     parser.add_argument("--json", help="also write the report here (- for standard output)")
     args = parser.parse_args(argv)
+    if not 0 <= args.busy_cores <= (os.cpu_count() or 1):
+        parser.error(f"--busy-cores must be between 0 and the {os.cpu_count()} cores here")
     delays = [float(d) for d in args.delays.split(",") if d.strip()]
-    report = run(args.turns, delays, args.s3_server)
+    report = run(args.turns, delays, args.s3_server, args.busy_cores)
     print(render(report))
     write_json(report, args.json)
     return 0

@@ -11,6 +11,10 @@
    ms injected per request: the saver's process CPU per turn as the waits
    between its requests grow.
 
+``--busy-cores N`` runs both beside ``N`` processes spinning at nice 19
+(:func:`bench.probes.busy_cores`), so that no core idles during a gap: what
+the gap then still costs is not the idle core's.
+
 Workload 6a compares CPU per turn of savers that wait 20 ms per request (on
 S3 or the delayed local directory) with savers that never wait (in memory,
 SQLite, PostgreSQL on loopback); this shows how much of a gap is the waiting.
@@ -21,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
 
 from bench import graphs
+from bench.probes import busy_cores
 from bench.savers import Env, ObjstoreS3
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
 from bench.workloads.common import Delay, cfg
@@ -76,15 +82,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.probes.idle_gap", description=__doc__)
     parser.add_argument("--s3-server", choices=sorted(BACKENDS), default=DEFAULT_BACKEND)
     parser.add_argument("--turns", type=int, default=30, help="measured turns per delay")
+    parser.add_argument(
+        "--busy-cores",
+        type=int,
+        default=0,
+        help="processes spinning at nice 19 meanwhile, so that no core idles (0: none)",
+    )
     args = parser.parse_args(argv)
     if args.turns < 1:
         parser.error(f"--turns must be at least 1, not {args.turns}")
-    work = work_after_gaps()
-    print(
-        "fixed work, CPU us after an idle gap: "
-        + ", ".join(f"{gap:g} ms: {us:.0f}" for gap, us in work.items())
-    )
-    turns = turn_cpu_by_delay(args.s3_server, args.turns)
+    if not 0 <= args.busy_cores <= (os.cpu_count() or 1):
+        parser.error(f"--busy-cores must be between 0 and the {os.cpu_count()} cores here")
+    with busy_cores(args.busy_cores):
+        work = work_after_gaps()
+        print(
+            "fixed work, CPU us after an idle gap: "
+            + ", ".join(f"{gap:g} ms: {us:.0f}" for gap, us in work.items())
+        )
+        turns = turn_cpu_by_delay(args.s3_server, args.turns)
     print(
         "objstore-saver chat turn, process CPU ms by injected delay: "
         + ", ".join(f"{delay:g} ms: {ms:.2f}" for delay, ms in turns.items())
