@@ -404,6 +404,11 @@ class Postgres(SaverSpec):
             raise RuntimeError("PostgreSQL server was not started for this run")
         return env.postgres.create_database(env.name("pg").replace("-", "_"))
 
+    def _handle(self, saver: Any, serde: CountingSerializer, conninfo: str) -> Handle:
+        handle = _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
+        handle.simulated_latency = self.delayed
+        return handle
+
     @contextlib.contextmanager
     def open_sync(self, env: Env) -> Iterator[Handle]:
         import psycopg
@@ -417,9 +422,7 @@ class Postgres(SaverSpec):
             serde = CountingSerializer()
             saver = PostgresSaver(conn, serde=serde)
             saver.setup()
-            handle = _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
-            handle.simulated_latency = self.delayed
-            yield handle
+            yield self._handle(saver, serde, conninfo)
 
     @contextlib.asynccontextmanager
     async def open_async(self, env: Env) -> AsyncIterator[Handle]:
@@ -434,9 +437,7 @@ class Postgres(SaverSpec):
             serde = CountingSerializer()
             saver = AsyncPostgresSaver(conn, serde=serde)
             await saver.setup()
-            handle = _serde_handle(saver, serde, lambda: _postgres_listing(conninfo))
-            handle.simulated_latency = self.delayed
-            yield handle
+            yield self._handle(saver, serde, conninfo)
 
 
 class PostgresSameTrip(Postgres):
@@ -455,11 +456,13 @@ class PostgresSameTrip(Postgres):
     delayed = True
 
     def _conninfo(self, env: Env) -> str:
+        from psycopg.conninfo import make_conninfo
+
         conninfo = super()._conninfo(env)
         assert env.postgres is not None
         if env.postgres_relay_port is None:
             env.postgres_relay_port = open_tcp_relay(env.proxy_url, "127.0.0.1", env.postgres.port)
-        return conninfo.replace(f"port={env.postgres.port}", f"port={env.postgres_relay_port}")
+        return make_conninfo(conninfo, host="127.0.0.1", port=env.postgres_relay_port)
 
 
 class ObjectStoragePeer(SaverSpec):

@@ -103,8 +103,12 @@ Body = bytes | Unopened | None
 
 
 def opened(body: bytes | Unopened) -> bytes:
-    """The bytes of a body read; raises the store's ``CorruptObjectError`` for an unopened one
-    (where a decode's errors are handled)."""
+    """The bytes of a body read.
+
+    Raises:
+        CorruptObjectError: the store could not open it (raised here, where a
+            decode's errors are handled).
+    """
     if isinstance(body, Unopened):
         raise body.error
     return body

@@ -8,8 +8,10 @@ their output. The suite (``python -m bench``) never imports them.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -52,6 +54,20 @@ while os.getppid() == parent and time.monotonic() < end:
     for _ in range(100_000):
         pass
 """
+
+
+def busy_core_count(text: str) -> int:
+    """``--busy-cores``' argument type: a count from 0 to this machine's cores."""
+    cores = os.cpu_count() or 1
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= cores:
+        raise argparse.ArgumentTypeError(
+            f"must be between 0 and the {cores} cores here, not {text!r}"
+        )
+    return n
 
 
 @contextlib.contextmanager

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
 import resource
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from typing import Any
 from bench import graphs
 from bench.meters import set_proxy_delay
 from bench.postgres import PostgresServer
-from bench.probes import busy_cores, write_json
+from bench.probes import busy_core_count, busy_cores, write_json
 from bench.savers import Env, ObjstoreS3, Postgres, PostgresSameTrip, SaverSpec
 from bench.server import ServerProcess
 from bench.workloads.common import cfg
@@ -215,14 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--s3-server", default="seaweedfs")
     parser.add_argument(
         "--busy-cores",
-        type=int,
+        type=busy_core_count,
         default=0,
         help="processes spinning at nice 19 meanwhile, so that no core idles (0: none)",
     )
     parser.add_argument("--json", help="also write the report here (- for standard output)")
     args = parser.parse_args(argv)
-    if not 0 <= args.busy_cores <= (os.cpu_count() or 1):
-        parser.error(f"--busy-cores must be between 0 and the {os.cpu_count()} cores here")
     delays = [float(d) for d in args.delays.split(",") if d.strip()]
     report = run(args.turns, delays, args.s3_server, args.busy_cores)
     print(render(report))

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
 
 from bench import graphs
-from bench.probes import busy_cores
+from bench.probes import busy_core_count, busy_cores
 from bench.savers import Env, ObjstoreS3
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
 from bench.workloads.common import Delay, cfg
@@ -84,15 +83,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=30, help="measured turns per delay")
     parser.add_argument(
         "--busy-cores",
-        type=int,
+        type=busy_core_count,
         default=0,
         help="processes spinning at nice 19 meanwhile, so that no core idles (0: none)",
     )
     args = parser.parse_args(argv)
     if args.turns < 1:
         parser.error(f"--turns must be at least 1, not {args.turns}")
-    if not 0 <= args.busy_cores <= (os.cpu_count() or 1):
-        parser.error(f"--busy-cores must be between 0 and the {os.cpu_count()} cores here")
     with busy_cores(args.busy_cores):
         work = work_after_gaps()
         print(

@@ -40,12 +40,12 @@ def test_no_busy_core_starts_nothing() -> None:
 
 
 @pytest.mark.parametrize("probe", [cpu_wait, idle_gap], ids=["cpu_wait", "idle_gap"])
-@pytest.mark.parametrize("count", [-1, (os.cpu_count() or 1) + 1])
+@pytest.mark.parametrize("count", ["-1", str((os.cpu_count() or 1) + 1), "two"])
 def test_busy_cores_beyond_the_machine_are_refused_naming_the_flag(
-    probe: Any, count: int, capsys: pytest.CaptureFixture[str]
+    probe: Any, count: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exc:
-        probe.main(["--busy-cores", str(count)])
+        probe.main(["--busy-cores", count])
     assert exc.value.code == 2
     assert "--busy-cores" in capsys.readouterr().err
 

@@ -37,13 +37,7 @@ class _Server:
         name = f"{name}_{uuid.uuid4().hex[:8]}"  # the session's server is shared
         with psycopg.connect(self.server.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        url = self.server.url(name)
-        user, _, rest = url.removeprefix("postgresql://").partition(":")
-        password = rest.partition("@")[0]
-        return (
-            f"host={self.server.host} port={self.port} user={user} "
-            f"password={password} dbname={name}"
-        )
+        return str(self.server.url(name))
 
 
 def test_postgres_same_trip_runs_a_chat_through_the_delaying_relay(
