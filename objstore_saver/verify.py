@@ -30,6 +30,7 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans import decode_checked_manifest, embedded_name, thread_prefixes
+from objstore_saver.plans.epochs import Ended, tombstones_among
 from objstore_saver.plans.requests import Batch, KeyState, Unopened, run_one
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
 from objstore_saver.verify_facts import (
@@ -78,6 +79,10 @@ class VerifyReport:
     orphan_objects: int = 0
     orphan_bytes: int = 0
     orphan_writes: int = 0
+    #: Manifests of epochs a tombstone ended (spec §4.11): late writes of a run
+    #: that outlived its thread's delete, or what a delete that stopped left.
+    #: Never read; the next delete or prune removes them.
+    ended_manifests: int = 0
     #: Keys of encrypted threads whose key object was deleted (a ``delete_thread``
     #: that stopped after destroying the key): unreadable by design, swept by the
     #: next delete. A thread with manifests left and no key is a problem instead.
@@ -213,6 +218,10 @@ def verify_thread(
                 Problem(key, "unreadable", f"manifest of thread {m.thread_id!r} in another thread")
             )
             unreadable.add(key)
+            continue
+        if m.epoch < listing.epoch:
+            # Never read, nor what it references (the delete swept that).
+            report.ended_manifests += 1
             continue
         manifest_checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
         take_embedded(key, m)
@@ -433,9 +442,16 @@ _SEALED_NAME = (
 
 
 def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
-    """An encrypted thread without its key: leftovers of a delete, or a problem."""
-    if not listing.manifests:
-        report.shredded_leftovers += len(listing.writes) + len(listing.objects) + len(listing.marks)
+    """An encrypted thread without its key: leftovers of a delete, or a problem.
+
+    Manifests stored before the thread's newest tombstone are of an ended
+    epoch (spec §4.11): leftovers too.
+    """
+    ended = tombstones_among(listing.tombstones, Ended.none())
+    if all(ended.written_before(o) for o in listing.manifests):
+        report.shredded_leftovers += (
+            len(listing.manifests) + len(listing.writes) + len(listing.objects) + len(listing.marks)
+        )
         return
     report.problems.append(
         Problem(

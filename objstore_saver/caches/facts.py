@@ -31,7 +31,12 @@ from typing import Any
 from objstore_saver.caches.fifo import BoundedFifo
 from objstore_saver.caches.message_keys import StateKey
 from objstore_saver.format.codec import Entry, Manifest, StoredObject, object_size
-from objstore_saver.format.list_encoding import EncodedElement, SealedKey, SealedObject
+from objstore_saver.format.list_encoding import (
+    ElementKey,
+    EncodedElement,
+    SealedKey,
+    SealedObject,
+)
 
 _KNOWN_ONLY_COST = 120
 
@@ -237,6 +242,70 @@ class HeadCache:
                 del self._items[key]
 
 
+class EpochCache:
+    """The epochs this process has seen (spec §4.11): per thread, and per checkpoint.
+
+    A thread's epoch only grows (tombstones are create-only and numbered up),
+    so the greatest seen is kept, with the time it was last confirmed by a
+    listing that showed the thread's newest tombstone. A checkpoint's epoch
+    never changes (its manifest is immutable), so it is trusted at any age.
+    Both are bounded by count, least recently set out.
+    """
+
+    def __init__(
+        self, max_items: int = 65536, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.max_items = max_items
+        self.clock = clock
+        self._threads: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self._checkpoints: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of_thread(self, thread_id: str, max_age: float | None = None) -> int | None:
+        """The thread's epoch, if known and confirmed within ``max_age`` seconds."""
+        with self._lock:
+            item = self._threads.get(thread_id)
+        if item is None or (max_age is not None and self.clock() - item[1] > max_age):
+            return None
+        return item[0]
+
+    def saw_thread(self, thread_id: str, epoch: int, *, confirmed: bool = True) -> bool:
+        """Record the thread's epoch as a listing showed it; True if it is newer than known.
+
+        ``confirmed``: the listing covered the thread's newest tombstone, so
+        the epoch is current as of now; otherwise (a manifest's epoch) it only
+        raises the floor, keeping the last confirmation time.
+        """
+        with self._lock:
+            known = self._threads.get(thread_id)
+            now = self.clock()
+            if known is None:
+                self._threads[thread_id] = (epoch, now if confirmed else -float("inf"))
+            else:
+                seen = now if confirmed else known[1]
+                self._threads[thread_id] = (max(epoch, known[0]), seen)
+            _touched(self._threads, thread_id, self.max_items)
+            return known is not None and epoch > known[0]
+
+    def of_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> int | None:
+        with self._lock:
+            return self._checkpoints.get((thread_id, checkpoint_ns, checkpoint_id))
+
+    def saw_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, epoch: int
+    ) -> None:
+        key = (thread_id, checkpoint_ns, checkpoint_id)
+        with self._lock:
+            self._checkpoints[key] = epoch
+            _touched(self._checkpoints, key, self.max_items)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Forget what is known of the thread's checkpoints (its epoch stays: it only grows)."""
+        with self._lock:
+            for key in [k for k in self._checkpoints if k[0] == thread_id]:
+                del self._checkpoints[key]
+
+
 class BoundedSet:
     """A thread-safe set of strings that forgets its oldest members past a bound."""
 
@@ -270,7 +339,7 @@ class ElementCache:
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._fifo: BoundedFifo[tuple[str, bytes], EncodedElement] = BoundedFifo(max_bytes)
+        self._fifo: BoundedFifo[ElementKey, EncodedElement] = BoundedFifo(max_bytes)
         self.sealed = SealedCache(max_bytes)
         """Chunks and nodes of the lists encoded, with a budget of its own."""
         self.serialized = SerializedCache(max_bytes)
@@ -281,10 +350,10 @@ class ElementCache:
         """The estimated bytes the remembered elements hold."""
         return self._fifo.held_bytes
 
-    def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
+    def get(self, key: ElementKey) -> EncodedElement | None:
         return self._fifo.get(key)
 
-    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
+    def put(self, key: ElementKey, value: EncodedElement) -> None:
         cost = len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
         self._fifo.put(key, value, cost)
 

@@ -98,13 +98,13 @@ class _Route:
 
     @classmethod
     def of(cls, key: str | None) -> _Route | None:
-        """The route of a sealed key; None for a thread's run marker (empty) or a key in clear."""
+        """The route of a sealed key; None for a run marker, a tombstone or a key in clear."""
         if not key:
             return None
         where = _thread_of(key)
         if where is None:
             return _namespace_route(key)
-        if where[2].startswith(_RUNS):
+        if where[2].startswith(_RUNS) or _is_tombstone(where[2]):
             return None
         pfx, token, rest = where
         return cls(pfx, token, rest, _address(rest))
@@ -124,6 +124,13 @@ class _Route:
         if self.digest is not None:
             return sealing.open_object(thread, self.digest, data, stored)
         return sealing.open_keyed(thread, self.rest, data, stored)
+
+
+def _is_tombstone(rest: str) -> bool:
+    """Whether ``checkpoints/<N>/<name>`` is a tombstone: in clear, it holds only an epoch."""
+    area, _, tail = rest.partition("/")
+    name = tail.partition("/")[2]
+    return area == "checkpoints" and name.startswith(keys.TOMBSTONE_MARK) and "/" not in name
 
 
 def _namespace_route(key: str) -> _Route | None:

@@ -98,15 +98,31 @@ def stream_payload(encoding: str, size: int, data: Iterable[bytes], key: str) ->
 # --- encoding -------------------------------------------------------------
 
 
-def encode_split(value: Entry, holes: list[tuple[tuple[str | int, ...], Ref]]) -> bytes:
+def pack_content(fields: dict[str, Any], epoch: int) -> bytes:
+    """Bytes of a content object of the thread's ``epoch`` (spec §4.5, §4.11).
+
+    An object of epoch ``n > 0`` carries ``ep = n``, so its address differs
+    from that of the same value in any other epoch: a conversation begun on
+    a reused thread id never shares an object with the one a delete is
+    sweeping. Readers ignore the field.
+    """
+    if epoch:
+        fields["ep"] = epoch
+    return pack_object(fields)
+
+
+def encode_split(
+    value: Entry, holes: list[tuple[tuple[str | int, ...], Ref]], epoch: int = 0
+) -> bytes:
     """Bytes of a split value object (spec §4.4a)."""
-    return pack_object(
+    return pack_content(
         {
             "f": FORMAT_VERSION,
             "k": "split",
             "v": entry_to_msgpack(value),
             "s": [[list(path), entry_to_msgpack(ref)] for path, ref in holes],
-        }
+        },
+        epoch,
     )
 
 
@@ -147,11 +163,13 @@ def encode_manifest(
     metadata: Entry,
     channels: dict[str, Entry],
     embedded: Sequence[bytes] = (),
+    epoch: int = 0,
 ) -> bytes:
     """Bytes of a manifest (spec §4.1). Channels are written in sorted order.
 
     ``embedded`` are content objects the manifest carries (field ``e``); a
     segment located at this manifest's own key is written with location ``""``.
+    ``epoch`` is the thread's epoch (field ``ep``, written when not 0, §4.11).
     """
     own = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
     fields: dict[str, Any] = {
@@ -167,7 +185,31 @@ def encode_manifest(
     }
     if embedded:
         fields["e"] = list(embedded)
+    if epoch:
+        fields["ep"] = epoch
     return pack_object(fields)
+
+
+def encode_tombstone(*, thread_id: str, epoch: int) -> bytes:
+    """Bytes of a tombstone (spec §4.11): the thread's epochs below ``epoch`` are ended."""
+    return pack_object(
+        {"f": CHECKPOINT_FORMAT_VERSION, "k": "tombstone", "thread_id": thread_id, "n": epoch}
+    )
+
+
+def decode_tombstone(data: bytes, key: str) -> int:
+    """The epoch a tombstone begins (spec §4.11), checked against its key."""
+    obj = unpack_object(data, key, "tombstone", versions=CHECKPOINT_VERSIONS)
+    epoch = _epoch(obj.get("n"), key, "n")
+    if epoch < 1 or keys.tombstone_epoch(key.rsplit("/", 1)[1]) != epoch:
+        raise CorruptObjectError(key, f"tombstone of epoch {epoch} does not match its key")
+    return epoch
+
+
+def _epoch(raw: object, key: str, name: str) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= keys.MAX_EPOCH:
+        raise CorruptObjectError(key, f"field {name!r} is not an epoch (0..{keys.MAX_EPOCH})")
+    return raw
 
 
 def encode_write(
@@ -372,6 +414,7 @@ def decode_manifest(data: bytes, key: str) -> Manifest:
         channels={str(k): decode_entry(v, key) for k, v in channels.items()},
         version=obj["f"],
         embedded=_embedded(obj.get("e", []), key),
+        epoch=_epoch(obj.get("ep", 0), key, "ep"),
     )
 
 

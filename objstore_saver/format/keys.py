@@ -129,6 +129,58 @@ def checkpoint_writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: 
     return checkpoint_key(thread_id, checkpoint_ns, checkpoint_id) + V2_WRITES_SUFFIX
 
 
+#: Tombstones (spec §3.4) sort before every checkpoint of their namespace: ``-``
+#: (0x2D) is below the hex digits a reversed id starts with.
+TOMBSTONE_MARK = "-"
+#: Epochs are numbered up to this; a tombstone's key holds ``MAX_EPOCH - n``
+#: in :data:`TOMBSTONE_DIGITS` digits, so the newest tombstone is listed first.
+MAX_EPOCH = 9_999_999_999
+TOMBSTONE_DIGITS = 10
+
+
+def tombstone_key(thread_id: str, checkpoint_ns: str, epoch: int) -> str:
+    """``threads/<T>/checkpoints/<N>/-<D>``: the tombstone that begins ``epoch`` (spec §3.4)."""
+    pfx = thread_prefix(thread_id)
+    return tombstone_key_in(pfx, token("checkpoint_ns", checkpoint_ns), epoch)
+
+
+def tombstone_key_in(thread_pfx: str, ns_token: str, epoch: int) -> str:
+    """:func:`tombstone_key` from a thread prefix and a namespace token."""
+    if not 1 <= epoch <= MAX_EPOCH:
+        raise InvalidIdentifierError(f"epoch {epoch!r} is outside 1..{MAX_EPOCH}")
+    return f"{thread_pfx}checkpoints/{ns_token}/{TOMBSTONE_MARK}{MAX_EPOCH - epoch:010d}"
+
+
+def tombstones_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    """What every tombstone key of a namespace starts with (its newest is listed first)."""
+    return manifests_prefix(thread_id, checkpoint_ns) + TOMBSTONE_MARK
+
+
+def tombstone_epoch(segment: str) -> int | None:
+    """The epoch a tombstone begins, from the last segment of its key; None if not a tombstone."""
+    digits = segment[1:]
+    if (
+        not segment.startswith(TOMBSTONE_MARK)
+        or len(digits) != TOMBSTONE_DIGITS
+        or not digits.isdigit()
+        or not digits.isascii()
+    ):
+        return None
+    epoch = MAX_EPOCH - int(digits)
+    return epoch if epoch >= 1 else None
+
+
+def is_tombstone_key(key: str) -> bool:
+    """Whether ``key`` is a tombstone ``threads/<T>/checkpoints/<N>/-<D>`` (spec §3.4)."""
+    parts = key.split("/")
+    return (
+        len(parts) == 5
+        and parts[0] + "/" == THREADS
+        and parts[2] == "checkpoints"
+        and tombstone_epoch(parts[4]) is not None
+    )
+
+
 def reversed_id_of(rest: str) -> str:
     """``<R>`` of a key's part after ``checkpoints/<N>/`` (a manifest or a write of any version)."""
     seg, slash, _ = rest.partition("/")
@@ -217,8 +269,9 @@ class CheckpointKeyParts:
         ns_token: The namespace token ``<N>``.
         checkpoint_token: The token of the checkpoint id (as version 1's
             write keys name it), the same for every key of one checkpoint.
-        kind: ``"manifest"`` or ``"write"``.
+        kind: ``"manifest"``, ``"write"`` or ``"tombstone"``.
         version: The format version the key's place implies: 1 or 2.
+        epoch: For a tombstone, the epoch it begins (spec §3.4); else 0.
     """
 
     thread_pfx: str
@@ -226,6 +279,7 @@ class CheckpointKeyParts:
     checkpoint_token: str
     kind: str
     version: int
+    epoch: int = 0
 
     @property
     def checkpoint(self) -> tuple[str, str, str]:
@@ -252,6 +306,11 @@ def parse_checkpoint_key(key: str) -> CheckpointKeyParts:
     if area != "checkpoints":
         raise ValueError(f"not a checkpoint key: {key!r}")
     seg, slash, write = inner.partition("/")
+    if not slash and seg.startswith(TOMBSTONE_MARK):
+        epoch = tombstone_epoch(seg)
+        if epoch is None:
+            raise ValueError(f"not a tombstone key: {key!r}")
+        return CheckpointKeyParts(pfx, ns_tok, seg, "tombstone", 2, epoch)
     kind, version = "manifest", 1
     if slash:
         if not write or "/" in write or not seg.endswith(V2_WRITES_SUFFIX[:-1]):

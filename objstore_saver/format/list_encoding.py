@@ -30,12 +30,22 @@ class EncodedElement:
         object.__setattr__(self, "size", len(msgpack.packb(self.item, use_bin_type=True)))
 
 
+#: What an encoded element is a function of: its ``(type, serialized bytes)``,
+#: and the epoch when not 0 (:func:`element_key`).
+ElementKey = tuple[Any, ...]
+
+
+def element_key(pair: tuple[str, bytes], epoch: int) -> ElementKey:
+    """The cache key of a serialized element encoded for the thread's ``epoch``."""
+    return pair if not epoch else (*pair, epoch)
+
+
 class ElementCache(Protocol):
     """Where :func:`encode_list` keeps elements it encoded, by serialized bytes."""
 
-    def get(self, key: tuple[str, bytes]) -> EncodedElement | None: ...
+    def get(self, key: ElementKey) -> EncodedElement | None: ...
 
-    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None: ...
+    def put(self, key: ElementKey, value: EncodedElement) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +79,7 @@ class SealedCache(Protocol):
     def put(self, key: SealedKey, value: SealedObject) -> None: ...
 
 
-def encode_element(type_: str, data: bytes) -> EncodedElement:
+def encode_element(type_: str, data: bytes, epoch: int = 0) -> EncodedElement:
     """Encode one list element: inline when its payload is small, else a value or parts."""
     if len(data) <= codec.PART_SIZE:
         payload = codec.make_payload(type_, data)
@@ -77,19 +87,20 @@ def encode_element(type_: str, data: bytes) -> EncodedElement:
             return EncodedElement(["i", *payload.to_msgpack()], None, {}, {})
     objects: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
-    ref = value_encoding.store_data(type_, data, objects, children)
+    ref = value_encoding.store_data(type_, data, objects, children, epoch)
     return EncodedElement(codec.entry_to_msgpack(ref), ref.digest, objects, children)
 
 
 def _segment(
-    members: list[SealedObject], key: SealedKey, sealed_cache: SealedCache | None
+    members: list[SealedObject], key: SealedKey, sealed_cache: SealedCache | None, epoch: int
 ) -> SealedObject:
     """One segment holding the entries of ``members`` (elements, or segments merged)."""
     segment = sealed_cache.get(key) if sealed_cache is not None else None
     if segment is not None:
         return segment
     items = tuple(i for m in members for i in m.items)
-    body = codec.pack_object({"f": codec.CHECKPOINT_FORMAT_VERSION, "k": "segment", "x": items})
+    fields = {"f": codec.CHECKPOINT_FORMAT_VERSION, "k": "segment", "x": items}
+    body = codec.pack_content(fields, epoch)
     segment = SealedObject(
         codec.digest_of(body),
         body,
@@ -137,6 +148,7 @@ def encode_list(
     cache: ElementCache | None = None,
     sealed_cache: SealedCache | None = None,
     locate: Locator | None = None,
+    epoch: int = 0,
 ) -> codec.Encoded:
     """Entry for a list given its serialized elements (spec §4.4, format version 2).
 
@@ -155,18 +167,22 @@ def encode_list(
     With ``locate``, an element stored as a ``value`` object is located
     (spec §4.4): its reference names the manifest that embeds it, in the
     segments and in the tail; a sealed segment is then a function of its
-    elements and their locations.
+    elements and their locations. ``epoch`` is the thread's epoch its
+    objects belong to (spec §4.11): the caches hold each epoch's apart.
     """
     out: dict[bytes, bytes] = {}
+    # What the caches hold is a function of the element and the epoch.
+    salt: tuple[object, ...] = () if not epoch else ("@e", epoch)
     children: dict[bytes, tuple[bytes, ...]] = {}
 
     def encoded(pair: tuple[str, bytes]) -> EncodedElement:
         """One element, through the cache."""
-        element = cache.get(pair) if cache is not None else None
+        cache_key = element_key(pair, epoch)
+        element = cache.get(cache_key) if cache is not None else None
         if element is None:
-            element = encode_element(*pair)
+            element = encode_element(*pair, epoch)
             if cache is not None:
-                cache.put(pair, element)
+                cache.put(cache_key, element)
         return element
 
     def one(element: EncodedElement, item: list[Any]) -> SealedObject:
@@ -186,7 +202,7 @@ def encode_list(
     run: list[SealedObject] = []  # the segments, oldest first
     for start in range(0, full, codec.CHUNK_LEN):
         group = elements[start : start + codec.CHUNK_LEN]
-        key: SealedKey = ("g", *group)
+        key: SealedKey = ("g", *group, *salt)
         sealed = sealed_cache.get(key) if sealed_cache is not None else None
         if locate is not None and (sealed is None or sealed.children):
             # A segment is a function of its elements and of where their values are.
@@ -198,15 +214,20 @@ def encode_list(
                 sealed = sealed_cache.get(key) if sealed_cache is not None else None
             if sealed is None:
                 sealed = _segment(
-                    [one(e, i) for e, i in zip(found, items, strict=True)], key, sealed_cache
+                    [one(e, i) for e, i in zip(found, items, strict=True)],
+                    key,
+                    sealed_cache,
+                    epoch,
                 )
         elif sealed is None:
-            sealed = _segment([one(e, e.item) for e in map(encoded, group)], key, sealed_cache)
+            members = [one(e, e.item) for e in map(encoded, group)]
+            sealed = _segment(members, key, sealed_cache, epoch)
         run.append(sealed)
         while _mergeable(run):
             members = run[-codec.SEGMENT_MERGE :]
             del run[-codec.SEGMENT_MERGE :]
-            run.append(_segment(members, ("m", *(s.digest for s in members)), sealed_cache))
+            merged: SealedKey = ("m", *(s.digest for s in members))
+            run.append(_segment(members, merged, sealed_cache, epoch))
     for segment in run:
         out[segment.digest] = segment.body
         children[segment.digest] = segment.children

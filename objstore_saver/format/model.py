@@ -123,6 +123,8 @@ class Manifest:
     """The manifest's format version (its ``f``)."""
     embedded: tuple[bytes, ...] = ()
     """Content objects carried in the manifest (field ``e``), each addressed by its hash."""
+    epoch: int = 0
+    """The thread's epoch the checkpoint belongs to (field ``ep``, spec §4.11); 0 if absent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,13 +28,14 @@ def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:
     yield from (out for out in chunker.finish() if out)
 
 
-def _value_object(payload: codec.Payload) -> tuple[bytes, bytes]:
-    body = codec.pack_object({"f": codec.FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()})
+def _value_object(payload: codec.Payload, epoch: int) -> tuple[bytes, bytes]:
+    fields = {"f": codec.FORMAT_VERSION, "k": "value", "p": payload.to_msgpack()}
+    body = codec.pack_content(fields, epoch)
     return codec.digest_of(body), body
 
 
-def _store_value(payload: codec.Payload, out: dict[bytes, bytes]) -> codec.Ref:
-    d, body = _value_object(payload)
+def _store_value(payload: codec.Payload, out: dict[bytes, bytes], epoch: int) -> codec.Ref:
+    d, body = _value_object(payload, epoch)
     out[d] = body
     return codec.Ref("b", d)
 
@@ -59,7 +60,9 @@ def inline_written(
 LargeResult = tuple[codec.Ref, tuple[bytes, bytes], tuple[bytes, ...]]
 
 
-def large_objects(type_: str, data: bytes) -> Generator[tuple[bytes, bytes], None, LargeResult]:
+def large_objects(
+    type_: str, data: bytes, epoch: int = 0
+) -> Generator[tuple[bytes, bytes], None, LargeResult]:
     """Encode data larger than ``codec.PART_SIZE``, yielding part objects as they are made.
 
     The data is compressed into one zstd frame written in ``codec.PART_SIZE``
@@ -73,10 +76,10 @@ def large_objects(type_: str, data: bytes) -> Generator[tuple[bytes, bytes], Non
         The entry (``b`` or ``p``), the container object (the value, or the
         ``parts`` object listing the parts) and the parts' digests.
     """
-    return (yield from frame_objects(type_, _compressed_pieces(len(data), (data,))))
+    return (yield from frame_objects(type_, _compressed_pieces(len(data), (data,)), epoch))
 
 
-def text_objects(text: str) -> Generator[tuple[bytes, bytes], None, LargeResult]:
+def text_objects(text: str, epoch: int = 0) -> Generator[tuple[bytes, bytes], None, LargeResult]:
     """Like :func:`large_objects` for a message text (spec §4.4a): its UTF-8 bytes.
 
     The text is encoded and compressed a piece at a time, so no whole UTF-8
@@ -84,27 +87,27 @@ def text_objects(text: str) -> Generator[tuple[bytes, bytes], None, LargeResult]
     """
     size = split_values.text_size(text)
     pieces = _compressed_pieces(size, split_values.text_pieces(text))
-    return (yield from frame_objects(split_values.TEXT_TYPE, pieces))
+    return (yield from frame_objects(split_values.TEXT_TYPE, pieces, epoch))
 
 
 def frame_objects(
-    type_: str, pieces: Iterator[bytes]
+    type_: str, pieces: Iterator[bytes], epoch: int = 0
 ) -> Generator[tuple[bytes, bytes], None, LargeResult]:
     """Pack the pieces of one zstd frame as parts (or one value), yielding parts as made."""
     first = next(pieces)
     second = next(pieces, None)
     if second is None:
-        d, body = _value_object(codec.Payload(type_, compression.ZD1, first))
+        d, body = _value_object(codec.Payload(type_, compression.ZD1, first), epoch)
         return codec.Ref("b", d), (d, body), ()
     hashes: list[bytes] = []
     size = 0
     for piece in chain((first, second), pieces):
-        part = codec.pack_object({"f": codec.FORMAT_VERSION, "k": "part", "d": piece})
+        part = codec.pack_content({"f": codec.FORMAT_VERSION, "k": "part", "d": piece}, epoch)
         d = codec.digest_of(part)
         hashes.append(d)
         size += len(piece)
         yield d, part
-    body = codec.pack_object(
+    body = codec.pack_content(
         {
             "f": codec.FORMAT_VERSION,
             "k": "parts",
@@ -112,7 +115,8 @@ def frame_objects(
             "e": compression.ZD1,
             "n": size,
             "p": hashes,
-        }
+        },
+        epoch,
     )
     d = codec.digest_of(body)
     return codec.Ref("p", d), (d, body), tuple(hashes)
@@ -123,11 +127,12 @@ def store_data(
     serialized: bytes,
     out: dict[bytes, bytes],
     children: dict[bytes, tuple[bytes, ...]],
+    epoch: int = 0,
 ) -> codec.Ref:
     """Store serialized bytes as a value object, or as parts when large (spec §4.2, §4.3)."""
     if len(serialized) <= codec.PART_SIZE:
-        return _store_value(codec.make_payload(type_, serialized), out)
-    stream = large_objects(type_, serialized)
+        return _store_value(codec.make_payload(type_, serialized), out, epoch)
+    stream = large_objects(type_, serialized, epoch)
     while True:
         try:
             d, part = next(stream)
@@ -147,6 +152,7 @@ def encode_serialized(
     inline_max: int = codec.INLINE_MAX,
     written_once: bool = False,
     written_max: int = codec.WRITE_INLINE_MAX,
+    epoch: int = 0,
 ) -> codec.Encoded:
     """Entry for already serialized bytes: inline when small, else an object.
 
@@ -157,6 +163,7 @@ def encode_serialized(
         written_once: The value of a pending write: also inline when its
             compressed payload fits ``written_max`` (:func:`inline_written`).
         written_max: The limit of ``written_once``.
+        epoch: The thread's epoch the objects belong to (spec §4.11).
     """
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
@@ -164,8 +171,8 @@ def encode_serialized(
     if written_once and len(serialized) <= codec.PART_SIZE:
         payload = codec.make_payload(type_, serialized)
         return inline_written(payload, written_max) or codec.Encoded(
-            _store_value(payload, objects), objects
+            _store_value(payload, objects, epoch), objects
         )
     children: dict[bytes, tuple[bytes, ...]] = {}
-    ref = store_data(type_, serialized, objects, children)
+    ref = store_data(type_, serialized, objects, children, epoch)
     return codec.Encoded(ref, objects, children)

@@ -108,10 +108,15 @@ async def athreads(
             listing = target.listing
             return _summary(await driver.arun(plans.thread_id_of(listing)), listing)
 
+        def keep(_target: Target, row: dict[str, Any]) -> None:
+            # A deleted thread holds only its tombstones (spec §4.11): not listed.
+            if row["objects"]:
+                rows.append(row)
+
         run = await for_each_thread(
             driver,
             summary,
-            lambda _target, row: rows.append(row),
+            keep,
             concurrency=concurrency,
             shard=shard,
             progress=progress,
@@ -227,6 +232,8 @@ def _kind_of(rest: str) -> str:
     section, _, inner = rest.partition("/")
     if section == "checkpoints" and keys.V2_WRITES_SUFFIX in inner:
         return "writes"  # a version-2 pending write, under its checkpoint's key
+    if section == "checkpoints" and inner.partition("/")[2].startswith(keys.TOMBSTONE_MARK):
+        return "tombstones"  # spec §4.11
     names = {"checkpoints": "manifests", "runs": "run-markers"}
     return names.get(section, section)
 

@@ -39,6 +39,7 @@ from objstore_saver.format.codec import (
     SegmentObj,
 )
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
+from objstore_saver.plans.epochs import lineage_epoch, listed_epoch
 from objstore_saver.plans.placement import Placement, recall_segments, unembed
 from objstore_saver.plans.reading import (
     child_refs,
@@ -50,6 +51,7 @@ from objstore_saver.plans.reading import (
 from objstore_saver.plans.requests import (
     Batch,
     Get,
+    ListKeys,
     Put,
     run_batch,
     run_one,
@@ -92,6 +94,7 @@ def recall_parent(
     if found is None:
         return None
     mkey, manifest = found
+    ctx.epochs.saw_checkpoint(scope.thread_id, ns, parent_id, manifest.epoch)
     got = yield from fetch_entries(
         ctx, pfx, [manifest.checkpoint], mkey, holders=[(mkey, manifest)]
     )
@@ -159,7 +162,7 @@ def _fit_manifest(
         if not isinstance(entry, Inline):
             continue
         enc = value_encoding.encode_serialized(
-            *codec.payload_bytes(entry.payload, name), inline_max=-1
+            *codec.payload_bytes(entry.payload, name), inline_max=-1, epoch=fields["epoch"]
         )
         encoded.append(enc)
         holder[name] = enc.entry
@@ -202,6 +205,8 @@ def put(
     md = get_checkpoint_metadata(config, metadata)
     run_id = md.get("run_id")
     marker = _run_marker_id(scope.thread_id, run_id) if isinstance(run_id, str) else None
+    epoch: int | None = None
+    check: ListKeys | None = None
 
     for attempt in range(PUT_ATTEMPTS):
         # First attempt trusts memory; a retry re-confirms everything (§6.1 step 3).
@@ -219,6 +224,9 @@ def put(
             segments = yield from recall_segments(ctx, pfx, mkey, parent)
         elif parent_id is not None and trust:
             parent = remembered_parent(ctx, scope, parent_id)
+        if epoch is None:
+            # After the parent's recall, which learns its epoch when it reads it.
+            epoch, check = yield from lineage_epoch(ctx, scope, parent_id)
         placement = Placement(ctx, pfx, cid, mkey, parent, trust, segments)
 
         encoded: list[Encoded] = []
@@ -234,13 +242,13 @@ def put(
                 continue
             if name in values:
                 enc = yield from encode_value(
-                    ctx, pfx, values[name], trust=trust, locate=placement.locate
+                    ctx, pfx, values[name], trust=trust, locate=placement.locate, epoch=epoch
                 )
                 channels[name] = placement.place(enc.entry)
                 encoded.append(enc)
 
-        cp_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(bare))
-        md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md))
+        cp_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(bare), epoch=epoch)
+        md_enc = value_encoding.encode_serialized(*ctx.serde.dumps_typed(md), epoch=epoch)
         encoded += [cp_enc, md_enc]
         cp_entry, md_entry = placement.place(cp_enc.entry), placement.place(md_enc.entry)
         embedded, located = placement.settle(channels, encoded)
@@ -254,6 +262,7 @@ def put(
                 "metadata": md_entry,
                 "channels": channels,
                 "embedded": list(embedded.values()),
+                "epoch": epoch,
             },
             encoded,
             mkey,
@@ -265,11 +274,25 @@ def put(
         markers: list[Put] = []
         if marker is not None and marker not in ctx.marked_runs:
             markers = [Put(k, b"") for k in keys.run_markers(scope.thread_id, cast(str, run_id))]
-        yield from store_objects(
-            ctx, pfx, encoded, markers, trust=trust, embedded=embedded, located=located
+        checked = yield from store_objects(
+            ctx,
+            pfx,
+            encoded,
+            [*markers, *([check] if check is not None else [])],
+            trust=trust,
+            embedded=embedded,
+            located=located,
         )
         if marker is not None:
             ctx.marked_runs.add(marker)
+        if check is not None:
+            check = None
+            listed = listed_epoch(ctx, scope.thread_id, checked[-1])
+            if listed != epoch:
+                # The thread was deleted since this process last looked: the
+                # checkpoint begins in the new epoch, its objects encoded again.
+                epoch = listed
+                continue
         # Invariant: every object the manifest relies on was confirmed stored at
         # most W before the manifest is sent, else a sweep may have removed it.
         if ctx.clock() - started <= ctx.trust_age:
@@ -296,6 +319,7 @@ def put(
     if len(manifest) - sum(map(len, embedded.values())) <= REMEMBERED_MANIFEST_MAX:
         kept = Manifest(**{k: v for k, v in fields.items() if k != "embedded"})
     ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
+    ctx.epochs.saw_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, epoch)
     ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
 
@@ -325,6 +349,13 @@ def put_writes(
     # Values up to WRITE_INLINE_MAX compressed are inline; a call whose
     # object would pass the budget stores those over INLINE_MAX alone.
     written_max = codec.WRITE_INLINE_MAX
+    # The objects of the checkpoint's epoch, else of the thread's as this
+    # process believes it (its put may still be running). The epoch of a
+    # write's objects only keeps them apart from another epoch's (spec
+    # §4.11): a reader reaches them by their address whatever it is.
+    epoch = ctx.epochs.of_checkpoint(scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id)
+    if epoch is None:
+        epoch = ctx.epochs.of_thread(scope.thread_id) or 0
     attempt = 0
     while attempt < PUT_ATTEMPTS:
         trust = attempt == 0
@@ -335,7 +366,13 @@ def put_writes(
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
             enc = yield from encode_value(
-                ctx, pfx, value, trust=trust, written_once=True, written_max=written_max
+                ctx,
+                pfx,
+                value,
+                trust=trust,
+                written_once=True,
+                written_max=written_max,
+                epoch=epoch,
             )
             encoded.append(enc)
             if grouped and idx >= 0:

@@ -17,9 +17,11 @@ from objstore_saver.caches.facts import (
     BoundedSet,
     ElementCache,
     EntryCache,
+    EpochCache,
     HeadCache,
     ObjectCache,
 )
+from objstore_saver.format import keys
 from objstore_saver.large_value_gate import Hold, LargeValueGate
 from objstore_saver.plans.requests import (
     Batch,
@@ -52,6 +54,7 @@ class Context:
     entries: EntryCache = field(default_factory=EntryCache)
     elements: ElementCache = field(default_factory=ElementCache)
     heads: HeadCache = field(default_factory=HeadCache)
+    epochs: EpochCache = field(default_factory=EpochCache)
     #: (thread, run) pairs whose run markers this process has written.
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
     reuse_window: float = REUSE_WINDOW
@@ -59,10 +62,29 @@ class Context:
     seqs: SeqSource = field(default_factory=lambda: SeqSource())
     #: One large serialized value alive at a time (spec §6.1 step 2.2).
     gate: LargeValueGate = field(default_factory=LargeValueGate)
+    #: Called with a thread id when a listing shows it a newer epoch than
+    #: known (spec §4.11): what a layer below remembers of the thread (an
+    #: encrypted thread's data key) is dropped.
+    on_new_epoch: Callable[[str], None] = lambda _thread_id: None
 
     def __post_init__(self) -> None:
         self.objects.clock = self.clock
         self.entries.clock = self.clock
+        self.epochs.clock = self.clock
+
+    def saw_epoch(self, thread_id: str, epoch: int, *, confirmed: bool = True) -> None:
+        """Record a thread's epoch; a newer one than known drops the thread's memories.
+
+        Every fact remembered of an ended epoch (its entries, its newest
+        checkpoint, what its objects are) belongs to a conversation that
+        readers no longer see (spec §4.11).
+        """
+        if self.epochs.saw_thread(thread_id, epoch, confirmed=confirmed):
+            pfx = keys.thread_prefix(thread_id)
+            self.objects.forget_thread(pfx)
+            self.entries.forget_prefix(pfx)
+            self.heads.forget_thread(thread_id)
+            self.on_new_epoch(thread_id)
 
     @property
     def trust_age(self) -> float:

@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.epochs import Ended, tombstone_of, tombstones_in
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
@@ -34,7 +35,7 @@ from objstore_saver.plans.requests import (
     run_one,
 )
 from objstore_saver.plans.scope import Scope, scope_of
-from objstore_saver.storage.base import ListPage
+from objstore_saver.storage.base import ListPage, ObjectInfo
 
 #: Keys the latest lookup lists: the newest checkpoint's manifests and writes
 #: come first (spec §6.2); more writes than fit are listed on.
@@ -42,10 +43,21 @@ LATEST_LIST_KEYS = 20
 
 
 def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
-    """Sub-plan: id of the newest checkpoint of a namespace (spec §6.2), one LIST."""
+    """Sub-plan: id of the newest live checkpoint of a namespace (spec §6.2), one LIST.
+
+    A namespace with a tombstone costs a GET of each listed manifest written
+    after it until one of the current epoch is found (usually the first).
+    """
     page = yield from run_one(_newest_manifest(scope))
-    head = yield from _head_of(scope, page)
-    return None if head is None else head.checkpoint_id
+    head, _ = yield from _head_of(scope, page, Ended.none())
+    while head is not None:
+        if head.ended.epoch == 0:
+            return head.checkpoint_id
+        body = yield from run_one(Get(head.manifest_key))
+        if body is not None and head.ended.live(decode_checked_manifest(body, head.manifest_key)):
+            return head.checkpoint_id
+        head = yield from _head_after(scope, head)
+    return None
 
 
 def _newest_manifest(scope: Scope) -> ListKeys:
@@ -62,53 +74,93 @@ class _Head:
     manifest_key: str
     write_keys: list[str]
     """Its version-2 pending writes (a version-1 head has more under ``writes/``)."""
+    ended: Ended
+    """The namespace's tombstones, as the listing showed them."""
+    last_key: str
+    """Its last listed key: a listing for an older head starts after it."""
 
 
-def _head_of(scope: Scope, page: ListPage) -> Generator[Batch, list[Any] | None, _Head | None]:
+def _head_of(
+    scope: Scope, page: ListPage, ended: Ended
+) -> Generator[Batch, list[Any] | None, tuple[_Head | None, Ended]]:
     """Sub-plan: the newest checkpoint with a manifest in a listing of a namespace.
 
-    The listing runs newest first, each checkpoint's keys together (spec §3):
-    its manifests, then its writes. Writes stored before their manifest (a
-    put still running) do not make a checkpoint; the listing goes on while
-    the last checkpoint of a page may have more keys on the next.
+    The listing runs newest first, each checkpoint's keys together (spec §3),
+    after the namespace's tombstones: its manifests, then its writes. Writes
+    stored before their manifest (a put still running) do not make a
+    checkpoint, nor does a manifest stored well before a tombstone; the
+    listing goes on while the last checkpoint of a page may have more keys on
+    the next. Whether the head's manifest is of the epoch in force is for
+    the caller to check (its ``ep`` is in its bytes).
     """
     ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
-    listed = [o.key for o in page.objects]
+    ended = tombstones_in(page, ended)
+    listed = [o for o in page.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)]
     truncated = page.truncated
     while True:
-        groups: dict[str, list[str]] = {}
-        for k in listed:
-            seg = keys.reversed_id_of(k[len(ns_pfx) :])
-            groups.setdefault(seg, []).append(k)
+        groups: dict[str, list[ObjectInfo]] = {}
+        for o in listed:
+            seg = keys.reversed_id_of(o.key[len(ns_pfx) :])
+            groups.setdefault(seg, []).append(o)
         last = list(groups)[-1] if groups else None
         for seg, group in groups.items():
             if seg == last and truncated:
                 break  # its keys may go on past this page
-            manifests = checkpoint_manifests(group)
-            if manifests:
-                writes = [k for k in group if k.startswith(ns_pfx + seg + keys.V2_WRITES_SUFFIX)]
-                return _Head(keys.unreverse_id(seg), manifests[0], writes)
+            group_keys = [o.key for o in group]
+            manifests = checkpoint_manifests(group_keys)
+            if manifests and not any(
+                o.key == manifests[0] and ended.written_before(o) for o in group
+            ):
+                writes = [
+                    k for k in group_keys if k.startswith(ns_pfx + seg + keys.V2_WRITES_SUFFIX)
+                ]
+                head = _Head(keys.unreverse_id(seg), manifests[0], writes, ended, group_keys[-1])
+                return head, ended
         else:
-            return None
-        assert last is not None
-        more = yield from run_one(ListKeys(ns_pfx, listed[-1], limit=LATEST_LIST_KEYS))
-        listed = groups[last] + [o.key for o in more.objects]
+            if not truncated or not page.objects:
+                return None, ended
+            last = None
+        more = yield from run_one(ListKeys(ns_pfx, page.objects[-1].key, limit=LATEST_LIST_KEYS))
+        page = more
+        listed = (groups[last] if last is not None else []) + [
+            o for o in more.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)
+        ]
         truncated = more.truncated
+
+
+def _head_after(scope: Scope, head: _Head) -> Generator[Batch, list[Any] | None, _Head | None]:
+    """Sub-plan: the next older head, after ``head`` turned out to be of an ended epoch."""
+    ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
+    page = yield from run_one(ListKeys(ns_pfx, head.last_key, limit=LATEST_LIST_KEYS))
+    found, _ = yield from _head_of(scope, page, head.ended)
+    return found
 
 
 def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
     """Plan: spec §6.2 (latest) and §6.3 (by id)."""
     scope = scope_of(config)
     cid = scope.checkpoint_id
+    floor = ctx.epochs.of_thread(scope.thread_id) or 0
     if cid is None:
-        guessed = yield from _guessed_latest(ctx, scope)
+        guessed, ended = yield from _guessed_latest(ctx, scope, floor)
+        # The root namespace holds a tombstone of every delete: its listing
+        # tells the thread's epoch as of now (spec §4.11).
+        ctx.saw_epoch(scope.thread_id, ended.epoch, confirmed=scope.checkpoint_ns == "")
         if guessed is None or isinstance(guessed, CheckpointTuple):
             return guessed
-        ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, guessed.checkpoint_id)
-        return (yield from _read_head(ctx, guessed, None))
-    found = yield from find_checkpoint(scope.thread_id, scope.checkpoint_ns, cid)
+        head: _Head | None = guessed
+        while head is not None:
+            found = yield from _read_head(ctx, head, None, head.ended.at_least(floor))
+            if found is not _ENDED:
+                if found is not None:
+                    ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
+                return found
+            head = yield from _head_after(scope, head)
+        return None
+    found = yield from find_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, floor)
     if found is None:
         return None
+    ctx.epochs.saw_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, found.manifest.epoch)
     manifest = (found.manifest_key, found.manifest)
     tuples = yield from read_tuples(ctx, [manifest], [config], [found.write_keys])
     return tuples[0]
@@ -126,17 +178,24 @@ class FoundCheckpoint:
 
 
 def find_checkpoint(
-    thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    thread_id: str, checkpoint_ns: str, checkpoint_id: str, floor: int = 0
 ) -> Generator[Batch, list[Any] | None, FoundCheckpoint | None]:
     """Sub-plan: spec §6.3 step 1, a checkpoint's manifest and writes (None: no checkpoint).
 
     One LIST names the checkpoint's manifests and version-2 writes while its
-    version-2 manifest is fetched; a version-1 checkpoint costs a GET of its
-    manifest and a LIST of its version-1 writes more.
+    version-2 manifest is fetched, and another the namespace's newest
+    tombstone: a checkpoint of an ended epoch (or one below ``floor``) is no
+    checkpoint. A version-1 checkpoint costs a GET of its manifest and a LIST
+    of its version-1 writes more.
     """
     ckey = keys.checkpoint_key(thread_id, checkpoint_ns, checkpoint_id)
     mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
-    body, page = yield from run_batch(Get(mkey), ListKeys(ckey))
+    body, page, tombs = yield from run_batch(
+        Get(mkey),
+        ListKeys(ckey),
+        ListKeys(keys.tombstones_prefix(thread_id, checkpoint_ns), limit=1),
+    )
+    ended = tombstones_in(tombs, Ended.none()).at_least(floor)
     listed = [o.key for o in page.objects]
     if page.truncated:
         listed += yield from list_all(ckey, listed[-1])
@@ -149,21 +208,34 @@ def find_checkpoint(
         if body is None:
             return None
     manifest = decode_checked_manifest(body, mkey)
+    if not ended.live(manifest):
+        return None
     if manifest.version == 1:
         old = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
         writes = (yield from list_all(old)) + writes
     return FoundCheckpoint(mkey, body, manifest, writes)
 
 
+class _EndedEpoch:
+    """What :func:`_read_head` returns for a head of an ended epoch."""
+
+
+_ENDED = _EndedEpoch()
+
+
 def _read_head(
-    ctx: Context, head: _Head, given: RunnableConfig | None
-) -> Generator[Batch, list[Any] | None, CheckpointTuple | None]:
+    ctx: Context, head: _Head, given: RunnableConfig | None, ended: Ended
+) -> Generator[Batch, list[Any] | None, CheckpointTuple | _EndedEpoch | None]:
     """Sub-plan: the tuple of a listed head: its manifest and writes fetched in one round."""
     bodies = yield from run_batch(Get(head.manifest_key), *(Get(k) for k in head.write_keys))
     body = bodies[0]
     if body is None:
         return None  # deleted since it was listed
     manifest = decode_checked_manifest(body, head.manifest_key)
+    scope_ns = manifest.checkpoint_ns
+    ctx.epochs.saw_checkpoint(manifest.thread_id, scope_ns, manifest.checkpoint_id, manifest.epoch)
+    if not ended.live(manifest):
+        return _ENDED
     fetched = dict(zip(head.write_keys, bodies[1:], strict=True))
     write_keys = None if manifest.version == 1 else [head.write_keys]
     tuples = yield from read_tuples(
@@ -173,15 +245,16 @@ def _read_head(
 
 
 def _guessed_latest(
-    ctx: Context, scope: Scope
-) -> Generator[Batch, list[Any] | None, CheckpointTuple | _Head | None]:
+    ctx: Context, scope: Scope, floor: int
+) -> Generator[Batch, list[Any] | None, tuple[CheckpointTuple | _Head | None, Ended]]:
     """Sub-plan: the latest lookup with this process's guess of the newest checkpoint.
 
     When this process holds the manifest it last saw newest (the next turn
     of a conversation it serves), its values are decoded while the LIST of
     the namespace is in flight, and that LIST also names the head's writes
     (spec §6.2). The tuple when the guess was right; otherwise the newest
-    checkpoint as the LIST shows it (None: no checkpoint).
+    checkpoint as the LIST shows it (None: no checkpoint); and what the
+    namespace's tombstones say.
     """
     guess = ctx.heads.get(scope.thread_id, scope.checkpoint_ns)
     remembered = None
@@ -191,7 +264,7 @@ def _guessed_latest(
         remembered = ctx.entries.get(mkey)
     if remembered is None or remembered.manifest is None:
         page = yield from run_one(_newest_manifest(scope))
-        return (yield from _head_of(scope, page))
+        return (yield from _head_of(scope, page, Ended.none().at_least(floor)))
     manifest = remembered.manifest
 
     def decoded() -> tuple[tuple[dict[str, Any], Any] | None, Exception | None]:
@@ -203,13 +276,18 @@ def _guessed_latest(
             return None, exc
 
     (page,), (values, error) = yield from run_batch_while(decoded, _newest_manifest(scope))
-    head = yield from _head_of(scope, page)
-    if head is None or head.checkpoint_id != guess or head.manifest_key != mkey:
-        return head
+    head, ended = yield from _head_of(scope, page, Ended.none().at_least(floor))
+    if (
+        head is None
+        or head.checkpoint_id != guess
+        or head.manifest_key != mkey
+        or not ended.live(manifest)
+    ):
+        return head, ended
     if error is not None:
         raise error
     tuples = yield from read_tuples(ctx, [(mkey, manifest)], [None], [head.write_keys], [values])
-    return tuples[0]
+    return tuples[0], ended
 
 
 def thread_prefixes() -> Generator[Batch, list[Any] | None, list[str]]:
@@ -254,10 +332,30 @@ def list_checkpoints(
         start_after = None
         if before_id and ns_given is not None:
             start_after = prefix + keys.reverse_id(before_id)
+        tombstones: list[str] = []
         if only_id is not None and ns_given is not None:
-            listed = yield from list_all(prefix + keys.reverse_id(only_id))
+            listed, tombs = yield from run_batch(
+                ListKeys(prefix + keys.reverse_id(only_id)),
+                ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1),
+            )
+            tombstones = [o.key for o in tombs.objects]
+            listed = [o.key for o in listed.objects] + (
+                (yield from list_all(prefix + keys.reverse_id(only_id), listed.objects[-1].key))
+                if listed.truncated
+                else []
+            )
         else:
+            if start_after is not None:
+                tombs = yield from run_one(ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1))
+                tombstones = [o.key for o in tombs.objects]
             listed = yield from list_all(prefix, start_after)
+        # Of every namespace listed (a whole thread's listing holds them all):
+        # a manifest of an epoch a tombstone ended is not returned (spec §6.4).
+        thread_id = keys.untoken(keys.split_thread_key(prefix)[0][len(keys.THREADS) : -1])
+        known = ctx.epochs.of_thread(thread_id) if thread_id is not None else None
+        current = max(
+            [known or 0] + [e for k in tombstones + listed if (e := tombstone_of(k)) is not None]
+        )
         candidates = []
         for k in checkpoint_manifests(listed):
             cid = keys.unreverse_id(k.rsplit("/", 1)[1].removesuffix(keys.V2_MANIFEST_SUFFIX))
@@ -272,6 +370,9 @@ def list_checkpoints(
                 if body is None:
                     continue  # deleted since it was listed (or never existed for only_id)
                 m = decode_checked_manifest(body, k)
+                ctx.epochs.saw_checkpoint(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.epoch)
+                if m.epoch < current:
+                    continue  # a late write of an ended epoch (spec §4.11)
                 if filter:
                     md = yield from read_metadata(ctx, m, k)
                     if not all(md.get(fk) == fv for fk, fv in filter.items()):

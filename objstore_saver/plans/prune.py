@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,6 +14,7 @@ from objstore_saver.errors import MissingObjectError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.epochs import ended_manifests
 from objstore_saver.plans.extraction import read_embedded, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
@@ -136,10 +137,13 @@ def _select_kept(
     listing: ThreadListing,
     keep_last: int,
     young_after: datetime | None = None,
+    ended: Collection[str] = (),
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: the manifests a prune keeps (spec §6.9 "Which checkpoints are kept")."""
+    """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11)."""
     by_ns: dict[str, list[ObjectInfo]] = {}
     for info in listing.manifests:
+        if info.key in ended:
+            continue
         ns_tok, _ = keys.namespace_of_manifest_key(info.key)
         by_ns.setdefault(ns_tok, []).append(info)  # newest first within a namespace
     root_tok = keys.token("checkpoint_ns", "")
@@ -229,7 +233,9 @@ def _prune_thread(
         stats.deferred = True
         return stats
     young_after = None if older_than is None else now - older_than
-    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after)
+    # Late writes of an ended epoch, and what a delete that stopped left: not kept.
+    ended = yield from ended_manifests(listing.manifests, listing.tombstones)
+    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after, ended)
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)

@@ -51,6 +51,24 @@ class ThreadListing:
     unknown: list[ObjectInfo] = field(default_factory=list)
     superseded: list[ObjectInfo] = field(default_factory=list)
     """Version-1 manifests of checkpoints that also have a version-2 one."""
+    tombstones: list[ObjectInfo] = field(default_factory=list)
+    """Tombstones of every namespace (spec §4.11), each namespace's newest first."""
+
+    @property
+    def epoch(self) -> int:
+        """The thread's epoch as its tombstones show it: the greatest begun, 0 if none."""
+        return max((_tombstone_epoch(o.key) for o in self.tombstones), default=0)
+
+    @property
+    def namespaces(self) -> list[str]:
+        """Tokens of the namespaces that hold a manifest, a write or a tombstone, in key order."""
+        found: dict[str, None] = {}
+        for o in self.tombstones + self.manifests + self.superseded + self.writes:
+            _, rest = keys.split_thread_key(o.key)
+            area, _, tail = rest.partition("/")
+            if area == "checkpoints":
+                found[tail.partition("/")[0]] = None
+        return sorted(found)
 
     @property
     def run_index_keys(self) -> list[str]:
@@ -78,6 +96,8 @@ class ThreadListing:
                 return
             if parts.kind == "write":
                 self.writes.append(info)
+            elif parts.kind == "tombstone":
+                self.tombstones.append(info)
             elif (
                 parts.version == 2
                 and self.manifests
@@ -104,8 +124,13 @@ class ThreadListing:
             + self.objects
             + self.runs
             + self.marks
+            + self.tombstones
             + self.unknown
         )
+
+
+def _tombstone_epoch(key: str) -> int:
+    return keys.parse_checkpoint_key(key).epoch
 
 
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
@@ -168,13 +193,50 @@ def oldest_first(manifests: Iterable[ObjectInfo]) -> list[str]:
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Step:
-    """Plan: spec §6.6."""
+    """Plan: spec §6.6.
+
+    Raises:
+        CorruptObjectError: a key under the thread prefix that the format
+            does not define; the thread is deleted all the same (its
+            tombstone is written first) and that key is left for an operator.
+    """
     pfx = keys.thread_prefix(thread_id)
-    listing = yield from list_thread(pfx)
+    listing = yield from list_thread_keys(pfx)
     yield from delete_listing(ctx, thread_id, listing)
+    if listing.unknown:
+        raise CorruptObjectError(
+            listing.unknown[0].key,
+            f"unknown key under a thread prefix: thread {thread_id!r} is deleted, "
+            f"{len(listing.unknown)} such key(s) left in place",
+        )
+
+
+ROOT_NAMESPACE = keys.token("checkpoint_ns", "")
+
+
+def end_epoch(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
+    """Sub-plan: tombstone every listed namespace of a thread, beginning a new epoch (§6.6).
+
+    Create-only: a tombstone another delete stored first ends the same epochs.
+    Returns the new epoch.
+    """
+    epoch = max(listing.epoch, ctx.epochs.of_thread(thread_id) or 0) + 1
+    body = codec.encode_tombstone(thread_id=thread_id, epoch=epoch)
+    namespaces = sorted({ROOT_NAMESPACE, *listing.namespaces})
+    yield from run_batch(
+        *(Put(keys.tombstone_key_in(listing.pfx, ns, epoch), body) for ns in namespaces)
+    )
+    ctx.saw_epoch(thread_id, epoch)
+    return epoch
 
 
 def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
+    """Sub-plan: delete a listed thread (spec §6.6): tombstone, key, then sweep.
+
+    Once the tombstone is stored no reader returns anything listed, so a
+    delete that stops part-way has deleted the thread; the next delete, prune
+    or verify sweeps what it left. Keys of unknown form are left in place.
+    """
     pfx = listing.pfx
     # Forget before deleting: if a delete fails after removing some keys, the
     # memories must not vouch for them (a put would then skip writing them).
@@ -182,16 +244,20 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     ctx.entries.forget_prefix(pfx)
     ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
-    # An encrypted thread's key goes first: once it is gone, no copy of the
+    epoch = yield from end_epoch(ctx, thread_id, listing)
+    # An encrypted thread's key goes next: once it is gone, no copy of the
     # thread's objects (a backup, a replica, a noncurrent version) can be
     # read, whether or not the sweep below completes.
     yield from run_one(Shred(pfx))
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
-    # No manifest is left: what they referenced goes in one round of requests.
+    # No manifest is left: what they referenced goes in one round of requests,
+    # with the tombstones this one supersedes.
+    older = [o.key for o in listing.tombstones if _tombstone_epoch(o.key) < epoch]
     yield from run_batch(
         *_deletes([o.key for o in listing.writes]),
         *_deletes([o.key for o in listing.objects]),
         *_deletes([o.key for o in listing.marks]),
+        *_deletes(older),
     )
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
     # Destroyed again at the end: a key a rekey wrote back while the sweep ran

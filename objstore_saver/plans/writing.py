@@ -18,7 +18,7 @@ from objstore_saver.format.codec import (
     PartObj,
     Ref,
 )
-from objstore_saver.format.list_encoding import EncodedElement
+from objstore_saver.format.list_encoding import ElementKey, EncodedElement, element_key
 from objstore_saver.large_value_gate import Hold
 from objstore_saver.plans.context import Context
 from objstore_saver.plans.reading import (
@@ -26,6 +26,7 @@ from objstore_saver.plans.reading import (
 )
 from objstore_saver.plans.requests import (
     Batch,
+    ListKeys,
     Put,
     run_batch,
 )
@@ -38,16 +39,14 @@ STREAM_WINDOW = 8 * codec.PART_SIZE
 class _StreamedFirst:
     """An element cache that answers first from the elements just streamed."""
 
-    def __init__(
-        self, streamed: dict[tuple[str, bytes], EncodedElement], inner: ElementCache
-    ) -> None:
+    def __init__(self, streamed: dict[ElementKey, EncodedElement], inner: ElementCache) -> None:
         self._streamed = streamed
         self._inner = inner
 
-    def get(self, key: tuple[str, bytes]) -> EncodedElement | None:
+    def get(self, key: ElementKey) -> EncodedElement | None:
         return self._streamed.get(key) or self._inner.get(key)
 
-    def put(self, key: tuple[str, bytes], value: EncodedElement) -> None:
+    def put(self, key: ElementKey, value: EncodedElement) -> None:
         self._inner.put(key, value)
 
 
@@ -60,6 +59,7 @@ def encode_value(
     written_once: bool = False,
     written_max: int = codec.WRITE_INLINE_MAX,
     locate: list_encoding.Locator | None = None,
+    epoch: int = 0,
 ) -> Generator[Batch | Hold, list[Any] | None, Encoded]:
     """Sub-plan: entry and objects for one value (spec §4).
 
@@ -74,7 +74,8 @@ def encode_value(
     message text is split (:func:`encode_split`, spec §4.4a): the serializer
     never sees the text. The value is serialized under the saver's gate,
     kept while large data is streamed (spec §6.1 step 2.2). ``locate``
-    places a list's element values (:class:`list_encoding.Locator`).
+    places a list's element values (:class:`list_encoding.Locator`). The
+    objects belong to the thread's ``epoch`` (spec §4.11).
     """
     if not ctx.gate.try_acquire():
         yield Hold(ctx.gate)
@@ -89,23 +90,24 @@ def encode_value(
                 trust=trust,
                 written_max=written_max if written_once else None,
                 locate=locate,
+                epoch=epoch,
             )
             if listed is not None:
                 return listed
         # A list's elements were searched above (none holds a large text).
         holes = split_values.find_holes(value) if split and type(value) is not list else []
         if holes:
-            return (yield from encode_split(ctx, pfx, value, holes, trust=trust))
+            return (yield from encode_split(ctx, pfx, value, holes, trust=trust, epoch=epoch))
         type_, data = ctx.serde.dumps_typed(value)
         if len(data) > codec.PART_SIZE:
             ref, (d, body) = yield from stream_large(
-                ctx, pfx, value_encoding.large_objects(type_, data), trust=trust
+                ctx, pfx, value_encoding.large_objects(type_, data, epoch), trust=trust
             )
             return Encoded(ref, {d: body})
     finally:
         ctx.gate.release()
     return value_encoding.encode_serialized(
-        type_, data, written_once=written_once, written_max=written_max
+        type_, data, written_once=written_once, written_max=written_max, epoch=epoch
     )
 
 
@@ -118,6 +120,7 @@ def _encode_list(
     trust: bool,
     written_max: int | None,
     locate: list_encoding.Locator | None,
+    epoch: int,
 ) -> Generator[Batch, list[Any] | None, Encoded | None]:
     """Sub-plan of :func:`encode_value`: a list element by element (spec §4.4), or None.
 
@@ -135,30 +138,31 @@ def _encode_list(
         whole = _whole_list_inline(ctx, value, elements, written_max)
         if whole is not None:
             return whole
-    streamed: dict[tuple[str, bytes], EncodedElement] = {}
+    streamed: dict[ElementKey, EncodedElement] = {}
     for i, e in enumerate(value):
         holes = found.get(i)
         if holes:
-            enc = yield from encode_split(ctx, pfx, e, holes, trust=trust)
+            enc = yield from encode_split(ctx, pfx, e, holes, trust=trust, epoch=epoch)
             assert isinstance(enc.entry, Ref)
             # Not a serializer's type: the key stands for this element only.
             elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
-            streamed[elements[i]] = EncodedElement(
+            streamed[element_key(elements[i], epoch)] = EncodedElement(
                 codec.entry_to_msgpack(enc.entry), enc.entry.digest, enc.objects, enc.children
             )
             continue
         element = elements[i]
+        key = element_key(element, epoch)
         if (
             len(element[1]) > codec.PART_SIZE
-            and element not in streamed
-            and ctx.elements.get(element) is None
+            and key not in streamed
+            and ctx.elements.get(key) is None
         ):
             ref, (d, body) = yield from stream_large(
-                ctx, pfx, value_encoding.large_objects(*element), trust=trust
+                ctx, pfx, value_encoding.large_objects(*element, epoch), trust=trust
             )
-            streamed[element] = EncodedElement(codec.entry_to_msgpack(ref), d, {d: body}, {})
+            streamed[key] = EncodedElement(codec.entry_to_msgpack(ref), d, {d: body}, {})
     return list_encoding.encode_list(
-        elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed, locate
+        elements, _StreamedFirst(streamed, ctx.elements), ctx.elements.sealed, locate, epoch
     )
 
 
@@ -221,6 +225,7 @@ def encode_split(
     holes: list[tuple[split_values.Path, str]],
     *,
     trust: bool = True,
+    epoch: int = 0,
 ) -> Generator[Batch, list[Any] | None, Encoded]:
     """Sub-plan: a value with its large message texts stored apart (spec §4.4a).
 
@@ -232,14 +237,14 @@ def encode_split(
     refs: list[tuple[split_values.Path, Ref]] = []
     for path, text in holes:
         ref, (d, body) = yield from stream_large(
-            ctx, pfx, value_encoding.text_objects(text), trust=trust
+            ctx, pfx, value_encoding.text_objects(text, epoch), trust=trust
         )
         objects[d] = body
         refs.append((path, ref))
     rest = value_encoding.encode_serialized(
-        *ctx.serde.dumps_typed(split_values.emptied(value, [p for p, _ in holes]))
+        *ctx.serde.dumps_typed(split_values.emptied(value, [p for p, _ in holes])), epoch=epoch
     )
-    body = codec.encode_split(rest.entry, refs)
+    body = codec.encode_split(rest.entry, refs, epoch)
     d = codec.digest_of(body)
     inner = [rest.entry.digest] if isinstance(rest.entry, Ref) else []
     children = {**rest.children, d: (*inner, *(r.digest for _, r in refs))}
@@ -282,15 +287,16 @@ def stream_large(
 
 
 def put_objects(
-    ctx: Context, pfx: str, puts: Sequence[Put], extra: Sequence[Put] = ()
-) -> Generator[Batch, list[Any] | None, None]:
+    ctx: Context, pfx: str, puts: Sequence[Put], extra: Sequence[Put | ListKeys] = ()
+) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT content-addressed objects create-only, in parallel, and remember them.
 
     ``exists`` is success, the key being the hash of the bytes; the object is
     then re-PUT in overwrite mode with the same bytes, which renews its
     ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
     Written objects are remembered decoded, so reading them back costs no
-    request. ``extra`` requests (run markers) go in the same batch.
+    request. ``extra`` requests (run markers, a LIST) go in the same batch;
+    their results are returned.
     """
     created = yield from run_batch(*puts, *extra)
     # An old object we did not write may be marked by a prune (§6.9): renew it.
@@ -308,18 +314,19 @@ def put_objects(
             ctx.objects.add_known(pfx, [d])
         else:
             ctx.objects.add(pfx, d, obj)
+    return created[len(puts) :]
 
 
 def store_objects(
     ctx: Context,
     pfx: str,
     encoded: Sequence[Encoded],
-    extra: Sequence[Put] = (),
+    extra: Sequence[Put | ListKeys] = (),
     *,
     trust: bool = True,
     embedded: Collection[bytes] = (),
     located: Collection[bytes] = (),
-) -> Generator[Batch, list[Any] | None, None]:
+) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
 
     The walk starts at each entry and does not descend below an object known
@@ -332,7 +339,8 @@ def store_objects(
     ``embedded`` travels in the manifest about to be written, so only what
     it holds is stored here. Locations apply where references carry them:
     the entries themselves and the elements of their lists' segments; an
-    object reached from any other object is stored alone.
+    object reached from any other object is stored alone. ``extra``
+    requests go in the same batch; their results are returned.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -361,4 +369,4 @@ def store_objects(
             continue
         puts[d] = Put(keys.object_key_in(pfx, d), bodies[d])
         stack.extend((c, d in segments) for c in children.get(d, ()))
-    yield from put_objects(ctx, pfx, list(puts.values()), extra)
+    return (yield from put_objects(ctx, pfx, list(puts.values()), extra))

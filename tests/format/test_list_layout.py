@@ -252,9 +252,9 @@ def test_element_memory_encodes_only_new_elements(monkeypatch: pytest.MonkeyPatc
     calls: list[bytes] = []
     real = list_encoding.encode_element
 
-    def counting(type_: str, data: bytes) -> list_encoding.EncodedElement:
+    def counting(type_: str, data: bytes, epoch: int = 0) -> list_encoding.EncodedElement:
         calls.append(data)
-        return real(type_, data)
+        return real(type_, data, epoch)
 
     monkeypatch.setattr(list_encoding, "encode_element", counting)
     cache = ElementCache()

@@ -399,4 +399,8 @@ def test_read_commands_open_an_encrypted_store_with_its_key_only(tmp_path: Path)
 
     done = run_json(["delete-thread", "alice", "--url", url, "--apply"], env)
     assert done["deleted"] is True
-    assert not [p for p in (tmp_path / "store").rglob("*") if p.is_file()]  # key object too
+    # The key object went too: the thread's tombstone alone is left (spec §4.11).
+    left = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
+    assert [p.relative_to(tmp_path / "store").as_posix() for p in left] == [
+        "threads/_alice/checkpoints/_/-9999999998"
+    ]

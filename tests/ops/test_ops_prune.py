@@ -105,7 +105,9 @@ def test_idle_rule_deletes_idle_threads_only(config: OpsConfig, tmp_path: Path) 
     assert _root_checkpoints(tmp_path, "short") == 3  # a dry run
     done = prune(keep_last=None, idle_for=parse_duration("30d"), apply=True, config=config)
     assert done["threads_idle"] == ["short"] and done["idle_for"] == 30 * 86400
-    assert not any("/_short/" in f for f in _files(tmp_path))
+    # Its tombstone alone is left (spec §4.11).
+    assert [f for f in _files(tmp_path) if "/_short/" in f and "/-" not in f] == []
+    assert any("/_short/checkpoints/_/-" in f for f in _files(tmp_path))
     assert [f for f in _files(tmp_path) if "/_long/" in f] == long_before
 
 

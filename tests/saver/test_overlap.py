@@ -28,7 +28,7 @@ WAIT_S = 10.0
 
 
 class GatedStore(LocalStore):
-    """A local store whose LISTs under ``gated`` wait until ``work_done`` is set."""
+    """A local store whose LISTs of prefixes ending in ``gated`` wait until ``work_done`` is set."""
 
     def __init__(self, root: Path, gated: str) -> None:
         super().__init__(root, fsync=False)
@@ -38,7 +38,7 @@ class GatedStore(LocalStore):
         self.saw_work: list[bool] = []
 
     def list(self, prefix: str, *, start_after: str | None = None, limit: int = 1000) -> ListPage:
-        if self.gated in prefix:
+        if prefix.endswith(self.gated):
             self.started.set()
             self.saw_work.append(self.work_done.wait(WAIT_S))
         return super().list(prefix, start_after=start_after, limit=limit)
@@ -149,7 +149,8 @@ def _history(n: int) -> list[Any]:
 def test_get_tuple_decodes_the_history_while_listing_the_namespace(
     tmp_path: Path, api: str
 ) -> None:
-    store = GatedStore(tmp_path, "/checkpoints/")
+    # The namespace's LIST of the latest lookup (not the put's tombstone LIST).
+    store = GatedStore(tmp_path, "/checkpoints/_/")
     with ObjectStoreSaver(store, serde=SignallingSerde(store)) as saver:
         cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         cp = empty_checkpoint()

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 from backends import S3_BACKENDS, Backend
+from deleted import not_tombstones
 from langgraph.checkpoint.base import empty_checkpoint
 
-from objstore_saver import MissingObjectError, ObjectStoreSaver, plans
+from objstore_saver import ObjectStoreSaver, plans
 from objstore_saver.format import keys as k
 from objstore_saver.plans.requests import Batch, Delete
 from objstore_saver.storage import LocalStore, MeteredStore, ObjectStore
@@ -122,8 +123,8 @@ def test_idle_threads_are_deleted_and_fresh_ones_untouched(local: LocalStore, ro
         )
         assert report["threads_idle"] == ["old-1", "old-2"]
         assert report["checkpoints_deleted"] == 6 and report["checkpoints_kept"] == 0
-        assert _keys(local, k.thread_prefix("old-1")) == []
-        assert _keys(local, k.thread_prefix("old-2")) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("old-1"))) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("old-2"))) == []
         for t, before in untouched.items():
             assert _keys(local, k.thread_prefix(t)) == before
         rows = {r["thread_id"]: r for r in report["threads"]}
@@ -140,7 +141,7 @@ def test_idle_rule_with_keep_last_prunes_the_active_threads_too(
         _age(root, k.thread_prefix("old"), 40)
         report = saver.prune(["old", "busy"], keep_last=2, idle_for=IDLE, min_age=0)
         assert report["threads_idle"] == ["old"]
-        assert _keys(local, k.thread_prefix("old")) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("old"))) == []
         assert len(_ids(saver, "busy")) == 2
         assert _ids(saver, "busy")[0] == last["configurable"]["checkpoint_id"]
 
@@ -244,8 +245,8 @@ def test_threads_without_a_root_checkpoint_are_judged_by_their_listing(
             ["only-sub-old", "only-sub-new", "orphans"], keep_last=None, idle_for=IDLE
         )
         assert report["threads_idle"] == ["only-sub-old", "orphans"]
-        assert _keys(local, k.thread_prefix("only-sub-old")) == []
-        assert _keys(local, k.thread_prefix("orphans")) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("only-sub-old"))) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("orphans"))) == []
         assert _ids(saver, "only-sub-new", "child:1") != []
         assert all(r["newest_root_at"] is None for r in report["threads"])
 
@@ -282,7 +283,7 @@ def test_aprune_runs_the_same_idle_rule(local: LocalStore, root: Path) -> None:
         dry = saver.prune(["old", "fresh"], keep_last=None, idle_for=IDLE, dry_run=True)
         done = asyncio.run(saver.aprune(["old", "fresh"], keep_last=None, idle_for=IDLE))
         assert {**dry, "dry_run": False} == done and done["threads_idle"] == ["old"]
-        assert _keys(local, k.thread_prefix("old")) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("old"))) == []
 
 
 # --- strategies and bad input --------------------------------------------------------------
@@ -295,11 +296,11 @@ def test_delete_all_is_langgraphs_delete(local: LocalStore) -> None:
         keep = _keys(local, k.thread_prefix("y"))
         report = saver.prune(["x"], strategy="delete_all")
         assert report["strategy"] == "delete_all" and report["checkpoints_deleted"] == 2
-        assert _keys(local, k.thread_prefix("x")) == []
+        assert not_tombstones(_keys(local, k.thread_prefix("x"))) == []
         asyncio.run(saver.aprune(["y"], strategy="delete_all", dry_run=True))
         assert _keys(local, k.thread_prefix("y")) == keep
         asyncio.run(saver.aprune(["y"], strategy="delete_all"))
-        assert _keys(local) == []
+        assert not_tombstones(_keys(local)) == []
 
 
 def test_bad_rules_are_refused_naming_what_is_wrong(local: LocalStore) -> None:
@@ -379,7 +380,7 @@ def test_idle_delete_on_s3(any_store: ObjectStore) -> None:
         )
         report = saver._driver.run(plan)
         assert report["threads_idle"] == ["old"]
-        assert _keys(any_store, k.thread_prefix("old")) == []
+        assert not_tombstones(_keys(any_store, k.thread_prefix("old"))) == []
         assert _keys(any_store, k.thread_prefix("fresh")) == fresh_keys
 
 
@@ -405,7 +406,7 @@ def _finish(plan: Generator, saver: ObjectStoreSaver, batch: Batch) -> Any:
         reply = saver._driver._run_batch(step)
 
 
-def _race(root: Path, delete_by_age: bool) -> tuple[list[str], str]:
+def _race(root: Path, delete_by_age: bool) -> list[str]:
     """An agent writes a checkpoint between the deleter's listing and its first delete."""
     store = LocalStore(root)
     with _saver(store) as agent, _saver(store) as deleter:
@@ -425,19 +426,20 @@ def _race(root: Path, delete_by_age: bool) -> tuple[list[str], str]:
         # whole-thread delete stores nothing alone before deleting a.
         _put(agent, "t", {"shared": "s" * 2000, "v": "c"}, parent=b, cid="1-c", carry=("shared",))
         _finish(plan, deleter, batch)
-        with ObjectStoreSaver(store) as reader, pytest.raises(MissingObjectError) as err:
-            reader.get_tuple({"configurable": {"thread_id": "t"}})
-        return _keys(store), err.value.key
+        # The late checkpoint belongs to the ended epoch: the thread stays deleted
+        # (it referenced a value the sweep removed, and is never read).
+        with ObjectStoreSaver(store) as reader:
+            assert reader.get_tuple({"configurable": {"thread_id": "t"}}) is None
+            assert list(reader.list({"configurable": {"thread_id": "t"}})) == []
+        return _keys(store)
 
 
 def test_a_thread_deleted_by_age_while_an_agent_writes_ends_as_after_delete_thread(
     tmp_path: Path,
 ) -> None:
-    by_age, missing_by_age = _race(tmp_path / "age", delete_by_age=True)
-    by_delete, missing_by_delete = _race(tmp_path / "delete", delete_by_age=False)
+    by_age = _race(tmp_path / "age", delete_by_age=True)
+    by_delete = _race(tmp_path / "delete", delete_by_age=False)
     assert by_age == by_delete
-    assert missing_by_age == missing_by_delete
-    # What is left: the agent's new manifest (its one new value is inline); the
-    # shared value it relied on went with a's manifest, and is not alone either.
-    assert by_age == [k.manifest_key("t", "", "1-c")]
-    assert missing_by_age.startswith(k.objects_prefix("t")) and missing_by_age not in by_age
+    # What is left: the tombstone, and the agent's late manifest, which the next
+    # delete or prune sweeps.
+    assert by_age == [k.tombstone_key("t", "", 1), k.manifest_key("t", "", "1-c")]

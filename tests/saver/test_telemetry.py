@@ -232,6 +232,11 @@ def test_put_and_get_tuple_span_trees_match_the_meter(
 ) -> None:
     values = _big_values(4, "put") if where == "embedded" else _values_alone(ALONE_VALUES, "put")
     cp, versions = _checkpoint({**values, "small": 1})
+    # As LangGraph's loop does: the thread is looked up before its first put
+    # (which then knows the thread's epoch, spec §6.1 step 1).
+    assert saver.get_tuple(_config("t-put")) is None
+    exporter.clear()
+    metered.reset()
     before = metered.snapshot()
     stored = saver.put(_config("t-put", "sub:1"), cp, {"step": 0}, versions)
     meter = _diff(metered.snapshot(), before)
@@ -425,6 +430,8 @@ def test_parallel_requests_of_one_batch_are_children_of_the_call(
     store = _RendezvousStore(LocalStore(tmp_path / "store", fsync=False), parties)
     cp, versions = _checkpoint(_values_alone(parties, mode))
     with ObjectStoreSaver(store, tracer_provider=provider) as saver:
+        assert saver.get_tuple(_config("t-par")) is None  # the thread's epoch, as LangGraph does
+        exporter.clear()
         if mode == "sync":
             saver.put(_config("t-par"), cp, {"step": 0}, versions)
         else:
@@ -776,4 +783,7 @@ print(saver.stats().as_dict()["requests"])
         check=True,
         timeout=120,
     )
-    assert out.stdout.strip() == str({"put": 1, "get": 1, "list": 1, "delete": 0})
+    # The put LISTs the thread's tombstones (a process that never looked the
+    # thread up), the read by id its checkpoint's keys and its namespace's
+    # tombstones.
+    assert out.stdout.strip() == str({"put": 1, "get": 1, "list": 3, "delete": 0})

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 from backends import Backend
+from deleted import not_tombstones
 from dev_server import (
     START_TIMEOUT_S,
     dev_server,
@@ -187,11 +188,11 @@ async def _drive_a_thread(server: str, store: ObjectStore) -> None:
     assert refused.value.response.status_code == 422
     assert _stored_checkpoint_ids(store, copy_id) == stored
     assert (await client.threads.prune([copy_id], strategy="delete")) == {"pruned_count": 1}
-    assert _keys(store, keys.thread_prefix(copy_id)) == []
+    assert not_tombstones(_keys(store, keys.thread_prefix(copy_id))) == []
     assert _stored_checkpoint_ids(store, thread_id) == stored
 
     await client.threads.delete(thread_id)
-    assert _keys(store, keys.thread_prefix(thread_id)) == []
+    assert not_tombstones(_keys(store, keys.thread_prefix(thread_id))) == []
     with pytest.raises(httpx.HTTPStatusError) as gone:
         await client.threads.get_state(thread_id)
     assert gone.value.response.status_code == 404
@@ -307,7 +308,7 @@ async def main(path, strategy):
         "before": len(before),
         "after": [c["configurable"]["checkpoint_id"] for c in after],
         "newest": before[0]["configurable"]["checkpoint_id"],
-        "keys_left": len(saver.store.list(keys.thread_prefix("t")).objects),
+        "keys_left": [o.key for o in saver.store.list(keys.thread_prefix("t")).objects],
     }))
 
 
@@ -346,4 +347,5 @@ def test_the_servers_prune_calls_reach_the_saver(strategy: str, tmp_path: Path) 
     if strategy == "keep_latest":
         assert result["after"] == [result["newest"]]
     else:
-        assert result["after"] == [] and result["keys_left"] == 0
+        # Its tombstone alone is left (spec §4.11).
+        assert result["after"] == [] and result["keys_left"] == [keys.tombstone_key("t", "", 1)]

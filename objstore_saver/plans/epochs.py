@@ -1,0 +1,136 @@
+"""A thread's lifecycle (spec §4.11): which epoch a checkpoint belongs to, and which are ended.
+
+A delete stores a tombstone that ends every epoch below its own; readers
+pass over the manifests of ended epochs, writers keep a lineage in its
+parent's epoch. Pure decisions over listings and manifests, and the
+sub-plans that learn an epoch; the latest lookup, put, delete and prune
+use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from objstore_saver.format import keys
+from objstore_saver.format.codec import Manifest
+from objstore_saver.plans.context import Context
+from objstore_saver.plans.reading import decode_checked_manifest, read_checkpoint_manifest
+from objstore_saver.plans.requests import Batch, Get, ListKeys, run_batch
+from objstore_saver.plans.scope import Scope
+from objstore_saver.storage.base import ListPage, ObjectInfo
+
+#: A manifest stored this long before a tombstone of its namespace was
+#: written before it, whatever the skew between the store's own clocks, so
+#: it belongs to an ended epoch and is passed over without a GET (spec §6.2).
+#: Nearer manifests are judged by their ``ep`` alone.
+TOMBSTONE_CLOCK_MARGIN = timedelta(seconds=2)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What a namespace's tombstones say (spec §4.11): the epoch in force, and since when."""
+
+    epoch: int
+    """Manifests of a lower epoch are not returned."""
+    since: datetime | None = None
+    """``LastModified`` of the newest tombstone listed, if any."""
+
+    @classmethod
+    def none(cls) -> Ended:
+        return cls(0)
+
+    def at_least(self, epoch: int) -> Ended:
+        return self if epoch <= self.epoch else Ended(epoch, self.since)
+
+    def written_before(self, info: ObjectInfo) -> bool:
+        """Whether a listed manifest was stored before the tombstone: it is of an ended epoch."""
+        return self.since is not None and info.last_modified + TOMBSTONE_CLOCK_MARGIN < self.since
+
+    def live(self, manifest: Manifest) -> bool:
+        """Whether a manifest belongs to the epoch in force (or a later one)."""
+        return manifest.epoch >= self.epoch
+
+
+def tombstones_in(page: ListPage, ended: Ended) -> Ended:
+    """``ended`` raised by the tombstones a listing of a namespace shows (newest first)."""
+    return tombstones_among(page.objects, ended)
+
+
+def tombstones_among(infos: list[ObjectInfo], ended: Ended) -> Ended:
+    """``ended`` raised by the tombstones among listed keys, of any namespaces."""
+    for info in infos:
+        epoch = tombstone_of(info.key)
+        if epoch is not None and epoch > ended.epoch:
+            ended = Ended(epoch, info.last_modified)
+    return ended
+
+
+def tombstone_of(key: str) -> int | None:
+    """The epoch a tombstone key begins; None for any other key."""
+    seg = key.rsplit("/", 1)[1]
+    return keys.tombstone_epoch(seg) if seg.startswith(keys.TOMBSTONE_MARK) else None
+
+
+def lineage_epoch(
+    ctx: Context, scope: Scope, parent_id: str | None
+) -> Generator[Batch, list[Any] | None, tuple[int, ListKeys | None]]:
+    """Sub-plan: the epoch a new checkpoint belongs to (spec §6.1 step 1).
+
+    Its parent's: a run that goes on after its thread was deleted keeps
+    writing into the ended epoch, where no reader looks. A checkpoint without
+    a stored parent begins in the thread's epoch. Returns the epoch, and the
+    LIST that confirms it when it is only this process's belief (not seen
+    by a listing within W/2): the caller sends it with its objects, so it
+    costs no round trip, and starts again if the LIST shows another epoch.
+    """
+    thread_id, ns = scope.thread_id, scope.checkpoint_ns
+    if parent_id is not None:
+        known = ctx.epochs.of_checkpoint(thread_id, ns, parent_id)
+        if known is not None:
+            return known, None
+        found = yield from read_checkpoint_manifest(thread_id, ns, parent_id)
+        if found is not None:
+            ctx.epochs.saw_checkpoint(thread_id, ns, parent_id, found[1].epoch)
+            return found[1].epoch, None
+    known = ctx.epochs.of_thread(thread_id, ctx.trust_age)
+    if known is not None:
+        return known, None
+    believed = ctx.epochs.of_thread(thread_id) or 0
+    return believed, ListKeys(keys.tombstones_prefix(thread_id, ""), limit=1)
+
+
+def listed_epoch(ctx: Context, thread_id: str, page: ListPage) -> int:
+    """The thread's epoch a LIST of its root namespace's tombstones shows (spec §3.4)."""
+    epoch = tombstones_in(page, Ended.none()).epoch
+    ctx.saw_epoch(thread_id, epoch)
+    return epoch
+
+
+def ended_manifests(
+    listing_manifests: list[ObjectInfo], tombstones: list[ObjectInfo]
+) -> Generator[Batch, list[Any] | None, set[str]]:
+    """Sub-plan: the listed manifests of a thread that belong to ended epochs (spec §4.11).
+
+    Those stored well before the newest tombstone need no request; the
+    others written since are read (in parallel groups) and judged by their
+    epoch. None without a tombstone.
+    """
+    ended = tombstones_among(tombstones, Ended.none())
+    if ended.epoch == 0:
+        return set()
+    dead = {o.key for o in listing_manifests if ended.written_before(o)}
+    later = [o.key for o in listing_manifests if o.key not in dead]
+    for start in range(0, len(later), READ_GROUP):
+        group = later[start : start + READ_GROUP]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        for k, body in zip(group, bodies, strict=True):
+            if body is not None and not ended.live(decode_checked_manifest(body, k)):
+                dead.add(k)
+    return dead
+
+
+#: Manifests an epoch check reads in parallel.
+READ_GROUP = 64
