@@ -11,6 +11,8 @@ import base64
 import binascii
 import hashlib
 import os
+import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,6 +27,8 @@ from objstore_saver.errors import ConfigurationError
 _WRAP_LABEL = b"objstore-saver thread key v1"
 #: Encryption context key of KMS wrapping.
 KMS_CONTEXT_KEY = "objstore-saver:thread"
+#: A KMS key's ARN (not an alias's).
+_KEY_ARN = re.compile(r"arn:[a-z-]+:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
 
 
 class UnwrapError(Exception):
@@ -85,15 +89,62 @@ class KmsMasterKey:
     """A KMS key (id, ARN or alias): ``Encrypt``/``Decrypt`` with the thread as encryption context.
 
     ``client`` is a boto3 KMS client; the data key never leaves the process
-    in clear except to KMS, over TLS.
+    in clear except to KMS, over TLS. Its name is the key's ARN as KMS
+    returns it (one ``DescribeKey`` per process), however it is configured:
+    processes that name one key by its alias, its id or its ARN record and
+    find the same name.
     """
 
     key_id: str
     client: Any = field(repr=False, compare=False)
+    _arn: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+
+    @property
+    def arn(self) -> str:
+        """The key's ARN (an alias or a bare key id resolved by ``DescribeKey``, once)."""
+        if _KEY_ARN.fullmatch(self.key_id):
+            return self.key_id
+        with self._lock:
+            if not self._arn:
+                try:
+                    reply = self.client.describe_key(KeyId=self.key_id)
+                except self.client.exceptions.ClientError as exc:
+                    code = exc.response.get("Error", {}).get("Code", "error")
+                    raise ConfigurationError(
+                        f"KMS master key {self.key_id!r} cannot be described ({code}): its "
+                        "name is the ARN DescribeKey returns (IAM: kms:DescribeKey)"
+                    ) from exc
+                self._arn.append(str(reply["KeyMetadata"]["Arn"]))
+            return self._arn[0]
 
     @property
     def name(self) -> str:
-        return "kms:" + self.key_id
+        return "kms:" + self.arn
+
+    @property
+    def label(self) -> str:
+        """How messages name it: its ARN when known without a request, else as configured."""
+        with self._lock:
+            known = self._arn[0] if self._arn else None
+        return "kms:" + (known or self.key_id)
+
+    def answers_to(self, name: str) -> bool:
+        """Whether a wrapping recorded under ``name`` is this key's.
+
+        Its ARN, or how it is configured here (key objects written before
+        keys were named by their ARN record the configured id or alias).
+        """
+        if name == "kms:" + self.key_id:
+            return True
+        if _KEY_ARN.fullmatch(self.key_id) or not name.startswith("kms:arn:"):
+            return name == self.name
+        if not self.key_id.startswith(("alias/", "arn:")):
+            # A bare key id: the ARN ends with it, no request needed.
+            return name.endswith(":key/" + self.key_id)
+        return name == self.name
 
     def wrap(self, thread_id: str, data_key: bytes) -> bytes:
         reply = self.client.encrypt(
@@ -169,14 +220,39 @@ def unwrap_any(
     Also returns why each configured key that was tried did not open its
     wrapping (``"<name>: <reason>"``), for the error that names the thread.
     """
-    by_name = {k.name: k for k in keys}
     reasons: list[str] = []
-    for name, wrapped in wrappings:
-        key = by_name.get(name)
+    tried: set[tuple[int, int]] = set()
+    for i, (name, wrapped) in enumerate(wrappings):
+        key = next((k for k in keys if answers_to(k, name)), None)
         if key is None:
             continue
+        tried.add((i, id(key)))
         try:
             return key.unwrap(thread_id, wrapped), reasons
         except UnwrapError as exc:
             reasons.append(f"{name}: {exc}")
+    # A KMS wrapping named otherwise (another process named the key by an
+    # alias this one does not use): KMS knows its key from the ciphertext.
+    for i, (name, wrapped) in enumerate(wrappings):
+        if not name.startswith("kms:"):
+            continue
+        for key in keys:
+            if isinstance(key, KmsMasterKey) and (i, id(key)) not in tried:
+                try:
+                    return key.unwrap(thread_id, wrapped), reasons
+                except UnwrapError as exc:
+                    reasons.append(f"{name} with {label_of(key)}: {exc}")
     return None, reasons
+
+
+def label_of(key: MasterKey) -> str:
+    """How an error names a master key, without a request."""
+    return key.label if isinstance(key, KmsMasterKey) else key.name
+
+
+def answers_to(key: MasterKey, name: str) -> bool:
+    """Whether a wrapping recorded under ``name`` is ``key``'s (a KMS key answers to its ARN
+    and to how it is configured)."""
+    if isinstance(key, KmsMasterKey):
+        return key.answers_to(name)
+    return key.name == name

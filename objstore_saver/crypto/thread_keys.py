@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from objstore_saver.crypto.master_keys import MasterKey, unwrap_any
+from objstore_saver.crypto.master_keys import MasterKey, answers_to, label_of, unwrap_any
 from objstore_saver.crypto.names import scope_owner
 from objstore_saver.errors import CorruptObjectError, ThreadKeyError
 from objstore_saver.format import codec
@@ -133,7 +133,7 @@ def _opened(
     data_key, reasons = unwrap_any(keys, thread_id, wrappings)
     if data_key is None:
         wrapped_by = ", ".join(name for name, _ in wrappings)
-        configured = ", ".join(k.name for k in keys) or "none"
+        configured = ", ".join(label_of(k) for k in keys) or "none"
         tried = f"; {'; '.join(reasons)}" if reasons else ""
         raise ThreadKeyError(
             thread_id,
@@ -157,9 +157,9 @@ def rewrapped(
     """
     wrappings = key_object_wrappings(data, key, thread_id)
     current = keys[0]
-    has_current = any(name == current.name for name, _ in wrappings)
+    has_current = any(answers_to(current, name) for name, _ in wrappings)
     if has_current and (not drop_old or len(wrappings) == 1):
         return None
     thread = _opened(wrappings, key, thread_id, keys)
-    kept = [] if drop_old else [(n, w) for n, w in wrappings if n != current.name]
+    kept = [] if drop_old else [(n, w) for n, w in wrappings if not answers_to(current, n)]
     return _key_object(thread_id, [(current.name, current.wrap(thread_id, thread.data_key)), *kept])

@@ -416,12 +416,56 @@ def test_a_kms_master_key_serves_the_saver_sync_and_async(backend: Backend, kms:
     wrapped = codec.unpack_object(
         store.get(key_object_key("_t1")), "k", "thread-key", versions=(1,)
     )["w"]
-    assert [name for name, _ in wrapped] == [f"kms:{key_id}"]
+    arn = kms.describe_key(KeyId=key_id)["KeyMetadata"]["Arn"]
+    assert [name for name, _ in wrapped] == [f"kms:{arn}"]  # named by the ARN KMS returns
     other_key = kms.create_key()["KeyMetadata"]["KeyId"]
     with ObjectStoreSaver(
         store, client_encryption=ClientEncryption.of(KmsMasterKey(other_key, kms))
     ) as stranger:
         with pytest.raises(ThreadKeyError) as info:
             stranger.get_tuple(_cfg("t1"))
-        assert info.value.thread_id == "_t1" and f"wrapped by kms:{key_id}" in str(info.value)
+        assert info.value.thread_id == "_t1" and f"wrapped by kms:{arn}" in str(info.value)
 
+
+def test_a_kms_key_named_by_alias_id_or_arn_opens_the_same_key_objects(
+    tmp_path: Any, kms: Any
+) -> None:
+    meta = kms.create_key()["KeyMetadata"]
+    alias = f"alias/objstore-{os.urandom(4).hex()}"
+    kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
+    store = LocalStore(tmp_path / "data")
+    names = (alias, meta["KeyId"], meta["Arn"])
+    for i, configured in enumerate(names):
+        settings = ClientEncryption.of(KmsMasterKey(configured, kms))
+        with ObjectStoreSaver(store, client_encryption=settings) as saver:
+            _chat(saver, f"t{i}", turns=1)
+    for configured in names:  # every thread opens, however its writer named the key
+        settings = ClientEncryption.of(KmsMasterKey(configured, kms))
+        with ObjectStoreSaver(store, client_encryption=settings) as reader:
+            for i in range(len(names)):
+                assert reader.get_tuple(_cfg(f"t{i}")) is not None, (configured, i)
+    wrapped = {
+        codec.unpack_object(store.get(key_object_key(f"_t{i}")), "k", "thread-key", versions=(1,))[
+            "w"
+        ][0][0]
+        for i in range(len(names))
+    }
+    assert wrapped == {f"kms:{meta['Arn']}"}
+
+
+def test_a_key_object_an_alias_named_opens_with_the_key_named_by_its_arn(
+    tmp_path: Any, kms: Any
+) -> None:
+    """Key objects of earlier releases record the KMS key as it was configured."""
+    from objstore_saver.crypto.thread_keys import new_thread_key, open_key_object
+
+    meta = kms.create_key()["KeyMetadata"]
+    alias = f"alias/objstore-{os.urandom(4).hex()}"
+    kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
+    thread = new_thread_key("_t")
+    wrapped = KmsMasterKey(alias, kms).wrap("_t", thread.data_key)
+    body = codec.pack_object(
+        {"f": 1, "k": "thread-key", "t": "_t", "w": [[f"kms:{alias}", wrapped]]}
+    )
+    opened = open_key_object(body, "keys/threads/_t", "_t", [KmsMasterKey(meta["Arn"], kms)])
+    assert opened.data_key == thread.data_key
