@@ -27,7 +27,6 @@ from objstore_saver.constructors import OnObjectStore
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
-from objstore_saver.format import keys
 from objstore_saver.storage.base import ObjectStore, sealing_layer
 from objstore_saver.telemetry import SaverStats, Telemetry
 from objstore_saver.verify import VerifyReport
@@ -114,13 +113,6 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             entries=EntryCache(remembered_checkpoints),
             reuse_window=reuse_window.total_seconds(),
         )
-        if self._sealing is not None:
-            # A deleted and reused thread is sealed with its new key, never a
-            # destroyed one this process still holds (spec §4.11).
-            sealing = self._sealing
-            self._ctx.on_new_epoch = lambda thread_id: sealing.forget(
-                keys.token("thread_id", thread_id)
-            )
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> ObjectStoreSaver:
         """A clone whose serializer also allows ``extra_allowlist`` (msgpack types).

@@ -30,7 +30,6 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans import decode_checked_manifest, embedded_name, thread_prefixes
-from objstore_saver.plans.epochs import Ended, tombstones_among
 from objstore_saver.plans.requests import Batch, KeyState, Unopened, run_one
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
 from objstore_saver.verify_facts import (
@@ -79,9 +78,8 @@ class VerifyReport:
     orphan_objects: int = 0
     orphan_bytes: int = 0
     orphan_writes: int = 0
-    #: Manifests of epochs a tombstone ended (spec §4.11): late writes of a run
-    #: that outlived its thread's delete, or what a delete that stopped left.
-    #: Never read; the next delete or prune removes them.
+    #: Manifests of epochs a tombstone ended (spec §4.11): late writes, or what a
+    #: delete that stopped left. Never read; the next delete or prune removes them.
     ended_manifests: int = 0
     #: Keys of encrypted threads whose key object was deleted (a ``delete_thread``
     #: that stopped after destroying the key): unreadable by design, swept by the
@@ -131,7 +129,8 @@ def verify_thread(
     report.threads += 1
     if listing is None:
         listing = yield from list_thread_keys(pfx)
-    if (yield from run_one(KeyState(pfx))) is False:
+    has_key = yield from run_one(KeyState(pfx, listing.epoch))
+    if has_key is False:
         _keyless(listing, report)
         return
     for info in listing.unknown:
@@ -172,6 +171,10 @@ def verify_thread(
         name = o.key.rsplit("/", 1)[1]
         if len(name) != 64 or name.strip("0123456789abcdef"):
             sealed = len(name) == SEALED_NAME_LEN and not name.strip("0123456789abcdef")
+            if sealed and has_key and listing.epoch > 0:
+                # Sealed by an ended epoch's destroyed key (spec §4.11).
+                report.shredded_leftovers += 1
+                continue
             detail = _SEALED_NAME if sealed else "not a SHA-256 object key"
             report.problems.append(Problem(o.key, "unknown-key", detail))
         else:
@@ -219,8 +222,7 @@ def verify_thread(
             )
             unreadable.add(key)
             continue
-        if m.epoch < listing.epoch:
-            # Never read, nor what it references (the delete swept that).
+        if m.epoch < listing.epoch:  # never read, nor what it references (§4.11)
             report.ended_manifests += 1
             continue
         manifest_checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
@@ -442,13 +444,12 @@ _SEALED_NAME = (
 
 
 def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
-    """An encrypted thread without its key: leftovers of a delete, or a problem.
+    """An encrypted thread without the key of its epoch: leftovers of a delete, or a problem.
 
-    Manifests stored before the thread's newest tombstone are of an ended
-    epoch (spec §4.11): leftovers too.
+    After a delete the epoch it began has no key until its first write makes
+    one, before any object of it: all left is of ended epochs (spec §4.11).
     """
-    ended = tombstones_among(listing.tombstones, Ended.none())
-    if all(ended.written_before(o) for o in listing.manifests):
+    if listing.epoch > 0 or not listing.manifests:
         report.shredded_leftovers += (
             len(listing.manifests) + len(listing.writes) + len(listing.objects) + len(listing.marks)
         )

@@ -28,6 +28,31 @@ STORE_SCOPE = "store/"
 _STORE_KEY_LEAF = "/k"
 
 
+#: Between a thread's token and its epoch in the scope of an epoch above 0
+#: (``<T>%e<n>``): a token holds ``%`` only before two uppercase hex digits,
+#: so no thread's token is another's scope.
+EPOCH_MARK = "%e"
+
+
+def epoch_scope(token: str, epoch: int) -> str:
+    """The scope whose key seals a thread's objects of ``epoch`` (spec §4.10, §4.11).
+
+    Each epoch of a thread has a data key of its own: the thread's token for
+    epoch 0 (``keys/threads/<T>``), ``<T>%e<n>`` for epoch ``n``
+    (``keys/threads/<T>%e<n>``), so a new conversation on a deleted thread's
+    id never uses, nor is destroyed with, the ended epoch's key.
+    """
+    return token if epoch == 0 else f"{token}{EPOCH_MARK}{epoch}"
+
+
+def split_scope(scope: str) -> tuple[str, int]:
+    """(thread token, epoch) of a thread's scope; (scope, 0) for any other."""
+    token, mark, epoch = scope.rpartition(EPOCH_MARK)
+    if mark and token and epoch.isdigit() and epoch.isascii() and not epoch.startswith("0"):
+        return token, int(epoch)
+    return scope, 0
+
+
 def key_object_key(scope: str) -> str:
     """Key of a key object in the key store.
 
@@ -68,4 +93,6 @@ def scope_owner(scope: str) -> str:
     """What a scope's key seals, for errors: ``thread 'T'`` or ``store namespace path 'P'``."""
     if scope.startswith(STORE_SCOPE):
         return f"long-term store namespace path {scope[len(STORE_SCOPE) :]!r}"
-    return f"thread {untoken(scope) or scope!r}"
+    token, epoch = split_scope(scope)
+    name = f"thread {untoken(token) or token!r}"
+    return name if epoch == 0 else f"{name} (epoch {epoch})"

@@ -26,13 +26,20 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.master_keys import MasterKey
-from objstore_saver.crypto.names import STORE_SCOPE, key_object_key, scope_owner
+from objstore_saver.crypto.names import (
+    EPOCH_MARK,
+    STORE_SCOPE,
+    epoch_scope,
+    key_object_key,
+    scope_owner,
+    split_scope,
+)
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import (
     ThreadKey,
@@ -40,10 +47,10 @@ from objstore_saver.crypto.thread_keys import (
     new_thread_key,
     open_key_object,
 )
-from objstore_saver.errors import ObjectNotFoundError, ThreadKeyMissingError
+from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError, ThreadKeyMissingError
 from objstore_saver.format import keys
 from objstore_saver.longterm import layout
-from objstore_saver.plans.requests import Get, Put, execute
+from objstore_saver.plans.requests import Get, ListKeys, Put, execute
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -95,6 +102,11 @@ class _Route:
     rest: str
     #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, item...).
     digest: bytes | None
+
+    @property
+    def is_thread(self) -> bool:
+        """A thread's object (its key is its epoch's), not a store namespace's."""
+        return self.pfx.startswith(keys.THREADS)
 
     @classmethod
     def of(cls, key: str | None) -> _Route | None:
@@ -176,6 +188,10 @@ class SealingStore(StoreWrapper):
         self._keys: OrderedDict[str, ThreadKey] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        #: The greatest epoch of each thread (token) this layer has seen: in a
+        #: tombstone listed or stored, or in an object it opened (spec §4.11).
+        #: This process writes the thread with that epoch's key.
+        self._epochs: OrderedDict[str, int] = OrderedDict()
         #: What this layer adds to the requests above it: its key objects'
         #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
         self.counters = Counters()
@@ -197,6 +213,34 @@ class SealingStore(StoreWrapper):
         """Drop a scope's key from memory (it was shredded)."""
         with self._lock:
             self._keys.pop(scope, None)
+
+    def saw_epoch(self, token: str, epoch: int) -> None:
+        """Learn that the thread ``token`` is in ``epoch`` at least (spec §4.11)."""
+        with self._lock:
+            if epoch > self._epochs.get(token, 0):
+                self._epochs[token] = epoch
+                self._epochs.move_to_end(token)
+                while len(self._epochs) > KEYS_KEPT:
+                    self._epochs.popitem(last=False)
+
+    def _epoch_of(self, token: str) -> int:
+        with self._lock:
+            return self._epochs.get(token, 0)
+
+    def _writing_scope(self, route: _Route) -> str:
+        """The scope whose key seals what this process writes there: its thread's epoch's."""
+        if not route.is_thread:
+            return route.scope
+        return epoch_scope(route.scope, self._epoch_of(route.scope))
+
+    def _learn(self, listed: Iterable[str]) -> None:
+        """Learn the epochs the tombstones among keys listed or stored begin."""
+        for key in listed:
+            where = _thread_of(key)
+            if where is not None and _is_tombstone(where[2]):
+                epoch = keys.tombstone_epoch(where[2].rsplit("/", 1)[1])
+                if epoch is not None:
+                    self.saw_epoch(where[1], epoch)
 
     def _key(self, scope: str, create: bool) -> ThreadKey | None:
         """A thread's or store namespace's key; None: no key object, and ``create`` is false.
@@ -249,8 +293,9 @@ class SealingStore(StoreWrapper):
         return self._known(scope) or await in_thread(self._key, scope, create)
 
     def _missing(self, scope: str) -> ThreadKeyMissingError:
+        token, _ = split_scope(scope)
         return ThreadKeyMissingError(
-            keys.untoken(scope) or scope, key_object_key(scope), owner=scope_owner(scope)
+            keys.untoken(token) or token, key_object_key(scope), owner=scope_owner(scope)
         )
 
     # --- the requests, free of I/O ----------------------------------------------------
@@ -258,8 +303,13 @@ class SealingStore(StoreWrapper):
     def _put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> _Request:
         route = _Route.of(key)
         if route is None:
+            where = _thread_of(key)
+            if where is not None and _is_tombstone(where[2]):
+                # A delete begins a new epoch: what this process writes next
+                # there is sealed with that epoch's key.
+                self._learn([key])
             return (yield ("call", "put", (key, data, mode), {}))
-        thread = yield ("key", route.scope, True)
+        thread = yield ("key", self._writing_scope(route), True)
         body = route.seal(thread, data)
         self.counters.add_bytes(sent=len(body) - len(data))
         return (yield ("call", "put", (route.stored(thread, key), body, mode), {}))
@@ -268,21 +318,46 @@ class SealingStore(StoreWrapper):
         route = _Route.of(key)
         if route is None:
             return (yield ("call", "get", (key, byte_range), {}))
-        thread = yield ("key", route.scope, False)
-        if thread is None and route.digest is not None:
-            raise self._missing(route.scope)  # its stored name is the key's secret
-        stored = route.stored(thread, key)
-        try:
-            data = yield ("call", "get", (stored,), {})
-        except ObjectNotFoundError as exc:
-            raise ObjectNotFoundError(exc.location, key) from exc
-        if thread is None:
-            # Without a key object, an absent object is absent (a namespace
-            # never written); a present one was shredded or written in clear.
-            raise self._missing(route.scope)
+        if route.digest is not None:
+            # Its stored name is the key's secret: the epoch this process is in.
+            scope = self._writing_scope(route)
+            thread = yield ("key", scope, False)
+            if thread is None:
+                raise self._missing(scope)
+            stored = route.stored(thread, key)
+            data = yield from self._get_stored(stored, key)
+        else:
+            stored = key
+            data = yield from self._get_stored(key, key)
+            scope = route.scope
+            if route.is_thread:
+                # The envelope names the epoch whose key sealed it.
+                try:
+                    epoch = sealing.envelope_epoch(data, key)
+                except CorruptObjectError:
+                    # Not sealed: in a thread written in clear (it has no key), or planted.
+                    if (yield ("key", self._writing_scope(route), False)) is None:
+                        raise self._missing(self._writing_scope(route)) from None
+                    raise
+                self.saw_epoch(route.scope, epoch)
+                scope = epoch_scope(route.scope, epoch)
+            thread = yield ("key", scope, False)
+            if thread is None:
+                if route.is_thread and split_scope(scope)[1] < self._epoch_of(route.scope):
+                    # Sealed in an ended epoch whose key a delete destroyed: for
+                    # the epoch in force it is not there (spec §4.11).
+                    raise ObjectNotFoundError(self.location, key)
+                # Without a key object, a present object was shredded or written in clear.
+                raise self._missing(scope)
         opened = _cut(route.open(thread, data, stored), byte_range)
         self.counters.add_bytes(received=len(data) - len(opened))
         return opened
+
+    def _get_stored(self, stored: str, key: str) -> Generator[_Step, Any, bytes]:
+        try:
+            return (yield ("call", "get", (stored,), {}))
+        except ObjectNotFoundError as exc:
+            raise ObjectNotFoundError(exc.location, key) from exc
 
     def _list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
@@ -290,17 +365,20 @@ class SealingStore(StoreWrapper):
         route = _Route.of(start_after)
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
-            after = route.stored((yield ("key", route.scope, False)), start_after)
+            after = route.stored((yield ("key", self._writing_scope(route), False)), start_after)
         page: ListPage = yield ("call", "list", (prefix,), {"start_after": after, "limit": limit})
+        self._learn(o.key for o in page.objects)
         listed = [(o, _thread_of(o.key)) for o in page.objects]
         objects = {w[1] for _, w in listed if w is not None and w[2].startswith(_OBJECTS)}
         thread_keys = {}
         for token in objects:
-            thread_keys[token] = yield ("key", token, False)
+            thread_keys[token] = yield ("key", epoch_scope(token, self._epoch_of(token)), False)
         out: list[ObjectInfo] = []
         for o, where in listed:
             thread = thread_keys.get(where[1]) if where is not None else None
             if where is not None and thread is not None and where[2].startswith(_OBJECTS):
+                # A name another epoch's key made stays as stored: nothing of
+                # the epoch in force reaches it.
                 d = sealing.opened_name(thread, where[2][len(_OBJECTS) :])
                 if d is not None:
                     o = ObjectInfo(where[0] + _OBJECTS + d.hex(), o.size, o.last_modified)
@@ -312,7 +390,7 @@ class SealingStore(StoreWrapper):
         for k in keys_:
             route = _Route.of(k)
             if route is not None and route.digest is not None:
-                k = route.stored((yield ("key", route.scope, False)), k)
+                k = route.stored((yield ("key", self._writing_scope(route), False)), k)
             stored.append(k)
         return (yield ("call", "delete", (stored,), {}))
 
@@ -395,25 +473,49 @@ class SealingStore(StoreWrapper):
 
     # --- thread keys as a whole -------------------------------------------------------
 
-    def shred(self, thread_prefix: str) -> None:
-        """Delete the key object of the thread ``threads/<T>/``: its objects become unreadable."""
-        token = _token_of_prefix(thread_prefix)
-        self.forget(token)
-        self._key_store.delete([key_object_key(token)])
+    def shred(self, thread_prefix: str, below: int) -> None:
+        """Delete the key objects of the thread ``threads/<T>/`` of every epoch below ``below``.
 
-    async def ashred(self, thread_prefix: str) -> None:
+        Its objects of those epochs become unreadable; the key of epoch
+        ``below`` (a new conversation's, spec §4.11) is left alone.
+        """
+        token = _token_of_prefix(thread_prefix)
+        listing = ListKeys(_epoch_keys_prefix(token))
+        page = self._key_store.list(listing.prefix)
+        self.counters.record([listing], [page])
+        self._key_store.delete(self._shredded(token, below, page))
+
+    async def ashred(self, thread_prefix: str, below: int) -> None:
         """Coroutine twin of :meth:`shred`."""
         token = _token_of_prefix(thread_prefix)
-        self.forget(token)
-        await self._key_store.adelete([key_object_key(token)])
+        listing = ListKeys(_epoch_keys_prefix(token))
+        page = await self._key_store.alist(listing.prefix)
+        self.counters.record([listing], [page])
+        await self._key_store.adelete(self._shredded(token, below, page))
 
-    def has_key(self, thread_prefix: str) -> bool:
-        """Whether the thread ``threads/<T>/`` has a key object (loading it if not in memory)."""
-        return self._key(_token_of_prefix(thread_prefix), create=False) is not None
+    def _shredded(self, token: str, below: int, page: ListPage) -> list[str]:
+        """The key objects a shred deletes, forgotten here first."""
+        scopes = [token] + [
+            scope
+            for o in page.objects
+            if (scope := o.key[len(key_object_key("")) :])
+            and split_scope(scope)[0] == token
+            and 0 < split_scope(scope)[1] < below
+        ]
+        for scope in scopes:
+            self.forget(scope)
+        self.saw_epoch(token, below)
+        return [key_object_key(scope) for scope in scopes]
 
-    async def ahas_key(self, thread_prefix: str) -> bool:
+    def has_key(self, thread_prefix: str, epoch: int = 0) -> bool:
+        """Whether the thread ``threads/<T>/`` has its key of ``epoch`` (loaded if not known)."""
+        scope = epoch_scope(_token_of_prefix(thread_prefix), epoch)
+        return self._key(scope, create=False) is not None
+
+    async def ahas_key(self, thread_prefix: str, epoch: int = 0) -> bool:
         """Coroutine twin of :meth:`has_key`."""
-        return await self._akey(_token_of_prefix(thread_prefix), create=False) is not None
+        scope = epoch_scope(_token_of_prefix(thread_prefix), epoch)
+        return await self._akey(scope, create=False) is not None
 
 
 class _SealingStoreAhead(SealingStore):
@@ -454,6 +556,11 @@ def _advance(request: _Request, reply: Any, error: Exception | None) -> _Step:
         return request.send(reply) if error is None else request.throw(error)
     except StopIteration as stop:
         return (_DONE, stop.value)
+
+
+def _epoch_keys_prefix(token: str) -> str:
+    """What the key objects of a thread's epochs above 0 start with (``keys/threads/<T>%e``)."""
+    return key_object_key(token) + EPOCH_MARK
 
 
 def _token_of_prefix(thread_prefix: str) -> str:

@@ -18,7 +18,7 @@ import binascii
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from objstore_saver.crypto.names import SEALED_NAME_LEN
+from objstore_saver.crypto.names import SEALED_NAME_LEN, split_scope
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec
@@ -46,8 +46,26 @@ def opened_name(thread: ThreadKey, name: str) -> bytes | None:
         return None
 
 
-def _envelope(ciphertext: bytes) -> bytes:
-    return codec.pack_object({"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM, "c": ciphertext})
+def _envelope(ciphertext: bytes, epoch: int) -> bytes:
+    fields = {"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM, "c": ciphertext}
+    if epoch:
+        fields["e"] = epoch
+    return codec.pack_object(fields)
+
+
+def envelope_epoch(data: bytes, key: str) -> int:
+    """The thread's epoch whose key sealed an object (field ``e``, 0 if absent; spec §4.10).
+
+    Read without any key: it chooses the key that opens the object.
+
+    Raises:
+        CorruptObjectError: not a sealed envelope (named by ``key``).
+    """
+    obj = _envelope_fields(data, key)
+    epoch = obj.get("e", 0)
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise CorruptObjectError(key, f"a sealed object's epoch is {epoch!r:.40}")
+    return epoch
 
 
 def is_sealed(data: bytes) -> bool:
@@ -60,6 +78,13 @@ def is_sealed(data: bytes) -> bool:
 
 
 def _ciphertext(data: bytes, key: str) -> bytes:
+    c = _envelope_fields(data, key).get("c")
+    if not isinstance(c, bytes):
+        raise CorruptObjectError(key, "a sealed object without ciphertext")
+    return c
+
+
+def _envelope_fields(data: bytes, key: str) -> dict[str, object]:
     if not data:
         raise CorruptObjectError(key, "empty where a sealed object is expected")
     # Any object's versions: a plain object is told apart by its kind, not its version.
@@ -70,10 +95,7 @@ def _ciphertext(data: bytes, key: str) -> bytes:
         raise CorruptObjectError(
             key, f"sealed with {obj.get('a')!r} version {obj['f']!r}, not known"
         )
-    c = obj.get("c")
-    if not isinstance(c, bytes):
-        raise CorruptObjectError(key, "a sealed object without ciphertext")
-    return c
+    return obj
 
 
 def _opened(siv: AESSIV, ad: list[bytes], data: bytes, key: str, bound_to: str) -> bytes:
@@ -97,7 +119,8 @@ def _keyed_ad(thread: ThreadKey, name: str) -> list[bytes]:
 
 def seal_object(thread: ThreadKey, digest: bytes, plaintext: bytes) -> bytes:
     """The stored bytes of a content object whose address is ``digest``."""
-    return _envelope(thread.object_siv.encrypt(plaintext, _object_ad(thread, digest)))
+    sealed = thread.object_siv.encrypt(plaintext, _object_ad(thread, digest))
+    return _envelope(sealed, split_scope(thread.thread_id)[1])
 
 
 def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> bytes:
@@ -112,7 +135,8 @@ def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> byte
 
 def seal_keyed(thread: ThreadKey, name: str, plaintext: bytes) -> bytes:
     """The stored bytes of a keyed object (manifest, write) at ``name``, its key in the thread."""
-    return _envelope(thread.keyed_siv.encrypt(plaintext, _keyed_ad(thread, name)))
+    sealed = thread.keyed_siv.encrypt(plaintext, _keyed_ad(thread, name))
+    return _envelope(sealed, split_scope(thread.thread_id)[1])
 
 
 def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:

@@ -31,6 +31,7 @@ from objstore_saver.crypto.names import (
     KEYS_ENV,
     STORE_SCOPE,
     scope_of_key_object,
+    split_scope,
 )
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
@@ -61,6 +62,7 @@ from objstore_saver.ops.fanout import (
 )
 from objstore_saver.ops.job_cursor import Cursor, cursor_key
 from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.plans.epochs import tombstone_of
 from objstore_saver.storage.base import MAX_LIST_PAGE, ObjectInfo, ObjectStore, PutMode, in_thread
 from objstore_saver.storage.urls import store_from_url
 
@@ -138,29 +140,29 @@ class _Job:
         return row
 
     async def _thread_is_gone(self, key: str, scope: str) -> bool:
-        """After a PUT: True, with the key object deleted again, when the thread has no object.
+        """After a PUT: True, with the key object deleted again, when a delete ended its epoch.
 
-        Crypto-shredding must survive a rekey. ``delete_thread`` destroys a
-        thread's key object, then sweeps its objects (and destroys the key
-        again at the end). If it did so between this job's GET and PUT, the
-        PUT brought the key back. So the thread's prefix is listed (one key
-        is enough) once the PUT is done: with no object left, the delete has
-        swept it, and the key object goes again. With objects left, the
-        delete is still sweeping, and its last step destroys the key this
-        PUT wrote; either way no key outlives its thread.
-
-        A thread's first write creates its key object before its first
-        object, so a thread being born could look empty here too. Its key
-        object is wrapped by the writer's current master key: when the
-        writers run with the new key first (the rotation's first step,
-        docs/runbooks.md), it is current and never PUT, so never checked.
+        Crypto-shredding must survive a rekey. ``delete_thread`` stores its
+        tombstone, destroys the key objects of the epochs it ends, sweeps,
+        and destroys them again at the end (spec §6.6). If it destroyed them
+        between this job's GET and PUT, the PUT brought this key back. So
+        the thread's newest tombstone is listed (one LIST, limit 1) once the
+        PUT is done: one that begins a later epoch than this key's means the
+        delete happened, and the key object goes again. Without one, a
+        delete that runs later destroys the key this PUT wrote; either way
+        no key outlives its epoch, and a new epoch's key is never touched.
 
         A store namespace's key is destroyed by no job, so never brought back.
         """
         if scope.startswith(STORE_SCOPE):
             return False
-        page = await self.data.alist(f"{keys.THREADS}{scope}/", limit=1)
-        if page.objects:
+        token, epoch = split_scope(scope)
+        root = keys.token("checkpoint_ns", "")
+        page = await self.data.alist(
+            f"{keys.THREADS}{token}/checkpoints/{root}/{keys.TOMBSTONE_MARK}", limit=1
+        )
+        ended = [e for o in page.objects if (e := tombstone_of(o.key)) is not None]
+        if not ended or ended[0] <= epoch:
             return False
         await self.key_store.adelete([key])
         return True
@@ -299,7 +301,9 @@ async def _run(
             scope = scope_of_key_object(o.key)
             if scope is None or scope.startswith(STORE_SCOPE):
                 return o.key
-            return keys.untoken(scope) or scope
+            token, epoch = split_scope(scope)
+            thread = keys.untoken(token) or token
+            return thread if epoch == 0 else f"{thread} (epoch {epoch})"
 
         await for_each(
             listed(),

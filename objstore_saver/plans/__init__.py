@@ -33,17 +33,16 @@ from objstore_saver.plans.lookup import (
     list_checkpoints,
     thread_prefixes,
 )
-from objstore_saver.plans.prune import (
+from objstore_saver.plans.prune import prune, prune_thread
+from objstore_saver.plans.prune_rules import (
     IDLE_ACTIONS,
     PRUNE_STRATEGIES,
     PRUNE_TOTALS,
     PruneStats,
     Rules,
-    prune,
     prune_report,
     prune_rules,
     prune_summary,
-    prune_thread,
 )
 from objstore_saver.plans.reading import (
     checkpoint_manifests,

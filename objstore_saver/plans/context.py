@@ -62,10 +62,6 @@ class Context:
     seqs: SeqSource = field(default_factory=lambda: SeqSource())
     #: One large serialized value alive at a time (spec §6.1 step 2.2).
     gate: LargeValueGate = field(default_factory=LargeValueGate)
-    #: Called with a thread id when a listing shows it a newer epoch than
-    #: known (spec §4.11): what a layer below remembers of the thread (an
-    #: encrypted thread's data key) is dropped.
-    on_new_epoch: Callable[[str], None] = lambda _thread_id: None
 
     def __post_init__(self) -> None:
         self.objects.clock = self.clock
@@ -84,7 +80,6 @@ class Context:
             self.objects.forget_thread(pfx)
             self.entries.forget_prefix(pfx)
             self.heads.forget_thread(thread_id)
-            self.on_new_epoch(thread_id)
 
     @property
     def trust_age(self) -> float:

@@ -116,7 +116,9 @@ def ended_manifests(
 
     Those stored well before the newest tombstone need no request; the
     others written since are read (in parallel groups) and judged by their
-    epoch. None without a tombstone.
+    epoch. One that reads as absent (gone since listed, or sealed with an
+    ended epoch's destroyed key) is counted with them. None without a
+    tombstone.
     """
     ended = tombstones_among(tombstones, Ended.none())
     if ended.epoch == 0:
@@ -127,7 +129,7 @@ def ended_manifests(
         group = later[start : start + READ_GROUP]
         bodies = yield from run_batch(*(Get(k) for k in group))
         for k, body in zip(group, bodies, strict=True):
-            if body is not None and not ended.live(decode_checked_manifest(body, k)):
+            if body is None or not ended.live(decode_checked_manifest(body, k)):
                 dead.add(k)
     return dead
 

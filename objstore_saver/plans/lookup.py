@@ -151,10 +151,11 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
         head: _Head | None = guessed
         while head is not None:
             found = yield from _read_head(ctx, head, None, head.ended.at_least(floor))
-            if found is not _ENDED:
-                if found is not None:
-                    ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
+            if isinstance(found, CheckpointTuple):
+                ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
                 return found
+            # Of an ended epoch; or gone since it was listed (a delete's sweep,
+            # or sealed with an ended epoch's destroyed key): the next older one.
             head = yield from _head_after(scope, head)
         return None
     found = yield from find_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, floor)

@@ -6,16 +6,17 @@ import bisect
 import os
 import time
 from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from objstore_saver.crypto.names import SEALED_NAME_LEN
 from objstore_saver.errors import MissingObjectError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
 from objstore_saver.plans.extraction import read_embedded, store_embedded
+from objstore_saver.plans.prune_rules import PruneStats, Rules, prune_report, prune_rules
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
@@ -47,36 +48,28 @@ def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
     return set(counters) if isinstance(counters, Mapping) else set()
 
 
-@dataclass
-class PruneStats:
-    """What a prune did (or, in a dry run, would do) to one thread (spec §6.9)."""
-
-    thread_id: str
-    checkpoints_kept: int = 0
-    checkpoints_deleted: int = 0
-    writes_deleted: int = 0
-    orphan_writes_deleted: int = 0
-    """Writes left by an interrupted delete or prune, whose checkpoint is gone."""
-    objects_extracted: int = 0
-    """Objects embedded in deleted manifests, stored alone at ``objects/<H>`` first."""
-    objects_marked: int = 0
-    bytes_marked: int = 0
-    objects_swept: int = 0
-    bytes_swept: int = 0
-    marks_executed: int = 0
-    deferred: bool = False
-    """True when a mark younger than the sweep delay exists: the thread was left alone."""
-    idle: bool = False
-    """True when the idle rule found the thread idle and gave it the idle action."""
-    newest_root_at: str | None = None
-    """``LastModified`` (ISO 8601) of the newest root checkpoint the idle rule listed."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
 def _digest_of_key(key: str) -> bytes:
     return bytes.fromhex(key.rsplit("/", 1)[1])
+
+
+def _addressed(key: str) -> bool:
+    """Whether an object's name is its address (64 hex digits)."""
+    return _hex_name(key, 64)
+
+
+def _sealed_by_an_ended_epoch(key: str) -> bool:
+    """A sealed name (96 hex digits) that the key of the epoch in force did not make.
+
+    The sealing layer names an object by its address again when that key
+    made its name (spec §4.10); one it leaves sealed was made by the key of
+    an ended epoch, which a delete destroyed (§4.11).
+    """
+    return _hex_name(key, SEALED_NAME_LEN)
+
+
+def _hex_name(key: str, length: int) -> bool:
+    name = key.rsplit("/", 1)[1]
+    return len(name) == length and not name.strip("0123456789abcdef")
 
 
 def _checkpoint_of(key: str) -> tuple[str, str, str]:
@@ -293,7 +286,8 @@ def _prune_thread(
         victims = [
             o
             for o in current
-            if (d := _digest_of_key(o.key)) in marked_at
+            if _addressed(o.key)
+            and (d := _digest_of_key(o.key)) in marked_at
             and d not in everything
             # Renewed (re-PUT by a writer) since it was marked: not a candidate.
             # Strictly older: LastModified has one-second resolution on S3.
@@ -319,12 +313,19 @@ def _prune_thread(
             doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
         )
         yield from delete_keys(doomed_writes + sorted(orphans))
+    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them.
+    leftovers = [o for o in listing.objects if _sealed_by_an_ended_epoch(o.key)]
+    stats.objects_swept += len(leftovers)
+    stats.bytes_swept += sum(o.size for o in leftovers)
+    if leftovers and not dry_run:
+        yield from delete_keys([o.key for o in leftovers])
 
     # Step 5: mark what no kept checkpoint reaches and is older than min_age.
     candidates = [
         o
         for o in listing.objects
-        if (d := _digest_of_key(o.key)) not in live
+        if _addressed(o.key)
+        and (d := _digest_of_key(o.key)) not in live
         and d not in swept
         and o.last_modified <= now - min_age
     ]
@@ -334,56 +335,6 @@ def _prune_thread(
         key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
         yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
     return stats
-
-
-PRUNE_STRATEGIES = ("keep_latest", "delete", "delete_all")
-"""Accepted ``strategy`` names; ``"delete_all"`` is another name of ``"delete"``."""
-IDLE_ACTIONS = ("delete", "keep_latest")
-"""What the idle rule does to an idle thread (spec §6.9 "The idle rule" step 4)."""
-
-
-@dataclass(frozen=True)
-class Rules:
-    """The retention rules of one prune run (spec §6.9)."""
-
-    keep_last: int | None
-    older_than: timedelta | None
-    idle_for: timedelta | None
-    idle_action: str
-    min_age: timedelta
-    sweep_delay: timedelta
-    dry_run: bool
-    now: datetime
-
-
-def _check_rules(ctx: Context, strategy: str, r: Rules) -> None:
-    if strategy not in PRUNE_STRATEGIES:
-        raise ValueError(
-            f"unknown prune strategy {strategy!r}: use one of "
-            + ", ".join(repr(x) for x in PRUNE_STRATEGIES)
-        )
-    if r.keep_last is None:
-        if r.idle_for is None:
-            raise ValueError("keep_last may be None only with idle_for (the idle rule alone)")
-    elif isinstance(r.keep_last, bool) or not isinstance(r.keep_last, int) or r.keep_last < 1:
-        raise ValueError(f"keep_last must be an integer of at least 1, got {r.keep_last!r}")
-    if strategy != "keep_latest" and (r.idle_for is not None or r.older_than is not None):
-        raise ValueError(
-            f"idle_for and older_than apply to strategy 'keep_latest', not {strategy!r}"
-        )
-    for name in ("older_than", "idle_for"):
-        value = getattr(r, name)
-        if value is not None and value <= timedelta(0):
-            raise ValueError(f"{name} must be a positive duration, got {value.total_seconds()} s")
-    if r.idle_action not in IDLE_ACTIONS:
-        raise ValueError(f"unknown idle_action {r.idle_action!r}: use 'delete' or 'keep_latest'")
-    if r.min_age < timedelta(0):
-        raise ValueError(f"min_age must not be negative, got {r.min_age.total_seconds()} s")
-    if r.sweep_delay.total_seconds() < ctx.reuse_window:
-        raise ValueError(
-            f"sweep delay {r.sweep_delay.total_seconds():g} s is shorter than the reuse window "
-            f"{ctx.reuse_window:g} s: a concurrent put could lose an object (spec §6.9)"
-        )
 
 
 def _delete_thread(
@@ -474,57 +425,6 @@ def _retain_thread(
 
 
 #: The counts a prune report totals over its threads.
-PRUNE_TOTALS = (
-    "checkpoints_kept",
-    "checkpoints_deleted",
-    "writes_deleted",
-    "orphan_writes_deleted",
-    "objects_extracted",
-    "objects_marked",
-    "bytes_marked",
-    "objects_swept",
-    "bytes_swept",
-    "marks_executed",
-)
-
-
-def _seconds(d: timedelta | None) -> float | None:
-    return None if d is None else d.total_seconds()
-
-
-def prune_rules(
-    ctx: Context,
-    strategy: str = "keep_latest",
-    *,
-    keep_last: int | None = 1,
-    min_age: timedelta = timedelta(seconds=60),
-    sweep_delay: timedelta = timedelta(hours=1),
-    dry_run: bool = False,
-    now: datetime | None = None,
-    older_than: timedelta | None = None,
-    idle_for: timedelta | None = None,
-    idle_action: str = "delete",
-) -> Rules:
-    """The rules of one prune, checked (spec §6.9).
-
-    Raises:
-        ValueError: an unknown strategy or idle action, a bad ``keep_last`` or
-            duration, or a sweep delay shorter than the reuse window.
-    """
-    rules = Rules(
-        keep_last=keep_last,
-        older_than=older_than,
-        idle_for=idle_for,
-        idle_action=idle_action,
-        min_age=min_age,
-        sweep_delay=sweep_delay,
-        dry_run=dry_run,
-        now=now or datetime.now(UTC),
-    )
-    _check_rules(ctx, strategy, rules)
-    return rules
-
-
 def prune_thread(
     ctx: Context,
     thread_id: str,
@@ -549,31 +449,6 @@ def prune_thread(
     else:
         stats = yield from _retain_thread(ctx, thread_id, rules, listing)
     return stats.to_dict()
-
-
-def prune_report(strategy: str, rules: Rules, threads: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report of a prune from its rows (totals, deferred and idle threads, the rows)."""
-    return {
-        **prune_summary(strategy, rules),
-        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
-        "threads_idle": [t["thread_id"] for t in threads if t["idle"]],
-        **{name: sum(t[name] for t in threads) for name in PRUNE_TOTALS},
-        "threads": threads,
-    }
-
-
-def prune_summary(strategy: str, rules: Rules) -> dict[str, Any]:
-    """What a prune report says of its rules."""
-    return {
-        "strategy": strategy,
-        "dry_run": rules.dry_run,
-        "keep_last": rules.keep_last,
-        "min_age_seconds": rules.min_age.total_seconds(),
-        "sweep_delay_seconds": rules.sweep_delay.total_seconds(),
-        "older_than_seconds": _seconds(rules.older_than),
-        "idle_for_seconds": _seconds(rules.idle_for),
-        "idle_action": rules.idle_action,
-    }
 
 
 def prune(

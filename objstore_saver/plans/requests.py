@@ -73,23 +73,28 @@ class Delete:
 
 @dataclass(frozen=True, slots=True)
 class Shred:
-    """Destroy the key of the thread ``threads/<T>/`` (docs/encryption.md): one DELETE.
+    """Destroy the keys of the thread ``threads/<T>/`` of every epoch below ``below``.
 
-    Result: True on a store that encrypts; None, with no request, on one that does not.
+    docs/encryption.md: a DELETE of the key objects of epoch 0 and of the
+    epochs a LIST of the thread's epoch keys finds below ``below`` (spec
+    §4.11: the epoch a delete begins keeps its key). Result: True on a
+    store that encrypts; None, with no request, on one that does not.
     """
 
     thread_prefix: str
+    below: int
 
 
 @dataclass(frozen=True, slots=True)
 class KeyState:
-    """Whether the thread ``threads/<T>/`` has its key (docs/encryption.md).
+    """Whether the thread ``threads/<T>/`` has its key of ``epoch`` (docs/encryption.md).
 
     Result: None on a store that does not encrypt (no request); else True or
     False, loading the key if this process has not (one GET of its key object).
     """
 
     thread_prefix: str
+    epoch: int = 0
 
 
 Op = Get | Put | ListKeys | Delete | Shred | KeyState
@@ -131,9 +136,9 @@ def _call_of(store: ObjectStore, op: Op) -> tuple[Any, str, tuple[Any, ...], dic
     if isinstance(op, ListKeys):
         return store, "list", (op.prefix,), {"start_after": op.start_after, "limit": op.limit}
     if isinstance(op, Shred):
-        return shredder(store), "shred", (op.thread_prefix,), {}
+        return shredder(store), "shred", (op.thread_prefix, op.below), {}
     if isinstance(op, KeyState):
-        return shredder(store), "has_key", (op.thread_prefix,), {}
+        return shredder(store), "has_key", (op.thread_prefix, op.epoch), {}
     return store, "delete", (op.keys,), {}
 
 

@@ -248,7 +248,7 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     # An encrypted thread's key goes next: once it is gone, no copy of the
     # thread's objects (a backup, a replica, a noncurrent version) can be
     # read, whether or not the sweep below completes.
-    yield from run_one(Shred(pfx))
+    yield from run_one(Shred(pfx, epoch))
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests,
     # with the tombstones this one supersedes.
@@ -261,8 +261,9 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     )
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
     # Destroyed again at the end: a key a rekey wrote back while the sweep ran
-    # (it read the key object before the first destroy) is not left behind.
-    yield from run_one(Shred(pfx))
+    # (it read the key object before the first destroy), or a late writer
+    # made again, is not left behind. The new epoch's key is never touched.
+    yield from run_one(Shred(pfx, epoch))
 
 
 def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> Step:

@@ -33,6 +33,7 @@ from objstore_saver.crypto.thread_keys import (
     new_thread_key,
 )
 from objstore_saver.errors import ConfigurationError, ThreadKeyError
+from objstore_saver.format import codec
 from objstore_saver.ops import OpsConfig, arekey, rekey
 from objstore_saver.ops.rekey import _Job, _run
 from objstore_saver.ops.sharding import ALL
@@ -376,9 +377,10 @@ def test_key_objects_in_a_key_store_of_their_own(
 class _DeletedWhileRewrapped:
     """A key store on which ``delete_thread`` of one thread runs between rekey's GET and PUT.
 
-    The delete destroys the key object, sweeps the thread's objects and
-    destroys the key object again, all before rekey's PUT lands: the PUT
-    brings the key object back, for a thread that is gone.
+    The delete stores its tombstone, destroys the key object, sweeps the
+    thread's objects and destroys the key object again (spec §6.6), all
+    before rekey's PUT lands: the PUT brings the key object back, for an
+    epoch that is ended.
     """
 
     def __init__(self, inner: ObjectStore, data: ObjectStore, token: str) -> None:
@@ -390,9 +392,11 @@ class _DeletedWhileRewrapped:
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         if key == key_object_key(self.token):
+            tombstone = f"threads/{self.token}/checkpoints/_/-9999999998"
+            await self.data.aput(tombstone, codec.encode_tombstone(thread_id="bob", epoch=1))
             await self.inner.adelete([key])
             swept = _everything(self.data, f"threads/{self.token}/")
-            await self.data.adelete(list(swept))
+            await self.data.adelete([k for k in swept if k != tombstone])
             await self.inner.adelete([key])
         await self.inner.aput(key, data, mode)
 
@@ -410,7 +414,7 @@ async def test_a_thread_deleted_while_rewrapped_keeps_no_key_object(
     report = await _run(_job(store, racing, new, old, apply=True), False, 8, ALL, _quiet, _no)
     assert report["key_objects"]["dropped_deleted"] == 1
     assert report["key_objects"]["rewrapped"] == 3
-    assert not _everything(store, "threads/_bob/")
+    assert list(_everything(store, "threads/_bob/")) == ["threads/_bob/checkpoints/_/-9999999998"]
     assert key_object_key("_bob") not in _everything(store, "keys/")  # shredded for good
     others = [t for t in THREADS if t != "bob"]
     assert all(_wrapped_by(store, "_" + t) == [new.name, old.name] for t in others)
@@ -420,7 +424,7 @@ async def test_a_thread_deleted_while_rewrapped_keeps_no_key_object(
 async def test_a_thread_whose_objects_remain_keeps_its_rewrapped_key(
     tmp_path: Path, old: LocalMasterKey, new: LocalMasterKey
 ) -> None:
-    """The check after the PUT deletes a key object only when its thread has no object."""
+    """The check after the PUT deletes a key object only when a delete ended its epoch."""
     store = LocalStore(tmp_path / "store")
     _write(store, old)
     job = _job(store, store, new, old, apply=True)
@@ -531,3 +535,22 @@ async def test_the_async_job_fails_every_key_object_the_keys_do_not_open(
     assert report["key_objects"]["failed"] == 4 and len(report["errors"]) == 4
     assert [e["key"] for e in report["errors"]] == KEY_OBJECTS
     assert _everything(store) == before
+
+
+async def test_a_reused_threads_new_epoch_key_is_rewrapped_and_the_ended_one_stays_gone(
+    tmp_path: Path, old: LocalMasterKey, new: LocalMasterKey
+) -> None:
+    """A thread deleted and begun again has the key of its new epoch alone (spec §4.11)."""
+    store = LocalStore(tmp_path / "store")
+    _write(store, old, threads=["t"])
+    with ObjectStoreSaver(store, client_encryption=ClientEncryption.of(old)) as saver:
+        saver.delete_thread("t")
+        chat(saver, "t", ["the new conversation"])
+    assert sorted(k for k in _everything(store, "keys/")) == ["keys/threads/_t%e1"]
+    report = await _run(_job(store, store, new, old, apply=True), False, 8, ALL, _quiet, _no)
+    assert report["key_objects"]["rewrapped"] == 1
+    assert report["key_objects"]["dropped_deleted"] == 0
+    assert _wrapped_by(store, "_t%e1") == [new.name, old.name]
+    assert sorted(k for k in _everything(store, "keys/")) == ["keys/threads/_t%e1"]
+    got = _reads(store, new, threads=["t"])["t"]
+    assert "the new conversation" in str(got) and "a secret for t" not in str(got)

@@ -274,6 +274,10 @@ def test_delete_thread_shreds_the_copies_kept_elsewhere(backend: Backend, tmp_pa
     for k, v in backup.items():  # a backup restored
         store.put(k, v, PutMode.OVERWRITE)
     with ObjectStoreSaver(store, client_encryption=settings) as fresh:
+        assert fresh.get_tuple(_cfg("t1")) is None  # beside the tombstone: deleted still
+    # The backup restored whole: the thread as before the delete, no tombstone.
+    store.delete([o.key for o in store.list("threads/_t1/").objects if "/-" in o.key])
+    with ObjectStoreSaver(store, client_encryption=settings) as fresh:
         with pytest.raises(ThreadKeyMissingError) as info:
             fresh.get_tuple(_cfg("t1"))
         assert info.value.thread_id == "t1"
@@ -427,12 +431,18 @@ def test_a_kms_master_key_serves_the_saver_sync_and_async(backend: Backend, kms:
         assert info.value.thread_id == "_t1" and f"wrapped by kms:{arn}" in str(info.value)
 
 
-def test_a_kms_key_named_by_alias_id_or_arn_opens_the_same_key_objects(
-    tmp_path: Any, kms: Any
-) -> None:
+def _aliased_key(kms: Any) -> tuple[dict[str, Any], str]:
+    """A new KMS key's metadata, and an alias made for it."""
     meta = kms.create_key()["KeyMetadata"]
     alias = f"alias/objstore-{os.urandom(4).hex()}"
     kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
+    return meta, alias
+
+
+def test_a_kms_key_named_by_alias_id_or_arn_opens_the_same_key_objects(
+    tmp_path: Any, kms: Any
+) -> None:
+    meta, alias = _aliased_key(kms)
     store = LocalStore(tmp_path / "data")
     names = (alias, meta["KeyId"], meta["Arn"])
     for i, configured in enumerate(names):
@@ -459,9 +469,7 @@ def test_a_key_object_an_alias_named_opens_with_the_key_named_by_its_arn(
     """Key objects of earlier releases record the KMS key as it was configured."""
     from objstore_saver.crypto.thread_keys import new_thread_key, open_key_object
 
-    meta = kms.create_key()["KeyMetadata"]
-    alias = f"alias/objstore-{os.urandom(4).hex()}"
-    kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
+    meta, alias = _aliased_key(kms)
     thread = new_thread_key("_t")
     wrapped = KmsMasterKey(alias, kms).wrap("_t", thread.data_key)
     body = codec.pack_object(

@@ -4,7 +4,8 @@ Each saver here has its own store client and memories, as separate server
 workers, replicas and jobs do: process B runs a conversation, process A
 deletes the thread, B's run goes on (its late ``put`` reuses a value it
 remembers as stored), and process W begins a new conversation on the same id.
-A fresh reader must see W's conversation alone, or nothing.
+A fresh reader must see W's conversation alone, or nothing. CI runs the
+module again with a master key in the environment: every thread encrypted.
 """
 
 from __future__ import annotations
@@ -15,23 +16,18 @@ from typing import Any
 
 import pytest
 from backends import Backend
+from faultkit import all_keys
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from objstore_saver import ObjectStoreSaver
+from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import keys
-from objstore_saver.storage import ObjectStore
 from objstore_saver.testing.faults import FailWhere, FaultyStore, InjectedFaultError, Request
 
 pytestmark = pytest.mark.backends("local", "s3-lean")
 
-
-@pytest.fixture(autouse=True)
-def _in_clear(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Threads in clear unless a test configures its key (the encrypted cases do)."""
-    monkeypatch.delenv("OBJSTORE_SAVER_ENCRYPTION_KEY", raising=False)
-    monkeypatch.delenv("OBJSTORE_SAVER_ENCRYPTION_KEYS", raising=False)
 
 #: A tool result large enough to be a content object of its own (not inline).
 BIG = "tool output " * 4000
@@ -73,17 +69,6 @@ def _conversation(
         messages = [*messages, HumanMessage(f"{who} asks {step}"), AIMessage(f"{who} {step}")]
         ids.append(_turn(saver, thread, ids[-1] if ids else None, messages, step, big))
     return ids
-
-
-def _stored(store: ObjectStore, prefix: str) -> list[str]:
-    out: list[str] = []
-    after = None
-    while True:
-        page = store.list(prefix, start_after=after)
-        out += [o.key for o in page.objects]
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
 
 
 def test_a_late_put_after_a_delete_does_not_bring_the_thread_back(backend: Backend) -> None:
@@ -148,7 +133,7 @@ def test_a_delete_that_stops_after_its_tombstone_has_deleted_the_thread(backend:
     faulty = FaultyStore(backend.store(), FailWhere(lambda r: r.op == "delete"))
     with ObjectStoreSaver(faulty) as deleter, pytest.raises(InjectedFaultError):
         deleter.delete_thread("t")
-    assert any(k.rsplit("/", 1)[1].startswith("-") for k in _stored(store, "threads/_t/"))
+    assert any(k.rsplit("/", 1)[1].startswith("-") for k in all_keys(store, "threads/_t/"))
     with ObjectStoreSaver(backend.store()) as reader:
         assert reader.get_tuple(_cfg("t")) is None
         assert reader.get_tuple(_cfg("t", ids[1])) is None
@@ -158,7 +143,7 @@ def test_a_delete_that_stops_after_its_tombstone_has_deleted_the_thread(backend:
     # A second delete completes it: only its own tombstones are left.
     with ObjectStoreSaver(backend.store()) as deleter:
         deleter.delete_thread("t")
-        left = _stored(store, "threads/_t/")
+        left = all_keys(store, "threads/_t/")
         assert left == [keys.tombstone_key("t", "", 2)]
         assert deleter.get_tuple(_cfg("t")) is None
 
@@ -169,10 +154,10 @@ def test_a_delete_leaves_nothing_but_its_tombstone(backend: Backend) -> None:
         _conversation(saver, "t", "old", 3)
         saver.put_writes(_cfg("t", _conversation(saver, "u", "x", 1)[0]), [("a", 1)], "k")
         saver.delete_thread("t")
-        assert _stored(store, "threads/_t/") == [keys.tombstone_key("t", "", 1)]
-        assert _stored(store, "threads/_u/")  # another thread is untouched
+        assert all_keys(store, "threads/_t/") == [keys.tombstone_key("t", "", 1)]
+        assert all_keys(store, "threads/_u/")  # another thread is untouched
         saver.delete_thread("t")  # a delete of a deleted thread supersedes the tombstone
-        assert _stored(store, "threads/_t/") == [keys.tombstone_key("t", "", 2)]
+        assert all_keys(store, "threads/_t/") == [keys.tombstone_key("t", "", 2)]
 
 
 def test_late_writers_in_many_processes_never_resurrect(backend: Backend) -> None:
@@ -213,7 +198,7 @@ def test_late_writers_in_many_processes_never_resurrect(backend: Backend) -> Non
     assert head.pending_writes == []
     # A later delete sweeps the late writes with the rest.
     reader.delete_thread("t")
-    assert _stored(backend.store(), "threads/_t/") == [keys.tombstone_key("t", "", 2)]
+    assert all_keys(backend.store(), "threads/_t/") == [keys.tombstone_key("t", "", 2)]
 
 
 def test_a_conversation_begun_during_the_sweep_shares_no_object_with_it(backend: Backend) -> None:
@@ -255,7 +240,7 @@ def test_prune_keeps_the_new_conversation_and_removes_the_late_writes(backend: B
         assert report["checkpoints_kept"] == 1
         head = operator.get_tuple(_cfg("t"))
         assert head is not None and head.config["configurable"]["checkpoint_id"] == new[-1]
-        manifests = [k for k in _stored(store, "threads/_t/checkpoints/") if k.endswith(".2")]
+        manifests = [k for k in all_keys(store, "threads/_t/checkpoints/") if k.endswith(".2")]
         assert manifests == [keys.manifest_key("t", "", new[-1])]
         assert late not in {keys.checkpoint_id_of_manifest_key(k) for k in manifests}
 
@@ -269,9 +254,14 @@ def test_verify_counts_late_writes_and_a_stopped_delete_without_a_problem(
         with ObjectStoreSaver(faulty) as a, pytest.raises(InjectedFaultError):
             a.delete_thread("t")  # its first delete (the manifests) fails
         _turn(b, "t", old[-1], [HumanMessage("late")], 5)
-    report = ObjectStoreSaver(backend.store()).verify()
+    verifier = ObjectStoreSaver(backend.store())
+    report = verifier.verify()
     assert report.ok, report.problems
-    assert report.ended_manifests == 4 and report.manifests == 4
+    if verifier.client_encryption:
+        # The ended epoch's key is destroyed: its manifests are a delete's leftovers.
+        assert report.shredded_leftovers >= 4 and report.manifests == 0
+    else:
+        assert report.ended_manifests == 4 and report.manifests == 4
 
 
 def test_encrypted_a_reused_id_is_sealed_with_its_new_key_in_every_process(
@@ -301,3 +291,48 @@ def test_encrypted_a_reused_id_is_sealed_with_its_new_key_in_every_process(
     with saver() as w:  # a later writer continues it with the same key
         _turn(w, "t", new[-1], [HumanMessage("more")], 4)
         assert saver().get_tuple(_cfg("t")) is not None
+
+
+def test_a_stray_key_does_not_stop_the_delete_and_is_named_after_it(backend: Backend) -> None:
+    store = backend.store()
+    with ObjectStoreSaver(store) as saver:
+        _conversation(saver, "t", "old", 2)
+        stray = "threads/_t/notes.txt"
+        store.put(stray, b"left by hand")
+        with pytest.raises(CorruptObjectError) as info:
+            saver.delete_thread("t")
+        assert info.value.key == stray and "thread 't' is deleted" in str(info.value)
+        assert saver.get_tuple(_cfg("t")) is None
+        assert all_keys(store, "threads/_t/") == [keys.tombstone_key("t", "", 1), stray]
+        if saver.client_encryption:  # the key went too: a backup of the thread reads nothing
+            assert not [k for k in all_keys(store, "keys/") if k.startswith("keys/threads/_t")]
+
+
+def test_verify_and_prune_clear_a_stopped_delete_beside_a_new_conversation(
+    backend: Backend,
+) -> None:
+    store = backend.store()
+    with ObjectStoreSaver(backend.store()) as old:
+        _conversation(old, "t", "old", 2, HUGE)  # parts stored alone: objects to leave behind
+    sweep_fails = FailWhere(lambda r: r.op == "delete" and r.key.startswith("threads/"))
+    with (
+        ObjectStoreSaver(FaultyStore(backend.store(), sweep_fails)) as a,
+        pytest.raises(InjectedFaultError),
+    ):
+        a.delete_thread("t")
+    with ObjectStoreSaver(backend.store()) as w:
+        new = _conversation(w, "t", "new", 1)
+    with ObjectStoreSaver(backend.store()) as operator:
+        report = operator.verify()
+        assert report.ok, report.problems
+        assert report.ended_manifests + report.shredded_leftovers >= 2
+        operator.prune(["t"], keep_last=1, min_age=0)
+        head = operator.get_tuple(_cfg("t"))
+        assert head is not None and head.config["configurable"]["checkpoint_id"] == new[-1]
+        manifests = [k for k in all_keys(store, "threads/_t/checkpoints/") if k.endswith(".2")]
+        assert manifests == [keys.manifest_key("t", "", new[-1])]
+        names = [k.rsplit("/", 1)[1] for k in all_keys(store, "threads/_t/objects/")]
+        # Encrypted, the ended epoch's objects are unreadable leftovers: swept at once.
+        # In clear they are unreferenced objects, marked for the next sweep.
+        assert all(len(n) != 96 for n in names)
+        assert operator.verify().ok
