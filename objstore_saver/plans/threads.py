@@ -17,6 +17,7 @@ from objstore_saver.format.codec import (
     Manifest,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
+from objstore_saver.plans.epochs import ended_manifests
 from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
@@ -271,9 +272,16 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
     src = keys.thread_prefix(source_thread_id)
     dst = keys.thread_prefix(target_thread_id)
     listing = yield from list_thread(src)
+    # The checkpoints of ended epochs (spec §4.11) stay behind, with their
+    # writes: the copy has no tombstone that would hide them.
+    ended = yield from ended_manifests(listing.manifests, listing.tombstones)
+    gone = {keys.parse_checkpoint_key(k).checkpoint for k in ended}
+    writes = [o for o in listing.writes if keys.parse_checkpoint_key(o.key).checkpoint not in gone]
+    # A name that is not an address was sealed by an ended epoch's key: unreadable.
+    objects = [o for o in listing.objects if len(o.key.rsplit("/", 1)[1]) == 64]
     # Objects before writes before manifests: whatever a copied key reaches is
     # already in place when it appears.
-    for group_keys in (listing.objects, listing.writes):
+    for group_keys in (objects, writes):
         plain = [o.key for o in group_keys]
         for start in range(0, len(plain), LIST_READ_AHEAD * 2):
             group = plain[start : start + LIST_READ_AHEAD * 2]
@@ -292,7 +300,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
     yield from run_batch(
         *(Put(k, b"") for r in run_ids for k in keys.run_markers(target_thread_id, r))
     )
-    for k in oldest_first(listing.manifests):
+    for k in oldest_first(o for o in listing.manifests if o.key not in ended):
         body = yield from run_one(Get(k))
         if body is None:
             continue  # deleted since it was listed

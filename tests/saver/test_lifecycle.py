@@ -336,3 +336,40 @@ def test_verify_and_prune_clear_a_stopped_delete_beside_a_new_conversation(
         # In clear they are unreferenced objects, marked for the next sweep.
         assert all(len(n) != 96 for n in names)
         assert operator.verify().ok
+
+
+def test_a_copy_takes_the_conversation_in_force_and_leaves_the_late_writes(
+    backend: Backend,
+) -> None:
+    with ObjectStoreSaver(backend.store()) as b:
+        old = _conversation(b, "t", "old", 2)
+        ObjectStoreSaver(backend.store()).delete_thread("t")
+        new = _conversation(ObjectStoreSaver(backend.store()), "t", "new", 2)
+        _turn(b, "t", old[-1], [HumanMessage("late")], 7)  # newer than every new one
+    with ObjectStoreSaver(backend.store()) as operator:
+        operator.copy_thread("t", "u")
+        head = operator.get_tuple(_cfg("u"))
+        assert head is not None and head.config["configurable"]["checkpoint_id"] == new[-1]
+        copied = [t.config["configurable"]["checkpoint_id"] for t in operator.list(_cfg("u"))]
+        assert copied == list(reversed(new))
+    assert not [k for k in all_keys(backend.store(), "threads/_u/") if "/-" in k]
+
+
+def test_a_copy_of_a_thread_a_stopped_delete_left_behind_copies_what_is_in_force(
+    backend: Backend,
+) -> None:
+    with ObjectStoreSaver(backend.store()) as old:
+        _conversation(old, "t", "old", 2, HUGE)
+    sweep_fails = FailWhere(lambda r: r.op == "delete" and r.key.startswith("threads/"))
+    with (
+        ObjectStoreSaver(FaultyStore(backend.store(), sweep_fails)) as a,
+        pytest.raises(InjectedFaultError),
+    ):
+        a.delete_thread("t")
+    with ObjectStoreSaver(backend.store()) as w:
+        new = _conversation(w, "t", "new", 1)
+        w.copy_thread("t", "u")
+        head = w.get_tuple(_cfg("u"))
+        assert head is not None and head.config["configurable"]["checkpoint_id"] == new[-1]
+        assert [t.config["configurable"]["checkpoint_id"] for t in w.list(_cfg("u"))] == new
+        assert w.verify("u").ok
