@@ -20,6 +20,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
+from objstore_saver.driver import Driver
+from objstore_saver.plans.requests import list_all
 
 
 def run(checkpoints: int) -> dict[str, Any]:
@@ -53,14 +55,11 @@ def run(checkpoints: int) -> dict[str, Any]:
 
 
 def _keys(store: LocalStore) -> list[str]:
-    out: list[str] = []
-    after = None
-    while True:
-        page = store.list("threads/", start_after=after)
-        out += [o.key for o in page.objects]
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
+    driver = Driver(store)
+    try:
+        return driver.run(list_all("threads/"))
+    finally:
+        driver.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,8 @@ and once encrypted (a random local master key; the environment plays no part):
 It prints requests by kind and bytes sent for each phase and mode, the bytes
 stored, and what encryption adds: at a namespace's first write its key
 object's create-only PUT, one key object GET per namespace in a cold
-process, the same requests otherwise, and about 50 bytes an object. Counts, not timings: the same on every machine.
+process, the same requests otherwise, and about 50 bytes an object.
+Counts, not timings: the same on every machine.
 """
 
 from __future__ import annotations
