@@ -299,12 +299,6 @@ class EpochCache:
             self._checkpoints[key] = epoch
             _touched(self._checkpoints, key, self.max_items)
 
-    def forget_thread(self, thread_id: str) -> None:
-        """Forget what is known of the thread's checkpoints (its epoch stays: it only grows)."""
-        with self._lock:
-            for key in [k for k in self._checkpoints if k[0] == thread_id]:
-                del self._checkpoints[key]
-
 
 class BoundedSet:
     """A thread-safe set of strings that forgets its oldest members past a bound."""

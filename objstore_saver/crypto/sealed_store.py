@@ -116,7 +116,7 @@ class _Route:
         where = _thread_of(key)
         if where is None:
             return _namespace_route(key)
-        if where[2].startswith(_RUNS) or _is_tombstone(where[2]):
+        if where[2].startswith(_RUNS) or keys.is_tombstone_key(key):
             return None
         pfx, token, rest = where
         return cls(pfx, token, rest, _address(rest))
@@ -136,13 +136,6 @@ class _Route:
         if self.digest is not None:
             return sealing.open_object(thread, self.digest, data, stored)
         return sealing.open_keyed(thread, self.rest, data, stored)
-
-
-def _is_tombstone(rest: str) -> bool:
-    """Whether ``checkpoints/<N>/<name>`` is a tombstone: in clear, it holds only an epoch."""
-    area, _, tail = rest.partition("/")
-    name = tail.partition("/")[2]
-    return area == "checkpoints" and name.startswith(keys.TOMBSTONE_MARK) and "/" not in name
 
 
 def _namespace_route(key: str) -> _Route | None:
@@ -236,11 +229,9 @@ class SealingStore(StoreWrapper):
     def _learn(self, listed: Iterable[str]) -> None:
         """Learn the epochs the tombstones among keys listed or stored begin."""
         for key in listed:
-            where = _thread_of(key)
-            if where is not None and _is_tombstone(where[2]):
-                epoch = keys.tombstone_epoch(where[2].rsplit("/", 1)[1])
-                if epoch is not None:
-                    self.saw_epoch(where[1], epoch)
+            epoch = keys.tombstone_epoch_of(key)
+            if epoch is not None:
+                self.saw_epoch(keys.split_thread_key(key)[0][len(keys.THREADS) : -1], epoch)
 
     def _key(self, scope: str, create: bool) -> ThreadKey | None:
         """A thread's or store namespace's key; None: no key object, and ``create`` is false.
@@ -303,11 +294,9 @@ class SealingStore(StoreWrapper):
     def _put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> _Request:
         route = _Route.of(key)
         if route is None:
-            where = _thread_of(key)
-            if where is not None and _is_tombstone(where[2]):
-                # A delete begins a new epoch: what this process writes next
-                # there is sealed with that epoch's key.
-                self._learn([key])
+            # A tombstone (in clear: it holds only an epoch) begins a new epoch:
+            # what this process writes there next is sealed with that epoch's key.
+            self._learn([key])
             return (yield ("call", "put", (key, data, mode), {}))
         thread = yield ("key", self._writing_scope(route), True)
         body = route.seal(thread, data)

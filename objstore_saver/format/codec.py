@@ -197,15 +197,6 @@ def encode_tombstone(*, thread_id: str, epoch: int) -> bytes:
     )
 
 
-def decode_tombstone(data: bytes, key: str) -> int:
-    """The epoch a tombstone begins (spec §4.11), checked against its key."""
-    obj = unpack_object(data, key, "tombstone", versions=CHECKPOINT_VERSIONS)
-    epoch = _epoch(obj.get("n"), key, "n")
-    if epoch < 1 or keys.tombstone_epoch(key.rsplit("/", 1)[1]) != epoch:
-        raise CorruptObjectError(key, f"tombstone of epoch {epoch} does not match its key")
-    return epoch
-
-
 def _epoch(raw: object, key: str, name: str) -> int:
     if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= keys.MAX_EPOCH:
         raise CorruptObjectError(key, f"field {name!r} is not an epoch (0..{keys.MAX_EPOCH})")

@@ -170,15 +170,17 @@ def tombstone_epoch(segment: str) -> int | None:
     return epoch if epoch >= 1 else None
 
 
+def tombstone_epoch_of(key: str) -> int | None:
+    """The epoch the tombstone ``threads/<T>/checkpoints/<N>/-<D>`` begins; None for another key."""
+    parts = key.split("/")
+    if len(parts) != 5 or parts[0] + "/" != THREADS or parts[2] != "checkpoints":
+        return None
+    return tombstone_epoch(parts[4])
+
+
 def is_tombstone_key(key: str) -> bool:
     """Whether ``key`` is a tombstone ``threads/<T>/checkpoints/<N>/-<D>`` (spec §3.4)."""
-    parts = key.split("/")
-    return (
-        len(parts) == 5
-        and parts[0] + "/" == THREADS
-        and parts[2] == "checkpoints"
-        and tombstone_epoch(parts[4]) is not None
-    )
+    return tombstone_epoch_of(key) is not None
 
 
 def reversed_id_of(rest: str) -> str:

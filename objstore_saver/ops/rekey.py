@@ -62,7 +62,6 @@ from objstore_saver.ops.fanout import (
 )
 from objstore_saver.ops.job_cursor import Cursor, cursor_key
 from objstore_saver.ops.sharding import ALL, Shard
-from objstore_saver.plans.epochs import tombstone_of
 from objstore_saver.storage.base import MAX_LIST_PAGE, ObjectInfo, ObjectStore, PutMode, in_thread
 from objstore_saver.storage.urls import store_from_url
 
@@ -161,7 +160,7 @@ class _Job:
         page = await self.data.alist(
             f"{keys.THREADS}{token}/checkpoints/{root}/{keys.TOMBSTONE_MARK}", limit=1
         )
-        ended = [e for o in page.objects if (e := tombstone_of(o.key)) is not None]
+        ended = [e for o in page.objects if (e := keys.tombstone_epoch_of(o.key)) is not None]
         if not ended or ended[0] <= epoch:
             return False
         await self.key_store.adelete([key])

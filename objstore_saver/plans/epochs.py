@@ -62,16 +62,10 @@ def tombstones_in(page: ListPage, ended: Ended) -> Ended:
 def tombstones_among(infos: list[ObjectInfo], ended: Ended) -> Ended:
     """``ended`` raised by the tombstones among listed keys, of any namespaces."""
     for info in infos:
-        epoch = tombstone_of(info.key)
+        epoch = keys.tombstone_epoch_of(info.key)
         if epoch is not None and epoch > ended.epoch:
             ended = Ended(epoch, info.last_modified)
     return ended
-
-
-def tombstone_of(key: str) -> int | None:
-    """The epoch a tombstone key begins; None for any other key."""
-    seg = key.rsplit("/", 1)[1]
-    return keys.tombstone_epoch(seg) if seg.startswith(keys.TOMBSTONE_MARK) else None
 
 
 def lineage_epoch(

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
-from objstore_saver.plans.epochs import Ended, tombstone_of, tombstones_in
+from objstore_saver.plans.epochs import Ended, tombstones_in
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
@@ -233,8 +233,8 @@ def _read_head(
     if body is None:
         return None  # deleted since it was listed
     manifest = decode_checked_manifest(body, head.manifest_key)
-    scope_ns = manifest.checkpoint_ns
-    ctx.epochs.saw_checkpoint(manifest.thread_id, scope_ns, manifest.checkpoint_id, manifest.epoch)
+    m = manifest
+    ctx.epochs.saw_checkpoint(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.epoch)
     if not ended.live(manifest):
         return _ENDED
     fetched = dict(zip(head.write_keys, bodies[1:], strict=True))
@@ -355,7 +355,8 @@ def list_checkpoints(
         thread_id = keys.untoken(keys.split_thread_key(prefix)[0][len(keys.THREADS) : -1])
         known = ctx.epochs.of_thread(thread_id) if thread_id is not None else None
         current = max(
-            [known or 0] + [e for k in tombstones + listed if (e := tombstone_of(k)) is not None]
+            [known or 0]
+            + [e for k in tombstones + listed if (e := keys.tombstone_epoch_of(k)) is not None]
         )
         candidates = []
         for k in checkpoint_manifests(listed):

@@ -58,7 +58,7 @@ class ThreadListing:
     @property
     def epoch(self) -> int:
         """The thread's epoch as its tombstones show it: the greatest begun, 0 if none."""
-        return max((_tombstone_epoch(o.key) for o in self.tombstones), default=0)
+        return max(((keys.tombstone_epoch_of(o.key) or 0) for o in self.tombstones), default=0)
 
     @property
     def namespaces(self) -> list[str]:
@@ -128,10 +128,6 @@ class ThreadListing:
             + self.tombstones
             + self.unknown
         )
-
-
-def _tombstone_epoch(key: str) -> int:
-    return keys.parse_checkpoint_key(key).epoch
 
 
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
@@ -253,7 +249,7 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests,
     # with the tombstones this one supersedes.
-    older = [o.key for o in listing.tombstones if _tombstone_epoch(o.key) < epoch]
+    older = [o.key for o in listing.tombstones if (keys.tombstone_epoch_of(o.key) or 0) < epoch]
     yield from run_batch(
         *_deletes([o.key for o in listing.writes]),
         *_deletes([o.key for o in listing.objects]),
