@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from objstore_saver.crypto import sealing
+from objstore_saver.crypto.key_versions import KeyVersions
 from objstore_saver.crypto.master_keys import MasterKey
 from objstore_saver.crypto.names import (
     EPOCH_MARK,
@@ -188,6 +189,8 @@ class SealingStore(StoreWrapper):
         #: What this layer adds to the requests above it: its key objects'
         #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
         self.counters = Counters()
+        #: Every version of a destroyed key object goes too, where the key store keeps them.
+        self._versions = KeyVersions(self._key_store, self.counters)
 
     # --- keys of threads and of store namespaces ------------------------------------
 
@@ -473,6 +476,7 @@ class SealingStore(StoreWrapper):
         page = self._key_store.list(listing.prefix)
         self.counters.record([listing], [page])
         self._key_store.delete(self._shredded(token, below, page))
+        self._versions.destroy(*self._versions_of(token, below))
 
     async def ashred(self, thread_prefix: str, below: int) -> None:
         """Coroutine twin of :meth:`shred`."""
@@ -481,6 +485,22 @@ class SealingStore(StoreWrapper):
         page = await self._key_store.alist(listing.prefix)
         self.counters.record([listing], [page])
         await self._key_store.adelete(self._shredded(token, below, page))
+        await in_thread(self._versions.destroy, *self._versions_of(token, below))
+
+    @property
+    def key_versions(self) -> KeyVersions:
+        """The versions of key objects, in a key store that keeps them (``verify``, ``prune``)."""
+        return self._versions
+
+    @staticmethod
+    def _versions_of(token: str, below: int) -> tuple[str, Callable[[str], bool], str]:
+        """What :meth:`KeyVersions.destroy` needs to destroy the epochs below ``below``."""
+
+        def doomed(scope: str) -> bool:
+            owner, epoch = split_scope(scope)
+            return owner == token and epoch < below
+
+        return key_object_key(token), doomed, scope_owner(token)
 
     def _shredded(self, token: str, below: int, page: ListPage) -> list[str]:
         """The key objects a shred deletes, forgotten here first."""

@@ -39,6 +39,7 @@ from objstore_saver.ops.fanout import (
     for_each_thread,
 )
 from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.storage.base import in_thread, sealing_layer
 from objstore_saver.verify import VerifyReport, verify_store, verify_thread
 
 #: Defaults of the daily retention job (docs/runbooks.md).
@@ -185,6 +186,13 @@ async def aprune(
         finally:
             driver.close()
             await coalesced.aclose()  # nothing stays queued when the job ends
+        # Versions left of destroyed key objects (a key store that keeps
+        # versions): counted, and deleted with --apply, by shard 0 only.
+        key_versions = (
+            await _key_versions(saver.store, apply)
+            if not thread_ids and shard.index == 0 and not run.cancelled
+            else {}
+        )
         rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         totals: dict[str, int] = {}
         for row in rows:
@@ -202,6 +210,7 @@ async def aprune(
             "cancelled": run.cancelled,
             "shard": str(shard),
             "threads_idle": [r["thread_id"] for r in rows if r.get("idle")],
+            **key_versions,
             "totals": totals,
             "threads": rows,
             "run": run.to_dict(),
@@ -257,12 +266,27 @@ async def averify(
         # The long-term store's objects (spec §8) are checked once: by shard 0.
         if thread_id is None and shard.index == 0 and not run.cancelled:
             await driver.arun(verify_store(report, round(time.time() * 1e6)))
+        key_versions = (
+            await _key_versions(store, apply=False)
+            if thread_id is None and shard.index == 0 and not run.cancelled
+            else {}
+        )
     out = report.to_dict()
+    out.update(key_versions)
     out.update(store=store.location, shard=str(shard), cancelled=run.cancelled, run=run.to_dict())
     return out
 
 
 verify = blocking(averify)
+
+
+async def _key_versions(store: Any, apply: bool) -> dict[str, Any]:
+    """The key store's versioning state and the versions left of destroyed key
+    objects (deleted with ``apply``); nothing when the store does not encrypt."""
+    layer = sealing_layer(store)
+    if layer is None:
+        return {}
+    return dict(await in_thread(layer.key_versions.sweep_retained, apply))
 
 
 def _holdings(listing: plans.ThreadListing) -> dict[str, int]:

@@ -110,19 +110,43 @@ class S3Endpoint:
         raise ValueError(f"unknown S3 transport {transport!r} in a test: {S3_TRANSPORTS}")
 
     @contextlib.contextmanager
-    def new_bucket(self, name: str = "test") -> Iterator[str]:
-        """A new bucket ``<name>-<random>``; emptied and removed afterwards."""
+    def new_bucket(
+        self, name: str = "test", *, versioned: bool = False, object_lock: bool = False
+    ) -> Iterator[str]:
+        """A new bucket ``<name>-<random>``; emptied and removed afterwards.
+
+        ``versioned`` turns versioning on; ``object_lock`` creates the bucket
+        with Object Lock (which turns versioning on). Every version goes at
+        the end, locked ones too (governance mode, bypassed).
+        """
         client = self.client()
         bucket = f"{name}-{uuid.uuid4().hex[:12]}"
-        if self.region == "us-east-1":
-            client.create_bucket(Bucket=bucket)
-        else:
-            client.create_bucket(
-                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": self.region}
+        args: dict[str, Any] = {"Bucket": bucket}
+        if self.region != "us-east-1":
+            args["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
+        if object_lock:
+            args["ObjectLockEnabledForBucket"] = True
+        client.create_bucket(**args)
+        if versioned and not object_lock:
+            client.put_bucket_versioning(
+                Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}
             )
         try:
             yield bucket
         finally:
+            if versioned or object_lock:
+                pages = client.get_paginator("list_object_versions").paginate(Bucket=bucket)
+                for page in pages:
+                    doomed = [
+                        {"Key": v["Key"], "VersionId": v["VersionId"]}
+                        for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+                    ]
+                    if doomed:
+                        client.delete_objects(
+                            Bucket=bucket,
+                            Delete={"Objects": doomed, "Quiet": True},
+                            BypassGovernanceRetention=True,
+                        )
             for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
                 keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
                 if keys:

@@ -45,6 +45,7 @@ from objstore_saver.storage.s3.boto3_client import (
     build_client,
     send_puts_without_waiting,
 )
+from objstore_saver.storage.s3.boto3_versions import Boto3Versions
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
     answer_error,
@@ -86,7 +87,7 @@ def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
 
 
-class S3Store(ThreadedAsync):
+class S3Store(ThreadedAsync, Boto3Versions):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket.
 
     Keys given to the store are relative to ``prefix``; listings return them

@@ -27,6 +27,7 @@ from objstore_saver.storage.base import (
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
+from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
 from objstore_saver.storage.s3.endpoints import (
     addressing_style as configured_style,
@@ -56,6 +57,7 @@ from objstore_saver.storage.s3.settings import (
     positive_seconds,
 )
 from objstore_saver.storage.s3.sigv4 import Signer
+from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Retention
 
 #: Default of ``max_connections``: open connections per pool.
 DEFAULT_MAX_CONNECTIONS = 64
@@ -529,3 +531,30 @@ class LeanS3Store:
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine of :meth:`delete`."""
         await self._arun(lambda: self._protocol.delete(keys))
+
+    # --- object versions (storage/versions.py) ----------------------------------------------
+
+    def retention(self) -> Retention:
+        """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and
+        ``GetObjectLockConfiguration`` when versioning was ever on)."""
+        return self._run(lambda: version_requests.retention(self._protocol))
+
+    def versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker under ``prefix`` (``ListObjectVersions``)."""
+        return self._run(lambda: version_requests.versions(self._protocol, prefix))
+
+    def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
+        """Delete these versions for good; return those the bucket refused (Object Lock)."""
+        return self._run(lambda: version_requests.delete_versions(self._protocol, versions))
+
+    async def aretention(self) -> Retention:
+        """Coroutine of :meth:`retention`."""
+        return await self._arun(lambda: version_requests.retention(self._protocol))
+
+    async def aversions(self, prefix: str) -> list[ObjectVersion]:
+        """Coroutine of :meth:`versions`."""
+        return await self._arun(lambda: version_requests.versions(self._protocol, prefix))
+
+    async def adelete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
+        """Coroutine of :meth:`delete_versions`."""
+        return await self._arun(lambda: version_requests.delete_versions(self._protocol, versions))

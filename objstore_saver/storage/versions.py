@@ -1,0 +1,162 @@
+"""Object versions of a bucket that keeps them (S3 versioning, Object Lock).
+
+Content a DELETE removes stays in a versioned bucket as a noncurrent
+version. Destroying a thread's key object there means deleting every
+version of it (docs/encryption.md, "Shredding"): the S3 stores offer the
+requests below; the local directory store keeps no versions and does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from objstore_saver.storage.base import MAX_LIST_PAGE, StorageError, StoreWrapper
+
+#: Versions one ``ListObjectVersions`` page holds at most (read at each request).
+PAGE_SIZE = MAX_LIST_PAGE
+
+
+def pages_of(versions: int) -> int:
+    """The ``ListObjectVersions`` requests that listed this many versions (at least one)."""
+    return max(1, -(-versions // PAGE_SIZE))
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What a bucket keeps of deleted and overwritten objects.
+
+    Args:
+        versioning: ``Enabled``, ``Suspended`` or ``""`` (never enabled).
+        object_lock: Object Lock is configured: versions may be undeletable
+            until their retention ends.
+    """
+
+    versioning: str
+    object_lock: bool
+
+    @property
+    def keeps_versions(self) -> bool:
+        """A DELETE leaves the object's earlier versions (versioning on, or suspended)."""
+        return bool(self.versioning)
+
+    def describe(self) -> str:
+        """``versioning Enabled, Object Lock on`` and the like."""
+        versioning = f"versioning {self.versioning}" if self.versioning else "versioning off"
+        return f"{versioning}, Object Lock {'on' if self.object_lock else 'off'}"
+
+
+#: A bucket that keeps nothing a DELETE removed (and the local directory store).
+NO_RETENTION = Retention(versioning="", object_lock=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One version of a key (relative to the store's prefix), or a delete marker."""
+
+    key: str
+    version_id: str
+    delete_marker: bool
+    latest: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedVersion:
+    """A version the bucket would not delete: its code and message (Object Lock: AccessDenied)."""
+
+    version: ObjectVersion
+    code: str
+    message: str
+
+
+@runtime_checkable
+class VersionedStore(Protocol):
+    """The requests on object versions an S3 store offers (blocking and coroutines)."""
+
+    def retention(self) -> Retention:
+        """The bucket's versioning and Object Lock state (one or two GETs)."""
+        ...
+
+    def versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker of the keys under ``prefix`` (every page)."""
+        ...
+
+    def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
+        """Delete these versions for good; return those the bucket refused."""
+        ...
+
+    async def aretention(self) -> Retention: ...
+
+    async def aversions(self, prefix: str) -> list[ObjectVersion]: ...
+
+    async def adelete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]: ...
+
+
+def versioned_layer(store: object) -> VersionedStore | None:
+    """The outermost layer of ``store`` offering object versions, when a store it
+    wraps (an S3 store) keeps them; None over a local directory.
+
+    A wrapper may offer them only by forwarding (a meter): it counts as a
+    versioned layer only above a store that is one itself.
+    """
+    outermost: VersionedStore | None = None
+    layer = store
+    while True:
+        if isinstance(layer, VersionedStore) and outermost is None:
+            outermost = layer
+        if not isinstance(layer, StoreWrapper):
+            return outermost if isinstance(layer, VersionedStore) else None
+        layer = layer.inner
+
+
+def destruction_order(
+    versions: Sequence[ObjectVersion],
+) -> tuple[list[ObjectVersion], list[ObjectVersion]]:
+    """The versions of destroyed keys to delete: data versions first, then delete markers.
+
+    A key's delete marker hides its older versions: deleting the marker
+    before them would make the newest of them current again, so the
+    markers of a key go only in a second request, once every data version
+    of that key is gone (the caller drops the markers of keys whose data
+    versions were refused).
+    """
+    data = [v for v in versions if not v.delete_marker]
+    markers = [v for v in versions if v.delete_marker]
+    return data, markers
+
+
+def markers_to_delete(
+    markers: Sequence[ObjectVersion], refused: Sequence[RefusedVersion]
+) -> list[ObjectVersion]:
+    """The delete markers whose keys lost every data version (none was refused)."""
+    kept = {r.version.key for r in refused}
+    return [m for m in markers if m.key not in kept]
+
+
+def refused_of(
+    batch: Sequence[ObjectVersion], full_key: Callable[[str], str], errors: Sequence[Any]
+) -> list[RefusedVersion]:
+    """The versions of ``batch`` a ``DeleteObjects`` answer's ``errors`` refused.
+
+    Each error is ``(full key, version id, code, message)``. Some servers
+    (moto) leave the version id out: the error then stands for the key's
+    next version of the batch not yet matched.
+
+    Raises:
+        StorageError: an error names a version the batch does not hold.
+    """
+    unmatched = {(full_key(v.key), v.version_id): v for v in batch}
+    refused: list[RefusedVersion] = []
+    for key, version_id, code, message in errors:
+        version = unmatched.pop((key, version_id), None)
+        if version is None and not version_id:
+            same_key = [k for k in unmatched if k[0] == key]
+            version = unmatched.pop(same_key[0]) if same_key else None
+        if version is None:
+            raise StorageError(
+                f"S3 delete of versions: the answer names key {key!r} version "
+                f"{version_id!r}, which the request did not hold ({code}: {message})"
+            )
+        refused.append(RefusedVersion(version, code, message))
+    return refused
