@@ -18,7 +18,7 @@ import binascii
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from objstore_saver.crypto.names import SEALED_NAME_LEN, split_scope
+from objstore_saver.crypto.names import SEALED_NAME_LEN, scope_owner, split_scope
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec
@@ -46,10 +46,13 @@ def opened_name(thread: ThreadKey, name: str) -> bytes | None:
         return None
 
 
-def _envelope(ciphertext: bytes, epoch: int) -> bytes:
-    fields = {"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM, "c": ciphertext}
+def _envelope(ciphertext: bytes, thread: ThreadKey) -> bytes:
+    fields: dict[str, object] = {"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM}
+    fields["i"] = thread.key_id
+    epoch = split_scope(thread.thread_id)[1]
     if epoch:
         fields["e"] = epoch
+    fields["c"] = ciphertext
     return codec.pack_object(fields)
 
 
@@ -98,7 +101,20 @@ def _envelope_fields(data: bytes, key: str) -> dict[str, object]:
     return obj
 
 
-def _opened(siv: AESSIV, ad: list[bytes], data: bytes, key: str, bound_to: str) -> bytes:
+def _opened(
+    thread: ThreadKey, siv: AESSIV, ad: list[bytes], data: bytes, key: str, bound_to: str
+) -> bytes:
+    fields = _envelope_fields(data, key)
+    sealed_by = fields.get("i")  # absent in envelopes sealed before it was named
+    if sealed_by is not None and sealed_by != thread.key_id:
+        shown = sealed_by.hex() if isinstance(sealed_by, bytes) else repr(sealed_by)[:40]
+        raise CorruptObjectError(
+            key,
+            f"does not open with the key of {scope_owner(thread.thread_id)}: it was sealed "
+            f"with data key {shown}, its key object holds data key {thread.key_id.hex()} "
+            "(moved from another thread or namespace, or objects under two keys: a key "
+            "object replaced, or objects restored from another copy)",
+        )
     try:
         return siv.decrypt(_ciphertext(data, key), ad)
     except InvalidTag as exc:
@@ -120,7 +136,7 @@ def _keyed_ad(thread: ThreadKey, name: str) -> list[bytes]:
 def seal_object(thread: ThreadKey, digest: bytes, plaintext: bytes) -> bytes:
     """The stored bytes of a content object whose address is ``digest``."""
     sealed = thread.object_siv.encrypt(plaintext, _object_ad(thread, digest))
-    return _envelope(sealed, split_scope(thread.thread_id)[1])
+    return _envelope(sealed, thread)
 
 
 def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> bytes:
@@ -130,13 +146,15 @@ def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> byte
         CorruptObjectError: not sealed, sealed for another thread or address,
             or altered (named by ``key``).
     """
-    return _opened(thread.object_siv, _object_ad(thread, digest), data, key, "at this address")
+    return _opened(
+        thread, thread.object_siv, _object_ad(thread, digest), data, key, "at this address"
+    )
 
 
 def seal_keyed(thread: ThreadKey, name: str, plaintext: bytes) -> bytes:
     """The stored bytes of a keyed object (manifest, write) at ``name``, its key in the thread."""
     sealed = thread.keyed_siv.encrypt(plaintext, _keyed_ad(thread, name))
-    return _envelope(sealed, split_scope(thread.thread_id)[1])
+    return _envelope(sealed, thread)
 
 
 def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
@@ -146,4 +164,4 @@ def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
         CorruptObjectError: not sealed, or sealed for another key or thread, or
             altered (named by ``key``).
     """
-    return _opened(thread.keyed_siv, _keyed_ad(thread, name), data, key, "under this name")
+    return _opened(thread, thread.keyed_siv, _keyed_ad(thread, name), data, key, "under this name")

@@ -24,6 +24,8 @@ from objstore_saver.format import codec
 
 #: Bytes of a thread data key.
 DATA_KEY_LEN = 32
+#: Bytes of the id an envelope names its data key by.
+KEY_ID_LEN = 8
 #: Format version of key objects.
 KEY_OBJECT_VERSION = 1
 
@@ -48,6 +50,8 @@ class ThreadKey:
         name_key: AES-256-SIV key of content objects' stored names.
         object_key: AES-256-SIV key of content objects.
         keyed_key: AES-256-SIV key of manifests, writes and other keyed objects.
+        key_id: 8 bytes naming the data key in every envelope it seals (an
+            HKDF output of its own: it reveals nothing of the other keys).
     """
 
     thread_id: str
@@ -55,6 +59,7 @@ class ThreadKey:
     name_key: bytes = field(init=False, repr=False)
     object_key: bytes = field(init=False, repr=False)
     keyed_key: bytes = field(init=False, repr=False)
+    key_id: bytes = field(init=False, compare=False)
     #: The ciphers of those keys, made once (AES-SIV objects are reusable).
     name_siv: AESSIV = field(init=False, repr=False, compare=False)
     object_siv: AESSIV = field(init=False, repr=False, compare=False)
@@ -67,6 +72,9 @@ class ThreadKey:
             key = _derive(self.data_key, self.thread_id, purpose, 64)
             object.__setattr__(self, name + "_key", key)
             object.__setattr__(self, name + "_siv", AESSIV(key))
+        object.__setattr__(
+            self, "key_id", _derive(self.data_key, self.thread_id, b"id", KEY_ID_LEN)
+        )
 
 
 def new_thread_key(thread_id: str) -> ThreadKey:

@@ -28,6 +28,7 @@ from objstore_saver import ObjectStoreSaver
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import KmsMasterKey, LocalMasterKey
 from objstore_saver.crypto.sealed_store import key_object_key
+from objstore_saver.crypto.thread_keys import ThreadKey, open_key_object
 from objstore_saver.errors import (
     ConfigurationError,
     CorruptObjectError,
@@ -237,6 +238,34 @@ def test_a_plain_object_in_an_encrypted_thread_is_refused(tmp_path: Any) -> None
         with pytest.raises(ThreadKeyMissingError) as info:
             fresh.get_tuple(_cfg("t2"))
         assert info.value.thread_id == "t2" and info.value.key == "keys/threads/_t2"
+
+
+def test_objects_under_two_keys_fail_naming_both(tmp_path: Any) -> None:
+    """A thread whose key object was replaced holds objects under two data keys:
+    reading an object of the first fails naming both keys, never as a value."""
+    raw = LocalStore(tmp_path / "s")
+    settings = _settings()
+    with ObjectStoreSaver(raw, client_encryption=settings) as saver:
+        first = _put_value(saver, "t1", "under the first key")
+    first_key = raw.get(key_object_key("_t1"))
+    raw.delete([key_object_key("_t1")])  # replaced: a new key comes with the next write
+    with ObjectStoreSaver(raw, client_encryption=settings) as other:
+        _put_value(other, "t1", "under the second key")
+        second_key = raw.get(key_object_key("_t1"))
+        assert second_key != first_key
+        with pytest.raises(CorruptObjectError) as info:
+            other.get_tuple(first)
+    ids = [
+        ThreadKey("_t1", k).key_id.hex()
+        for k in (
+            open_key_object(first_key, key_object_key("_t1"), "_t1", settings.master_keys).data_key,
+            open_key_object(
+                second_key, key_object_key("_t1"), "_t1", settings.master_keys
+            ).data_key,
+        )
+    ]
+    message = str(info.value)
+    assert "two keys" in message and all(i in message for i in ids), message
 
 
 def test_without_the_key_or_with_another_reads_fail_naming_the_thread(tmp_path: Any) -> None:
