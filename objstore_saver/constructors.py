@@ -5,12 +5,19 @@
 ``from_bucket``, ``from_client``, ``from_directory``, ``from_store``) and the
 same lifetime (``close`` and the sync/async context managers). Each class's
 ``__init__`` takes the :class:`~objstore_saver.storage.ObjectStore` first and
-its own options as keywords, which the constructors pass through.
+its own options as keywords, which the constructors pass through; ``from_url``
+and ``from_bucket`` also take the S3 store's options
+(:data:`~objstore_saver.storage.s3.choice.S3_OPTIONS`) and hand those to the
+store. An option neither takes is a ``TypeError`` naming the constructor, the
+option and what it accepts.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
+from collections.abc import Collection
 from types import TracebackType
 from typing import Any, Self
 
@@ -18,8 +25,71 @@ from objstore_saver.driver import Driver
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import S3Encryption, S3Store
-from objstore_saver.storage.s3.choice import open_s3_store
+from objstore_saver.storage.s3.choice import S3_OPTIONS, open_s3_store
 from objstore_saver.storage.urls import store_from_url
+
+
+def _own_options(cls: type) -> frozenset[str] | None:
+    """The keyword options of ``cls.__init__`` after the store; ``None`` when it takes any."""
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[2:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
+def _split_options(
+    cls: type,
+    constructor: str,
+    options: dict[str, Any],
+    *,
+    takes: Collection[str] = (),
+    store_options: Collection[str] = (),
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` as ``(the store's, the class's)``.
+
+    Args:
+        cls: The class being built.
+        constructor: The constructor's name, as the error names it.
+        options: The keyword arguments the constructor did not name itself.
+        takes: The constructor's own keyword parameters (for the error).
+        store_options: The options it hands to the store.
+
+    Raises:
+        TypeError: an option neither the store nor the class takes; the
+            message names the constructor and the option and lists what it
+            accepts.
+    """
+    own = _own_options(cls)
+    store: dict[str, Any] = {}
+    mine: dict[str, Any] = {}
+    unknown: list[str] = []
+    for name, value in options.items():
+        if name in store_options:
+            store[name] = value
+        elif own is None or name in own:
+            mine[name] = value
+        else:
+            unknown.append(name)
+    if unknown:
+        groups = [f"{cls.__name__} options: {', '.join(sorted(own or ()))}"]
+        if store_options:
+            groups.insert(0, f"S3 store options: {', '.join(sorted(store_options))}")
+        if takes:
+            groups.insert(0, ", ".join(takes))
+        known = [*takes, *store_options, *(own or ())]
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1)
+            if name in S3_OPTIONS:
+                hints.append(f"{name!r} is an S3 store option, which from_url and from_bucket take")
+            elif close:
+                hints.append(f"did you mean {close[0]!r}?")
+        raise TypeError(
+            f"{cls.__name__}.{constructor}() got an unexpected option "
+            f"{', '.join(map(repr, unknown))}{''.join(f' ({hint})' for hint in hints)}; "
+            f"it accepts {'; '.join(groups)}"
+        )
+    return store, mine
 
 
 class OnObjectStore:
@@ -30,7 +100,8 @@ class OnObjectStore:
     @classmethod
     def from_store(cls, store: ObjectStore, **kwargs: Any) -> Self:
         """An instance on any :class:`~objstore_saver.storage.ObjectStore`."""
-        return cls(store, **kwargs)
+        _, options = _split_options(cls, "from_store", kwargs)
+        return cls(store, **options)
 
     @classmethod
     def from_bucket(
@@ -38,51 +109,47 @@ class OnObjectStore:
         bucket: str,
         prefix: str = "",
         *,
-        endpoint_url: str | None = None,
-        region_name: str | None = None,
-        max_attempts: int | None = None,
-        retry_mode: str | None = None,
-        connect_timeout: float | None = None,
-        read_timeout: float | None = None,
-        encryption: S3Encryption | None = None,
         transport: str = "lean",
+        check: bool = True,
         **kwargs: Any,
     ) -> Self:
-        """An instance on an S3 bucket; credentials come from boto3's usual chain.
+        """An instance on an S3 bucket, checked at construction; credentials from boto3's chain.
 
         Args:
             bucket: Bucket name.
             prefix: Key prefix of every object written.
-            endpoint_url: S3-compatible endpoint (MinIO, Ceph RGW...).
-            region_name: Region of the bucket.
-            max_attempts: Attempts per request, the first included.
-            retry_mode: botocore's ``standard`` or ``adaptive`` (``boto3``
-                transport only; the lean transport retries like ``standard``).
-            connect_timeout: Seconds to wait for a connection.
-            read_timeout: Seconds to wait for data on a connection.
-            encryption: SSE-S3, SSE-KMS or SSE-C for every object.
             transport: ``"lean"`` (:class:`~objstore_saver.storage.LeanS3Store`,
                 native async, the default) or ``"boto3"``
                 (:class:`~objstore_saver.storage.S3Store`).
-            **kwargs: Options of the class (the saver's ``serde``, the store's
-                ``index``, ``max_workers``...).
+            check: Send one ``HeadBucket`` now, so a missing bucket, denied
+                access, wrong region or unreachable endpoint fails here;
+                ``False`` skips it.
+            **kwargs: Options of the transport's store (``endpoint_url``,
+                ``region_name``, ``max_attempts``, ``connect_timeout``,
+                ``read_timeout``, ``proxies``, ``encryption``...: the
+                arguments of :class:`~objstore_saver.storage.LeanS3Store` or
+                :class:`~objstore_saver.storage.S3Store`; ``retry_mode`` is
+                boto3's) and of the class (the saver's ``serde``, the
+                store's ``index``, ``max_workers``...).
 
         Raises:
-            ValueError: an unknown transport, or ``retry_mode`` with the lean one.
+            TypeError: an option neither the store nor the class takes.
+            ValueError: an unknown transport, ``retry_mode`` with the lean
+                one, or an option of one transport with the other.
+            StoreUnavailableError: the check failed; the message names the
+                bucket and the endpoint.
         """
-        store = open_s3_store(
-            bucket,
-            prefix,
-            transport=transport,
-            endpoint_url=endpoint_url,
-            region_name=region_name,
-            max_attempts=max_attempts,
-            retry_mode=retry_mode,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            encryption=encryption,
+        store_options, options = _split_options(
+            cls,
+            "from_bucket",
+            kwargs,
+            takes=("bucket", "prefix", "transport", "check"),
+            store_options=S3_OPTIONS,
         )
-        return cls(store, **kwargs)
+        store = open_s3_store(bucket, prefix, transport=transport, **store_options)
+        if check:
+            store.check()
+        return cls(store, **options)
 
     @classmethod
     def from_client(
@@ -94,8 +161,11 @@ class OnObjectStore:
         encryption: S3Encryption | None = None,
         **kwargs: Any,
     ) -> Self:
-        """An instance on an S3 bucket through an existing boto3 S3 client."""
-        return cls(S3Store.from_client(client, bucket, prefix, encryption=encryption), **kwargs)
+        """An instance on an S3 bucket through an existing boto3 S3 client (configure it)."""
+        _, options = _split_options(
+            cls, "from_client", kwargs, takes=("client", "bucket", "prefix", "encryption")
+        )
+        return cls(S3Store.from_client(client, bucket, prefix, encryption=encryption), **options)
 
     @classmethod
     def from_url(cls, url: str, *, check: bool = True, **kwargs: Any) -> Self:
@@ -107,19 +177,26 @@ class OnObjectStore:
                 from boto3's chain (``AWS_PROFILE``, ``AWS_ACCESS_KEY_ID``...).
             check: Send one ``HeadBucket`` now, so a missing bucket, denied
                 access, wrong region or unreachable endpoint fails here.
-            **kwargs: Options of the class.
+            **kwargs: Options of the S3 store (as :meth:`from_bucket` takes
+                them; one the URL sets too is refused) and of the class.
 
         Raises:
-            ConfigurationError: the URL is invalid or carries credentials.
+            TypeError: an option neither the store nor the class takes.
+            ConfigurationError: the URL is invalid or carries credentials, sets
+                an option given here too, or is a ``file://`` URL given S3 options.
             StoreUnavailableError: the check failed; the message names the
                 bucket and the endpoint.
         """
-        return cls(store_from_url(url, check=check), **kwargs)
+        store_options, options = _split_options(
+            cls, "from_url", kwargs, takes=("url", "check"), store_options=S3_OPTIONS
+        )
+        return cls(store_from_url(url, check=check, **store_options), **options)
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str], **kwargs: Any) -> Self:
         """An instance on a local directory (created if missing); needs no server."""
-        return cls(LocalStore(path), **kwargs)
+        _, options = _split_options(cls, "from_directory", kwargs, takes=("path",))
+        return cls(LocalStore(path), **options)
 
     def close(self) -> None:
         """Stop the worker threads."""

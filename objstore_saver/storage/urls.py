@@ -210,39 +210,43 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
         check: For S3, send one ``HeadBucket`` so a missing bucket, a denied
             access, a wrong region or an endpoint that is down fails here, with
             one message naming bucket and endpoint, not at the first turn.
-        **s3_options: Extra options of the transport's store
+        **s3_options: Options of the transport's store
             (:class:`~objstore_saver.storage.LeanS3Store` or
-            :class:`~objstore_saver.storage.S3Store`).
+            :class:`~objstore_saver.storage.S3Store`); ``None`` keeps the default.
 
     Raises:
-        ConfigurationError: the URL is invalid.
+        ConfigurationError: the URL is invalid, sets an option given here
+            too, or is a ``file://`` URL given S3 options.
         StoreUnavailableError: the check failed.
     """
     spec = parse_url(url)
+    given = {name: value for name, value in s3_options.items() if value is not None}
     if spec.scheme == "file":
+        if given:
+            raise ConfigurationError(
+                f"object store URL {redact_url(url)!r} is a local directory: the S3 options "
+                f"{', '.join(sorted(given))} do not apply to it"
+            )
         return LocalStore(spec.path)
     # Without endpoint_url in the URL, the transport resolves the configured
     # endpoint itself (AWS_ENDPOINT_URL_S3...), as a store built directly does.
-    tls = {
+    in_url = {
         name: value
-        for name, value in (("ca_bundle", spec.ca_bundle), ("verify", spec.verify))
+        for name, value in (
+            ("endpoint_url", spec.endpoint_url),
+            ("region_name", spec.region_name),
+            ("ca_bundle", spec.ca_bundle),
+            ("verify", spec.verify),
+        )
         if value is not None
     }
-    both = sorted(set(tls) & {k for k, v in s3_options.items() if v is not None})
+    both = sorted(set(in_url) & set(given))
     if both:
         raise ConfigurationError(
             f"object store URL {redact_url(url)!r} sets {', '.join(both)}, given as an "
             "option too: set it in one place"
         )
-    s3_options.update(tls)
-    store = open_s3_store(
-        spec.bucket,
-        spec.prefix,
-        transport=spec.transport,
-        endpoint_url=spec.endpoint_url,
-        region_name=spec.region_name,
-        **s3_options,
-    )
+    store = open_s3_store(spec.bucket, spec.prefix, transport=spec.transport, **given, **in_url)
     if check:
         store.check()
     return store

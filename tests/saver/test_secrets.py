@@ -268,6 +268,7 @@ def test_reprs_carry_no_secret(s3_endpoint: Any) -> None:
             region_name="us-east-1",
             encryption=sse_c,
             transport=transport,
+            check=False,
         )
         with saver:
             for what, text in [
@@ -312,6 +313,7 @@ async def test_saver_failures_carry_no_secret(
         region_name=s3_endpoint.region,
         encryption=S3Encryption.sse_c(SECRETS.sse_c_key),
         transport=transport,
+        check=False,
     )
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     with saver:

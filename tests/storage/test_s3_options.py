@@ -96,6 +96,7 @@ def test_from_bucket_forwards_the_s3_options(s3_endpoint: Any) -> None:
         read_timeout=3,
         encryption=S3Encryption.sse_kms("k1"),
         transport="boto3",
+        check=False,
     )
     with saver:
         store = saver.store
@@ -116,6 +117,7 @@ def test_from_bucket_forwards_the_options_to_the_lean_transport(s3_endpoint: Any
         connect_timeout=2,
         read_timeout=3,
         encryption=S3Encryption.sse_kms("k1"),
+        check=False,
     )
     with saver:
         store = saver.store

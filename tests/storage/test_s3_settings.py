@@ -134,8 +134,8 @@ def test_no_proxy_agrees_with_urllib_on_host_names(
 def test_proxy_by_scheme_from_the_environment(env: pytest.MonkeyPatch) -> None:
     env.setenv("HTTPS_PROXY", "http://secure-proxy:3128")
     env.setenv("HTTP_PROXY", "http://plain-proxy:3128")
-    assert proxy_for("https", "s3.example.com", 443) == ("http://secure-proxy:3128", "https_proxy")
-    assert proxy_for("http", "minio", 9000) == ("http://plain-proxy:3128", "http_proxy")
+    assert proxy_for("https", "s3.example.com", 443) == ("http://secure-proxy:3128", "HTTPS_PROXY")
+    assert proxy_for("http", "minio", 9000) == ("http://plain-proxy:3128", "HTTP_PROXY")
     env.setenv("https_proxy", "http://lower:1")  # lower case wins, as in urllib and curl
     assert proxy_for("https", "s3.example.com", 443)[0] == "http://lower:1"
     env.setenv("NO_PROXY", "example.com")
@@ -189,7 +189,7 @@ def test_an_https_proxy_url_is_refused_naming_where_it_came_from(
     env: pytest.MonkeyPatch,
 ) -> None:
     env.setenv("HTTPS_PROXY", "https://user:secret@proxy:443")
-    with pytest.raises(ValueError, match=r"only http:// proxies.*from https_proxy") as caught:
+    with pytest.raises(ValueError, match=r"only http:// proxies.*from HTTPS_PROXY") as caught:
         network_for("https", "bkt.s3.eu-west-1.amazonaws.com")
     assert "secret" not in str(caught.value)
 

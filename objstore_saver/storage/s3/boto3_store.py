@@ -8,6 +8,7 @@ servers that this module handles are listed in ``docs/s3-compatibility.md``.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC
@@ -18,11 +19,14 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionError as BotoConnectionError,
+    ConnectTimeoutError,
     CredentialRetrievalError,
+    EndpointConnectionError,
     HTTPClientError,
     NoCredentialsError,
     ParamValidationError,
     PartialCredentialsError,
+    ProxyConnectionError,
 )
 
 from objstore_saver.storage.base import (
@@ -48,6 +52,7 @@ from objstore_saver.storage.s3.boto3_client import (
 from objstore_saver.storage.s3.boto3_versions import Boto3Versions
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
+    UNREACHED_NOTE,
     answer_error,
     check_bucket,
     conflict_wait,
@@ -77,6 +82,24 @@ _UNREACHABLE = (
     PartialCredentialsError,
     CredentialRetrievalError,
 )
+
+#: botocore errors of a connection that could not be opened: a check does not retry them.
+_NOT_CONNECTED = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
+_CHECK_HOOK_ID = "objstore_saver.s3.check-fails-fast"
+#: ``active`` is True in a thread while it runs :meth:`S3Store.check`.
+_CHECKING = threading.local()
+
+
+def _check_fails_fast(caught_exception: Exception | None = None, **_: Any) -> bool | None:
+    """``needs-retry`` hook of HeadBucket: False (no retry) when a check could not connect.
+
+    The most specific handler answers first, so this False outranks the
+    retry mode's delay; HeadBucket sent outside :meth:`S3Store.check` (the
+    caller's own, on a client passed in) is left to the retry mode.
+    """
+    if getattr(_CHECKING, "active", False) and isinstance(caught_exception, _NOT_CONNECTED):
+        return False
+    return None
 
 
 def _code(exc: ClientError) -> str:
@@ -213,6 +236,9 @@ class S3Store(ThreadedAsync, Boto3Versions):
                     f"extra arguments {', '.join(clash)} clash with encryption={encryption!r}"
                 )
         send_puts_without_waiting(client)
+        client.meta.events.register(
+            "needs-retry.s3.HeadBucket", _check_fails_fast, unique_id=_CHECK_HOOK_ID
+        )
         self._client = client
         self._bucket = bucket
         self._prefix = prefix
@@ -276,8 +302,13 @@ class S3Store(ThreadedAsync, Boto3Versions):
             )
         return full
 
-    def _error(self, exc: Exception, operation: str, key: str | None = None) -> StorageError:
-        """Map a boto error to the storage error to raise (never with credentials)."""
+    def _error(
+        self, exc: Exception, operation: str, key: str | None = None, note: str = ""
+    ) -> StorageError:
+        """Map a boto error to the storage error to raise (never with credentials).
+
+        ``note`` is appended to the message (after ``; ``) when given.
+        """
         subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
             return answer_error(
@@ -289,6 +320,7 @@ class S3Store(ThreadedAsync, Boto3Versions):
                 status=_status(exc),
                 code=_code(exc),
                 message=exc.response.get("Error", {}).get("Message", ""),
+                note=note,
             )
         if isinstance(exc, ParamValidationError):
             # botocore's message quotes the values, SSE-C keys included.
@@ -304,6 +336,7 @@ class S3Store(ThreadedAsync, Boto3Versions):
                 operation=operation,
                 key=key,
                 error=f"{type(exc).__name__}: {exc}",
+                note=note,
             )
         return StorageError(
             f"S3 {operation}{subject} in {self._location} failed: {type(exc).__name__}: {exc}"
@@ -323,16 +356,25 @@ class S3Store(ThreadedAsync, Boto3Versions):
         raise error
 
     def check(self) -> None:
-        """Check that the bucket exists and the credentials may use it.
+        """Check that the bucket exists and the credentials may use it (``HeadBucket``).
+
+        A connection that cannot be opened (refused, unreachable, connect
+        timeout) fails at once, not retried; other failures are retried.
 
         Raises:
             StoreUnavailableError: the bucket is missing, access is denied or
                 the endpoint cannot be reached.
         """
+        _CHECKING.active = True
         try:
             self._invoke(self._client.head_bucket, "check", None, Bucket=self._bucket)
         except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "check") from exc
+            note = ""
+            if isinstance(exc, _NOT_CONNECTED):
+                note = "not retried" if isinstance(exc, ProxyConnectionError) else UNREACHED_NOTE
+            raise self._error(exc, "check", note=note) from exc
+        finally:
+            _CHECKING.active = False
 
     def _holds(self, key: str, data: bytes) -> bool:
         try:

@@ -1,7 +1,13 @@
-"""Choosing the S3 transport: one function both ``from_url`` and ``from_bucket`` call."""
+"""Choosing the S3 transport: one function both ``from_url`` and ``from_bucket`` call.
+
+The options each transport's store takes are read from its ``__init__``
+signature (:data:`STORE_OPTIONS`): the one list of their names, which the
+constructors use to tell a store option from one of the saver's.
+"""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from objstore_saver.storage.s3.boto3_store import S3Store
@@ -9,14 +15,25 @@ from objstore_saver.storage.s3.lean import LeanS3Store
 
 #: S3 transports by name: the lean one (default) and boto3's client.
 TRANSPORTS = ("lean", "boto3")
+
+
+def _keyword_options(store: type) -> frozenset[str]:
+    """The keyword-only parameters of a store's ``__init__``: its options."""
+    parameters = inspect.signature(store.__init__).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+#: The options of each transport's store (boto3's ``client`` comes through ``from_client``).
+STORE_OPTIONS: dict[str, frozenset[str]] = {
+    "lean": _keyword_options(LeanS3Store),
+    "boto3": _keyword_options(S3Store) - {"client"},
+}
+#: Every option ``from_url`` and ``from_bucket`` pass to the store, whatever the transport.
+S3_OPTIONS = STORE_OPTIONS["lean"] | STORE_OPTIONS["boto3"]
 #: Options only :class:`LeanS3Store` has (boto3's client is configured otherwise).
-LEAN_ONLY_OPTIONS = (
-    "backoff_base",
-    "max_connections",
-    "session",
-    "extra_put_headers",
-    "extra_get_headers",
-)
+LEAN_ONLY_OPTIONS = tuple(sorted(STORE_OPTIONS["lean"] - STORE_OPTIONS["boto3"]))
+#: Options only :class:`S3Store` has (``retry_mode="standard"`` is the lean transport's own).
+BOTO3_ONLY_OPTIONS = tuple(sorted(STORE_OPTIONS["boto3"] - STORE_OPTIONS["lean"]))
 
 
 def open_s3_store(
@@ -34,7 +51,7 @@ def open_s3_store(
 
     Raises:
         ValueError: an unknown transport, ``retry_mode`` with the lean one, or
-            an option of the lean one with ``boto3``.
+            an option of one transport with the other.
     """
     if transport == "boto3":
         lean_only = [name for name in LEAN_ONLY_OPTIONS if options.get(name) is not None]
@@ -51,5 +68,11 @@ def open_s3_store(
         raise ValueError(
             f"retry_mode {retry_mode!r} needs transport='boto3'; the lean "
             "transport retries like botocore's 'standard' mode"
+        )
+    boto3_only = [name for name in BOTO3_ONLY_OPTIONS if options.get(name) is not None]
+    if boto3_only:
+        raise ValueError(
+            f"options of transport='boto3' only: {', '.join(boto3_only)} "
+            "(the lean transport takes extra_put_headers / extra_get_headers instead)"
         )
     return LeanS3Store(bucket, prefix, **options)

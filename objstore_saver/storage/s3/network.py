@@ -113,39 +113,42 @@ def proxy_for(
         environ: The environment to read (default ``os.environ``).
 
     Returns:
-        ``(url, source)``, or ``(None, reason)`` when no proxy is used.
+        ``(url, source)``, or ``(None, reason)`` when no proxy is used; the
+        source is ``proxies['https']`` or the variable as it is set
+        (``HTTPS_PROXY`` or ``https_proxy``).
     """
     if proxies is not None:
         url = proxies.get(scheme)
         return (url, f"proxies[{scheme!r}]") if url else (None, "proxies")
     env = os.environ if environ is None else environ
     found = _environment_proxies(env)
-    url = found.get(scheme)
-    if not url:
+    if scheme not in found:
         return None, f"no {scheme}_proxy"
-    no_proxy = found.get("no", "")
+    url, variable = found[scheme]
+    no_proxy = found.get("no", ("", ""))[0]
     if no_proxy and no_proxy_matches(host, port, no_proxy):
         return None, "no_proxy"
-    return url, f"{scheme}_proxy"
+    return url, variable
 
 
-def _environment_proxies(env: Mapping[str, str]) -> dict[str, str]:
-    """``*_proxy`` variables by scheme, read as :func:`urllib.request.getproxies_environment`.
+def _environment_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """``(value, variable)`` of the ``*_proxy`` variables by scheme, read as
+    :func:`urllib.request.getproxies_environment` reads them.
 
     Any case is read, lower case wins (an empty lower-case one removes the
     entry), and ``HTTP_PROXY`` is ignored under CGI (``REQUEST_METHOD`` set).
     """
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for name, value in env.items():
         lowered = name.lower()
         if value and lowered.endswith("_proxy"):
-            found[lowered[:-6]] = value
+            found[lowered[:-6]] = (value, name)
     if "REQUEST_METHOD" in env:
         found.pop("http", None)
     for name, value in env.items():
         if name.endswith("_proxy"):
             if value:
-                found[name[:-6]] = value
+                found[name[:-6]] = (value, name)
             else:
                 found.pop(name[:-6], None)
     return found
@@ -274,9 +277,10 @@ def network_for(
         environ: The environment to read (default ``os.environ``).
 
     Raises:
-        ConfigurationError: a CA bundle is missing or unusable.
-        ValueError: the proxy URL is not an ``http://`` proxy, or the trust
-            options contradict each other.
+        ConfigurationError: a CA bundle is missing or unusable, or the proxy
+            URL is not an ``http://`` proxy (naming the variable or option
+            it came from).
+        ValueError: the trust options contradict each other.
     """
     parts = urlsplit(f"{scheme}://{host}")
     port = parts.port or (443 if scheme == "https" else 80)
@@ -286,7 +290,10 @@ def network_for(
         try:
             proxy = Proxy.from_url(url)
         except ValueError as exc:
-            raise ValueError(f"{exc} (from {source})") from None
+            bypass = "" if proxies is not None else f", or list {parts.hostname} in NO_PROXY"
+            raise ConfigurationError(
+                f"{exc} (from {source}): set {source} to http://host:port{bypass}"
+            ) from None
     choice = trust_choice(verify, ca_bundle, session, environ)
     tls = tls_context(choice) if scheme == "https" else None
     return Network(tls, proxy)

@@ -55,6 +55,7 @@ from objstore_saver.storage.s3.rules import (
     range_past_end,
     redirect_region,
     unreachable_error,
+    unreached_note,
 )
 from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
 from objstore_saver.storage.s3.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
@@ -399,7 +400,12 @@ class S3Protocol:
     # --- the exchange with retries ----------------------------------------------
 
     def exchange(
-        self, build: Callable[[], HttpRequest], operation: str, key: str | None = None
+        self,
+        build: Callable[[], HttpRequest],
+        operation: str,
+        key: str | None = None,
+        *,
+        retry_unreached: bool = True,
     ) -> Exchange[tuple[Reply, int]]:
         """Send a request until it gets a final answer or attempts run out.
 
@@ -412,6 +418,8 @@ class S3Protocol:
             build: Builds and signs the request, anew for each attempt.
             operation: The operation, as error messages name it.
             key: The key or prefix, as error messages name it.
+            retry_unreached: False: a connection that could not be opened
+                (refused, unreachable, connect timeout) ends the exchange.
 
         Returns:
             The last reply and the number of attempts made. A reply that is
@@ -443,9 +451,11 @@ class S3Protocol:
                     continue
             elif isinstance(reply, HttpResponse) and is_wrong_region(reply):
                 raise self._redirected_again(*redirected, reply, operation)
-            if not is_retryable(reply):
-                return reply, attempt
-            if attempt >= self.retry.max_attempts:
+            if (
+                not is_retryable(reply)
+                or attempt >= self.retry.max_attempts
+                or (not retry_unreached and isinstance(reply, TransportFailure) and not reply.sent)
+            ):
                 return reply, attempt
             taken = retry_cost(reply)
             if not self.retry.quota.acquire(taken):
@@ -462,10 +472,12 @@ class S3Protocol:
     # --- operations ----------------------------------------------------------------
 
     def check(self) -> Exchange[None]:
-        """``HeadBucket``: the bucket exists and the credentials may use it."""
-        reply, _ = yield from self.exchange(lambda: self.request("HEAD", None), "check")
+        """``HeadBucket``; a connection that cannot be opened fails at once, not retried."""
+        reply, _ = yield from self.exchange(
+            lambda: self.request("HEAD", None), "check", retry_unreached=False
+        )
         if isinstance(reply, TransportFailure) or reply.status != 200:
-            raise self.error(reply, "check")
+            raise self.error(reply, "check", note=unreached_note(reply))
 
     def put(self, key: str, data: bytes, mode: PutMode) -> Exchange[None]:
         """``PutObject``; create-only sends ``If-None-Match: *``."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 import re
 import xml.etree.ElementTree as ET
+from urllib.parse import urlsplit
 
 from objstore_saver.errors import ConfigurationError, StorageError, StoreUnavailableError
-from objstore_saver.storage.http.messages import HttpResponse
+from objstore_saver.storage.http.messages import HttpResponse, TransportFailure
 
 _S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
@@ -35,6 +36,8 @@ UNAVAILABLE_CODES = frozenset(
     }
 )
 UNAVAILABLE_STATUS = frozenset({301, 403})
+#: Where the ways to create a bucket are shown (an error naming a missing bucket points here).
+CREATE_BUCKET_DOCS = "docs/configuration.md#create-a-bucket"
 
 #: Retries of a create-only put that lost a race to another conditional write (HTTP 409).
 CONFLICT_RETRIES = 5
@@ -90,6 +93,12 @@ def answer_error(
     """
     after = f"; {note}" if note else ""
     subject = f" of key {key!r}" if key is not None else ""
+    if code == "NoSuchBucket" or (operation == "check" and status == 404):
+        shown = f"HTTP {status}" if code == str(status) else f"{code}, HTTP {status}"
+        return StoreUnavailableError(
+            f"S3 bucket {bucket!r} at {endpoint} is unavailable: it does not exist "
+            f"({operation}{subject}: {shown}); {create_bucket_hint(bucket, endpoint)}{after}"
+        )
     if code in UNAVAILABLE_CODES or status in UNAVAILABLE_STATUS or operation == "check":
         return StoreUnavailableError(
             f"S3 bucket {bucket!r} at {endpoint} is unavailable ({operation}{subject}): "
@@ -100,6 +109,33 @@ def answer_error(
         + (f": {message}" if message else "")
         + after
     )
+
+
+def create_bucket_hint(bucket: str, endpoint: str) -> str:
+    """How to create a missing bucket, as the error naming it says (one line)."""
+    host = urlsplit(endpoint).hostname or ""
+    on_aws = host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+    flag = "" if on_aws else f" --endpoint-url {endpoint}"
+    return (
+        f"create it (e.g. aws s3 mb s3://{bucket}{flag}; boto3 and MinIO's mc: "
+        f"{CREATE_BUCKET_DOCS})"
+    )
+
+
+#: The note of a check that could not open a connection to the endpoint (not retried).
+UNREACHED_NOTE = (
+    "not retried: no connection could be opened; start the server, or fix the endpoint "
+    "(endpoint_url, AWS_ENDPOINT_URL_S3...)"
+)
+
+
+def unreached_note(reply: HttpResponse | TransportFailure) -> str:
+    """The note of a failed check of the lean transport: what to fix when nothing connected."""
+    if not isinstance(reply, TransportFailure) or reply.sent:
+        return ""
+    if reply.error.startswith(("CertificateError", "ProxyError")):
+        return "not retried"
+    return UNREACHED_NOTE
 
 
 def unreachable_error(
