@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from objstore_saver.backend_choice import OBJSTORE_SAVER_URL
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
-from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, rate
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.storage.base import StorageError
 
@@ -38,6 +38,11 @@ class ProgressBar:
     On a terminal it is redrawn in place at most ten times a second; elsewhere
     (a log file, a Kubernetes pod) it prints a line at most every ten seconds,
     and the last one, so a job over a million threads does not flood its log.
+
+    The rate is :func:`~objstore_saver.ops.fanout.rate`: everything done since
+    the job began (the fan-out's start, which it tells :meth:`begin`, else
+    the bar's creation) over the time since, as the report's
+    ``threads_per_second``; none is shown in a job's first second.
     """
 
     def __init__(
@@ -53,31 +58,31 @@ class ProgressBar:
         self.tty = stream.isatty()
         self.drawn = False
         self.clock = clock
-        self.started: float | None = None
-        self.first_done = 0
+        self.started = clock()
         self.shown_at = -float("inf")
+
+    def begin(self, at: float) -> None:
+        """The job began at ``at`` (a time of the bar's clock): its rate counts from there."""
+        self.started = at
 
     def __call__(self, done: int, total: int | None, item: str) -> None:
         if not self.enabled:
             return
         now = self.clock()
-        if self.started is None:
-            self.started, self.first_done = now, done
         last = total is not None and done >= total
         if not last and now - self.shown_at < (0.1 if self.tty else 10.0):
             return
         self.shown_at = now
-        elapsed = now - self.started
-        rate = (done - self.first_done) / elapsed if elapsed > 0 else 0.0
+        per_second = rate(done, now - self.started)
         if total:
             filled = int(30 * done / total)
             bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"
         else:
             bar = f"{done}"
-        if rate > 0:
-            bar += f" {rate:.1f}/s"
+        if per_second:
+            bar += f" {per_second:.1f}/s"
             if total and not last:
-                bar += f" ETA {_duration_text((total - done) / rate)}"
+                bar += f" ETA {_duration_text((total - done) / per_second)}"
         line = f"{self.label} {bar} {item}"[:160]
         if self.tty:
             self.stream.write("\r\x1b[K" + line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from objstore_saver import ops
@@ -175,15 +176,21 @@ def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) 
     return ops.du(config, shard=args.shard, progress=progress), EXIT_OK
 
 
+def kind_lines(by_kind: Iterable[tuple[str, dict[str, int]]]) -> list[str]:
+    """``du``'s rows by kind: objects and size in columns, whatever the labels' length."""
+    rows = [(k, str(v["objects"]), human_size(v["bytes"])) for k, v in by_kind]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
+    return [
+        f"  {k:<{widths[0]}}  {n:>{widths[1]}} objects  {size:>{widths[2]}}" for k, n, size in rows
+    ]
+
+
 def _render_du(r: dict[str, Any]) -> str:
     lines = [
         f"{r['total']['objects']} objects, {human_size(r['total']['bytes'])} in {r['store']}",
         "by kind:",
     ]
-    lines += [
-        f"  {k:<12} {v['objects']:>7} objects {human_size(v['bytes']):>11}"
-        for k, v in sorted(r["by_kind"].items())
-    ]
+    lines += kind_lines(sorted(r["by_kind"].items()))
     lines.append("by thread:")
     rows = []
     for t in r["by_thread"]:

@@ -22,6 +22,7 @@ from objstore_saver.cli.common import (
     json_text,
     table,
 )
+from objstore_saver.cli.reading import kind_lines
 from objstore_saver.ops import longterm as store_ops
 from objstore_saver.ops._common import OpsConfig
 
@@ -109,10 +110,7 @@ def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) 
 def _render_du(r: dict[str, Any]) -> str:
     t = r["total"]
     lines = [f"{t['objects']} store objects, {human_size(t['bytes'])} in {r['store']}", "by kind:"]
-    lines += [
-        f"  {k:<14} {v['objects']:>7} objects {human_size(v['bytes']):>11}"
-        for k, v in r["by_kind"].items()
-    ]
+    lines += kind_lines(r["by_kind"].items())
     rows = []
     for n in r["by_namespace"]:
         kinds = ", ".join(f"{k} {v['objects']}" for k, v in n["by_kind"].items())
@@ -161,13 +159,16 @@ def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
 
 def _render_sweep(r: dict[str, Any]) -> str:
     mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
-    head = f"store-sweep {r['store']} {_ns(r['prefix'])}: {mode}"
+    scope = f"namespaces under {_ns(r['prefix'])}" if r["prefix"] else "every namespace"
+    head = f"store-sweep {r['store']}, {scope}: {mode}"
     lines = [head + cancelled_mark(r)]
     lines += [
         f"  {_ns(i['namespace'])} {json.dumps(i['key'], ensure_ascii=False)}: "
         f"expired {i['expires_at']}, {i['action']}"
         for i in r["items"]
     ]
+    if not r["items"]:
+        lines.append("  nothing expired")
     lines += [f"  UNREADABLE {u['key']}: {u['detail']}" for u in r["unreadable"]]
     lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
     return "\n".join(lines)

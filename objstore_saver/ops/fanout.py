@@ -41,6 +41,7 @@ __all__ = [
     "check_concurrency",
     "for_each",
     "for_each_thread",
+    "rate",
     "run_sync",
 ]
 
@@ -64,6 +65,21 @@ def check_concurrency(concurrency: Any) -> int:
             f"--concurrency must be a whole number of 1 or more, got {concurrency!r}"
         )
     return concurrency
+
+
+#: Wall time below which a job's rate is not given: a few items done within
+#: milliseconds would claim thousands a second.
+MIN_RATE_SECONDS = 1.0
+
+
+def rate(done: int, seconds: float) -> float | None:
+    """Items done per second of a job's wall time, or None below :data:`MIN_RATE_SECONDS`.
+
+    The one formula of the progress line and of a report's
+    ``threads_per_second``: both count every item done since the fan-out
+    started, so the last progress line and the report agree.
+    """
+    return done / seconds if seconds >= MIN_RATE_SECONDS else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,19 +131,20 @@ class Fanout:
     seconds: float = 0.0
 
     @property
-    def rate(self) -> float:
-        """Threads done per second."""
-        return self.done / self.seconds if self.seconds > 0 else 0.0
+    def rate(self) -> float | None:
+        """Threads done per second (:func:`rate`): None for a run under a second."""
+        return rate(self.done, self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        """The counts for a report."""
+        """The counts for a report; ``threads_per_second`` is null for a run under a second."""
+        per_second = self.rate
         return {
             "threads_found": self.found,
             "threads_done": self.done,
             "threads_skipped_other_shards": self.skipped,
             "lists": self.lists,
             "seconds": round(self.seconds, 3),
-            "threads_per_second": round(self.rate, 1),
+            "threads_per_second": None if per_second is None else round(per_second, 1),
         }
 
 
@@ -180,7 +197,9 @@ async def for_each(
         owns: Whether this worker handles an item (its shard); default all.
         name: How progress names an item.
         progress: ``progress(done, total, item)`` after each item; total is
-            None until the source has ended.
+            None until the source has ended. If it has a ``begin(at)`` method
+            (the CLI's progress bar), that is called first with the start's
+            ``time.monotonic()``, so that its rate is the report's.
         should_cancel: Polled before each item is started.
         stats: Counts to add to (a caller's that also counts the source).
 
@@ -192,6 +211,9 @@ async def for_each(
     check_concurrency(concurrency)
     stats = Fanout() if stats is None else stats
     started = time.monotonic()
+    begin = getattr(progress, "begin", None)
+    if begin is not None:
+        begin(started)
     window = asyncio.Semaphore(concurrency)
     running: set[asyncio.Task[None]] = set()
     errors: list[BaseException] = []

@@ -29,17 +29,17 @@ def test_redact_urls_conninfo_and_known_secrets() -> None:
 
 def test_progress_bar_plain_text_when_not_a_terminal() -> None:
     out = io.StringIO()
-    times = iter([0.0, 5.0, 12.0, 14.0])
+    times = iter([0.0, 0.5, 5.5, 15.0, 20.0])  # the first: the bar's creation
     bar = ProgressBar(out, "migrate", clock=lambda: next(times))
-    bar(1, 4, "thread-a")
+    bar(1, 4, "thread-a")  # within the first second: no rate
     bar(2, 4, "thread-b")  # 5 s after the last line: not written (one every 10 s)
-    bar(3, 4, "thread-c")  # 2 threads in 12 s, 1 to go
+    bar(3, 4, "thread-c")  # 3 threads in 15 s, 1 to go
     bar(4, 4, "thread-d")  # the last line is always written
     bar.close()
     lines = out.getvalue().splitlines()
     assert lines == [
         "migrate [#######.......................] 1/4 thread-a",
-        "migrate [######################........] 3/4 0.2/s ETA 6s thread-c",
+        "migrate [######################........] 3/4 0.2/s ETA 5s thread-c",
         "migrate [##############################] 4/4 0.2/s thread-d",
     ]
     quiet = io.StringIO()
