@@ -237,6 +237,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         older_than: float | None = None,
         idle_for: float | None = None,
         idle_action: str = "delete",
+        tombstone_window: float | None = None,
     ) -> plans.Step:
         def span(seconds: float | None) -> timedelta | None:
             return None if seconds is None else timedelta(seconds=seconds)
@@ -253,6 +254,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             older_than=span(older_than),
             idle_for=span(idle_for),
             idle_action=idle_action,
+            tombstone_window=span(tombstone_window),
         )
 
     def prune(  # type: ignore[override]  # returns a report where LangGraph's returns None
@@ -266,6 +268,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         older_than: float | None = None,
         idle_for: float | None = None,
         idle_action: str = "delete",
+        tombstone_window: float | None = None,
     ) -> dict[str, Any]:
         """Prune threads, safely while agents write to them (spec §6.9).
 
@@ -291,10 +294,12 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
                 Defaults to the saver's ``prune_grace``.
             dry_run: Only report what would be deleted and marked.
             strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
-            older_than: Seconds; root checkpoints beyond the ``keep_last``
-                newest are deleted only when at least this old.
+            older_than: Seconds; no checkpoint younger than this is deleted,
+                root or subgraph (those beyond ``keep_last`` go once this old).
             idle_for: Seconds without a write after which a thread is idle.
             idle_action: ``"delete"`` or ``"keep_latest"``, for idle threads.
+            tombstone_window: Seconds a deleted thread's tombstones are kept
+                (default 30 days); then a thread holding nothing else loses them.
 
         Returns:
             A JSON-serializable report: totals (``checkpoints_kept``,
@@ -318,6 +323,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             older_than=older_than,
             idle_for=idle_for,
             idle_action=idle_action,
+            tombstone_window=tombstone_window,
         )
         return self._driver.run(plan, self._call("prune", threads=len(thread_ids)))
 
@@ -430,6 +436,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         older_than: float | None = None,
         idle_for: float | None = None,
         idle_action: str = "delete",
+        tombstone_window: float | None = None,
     ) -> dict[str, Any]:
         """Async :meth:`prune`."""
         plan = self._prune_plan(
@@ -441,6 +448,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             older_than=older_than,
             idle_for=idle_for,
             idle_action=idle_action,
+            tombstone_window=tombstone_window,
         )
         return await self._driver.arun(plan, self._call("aprune", threads=len(thread_ids)))
 

@@ -123,7 +123,7 @@ def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
         "--older-than",
         type=_duration,
         metavar="DURATION",
-        help="delete root checkpoints beyond the newest N only when this old (e.g. 7d)",
+        help="never delete a checkpoint younger than this, root or subgraph (e.g. 90d)",
     )
     parser.add_argument(
         "--idle-for",
@@ -136,6 +136,13 @@ def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["delete", "keep-latest"],
         default="delete",
         help="what idle threads get: deleted (default) or reduced to their latest checkpoint",
+    )
+    parser.add_argument(
+        "--tombstone-window",
+        type=_duration,
+        metavar="DURATION",
+        help="how long a deleted thread's tombstones are kept before they are swept "
+        "(default 30d; longer than any run that could still write to it)",
     )
     parser.add_argument(
         "--min-age",
@@ -164,6 +171,7 @@ def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         older_than=args.older_than,
         idle_for=args.idle_for,
         idle_action=args.idle_action.replace("-", "_"),
+        tombstone_window=args.tombstone_window,
         apply=args.apply,
         config=config,
         concurrency=args.concurrency,
@@ -171,6 +179,28 @@ def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         progress=progress,
     )
     return report, EXIT_OK
+
+
+#: Why prune left a thread alone (its report's ``left_alone``): a name and the reason.
+_LEFT_ALONE = {
+    "deferred": (
+        "deferred",
+        "a sweep mark younger than the sweep delay; a run after it ripens prunes the thread",
+    ),
+    "not_idle": ("not idle", "written within --idle-for"),
+}
+
+
+def _render_prune_row(t: dict[str, Any]) -> str:
+    """One thread: why it was left alone, or its counts."""
+    reason = t.get("left_alone")
+    if reason is None:
+        counts = ", ".join(f"{k}={v}" for k, v in t.items() if k not in ("thread_id", "left_alone"))
+        return f"  {t['thread_id']!r}: {counts}"
+    name, why = _LEFT_ALONE.get(reason, (reason, ""))
+    if t.get("newest_root_at"):
+        why += f"{'; ' if why else ''}newest root checkpoint {t['newest_root_at']}"
+    return f"  {t['thread_id']!r}: left alone: {name}" + (f" ({why})" if why else "")
 
 
 def _render_prune(r: dict[str, Any]) -> str:
@@ -186,10 +216,15 @@ def _render_prune(r: dict[str, Any]) -> str:
         lines.append(
             f"idle threads: {len(idle)}" + (f" ({', '.join(map(repr, idle))})" if idle else "")
         )
-    lines += [
-        f"  {t['thread_id']!r}: " + ", ".join(f"{k}={v}" for k, v in t.items() if k != "thread_id")
-        for t in r["threads"]
-    ]
+    deferred = r.get("threads_deferred") or []
+    if deferred:
+        lines.append(f"deferred threads: {len(deferred)} ({', '.join(map(repr, deferred))})")
+    alone = [t["left_alone"] for t in r["threads"] if t.get("left_alone")]
+    if alone:
+        counts = {_LEFT_ALONE.get(w, (w,))[0]: alone.count(w) for w in dict.fromkeys(alone)}
+        by_reason = ", ".join(f"{n} {name}" for name, n in counts.items())
+        lines.append(f"threads left alone: {len(alone)} ({by_reason})")
+    lines += [_render_prune_row(t) for t in r["threads"]]
     lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
     return "\n".join(lines)
 

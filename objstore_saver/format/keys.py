@@ -135,6 +135,16 @@ TOMBSTONE_MARK = "-"
 #: Epochs are numbered up to this; a tombstone's key holds ``MAX_EPOCH - n``
 #: in :data:`TOMBSTONE_DIGITS` digits, so the newest tombstone is listed first.
 MAX_EPOCH = 9_999_999_999
+#: 2026-01-01T00:00:00Z: a delete numbers its epoch at least the seconds since then
+#: (spec §4.11), so epochs keep growing after a thread's tombstones are swept.
+EPOCH_ORIGIN = 1_767_225_600
+
+
+def epoch_floor(unix_seconds: float) -> int:
+    """The least epoch a delete at ``unix_seconds`` (its own clock) begins (spec §4.11)."""
+    return max(1, min(MAX_EPOCH, int(unix_seconds) - EPOCH_ORIGIN))
+
+
 TOMBSTONE_DIGITS = 10
 
 

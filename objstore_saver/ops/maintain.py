@@ -105,6 +105,7 @@ async def aprune(
     older_than: float | None = None,
     idle_for: float | None = None,
     idle_action: str = "delete",
+    tombstone_window: float | None = None,
     apply: bool = False,
     config: OpsConfig | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
@@ -128,10 +129,15 @@ async def aprune(
         keep_last: Root checkpoints kept per thread (at least 1); None, only
             with ``idle_for``, leaves threads that are not idle alone.
         min_age: Objects younger than this many seconds are never deleted.
-        older_than: Seconds; root checkpoints beyond the ``keep_last`` newest
-            go only when at least this old.
+        older_than: Seconds; no checkpoint younger than this is deleted, in
+            any namespace: root checkpoints beyond the ``keep_last`` newest,
+            and subgraph checkpoints other than a kept run's last state of
+            their namespace, go only when at least this old.
         idle_for: Seconds without a write after which a thread is idle.
         idle_action: ``"delete"`` or ``"keep_latest"``: what idle threads get.
+        tombstone_window: Seconds a deleted thread's tombstones are kept
+            (default 30 days): a thread holding nothing else loses them once
+            the newest is this old (spec §4.11).
         apply: Delete; without it the job reports what it would delete.
         config: The store; default from ``OBJSTORE_SAVER_URL``.
         concurrency: Threads pruned at once.
@@ -141,7 +147,11 @@ async def aprune(
 
     Returns:
         ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
-        "apply", "cancelled", "shard", "run": {rate...}, ...}``.
+        "threads_deferred", "apply", "cancelled", "shard", "run": {rate...}, ...}``.
+        A thread left alone says why in its report's ``left_alone``:
+        ``"deferred"`` (a sweep mark younger than the sweep delay; the thread
+        is also named in ``threads_deferred``) or ``"not_idle"`` (``idle_for``
+        without ``keep_last``, and the thread was written within it).
     """
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
@@ -157,6 +167,7 @@ async def aprune(
             older_than=_seconds(older_than),
             idle_for=_seconds(idle_for),
             idle_action=idle_action,
+            tombstone_window=_seconds(tombstone_window),
         )
         coalesced = DeleteCoalescingStore(saver.store)
         driver = Driver(coalesced, max_workers=16)
@@ -207,9 +218,11 @@ async def aprune(
             "older_than": older_than,
             "idle_for": idle_for,
             "idle_action": idle_action,
+            "tombstone_window": rules.tombstone_window.total_seconds(),
             "cancelled": run.cancelled,
             "shard": str(shard),
             "threads_idle": [r["thread_id"] for r in rows if r.get("idle")],
+            "threads_deferred": [r["thread_id"] for r in rows if r.get("deferred")],
             **key_versions,
             "totals": totals,
             "threads": rows,

@@ -59,6 +59,8 @@ class Context:
     marked_runs: BoundedSet = field(default_factory=BoundedSet)
     reuse_window: float = REUSE_WINDOW
     clock: Callable[[], float] = time.monotonic
+    #: Seconds since 1970 (UTC) on this machine: the floor of a delete's epoch (§4.11).
+    wall_clock: Callable[[], float] = time.time
     seqs: SeqSource = field(default_factory=lambda: SeqSource())
     #: One large serialized value alive at a time (spec §6.1 step 2.2).
     gate: LargeValueGate = field(default_factory=LargeValueGate)

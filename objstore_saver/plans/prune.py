@@ -38,8 +38,10 @@ from objstore_saver.plans.threads import (
     delete_keys,
     delete_listing,
     list_thread,
+    list_thread_keys,
     oldest_first,
 )
+from objstore_saver.plans.tombstone_sweep import sweep_tombstones
 from objstore_saver.storage.base import ObjectInfo
 
 
@@ -132,7 +134,14 @@ def _select_kept(
     young_after: datetime | None = None,
     ended: Collection[str] = (),
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11)."""
+    """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11).
+
+    The newest ``keep_last`` root checkpoints and, of each subgraph
+    namespace, the newest checkpoint of each of their runs (the newest of
+    each namespace without a root checkpoint); with the age rule
+    (``young_after``), every checkpoint of any namespace written after
+    ``young_after`` too; then what a delta channel of a kept one replays.
+    """
     by_ns: dict[str, list[ObjectInfo]] = {}
     for info in listing.manifests:
         if info.key in ended:
@@ -142,8 +151,11 @@ def _select_kept(
     root_tok = keys.token("checkpoint_ns", "")
     roots = by_ns.get(root_tok, [])
     chosen = [o.key for o in roots[:keep_last]]
-    if young_after is not None:  # the age rule: beyond keep_last, only old ones go
-        chosen += [o.key for o in roots[keep_last:] if o.last_modified > young_after]
+
+    def young(o: ObjectInfo) -> bool:  # the age rule: younger than older_than
+        return young_after is not None and o.last_modified > young_after
+
+    chosen += [o.key for o in roots[keep_last:] if young(o)]  # beyond keep_last, old ones only go
     root_ids = sorted(keys.checkpoint_id_of_manifest_key(o.key) for o in roots)
     kept_root_ids = {keys.checkpoint_id_of_manifest_key(k) for k in chosen}
     for ns_tok, infos in by_ns.items():
@@ -161,6 +173,8 @@ def _select_kept(
                     continue
             newest_per_run.setdefault(owner, info.key)
         chosen += newest_per_run.values()
+    picked = set(chosen)  # the age rule holds in every namespace, whatever the run
+    chosen += [o.key for infos in by_ns.values() for o in infos if young(o) and o.key not in picked]
 
     kept = yield from _read_manifests(ctx, chosen)
     # Keep the ancestors a DeltaChannel of a kept checkpoint replays, up to its seed.
@@ -224,6 +238,7 @@ def _prune_thread(
         listing = yield from list_thread(pfx)
     if any(o.last_modified > now - sweep_delay for o in listing.marks):
         stats.deferred = True
+        stats.left_alone = "deferred"
         return stats
     young_after = None if older_than is None else now - older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.
@@ -408,7 +423,7 @@ def _retain_thread(
                 stats.newest_root_at = newest_at
                 return stats
     if r.keep_last is None:  # the idle rule alone: an active thread is left alone
-        return PruneStats(thread_id, newest_root_at=newest_at)
+        return PruneStats(thread_id, newest_root_at=newest_at, left_alone="not_idle")
     stats = yield from _prune_thread(
         ctx,
         thread_id,
@@ -448,6 +463,15 @@ def prune_thread(
         stats = yield from _delete_thread(ctx, thread_id, listing, rules.dry_run)
     else:
         stats = yield from _retain_thread(ctx, thread_id, rules, listing)
+        quiet = not (stats.checkpoints_kept or stats.checkpoints_deleted or stats.deferred)
+        if quiet and (listing is not None or stats.left_alone is None):
+            # Nothing live: a deleted thread's tombstones may be due (spec §4.11).
+            if listing is None:
+                listing = yield from list_thread_keys(keys.thread_prefix(thread_id))
+            swept, restored = yield from sweep_tombstones(
+                thread_id, listing, rules.tombstone_window, rules.now, rules.dry_run
+            )
+            stats.tombstones_swept, stats.tombstones_restored = swept, restored
     return stats.to_dict()
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from objstore_saver.plans.context import Context
+from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
 
 
 @dataclass
@@ -31,10 +32,17 @@ class PruneStats:
     marks_executed: int = 0
     deferred: bool = False
     """True when a mark younger than the sweep delay exists: the thread was left alone."""
+    left_alone: str | None = None
+    """Why nothing was read or deleted: ``"deferred"`` (as above) or ``"not_idle"`` (the
+    idle rule alone, on a thread written within ``idle_for``); None when acted on."""
     idle: bool = False
     """True when the idle rule found the thread idle and gave it the idle action."""
     newest_root_at: str | None = None
     """``LastModified`` (ISO 8601) of the newest root checkpoint the idle rule listed."""
+    tombstones_swept: int = 0
+    """Tombstones of a deleted thread deleted once their window passed (spec §4.11)."""
+    tombstones_restored: int = 0
+    """Tombstones stored again: the thread was written while they were swept."""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -58,6 +66,7 @@ class Rules:
     sweep_delay: timedelta
     dry_run: bool
     now: datetime
+    tombstone_window: timedelta = TOMBSTONE_WINDOW
 
 
 def check_rules(ctx: Context, strategy: str, r: Rules) -> None:
@@ -83,6 +92,12 @@ def check_rules(ctx: Context, strategy: str, r: Rules) -> None:
         raise ValueError(f"unknown idle_action {r.idle_action!r}: use 'delete' or 'keep_latest'")
     if r.min_age < timedelta(0):
         raise ValueError(f"min_age must not be negative, got {r.min_age.total_seconds()} s")
+    if r.tombstone_window < r.sweep_delay:
+        raise ValueError(
+            f"tombstone window {r.tombstone_window.total_seconds():g} s is shorter than the "
+            f"sweep delay {r.sweep_delay.total_seconds():g} s: it must outlast any run "
+            "that could still write to a deleted thread (spec §4.11)"
+        )
     if r.sweep_delay.total_seconds() < ctx.reuse_window:
         raise ValueError(
             f"sweep delay {r.sweep_delay.total_seconds():g} s is shorter than the reuse window "
@@ -101,6 +116,8 @@ PRUNE_TOTALS = (
     "objects_swept",
     "bytes_swept",
     "marks_executed",
+    "tombstones_swept",
+    "tombstones_restored",
 )
 
 
@@ -120,6 +137,7 @@ def prune_rules(
     older_than: timedelta | None = None,
     idle_for: timedelta | None = None,
     idle_action: str = "delete",
+    tombstone_window: timedelta | None = None,
 ) -> Rules:
     """The rules of one prune, checked (spec §6.9).
 
@@ -136,6 +154,7 @@ def prune_rules(
         sweep_delay=sweep_delay,
         dry_run=dry_run,
         now=now or datetime.now(UTC),
+        tombstone_window=TOMBSTONE_WINDOW if tombstone_window is None else tombstone_window,
     )
     check_rules(ctx, strategy, rules)
     return rules
@@ -160,6 +179,7 @@ def prune_summary(strategy: str, rules: Rules) -> dict[str, Any]:
         "keep_last": rules.keep_last,
         "min_age_seconds": rules.min_age.total_seconds(),
         "sweep_delay_seconds": rules.sweep_delay.total_seconds(),
+        "tombstone_window_seconds": rules.tombstone_window.total_seconds(),
         "older_than_seconds": _seconds(rules.older_than),
         "idle_for_seconds": _seconds(rules.idle_for),
         "idle_action": rules.idle_action,

@@ -215,9 +215,12 @@ def end_epoch(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
     """Sub-plan: tombstone every listed namespace of a thread, beginning a new epoch (§6.6).
 
     Create-only: a tombstone another delete stored first ends the same epochs.
-    Returns the new epoch.
+    Returns the new epoch: above every epoch listed or remembered, and at
+    least the seconds since :data:`keys.EPOCH_ORIGIN`, so a conversation
+    begun while a prune swept the thread's old tombstones is still ended.
     """
-    epoch = max(listing.epoch, ctx.epochs.of_thread(thread_id) or 0) + 1
+    seen = max(listing.epoch, ctx.epochs.of_thread(thread_id) or 0)
+    epoch = max(seen + 1, keys.epoch_floor(ctx.wall_clock()))
     body = codec.encode_tombstone(thread_id=thread_id, epoch=epoch)
     namespaces = sorted({ROOT_NAMESPACE, *listing.namespaces})
     yield from run_batch(

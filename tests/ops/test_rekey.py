@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from backends import Backend
 from cli_process import run_cli as _cli
+from deleted import the_tombstone
 from ops_helpers import chat, snapshot
 
 from objstore_saver import ObjectStoreSaver, ObjectStoreStore
@@ -546,11 +547,12 @@ async def test_a_reused_threads_new_epoch_key_is_rewrapped_and_the_ended_one_sta
     with ObjectStoreSaver(store, client_encryption=ClientEncryption.of(old)) as saver:
         saver.delete_thread("t")
         chat(saver, "t", ["the new conversation"])
-    assert sorted(k for k in _everything(store, "keys/")) == ["keys/threads/_t%e1"]
+    scope = f"_t%e{the_tombstone(_everything(store, 'threads/_t/checkpoints/_/-'))}"
+    assert sorted(k for k in _everything(store, "keys/")) == [f"keys/threads/{scope}"]
     report = await _run(_job(store, store, new, old, apply=True), False, 8, ALL, _quiet, _no)
     assert report["key_objects"]["rewrapped"] == 1
     assert report["key_objects"]["dropped_deleted"] == 0
-    assert _wrapped_by(store, "_t%e1") == [new.name, old.name]
-    assert sorted(k for k in _everything(store, "keys/")) == ["keys/threads/_t%e1"]
+    assert _wrapped_by(store, scope) == [new.name, old.name]
+    assert sorted(k for k in _everything(store, "keys/")) == [f"keys/threads/{scope}"]
     got = _reads(store, new, threads=["t"])["t"]
     assert "the new conversation" in str(got) and "a secret for t" not in str(got)
