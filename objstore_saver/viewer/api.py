@@ -61,7 +61,9 @@ def _search_prefix(search: str) -> str:
     return keys.THREADS if not search else keys.THREADS + "_" + quote(search, safe="")
 
 
-def _row(pfx: str, page: Any) -> dict[str, Any]:
+def _row(pfx: str, page: Any) -> dict[str, Any] | None:
+    if not page.truncated and all(keys.is_tombstone_key(o.key) for o in page.objects):
+        return None  # a deleted thread holds only its tombstones (spec §4.11)
     listed = [o.key for o in page.objects if o.key[len(pfx) :].startswith("checkpoints/")]
     manifests = plans.checkpoint_manifests(listed)
     last = max((o.last_modified for o in page.objects), default=None)
@@ -83,7 +85,8 @@ def threads_page_plan(search: str, after: str | None, limit: int) -> SubPlan:
 
     ``after`` is the ``next`` cursor of the previous page (a thread prefix).
     Counts come from one LIST page of each thread, so a thread with more keys
-    than that shows lower bounds (``checkpoints_at_least``).
+    than that shows lower bounds (``checkpoints_at_least``). A deleted thread
+    (only tombstones) has no row: a page may hold fewer than ``limit``.
     """
     base = _search_prefix(search)
     start = None if after is None else after[:-1] + "0"
@@ -100,7 +103,7 @@ def threads_page_plan(search: str, after: str | None, limit: int) -> SubPlan:
     more = len(prefixes) > limit
     prefixes = prefixes[:limit]
     listings = yield from run_batch(*(ListKeys(p, None, ROW_LISTING) for p in prefixes))
-    rows = [_row(p, page) for p, page in zip(prefixes, listings, strict=True)]
+    rows = [r for p, page in zip(prefixes, listings, strict=True) if (r := _row(p, page))]
     return {
         "search": search,
         "threads": rows,

@@ -65,6 +65,20 @@ def test_threads_page_and_api_search_and_paging(server: Server) -> None:
     assert server.get("/api/threads", params={"limit": "x"}).status_code == 400
 
 
+def test_a_deleted_thread_has_no_row(store: ObjectStore) -> None:
+    with ObjectStoreSaver(store) as saver:
+        chat(saver, "gone", ["a question"])
+        saver.delete_thread("gone")
+    assert any(keys.is_tombstone_key(o.key) for o in store.list("threads/_gone/").objects)
+    s = Server(store)
+    try:
+        rows = [t["thread_id"] for t in s.get("/api/threads").json()["threads"]]
+        assert "gone" not in rows and "alice" in rows
+        assert s.get("/api/threads", params={"q": "gon"}).json()["threads"] == []
+    finally:
+        s.close()
+
+
 def test_thread_page_tree_fork_and_subgraph(server: Server) -> None:
     r = server.get("/api/threads/alice").json()
     assert r["forks"] == 1
