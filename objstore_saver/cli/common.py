@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from objstore_saver.backend_choice import OBJSTORE_SAVER_URL
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
-from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, rate
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, shown_rate
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.storage.base import StorageError
 
@@ -73,7 +73,7 @@ class ProgressBar:
         if not last and now - self.shown_at < (0.1 if self.tty else 10.0):
             return
         self.shown_at = now
-        per_second = rate(done, now - self.started)
+        per_second = shown_rate(done, now - self.started)
         if total:
             filled = int(30 * done / total)
             bar = f"[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}"

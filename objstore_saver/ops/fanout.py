@@ -67,19 +67,24 @@ def check_concurrency(concurrency: Any) -> int:
     return concurrency
 
 
-#: Wall time below which a job's rate is not given: a few items done within
-#: milliseconds would claim thousands a second.
+#: Wall time below which the progress line shows no rate: a few items done
+#: within milliseconds would claim thousands a second.
 MIN_RATE_SECONDS = 1.0
 
 
-def rate(done: int, seconds: float) -> float | None:
-    """Items done per second of a job's wall time, or None below :data:`MIN_RATE_SECONDS`.
+def rate(done: int, seconds: float) -> float:
+    """Items done per second of a job's wall time (0 before any time has passed).
 
     The one formula of the progress line and of a report's
     ``threads_per_second``: both count every item done since the fan-out
     started, so the last progress line and the report agree.
     """
-    return done / seconds if seconds >= MIN_RATE_SECONDS else None
+    return done / seconds if seconds > 0 else 0.0
+
+
+def shown_rate(done: int, seconds: float) -> float | None:
+    """:func:`rate` as the progress line shows it: None below :data:`MIN_RATE_SECONDS`."""
+    return rate(done, seconds) if seconds >= MIN_RATE_SECONDS else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +136,19 @@ class Fanout:
     seconds: float = 0.0
 
     @property
-    def rate(self) -> float | None:
-        """Threads done per second (:func:`rate`): None for a run under a second."""
+    def rate(self) -> float:
+        """Threads done per second (:func:`rate`)."""
         return rate(self.done, self.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        """The counts for a report; ``threads_per_second`` is null for a run under a second."""
-        per_second = self.rate
+        """The counts for a report (a rate over a blink is noisy; the seconds say so)."""
         return {
             "threads_found": self.found,
             "threads_done": self.done,
             "threads_skipped_other_shards": self.skipped,
             "lists": self.lists,
             "seconds": round(self.seconds, 3),
-            "threads_per_second": None if per_second is None else round(per_second, 1),
+            "threads_per_second": round(self.rate, 1),
         }
 
 

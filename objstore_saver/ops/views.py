@@ -220,9 +220,9 @@ def show(
     with open_store(config) as (store, driver):
         report = driver.run(checkpoint_plan(thread_id, checkpoint_id, checkpoint_ns))
     if report is None:
-        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "any checkpoint"
+        what = f"no checkpoint {checkpoint_id!r}" if checkpoint_id else "no checkpoint"
         raise JobError(
-            f"thread {thread_id!r} (namespace {checkpoint_ns!r}) has no {what} in {store.location}"
+            f"thread {thread_id!r} (namespace {checkpoint_ns!r}) has {what} in {store.location}"
         )
     report["store"] = store.location
     return report
