@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kill_child import kill_when
 from ops_helpers import chat
 from payloads import incompressible_text
 
@@ -33,15 +33,7 @@ THREADS = [f"k{i:02d}" for i in range(10)]
 #: The child: the job of argv[1] on store argv[2] (source argv[3]), each PUT 3 ms slower.
 CHILD = textwrap.dedent(
     """
-    import sys, time
-    from objstore_saver.storage.local import LocalStore
-    real_put = LocalStore.put
-
-    def slow_put(self, *args, **kwargs):
-        time.sleep(0.003)
-        return real_put(self, *args, **kwargs)
-
-    LocalStore.put = slow_put
+    slowed("put", 0.003)
     from objstore_saver.ops import OpsConfig, migrate, prune
 
     job, url, source = sys.argv[1:4]
@@ -100,26 +92,9 @@ def _stored_alone(root: Path) -> int:
 
 def _kill_after(job: str, root: Path, source: str, objects: int, count: Any = _objects) -> int:
     """Run the job in a child, SIGKILL it once ``count(root)`` reaches ``objects``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, job, f"file://{root}", source],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    return kill_when(
+        CHILD, [job, f"file://{root}", source], lambda: root.exists() and count(root) >= objects
     )
-    deadline = time.monotonic() + 120
-    try:
-        while child.poll() is None and time.monotonic() < deadline:
-            if root.exists() and count(root) >= objects:
-                child.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.002)
-        child.wait(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    return child.returncode
 
 
 @pytest.fixture(scope="module")

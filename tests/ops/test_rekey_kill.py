@@ -13,13 +13,12 @@ from __future__ import annotations
 import base64
 import os
 import signal
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from kill_child import kill_when
 from ops_helpers import chat, snapshot
 
 from objstore_saver import ObjectStoreSaver
@@ -39,15 +38,7 @@ THREADS = [f"r{i:02d}" for i in range(10)]
 #: The child: rekey --drop-old --apply of store argv[1], each PUT 20 ms slower.
 CHILD = textwrap.dedent(
     """
-    import sys, time
-    from objstore_saver.storage.local import LocalStore
-    real_put = LocalStore.put
-
-    def slow_put(self, *args, **kwargs):
-        time.sleep(0.02)
-        return real_put(self, *args, **kwargs)
-
-    LocalStore.put = slow_put
+    slowed("put", 0.02)
     from objstore_saver.ops import OpsConfig, rekey
 
     rekey(OpsConfig(url=sys.argv[1]), apply=True, drop_old=True, concurrency=2)
@@ -87,26 +78,8 @@ def test_rekey_killed_then_rerun(
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv(KEYS_URL_ENV, raising=False)
     monkeypatch.setenv(KEYS_ENV, _spec(new, old))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, store.location],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    try:
-        while child.poll() is None and time.monotonic() < deadline:
-            if _rewrapped(store, new) >= rewrapped:
-                child.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.002)
-        child.wait(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
+    killed = kill_when(CHILD, [store.location], lambda: _rewrapped(store, new) >= rewrapped)
+    assert killed == -signal.SIGKILL
     done = _rewrapped(store, new)
     assert rewrapped <= done < len(THREADS)
     # Mid-rotation, with the keys every process holds during it: every thread as it was.

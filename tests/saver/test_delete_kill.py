@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from deleted import not_tombstones
+from kill_child import kill_when
 from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver, ops
@@ -29,19 +29,11 @@ from objstore_saver.storage import LocalStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
-#: The child: argv[1] "delete" (delete_thread) or "prune" (an idle prune), on store argv[2].
+#: The child: argv[1] "delete" (delete_thread) or "prune" (an idle prune), on store
+#: argv[2]; its store deletes one key at a time, 4 ms apart.
 CHILD = textwrap.dedent(
     """
-    import sys, time
-    from objstore_saver.storage.local import LocalStore
-    real_delete = LocalStore.delete
-
-    def one_by_one(self, keys):
-        for key in keys:
-            time.sleep(0.004)
-            real_delete(self, [key])
-
-    LocalStore.delete = one_by_one
+    slowed("delete", 0.004, one_key_at_a_time=True)
     from objstore_saver import ObjectStoreSaver, ops
     from objstore_saver.ops import OpsConfig
 
@@ -74,28 +66,13 @@ def _write(root: Path) -> int:
 def _kill_when(job: str, root: Path, left: int | None) -> int:
     """Run the job; SIGKILL it once at most ``left`` of the thread's files are not
     tombstones (None: as soon as a tombstone exists)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, job, str(root)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 120
-    try:
-        while child.poll() is None and time.monotonic() < deadline:
-            files = _files(root)
-            stones = [p for p in files if keys.is_tombstone_key("/".join(p.parts[-5:]))]
-            if stones and (left is None or len(files) - len(stones) <= left):
-                child.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.001)
-        child.wait(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    return child.returncode
+
+    def ready() -> bool:
+        files = _files(root)
+        stones = [p for p in files if keys.is_tombstone_key("/".join(p.parts[-5:]))]
+        return bool(stones) and (left is None or len(files) - len(stones) <= left)
+
+    return kill_when(CHILD, [job, str(root)], ready)
 
 
 @pytest.mark.parametrize("job", ["delete", "prune"])

@@ -151,18 +151,20 @@ def test_requests_answered_no_such_bucket_say_it_does_not_exist(
         )
 
 
+async def _acheck(store: LeanS3Store) -> None:
+    """The coroutine check of ``store``, its connections closed after."""
+    try:
+        await store.acheck()
+    finally:
+        await store.aclose()
+
+
 def test_the_async_check_of_a_missing_bucket_says_it_does_not_exist(s3_endpoint: Any) -> None:
     bucket = _missing()
     store = s3_endpoint.lean_store(bucket)
 
-    async def check() -> None:
-        try:
-            await store.acheck()
-        finally:
-            await store.aclose()
-
     with pytest.raises(StoreUnavailableError) as info:
-        asyncio.run(check())
+        asyncio.run(_acheck(store))
     _assert_names_the_missing_bucket(str(info.value), bucket, s3_endpoint.url, "(check: HTTP 404)")
 
 
@@ -259,14 +261,8 @@ def test_the_lean_async_check_of_a_refused_endpoint_is_one_attempt(refused_url: 
     store = LeanS3Store("b", endpoint_url=refused_url, max_attempts=3, backoff_base=0)
     sent = _count_lean_sends(store)
 
-    async def check() -> None:
-        try:
-            await store.acheck()
-        finally:
-            await store.aclose()
-
     with pytest.raises(StoreUnavailableError) as info:
-        asyncio.run(check())
+        asyncio.run(_acheck(store))
     _assert_names_the_refused_endpoint(str(info.value), refused_url)
     assert len(sent) == 1
 

@@ -566,20 +566,23 @@ class S3Protocol:
                 ) from None
         raise self.error(reply, "list", prefix)
 
+    def post_delete(self, body: bytes, operation: str, key: str) -> Exchange[Reply]:
+        """One ``DeleteObjects`` request of an XML ``body``, with its Content-MD5."""
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        headers = {"content-md5": md5, "content-type": "application/xml"}
+        reply, _ = yield from self.exchange(
+            lambda: self.request("POST", None, query={"delete": ""}, headers=headers, body=body),
+            operation,
+            key,
+        )
+        return reply
+
     def delete(self, keys: Sequence[str]) -> Exchange[None]:
         """``DeleteObjects`` in quiet mode, 1,000 keys per request."""
         full_keys = [self.full_key(key) for key in keys]  # all checked before any request
         for i in range(0, len(full_keys), MAX_DELETE_BATCH):
             body = delete_body(full_keys[i : i + MAX_DELETE_BATCH])
-            md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-            headers = {"content-md5": md5, "content-type": "application/xml"}
-            reply, _ = yield from self.exchange(
-                lambda body=body, headers=headers: self.request(
-                    "POST", None, query={"delete": ""}, headers=headers, body=body
-                ),
-                "delete",
-                keys[i],
-            )
+            reply = yield from self.post_delete(body, "delete", keys[i])
             if not isinstance(reply, HttpResponse) or reply.status != 200:
                 raise self.error(reply, "delete", keys[i])
             errors = parse_delete_errors(reply.body)

@@ -7,8 +7,6 @@ prefix; ``DeleteObjects`` with version ids deletes versions for good.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
@@ -151,15 +149,7 @@ def delete_versions(
     for i in range(0, len(doomed), MAX_DELETE_BATCH):
         batch = doomed[i : i + MAX_DELETE_BATCH]
         body = _delete_body([(protocol.full_key(v.key), v.version_id) for v in batch])
-        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
-        headers = {"content-md5": md5, "content-type": "application/xml"}
-        reply, _ = yield from protocol.exchange(
-            lambda body=body, headers=headers: protocol.request(
-                "POST", None, query={"delete": ""}, headers=headers, body=body
-            ),
-            "delete versions",
-            batch[0].key,
-        )
+        reply = yield from protocol.post_delete(body, "delete versions", batch[0].key)
         if not isinstance(reply, HttpResponse) or reply.status != 200:
             raise protocol.error(reply, "delete versions", batch[0].key)
         try:
