@@ -104,7 +104,9 @@ def listed_epoch(ctx: Context, thread_id: str, page: ListPage) -> int:
 
 
 def ended_manifests(
-    listing_manifests: list[ObjectInfo], tombstones: list[ObjectInfo]
+    listing_manifests: list[ObjectInfo],
+    tombstones: list[ObjectInfo],
+    read: dict[str, Manifest] | None = None,
 ) -> Generator[Batch, list[Any] | None, set[str]]:
     """Sub-plan: the listed manifests of a thread that belong to ended epochs (spec §4.11).
 
@@ -112,7 +114,8 @@ def ended_manifests(
     others written since are read (in parallel groups) and judged by their
     epoch. One that reads as absent (gone since listed, or sealed with an
     ended epoch's destroyed key) is counted with them. None without a
-    tombstone.
+    tombstone. ``read``, when given, receives the live manifests read on the
+    way (manifests never change: a caller need not read them again).
     """
     ended = tombstones_among(tombstones, Ended.none())
     if ended.epoch == 0:
@@ -123,8 +126,11 @@ def ended_manifests(
         group = later[start : start + READ_GROUP]
         bodies = yield from run_batch(*(Get(k) for k in group))
         for k, body in zip(group, bodies, strict=True):
-            if body is None or not ended.live(decode_checked_manifest(body, k)):
+            manifest = None if body is None else decode_checked_manifest(body, k)
+            if manifest is None or not ended.live(manifest):
                 dead.add(k)
+            elif read is not None:
+                read[k] = manifest
     return dead
 
 

@@ -92,12 +92,17 @@ def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectIn
 
 
 def _read_manifests(
-    ctx: Context, manifest_keys: Sequence[str]
+    ctx: Context, manifest_keys: Sequence[str], known: Mapping[str, Manifest] | None = None
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out."""
-    out: dict[str, Manifest] = {}
-    for start in range(0, len(manifest_keys), LIST_READ_AHEAD * 4):
-        group = manifest_keys[start : start + LIST_READ_AHEAD * 4]
+    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out.
+
+    Those in ``known`` (read earlier in the same prune) cost no request.
+    """
+    known = known or {}
+    out: dict[str, Manifest] = {k: known[k] for k in manifest_keys if k in known}
+    wanted = [k for k in manifest_keys if k not in known]
+    for start in range(0, len(wanted), LIST_READ_AHEAD * 4):
+        group = wanted[start : start + LIST_READ_AHEAD * 4]
         bodies = yield from run_batch(*(Get(k) for k in group))
         for k, body in zip(group, bodies, strict=True):
             if body is not None:
@@ -133,6 +138,7 @@ def _select_kept(
     keep_last: int,
     young_after: datetime | None = None,
     ended: Collection[str] = (),
+    known: Mapping[str, Manifest] | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
     """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11).
 
@@ -176,7 +182,7 @@ def _select_kept(
     picked = set(chosen)  # the age rule holds in every namespace, whatever the run
     chosen += [o.key for infos in by_ns.values() for o in infos if young(o) and o.key not in picked]
 
-    kept = yield from _read_manifests(ctx, chosen)
+    kept = yield from _read_manifests(ctx, chosen, known)
     # Keep the ancestors a DeltaChannel of a kept checkpoint replays, up to its seed.
     for key, m in list(kept.items()):
         pending = _delta_channels((yield from read_metadata(ctx, m, key))) - set(m.channels)
@@ -242,8 +248,9 @@ def _prune_thread(
         return stats
     young_after = None if older_than is None else now - older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.
-    ended = yield from ended_manifests(listing.manifests, listing.tombstones)
-    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after, ended)
+    seen: dict[str, Manifest] = {}  # manifests the epoch check read: not read twice
+    ended = yield from ended_manifests(listing.manifests, listing.tombstones, seen)
+    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after, ended, seen)
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)
@@ -273,7 +280,7 @@ def _prune_thread(
         # Step 3, the sweep, runs before this run deletes any manifest: what the
         # doomed checkpoints reach is still referenced, and only marked next.
         everything = set(live)
-        doomed_manifests = yield from _read_manifests(ctx, doomed)
+        doomed_manifests = yield from _read_manifests(ctx, doomed, seen)
         everything |= yield from _reach(ctx, pfx, doomed_manifests.items(), doomed_writes)
         # Manifests and writes that appeared since the listing (after its objects).
         listed = {o.key for o in listing.manifests} | {o.key for o in listing.writes}
@@ -319,6 +326,10 @@ def _prune_thread(
 
     # Step 4: manifests before the writes and objects only they reach; what a
     # manifest embeds is stored alone before it goes (kept ones may locate it there).
+    if doomed_manifests is None and seen:
+        # Those the epoch check read are not read again (a version-1 one embeds nothing).
+        v2 = [k for k in doomed if keys.parse_checkpoint_key(k).version == 2]
+        doomed_manifests = yield from _read_manifests(ctx, v2, seen)
     extracted = yield from read_embedded(doomed, doomed_manifests)
     stats.objects_extracted = len(extracted)
     if not dry_run:

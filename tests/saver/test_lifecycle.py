@@ -25,6 +25,7 @@ from langgraph.checkpoint.base.id import uuid6
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import keys
+from objstore_saver.storage import MeteredStore
 from objstore_saver.testing.faults import FailWhere, FaultyStore, InjectedFaultError, Request
 
 pytestmark = pytest.mark.backends("local", "s3-lean")
@@ -375,3 +376,19 @@ def test_a_copy_of_a_thread_a_stopped_delete_left_behind_copies_what_is_in_force
         assert head is not None and head.config["configurable"]["checkpoint_id"] == new[-1]
         assert [t.config["configurable"]["checkpoint_id"] for t in w.list(_cfg("u"))] == new
         assert w.verify("u").ok
+
+
+def test_a_prune_of_a_reused_thread_reads_each_manifest_once(backend: Backend) -> None:
+    """Its manifests are newer than its tombstone: the epoch check reads them, and
+    the prune's own choice, sweep and extraction reuse what it read."""
+    store = backend.store()
+    with ObjectStoreSaver(store) as saver:
+        _conversation(saver, "t", "old", 2)
+        saver.delete_thread("t")
+        _conversation(saver, "t", "new", 5)
+    meter = MeteredStore(backend.store(), log=True)
+    with ObjectStoreSaver(meter) as pruner:
+        report = pruner.prune(["t"], keep_last=1, min_age=0)
+    assert report["checkpoints_kept"] == 1 and report["checkpoints_deleted"] == 4
+    manifest_gets = [e.key for e in meter.log if e.op == "get" and e.key.endswith("~.2")]
+    assert len(manifest_gets) == 5 and len(set(manifest_gets)) == 5, manifest_gets
