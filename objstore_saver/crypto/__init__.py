@@ -6,7 +6,9 @@ its content objects, so equal values in a thread are still stored once. The
 settings import without the ``encryption`` extra; the ciphers
 (:mod:`~objstore_saver.crypto.master_keys`, :mod:`~objstore_saver.crypto.thread_keys`,
 :mod:`~objstore_saver.crypto.sealing`, :mod:`~objstore_saver.crypto.sealed_store`)
-need ``cryptography``.
+need ``cryptography``. :mod:`~objstore_saver.crypto.names` names scopes and key
+objects (an epoch's key: ``<T>%e<n>``); :mod:`~objstore_saver.crypto.key_versions`
+destroys every version of a key object where the key store keeps versions.
 """
 
 from __future__ import annotations

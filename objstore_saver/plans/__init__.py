@@ -6,14 +6,21 @@ requests and receives their results, or yields
 performs I/O, so the blocking and the asyncio saver run the very same code
 through :class:`~objstore_saver.driver.Driver`.
 
-* :mod:`.context`: what plans share (memories, clock, write sequence);
+* :mod:`.context`: what plans share (memories, clocks, write sequence);
+* :mod:`.requests`: the requests a plan asks for, and how one is carried out;
 * :mod:`.scope`: identifiers of a config, channel versions;
-* :mod:`.reading`: objects, manifests, writes, tuples;
-* :mod:`.lookup`: the latest lookup, get by id, listing;
-* :mod:`.writing`: ``put`` and ``put_writes``;
-* :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs``;
-* :mod:`.prune`: retention, two-phase sweep;
-* :mod:`.history`: the delta channel history walk.
+* :mod:`.reading`, :mod:`.values`: objects, manifests, writes and tuples read back;
+* :mod:`.lookup`: the latest lookup, get by id, listing (§6.2-6.4);
+* :mod:`.checkpoint_put`: ``put`` and ``put_writes`` (§6.1, §6.5), with
+  :mod:`.writing` (values encoded and stored) and :mod:`.placement` (where
+  each content object goes);
+* :mod:`.epochs`: a thread's lifecycle, which epochs a delete ended (§4.11);
+* :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs`` (§6.6-6.8);
+* :mod:`.prune`, :mod:`.prune_rules`, :mod:`.extraction`,
+  :mod:`.tombstone_sweep`: retention, the two-phase sweep, and the tombstones
+  a window has outlived (§6.9);
+* :mod:`.scan`: every thread of a store for the jobs (§6.12);
+* :mod:`.history`: the delta channel history walk (§6.10).
 """
 
 from objstore_saver.plans.checkpoint_put import put, put_writes

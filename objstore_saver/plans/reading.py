@@ -1,4 +1,4 @@
-"""Plans that read: objects, manifests, tuples, the latest lookup and listing (spec §6.2-6.4)."""
+"""Plans that read: objects, manifests, writes and tuples (the lookup is :mod:`.lookup`)."""
 
 from __future__ import annotations
 

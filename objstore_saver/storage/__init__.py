@@ -1,4 +1,14 @@
-"""Storage backends: the :class:`ObjectStore` protocol and its implementations."""
+"""Storage backends: the :class:`ObjectStore` protocol and its implementations.
+
+* :mod:`.base`: the protocol (``put`` create/overwrite, ``get`` with a range,
+  ``list`` by prefix from a key, batched ``delete``), its errors and wrappers;
+* :mod:`.local`: a local directory; :mod:`.s3`: S3-compatible buckets, over
+  the lean transport (:mod:`.http`) or boto3;
+* :mod:`.versions`: object versions and Object Lock, where a bucket keeps them;
+* :mod:`.metered`: a wrapper counting requests and bytes;
+* :mod:`.urls`: a store from ``s3://`` or ``file://``;
+* :mod:`.worker_pool`: worker threads for blocking calls of coroutines.
+"""
 
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,

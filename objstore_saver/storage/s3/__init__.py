@@ -4,7 +4,9 @@
 :mod:`objstore_saver.storage.http`; :class:`S3Store` uses boto3's client. What
 both share is written once here: settings (:mod:`.settings`), what answers
 mean (:mod:`.rules`), when to try again (:mod:`.retry`) and which transport a
-URL picks (:mod:`.choice`).
+URL picks (:mod:`.choice`). The lean transport's requests are pure plans in
+:mod:`.protocol` (objects) and :mod:`.version_requests` (versions), run by
+:mod:`.lean`; boto3's are :mod:`.boto3_store` and :mod:`.boto3_versions`.
 """
 
 from objstore_saver.storage.s3.boto3_store import S3Store
