@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from objstore_saver.crypto.names import KEY_PREFIX, scope_of_key_object
 from objstore_saver.plans.requests import Delete, Get, ListKeys
@@ -103,13 +103,9 @@ class KeyVersions:
         found = self._layer.versions(prefix)
         self._count_listing(prefix, found)
         condemned = [v for v in found if _scope_doomed(v, doomed)]
-        data, markers = destruction_order(condemned)
         with self._lock:
-            known = [v for v in data if (v.key, v.version_id) in self._refused]
-        refused = self._delete([v for v in data if v not in known])
-        self._delete(
-            markers_to_delete(markers, refused + [RefusedVersion(v, "", "") for v in known])
-        )
+            known = {v for v in condemned if (v.key, v.version_id) in self._refused}
+        refused = self._destroy(condemned, known)
         with self._lock:
             if len(self._refused) > _REFUSALS_KEPT:
                 self._refused.clear()
@@ -145,16 +141,25 @@ class KeyVersions:
         left = retained_versions(found)
         report["retained_key_versions"] = sum(not v.delete_marker for v in left)
         if apply and left:
-            data, markers = destruction_order(left)
-            refused = self._delete(data)
-            self._delete(markers_to_delete(markers, refused))
-            report["key_versions_deleted"] = len(data) - len(refused)
+            refused = self._destroy(left)
+            report["key_versions_deleted"] = report["retained_key_versions"] - len(refused)
             report["key_versions_refused"] = len(refused)
         return report
 
     def _count_listing(self, prefix: str, found: list[ObjectVersion]) -> None:
         pages = pages_of(len(found))
         self._counters.record([ListKeys(prefix)] * pages, [None] * pages)
+
+    def _destroy(
+        self, versions: list[ObjectVersion], refused_before: Collection[ObjectVersion] = ()
+    ) -> list[RefusedVersion]:
+        """Delete the data versions (but those refused before), then the markers of the
+        keys that lost all of theirs; the versions refused now."""
+        data, markers = destruction_order(versions)
+        refused = self._delete([v for v in data if v not in refused_before])
+        held = refused + [RefusedVersion(v, "", "") for v in refused_before]
+        self._delete(markers_to_delete(markers, held))
+        return refused
 
     def _delete(self, versions: list[ObjectVersion]) -> list[RefusedVersion]:
         if not versions:

@@ -476,7 +476,7 @@ class SealingStore(StoreWrapper):
         page = self._key_store.list(listing.prefix)
         self.counters.record([listing], [page])
         self._key_store.delete(self._shredded(token, below, page))
-        self._versions.destroy(*self._versions_of(token, below))
+        self._destroy_versions(token, below)
 
     async def ashred(self, thread_prefix: str, below: int) -> None:
         """Coroutine twin of :meth:`shred`."""
@@ -485,22 +485,21 @@ class SealingStore(StoreWrapper):
         page = await self._key_store.alist(listing.prefix)
         self.counters.record([listing], [page])
         await self._key_store.adelete(self._shredded(token, below, page))
-        await in_thread(self._versions.destroy, *self._versions_of(token, below))
+        await in_thread(self._destroy_versions, token, below)
 
     @property
     def key_versions(self) -> KeyVersions:
         """The versions of key objects, in a key store that keeps them (``verify``, ``prune``)."""
         return self._versions
 
-    @staticmethod
-    def _versions_of(token: str, below: int) -> tuple[str, Callable[[str], bool], str]:
-        """What :meth:`KeyVersions.destroy` needs to destroy the epochs below ``below``."""
+    def _destroy_versions(self, token: str, below: int) -> None:
+        """Every version of the thread's key objects of the epochs below ``below``."""
 
         def doomed(scope: str) -> bool:
             owner, epoch = split_scope(scope)
             return owner == token and epoch < below
 
-        return key_object_key(token), doomed, scope_owner(token)
+        self._versions.destroy(key_object_key(token), doomed, scope_owner(token))
 
     def _shredded(self, token: str, below: int, page: ListPage) -> list[str]:
         """The key objects a shred deletes, forgotten here first."""

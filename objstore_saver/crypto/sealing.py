@@ -80,8 +80,8 @@ def is_sealed(data: bytes) -> bool:
         return False
 
 
-def _ciphertext(data: bytes, key: str) -> bytes:
-    c = _envelope_fields(data, key).get("c")
+def _ciphertext(fields: dict[str, object], key: str) -> bytes:
+    c = fields.get("c")
     if not isinstance(c, bytes):
         raise CorruptObjectError(key, "a sealed object without ciphertext")
     return c
@@ -116,7 +116,7 @@ def _opened(
             "object replaced, or objects restored from another copy)",
         )
     try:
-        return siv.decrypt(_ciphertext(data, key), ad)
+        return siv.decrypt(_ciphertext(fields, key), ad)
     except InvalidTag as exc:
         raise CorruptObjectError(
             key,

@@ -11,14 +11,13 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
-from objstore_saver.plans.context import LIST_READ_AHEAD, Context
-from objstore_saver.plans.reading import decode_checked_manifest
-from objstore_saver.plans.requests import Batch, Get, Put, run_batch
+from objstore_saver.plans.context import Context
+from objstore_saver.plans.requests import Batch, Put
 from objstore_saver.plans.writing import put_objects
 
 
@@ -27,34 +26,6 @@ def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
     out: dict[bytes, bytes] = {}
     for m in manifests:
         out.update(codec.embedded_objects(m))
-    return out
-
-
-def read_embedded(
-    manifest_keys: Sequence[str], read: Mapping[str, Manifest] | None = None
-) -> Generator[Batch, list[Any] | None, dict[bytes, bytes]]:
-    """Sub-plan: the objects the manifests ``manifest_keys`` embed, by address.
-
-    Args:
-        manifest_keys: The manifests, of either format version.
-        read: The manifests when the caller read them already (each of
-            ``manifest_keys`` still stored then); None: the version-2 ones
-            are read here (a version-1 manifest embeds nothing). A manifest
-            deleted since it was listed is left out: whatever deleted it
-            stored its objects first, or deleted the whole thread.
-    """
-    if read is not None:
-        return embedded_in(read[k] for k in manifest_keys if k in read)
-    todo = [k for k in manifest_keys if keys.parse_checkpoint_key(k).version == 2]
-    out: dict[bytes, bytes] = {}
-    for start in range(0, len(todo), LIST_READ_AHEAD * 4):
-        group = todo[start : start + LIST_READ_AHEAD * 4]
-        bodies = yield from run_batch(*(Get(k) for k in group))
-        out |= embedded_in(
-            decode_checked_manifest(body, k)
-            for k, body in zip(group, bodies, strict=True)
-            if body is not None
-        )
     return out
 
 

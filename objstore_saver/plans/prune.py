@@ -15,7 +15,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
-from objstore_saver.plans.extraction import read_embedded, store_embedded
+from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.prune_rules import PruneStats, Rules, prune_report, prune_rules
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
@@ -326,11 +326,12 @@ def _prune_thread(
 
     # Step 4: manifests before the writes and objects only they reach; what a
     # manifest embeds is stored alone before it goes (kept ones may locate it there).
-    if doomed_manifests is None and seen:
-        # Those the epoch check read are not read again (a version-1 one embeds nothing).
+    if doomed_manifests is None:  # a version-1 manifest embeds nothing: not read
         v2 = [k for k in doomed if keys.parse_checkpoint_key(k).version == 2]
         doomed_manifests = yield from _read_manifests(ctx, v2, seen)
-    extracted = yield from read_embedded(doomed, doomed_manifests)
+    # A manifest deleted since it was listed is left out: whatever deleted it
+    # stored its objects first, or deleted the whole thread.
+    extracted = embedded_in(doomed_manifests.values())
     stats.objects_extracted = len(extracted)
     if not dry_run:
         yield from store_embedded(ctx, pfx, extracted)

@@ -14,7 +14,7 @@ before the window.
 from __future__ import annotations
 
 from collections.abc import Generator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from objstore_saver.format import codec, keys
@@ -46,7 +46,7 @@ def _written(listing: ThreadListing) -> bool:
 
 
 def sweep_tombstones(
-    thread_id: str, listing: ThreadListing, window: timedelta, now: Any, dry_run: bool
+    thread_id: str, listing: ThreadListing, window: timedelta, now: datetime, dry_run: bool
 ) -> Generator[Batch, list[Any] | None, tuple[int, int]]:
     """Sub-plan: delete a deleted thread's tombstones once the newest is ``window`` old.
 

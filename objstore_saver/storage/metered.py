@@ -215,16 +215,6 @@ class MeteredStore(StoreWrapper):
     # --- object versions (storage/versions.py): forwarded and counted where the
     # inner store keeps them; none, at no request, where it does not.
 
-    def _counted_versions(self, prefix: str, found: list[ObjectVersion]) -> list[ObjectVersion]:
-        self._add([LogEntry("list", prefix, 0)], list_requests=pages_of(len(found)))
-        return found
-
-    def _counted_version_deletes(self, versions: Sequence[ObjectVersion]) -> None:
-        self._add(
-            [LogEntry("delete", v.key, 0) for v in versions],
-            delete_requests=-(-len(versions) // MAX_DELETE_BATCH),
-        )
-
     def retention(self) -> Retention:
         """The inner store's versioning state: one GET, two when versioning is on."""
         layer = versioned_layer(self._inner)
@@ -237,36 +227,16 @@ class MeteredStore(StoreWrapper):
     def versions(self, prefix: str) -> list[ObjectVersion]:
         """Every version under ``prefix``: a request per page of versions."""
         layer = versioned_layer(self._inner)
-        return [] if layer is None else self._counted_versions(prefix, layer.versions(prefix))
+        if layer is None:
+            return []
+        found = layer.versions(prefix)
+        self._add([LogEntry("list", prefix, 0)], list_requests=pages_of(len(found)))
+        return found
 
     def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
-        """Delete versions for good: a request per 1,000."""
+        """Delete versions for good: a request per 1,000, as :meth:`delete`."""
         layer = versioned_layer(self._inner)
         if layer is None or not versions:
             return []
-        self._counted_version_deletes(versions)
-        return layer.delete_versions(versions)
-
-    async def aretention(self) -> Retention:
-        """Coroutine of :meth:`retention`."""
-        layer = versioned_layer(self._inner)
-        if layer is None:
-            return NO_RETENTION
-        retention = await layer.aretention()
-        self._add([], get_requests=1 + bool(retention.versioning))
-        return retention
-
-    async def aversions(self, prefix: str) -> list[ObjectVersion]:
-        """Coroutine of :meth:`versions`."""
-        layer = versioned_layer(self._inner)
-        if layer is None:
-            return []
-        return self._counted_versions(prefix, await layer.aversions(prefix))
-
-    async def adelete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
-        """Coroutine of :meth:`delete_versions`."""
-        layer = versioned_layer(self._inner)
-        if layer is None or not versions:
-            return []
-        self._counted_version_deletes(versions)
-        return await layer.adelete_versions(versions)
+        with self._deleting([v.key for v in versions]):
+            return layer.delete_versions(versions)

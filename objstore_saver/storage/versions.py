@@ -72,7 +72,11 @@ class RefusedVersion:
 
 @runtime_checkable
 class VersionedStore(Protocol):
-    """The requests on object versions an S3 store offers (blocking and coroutines)."""
+    """The requests on object versions an S3 store offers.
+
+    Blocking only: a delete's coroutine runs its shred's version requests
+    in a worker thread, once per delete, beside the delete's own requests.
+    """
 
     def retention(self) -> Retention:
         """The bucket's versioning and Object Lock state (one or two GETs)."""
@@ -86,28 +90,19 @@ class VersionedStore(Protocol):
         """Delete these versions for good; return those the bucket refused."""
         ...
 
-    async def aretention(self) -> Retention: ...
-
-    async def aversions(self, prefix: str) -> list[ObjectVersion]: ...
-
-    async def adelete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]: ...
-
 
 def versioned_layer(store: object) -> VersionedStore | None:
-    """The outermost layer of ``store`` offering object versions, when a store it
-    wraps (an S3 store) keeps them; None over a local directory.
+    """The outermost layer of ``store`` offering object versions, when the store at
+    the bottom (an S3 store) keeps them; None over a local directory.
 
-    A wrapper may offer them only by forwarding (a meter): it counts as a
-    versioned layer only above a store that is one itself.
+    A wrapper (a meter) offers them by forwarding: alone it is no versioned store.
     """
-    outermost: VersionedStore | None = None
-    layer = store
-    while True:
-        if isinstance(layer, VersionedStore) and outermost is None:
-            outermost = layer
-        if not isinstance(layer, StoreWrapper):
-            return outermost if isinstance(layer, VersionedStore) else None
-        layer = layer.inner
+    layers = [store]
+    while isinstance(layers[-1], StoreWrapper):
+        layers.append(layers[-1].inner)
+    if not isinstance(layers[-1], VersionedStore):
+        return None
+    return next(layer for layer in layers if isinstance(layer, VersionedStore))
 
 
 def destruction_order(

@@ -55,6 +55,21 @@ def _key_versions(client: Any, bucket: str, token: str) -> list[tuple[str, bool]
     )
 
 
+def _retain(
+    client: Any, bucket: str, key: str, version: str, span: dt.timedelta, bypass: bool = False
+) -> dt.datetime:
+    """Governance retention of a version for ``span`` from now (``bypass``: shortened)."""
+    until = dt.datetime.now(dt.UTC) + span
+    client.put_object_retention(
+        Bucket=bucket,
+        Key=key,
+        VersionId=version,
+        Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until},
+        **({"BypassGovernanceRetention": True} if bypass else {}),
+    )
+    return until
+
+
 def _data_versions(client: Any, bucket: str, token: str) -> list[str]:
     return [k for k, marker in _key_versions(client, bucket, token) if not marker]
 
@@ -157,13 +172,7 @@ def test_object_lock_keeps_a_version_that_verify_counts_and_prune_sweeps_once_re
             _chat(saver, "held")
             key = "pfx/keys/threads/_held"
             version = client.head_object(Bucket=locked, Key=key)["VersionId"]
-            until = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
-            client.put_object_retention(
-                Bucket=locked,
-                Key=key,
-                VersionId=version,
-                Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until},
-            )
+            _retain(client, locked, key, version, dt.timedelta(days=1))
             saver.delete_thread("held")  # completes: the thread is deleted
             assert saver.get_tuple(_cfg("held")) is None
         refusals = [r.getMessage() for r in caplog.records if "refused to delete" in r.getMessage()]
@@ -182,14 +191,7 @@ def test_object_lock_keeps_a_version_that_verify_counts_and_prune_sweeps_once_re
         assert _data_versions(client, locked, "_held") == [key]
         # Its retention shortened to end at once (governance mode: by a user allowed
         # to bypass it; S3 refuses a date in the past, Ceph an empty retention).
-        ends = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
-        client.put_object_retention(
-            Bucket=locked,
-            Key=key,
-            VersionId=version,
-            Retention={"Mode": "GOVERNANCE", "RetainUntilDate": ends},
-            BypassGovernanceRetention=True,
-        )
+        ends = _retain(client, locked, key, version, dt.timedelta(seconds=2), bypass=True)
         time.sleep(max(0.0, (ends - dt.datetime.now(dt.UTC)).total_seconds()) + 1.0)
         swept = ops.prune(config=config, apply=True)
         assert (swept["key_versions_deleted"], swept["key_versions_refused"]) == (1, 0)

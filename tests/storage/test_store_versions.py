@@ -1,4 +1,4 @@
-"""Object versions on a real S3 endpoint, over both S3 transports, blocking and coroutines.
+"""Object versions on a real S3 endpoint, over both S3 transports.
 
 What shredding on a versioned bucket builds on (docs/encryption.md): the
 bucket's versioning and Object Lock state, every version and delete marker
@@ -8,7 +8,6 @@ for good, or come back refused when Object Lock retains it.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,42 +28,18 @@ from objstore_saver.storage.versions import (
 
 pytestmark = pytest.mark.usefixtures("creds_env")
 
-TRANSPORTS = ["lean", "boto3", "lean-async", "boto3-async"]
 
+@pytest.fixture(params=["lean", "boto3"])
+def open_store(request: pytest.FixtureRequest, s3_endpoint: Any) -> Callable[[str], VersionedStore]:
+    """Opens a store of the test's transport on a bucket: its version requests."""
 
-class Calls:
-    """The versions requests of one store, through its blocking methods or its coroutines."""
-
-    def __init__(self, store: VersionedStore, run_async: bool) -> None:
-        self.store = store
-        self.run_async = run_async
-
-    def _call(self, name: str, *args: Any) -> Any:
-        if self.run_async:
-            return asyncio.run(getattr(self.store, "a" + name)(*args))
-        return getattr(self.store, name)(*args)
-
-    def retention(self) -> Any:
-        return self._call("retention")
-
-    def versions(self, prefix: str) -> list[ObjectVersion]:
-        return self._call("versions", prefix)
-
-    def delete_versions(self, doomed: list[ObjectVersion]) -> Any:
-        return self._call("delete_versions", doomed)
-
-
-@pytest.fixture(params=TRANSPORTS)
-def open_calls(request: pytest.FixtureRequest, s3_endpoint: Any) -> Callable[[str], Calls]:
-    transport = request.param
-
-    def open_(bucket: str) -> Calls:
-        if transport.startswith("lean"):
+    def open_(bucket: str) -> VersionedStore:
+        if request.param == "lean":
             store: Any = lean(s3_endpoint, bucket, "pfx/")
         else:
             store = S3Store(bucket, "pfx/", client=s3_endpoint.client())
         assert isinstance(store, VersionedStore)
-        return Calls(store, transport.endswith("async"))
+        return store
 
     return open_
 
@@ -76,18 +51,18 @@ def versioned(s3_endpoint: Any) -> Iterator[str]:
 
 
 def test_retention_of_each_kind_of_bucket(
-    s3_endpoint: Any, s3_bucket: str, versioned: str, open_calls: Callable[[str], Calls]
+    s3_endpoint: Any, s3_bucket: str, versioned: str, open_store: Callable[[str], VersionedStore]
 ) -> None:
-    assert open_calls(s3_bucket).retention() == NO_RETENTION
-    kept = open_calls(versioned).retention()
+    assert open_store(s3_bucket).retention() == NO_RETENTION
+    kept = open_store(versioned).retention()
     assert (kept.versioning, kept.object_lock, kept.keeps_versions) == ("Enabled", False, True)
     s3_endpoint.client().put_bucket_versioning(
         Bucket=versioned, VersioningConfiguration={"Status": "Suspended"}
     )
-    suspended = open_calls(versioned).retention()
+    suspended = open_store(versioned).retention()
     assert (suspended.versioning, suspended.keeps_versions) == ("Suspended", True)
     with s3_endpoint.new_bucket("lock", object_lock=True) as locked:
-        lock = open_calls(locked).retention()
+        lock = open_store(locked).retention()
         assert (lock.versioning, lock.object_lock) == ("Enabled", True)
         assert lock.describe() == "versioning Enabled, Object Lock on"
 
@@ -95,7 +70,7 @@ def test_retention_of_each_kind_of_bucket(
 def test_every_version_and_marker_listed_then_deleted_for_good(
     s3_endpoint: Any,
     versioned: str,
-    open_calls: Callable[[str], Calls],
+    open_store: Callable[[str], VersionedStore],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     client = s3_endpoint.client()
@@ -106,8 +81,8 @@ def test_every_version_and_marker_listed_then_deleted_for_good(
     client.put_object(Bucket=versioned, Key="other/keys/a", Body=b"outside the prefix")
     # Two versions a page: the listing must follow the key and version-id markers.
     monkeypatch.setattr(versions_module, "PAGE_SIZE", 2)
-    calls = open_calls(versioned)
-    found = calls.versions("keys/")
+    store = open_store(versioned)
+    found = store.versions("keys/")
     assert sorted((v.key, v.delete_marker) for v in found) == [
         ("keys/a", False),
         ("keys/a", False),
@@ -119,8 +94,8 @@ def test_every_version_and_marker_listed_then_deleted_for_good(
     latest = sorted((v.key, v.delete_marker) for v in found if v.latest)
     assert latest == [("keys/a", True), ("keys/b", False)]
     data, markers = destruction_order([v for v in found if v.key == "keys/a"])
-    assert calls.delete_versions(data) == []
-    assert calls.delete_versions(markers_to_delete(markers, [])) == []
+    assert store.delete_versions(data) == []
+    assert store.delete_versions(markers_to_delete(markers, [])) == []
     left = client.list_object_versions(Bucket=versioned, Prefix="pfx/")
     assert [v["Key"] for v in left.get("Versions", [])] == ["pfx/keys/b"]
     assert left.get("DeleteMarkers", []) == []
@@ -128,7 +103,7 @@ def test_every_version_and_marker_listed_then_deleted_for_good(
 
 
 def test_a_retained_version_is_refused_not_lost(
-    s3_endpoint: Any, open_calls: Callable[[str], Calls]
+    s3_endpoint: Any, open_store: Callable[[str], VersionedStore]
 ) -> None:
     client = s3_endpoint.client()
     with s3_endpoint.new_bucket("lock", object_lock=True) as locked:
@@ -141,11 +116,11 @@ def test_a_retained_version_is_refused_not_lost(
             ObjectLockRetainUntilDate=until,
         )
         client.put_object(Bucket=locked, Key="pfx/keys/free", Body=b"free")
-        calls = open_calls(locked)
-        found = calls.versions("keys/")
-        refused = calls.delete_versions(found)
+        store = open_store(locked)
+        found = store.versions("keys/")
+        refused = store.delete_versions(found)
         assert [(r.version.key, r.code) for r in refused] == [("keys/held", "AccessDenied")]
-        assert [v.key for v in calls.versions("keys/")] == ["keys/held"]
+        assert [v.key for v in store.versions("keys/")] == ["keys/held"]
 
 
 def test_markers_of_a_key_with_a_refused_version_stay() -> None:

@@ -8,11 +8,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from objstore_saver.storage import versions as versions_module
-from objstore_saver.storage.base import MAX_DELETE_BATCH, in_thread
+from objstore_saver.storage.base import MAX_DELETE_BATCH
+from objstore_saver.storage.s3.rules import NO_OBJECT_LOCK_CODES
 from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Retention, refused_of
-
-#: GetObjectLockConfiguration's error for a bucket without Object Lock.
-_NO_LOCK = ("ObjectLockConfigurationNotFoundError", "NoSuchObjectLockConfiguration")
 
 
 class Boto3Versions:
@@ -45,7 +43,7 @@ class Boto3Versions:
                 c.get_object_lock_configuration, "get object lock", None, Bucket=self._bucket
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in _NO_LOCK:
+            if exc.response.get("Error", {}).get("Code") in NO_OBJECT_LOCK_CODES:
                 return Retention(versioning=status, object_lock=False)
             raise self._error(exc, "get object lock") from exc
         except BotoCoreError as exc:
@@ -110,15 +108,3 @@ class Boto3Versions:
             ]
             refused += refused_of(batch, self._full_key, errors)
         return refused
-
-    async def aretention(self) -> Retention:
-        """Coroutine of :meth:`retention` (in a worker thread)."""
-        return await in_thread(self.retention)
-
-    async def aversions(self, prefix: str) -> list[ObjectVersion]:
-        """Coroutine of :meth:`versions` (in a worker thread)."""
-        return await in_thread(self.versions, prefix)
-
-    async def adelete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
-        """Coroutine of :meth:`delete_versions` (in a worker thread)."""
-        return await in_thread(self.delete_versions, versions)

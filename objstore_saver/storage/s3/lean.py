@@ -546,15 +546,3 @@ class LeanS3Store:
     def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
         """Delete these versions for good; return those the bucket refused (Object Lock)."""
         return self._run(lambda: version_requests.delete_versions(self._protocol, versions))
-
-    async def aretention(self) -> Retention:
-        """Coroutine of :meth:`retention`."""
-        return await self._arun(lambda: version_requests.retention(self._protocol))
-
-    async def aversions(self, prefix: str) -> list[ObjectVersion]:
-        """Coroutine of :meth:`versions`."""
-        return await self._arun(lambda: version_requests.versions(self._protocol, prefix))
-
-    async def adelete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
-        """Coroutine of :meth:`delete_versions`."""
-        return await self._arun(lambda: version_requests.delete_versions(self._protocol, versions))

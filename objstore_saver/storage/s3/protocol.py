@@ -126,8 +126,9 @@ def parse_list(body: bytes, skip: int) -> ListPage:
     return ListPage(objects=objects, truncated=truncated)
 
 
-def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
-    """``(key, code, message)`` of each per-key error of a ``DeleteObjects`` answer."""
+def parse_delete_errors(body: bytes) -> list[tuple[str, str, str, str]]:
+    """``(key, version id, code, message)`` of each per-key error of a ``DeleteObjects``
+    answer (the version id ``""`` when the request named none, or the server left it out)."""
     if not body:
         return []
     root = ET.fromstring(body)
@@ -135,15 +136,16 @@ def parse_delete_errors(body: bytes) -> list[tuple[str, str, str]]:
     for child in root:
         if _local(child.tag) == "Error":
             fields = {_local(e.tag): e.text or "" for e in child}
-            errors.append(
-                (fields.get("Key", ""), fields.get("Code", ""), fields.get("Message", ""))
-            )
+            errors.append(tuple(fields.get(f, "") for f in ("Key", "VersionId", "Code", "Message")))
     return errors
 
 
-def delete_body(full_keys: Sequence[str]) -> bytes:
-    """The XML body of a quiet ``DeleteObjects`` request."""
-    objects = "".join(f"<Object><Key>{escape(k)}</Key></Object>" for k in full_keys)
+def delete_body(full_keys: Sequence[str], version_ids: Sequence[str] = ()) -> bytes:
+    """The XML body of a quiet ``DeleteObjects`` request (of these versions, if given)."""
+    ids = [f"<VersionId>{escape(v)}</VersionId>" for v in version_ids] or [""] * len(full_keys)
+    objects = "".join(
+        f"<Object><Key>{escape(k)}</Key>{i}</Object>" for k, i in zip(full_keys, ids, strict=True)
+    )
     return f"<Delete><Quiet>true</Quiet>{objects}</Delete>".encode()
 
 
@@ -587,7 +589,7 @@ class S3Protocol:
                 raise self.error(reply, "delete", keys[i])
             errors = parse_delete_errors(reply.body)
             if errors:
-                key, code, message = errors[0]
+                key, _, code, message = errors[0]
                 if key.startswith(self.prefix):
                     key = key[len(self.prefix) :]
                 more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""

@@ -36,6 +36,11 @@ UNAVAILABLE_CODES = frozenset(
     }
 )
 UNAVAILABLE_STATUS = frozenset({301, 403})
+#: GetObjectLockConfiguration's error codes for a bucket without Object Lock.
+NO_OBJECT_LOCK_CODES = frozenset(
+    {"ObjectLockConfigurationNotFoundError", "NoSuchObjectLockConfiguration"}
+)
+
 #: Where the ways to create a bucket are shown (an error naming a missing bucket points here).
 CREATE_BUCKET_DOCS = "docs/configuration.md#create-a-bucket"
 

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from xml.sax.saxutils import escape
 
 from objstore_saver.storage import versions as versions_module
 from objstore_saver.storage.base import MAX_DELETE_BATCH, StorageError
 from objstore_saver.storage.http.messages import HttpResponse
-from objstore_saver.storage.s3.protocol import Exchange, S3Protocol
-from objstore_saver.storage.s3.rules import error_code
+from objstore_saver.storage.s3.protocol import (
+    Exchange,
+    S3Protocol,
+    _local,
+    delete_body,
+    parse_delete_errors,
+)
+from objstore_saver.storage.s3.rules import NO_OBJECT_LOCK_CODES, error_code
 from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Retention, refused_of
-
-#: GetObjectLockConfiguration's answer for a bucket without Object Lock.
-_NO_LOCK = ("ObjectLockConfigurationNotFoundError", "NoSuchObjectLockConfiguration")
-
-
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
 
 
 def _unreadable(protocol: S3Protocol, operation: str, exc: Exception) -> StorageError:
@@ -40,14 +38,11 @@ def retention(protocol: S3Protocol) -> Exchange[Retention]:
     )
     if not isinstance(reply, HttpResponse) or reply.status != 200:
         raise protocol.error(reply, "get versioning")
-    try:
-        root = ET.fromstring(reply.body) if reply.body.strip() else None
+    try:  # an empty configuration: versioning never turned on
+        fields = {_local(e.tag): e.text or "" for e in ET.fromstring(reply.body.strip() or b"<V/>")}
     except ET.ParseError as exc:
         raise _unreadable(protocol, "get versioning", exc) from None
-    status = ""
-    for child in [] if root is None else root:
-        if _local(child.tag) == "Status":
-            status = (child.text or "").strip()
+    status = fields.get("Status", "").strip()
     if not status:
         # Object Lock requires versioning: a bucket that never had it has no lock.
         return Retention(versioning="", object_lock=False)
@@ -55,7 +50,7 @@ def retention(protocol: S3Protocol) -> Exchange[Retention]:
         lambda: protocol.request("GET", None, query={"object-lock": ""}), "get object lock"
     )
     no_lock = isinstance(reply, HttpResponse) and reply.status == 404
-    if no_lock and error_code(reply)[0] in _NO_LOCK:
+    if no_lock and error_code(reply)[0] in NO_OBJECT_LOCK_CODES:
         return Retention(versioning=status, object_lock=False)
     if not isinstance(reply, HttpResponse) or reply.status != 200:
         raise protocol.error(reply, "get object lock")
@@ -119,28 +114,6 @@ def versions(protocol: S3Protocol, prefix: str) -> Exchange[list[ObjectVersion]]
             return found
 
 
-def _refusals(body: bytes) -> list[tuple[str, str, str, str]]:
-    """``(key, version id, code, message)`` of each error of a ``DeleteObjects`` answer."""
-    if not body.strip():
-        return []
-    out = []
-    for child in ET.fromstring(body):
-        if _local(child.tag) == "Error":
-            f = {_local(e.tag): e.text or "" for e in child}
-            out.append(
-                (f.get("Key", ""), f.get("VersionId", ""), f.get("Code", ""), f.get("Message", ""))
-            )
-    return out
-
-
-def _delete_body(full_keys: Sequence[tuple[str, str]]) -> bytes:
-    objects = "".join(
-        f"<Object><Key>{escape(k)}</Key><VersionId>{escape(v)}</VersionId></Object>"
-        for k, v in full_keys
-    )
-    return f"<Delete><Quiet>true</Quiet>{objects}</Delete>".encode()
-
-
 def delete_versions(
     protocol: S3Protocol, doomed: Sequence[ObjectVersion]
 ) -> Exchange[list[RefusedVersion]]:
@@ -148,12 +121,13 @@ def delete_versions(
     refused: list[RefusedVersion] = []
     for i in range(0, len(doomed), MAX_DELETE_BATCH):
         batch = doomed[i : i + MAX_DELETE_BATCH]
-        body = _delete_body([(protocol.full_key(v.key), v.version_id) for v in batch])
+        full_keys = [protocol.full_key(v.key) for v in batch]
+        body = delete_body(full_keys, [v.version_id for v in batch])
         reply = yield from protocol.post_delete(body, "delete versions", batch[0].key)
         if not isinstance(reply, HttpResponse) or reply.status != 200:
             raise protocol.error(reply, "delete versions", batch[0].key)
         try:
-            errors = _refusals(reply.body)
+            errors = parse_delete_errors(reply.body)
         except ET.ParseError as exc:
             raise _unreadable(protocol, "delete versions", exc) from None
         refused += refused_of(batch, protocol.full_key, errors)
