@@ -1,0 +1,117 @@
+"""How much package code one request path runs, and how large the package is.
+
+``python -m bench.probes.code_size`` plays four turns of the seed chat on a
+LeanS3Store over moto's server (in this process, on loopback), then counts
+the distinct functions of ``objstore_saver`` (and the files they are in) that
+one warm ``put`` of the next checkpoint calls, in clear and with client-side
+encryption; and the package's lines per folder. The counts are the code's,
+not the machine's: they move only when the code does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+from langgraph.checkpoint.base.id import uuid6
+
+import objstore_saver
+from bench.graphs import SEED, chat_graph
+from bench.server import MotoBackend
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.crypto import ClientEncryption
+from objstore_saver.crypto.master_keys import LocalMasterKey
+
+PACKAGE = Path(objstore_saver.__file__).resolve().parent
+
+
+def lines_per_folder() -> dict[str, int]:
+    """Lines of the package's modules by folder (``(top)``: the modules at its root)."""
+    out: Counter[str] = Counter()
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).parts
+        out[parts[0] if len(parts) > 1 else "(top)"] += len(path.read_bytes().splitlines())
+    return dict(out.most_common())
+
+
+def _warm_put_calls(url: str, bucket: str, encrypted: bool) -> tuple[int, int]:
+    """(functions, files) of the package one warm put calls, after four turns."""
+    options: dict[str, Any] = {}
+    if encrypted:
+        options["client_encryption"] = ClientEncryption.of(LocalMasterKey(os.urandom(32)))
+    store_url = f"s3://{bucket}/p?endpoint_url={url}&region=us-east-1"
+    with ObjectStoreSaver.from_url(store_url, **options) as saver:
+        config = {"configurable": {"thread_id": "t"}}
+        graph = chat_graph(saver, SEED)
+        for t in range(4):
+            graph.invoke({"messages": SEED.inputs(t)}, config)
+        head = saver.get_tuple(config)
+        assert head is not None
+        checkpoint = {**head.checkpoint, "id": str(uuid6())}
+        called: set[tuple[str, int]] = set()
+        root = str(PACKAGE)
+
+        def hook(frame: Any, event: str, _arg: Any) -> None:
+            code = frame.f_code
+            if event == "call" and code.co_filename.startswith(root):
+                called.add((code.co_filename, code.co_firstlineno))
+
+        threading.setprofile(hook)  # the store's worker threads, too
+        sys.setprofile(hook)
+        try:
+            saver.put(head.config, checkpoint, {"step": 9, "source": "loop"}, {})
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+    return len(called), len({f for f, _ in called})
+
+
+def run() -> dict[str, Any]:
+    """The counts of both puts and the package's size."""
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    saved = {k: os.environ.get(k) for k in (*env, "OBJSTORE_SAVER_ENCRYPTION_KEY")}
+    os.environ.update(env)
+    os.environ.pop("OBJSTORE_SAVER_ENCRYPTION_KEY", None)
+    server = MotoBackend()
+    try:
+        client = boto3.client(
+            "s3",
+            endpoint_url=server.url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        out: dict[str, Any] = {}
+        for name, encrypted in (("warm_put", False), ("warm_put_encrypted", True)):
+            bucket = f"code-size-{name.replace('_', '-')}"
+            client.create_bucket(Bucket=bucket)
+            functions, files = _warm_put_calls(server.url, bucket, encrypted)
+            out[name] = {"functions": functions, "files": files}
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    folders = lines_per_folder()
+    out["package_lines"] = sum(folders.values())
+    out["lines_per_folder"] = folders
+    return out
+
+
+def main() -> None:
+    """Command-line entry point."""
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    print(json.dumps(run(), indent=1))
+
+
+if __name__ == "__main__":
+    main()
