@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from backends import Backend
+from doc_blocks import ROOT, blocks
 from embedded_values import corrupt_embedded, in_url
 from ops_helpers import chat, subgraph_chat
 from viewer_graphs import HOSTILE, Server, nested_subgraphs, tool_use
@@ -181,3 +184,33 @@ def test_transcript_shows_tool_calls_and_links_each_result_to_its_call(server: S
     assert 'result of <a href="#call-call_7"><bdi>lookup_order</bdi></a>' in html
     assert "order A-17&lt;img src=x&gt;: shipped" in html
     assert html.index('id="call-call_7"') < html.index('href="#call-call_7"')
+
+
+def test_the_documented_api_example_answers_in_the_documented_shape(backend: Backend) -> None:
+    """docs/viewer.md's curl example, run against a viewer on its own port: the answer
+    has exactly the fields the doc's JSON shows, for the thread the doc searches."""
+    doc = ROOT / "docs" / "viewer.md"
+    command = next(b for b in blocks(doc) if "curl -s 'http://127.0.0.1:8765/api/" in b.text)
+    after = doc.read_text().split(command.text, 1)[1]
+    documented = json.loads(after.split("```json\n", 1)[1].split("```", 1)[0])
+    st = backend.store(fsync=False)
+    chat(ObjectStoreSaver(st), documented["threads"][0]["thread_id"], ["hi", "again"])
+    chat(ObjectStoreSaver(st), "user-42/chat-2", ["hi"])  # a second match: a next page
+    chat(ObjectStoreSaver(st), "someone-else", ["hi"])
+    viewer = Server(st)
+    try:
+        script = command.text.replace("http://127.0.0.1:8765", viewer.base)
+        done = subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        viewer.close()
+    got = json.loads(done.stdout)
+    assert set(got) == set(documented)
+    assert [t["thread_id"] for t in got["threads"]] == [documented["threads"][0]["thread_id"]]
+    assert set(got["threads"][0]) == set(documented["threads"][0])
+    assert got["next"] == documented["next"] == got["threads"][0]["prefix"]
