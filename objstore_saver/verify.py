@@ -4,31 +4,22 @@ The plan reads the store itself, never the saver's memories, so it reports
 what is stored, not what this process believes. Objects embedded in manifests
 (format version 2) are hashed and decoded, and each located list segment or
 value is resolved where it is (docs/format-v2.md). Problems are collected, not
-raised: one corrupt object does not hide the others.
+raised: one corrupt object does not hide the others. The long-term store's
+objects are checked by :mod:`~objstore_saver.verify_store`; the report and its
+problems are :mod:`~objstore_saver.verify_report`'s.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any
 
 from objstore_saver.crypto.names import SEALED_NAME_LEN
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Manifest, SegmentRef
 from objstore_saver.format.locations import manifest_beside
-from objstore_saver.longterm import layout
-from objstore_saver.longterm.plans import NamespaceIndex, fold, group_index, list_infos, op_letter
-from objstore_saver.longterm.records import (
-    PUT,
-    Record,
-    Snapshot,
-    decode_item,
-    decode_record,
-    decode_snapshot,
-)
 from objstore_saver.plans import decode_checked_manifest, embedded_name, thread_prefixes
 from objstore_saver.plans.requests import Batch, KeyState, Unopened, run_one
 from objstore_saver.plans.threads import ThreadListing, list_thread_keys
@@ -43,69 +34,8 @@ from objstore_saver.verify_facts import (
     opened,
     split_refs,
 )
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong in the store.
-
-    Attributes:
-        key: The key at fault.
-        kind: ``unreadable`` (does not decode, or a newer format), ``digest``
-            (bytes do not hash to the key), ``missing`` (referenced, absent),
-            ``wrong-kind`` (a reference reaches an object of another kind),
-            ``shape`` (counts or sizes disagree), ``unknown-key``, or
-            ``disagrees`` (a store item and its namespace's index differ).
-        detail: What was found, naming the referrer where there is one.
-    """
-
-    key: str
-    kind: str
-    detail: str
-
-
-@dataclass
-class VerifyReport:
-    """What :func:`verify` found. ``ok`` is True when there are no problems."""
-
-    threads: int = 0
-    manifests: int = 0
-    writes: int = 0
-    objects: int = 0
-    bytes: int = 0
-    orphan_objects: int = 0
-    orphan_bytes: int = 0
-    orphan_writes: int = 0
-    #: Manifests of epochs a tombstone ended (spec §4.11): late writes, or what a
-    #: delete that stopped left. Never read; the next delete or prune removes them.
-    ended_manifests: int = 0
-    #: Keys of encrypted threads whose key object was deleted (a ``delete_thread``
-    #: that stopped after destroying the key): unreadable by design, swept by the
-    #: next delete. A thread with manifests left and no key is a problem instead.
-    shredded_leftovers: int = 0
-    #: Objects embedded in manifests (field ``e``, format version 2): counted
-    #: here, not in ``objects``; their bytes are part of their manifests'.
-    embedded_objects: int = 0
-    embedded_bytes: int = 0
-    #: Long-term store (spec §8): namespaces, item objects, index records and snapshots.
-    store_namespaces: int = 0
-    store_items: int = 0
-    store_index_objects: int = 0
-    #: Expired items (or index puts) a ``store-sweep`` has not removed yet.
-    store_unswept: int = 0
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-serializable data."""
-        out = asdict(self)
-        out["ok"] = self.ok
-        return out
+from objstore_saver.verify_report import Problem, VerifyReport
+from objstore_saver.verify_store import verify_store
 
 
 def verify_thread(
@@ -480,107 +410,6 @@ def _count_problems(
                 )
             )
     return out
-
-
-def _decoded(
-    key: str, body: bytes | Unopened, decode: Callable[[bytes, str], T], report: VerifyReport
-) -> T | None:
-    try:
-        return decode(opened(body), key)
-    except (CorruptObjectError, UnsupportedFormatError) as exc:
-        report.problems.append(Problem(key, "unreadable", str(exc)))
-        return None
-
-
-def _check_snapshot_name(key: str, snap: Snapshot, report: VerifyReport) -> None:
-    """A snapshot's name carries its count of items without a TTL (spec §8.3)."""
-    permanent = sum(1 for r in snap.records if r.op == PUT and r.ttl is None)
-    try:
-        named = layout.snapshot_permanent(key.rsplit("/", 1)[1])
-    except ValueError:
-        named = None
-    if named != permanent:
-        report.problems.append(
-            Problem(key, "shape", f"holds {permanent} items without a TTL, its name says {named}")
-        )
-
-
-def _check_index(
-    group: NamespaceIndex, report: VerifyReport
-) -> Generator[Batch, list[Any] | None, None]:
-    """Decode every segment of one namespace's index and build its state (§8.3)."""
-    snaps: dict[str, Snapshot] = {}
-    for key, body in (yield from fetch([o.key for o in group.snapshots])):
-        snap = None if body is None else _decoded(key, body, decode_snapshot, report)
-        if snap is not None and layout.namespace_path(snap.ns) != group.path:
-            report.problems.append(Problem(key, "unreadable", f"snapshot of {snap.ns!r}"))
-        elif snap is not None:
-            snaps[key] = snap
-            _check_snapshot_name(key, snap, report)
-    newest = max(snaps) if snaps else None
-    if newest is not None:
-        group.covered = snaps[newest].covered
-        for rec in snaps[newest].records:
-            fold(group.state, rec)
-    for key, body in (yield from fetch([o.key for o in group.records])):
-        rec = None if body is None else _decoded(key, body, decode_record, report)
-        if rec is None:
-            continue
-        name = layout.record_name(rec.v, rec.key, op_letter(rec))
-        if key != layout.index_prefix(rec.ns) + "r/" + name:
-            report.problems.append(
-                Problem(key, "unreadable", f"holds record {rec.v} of {rec.key!r} in {rec.ns!r}")
-            )
-        elif key.rsplit("/", 1)[1] not in group.covered:
-            fold(group.state, rec)
-
-
-def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any] | None, None]:
-    """Sub-plan: spec §8 objects. Every item, record and snapshot decodes; each item
-    agrees with the newest record of its key in its namespace's index, and each
-    live put of an index has its item object. Expired leftovers are counted."""
-    infos = yield from list_infos(layout.ROOT)
-    items = [i for i in infos if layout.classify(i.key)[1] == "items"]
-    item_keys = {i.key for i in items}
-    groups = group_index(infos)
-    for i in infos:
-        if i.key not in item_keys and layout.parse_index_key(i.key) is None:
-            report.problems.append(Problem(i.key, "unknown-key", "not a key the format defines"))
-    report.store_index_objects += sum(len(g.records) + len(g.snapshots) for g in groups.values())
-    state: dict[str, Record] = {}  # item key -> newest record of its key
-    for group in groups.values():
-        yield from _check_index(group, report)
-        report.store_namespaces += 1
-        state.update({layout.item_key(r.ns, r.key): r for r in group.state.values()})
-    for key, body in (yield from fetch([i.key for i in items])):
-        newest = state.pop(key, None)  # an unreadable item is not also missing
-        item = None if body is None else _decoded(key, body, decode_item, report)
-        if item is None:
-            continue
-        report.store_items += 1
-        if key != layout.item_key(item.ns, item.key):
-            report.problems.append(
-                Problem(key, "unreadable", f"holds item {item.key!r} of {item.ns!r}")
-            )
-            continue
-        expired = not item.live(now_us)
-        if newest == item or (expired and (newest is None or newest.v > item.v)):
-            # an expired item, or the expired leftover of a crashed delete: sweep's
-            report.store_unswept += expired
-            continue
-        said = "nothing" if newest is None else f"{newest.op} at version {newest.v}"
-        report.problems.append(
-            Problem(key, "disagrees", f"item at version {item.v}; its index holds {said}")
-        )
-    for key, rec in state.items():
-        if rec.op != PUT:
-            continue
-        if not rec.live(now_us):
-            report.store_unswept += 1
-            continue
-        report.problems.append(
-            Problem(key, "missing", f"its index holds a live put at version {rec.v}")
-        )
 
 
 def verify(

@@ -114,6 +114,12 @@ def _run(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with ObjectStoreStore(store, client_encryption=settings) as memories:
         for i in range(40):  # past a compaction: records and a snapshot
             memories.put(("memories", "bob"), f"fact-{i}", {"text": f"bob likes {i}"})
+            memories.put(("memories", "carol"), f"fact-{i}", {"text": f"carol likes {i}"})
+        # carol's memories deleted, then new ones past a compaction: a clear
+        # marker, a snapshot built after it, the namespace's next key
+        memories.delete_namespace(("memories", "carol"))
+        for i in range(40):
+            memories.put(("memories", "carol"), f"new-{i}", {"text": f"carol now likes {i}"})
     spec = ",".join(base64.b64encode(k.key).decode() for k in (new, old))
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv(KEYS_URL_ENV, raising=False)

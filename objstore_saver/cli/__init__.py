@@ -16,7 +16,7 @@ handler and text renderer together) in the module of its kind:
 - :mod:`~objstore_saver.cli.upgrade`: ``upgrade``
 - :mod:`~objstore_saver.cli.rekey`: ``rekey``
 - :mod:`~objstore_saver.cli.serve`: ``serve``
-- :mod:`~objstore_saver.cli.store`: ``store ls|get|du``, ``store-sweep``
+- :mod:`~objstore_saver.cli.store`: ``store ls|get|du``, ``store-sweep``, ``store-delete``
 - :mod:`~objstore_saver.cli.common`: global options, progress bar, exit codes, the runner
 """
 
@@ -42,7 +42,7 @@ from objstore_saver.cli.common import (
 from objstore_saver.cli.migrate import MIGRATE
 from objstore_saver.cli.rekey import REKEY
 from objstore_saver.cli.serve import SERVE
-from objstore_saver.cli.store import STORE, STORE_SWEEP
+from objstore_saver.cli.store import STORE, STORE_DELETE, STORE_SWEEP
 from objstore_saver.cli.upgrade import UPGRADE
 
 __all__ = [
@@ -69,6 +69,7 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
     SERVE,
     STORE,
     STORE_SWEEP,
+    STORE_DELETE,
 )
 
 

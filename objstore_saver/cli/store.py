@@ -1,4 +1,5 @@
-"""The long-term memory store (``BaseStore``): ``store ls|get|du`` and ``store-sweep``.
+"""The long-term memory store (``BaseStore``): ``store ls|get|du``, ``store-sweep`` and
+``store-delete``.
 
 A namespace is given as one argument per label, so labels may hold dots and slashes.
 """
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from objstore_saver.cli.common import (
+    EXIT_FOUND,
     EXIT_OK,
     Command,
     CommandGroup,
@@ -23,8 +25,9 @@ from objstore_saver.cli.common import (
     table,
 )
 from objstore_saver.cli.reading import kind_lines
-from objstore_saver.ops import longterm as store_ops
+from objstore_saver.ops import longterm as store_ops, longterm_delete
 from objstore_saver.ops._common import OpsConfig
+from objstore_saver.ops.maintain import parse_duration
 
 _LABELS = "namespace labels, one argument each (labels may hold dots and slashes)"
 
@@ -142,7 +145,21 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: every namespace"
     )
     parser.add_argument("--apply", action="store_true", help="really delete")
+    parser.add_argument(
+        "--tombstone-window",
+        type=_duration,
+        metavar="DURATION",
+        help="how long a deleted namespace's clear markers are kept before they are swept "
+        "(default 30d; longer than any process could go on writing it unaware)",
+    )
     add_scale_options(parser)
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -152,6 +169,7 @@ def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         config=config,
         concurrency=args.concurrency,
         shard=args.shard,
+        tombstone_window=args.tombstone_window,
         progress=progress,
     )
     return report, EXIT_OK
@@ -170,7 +188,19 @@ def _render_sweep(r: dict[str, Any]) -> str:
     if not r["items"]:
         lines.append("  nothing expired")
     lines += [f"  UNREADABLE {u['key']}: {u['detail']}" for u in r["unreadable"]]
+    lines += [
+        f"  deleted namespace {_ns(c['namespace'])} (last delete {c['cleared_at']}): "
+        + ", ".join(
+            [f"{c['markers']} clear markers"] * bool(c["markers"])
+            + [f"{c['ended']} ended index objects"] * bool(c["ended"])
+        )
+        + f", {c['action']}"
+        for c in r["clears"]
+    ]
     lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    cleared = r["clear_totals"]
+    if cleared["namespaces"]:
+        lines.append("deleted namespaces: " + ", ".join(f"{k}={v}" for k, v in cleared.items()))
     return "\n".join(lines)
 
 
@@ -180,4 +210,51 @@ STORE_SWEEP = Command(
     add_arguments=_add_sweep_arguments,
     run=_run_sweep,
     render=_render_sweep,
+)
+
+
+def _add_delete_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("labels", nargs="+", metavar="LABEL", help=_LABELS + "; at least one")
+    parser.add_argument("--apply", action="store_true", help="really delete")
+
+
+def _run_delete(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
+    report = longterm_delete.store_delete(
+        args.labels, apply=args.apply, config=config, progress=progress
+    )
+    # A namespace none of whose objects tells its labels was found and left alone.
+    unreadable = any(n["action"] == "unreadable" for n in report["namespaces"])
+    return report, EXIT_FOUND if unreadable else EXIT_OK
+
+
+def _render_delete(r: dict[str, Any]) -> str:
+    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
+    head = f"store-delete {r['store']}, {_ns(r['prefix'])} and the namespaces below it: {mode}"
+    lines = [head + cancelled_mark(r)]
+    rows = [
+        [
+            n["namespace"] if isinstance(n["namespace"], str) else _ns(n["namespace"]),
+            n["items"],
+            n["index_objects"],
+            len(n["rewritten"]),
+            "yes" if n["shredded"] else "-",
+            n["action"] + (f": {n['detail']}" if n.get("detail") else ""),
+        ]
+        for n in r["namespaces"]
+    ]
+    if rows:
+        header = ["NAMESPACE", "ITEMS", "INDEX OBJECTS", "REWRITTEN", "KEYS SHREDDED", "ACTION"]
+        lines.append(table(rows, header))
+    else:
+        lines.append("  nothing to delete")
+    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    return "\n".join(lines)
+
+
+STORE_DELETE = Command(
+    name="store-delete",
+    help="delete a store namespace and those below it (needs --apply)",
+    add_arguments=_add_delete_arguments,
+    run=_run_delete,
+    render=_render_delete,
 )

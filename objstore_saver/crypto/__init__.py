@@ -6,8 +6,10 @@ its content objects, so equal values in a thread are still stored once. The
 settings import without the ``encryption`` extra; the ciphers
 (:mod:`~objstore_saver.crypto.master_keys`, :mod:`~objstore_saver.crypto.thread_keys`,
 :mod:`~objstore_saver.crypto.sealing`, :mod:`~objstore_saver.crypto.sealed_store`)
-need ``cryptography``. :mod:`~objstore_saver.crypto.names` names scopes and key
-objects (an epoch's key: ``<T>%e<n>``); :mod:`~objstore_saver.crypto.key_versions`
+need ``cryptography``; :mod:`~objstore_saver.crypto.routes` tells the sealing
+layer which scope a key belongs to. :mod:`~objstore_saver.crypto.names` names
+scopes and key objects (an epoch's key: ``<T>%e<n>``, ``store/<P>%e<n>``);
+:mod:`~objstore_saver.crypto.key_versions`
 destroys every version of a key object where the key store keeps versions.
 """
 

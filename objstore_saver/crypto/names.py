@@ -91,8 +91,19 @@ def token_of_key_object(key: str) -> str | None:
 
 def scope_owner(scope: str) -> str:
     """What a scope's key seals, for errors: ``thread 'T'`` or ``store namespace path 'P'``."""
-    if scope.startswith(STORE_SCOPE):
-        return f"long-term store namespace path {scope[len(STORE_SCOPE) :]!r}"
     token, epoch = split_scope(scope)
-    name = f"thread {untoken(token) or token!r}"
+    if token.startswith(STORE_SCOPE):
+        name = f"long-term store namespace path {token[len(STORE_SCOPE) :]!r}"
+    else:
+        name = f"thread {untoken(token) or token!r}"
     return name if epoch == 0 else f"{name} (epoch {epoch})"
+
+
+def namespace_scope(path: str) -> str:
+    """The scope of the long-term store namespace whose path is ``path``."""
+    return STORE_SCOPE + path
+
+
+def scope_path(scope: str) -> str:
+    """The namespace path ``<P>`` of a namespace scope ``store/<P>``."""
+    return scope[len(STORE_SCOPE) :]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from objstore_saver.crypto import sealing
@@ -35,12 +34,17 @@ from objstore_saver.crypto.key_versions import KeyVersions
 from objstore_saver.crypto.master_keys import MasterKey
 from objstore_saver.crypto.names import (
     EPOCH_MARK,
+    KEY_PREFIX,
     STORE_SCOPE,
     epoch_scope,
     key_object_key,
+    namespace_scope,
+    scope_of_key_object,
     scope_owner,
+    scope_path,
     split_scope,
 )
+from objstore_saver.crypto.routes import OBJECTS, Route, thread_of
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import (
     ThreadKey,
@@ -67,9 +71,6 @@ from objstore_saver.telemetry import Counters
 
 #: Keys kept in memory (a thread's key is read once per process while it is used).
 KEYS_KEPT = 100_000
-_OBJECTS = "objects/"
-_RUNS = "runs/"
-_DIGEST_HEX = 64
 
 #: A step of a request: ``("key", scope, create)`` asks for a scope's key
 #: (None: it has none); ``("call", method, args, kwargs)`` sends one request to
@@ -78,85 +79,6 @@ _DIGEST_HEX = 64
 _Step = tuple[Any, ...]
 _DONE = "done"
 _Request = Generator[_Step, Any, Any]
-
-
-def _thread_of(key: str) -> tuple[str, str, str] | None:
-    """(thread prefix, token, rest) of a key under ``threads/<T>/``, else None."""
-    if not key.startswith(keys.THREADS):
-        return None
-    end = key.find("/", len(keys.THREADS))
-    if end < 0:
-        return None
-    return key[: end + 1], key[len(keys.THREADS) : end], key[end + 1 :]
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    """A key whose body is sealed: the scope whose key seals it, and a content object's address.
-
-    A scope is a thread (its token) or a long-term store namespace
-    (``store/<P>``: its items and index segments).
-    """
-
-    pfx: str
-    scope: str
-    rest: str
-    #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, item...).
-    digest: bytes | None
-
-    @property
-    def is_thread(self) -> bool:
-        """A thread's object (its key is its epoch's), not a store namespace's."""
-        return self.pfx.startswith(keys.THREADS)
-
-    @classmethod
-    def of(cls, key: str | None) -> _Route | None:
-        """The route of a sealed key; None for a run marker, a tombstone or a key in clear."""
-        if not key:
-            return None
-        where = _thread_of(key)
-        if where is None:
-            return _namespace_route(key)
-        if where[2].startswith(_RUNS) or keys.is_tombstone_key(key):
-            return None
-        pfx, token, rest = where
-        return cls(pfx, token, rest, _address(rest))
-
-    def stored(self, thread: ThreadKey | None, key: str) -> str:
-        """Where ``key`` is stored: a content object under its sealed name (when the key is had)."""
-        if self.digest is None or thread is None:
-            return key
-        return self.pfx + _OBJECTS + sealing.sealed_name(thread, self.digest)
-
-    def seal(self, thread: ThreadKey, data: bytes) -> bytes:
-        if self.digest is not None:
-            return sealing.seal_object(thread, self.digest, data)
-        return sealing.seal_keyed(thread, self.rest, data)
-
-    def open(self, thread: ThreadKey, data: bytes, stored: str) -> bytes:
-        if self.digest is not None:
-            return sealing.open_object(thread, self.digest, data, stored)
-        return sealing.open_keyed(thread, self.rest, data, stored)
-
-
-def _namespace_route(key: str) -> _Route | None:
-    """The route of a long-term store item or index object (spec §8.1), else None."""
-    path, kind = layout.classify(key)
-    if not path:
-        return None
-    root = layout.INDEX if kind != "items" else layout.ITEMS
-    pfx = root + path + "/"
-    return _Route(pfx, STORE_SCOPE + path, key[len(pfx) :], None)
-
-
-def _address(rest: str) -> bytes | None:
-    """The address of ``objects/<64 hex>``, else None."""
-    if not rest.startswith(_OBJECTS) or len(rest) != len(_OBJECTS) + _DIGEST_HEX:
-        return None
-    try:
-        return bytes.fromhex(rest[len(_OBJECTS) :])
-    except ValueError:
-        return None
 
 
 class SealingStore(StoreWrapper):
@@ -223,18 +145,20 @@ class SealingStore(StoreWrapper):
         with self._lock:
             return self._epochs.get(token, 0)
 
-    def _writing_scope(self, route: _Route) -> str:
-        """The scope whose key seals what this process writes there: its thread's epoch's."""
-        if not route.is_thread:
-            return route.scope
+    def _writing_scope(self, route: Route) -> str:
+        """The scope whose key seals what this process writes there: its epoch's."""
         return epoch_scope(route.scope, self._epoch_of(route.scope))
 
     def _learn(self, listed: Iterable[str]) -> None:
-        """Learn the epochs the tombstones among keys listed or stored begin."""
+        """Learn the epochs the tombstones and clear markers among keys listed or stored begin."""
         for key in listed:
             epoch = keys.tombstone_epoch_of(key)
             if epoch is not None:
                 self.saw_epoch(keys.split_thread_key(key)[0][len(keys.THREADS) : -1], epoch)
+                continue
+            clear = layout.clear_of(key)
+            if clear is not None:
+                self.saw_epoch(namespace_scope(clear[0]), clear[1])
 
     def _key(self, scope: str, create: bool) -> ThreadKey | None:
         """A thread's or store namespace's key; None: no key object, and ``create`` is false.
@@ -295,7 +219,7 @@ class SealingStore(StoreWrapper):
     # --- the requests, free of I/O ----------------------------------------------------
 
     def _put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> _Request:
-        route = _Route.of(key)
+        route = Route.of(key)
         if route is None:
             # A tombstone (in clear: it holds only an epoch) begins a new epoch:
             # what this process writes there next is sealed with that epoch's key.
@@ -307,7 +231,7 @@ class SealingStore(StoreWrapper):
         return (yield ("call", "put", (route.stored(thread, key), body, mode), {}))
 
     def _get(self, key: str, byte_range: tuple[int, int] | None = None) -> _Request:
-        route = _Route.of(key)
+        route = Route.of(key)
         if route is None:
             return (yield ("call", "get", (key, byte_range), {}))
         if route.digest is not None:
@@ -321,23 +245,32 @@ class SealingStore(StoreWrapper):
         else:
             stored = key
             data = yield from self._get_stored(key, key)
-            scope = route.scope
+            # The envelope names the epoch whose key sealed it.
+            try:
+                epoch = sealing.envelope_epoch(data, key)
+            except CorruptObjectError:
+                # Not sealed: in a scope written in clear (it has no key), or planted.
+                if (yield ("key", self._writing_scope(route), False)) is None:
+                    raise self._missing(self._writing_scope(route)) from None
+                raise
             if route.is_thread:
-                # The envelope names the epoch whose key sealed it.
-                try:
-                    epoch = sealing.envelope_epoch(data, key)
-                except CorruptObjectError:
-                    # Not sealed: in a thread written in clear (it has no key), or planted.
-                    if (yield ("key", self._writing_scope(route), False)) is None:
-                        raise self._missing(self._writing_scope(route)) from None
-                    raise
                 self.saw_epoch(route.scope, epoch)
-                scope = epoch_scope(route.scope, epoch)
+            scope = epoch_scope(route.scope, epoch)
             thread = yield ("key", scope, False)
+            if thread is None and not route.is_thread and epoch >= self._epoch_of(route.scope):
+                # A namespace is read without a listing: its clears tell whether
+                # a delete ended this epoch (spec §8.4.9).
+                page = yield (
+                    "call",
+                    "list",
+                    (layout.path_clears_prefix(scope_path(route.scope)),),
+                    {},
+                )
+                self._learn(o.key for o in page.objects)
             if thread is None:
-                if route.is_thread and split_scope(scope)[1] < self._epoch_of(route.scope):
+                if epoch < self._epoch_of(route.scope):
                     # Sealed in an ended epoch whose key a delete destroyed: for
-                    # the epoch in force it is not there (spec §4.11).
+                    # the epoch in force it is not there (spec §4.11, §8.4.9).
                     raise ObjectNotFoundError(self.location, key)
                 # Without a key object, a present object was shredded or written in clear.
                 raise self._missing(scope)
@@ -354,33 +287,33 @@ class SealingStore(StoreWrapper):
     def _list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> _Request:
-        route = _Route.of(start_after)
+        route = Route.of(start_after)
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
             after = route.stored((yield ("key", self._writing_scope(route), False)), start_after)
         page: ListPage = yield ("call", "list", (prefix,), {"start_after": after, "limit": limit})
         self._learn(o.key for o in page.objects)
-        listed = [(o, _thread_of(o.key)) for o in page.objects]
-        objects = {w[1] for _, w in listed if w is not None and w[2].startswith(_OBJECTS)}
+        listed = [(o, thread_of(o.key)) for o in page.objects]
+        objects = {w[1] for _, w in listed if w is not None and w[2].startswith(OBJECTS)}
         thread_keys = {}
         for token in objects:
             thread_keys[token] = yield ("key", epoch_scope(token, self._epoch_of(token)), False)
         out: list[ObjectInfo] = []
         for o, where in listed:
             thread = thread_keys.get(where[1]) if where is not None else None
-            if where is not None and thread is not None and where[2].startswith(_OBJECTS):
+            if where is not None and thread is not None and where[2].startswith(OBJECTS):
                 # A name another epoch's key made stays as stored: nothing of
                 # the epoch in force reaches it.
-                d = sealing.opened_name(thread, where[2][len(_OBJECTS) :])
+                d = sealing.opened_name(thread, where[2][len(OBJECTS) :])
                 if d is not None:
-                    o = ObjectInfo(where[0] + _OBJECTS + d.hex(), o.size, o.last_modified)
+                    o = ObjectInfo(where[0] + OBJECTS + d.hex(), o.size, o.last_modified)
             out.append(o)
         return ListPage(out, page.truncated)
 
     def _delete(self, keys_: Sequence[str]) -> _Request:
         stored = []
         for k in keys_:
-            route = _Route.of(k)
+            route = Route.of(k)
             if route is not None and route.digest is not None:
                 k = route.stored((yield ("key", self._writing_scope(route), False)), k)
             stored.append(k)
@@ -465,22 +398,24 @@ class SealingStore(StoreWrapper):
 
     # --- thread keys as a whole -------------------------------------------------------
 
-    def shred(self, thread_prefix: str, below: int) -> None:
-        """Delete the key objects of the thread ``threads/<T>/`` of every epoch below ``below``.
+    def shred(self, prefix: str, below: int) -> None:
+        """Delete the key objects of every epoch below ``below`` of a thread or store namespace.
 
-        Its objects of those epochs become unreadable; the key of epoch
-        ``below`` (a new conversation's, spec §4.11) is left alone.
+        ``prefix`` is the thread's ``threads/<T>/`` or the namespace's index
+        prefix ``store/ix/<P>/x/``. Its objects of those epochs become
+        unreadable; the key of epoch ``below`` (a new conversation's or
+        namespace life's, spec §4.11, §8.4.9) is left alone.
         """
-        token = _token_of_prefix(thread_prefix)
+        token = _scope_of_prefix(prefix)
         listing = ListKeys(_epoch_keys_prefix(token))
         page = self._key_store.list(listing.prefix)
         self.counters.record([listing], [page])
         self._key_store.delete(self._shredded(token, below, page))
         self._destroy_versions(token, below)
 
-    async def ashred(self, thread_prefix: str, below: int) -> None:
+    async def ashred(self, prefix: str, below: int) -> None:
         """Coroutine twin of :meth:`shred`."""
-        token = _token_of_prefix(thread_prefix)
+        token = _scope_of_prefix(prefix)
         listing = ListKeys(_epoch_keys_prefix(token))
         page = await self._key_store.alist(listing.prefix)
         self.counters.record([listing], [page])
@@ -493,20 +428,23 @@ class SealingStore(StoreWrapper):
         return self._versions
 
     def _destroy_versions(self, token: str, below: int) -> None:
-        """Every version of the thread's key objects of the epochs below ``below``."""
+        """Every version of the scope's key objects of the epochs below ``below``."""
 
         def doomed(scope: str) -> bool:
             owner, epoch = split_scope(scope)
             return owner == token and epoch < below
 
-        self._versions.destroy(key_object_key(token), doomed, scope_owner(token))
+        # Lists the scope's own key objects (and, for a namespace, those of
+        # the namespaces below it, which ``doomed`` leaves alone).
+        listed = KEY_PREFIX + token if token.startswith(STORE_SCOPE) else key_object_key(token)
+        self._versions.destroy(listed, doomed, scope_owner(token))
 
     def _shredded(self, token: str, below: int, page: ListPage) -> list[str]:
         """The key objects a shred deletes, forgotten here first."""
         scopes = [token] + [
             scope
             for o in page.objects
-            if (scope := o.key[len(key_object_key("")) :])
+            if (scope := scope_of_key_object(o.key))
             and split_scope(scope)[0] == token
             and 0 < split_scope(scope)[1] < below
         ]
@@ -566,13 +504,24 @@ def _advance(request: _Request, reply: Any, error: Exception | None) -> _Step:
         return (_DONE, stop.value)
 
 
-def _epoch_keys_prefix(token: str) -> str:
-    """What the key objects of a thread's epochs above 0 start with (``keys/threads/<T>%e``)."""
-    return key_object_key(token) + EPOCH_MARK
+def _epoch_keys_prefix(scope: str) -> str:
+    """What the key objects of a scope's epochs above 0 start with.
+
+    ``keys/threads/<T>%e`` for a thread, ``keys/store/<P>%e`` for a namespace.
+    """
+    if scope.startswith(STORE_SCOPE):
+        return KEY_PREFIX + scope + EPOCH_MARK
+    return key_object_key(scope) + EPOCH_MARK
+
+
+def _scope_of_prefix(prefix: str) -> str:
+    """The thread token of ``threads/<T>/``, or the scope of ``store/ix/<P>/x/``."""
+    path = layout.index_prefix_path(prefix)
+    return namespace_scope(path) if path is not None else _token_of_prefix(prefix)
 
 
 def _token_of_prefix(thread_prefix: str) -> str:
-    where = _thread_of(thread_prefix)
+    where = thread_of(thread_prefix)
     if where is None or where[2]:
         raise ValueError(f"not a thread prefix: {thread_prefix!r}")
     return where[1]

@@ -2,8 +2,8 @@
 
 :class:`~objstore_saver.longterm.store.ObjectStoreStore` is the store;
 :mod:`.layout` builds keys, :mod:`.records` encodes objects, :mod:`.plans`
-holds the pure planners the sync and async drivers run, :mod:`.query` filters,
-scores and orders items in memory.
+holds the pure planners the sync and async drivers run (:mod:`.clear` the
+namespace delete's), :mod:`.query` filters, scores and orders items in memory.
 """
 
 from objstore_saver.longterm.records import InvalidStoreValueError

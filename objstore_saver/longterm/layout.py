@@ -79,9 +79,14 @@ def record_name(version: str, key: str, op: str) -> str:
     return f"{version}-{key_hash(key)}-{op}"
 
 
-def snapshot_name(version: str, permanent: int) -> str:
-    """``<V>-<n>``: name of a snapshot holding ``n`` live items without a TTL."""
-    return f"{version}-{permanent}"
+def snapshot_name(version: str, permanent: int, clear: str = "") -> str:
+    """``<V>-<n>``, or ``<V>-<n>-<C>`` when built after the clear ``C`` (spec §8.1)."""
+    return f"{version}-{permanent}-{clear}" if clear else f"{version}-{permanent}"
+
+
+def clears_prefix(namespace: Sequence[str]) -> str:
+    """Prefix of the clear markers of one namespace (spec §8.4.9)."""
+    return index_prefix(namespace) + "c/"
 
 
 def name_version(name: str) -> str:
@@ -101,7 +106,38 @@ def record_op(name: str) -> str:
 
 def snapshot_permanent(name: str) -> int:
     """``<n>`` of a snapshot name."""
-    return int(name[VERSION_LEN + 1 :])
+    return int(name[VERSION_LEN + 1 :].split("-", 1)[0])
+
+
+def snapshot_clear(name: str) -> str:
+    """``<C>`` of a snapshot name: the clear it was built after, ``""`` if none."""
+    parts = name[VERSION_LEN + 1 :].split("-", 1)
+    return parts[1] if len(parts) == 2 else ""
+
+
+def clear_of(key: str) -> tuple[str, int] | None:
+    """(namespace path, epoch it begins) of a clear marker's key (spec §8.4.9), else None."""
+    parsed = parse_index_key(key)
+    if parsed is None or parsed.kind != "c":
+        return None
+    return parsed.path, clear_epoch(parsed.name)
+
+
+def path_clears_prefix(path: str) -> str:
+    """The LIST prefix of the clear markers of the namespace whose path is ``path``."""
+    return f"{INDEX}{path}/x/c/"
+
+
+def index_prefix_path(prefix: str) -> str | None:
+    """``<P>`` of a namespace's index prefix ``store/ix/<P>/x/``, else None."""
+    if prefix.startswith(INDEX) and prefix.endswith("/x/") and len(prefix) > len(INDEX) + 3:
+        return prefix[len(INDEX) : -len("/x/")]
+    return None
+
+
+def clear_epoch(clear: str) -> int:
+    """The namespace epoch a clear begins: the nanoseconds its version starts with (0: none)."""
+    return version_nanos(clear) if clear else 0
 
 
 def path_labels(path: str) -> tuple[str, ...] | None:
@@ -117,7 +153,7 @@ def path_labels(path: str) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class IndexKey:
-    """A parsed index key: namespace path, kind (``r`` or ``s``) and name."""
+    """A parsed index key: namespace path, kind (``r``, ``s`` or ``c``) and name."""
 
     path: str
     kind: str
@@ -134,9 +170,13 @@ def parse_index_key(key: str) -> IndexKey | None:
     except ValueError:
         return None
     rest = segments[cut + 1 :]
-    if cut == 0 or len(rest) != 2 or rest[0] not in ("r", "s"):
+    if cut == 0 or len(rest) != 2 or rest[0] not in _INDEX_KINDS:
         return None
     return IndexKey("/".join(segments[:cut]), rest[0], rest[1])
+
+
+#: Index kinds (spec §8.1): records, snapshots and clear markers, and what ``du`` calls them.
+_INDEX_KINDS = {"r": "index records", "s": "snapshots", "c": "clear markers"}
 
 
 def version_nanos(version: str) -> int:
@@ -152,23 +192,24 @@ class Versions:
         self._last = 0
         self._lock = threading.Lock()
 
-    def next(self) -> str:
-        """A new version."""
+    def next(self, above: str = "") -> str:
+        """A new version, greater than ``above`` (a version seen in the store) too."""
         with self._lock:
-            self._last = max(self._last + 1, int(self._clock() * 1e9))
+            floor = version_nanos(above) + 1 if above else 0
+            self._last = max(self._last + 1, int(self._clock() * 1e9), floor)
             return f"{self._last:020d}-{secrets.token_hex(4)}"
 
 
 def classify(key: str) -> tuple[str, str]:
     """(namespace path, kind) of a key under ``store/``.
 
-    The kind is ``"items"``, ``"index records"``, ``"snapshots"`` or ``"other"``
-    (a key under ``store/`` the format does not define; its path is ``""``).
+    The kind is ``"items"``, ``"index records"``, ``"snapshots"``, ``"clear markers"``
+    or ``"other"`` (a key under ``store/`` the format does not define; its path is ``""``).
     """
     if key.startswith(INDEX):
         parsed = parse_index_key(key)
         if parsed is not None:
-            return parsed.path, "index records" if parsed.kind == "r" else "snapshots"
+            return parsed.path, _INDEX_KINDS[parsed.kind]
         return "", "other"
     if key.startswith(ITEMS):
         path, sep, _ = key[len(ITEMS) :].rpartition("/i/")

@@ -8,6 +8,7 @@ the very same code. Clock readings come from the :class:`StoreContext`.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -35,6 +36,8 @@ from objstore_saver.storage.base import ListPage, ObjectInfo, PutMode, StorageEr
 COMPACT_AFTER = 32
 #: Attempts of an index read whose segments vanish under it.
 READ_ATTEMPTS = 3
+#: Namespaces whose newest clear a context remembers (the least recently used go).
+CLEARS_KEPT = 10_000
 
 
 @dataclass
@@ -55,6 +58,9 @@ class StoreContext:
     compact_after: int = COMPACT_AFTER
     wall: Callable[[], float] = time.time
     versions: layout.Versions = field(init=False)
+    #: Per namespace path, the newest clear (§8.4.9) this context has listed
+    #: (``""``: listed, none). A path it never listed is absent.
+    clears: OrderedDict[str, str] = field(init=False, default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         self.versions = layout.Versions(self.clock)
@@ -63,16 +69,56 @@ class StoreContext:
         """The clock in microseconds."""
         return to_micros(self.clock())
 
+    def saw_clear(self, path: str, clear: str) -> None:
+        """Remember that the namespace ``path`` was listed with ``clear`` as its newest clear."""
+        if clear >= self.clears.get(path, ""):
+            self.clears[path] = clear
+        self.clears.move_to_end(path)
+        while len(self.clears) > CLEARS_KEPT:
+            self.clears.popitem(last=False)
+
+    def next_version(self, path: str) -> str:
+        """A new version for a write to ``path``: above the newest clear known there."""
+        return self.versions.next(above=self.clears.get(path, ""))
+
 
 @dataclass
 class NamespaceIndex:
-    """What one LIST and the reads of §8.3 tell about a namespace."""
+    """What one LIST and the reads of §8.3 tell about a namespace.
+
+    ``snapshots`` and ``records`` hold what the newest clear left in force;
+    ``ended`` what it ended (older records, snapshots and clear markers).
+    """
 
     path: str
     snapshots: list[ObjectInfo] = field(default_factory=list)
     records: list[ObjectInfo] = field(default_factory=list)
     covered: frozenset[str] = frozenset()
     state: dict[str, Record] = field(default_factory=dict)
+    clears: list[ObjectInfo] = field(default_factory=list)
+    ended: list[ObjectInfo] = field(default_factory=list)
+
+    @property
+    def cleared(self) -> str:
+        """The newest clear's version, ``""`` if none is listed."""
+        return max((_name(i.key) for i in self.clears), default="")
+
+    def settle(self) -> None:
+        """Move what the newest clear ended (spec §8.3) from the lists to ``ended``."""
+        c = self.cleared
+        if not c:
+            return
+        self.ended += [i for i in self.clears if _name(i.key) < c]
+        self.ended += [i for i in self.records if layout.name_version(_name(i.key)) < c]
+        self.ended += [i for i in self.snapshots if not _of_clear(_name(i.key), c)]
+        self.clears = [i for i in self.clears if _name(i.key) >= c]
+        self.records = [i for i in self.records if layout.name_version(_name(i.key)) >= c]
+        self.snapshots = [i for i in self.snapshots if _of_clear(_name(i.key), c)]
+
+    def fold(self, rec: Record) -> None:
+        """Fold a record read into the state, unless the newest clear ended it."""
+        if rec.v >= self.cleared:
+            fold(self.state, rec)
 
     @property
     def newest_snapshot(self) -> ObjectInfo | None:
@@ -91,6 +137,11 @@ class NamespaceIndex:
 
 def _name(key: str) -> str:
     return key.rsplit("/", 1)[1]
+
+
+def _of_clear(snapshot: str, clear: str) -> bool:
+    """A snapshot built after ``clear`` and above it (none ended it)."""
+    return layout.snapshot_clear(snapshot) == clear and layout.name_version(snapshot) >= clear
 
 
 def list_infos(prefix: str) -> Plan[list[ObjectInfo]]:
@@ -113,7 +164,10 @@ def group_index(infos: Sequence[ObjectInfo]) -> dict[str, NamespaceIndex]:
         if parsed is None:
             continue
         group = groups.setdefault(parsed.path, NamespaceIndex(parsed.path))
-        (group.snapshots if parsed.kind == "s" else group.records).append(info)
+        kinds = {"s": group.snapshots, "r": group.records, "c": group.clears}
+        kinds[parsed.kind].append(info)
+    for group in groups.values():
+        group.settle()
     return groups
 
 
@@ -155,7 +209,7 @@ def read_indexes(
             snap = decode_snapshot(data, info.key)
             group.covered = snap.covered
             for rec in snap.records:
-                fold(group.state, rec)
+                group.fold(rec)
         wanted = [
             (g, info)
             for g in groups.values()
@@ -166,7 +220,7 @@ def read_indexes(
         if any(data is None for data in got):
             continue
         for (group, info), data in zip(wanted, got, strict=True):
-            fold(group.state, decode_record(data, info.key))
+            group.fold(decode_record(data, info.key))
         return listed
     raise StorageError(f"index segments of {what} kept vanishing while read; try again")
 
@@ -181,18 +235,37 @@ def get_items(
 
     Returns, in the order asked, each live item or None when absent or expired.
     """
-    obj_keys = [layout.item_key(ns, key) for ns, key in wanted]
-    got = yield from run_batch(*(Get(k) for k in obj_keys))
-    out: list[Record | None] = []
-    for (ns, key), obj_key, data in zip(wanted, obj_keys, got, strict=True):
-        if data is None:
-            out.append(None)
-            continue
-        rec = decode_item(data, obj_key)
-        if rec.ns != tuple(ns) or rec.key != key:
-            raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
-        out.append(rec if rec.live(now_us) else None)
-    return out
+    got = yield from run_batch(*(Get(layout.item_key(ns, key)) for ns, key in wanted))
+    return [_live_item(data, ns, key, now_us) for (ns, key), data in zip(wanted, got, strict=True)]
+
+
+def _live_item(
+    data: bytes | None, namespace: tuple[str, ...], key: str, now_us: int
+) -> Record | None:
+    if data is None:
+        return None
+    obj_key = layout.item_key(namespace, key)
+    rec = decode_item(data, obj_key)
+    if rec.ns != tuple(namespace) or rec.key != key:
+        raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
+    return rec if rec.live(now_us) else None
+
+
+def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -> Plan[None]:
+    """Remember the newest clear of a namespace from the first page of its clear markers."""
+    infos = list(page.objects)
+    if page.truncated and infos:
+        prefix = layout.clears_prefix(namespace)
+        more: ListPage = yield from run_one(ListKeys(prefix, infos[-1].key))
+        infos += (yield from list_infos(prefix)) if more.truncated else more.objects
+    ctx.saw_clear(layout.namespace_path(namespace), max((_name(i.key) for i in infos), default=""))
+
+
+def learn_clears(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[None]:
+    """LIST the namespace's clear markers unless this context already listed its index."""
+    if layout.namespace_path(namespace) not in ctx.clears:
+        page = yield from run_one(ListKeys(layout.clears_prefix(namespace)))
+        yield from _saw_clears(ctx, namespace, page)
 
 
 def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record | None]:
@@ -269,8 +342,17 @@ def put_item(
 ) -> Plan[Record]:
     """§8.4.1: a put that keeps ``created_at`` of a live item."""
     now = ctx.now()
-    old = yield from get_item(namespace, key, now)
-    version = ctx.versions.next()
+    path = layout.namespace_path(namespace)
+    if path in ctx.clears:
+        old = yield from get_item(namespace, key, now)
+    else:
+        # First write of the namespace here: its clears come in the GET's round trip.
+        got = yield from run_batch(
+            Get(layout.item_key(namespace, key)), ListKeys(layout.clears_prefix(namespace))
+        )
+        old = _live_item(got[0], namespace, key, now)
+        yield from _saw_clears(ctx, namespace, got[1])
+    version = ctx.next_version(path)
     rec = Record(
         ns=tuple(namespace),
         key=key,
@@ -290,7 +372,7 @@ def put_item(
 
 def refresh_item(ctx: StoreContext, rec: Record) -> Plan[Record]:
     """§8.4.2 step 2: write the same item again with its TTL counted from now."""
-    fresh = rec.refreshed(ctx.versions.next(), ctx.now())
+    fresh = rec.refreshed(ctx.next_version(layout.namespace_path(rec.ns)), ctx.now())
     yield from write_record(ctx, fresh)
     return fresh
 
@@ -301,15 +383,21 @@ def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan
     No GET first: after a put interrupted between its record and its item, the
     index holds an item the item object does not, and only a tombstone hides it.
     """
+    yield from learn_clears(ctx, namespace)
     now = ctx.now()
-    version = ctx.versions.next()
+    version = ctx.next_version(layout.namespace_path(namespace))
     rec = Record(tuple(namespace), key, version, DEL, None, now, now, version)
     yield from write_record(ctx, rec)
 
 
 def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
-    """Put steps 2-6 (or delete steps 2-3) for a record whose fields are final."""
+    """Put steps 2-7 (or delete steps 1-2) for a record whose fields are final."""
     ns = rec.ns
+    path = layout.namespace_path(ns)
+    yield from learn_clears(ctx, ns)
+    known = ctx.clears.get(path, "")
+    if rec.v < known:
+        rec = after_clear(ctx, rec, known)  # versioned before this context listed the clear
     name = layout.record_name(rec.v, rec.key, op_letter(rec))
     rec_key = layout.index_prefix(ns) + "r/" + name
     record, item = encode_record_and_item(rec)
@@ -322,11 +410,24 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     else:
         yield from run_one(Delete((obj_key,)))
     infos = yield from list_infos(layout.index_prefix(ns))
-    yield from _repair(rec, name, infos)
-    groups = group_index(infos)
-    group = next(iter(groups.values()), None)
-    if group is not None and _needs_compaction(ctx, group):
+    group = group_index(infos).get(path, NamespaceIndex(path))
+    ctx.saw_clear(path, group.cleared)
+    if group.cleared > known:
+        # Step 7: a namespace delete came between; this write belongs after it.
+        yield from write_record(ctx, after_clear(ctx, rec, group.cleared))
+        yield from run_one(Delete((rec_key,)))
+        return
+    yield from _repair(rec, name, group.records)
+    if _needs_compaction(ctx, group):
         yield from compact(ctx, ns, group)
+
+
+def after_clear(ctx: StoreContext, rec: Record, clear: str) -> Record:
+    """The same write with a version above ``clear``; an item created before it begins anew."""
+    version = ctx.versions.next(above=clear)
+    if rec.cv < clear:
+        return replace(rec, v=version, cv=version, ca=rec.ua)
+    return replace(rec, v=version)
 
 
 def op_letter(rec: Record) -> str:
@@ -339,11 +440,7 @@ def op_letter(rec: Record) -> str:
 def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
     """Put step 5: make the item object hold the newest record of its key."""
     h = layout.key_hash(rec.key)
-    newer = [
-        i.key
-        for i in infos
-        if "/r/" in i.key and layout.record_hash(_name(i.key)) == h and _name(i.key) > name
-    ]
+    newer = [i.key for i in infos if layout.record_hash(_name(i.key)) == h and _name(i.key) > name]
     if not newer:
         return
     newest_key = max(newer)
@@ -378,13 +475,16 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
         snap = decode_snapshot(data, newest.key)
         covered = snap.covered
         for rec in snap.records:
-            fold(state, rec)
+            if rec.v >= group.cleared:
+                fold(state, rec)
     todo = [i for i in group.records if _name(i.key) not in covered]
     got = yield from run_batch(*(Get(i.key) for i in todo))
     if any(data is None for data in got):
         return None
     for info, data in zip(todo, got, strict=True):
-        fold(state, decode_record(data, info.key))
+        rec = decode_record(data, info.key)
+        if rec.v >= group.cleared:
+            fold(state, rec)
     horizon = int((ctx.clock() - ctx.retention) * 1e9)
     kept = [
         r
@@ -394,7 +494,10 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
     listed = {_name(i.key) for i in group.records}
     new_cov = sorted((covered | {_name(i.key) for i in todo}) & listed)
     permanent = sum(1 for r in kept if r.op == PUT and r.ttl is None)
-    snap_key = layout.index_prefix(ns) + "s/" + layout.snapshot_name(ctx.versions.next(), permanent)
+    version = ctx.next_version(layout.namespace_path(ns))
+    snap_key = (
+        layout.index_prefix(ns) + "s/" + layout.snapshot_name(version, permanent, group.cleared)
+    )
     yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
     yield from _collect(ctx, group, newest, covered)
     return snap_key
@@ -405,8 +508,11 @@ def _collect(
 ) -> Plan[None]:
     """§8.4.6 step 5: delete what the newest snapshot older than G made redundant."""
     cutoff = ctx.wall() - ctx.grace
+    ended = [i.key for i in group.ended if _older_than(i, cutoff)]
     ripe = [i for i in group.snapshots if _older_than(i, cutoff)]
     if not ripe:
+        if ended:
+            yield from run_one(Delete(tuple(ended)))
         return
     settled = max(ripe, key=lambda i: i.key)
     if newest is None or settled.key != newest.key:
@@ -416,6 +522,7 @@ def _collect(
         covered = decode_snapshot(data, settled.key).covered
     doomed = [i.key for i in group.records if _name(i.key) in covered]
     doomed += [i.key for i in group.snapshots if i.key < settled.key]
+    doomed += ended
     if doomed:
         yield from run_one(Delete(tuple(doomed)))
 
@@ -462,6 +569,7 @@ def sweep_item(ctx: StoreContext, item: Expired) -> Plan[bool]:
     now = ctx.now()
     if rec.v != item.version or rec.live(now):
         return False
-    gone = replace(rec, v=ctx.versions.next(), op=DEL, value=None, vec={}, ua=now)
+    version = ctx.next_version(layout.namespace_path(rec.ns))
+    gone = replace(rec, v=version, op=DEL, value=None, vec={}, ua=now)
     yield from write_record(ctx, gone)
     return True

@@ -19,6 +19,7 @@ DEL = "del"
 ITEM_KIND = "sitem"
 RECORD_KIND = "srec"
 SNAPSHOT_KIND = "ssnap"
+CLEAR_KIND = "sclear"
 
 
 class InvalidStoreValueError(ValueError):
@@ -245,3 +246,19 @@ def decode_snapshot(data: bytes, key: str) -> Snapshot:
     if len(records) != len(inner["r"]):
         raise CorruptObjectError(key, "a snapshot record is not a map")
     return Snapshot(tuple(ns), frozenset(str(c) for c in cov), records)
+
+
+def encode_clear(ns: Sequence[str], version: str) -> bytes:
+    """Bytes of a clear marker (spec §8.4.9): the namespace and the clear's version."""
+    return codec.pack_object(
+        {"f": codec.FORMAT_VERSION, "k": CLEAR_KIND, "ns": list(ns), "v": version}
+    )
+
+
+def decode_clear(data: bytes, key: str) -> tuple[tuple[str, ...], str]:
+    """(namespace labels, version) of a clear marker."""
+    raw = codec.unpack_object(data, key, CLEAR_KIND)
+    ns = _req(raw, "ns", (list,), key)
+    if not all(isinstance(label, str) for label in ns):
+        raise CorruptObjectError(key, "field 'ns' is not an array of strings")
+    return tuple(ns), _req(raw, "v", (str,), key)

@@ -36,6 +36,7 @@ from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import plans, query
+from objstore_saver.longterm.clear import Cleared, clear_namespace
 from objstore_saver.longterm.records import Record, encode_value, to_datetime
 from objstore_saver.plans.requests import Plan
 from objstore_saver.storage.base import ObjectStore
@@ -124,6 +125,27 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         vectors = await self.embeddings.aembed_documents(prep.texts) if prep.texts else []
         queries = [await self.embeddings.aembed_query(q) for q in prep.queries]
         return await self._driver.arun(self._plan(prep, vectors, queries))
+
+    # --- namespace delete (not in BaseStore) ---------------------------------------
+
+    def delete_namespace(self, namespace: tuple[str, ...]) -> Cleared:
+        """Delete every item of ``namespace`` (not of the namespaces below it), for good.
+
+        Spec §8.4.9: a clear marker first (from then on no search or listing
+        returns an item of before it, in any process), then the items, then,
+        with encryption on, the namespace's keys with every version of them,
+        then the index. Writes other processes make meanwhile survive, after
+        the delete. Running it again after a failure completes it.
+
+        Raises:
+            InvalidNamespaceError: ``namespace`` is empty or has a label that
+                is not a non-empty string.
+        """
+        return self._driver.run(clear_namespace(self._ctx, _checked(namespace)))
+
+    async def adelete_namespace(self, namespace: tuple[str, ...]) -> Cleared:
+        """Coroutine twin of :meth:`delete_namespace`."""
+        return await self._driver.arun(clear_namespace(self._ctx, _checked(namespace)))
 
     # --- preparation (no I/O) ---------------------------------------------------
 
@@ -273,6 +295,17 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         if op.max_depth is not None:
             chosen = sorted({ns[: op.max_depth] for ns in chosen})
         return chosen[op.offset : op.offset + op.limit]
+
+
+def _checked(namespace: Sequence[str]) -> tuple[str, ...]:
+    """A namespace to delete, refused with its value when malformed."""
+    ns = tuple(namespace) if isinstance(namespace, (tuple, list)) else None
+    if not ns or not all(isinstance(label, str) and label for label in ns):
+        raise InvalidNamespaceError(
+            f"cannot delete namespace {namespace!r}: it must be a non-empty tuple of "
+            "non-empty string labels"
+        )
+    return ns
 
 
 def _matches(cond: MatchCondition, ns: tuple[str, ...]) -> bool:

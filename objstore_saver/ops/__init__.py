@@ -17,6 +17,7 @@ Example (a daily retention job in an application's own scheduler)::
 
 from objstore_saver.ops._common import JobError, OpsConfig, redact
 from objstore_saver.ops.longterm import store_du, store_get, store_ls, store_sweep
+from objstore_saver.ops.longterm_delete import astore_delete, store_delete
 from objstore_saver.ops.maintain import (
     adelete_threads,
     aprune,
@@ -41,6 +42,7 @@ __all__ = [
     "adelete_threads",
     "aprune",
     "arekey",
+    "astore_delete",
     "athreads",
     "aupgrade",
     "averify",
@@ -55,6 +57,7 @@ __all__ = [
     "redact",
     "rekey",
     "show",
+    "store_delete",
     "store_du",
     "store_get",
     "store_ls",

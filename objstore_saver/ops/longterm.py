@@ -17,9 +17,18 @@ from dataclasses import replace
 from typing import Any
 
 from objstore_saver.driver import Driver
-from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.errors import ConfigurationError, CorruptObjectError, UnsupportedFormatError
 from objstore_saver.longterm import layout, plans
-from objstore_saver.longterm.records import DEL, PUT, Record, decode_item, to_datetime
+from objstore_saver.longterm.clear import DELETE_BATCH
+from objstore_saver.longterm.records import (
+    DEL,
+    PUT,
+    Record,
+    decode_clear,
+    decode_item,
+    to_datetime,
+    to_micros,
+)
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -34,8 +43,9 @@ from objstore_saver.ops._common import (
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
-from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
-from objstore_saver.storage.base import sealing_layer
+from objstore_saver.plans.requests import Delete, Get, ListKeys, run_batch, run_one
+from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
+from objstore_saver.storage.base import ObjectInfo, sealing_layer
 
 #: Items per page of ``store_ls`` unless told.
 DEFAULT_PAGE = 100
@@ -67,6 +77,13 @@ def _state(prefix: tuple[str, ...]) -> SubPlan:
     groups = yield from plans.read_indexes(
         layout.listing_prefix(prefix), f"namespace prefix {prefix!r}"
     )
+    return _states(prefix, groups)
+
+
+def _states(
+    prefix: tuple[str, ...], groups: dict[str, plans.NamespaceIndex]
+) -> dict[tuple[str, ...], dict[str, Record]]:
+    """The states (records by key) of the namespaces of ``groups`` under ``prefix``."""
     n = len(prefix)
     out: dict[tuple[str, ...], dict[str, Record]] = {}
     for group in groups.values():
@@ -247,7 +264,7 @@ def store_get(
 
 # --- du ----------------------------------------------------------------------------
 
-KINDS = ("items", "index records", "snapshots", "other")
+KINDS = ("items", "index records", "snapshots", "clear markers", "other")
 
 
 def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> dict[str, Any]:
@@ -301,11 +318,30 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
 # --- sweep -------------------------------------------------------------------------
 
 
-def _sweep_candidates(prefix: tuple[str, ...], now_us: int) -> SubPlan:
+def _sweep_plan(prefix: tuple[str, ...], now: float, window: float, grace: float) -> SubPlan:
+    """Sub-plan: what a sweep of ``prefix`` removes, as of ``now`` (epoch seconds).
+
+    Returns (expired items, unreadable keys, what namespace deletes left).
+    """
+    groups = yield from plans.read_indexes(
+        layout.listing_prefix(prefix), f"namespace prefix {prefix!r}"
+    )
+    sizes = yield from _item_sizes(prefix)
+    found, bad = yield from _sweep_candidates(prefix, _states(prefix, groups), sizes, now)
+    left = yield from _clear_leftovers(prefix, groups, sizes, now, window, grace, bad)
+    return found, bad, left
+
+
+def _sweep_candidates(
+    prefix: tuple[str, ...],
+    states: dict[tuple[str, ...], dict[str, Record]],
+    sizes: dict[str, int],
+    now: float,
+) -> SubPlan:
     """Sub-plan: expired items the index names, plus item objects the index does not
     hold as a put (left by a crash between a delete record and the item's DELETE),
     read to learn whether they expired. Returns (candidates, unreadable keys)."""
-    states = yield from _state(prefix)
+    now_us = to_micros(now)
     found: list[tuple[plans.Expired, Record | None]] = []
     kept: set[str] = set()
     for ns, state in states.items():
@@ -315,7 +351,6 @@ def _sweep_candidates(prefix: tuple[str, ...], now_us: int) -> SubPlan:
             kept.add(layout.item_key(ns, rec.key))
             if rec.ea is not None and rec.ea <= now_us:
                 found.append((plans.Expired(ns, rec.key, rec.v, rec.ea), rec))
-    sizes = yield from _item_sizes(prefix)
     strays = sorted(k for k in sizes if k not in kept)
     bodies: list[bytes | None] = []
     for start in range(0, len(strays), STRAY_BATCH):  # bounds the bytes held at once
@@ -335,6 +370,67 @@ def _sweep_candidates(prefix: tuple[str, ...], now_us: int) -> SubPlan:
     return sorted(found, key=lambda f: (f[0].namespace, f[0].key)), bad
 
 
+def _clear_leftovers(
+    prefix: tuple[str, ...],
+    groups: dict[str, plans.NamespaceIndex],
+    sizes: dict[str, int],
+    now: float,
+    window: float,
+    grace: float,
+    bad: list[dict[str, str]],
+) -> SubPlan:
+    """Sub-plan: what namespace deletes (spec §8.4.9) left under ``prefix``.
+
+    Per namespace with a clear marker: the index objects its newest clear
+    ended, once that marker is ``grace`` seconds old (a delete stopped before
+    its last step); or, once the newest marker is ``window`` seconds old and
+    the namespace holds nothing but clear markers, the markers themselves.
+    Reads only a marker of a hashed path no record names. Returns ``[(path,
+    labels, ended keys, marker keys, newest marker)]``.
+    """
+    with_items = {layout.classify(k)[0] for k in sizes}
+    out: list[tuple[str, list[str], list[str], list[str], ObjectInfo]] = []
+    for path in sorted(groups):
+        group = groups[path]
+        if not group.clears:
+            continue
+        newest = max(group.clears, key=lambda i: i.key)
+        age = now - newest.last_modified.timestamp()
+        alone = not (group.records or group.snapshots or path in with_items)
+        markers_only = all(layout.classify(i.key)[1] == "clear markers" for i in group.ended)
+        if alone and markers_only and age >= window:
+            ended, markers = [], sorted(i.key for i in [*group.ended, *group.clears])
+        elif age >= grace and group.ended:
+            ended, markers = sorted(i.key for i in group.ended), []
+        else:
+            continue
+        labels = layout.path_labels(path) or group.ns()
+        if labels is None:
+            labels = yield from _marker_labels(newest.key, bad)
+        if labels is not None and labels[: len(prefix)] == prefix:
+            out.append((path, list(labels), ended, markers, newest))
+    return out
+
+
+def _marker_labels(key: str, bad: list[dict[str, str]]) -> SubPlan:
+    """Sub-plan: the labels a clear marker names (never sealed); None if gone or unreadable."""
+    data = yield from run_one(Get(key))
+    if data is None:
+        return None
+    try:
+        return decode_clear(data, key)[0]
+    except (CorruptObjectError, UnsupportedFormatError) as exc:
+        bad.append({"key": key, "detail": str(exc)})
+        return None
+
+
+def _delete_keys(keys: list[str]) -> SubPlan:
+    """Sub-plan: DELETE ``keys``, 1,000 a request, in one concurrent round."""
+    batches = [tuple(keys[i : i + DELETE_BATCH]) for i in range(0, len(keys), DELETE_BATCH)]
+    if batches:
+        yield from run_batch(*(Delete(b) for b in batches))
+
+
 def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None) -> SubPlan:
     """Sub-plan: sweep one item; True if this run deleted it.
 
@@ -348,7 +444,8 @@ def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None)
     data = yield from run_one(Get(layout.item_key(item.namespace, item.key)))
     if data is not None:
         return False  # renewed by a put or a refresh since the index was read
-    gone = replace(rec, v=ctx.versions.next(), op=DEL, value=None, vec={}, ua=ctx.now())
+    version = ctx.next_version(layout.namespace_path(item.namespace))
+    gone = replace(rec, v=version, op=DEL, value=None, vec={}, ua=ctx.now())
     yield from plans.write_record(ctx, gone)
     return True
 
@@ -361,10 +458,12 @@ async def astore_sweep(
     clock: Callable[[], float] = time.time,
     concurrency: int = DEFAULT_CONCURRENCY,
     shard: Shard = ALL,
+    tombstone_window: float | None = None,
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Delete expired items (spec §8.4.7); a dry run unless ``apply``.
+    """Delete expired items (spec §8.4.7) and what namespace deletes left (§8.4.9);
+    a dry run unless ``apply``.
 
     Each expired item is deleted as a delete is (a ``del`` record, then the
     item object), only if it is still the version found and still expired, so
@@ -375,6 +474,13 @@ async def astore_sweep(
     DeleteObjects requests. Running it again finds nothing more: the job is
     idempotent, and a crashed run is completed by the next one.
 
+    A namespace delete leaves its clear marker: the sweep deletes a
+    namespace's markers once the newest is ``tombstone_window`` old (by its
+    ``LastModified`` and ``clock``) and the namespace holds nothing else (no
+    item, no other index object). It also deletes the index objects a delete
+    ended but, stopped before its last step, left, once its marker is a
+    minute (the index grace) old.
+
     Args:
         prefix: Namespace labels swept namespaces start with (empty: all).
         apply: Delete; without it the job reports what it would delete.
@@ -383,21 +489,45 @@ async def astore_sweep(
         concurrency: Items swept at once.
         shard: Only the items of namespaces this shard owns (by the hash of
             the namespace's path).
+        tombstone_window: Seconds a namespace's clear markers are kept after
+            its newest delete (default 30 days, as ``prune``'s tombstones).
         progress: Called after each item.
         should_cancel: Polled between items; True stops cleanly.
 
     Returns:
         ``{"items": [{namespace, key, expires_at, action}], "totals":
-        {"expired", "deleted", "renewed"}, "unreadable", "apply", "cancelled"}``;
-        ``action`` is ``would delete``, ``deleted`` or ``renewed`` (a put or
-        refresh came first).
+        {"expired", "deleted", "renewed"}, "unreadable", "apply", "cancelled",
+        "clears": [{namespace, markers, ended, cleared_at, action}], "clear_totals":
+        {"namespaces", "markers", "ended"}}``; ``action`` is ``would delete``,
+        ``deleted`` or ``renewed`` (a put or refresh came first). A ``clears``
+        row counts the clear markers retired and the ended index objects
+        deleted of one namespace; ``cleared_at`` is its newest marker's time.
+
+    Raises:
+        ConfigurationError: a negative ``tombstone_window`` or bad ``concurrency``.
     """
     ns = _labels("namespace prefix", prefix)
     check_concurrency(concurrency)
+    window = TOMBSTONE_WINDOW.total_seconds() if tombstone_window is None else tombstone_window
+    if window < 0:
+        raise ConfigurationError(f"--tombstone-window cannot be negative, got {window:g} s")
     ctx = plans.StoreContext(clock=clock)
     rows: list[dict[str, Any]] = []
     async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
-        found, bad = await driver.arun(_sweep_candidates(ns, ctx.now()))
+        found, bad, left = await driver.arun(_sweep_plan(ns, clock(), window, ctx.grace))
+        left = [entry for entry in left if shard.owns(entry[0])]
+        if apply:  # one DELETE round: a namespace whose markers go has no ended object
+            await driver.arun(_delete_keys([k for e in left for k in (*e[2], *e[3])]))
+        clears = [
+            {
+                "namespace": labels,
+                "markers": len(markers),
+                "ended": len(ended),
+                "cleared_at": newest.last_modified.isoformat(),
+                "action": "deleted" if apply else "would delete",
+            }
+            for _, labels, ended, markers, newest in left
+        ]
         # The items in flight share DeleteObjects requests (each item's DELETE
         # still follows its record, as the sweep's plan orders them).
         coalesced = DeleteCoalescingStore(store)
@@ -452,6 +582,13 @@ async def astore_sweep(
         },
         "unreadable": bad,
         "items": rows,
+        "tombstone_window": window,
+        "clears": clears,
+        "clear_totals": {
+            "namespaces": len(clears),
+            "markers": sum(c["markers"] for c in clears),
+            "ended": sum(c["ended"] for c in clears),
+        },
         "run": run.to_dict(),
     }
 

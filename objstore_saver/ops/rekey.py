@@ -31,6 +31,7 @@ from objstore_saver.crypto.names import (
     KEYS_ENV,
     STORE_SCOPE,
     scope_of_key_object,
+    scope_path,
     split_scope,
 )
 from objstore_saver.crypto.settings import ClientEncryption
@@ -43,6 +44,7 @@ from objstore_saver.errors import (
     UnsupportedFormatError,
 )
 from objstore_saver.format import keys
+from objstore_saver.longterm import layout
 from objstore_saver.ops._common import (
     CancelCheck,
     OpsConfig,
@@ -151,16 +153,20 @@ class _Job:
         delete that runs later destroys the key this PUT wrote; either way
         no key outlives its epoch, and a new epoch's key is never touched.
 
-        A store namespace's key is destroyed by no job, so never brought back.
+        A store namespace's key is checked the same way against the
+        namespace's clear markers (spec §8.4.9; a LIST of them, few).
         """
-        if scope.startswith(STORE_SCOPE):
-            return False
         token, epoch = split_scope(scope)
-        root = keys.token("checkpoint_ns", "")
-        page = await self.data.alist(
-            f"{keys.THREADS}{token}/checkpoints/{root}/{keys.TOMBSTONE_MARK}", limit=1
-        )
-        ended = [e for o in page.objects if (e := keys.tombstone_epoch_of(o.key)) is not None]
+        if token.startswith(STORE_SCOPE):
+            page = await self.data.alist(layout.path_clears_prefix(scope_path(token)))
+            clears = [c[1] for o in page.objects if (c := layout.clear_of(o.key)) is not None]
+            ended = [max(clears)] if clears else []
+        else:
+            root = keys.token("checkpoint_ns", "")
+            page = await self.data.alist(
+                f"{keys.THREADS}{token}/checkpoints/{root}/{keys.TOMBSTONE_MARK}", limit=1
+            )
+            ended = [e for o in page.objects if (e := keys.tombstone_epoch_of(o.key)) is not None]
         if not ended or ended[0] <= epoch:
             return False
         await self.key_store.adelete([key])

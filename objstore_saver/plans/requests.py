@@ -73,12 +73,14 @@ class Delete:
 
 @dataclass(frozen=True, slots=True)
 class Shred:
-    """Destroy the keys of the thread ``threads/<T>/`` of every epoch below ``below``.
+    """Destroy the keys of every epoch below ``below`` of a thread or store namespace.
 
-    docs/encryption.md: a DELETE of the key objects of epoch 0 and of the
-    epochs a LIST of the thread's epoch keys finds below ``below`` (spec
-    §4.11: the epoch a delete begins keeps its key). Result: True on a
-    store that encrypts; None, with no request, on one that does not.
+    ``thread_prefix`` is the thread's ``threads/<T>/`` or a long-term store
+    namespace's index prefix ``store/ix/<P>/x/``. docs/encryption.md: a
+    DELETE of the key objects of epoch 0 and of the epochs a LIST of the
+    scope's epoch keys finds below ``below`` (spec §4.11, §8.4.9: the epoch a
+    delete begins keeps its key). Result: True on a store that encrypts;
+    None, with no request, on one that does not.
     """
 
     thread_prefix: str

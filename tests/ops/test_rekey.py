@@ -422,6 +422,37 @@ async def test_a_thread_deleted_while_rewrapped_keeps_no_key_object(
     assert all(_reads(store, new, threads=others).values())
 
 
+class _NamespaceDeletedWhileRewrapped(_DeletedWhileRewrapped):
+    """The same race for a long-term store namespace: its delete (spec §8.4.9) stores
+    its clear marker and destroys the namespace's key between rekey's GET and PUT."""
+
+    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
+        if key == "keys/store/_users/_u1/k":
+            with ObjectStoreStore(self.data, client_encryption=False) as plain:
+                # the marker and the item deletes of a namespace delete, in clear
+                done = plain.delete_namespace(("users", "u1"))
+            assert done.clear is not None
+            await self.inner.adelete([key])
+        await self.inner.aput(key, data, mode)
+
+
+async def test_a_namespace_deleted_while_rewrapped_keeps_no_key_object(
+    tmp_path: Path, old: LocalMasterKey, new: LocalMasterKey
+) -> None:
+    store = LocalStore(tmp_path / "store")
+    with ObjectStoreStore(store, client_encryption=ClientEncryption.of(old)) as memories:
+        memories.put(("users", "u1"), "prefs", {"secret": 1})
+        memories.put(("users", "u2"), "prefs", {"secret": 2})
+    racing = _NamespaceDeletedWhileRewrapped(store, store, "")
+    report = await _run(_job(store, racing, new, old, apply=True), False, 8, ALL, _quiet, _no)
+    assert report["key_objects"]["dropped_deleted"] == 1
+    kept = _everything(store, "keys/store/")
+    assert list(kept) == ["keys/store/_users/_u2/k"]  # the deleted namespace's key stays gone
+    with ObjectStoreStore(store, client_encryption=ClientEncryption.of(new)) as memories:
+        assert memories.get(("users", "u2"), "prefs").value == {"secret": 2}
+        assert memories.get(("users", "u1"), "prefs") is None
+
+
 async def test_a_thread_whose_objects_remain_keeps_its_rewrapped_key(
     tmp_path: Path, old: LocalMasterKey, new: LocalMasterKey
 ) -> None:

@@ -213,3 +213,34 @@ def test_a_live_key_is_never_counted_as_retained(
     assert len(_key_versions(s3_endpoint.client(), versioned, "_live")) == 2
     with ObjectStoreSaver(lean(s3_endpoint, versioned, "pfx/")) as fresh:
         assert fresh.get_tuple(_cfg("live")) is not None
+
+
+def test_delete_namespace_deletes_every_version_of_its_keys(
+    s3_endpoint: Any, versioned: str, open_store: Any
+) -> None:
+    """A long-term store namespace's delete shreds as a thread's does (spec §8.4.9 step 5)."""
+    from objstore_saver import ObjectStoreStore
+
+    client = s3_endpoint.client()
+    settings = ClientEncryption.of(LocalMasterKey(os.urandom(32)))
+
+    def versions(prefix: str) -> list[str]:
+        answer = client.list_object_versions(Bucket=versioned, Prefix=prefix)
+        return sorted(
+            v["Key"] for v in answer.get("Versions", []) + answer.get("DeleteMarkers", [])
+        )
+
+    with ObjectStoreStore(open_store(versioned), client_encryption=settings) as store:
+        store.put(("users", "u1"), "prefs", {"secret": 1})
+        store.put(("users", "u1", "notes"), "n", {"secret": 2})
+        key = "pfx/keys/store/_users/_u1/k"
+        body = client.get_object(Bucket=versioned, Key=key)["Body"].read()
+        client.put_object(Bucket=versioned, Key=key, Body=body)  # a noncurrent version
+        store.delete_namespace(("users", "u1"))
+        store.put(("users", "u1"), "again", {"after": True})
+    kept = versions("pfx/keys/store/_users/_u1")
+    # The ended life's key: no version, no marker. The namespace below it and
+    # the new life keep theirs.
+    assert key not in kept
+    assert "pfx/keys/store/_users/_u1/_notes/k" in kept
+    assert [k for k in kept if "%e" in k] and all(k.endswith("/k") for k in kept)

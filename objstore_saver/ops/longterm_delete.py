@@ -1,0 +1,234 @@
+"""The long-term store's namespace delete as an operator job: ``store_delete`` (spec §8.4.9).
+
+A namespace is given as a sequence of labels; the job deletes it and every
+namespace below it, each as ``ObjectStoreStore.delete_namespace`` does (a
+clear marker first, then the items, the keys, the index). Finding them is
+two LISTs (items and index under the prefix), 1,000 keys a page; a dry run
+adds the two LISTs of each namespace's survey and writes nothing. It
+refuses an empty prefix: the whole store is never deleted by accident.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
+
+from objstore_saver.driver import Driver
+from objstore_saver.errors import ObjstoreSaverError
+from objstore_saver.longterm import clear, layout, plans
+from objstore_saver.longterm.records import (
+    decode_clear,
+    decode_item,
+    decode_record,
+    decode_snapshot,
+)
+from objstore_saver.ops._common import (
+    CancelCheck,
+    JobError,
+    OpsConfig,
+    ProgressCallback,
+    SubPlan,
+    aopen_store,
+    never_cancel,
+    no_progress,
+)
+from objstore_saver.ops.fanout import blocking, for_each
+from objstore_saver.ops.longterm import _labels
+from objstore_saver.plans.requests import Get, run_one
+from objstore_saver.storage.base import ObjectInfo
+
+#: Namespaces deleted at once.
+DELETE_CONCURRENCY = 8
+
+
+class EmptyPrefixError(JobError, ValueError):
+    """``store_delete`` was given no label: it would delete the whole store."""
+
+
+#: How each kind of store object names its namespace.
+_LABELS_OF: dict[str, Callable[[bytes, str], tuple[str, ...]]] = {
+    "clear markers": lambda data, key: decode_clear(data, key)[0],
+    "items": lambda data, key: decode_item(data, key).ns,
+    "index records": lambda data, key: decode_record(data, key).ns,
+    "snapshots": lambda data, key: decode_snapshot(data, key).ns,
+}
+
+
+def _found(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: every namespace path under the prefix's listing that holds an item or an
+    index object other than a clear marker, with its objects (two LISTs, all pages)."""
+    items = yield from plans.list_infos(layout.listing_prefix(prefix, layout.ITEMS))
+    index = yield from plans.list_infos(layout.listing_prefix(prefix, layout.INDEX))
+    by_path: dict[str, list[ObjectInfo]] = {}
+    for info in [*items, *index]:
+        path = layout.classify(info.key)[0]
+        if path:
+            by_path.setdefault(path, []).append(info)
+    return {
+        path: infos
+        for path, infos in by_path.items()
+        if any(layout.classify(i.key)[1] != "clear markers" for i in infos)
+    }
+
+
+async def _hashed_labels(driver: Driver, infos: list[ObjectInfo]) -> tuple[str, ...] | str:
+    """The labels of a hashed namespace path, from the first of its objects that opens
+    (one GET, more only when one fails); else why none did.
+
+    Clear markers, never sealed, are tried first; then the newest objects (an
+    older one may be sealed with a key a delete destroyed).
+    """
+    keys = sorted((i.key for i in infos), reverse=True)
+    keys.sort(key=lambda k: layout.classify(k)[1] != "clear markers")
+    why = "none of its objects names its labels"
+    for key in keys:
+        decode = _LABELS_OF.get(layout.classify(key)[1])
+        if decode is None:
+            continue
+        try:
+            data = await driver.arun(run_one(Get(key)))
+            if data is not None:
+                return decode(data, key)
+        except ObjstoreSaverError as exc:
+            why = f"{key}: {exc}"
+    return why
+
+
+def _may_be_under(path: str, prefix: tuple[str, ...]) -> bool:
+    """Whether a path that names no labels may be of a namespace under ``prefix``: its
+    tokens agree with the prefix's as far as both go (hashed segments ``~~…`` left out)."""
+    have = [s for s in path.split("/") if not s.startswith("~~")]
+    wanted = [s for s in layout.namespace_path(prefix).split("/") if not s.startswith("~~")]
+    n = min(len(have), len(wanted))
+    return have[:n] == wanted[:n]
+
+
+async def astore_delete(
+    prefix: Sequence[str],
+    *,
+    apply: bool = False,
+    config: OpsConfig | None = None,
+    clock: Callable[[], float] = time.time,
+    progress: ProgressCallback = no_progress,
+    should_cancel: CancelCheck = never_cancel,
+) -> dict[str, Any]:
+    """Delete a namespace and every namespace below it (spec §8.4.9); a dry run unless
+    ``apply``.
+
+    Each namespace that holds an item or an index object is deleted as
+    ``delete_namespace`` deletes it: a clear marker first (from then on no
+    reader in any process sees an item of before it), then its items, then,
+    with encryption on, its keys of the ended epochs with every version of
+    them, then its index. A put another process makes meanwhile survives, as
+    a write after the delete. A namespace that holds only clear markers (it
+    was deleted already) is left out, so a second run finds nothing; a run
+    stopped anywhere is completed by the next. Markers stay until
+    ``store_sweep`` retires them (after its tombstone window).
+
+    Args:
+        prefix: The namespace's labels (at least one).
+        apply: Delete; without it the job reports what it would delete
+            (LISTs only: two for the job, two per namespace).
+        config: The store; default from ``OBJSTORE_SAVER_URL``.
+        clock: Epoch seconds: the clears' versions come from it.
+        progress: Called after each namespace.
+        should_cancel: Polled between namespaces (with ``apply``); True stops cleanly.
+
+    Returns:
+        ``{"store", "prefix", "apply", "cancelled", "namespaces": [{namespace,
+        items, index_objects, rewritten, shredded, clear, action}], "totals":
+        {"namespaces", "items", "index_objects"}}``, namespaces sorted.
+        ``action`` is ``would delete`` or ``deleted``, or ``unreadable`` for
+        a hashed namespace path (labels over 400 characters) none of whose
+        objects opens to tell its labels (``namespace`` is then the path,
+        ``detail`` says why; it is not deleted). ``rewritten`` names the keys
+        other processes wrote during the delete, written again after it.
+
+    Raises:
+        EmptyPrefixError: ``prefix`` is empty (a ``JobError`` and a ``ValueError``).
+        JobError: a label is not a string.
+    """
+    ns = _labels("namespace prefix", prefix)
+    if not ns:
+        raise EmptyPrefixError(
+            f"namespace prefix {list(ns)!r} is empty: it would delete the whole store; "
+            "give at least one label"
+        )
+    ctx = plans.StoreContext(clock=clock)
+    rows: list[dict[str, Any]] = []
+    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+        found = await driver.arun(_found(ns))
+        targets: list[tuple[str, ...]] = []
+        for path in sorted(found):
+            labels = layout.path_labels(path)
+            if labels is None and _may_be_under(path, ns):
+                got = await _hashed_labels(driver, found[path])
+                if isinstance(got, str):
+                    rows.append(_unreadable(path, got))
+                    continue
+                labels = got
+            if labels is not None and labels[: len(ns)] == ns:
+                targets.append(labels)
+
+        async def source() -> AsyncGenerator[tuple[str, ...], None]:
+            for target in sorted(set(targets)):
+                yield target
+
+        async def one(target: tuple[str, ...]) -> clear.Cleared:
+            if apply:
+                return await driver.arun(clear.clear_namespace(ctx, target))
+            return await driver.arun(clear.survey(target))
+
+        def done(target: tuple[str, ...], got: clear.Cleared) -> None:
+            rows.append(
+                {
+                    "namespace": list(target),
+                    "items": got.items,
+                    "index_objects": got.index_objects,
+                    "rewritten": list(got.rewritten),
+                    "shredded": got.shredded,
+                    "clear": got.clear,
+                    "action": "deleted" if apply else "would delete",
+                }
+            )
+
+        run = await for_each(
+            source(),
+            one,
+            done,
+            concurrency=DELETE_CONCURRENCY,
+            name=repr,
+            progress=progress,
+            should_cancel=should_cancel if apply else None,
+        )
+    rows.sort(key=lambda r: (isinstance(r["namespace"], str), r["namespace"]))
+    gone = [r for r in rows if r["action"] != "unreadable"]
+    return {
+        "store": store.location,
+        "prefix": list(ns),
+        "apply": apply,
+        "cancelled": run.cancelled,
+        "namespaces": rows,
+        "totals": {
+            "namespaces": len(gone),
+            "items": sum(r["items"] for r in gone),
+            "index_objects": sum(r["index_objects"] for r in gone),
+        },
+    }
+
+
+def _unreadable(path: str, why: str) -> dict[str, Any]:
+    return {
+        "namespace": path,
+        "items": 0,
+        "index_objects": 0,
+        "rewritten": [],
+        "shredded": False,
+        "clear": None,
+        "action": "unreadable",
+        "detail": why,
+    }
+
+
+store_delete = blocking(astore_delete)
