@@ -261,8 +261,8 @@ def test_every_command_is_declared_once_in_the_order_of_the_help() -> None:
     assert [entry.name for entry in cli.COMMANDS] == COMMAND_NAMES
     (store,) = [e for e in cli.COMMANDS if isinstance(e, cli.CommandGroup)]
     assert [command.name for command in store.commands] == ["ls", "get", "du"]
-    required = {"history": ["t"], "show": ["t"], "cat": ["k"], "delete-thread": ["t"], "store-delete": ["u"]}
-    required |= {"migrate": ["--from", "sqlite"], "get": ["k"]}
+    required = {"history": ["t"], "show": ["t"], "cat": ["k"], "delete-thread": ["t"]}
+    required |= {"migrate": ["--from", "sqlite"], "get": ["k"], "store-delete": ["u"]}
     for path in _command_paths()[1:]:
         if path != ["store"]:
             args = cli.build_parser().parse_args([*path, *required.get(path[-1], [])])
