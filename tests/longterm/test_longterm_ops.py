@@ -5,7 +5,6 @@ in the environment (every item and index object sealed, docs/encryption.md)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
 import json
@@ -18,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import Backend
 from repo_root import ROOT
 
 from objstore_saver import MeteredStore, ObjectStoreSaver, ObjectStoreStore, cli
-from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV
 from objstore_saver.crypto.sealing import is_sealed
 from objstore_saver.driver import Driver
 from objstore_saver.longterm import layout, plans
@@ -41,23 +38,6 @@ def _past() -> float:
 
 
 pytestmark = pytest.mark.backends("local", "s3-lean")
-
-
-@pytest.fixture
-def root_and_url(backend: Backend) -> tuple[ObjectStore, str]:
-    """(object store, URL of the same root) on a directory or a fresh bucket."""
-    return backend.store("ops/"), backend.url("ops/")
-
-
-@pytest.fixture(params=[False, True], ids=["clear", "encrypted"])
-def encrypted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """A master key in the environment (the stores and the jobs read it), or none."""
-    monkeypatch.delenv(KEYS_ENV, raising=False)
-    if request.param:
-        monkeypatch.setenv(KEY_ENV, base64.b64encode(os.urandom(32)).decode())
-    else:
-        monkeypatch.delenv(KEY_ENV, raising=False)
-    return bool(request.param)
 
 
 def _sealed_as_expected(root: ObjectStore, encrypted: bool) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from backends import Backend
+from faultkit import all_keys as _keys
 from langgraph.store.base import InvalidNamespaceError
 from longterm_helpers import Caller, Clock
 
@@ -39,17 +40,6 @@ def encryption(request: pytest.FixtureRequest) -> ClientEncryption | bool:
     return ClientEncryption.of(LocalMasterKey(os.urandom(32)))
 
 
-def _keys(store: ObjectStore, prefix: str) -> list[str]:
-    out: list[str] = []
-    after = None
-    while True:
-        page = store.list(prefix, start_after=after)
-        out += [o.key for o in page.objects]
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
-
-
 def _open(root: ObjectStore, encryption: ClientEncryption | bool, **options: Any) -> Any:
     return ObjectStoreStore(root, client_encryption=encryption, **options)
 
@@ -61,6 +51,18 @@ def _seen(store: ObjectStoreStore, ns: tuple[str, ...] = U1) -> dict[str, Any]:
         item = store.get(ns, key)
         assert item is not None and item.value == found[key], f"get and search disagree on {key}"
     return found
+
+
+def _a_delete_that_stops_at_its_first_delete(
+    root: ObjectStore, encryption: ClientEncryption | bool, items: int
+) -> None:
+    """``items`` items in ``U1``, then its delete, failing at its first DELETE (the items')."""
+    with _open(root, encryption) as store:
+        for i in range(items):
+            store.put(U1, f"k{i}", {"i": i})
+    faulty = FaultyStore(root, FailWhere(lambda r: r.op == "delete", times=1))
+    with _open(faulty, encryption) as deleter, pytest.raises(InjectedFaultError):
+        deleter.delete_namespace(U1)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -153,12 +155,7 @@ def test_a_delete_that_stopped_hides_the_namespace_from_search_and_a_rerun_finis
     backend: Backend, encryption: ClientEncryption | bool
 ) -> None:
     root = backend.store()
-    with _open(root, encryption) as store:
-        for i in range(5):
-            store.put(U1, f"k{i}", {"i": i})
-    faulty = FaultyStore(root, FailWhere(lambda r: r.op == "delete", times=1))
-    with _open(faulty, encryption) as deleter, pytest.raises(InjectedFaultError):
-        deleter.delete_namespace(U1)
+    _a_delete_that_stops_at_its_first_delete(root, encryption, 5)
     assert _keys(root, IX + "c/"), "the marker went first"
     with _open(root, encryption) as reader:
         assert [i.key for i in reader.search(U1)] == []
@@ -306,12 +303,7 @@ def test_verify_counts_what_a_stopped_delete_left_and_checks_the_markers(
     from objstore_saver import ObjectStoreSaver
 
     root = backend.store()
-    with _open(root, encryption) as store:
-        for i in range(3):
-            store.put(U1, f"k{i}", {"i": i})
-    faulty = FaultyStore(root, FailWhere(lambda r: r.op == "delete", times=1))
-    with _open(faulty, encryption) as deleter, pytest.raises(InjectedFaultError):
-        deleter.delete_namespace(U1)
+    _a_delete_that_stops_at_its_first_delete(root, encryption, 3)
     with ObjectStoreSaver(root, client_encryption=encryption) as saver:
         report = saver.verify()
     assert report.ok, report.problems

@@ -6,7 +6,6 @@ with a master key in the environment (the namespaces' keys are shredded)."""
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import Backend
 from doc_blocks import ROOT, blocks
 
 from objstore_saver import ObjectStoreStore, cli
@@ -46,23 +44,6 @@ U10_HASHED = ("users", "u10", "a" * 190, "b" * 190, "c" * 190)
 UNDER_U1 = [U1, NOTES, LONG_TOKEN, HASHED]
 assert all(layout.path_labels(layout.namespace_path(ns)) is None for ns in (HASHED, U10_HASHED))
 KEPT = [U10, U2, U10_HASHED]
-
-
-@pytest.fixture
-def root_and_url(backend: Backend) -> tuple[ObjectStore, str]:
-    """(object store, URL of the same root) on a directory or a fresh bucket."""
-    return backend.store("ops/"), backend.url("ops/")
-
-
-@pytest.fixture(params=[False, True], ids=["clear", "encrypted"])
-def encrypted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """A master key in the environment (the stores and the jobs read it), or none."""
-    monkeypatch.delenv(KEYS_ENV, raising=False)
-    if request.param:
-        monkeypatch.setenv(KEY_ENV, base64.b64encode(os.urandom(32)).decode())
-    else:
-        monkeypatch.delenv(KEY_ENV, raising=False)
-    return bool(request.param)
 
 
 def _seed(root: ObjectStore) -> None:
