@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from objstore_saver.config import create_checkpointer, create_store
     from objstore_saver.fallback import FallbackSaver
     from objstore_saver.longterm import InvalidStoreValueError, ObjectStoreStore
+    from objstore_saver.plans.verify_report import Problem, VerifyReport
     from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
     from objstore_saver.storage import (
         LocalStore,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
         S3Encryption,
         S3Store,
     )
-    from objstore_saver.verify import Problem, VerifyReport
 
 #: Public names loaded on first access, by the module that defines them.
 _LAZY = {
@@ -65,8 +65,8 @@ _LAZY = {
     "PutMode": "objstore_saver.storage",
     "S3Encryption": "objstore_saver.storage",
     "S3Store": "objstore_saver.storage",
-    "Problem": "objstore_saver.verify",
-    "VerifyReport": "objstore_saver.verify",
+    "Problem": "objstore_saver.plans.verify_report",
+    "VerifyReport": "objstore_saver.plans.verify_report",
 }
 
 __all__ = [

@@ -27,8 +27,8 @@ from typing import Any
 import msgpack
 import zstandard
 
+from objstore_saver.plans.verify_report import VerifyReport
 from objstore_saver.saver import ObjectStoreSaver
-from objstore_saver.verify import VerifyReport
 
 
 def _build_graph(saver: ObjectStoreSaver):  # type: ignore[no-untyped-def]

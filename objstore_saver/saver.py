@@ -27,9 +27,9 @@ from objstore_saver.constructors import OnObjectStore
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
+from objstore_saver.plans.verify_report import VerifyReport
 from objstore_saver.storage.base import ObjectStore, sealing_layer
 from objstore_saver.telemetry import SaverStats, Telemetry
-from objstore_saver.verify import VerifyReport
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -335,7 +335,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         to its key. Reads the store itself, not this saver's memory.
 
         Returns:
-            A :class:`~objstore_saver.verify.VerifyReport`; ``report.ok`` is False
+            A :class:`~objstore_saver.plans.verify_report.VerifyReport`; ``report.ok`` is False
             when ``report.problems`` names a key at fault.
         """
         return self._driver.run(

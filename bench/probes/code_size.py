@@ -4,13 +4,15 @@
 LeanS3Store over moto's server (in this process, on loopback), then counts
 the distinct functions of ``objstore_saver`` (and the files they are in) that
 one warm ``put`` of the next checkpoint calls, in clear and with client-side
-encryption; and the package's lines per folder. The counts are the code's,
+encryption; the package's lines per folder; and the folders that import each
+other. The counts are the code's,
 not the machine's: they move only when the code does.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -39,6 +41,33 @@ def lines_per_folder() -> dict[str, int]:
         parts = path.relative_to(PACKAGE).parts
         out[parts[0] if len(parts) > 1 else "(top)"] += len(path.read_bytes().splitlines())
     return dict(out.most_common())
+
+
+def folder_loops() -> list[list[str]]:
+    """Pairs of the package's folders that import each other (module-level imports).
+
+    A folder is a subpackage; the modules at the package's root are not one
+    (they are the layers that assemble the folders: the saver, its drivers).
+    """
+
+    def folder(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else None
+
+    edges: set[tuple[str, str]] = set()
+    for path in PACKAGE.rglob("*.py"):
+        here = folder(".".join(("objstore_saver", *path.relative_to(PACKAGE).parts)))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for there in (folder(t) for t in targets if t.startswith("objstore_saver.")):
+                if here and there and here != there:
+                    edges.add((here, there))
+    return sorted([a, b] for a, b in edges if a < b and (b, a) in edges)
 
 
 def _warm_put_calls(url: str, bucket: str, encrypted: bool) -> tuple[int, int]:
@@ -104,6 +133,7 @@ def run() -> dict[str, Any]:
     folders = lines_per_folder()
     out["package_lines"] = sum(folders.values())
     out["lines_per_folder"] = folders
+    out["folder_loops"] = folder_loops()
     return out
 
 

@@ -1,7 +1,8 @@
 """In-process caches: bounded, thread-safe, holding only facts about immutable things.
 
-* :mod:`~objstore_saver.caches.fifo`: a map with a byte budget, oldest out first
-  (the store under the pure-function caches).
+* :mod:`~objstore_saver.format.bounded_fifo` (in the lower ``format`` folder,
+  whose decompressed payloads use it too): the map with a byte budget, oldest
+  out first, under the caches here.
 * :mod:`~objstore_saver.caches.facts`: what a saver knows is stored (objects,
   checkpoints' entries, heads) and what it already encoded (list elements,
   sealed chunks, serialized messages), with the reuse window of spec §6.9.

@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from objstore_saver.caches.fifo import BoundedFifo
 from objstore_saver.caches.message_keys import StateKey
+from objstore_saver.format.bounded_fifo import BoundedFifo
 from objstore_saver.format.codec import Entry, Manifest, StoredObject, object_size
 from objstore_saver.format.list_encoding import (
     ElementKey,

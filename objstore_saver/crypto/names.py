@@ -15,9 +15,6 @@ KEYS_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEYS"
 KEYS_URL_ENV = "OBJSTORE_SAVER_KEYS_URL"
 #: Prefix of key objects in their store.
 KEY_PREFIX = "keys/"
-#: Hex digits of an encrypted thread's content object name: a 32-byte address
-#: and the 16-byte SIV tag (crypto.sealing).
-SEALED_NAME_LEN = 96
 #: Where threads' key objects live in the key store: ``keys/threads/<T>``.
 THREAD_KEYS = KEY_PREFIX + "threads/"
 #: The scope of a long-term store namespace starts with this (a thread's

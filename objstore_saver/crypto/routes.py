@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.names import STORE_SCOPE
 from objstore_saver.crypto.thread_keys import ThreadKey
-from objstore_saver.format import keys
-from objstore_saver.longterm import layout
+from objstore_saver.format import keys, store_keys
 
 OBJECTS = "objects/"
 _RUNS = "runs/"
@@ -80,10 +79,10 @@ class Route:
 
 def namespace_route(key: str) -> Route | None:
     """The route of a long-term store item or index object (spec §8.1), else None."""
-    path, kind = layout.classify(key)
+    path, kind = store_keys.classify(key)
     if not path or kind == "clear markers":
         return None  # a clear marker holds no data: in clear, as a thread's tombstone
-    root = layout.INDEX if kind != "items" else layout.ITEMS
+    root = store_keys.INDEX if kind != "items" else store_keys.ITEMS
     pfx = root + path + "/"
     return Route(pfx, STORE_SCOPE + path, key[len(pfx) :], None)
 

@@ -53,8 +53,7 @@ from objstore_saver.crypto.thread_keys import (
     open_key_object,
 )
 from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError, ThreadKeyMissingError
-from objstore_saver.format import keys
-from objstore_saver.longterm import layout
+from objstore_saver.format import keys, store_keys
 from objstore_saver.plans.requests import Get, ListKeys, Put, execute
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
@@ -156,7 +155,7 @@ class SealingStore(StoreWrapper):
             if epoch is not None:
                 self.saw_epoch(keys.split_thread_key(key)[0][len(keys.THREADS) : -1], epoch)
                 continue
-            clear = layout.clear_of(key)
+            clear = store_keys.clear_of(key)
             if clear is not None:
                 self.saw_epoch(namespace_scope(clear[0]), clear[1])
 
@@ -263,7 +262,7 @@ class SealingStore(StoreWrapper):
                 page = yield (
                     "call",
                     "list",
-                    (layout.path_clears_prefix(scope_path(route.scope)),),
+                    (store_keys.path_clears_prefix(scope_path(route.scope)),),
                     {},
                 )
                 self._learn(o.key for o in page.objects)
@@ -516,7 +515,7 @@ def _epoch_keys_prefix(scope: str) -> str:
 
 def _scope_of_prefix(prefix: str) -> str:
     """The thread token of ``threads/<T>/``, or the scope of ``store/ix/<P>/x/``."""
-    path = layout.index_prefix_path(prefix)
+    path = store_keys.index_prefix_path(prefix)
     return namespace_scope(path) if path is not None else _token_of_prefix(prefix)
 
 

@@ -18,10 +18,11 @@ import binascii
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from objstore_saver.crypto.names import SEALED_NAME_LEN, scope_owner, split_scope
+from objstore_saver.crypto.names import scope_owner, split_scope
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec
+from objstore_saver.format.keys import SEALED_NAME_LEN
 
 #: The algorithm a sealed object names.
 ALGORITHM = "aes-256-siv"

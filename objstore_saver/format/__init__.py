@@ -1,6 +1,10 @@
 """The on-storage format (spec §3-§4) as pure encodings: no I/O, no LangGraph state.
 
 * :mod:`~objstore_saver.format.keys`: the key layout and identifier tokens (§3).
+* :mod:`~objstore_saver.format.store_keys`: the long-term store's key layout
+  (§8.1): namespace paths, items, index records, snapshots, clear markers.
+* :mod:`~objstore_saver.format.bounded_fifo`: a thread-safe map with a byte
+  budget (decompressed payloads here, the caches above).
 * :mod:`~objstore_saver.format.compression`: payload byte encodings and the
   frozen zstd dictionary D1 in ``zdict/`` (§4.0).
 * :mod:`~objstore_saver.format.codec`: payloads, entries and the objects that

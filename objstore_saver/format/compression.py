@@ -18,8 +18,8 @@ from typing import Generic, TypeVar
 
 import zstandard
 
-from objstore_saver.caches.fifo import BoundedFifo
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.format.bounded_fifo import BoundedFifo
 
 ZSTD_LEVEL = 3
 

@@ -23,6 +23,9 @@ THREADS = "threads/"
 #: The unreserved characters of spec §3.1, kept as they are in a token.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 RUNS = "runs/"
+#: Hex digits of an encrypted thread's content object name (``objects/<sealed name>``):
+#: a 32-byte address and the 16-byte SIV tag (spec §4.10).
+SEALED_NAME_LEN = 96
 
 
 def _require_str(what: str, value: object) -> str:

@@ -1,9 +1,11 @@
 """Long-term memory: LangGraph's ``BaseStore`` on object storage (spec §8).
 
 :class:`~objstore_saver.longterm.store.ObjectStoreStore` is the store;
-:mod:`.layout` builds keys, :mod:`.records` encodes objects, :mod:`.plans`
-holds the pure planners the sync and async drivers run (:mod:`.clear` the
-namespace delete's), :mod:`.query` filters, scores and orders items in memory.
+:mod:`.records` encodes objects (their keys are
+:mod:`~objstore_saver.format.store_keys`'s), :mod:`.plans` holds the pure
+planners the sync and async drivers run (:mod:`.clear` the namespace
+delete's), :mod:`.query` filters, scores and orders items in memory, and
+:mod:`.verify` is ``verify``'s part for the store's objects (spec §8.4.8).
 """
 
 from objstore_saver.longterm.records import InvalidStoreValueError

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from objstore_saver.longterm import layout
+from objstore_saver.format import store_keys
 from objstore_saver.longterm.plans import (
     NamespaceIndex,
     StoreContext,
@@ -43,8 +43,8 @@ class Cleared:
 
 
 def _index(namespace: tuple[str, ...]) -> Plan[NamespaceIndex]:
-    path = layout.namespace_path(namespace)
-    infos = yield from list_infos(layout.index_prefix(namespace))
+    path = store_keys.namespace_path(namespace)
+    infos = yield from list_infos(store_keys.index_prefix(namespace))
     return group_index(infos).get(path, NamespaceIndex(path))
 
 
@@ -62,7 +62,7 @@ def _all_index(group: NamespaceIndex) -> list[ObjectInfo]:
 def survey(namespace: tuple[str, ...]) -> Plan[Cleared]:
     """A dry run: what a clear of ``namespace`` would delete (two LISTs, nothing written)."""
     group = yield from _index(namespace)
-    items = yield from list_infos(layout.items_prefix(namespace))
+    items = yield from list_infos(store_keys.items_prefix(namespace))
     # Everything listed in the index ends with the clear, older markers included.
     return Cleared(tuple(namespace), items=len(items), index_objects=len(_all_index(group)))
 
@@ -75,25 +75,25 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
             backwards together with a random collision); names the marker.
     """
     ns = tuple(namespace)
-    path = layout.namespace_path(ns)
+    path = store_keys.namespace_path(ns)
     # 1-2. A version above everything listed; the marker, create-only.
     group = yield from _index(ns)
-    top = max((layout.name_version(_name(i.key)) for i in _all_index(group)), default="")
+    top = max((store_keys.name_version(_name(i.key)) for i in _all_index(group)), default="")
     clear = ctx.versions.next(above=max(top, ctx.clears.get(path, "")))
-    marker = layout.clears_prefix(ns) + clear
+    marker = store_keys.clears_prefix(ns) + clear
     if not (yield from run_one(Put(marker, encode_clear(ns, clear), PutMode.CREATE))):
         raise StorageError(f"clear marker {marker!r} already exists (version reused)")
     ctx.saw_clear(path, clear)
     done = Cleared(ns, clear)
     # 3. The items.
-    items = yield from list_infos(layout.items_prefix(ns))
+    items = yield from list_infos(store_keys.items_prefix(ns))
     yield from _delete_all([i.key for i in items])
     done.items = len(items)
     # 4. Writes concurrent with this clear, written again in its epoch.
     group = yield from _index(ns)
     newest: dict[str, str] = {}
     for info in group.records:
-        h = layout.record_hash(_name(info.key))
+        h = store_keys.record_hash(_name(info.key))
         newest[h] = max(newest.get(h, ""), info.key)
     got = yield from run_batch(*(Get(k) for k in sorted(newest.values())))
     for data, key in zip(got, sorted(newest.values()), strict=True):
@@ -101,13 +101,13 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
             continue  # a later write of that key replaced it, and was written after the marker
         rec = decode_record(data, key)
         yield from write_record(ctx, after_clear(ctx, rec, clear))
-        h = layout.record_hash(_name(key))
+        h = store_keys.record_hash(_name(key))
         done.rewritten.append(rec.key)
         yield from _delete_all(
-            [i.key for i in group.records if layout.record_hash(_name(i.key)) == h]
+            [i.key for i in group.records if store_keys.record_hash(_name(i.key)) == h]
         )
     # 5. The keys of the ended epochs (a store that does not encrypt sends nothing).
-    shredded = yield from run_one(Shred(layout.index_prefix(ns), layout.clear_epoch(clear)))
+    shredded = yield from run_one(Shred(store_keys.index_prefix(ns), store_keys.clear_epoch(clear)))
     done.shredded = bool(shredded)
     # 6. Everything the clear ended, as step 4 listed it (what lands below the
     # clear later is ended too, and goes with a compaction or store-sweep).

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.longterm import layout
+from objstore_saver.format import store_keys
 from objstore_saver.longterm.records import (
     DEL,
     PUT,
@@ -57,13 +57,13 @@ class StoreContext:
     retention: float = 3600.0
     compact_after: int = COMPACT_AFTER
     wall: Callable[[], float] = time.time
-    versions: layout.Versions = field(init=False)
+    versions: store_keys.Versions = field(init=False)
     #: Per namespace path, the newest clear (§8.4.9) this context has listed
     #: (``""``: listed, none). A path it never listed is absent.
     clears: OrderedDict[str, str] = field(init=False, default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
-        self.versions = layout.Versions(self.clock)
+        self.versions = store_keys.Versions(self.clock)
 
     def now(self) -> int:
         """The clock in microseconds."""
@@ -109,10 +109,10 @@ class NamespaceIndex:
         if not c:
             return
         self.ended += [i for i in self.clears if _name(i.key) < c]
-        self.ended += [i for i in self.records if layout.name_version(_name(i.key)) < c]
+        self.ended += [i for i in self.records if store_keys.name_version(_name(i.key)) < c]
         self.ended += [i for i in self.snapshots if not _of_clear(_name(i.key), c)]
         self.clears = [i for i in self.clears if _name(i.key) >= c]
-        self.records = [i for i in self.records if layout.name_version(_name(i.key)) >= c]
+        self.records = [i for i in self.records if store_keys.name_version(_name(i.key)) >= c]
         self.snapshots = [i for i in self.snapshots if _of_clear(_name(i.key), c)]
 
     def fold(self, rec: Record) -> None:
@@ -141,7 +141,9 @@ def _name(key: str) -> str:
 
 def _of_clear(snapshot: str, clear: str) -> bool:
     """A snapshot built after ``clear`` and above it (none ended it)."""
-    return layout.snapshot_clear(snapshot) == clear and layout.name_version(snapshot) >= clear
+    return (
+        store_keys.snapshot_clear(snapshot) == clear and store_keys.name_version(snapshot) >= clear
+    )
 
 
 def list_infos(prefix: str) -> Plan[list[ObjectInfo]]:
@@ -160,7 +162,7 @@ def group_index(infos: Sequence[ObjectInfo]) -> dict[str, NamespaceIndex]:
     """Index keys grouped by namespace path; other keys are ignored."""
     groups: dict[str, NamespaceIndex] = {}
     for info in infos:
-        parsed = layout.parse_index_key(info.key)
+        parsed = store_keys.parse_index_key(info.key)
         if parsed is None:
             continue
         group = groups.setdefault(parsed.path, NamespaceIndex(parsed.path))
@@ -235,7 +237,7 @@ def get_items(
 
     Returns, in the order asked, each live item or None when absent or expired.
     """
-    got = yield from run_batch(*(Get(layout.item_key(ns, key)) for ns, key in wanted))
+    got = yield from run_batch(*(Get(store_keys.item_key(ns, key)) for ns, key in wanted))
     return [_live_item(data, ns, key, now_us) for (ns, key), data in zip(wanted, got, strict=True)]
 
 
@@ -244,7 +246,7 @@ def _live_item(
 ) -> Record | None:
     if data is None:
         return None
-    obj_key = layout.item_key(namespace, key)
+    obj_key = store_keys.item_key(namespace, key)
     rec = decode_item(data, obj_key)
     if rec.ns != tuple(namespace) or rec.key != key:
         raise CorruptObjectError(obj_key, f"holds item {rec.key!r} of namespace {rec.ns!r}")
@@ -255,16 +257,18 @@ def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -
     """Remember the newest clear of a namespace from the first page of its clear markers."""
     infos = list(page.objects)
     if page.truncated and infos:
-        prefix = layout.clears_prefix(namespace)
+        prefix = store_keys.clears_prefix(namespace)
         more: ListPage = yield from run_one(ListKeys(prefix, infos[-1].key))
         infos += (yield from list_infos(prefix)) if more.truncated else more.objects
-    ctx.saw_clear(layout.namespace_path(namespace), max((_name(i.key) for i in infos), default=""))
+    ctx.saw_clear(
+        store_keys.namespace_path(namespace), max((_name(i.key) for i in infos), default="")
+    )
 
 
 def learn_clears(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[None]:
     """LIST the namespace's clear markers unless this context already listed its index."""
-    if layout.namespace_path(namespace) not in ctx.clears:
-        page = yield from run_one(ListKeys(layout.clears_prefix(namespace)))
+    if store_keys.namespace_path(namespace) not in ctx.clears:
+        page = yield from run_one(ListKeys(store_keys.clears_prefix(namespace)))
         yield from _saw_clears(ctx, namespace, page)
 
 
@@ -276,7 +280,7 @@ def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record |
 def search_candidates(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[Record]]:
     """§8.4.4 steps 1-4 without the filter: live items under a prefix, in result order."""
     groups = yield from read_indexes(
-        layout.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
+        store_keys.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
     )
     n = len(namespace_prefix)
     by_ns: dict[tuple[str, ...], list[Record]] = {}
@@ -295,17 +299,17 @@ def surely_live(group: NamespaceIndex) -> bool:
     after the newest snapshot is a put without TTL, or the snapshot holds more
     items without TTL than there are keys with a later record.
     """
-    if layout.path_labels(group.path) is None:
+    if store_keys.path_labels(group.path) is None:
         return False
     newest = group.newest_snapshot
-    base = layout.name_version(_name(newest.key)) if newest else ""
-    permanent = layout.snapshot_permanent(_name(newest.key)) if newest else 0
+    base = store_keys.name_version(_name(newest.key)) if newest else ""
+    permanent = store_keys.snapshot_permanent(_name(newest.key)) if newest else 0
     latest: dict[str, str] = {}
     for info in sorted(group.records, key=lambda i: _name(i.key)):
         name = _name(info.key)
-        if layout.name_version(name) > base:
-            latest[layout.record_hash(name)] = layout.record_op(name)
-    if layout.PERMANENT in latest.values():
+        if store_keys.name_version(name) > base:
+            latest[store_keys.record_hash(name)] = store_keys.record_op(name)
+    if store_keys.PERMANENT in latest.values():
         return True
     return permanent > len(latest)
 
@@ -313,12 +317,12 @@ def surely_live(group: NamespaceIndex) -> bool:
 def live_namespaces(prefix: tuple[str, ...], now_us: int) -> Plan[list[tuple[str, ...]]]:
     """§8.4.5 steps 1-2: the namespaces under ``prefix`` that hold a live item."""
     groups = yield from read_indexes(
-        layout.listing_prefix(prefix), f"namespace prefix {prefix!r}", skip=surely_live
+        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}", skip=surely_live
     )
     found = set()
     for group in groups.values():
         if surely_live(group):
-            labels = layout.path_labels(group.path)
+            labels = store_keys.path_labels(group.path)
             assert labels is not None
             found.add(labels)
             continue
@@ -342,13 +346,13 @@ def put_item(
 ) -> Plan[Record]:
     """§8.4.1: a put that keeps ``created_at`` of a live item."""
     now = ctx.now()
-    path = layout.namespace_path(namespace)
+    path = store_keys.namespace_path(namespace)
     if path in ctx.clears:
         old = yield from get_item(namespace, key, now)
     else:
         # First write of the namespace here: its clears come in the GET's round trip.
         got = yield from run_batch(
-            Get(layout.item_key(namespace, key)), ListKeys(layout.clears_prefix(namespace))
+            Get(store_keys.item_key(namespace, key)), ListKeys(store_keys.clears_prefix(namespace))
         )
         old = _live_item(got[0], namespace, key, now)
         yield from _saw_clears(ctx, namespace, got[1])
@@ -372,7 +376,7 @@ def put_item(
 
 def refresh_item(ctx: StoreContext, rec: Record) -> Plan[Record]:
     """§8.4.2 step 2: write the same item again with its TTL counted from now."""
-    fresh = rec.refreshed(ctx.next_version(layout.namespace_path(rec.ns)), ctx.now())
+    fresh = rec.refreshed(ctx.next_version(store_keys.namespace_path(rec.ns)), ctx.now())
     yield from write_record(ctx, fresh)
     return fresh
 
@@ -385,7 +389,7 @@ def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan
     """
     yield from learn_clears(ctx, namespace)
     now = ctx.now()
-    version = ctx.next_version(layout.namespace_path(namespace))
+    version = ctx.next_version(store_keys.namespace_path(namespace))
     rec = Record(tuple(namespace), key, version, DEL, None, now, now, version)
     yield from write_record(ctx, rec)
 
@@ -393,23 +397,23 @@ def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan
 def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     """Put steps 2-7 (or delete steps 1-2) for a record whose fields are final."""
     ns = rec.ns
-    path = layout.namespace_path(ns)
+    path = store_keys.namespace_path(ns)
     yield from learn_clears(ctx, ns)
     known = ctx.clears.get(path, "")
     if rec.v < known:
         rec = after_clear(ctx, rec, known)  # versioned before this context listed the clear
-    name = layout.record_name(rec.v, rec.key, op_letter(rec))
-    rec_key = layout.index_prefix(ns) + "r/" + name
+    name = store_keys.record_name(rec.v, rec.key, op_letter(rec))
+    rec_key = store_keys.index_prefix(ns) + "r/" + name
     record, item = encode_record_and_item(rec)
     stored = yield from run_one(Put(rec_key, record, PutMode.CREATE))
     if not stored:
         raise StorageError(f"index record {rec_key!r} already exists (version reused)")
-    obj_key = layout.item_key(ns, rec.key)
+    obj_key = store_keys.item_key(ns, rec.key)
     if item is not None:
         yield from run_one(Put(obj_key, item, PutMode.OVERWRITE))
     else:
         yield from run_one(Delete((obj_key,)))
-    infos = yield from list_infos(layout.index_prefix(ns))
+    infos = yield from list_infos(store_keys.index_prefix(ns))
     group = group_index(infos).get(path, NamespaceIndex(path))
     ctx.saw_clear(path, group.cleared)
     if group.cleared > known:
@@ -433,14 +437,16 @@ def after_clear(ctx: StoreContext, rec: Record, clear: str) -> Record:
 def op_letter(rec: Record) -> str:
     """The ``<o>`` of a record's name (spec §8.1): delete, put without or with a TTL."""
     if rec.op == DEL:
-        return layout.DELETED
-    return layout.PERMANENT if rec.ttl is None else layout.EXPIRING
+        return store_keys.DELETED
+    return store_keys.PERMANENT if rec.ttl is None else store_keys.EXPIRING
 
 
 def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
     """Put step 5: make the item object hold the newest record of its key."""
-    h = layout.key_hash(rec.key)
-    newer = [i.key for i in infos if layout.record_hash(_name(i.key)) == h and _name(i.key) > name]
+    h = store_keys.key_hash(rec.key)
+    newer = [
+        i.key for i in infos if store_keys.record_hash(_name(i.key)) == h and _name(i.key) > name
+    ]
     if not newer:
         return
     newest_key = max(newer)
@@ -450,7 +456,7 @@ def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
     other = decode_record(data, newest_key)
     if other.key != rec.key or other.v <= rec.v:
         return
-    obj_key = layout.item_key(rec.ns, rec.key)
+    obj_key = store_keys.item_key(rec.ns, rec.key)
     if other.op == PUT:
         yield from run_one(Put(obj_key, encode_item(other), PutMode.OVERWRITE))
     else:
@@ -489,14 +495,16 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
     kept = [
         r
         for r in sorted(state.values(), key=lambda r: r.cv)
-        if r.op == PUT or layout.version_nanos(r.v) >= horizon
+        if r.op == PUT or store_keys.version_nanos(r.v) >= horizon
     ]
     listed = {_name(i.key) for i in group.records}
     new_cov = sorted((covered | {_name(i.key) for i in todo}) & listed)
     permanent = sum(1 for r in kept if r.op == PUT and r.ttl is None)
-    version = ctx.next_version(layout.namespace_path(ns))
+    version = ctx.next_version(store_keys.namespace_path(ns))
     snap_key = (
-        layout.index_prefix(ns) + "s/" + layout.snapshot_name(version, permanent, group.cleared)
+        store_keys.index_prefix(ns)
+        + "s/"
+        + store_keys.snapshot_name(version, permanent, group.cleared)
     )
     yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
     yield from _collect(ctx, group, newest, covered)
@@ -547,7 +555,7 @@ class Expired:
 def expired_items(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[Expired]]:
     """§8.4.7: the expired items of every namespace under a prefix (reads the index only)."""
     groups = yield from read_indexes(
-        layout.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
+        store_keys.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
     )
     n = len(namespace_prefix)
     out = [
@@ -561,7 +569,7 @@ def expired_items(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[E
 
 def sweep_item(ctx: StoreContext, item: Expired) -> Plan[bool]:
     """§8.4.7: delete an expired item unless a put or refresh renewed it; True if deleted."""
-    obj_key = layout.item_key(item.namespace, item.key)
+    obj_key = store_keys.item_key(item.namespace, item.key)
     data = yield from run_one(Get(obj_key))
     if data is None:
         return False
@@ -569,7 +577,7 @@ def sweep_item(ctx: StoreContext, item: Expired) -> Plan[bool]:
     now = ctx.now()
     if rec.v != item.version or rec.live(now):
         return False
-    version = ctx.next_version(layout.namespace_path(rec.ns))
+    version = ctx.next_version(store_keys.namespace_path(rec.ns))
     gone = replace(rec, v=version, op=DEL, value=None, vec={}, ua=now)
     yield from write_record(ctx, gone)
     return True

@@ -18,7 +18,8 @@ from typing import Any
 
 from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, CorruptObjectError, UnsupportedFormatError
-from objstore_saver.longterm import layout, plans
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import plans
 from objstore_saver.longterm.clear import DELETE_BATCH
 from objstore_saver.longterm.records import (
     DEL,
@@ -68,14 +69,14 @@ def _labels(what: str, namespace: Sequence[str]) -> tuple[str, ...]:
 
 def _labels_or_path(path: str) -> list[str] | str:
     """The labels of a namespace path, or the path itself when hashed."""
-    labels = layout.path_labels(path)
+    labels = store_keys.path_labels(path)
     return path if labels is None else list(labels)
 
 
 def _state(prefix: tuple[str, ...]) -> SubPlan:
     """Sub-plan: the index state of every namespace under ``prefix`` (records by key)."""
     groups = yield from plans.read_indexes(
-        layout.listing_prefix(prefix), f"namespace prefix {prefix!r}"
+        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}"
     )
     return _states(prefix, groups)
 
@@ -95,7 +96,7 @@ def _states(
 
 def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
     """Sub-plan: every item object under ``prefix``, by key (LIST only)."""
-    infos = yield from plans.list_infos(layout.listing_prefix(prefix, layout.ITEMS))
+    infos = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
     return {info.key: info.size for info in infos}
 
 
@@ -115,7 +116,7 @@ def item_rows(
         {
             "key": rec.key,
             "record": rec,
-            "size": sizes.get(layout.item_key(ns, rec.key)),
+            "size": sizes.get(store_keys.item_key(ns, rec.key)),
             "created_at": iso(rec.ca),
             "updated_at": iso(rec.ua),
             "expires_at": iso(rec.ea),
@@ -205,7 +206,7 @@ def get_plan(namespace: tuple[str, ...], key: str) -> SubPlan:
     Raises:
         CorruptObjectError: the object does not decode, or holds another item.
     """
-    obj_key = layout.item_key(namespace, key)
+    obj_key = store_keys.item_key(namespace, key)
     data = yield from run_one(Get(obj_key))
     if data is None:
         return obj_key, None, b""
@@ -279,17 +280,17 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     config = config or OpsConfig.from_env()
 
     def plan() -> SubPlan:
-        items = yield from plans.list_infos(layout.listing_prefix(ns, layout.ITEMS))
-        index = yield from plans.list_infos(layout.listing_prefix(ns, layout.INDEX))
+        items = yield from plans.list_infos(store_keys.listing_prefix(ns, store_keys.ITEMS))
+        index = yield from plans.list_infos(store_keys.listing_prefix(ns, store_keys.INDEX))
         return items + index
 
     with open_store(config) as (store, driver):
         infos = driver.run(plan())
-    wanted = layout.namespace_path(ns) if ns else ""
+    wanted = store_keys.namespace_path(ns) if ns else ""
     by_kind = {k: {"objects": 0, "bytes": 0} for k in KINDS}
     by_ns: dict[str, dict[str, Any]] = {}
     for info in infos:
-        path, kind = layout.classify(info.key)
+        path, kind = store_keys.classify(info.key)
         # a listing prefix may reach a sibling (hashed path lead): keep ns's own tree
         if wanted and path and path != wanted and not path.startswith(wanted + "/"):
             continue
@@ -324,7 +325,7 @@ def _sweep_plan(prefix: tuple[str, ...], now: float, window: float, grace: float
     Returns (expired items, unreadable keys, what namespace deletes left).
     """
     groups = yield from plans.read_indexes(
-        layout.listing_prefix(prefix), f"namespace prefix {prefix!r}"
+        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}"
     )
     sizes = yield from _item_sizes(prefix)
     found, bad = yield from _sweep_candidates(prefix, _states(prefix, groups), sizes, now)
@@ -348,7 +349,7 @@ def _sweep_candidates(
         for rec in state.values():
             if rec.op != PUT:
                 continue
-            kept.add(layout.item_key(ns, rec.key))
+            kept.add(store_keys.item_key(ns, rec.key))
             if rec.ea is not None and rec.ea <= now_us:
                 found.append((plans.Expired(ns, rec.key, rec.v, rec.ea), rec))
     strays = sorted(k for k in sizes if k not in kept)
@@ -388,7 +389,7 @@ def _clear_leftovers(
     Reads only a marker of a hashed path no record names. Returns ``[(path,
     labels, ended keys, marker keys, newest marker)]``.
     """
-    with_items = {layout.classify(k)[0] for k in sizes}
+    with_items = {store_keys.classify(k)[0] for k in sizes}
     out: list[tuple[str, list[str], list[str], list[str], ObjectInfo]] = []
     for path in sorted(groups):
         group = groups[path]
@@ -397,14 +398,14 @@ def _clear_leftovers(
         newest = max(group.clears, key=lambda i: i.key)
         age = now - newest.last_modified.timestamp()
         alone = not (group.records or group.snapshots or path in with_items)
-        markers_only = all(layout.classify(i.key)[1] == "clear markers" for i in group.ended)
+        markers_only = all(store_keys.classify(i.key)[1] == "clear markers" for i in group.ended)
         if alone and markers_only and age >= window:
             ended, markers = [], sorted(i.key for i in [*group.ended, *group.clears])
         elif age >= grace and group.ended:
             ended, markers = sorted(i.key for i in group.ended), []
         else:
             continue
-        labels = layout.path_labels(path) or group.ns()
+        labels = store_keys.path_labels(path) or group.ns()
         if labels is None:
             labels = yield from _marker_labels(newest.key, bad)
         if labels is not None and labels[: len(prefix)] == prefix:
@@ -441,10 +442,10 @@ def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None)
         return True
     if rec is None:
         return False
-    data = yield from run_one(Get(layout.item_key(item.namespace, item.key)))
+    data = yield from run_one(Get(store_keys.item_key(item.namespace, item.key)))
     if data is not None:
         return False  # renewed by a put or a refresh since the index was read
-    version = ctx.next_version(layout.namespace_path(item.namespace))
+    version = ctx.next_version(store_keys.namespace_path(item.namespace))
     gone = replace(rec, v=version, op=DEL, value=None, vec={}, ua=ctx.now())
     yield from plans.write_record(ctx, gone)
     return True
@@ -560,7 +561,7 @@ async def astore_sweep(
                 one,
                 done,
                 concurrency=concurrency,
-                owns=lambda pair: shard.owns(layout.namespace_path(pair[0].namespace)),
+                owns=lambda pair: shard.owns(store_keys.namespace_path(pair[0].namespace)),
                 name=lambda pair: f"{pair[0].namespace!r} {pair[0].key!r}",
                 progress=progress,
                 should_cancel=should_cancel if apply else None,
@@ -576,7 +577,7 @@ async def astore_sweep(
         "cancelled": run.cancelled,
         "shard": str(shard),
         "totals": {
-            "expired": sum(shard.owns(layout.namespace_path(i.namespace)) for i, _ in found),
+            "expired": sum(shard.owns(store_keys.namespace_path(i.namespace)) for i, _ in found),
             "deleted": sum(r["action"] == "deleted" for r in rows),
             "renewed": sum(r["action"] == "renewed" for r in rows),
         },

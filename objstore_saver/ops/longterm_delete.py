@@ -16,7 +16,8 @@ from typing import Any
 
 from objstore_saver.driver import Driver
 from objstore_saver.errors import ObjstoreSaverError
-from objstore_saver.longterm import clear, layout, plans
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import clear, plans
 from objstore_saver.longterm.records import (
     decode_clear,
     decode_item,
@@ -58,17 +59,17 @@ _LABELS_OF: dict[str, Callable[[bytes, str], tuple[str, ...]]] = {
 def _found(prefix: tuple[str, ...]) -> SubPlan:
     """Sub-plan: every namespace path under the prefix's listing that holds an item or an
     index object other than a clear marker, with its objects (two LISTs, all pages)."""
-    items = yield from plans.list_infos(layout.listing_prefix(prefix, layout.ITEMS))
-    index = yield from plans.list_infos(layout.listing_prefix(prefix, layout.INDEX))
+    items = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
+    index = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
     by_path: dict[str, list[ObjectInfo]] = {}
     for info in [*items, *index]:
-        path = layout.classify(info.key)[0]
+        path = store_keys.classify(info.key)[0]
         if path:
             by_path.setdefault(path, []).append(info)
     return {
         path: infos
         for path, infos in by_path.items()
-        if any(layout.classify(i.key)[1] != "clear markers" for i in infos)
+        if any(store_keys.classify(i.key)[1] != "clear markers" for i in infos)
     }
 
 
@@ -80,10 +81,10 @@ async def _hashed_labels(driver: Driver, infos: list[ObjectInfo]) -> tuple[str, 
     older one may be sealed with a key a delete destroyed).
     """
     keys = sorted((i.key for i in infos), reverse=True)
-    keys.sort(key=lambda k: layout.classify(k)[1] != "clear markers")
+    keys.sort(key=lambda k: store_keys.classify(k)[1] != "clear markers")
     why = "none of its objects names its labels"
     for key in keys:
-        decode = _LABELS_OF.get(layout.classify(key)[1])
+        decode = _LABELS_OF.get(store_keys.classify(key)[1])
         if decode is None:
             continue
         try:
@@ -99,7 +100,7 @@ def _may_be_under(path: str, prefix: tuple[str, ...]) -> bool:
     """Whether a path that names no labels may be of a namespace under ``prefix``: its
     tokens agree with the prefix's as far as both go (hashed segments ``~~…`` left out)."""
     have = [s for s in path.split("/") if not s.startswith("~~")]
-    wanted = [s for s in layout.namespace_path(prefix).split("/") if not s.startswith("~~")]
+    wanted = [s for s in store_keys.namespace_path(prefix).split("/") if not s.startswith("~~")]
     n = min(len(have), len(wanted))
     return have[:n] == wanted[:n]
 
@@ -161,7 +162,7 @@ async def astore_delete(
         found = await driver.arun(_found(ns))
         targets: list[tuple[str, ...]] = []
         for path in sorted(found):
-            labels = layout.path_labels(path)
+            labels = store_keys.path_labels(path)
             if labels is None and _may_be_under(path, ns):
                 got = await _hashed_labels(driver, found[path])
                 if isinstance(got, str):

@@ -20,6 +20,7 @@ from typing import Any
 from objstore_saver import plans
 from objstore_saver.driver import Driver
 from objstore_saver.format import keys
+from objstore_saver.longterm.verify import verify_store
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -39,8 +40,9 @@ from objstore_saver.ops.fanout import (
     for_each_thread,
 )
 from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.plans.verify import verify_thread
+from objstore_saver.plans.verify_report import VerifyReport
 from objstore_saver.storage.base import in_thread, sealing_layer
-from objstore_saver.verify import VerifyReport, verify_store, verify_thread
 
 #: Defaults of the daily retention job (docs/runbooks.md).
 DEFAULT_KEEP_LAST = 20

@@ -43,8 +43,7 @@ from objstore_saver.errors import (
     ThreadKeyError,
     UnsupportedFormatError,
 )
-from objstore_saver.format import keys
-from objstore_saver.longterm import layout
+from objstore_saver.format import keys, store_keys
 from objstore_saver.ops._common import (
     CancelCheck,
     OpsConfig,
@@ -158,8 +157,8 @@ class _Job:
         """
         token, epoch = split_scope(scope)
         if token.startswith(STORE_SCOPE):
-            page = await self.data.alist(layout.path_clears_prefix(scope_path(token)))
-            clears = [c[1] for o in page.objects if (c := layout.clear_of(o.key)) is not None]
+            page = await self.data.alist(store_keys.path_clears_prefix(scope_path(token)))
+            clears = [c[1] for o in page.objects if (c := store_keys.clear_of(o.key)) is not None]
             ended = [max(clears)] if clears else []
         else:
             root = keys.token("checkpoint_ns", "")

@@ -13,8 +13,7 @@ from typing import Any
 
 from objstore_saver import plans
 from objstore_saver.crypto.names import KEY_PREFIX
-from objstore_saver.format import codec, keys
-from objstore_saver.longterm import layout as longterm_layout
+from objstore_saver.format import codec, keys, store_keys
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -270,8 +269,8 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard
                 continue
             elif info.key.startswith(keys.RUNS):
                 kind = "run-index"
-            elif info.key.startswith(longterm_layout.ROOT):
-                kind = "store " + longterm_layout.classify(info.key)[1]
+            elif info.key.startswith(store_keys.ROOT):
+                kind = "store " + store_keys.classify(info.key)[1]
             elif info.key.startswith(KEY_PREFIX):
                 kind = "encryption keys"  # key objects of encrypted threads (docs/encryption.md)
             else:

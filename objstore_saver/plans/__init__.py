@@ -19,6 +19,12 @@ through :class:`~objstore_saver.driver.Driver`.
 * :mod:`.prune`, :mod:`.prune_rules`, :mod:`.extraction`,
   :mod:`.tombstone_sweep`: retention, the two-phase sweep, and the tombstones
   a window has outlived (§6.9);
+* :mod:`.verify`: the fsck of checkpoint threads (§6.11), with
+  :mod:`.verify_walk` (each reference followed to its object),
+  :mod:`.verify_objects` (what is kept of each object, keys read in batches)
+  and :mod:`.verify_report` (the report and its problems); the long-term
+  store's part is :mod:`objstore_saver.longterm.verify`, and
+  :func:`objstore_saver.verify.verify` runs both;
 * :mod:`.scan`: every thread of a store for the jobs (§6.12);
 * :mod:`.history`: the delta channel history walk (§6.10).
 """
@@ -80,6 +86,8 @@ from objstore_saver.plans.threads import (
     list_thread_keys,
     thread_id_of,
 )
+from objstore_saver.plans.verify import verify_thread, verify_threads
+from objstore_saver.plans.verify_report import Problem, VerifyReport
 from objstore_saver.plans.writing import encode_value
 
 __all__ = [
@@ -90,12 +98,14 @@ __all__ = [
     "PUT_ATTEMPTS",
     "REUSE_WINDOW",
     "Context",
+    "Problem",
     "PruneStats",
     "Rules",
     "Scope",
     "SeqSource",
     "Step",
     "ThreadListing",
+    "VerifyReport",
     "checkpoint_config",
     "checkpoint_manifests",
     "child_refs",
@@ -136,4 +146,6 @@ __all__ = [
     "scope_of",
     "thread_id_of",
     "thread_prefixes",
+    "verify_thread",
+    "verify_threads",
 ]

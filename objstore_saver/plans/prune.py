@@ -9,7 +9,6 @@ from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from objstore_saver.crypto.names import SEALED_NAME_LEN
 from objstore_saver.errors import MissingObjectError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
@@ -66,7 +65,7 @@ def _sealed_by_an_ended_epoch(key: str) -> bool:
     made its name (spec §4.10); one it leaves sealed was made by the key of
     an ended epoch, which a delete destroyed (§4.11).
     """
-    return _hex_name(key, SEALED_NAME_LEN)
+    return _hex_name(key, keys.SEALED_NAME_LEN)
 
 
 def _hex_name(key: str, length: int) -> bool:

@@ -14,7 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from objstore_saver.longterm import layout, plans
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import plans
 from objstore_saver.longterm.records import PUT, Record, decode_snapshot
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.longterm import get_plan, iso, item_rows
@@ -57,12 +58,12 @@ def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_
     so a page may hold fewer than ``limit`` rows. ``after`` is the ``next``
     cursor (a namespace path).
     """
-    infos = yield from plans.list_infos(layout.listing_prefix(prefix))
+    infos = yield from plans.list_infos(store_keys.listing_prefix(prefix))
     groups = plans.group_index(infos)
     n = len(prefix)
 
     def may_match(path: str) -> bool:
-        labels = layout.path_labels(path)
+        labels = store_keys.path_labels(path)
         # a hashed path (long namespace) tells its labels only once read
         return labels is None or labels[:n] == prefix
 
@@ -70,7 +71,7 @@ def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_
     page = set(paths[:limit])
     more = len(paths) > limit
     read = yield from plans.read_indexes(
-        layout.listing_prefix(prefix),
+        store_keys.listing_prefix(prefix),
         f"namespace prefix {prefix!r}",
         skip=lambda g: g.path not in page,
         infos=infos,
@@ -104,9 +105,9 @@ def namespace_plan(namespace: tuple[str, ...], offset: int, limit: int, now_us: 
         StoreLookupError: the namespace holds no item.
     """
     groups = yield from plans.read_indexes(
-        layout.index_prefix(namespace), f"namespace {namespace!r}"
+        store_keys.index_prefix(namespace), f"namespace {namespace!r}"
     )
-    infos = yield from plans.list_infos(layout.items_prefix(namespace))
+    infos = yield from plans.list_infos(store_keys.items_prefix(namespace))
     sizes = {i.key: i.size for i in infos}
     state = {k: r for g in groups.values() for k, r in g.state.items() if r.ns == namespace}
     rows = item_rows(namespace, state, sizes, now_us)
@@ -139,8 +140,8 @@ def _membership(namespace: Sequence[str], key: str) -> SubPlan:
     One LIST per 1,000 index keys of the namespace and one GET of its newest
     snapshot: whether that snapshot holds the key and which records it covers.
     """
-    groups = plans.group_index((yield from plans.list_infos(layout.index_prefix(namespace))))
-    h = layout.key_hash(key)
+    groups = plans.group_index((yield from plans.list_infos(store_keys.index_prefix(namespace))))
+    h = store_keys.key_hash(key)
     records: list[dict[str, Any]] = []
     snapshot = None
     for group in groups.values():
@@ -159,13 +160,13 @@ def _membership(namespace: Sequence[str], key: str) -> SubPlan:
                 }
         for info in sorted(group.records, key=lambda i: i.key):
             name = info.key.rsplit("/", 1)[1]
-            if layout.record_hash(name) != h:
+            if store_keys.record_hash(name) != h:
                 continue  # another key's record (hashes of 16 hex digits may collide: names only)
             records.append(
                 {
                     "key": info.key,
-                    "version": layout.name_version(name),
-                    "op": layout.record_op(name),
+                    "version": store_keys.name_version(name),
+                    "op": store_keys.record_op(name),
                     "covered_by_snapshot": name in covered,
                 }
             )

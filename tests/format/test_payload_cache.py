@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import zstandard
 
-from objstore_saver.caches.fifo import BoundedFifo
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, compression
+from objstore_saver.format.bounded_fifo import BoundedFifo
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -25,8 +25,7 @@ from objstore_saver.errors import (
     ThreadKeyError,
     ThreadKeyMissingError,
 )
-from objstore_saver.format import codec
-from objstore_saver.longterm import layout
+from objstore_saver.format import codec, store_keys
 from objstore_saver.storage import MeteredStore, ObjectStore, PutMode
 
 pytestmark = pytest.mark.backends("local", "s3-lean", "s3-boto3")
@@ -82,7 +81,7 @@ def test_items_and_index_are_sealed_with_a_key_per_namespace(backend: Backend) -
     stored = _everything(raw)
     keys_ = sorted(k for k in stored if k.startswith("keys/"))
     assert keys_ == sorted(
-        key_object_key("store/" + layout.namespace_path(ns)) for ns in (U1, U2, ("teams",))
+        key_object_key("store/" + store_keys.namespace_path(ns)) for ns in (U1, U2, ("teams",))
     )
     data = {k: v for k, v in stored.items() if k.startswith("store/")}
     assert {k.split("/")[1] for k in data} == {"it", "ix"}
@@ -91,7 +90,7 @@ def test_items_and_index_are_sealed_with_a_key_per_namespace(backend: Backend) -
             codec.unpack_object(body, key)
         assert SECRET.encode() not in body and b"dark" not in body, key
     # Equal items of two namespaces share nothing: their stored bytes differ.
-    u1_prefs, u2_prefs = (stored[layout.item_key(ns, "prefs")] for ns in (U1, U2))
+    u1_prefs, u2_prefs = (stored[store_keys.item_key(ns, "prefs")] for ns in (U1, U2))
     assert u1_prefs != u2_prefs
     with ObjectStoreStore(backend.store(), client_encryption=settings) as fresh:  # a cold process
         assert _seen(fresh) == ours
@@ -120,8 +119,8 @@ def test_a_moved_swapped_or_plain_object_is_refused(backend: Backend) -> None:
     settings = _settings()
     with ObjectStoreStore(raw, client_encryption=settings) as store:
         _fill(store)
-    u1_prefs, u2_prefs = layout.item_key(U1, "prefs"), layout.item_key(U2, "prefs")
-    u1_food = layout.item_key(U1, "food")
+    u1_prefs, u2_prefs = store_keys.item_key(U1, "prefs"), store_keys.item_key(U2, "prefs")
+    u1_food = store_keys.item_key(U1, "food")
     sealed_u1 = raw.get(u1_prefs)
     raw.put(u2_prefs, sealed_u1)  # another namespace's object
     raw.put(u1_food, sealed_u1)  # another key's object, same namespace
@@ -145,7 +144,7 @@ def test_without_the_key_or_with_another_nothing_is_read(backend: Backend) -> No
         with pytest.raises(ThreadKeyError, match="no configured master key opens it"):
             other.search(("users",))
     with ObjectStoreStore(backend.store(), client_encryption=False) as clear:
-        with pytest.raises(EncryptedObjectError, match=layout.item_key(U1, "prefs")):
+        with pytest.raises(EncryptedObjectError, match=store_keys.item_key(U1, "prefs")):
             clear.get(U1, "prefs")
         with pytest.raises(EncryptedObjectError):
             clear.search(U1)
@@ -156,7 +155,7 @@ def test_deleting_a_namespace_key_object_shreds_that_namespace_alone(backend: Ba
     settings = _settings()
     with ObjectStoreStore(raw, client_encryption=settings) as store:
         _fill(store)
-    u1_key = key_object_key("store/" + layout.namespace_path(U1))
+    u1_key = key_object_key("store/" + store_keys.namespace_path(U1))
     raw.delete([u1_key])
     with ObjectStoreStore(backend.store(), client_encryption=settings) as store:
         with pytest.raises(ThreadKeyMissingError, match=r"namespace path '_users/_u1'") as raised:
@@ -197,7 +196,7 @@ def test_verify_reports_an_altered_encrypted_object_and_goes_on(backend: Backend
         _fill(store)
     with ObjectStoreSaver(raw, client_encryption=settings) as saver:
         assert saver.verify().ok
-        item = layout.item_key(U1, "prefs")
+        item = store_keys.item_key(U1, "prefs")
         body = bytearray(raw.get(item))
         body[-1] ^= 1
         raw.put(item, bytes(body), PutMode.OVERWRITE)

@@ -22,7 +22,8 @@ from repo_root import ROOT
 from objstore_saver import MeteredStore, ObjectStoreSaver, ObjectStoreStore, cli
 from objstore_saver.crypto.sealing import is_sealed
 from objstore_saver.driver import Driver
-from objstore_saver.longterm import layout, plans
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import plans
 from objstore_saver.ops import longterm as store_ops, views
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage.base import ObjectStore, StorageError
@@ -86,7 +87,7 @@ def test_ls_get_du(root_and_url: tuple[ObjectStore, str], encrypted: bool) -> No
     assert r["total"] == 4 and r["next_offset"] is None
     for item in r["items"]:
         ns = tuple(item["namespace"])
-        assert item["size"] == stored[layout.item_key(ns, item["key"])]
+        assert item["size"] == stored[store_keys.item_key(ns, item["key"])]
     k2 = next(i for i in r["items"] if i["key"] == "k2")
     assert k2["expires_at"] is not None and k2["expires_at"] > k2["updated_at"]
 
@@ -305,17 +306,17 @@ def test_verify_covers_store_objects(root_and_url: tuple[ObjectStore, str]) -> N
     with ObjectStoreStore(root, compact_after=2) as st:  # snapshots too
         for n in range(4):
             st.put(("users", "bob"), "k1", {"x": n})
-        before_k1 = root.get(layout.item_key(("users", "bob"), "k1"))
+        before_k1 = root.get(store_keys.item_key(("users", "bob"), "k1"))
         st.put(("users", "bob"), "k1", {"x": "newest"})
     ok = _verify(root)
     assert ok["ok"], ok["problems"]
     assert ok["store_items"] == 6 and ok["store_namespaces"] == 4 and ok["store_unswept"] == 2
     assert any("/x/s/" in k for k in _keys(root))
 
-    prefs = layout.item_key(("users", "a/b c"), "prefs")
-    k1 = layout.item_key(("users", "bob"), "k1")
-    k = layout.item_key(("usersx",), "k")
-    record = next(k for k in _keys(root) if k.startswith(layout.index_prefix(("teams", "t"))))
+    prefs = store_keys.item_key(("users", "a/b c"), "prefs")
+    k1 = store_keys.item_key(("users", "bob"), "k1")
+    k = store_keys.item_key(("usersx",), "k")
+    record = next(k for k in _keys(root) if k.startswith(store_keys.index_prefix(("teams", "t"))))
     root.put(prefs, b"\x93not an item")
     root.put(k1, before_k1)  # an older version than the index's newest
     root.delete([k])  # a live put of the index has no item

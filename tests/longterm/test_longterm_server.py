@@ -22,7 +22,7 @@ from objstore_saver import ObjectStoreStore
 from objstore_saver.crypto.names import KEY_ENV
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.errors import EncryptedObjectError
-from objstore_saver.longterm import layout
+from objstore_saver.format import store_keys
 
 GRAPH = textwrap.dedent(
     """
@@ -110,7 +110,7 @@ async def test_memory_across_threads_through_the_real_server(
             "Turin",
             "cats",
         ]
-    assert (root / layout.item_key(("memories", "ada"), "m2")).is_file()
+    assert (root / store_keys.item_key(("memories", "ada"), "m2")).is_file()
     assert any((root / "threads").iterdir())
     stored = b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
     assert (b"Turin" in stored) is not encrypted

@@ -14,7 +14,8 @@ from langgraph.store.memory import InMemoryStore
 from longterm_helpers import DIMS, Caller, Clock, HashEmbeddings, caller
 
 from objstore_saver import InvalidStoreValueError, MeteredStore, ObjectStoreStore
-from objstore_saver.longterm import layout, plans
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import plans
 from objstore_saver.longterm.records import PUT, Record, encode_snapshot
 from objstore_saver.storage.base import PutMode, StorageError
 from objstore_saver.storage.local import LocalStore
@@ -224,7 +225,7 @@ def _bulk_snapshot(store: ObjectStoreStore, ns: tuple[str, ...], n: int, dims: i
                 vec={"text": pack_vector(vec)},
             )
         )
-    key = layout.index_prefix(ns) + "s/" + layout.snapshot_name(ctx.versions.next(), n)
+    key = store_keys.index_prefix(ns) + "s/" + store_keys.snapshot_name(ctx.versions.next(), n)
     store.store.put(key, encode_snapshot(ns, [], recs), PutMode.CREATE)
 
 

@@ -22,7 +22,7 @@ from longterm_helpers import Caller, Clock
 from objstore_saver import MeteredStore, ObjectStoreStore
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
-from objstore_saver.longterm import layout
+from objstore_saver.format import store_keys
 from objstore_saver.longterm.records import PUT, Record, encode_snapshot
 from objstore_saver.storage.base import ObjectStore, PutMode
 from objstore_saver.testing.faults import FailWhere, FaultyStore, InjectedFaultError
@@ -224,7 +224,7 @@ def test_a_snapshot_compacted_from_before_the_delete_is_ignored_then_collected(
     store.put(U1, "old", {"v": "before"})
     done = store.delete_namespace(U1)
     stale = (
-        IX + "s/" + layout.snapshot_name(store._ctx.versions.next(above=done.clear), 1)
+        IX + "s/" + store_keys.snapshot_name(store._ctx.versions.next(above=done.clear), 1)
     )  # no clear in its name: built from a listing without the marker
     before = "0" * 20 + "-00000000"  # a record version below the clear
     old = Record(U1, "old", before, PUT, {"v": "before"}, 1, 1, before)
@@ -235,7 +235,7 @@ def test_a_snapshot_compacted_from_before_the_delete_is_ignored_then_collected(
         store.put(U1, f"n{i}", {"i": i})
     names = [k.rsplit("/", 1)[1] for k in _keys(root, IX + "s/")]
     assert stale.rsplit("/", 1)[1] not in names
-    assert names and all(layout.snapshot_clear(n) == done.clear for n in names)
+    assert names and all(store_keys.snapshot_clear(n) == done.clear for n in names)
     assert set(_seen(reader)) == {"n0", "n1", "n2", "n3"}
 
 

@@ -22,7 +22,8 @@ from doc_blocks import ROOT, blocks
 from objstore_saver import ObjectStoreStore, cli
 from objstore_saver.crypto.names import KEY_ENV, KEYS_ENV
 from objstore_saver.driver import Driver
-from objstore_saver.longterm import layout, plans
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import plans
 from objstore_saver.ops import longterm as store_ops, longterm_delete
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage.base import ObjectStore, PutMode, StorageError
@@ -42,7 +43,9 @@ U10 = ("users", "u10")
 U2 = ("users", "u2")
 U10_HASHED = ("users", "u10", "a" * 190, "b" * 190, "c" * 190)
 UNDER_U1 = [U1, NOTES, LONG_TOKEN, HASHED]
-assert all(layout.path_labels(layout.namespace_path(ns)) is None for ns in (HASHED, U10_HASHED))
+assert all(
+    store_keys.path_labels(store_keys.namespace_path(ns)) is None for ns in (HASHED, U10_HASHED)
+)
 KEPT = [U10, U2, U10_HASHED]
 
 
@@ -65,7 +68,7 @@ def _keys(root: ObjectStore, prefix: str = "store/") -> list[str]:
 
 def _of(root: ObjectStore, ns: tuple[str, ...]) -> list[str]:
     """Keys of one namespace's items and index (not of those below it)."""
-    return _keys(root, layout.items_prefix(ns)) + _keys(root, layout.index_prefix(ns))
+    return _keys(root, store_keys.items_prefix(ns)) + _keys(root, store_keys.index_prefix(ns))
 
 
 def _items(root: ObjectStore) -> dict[tuple[str, ...], dict[str, Any]]:
@@ -110,7 +113,7 @@ def test_apply_deletes_the_namespace_and_those_below_it_only(
     root, url = root_and_url
     _seed(root)
     cfg = OpsConfig(url=url)
-    key_objects = {ns: f"keys/store/{layout.namespace_path(ns)}/k" for ns in UNDER_U1 + KEPT}
+    key_objects = {ns: f"keys/store/{store_keys.namespace_path(ns)}/k" for ns in UNDER_U1 + KEPT}
     assert (set(key_objects.values()) <= set(_keys(root, "keys/"))) is encrypted
 
     r = longterm_delete.store_delete(list(U1), apply=True, config=cfg)
@@ -122,7 +125,7 @@ def test_apply_deletes_the_namespace_and_those_below_it_only(
 
     assert _items(root) == {ns: {"k": {"ns": list(ns)}} for ns in KEPT}
     for ns in UNDER_U1:  # nothing but the clear marker is left
-        assert _of(root, ns) == [layout.clears_prefix(ns) + r_clear(r, ns)], ns
+        assert _of(root, ns) == [store_keys.clears_prefix(ns) + r_clear(r, ns)], ns
     left = set(_keys(root, "keys/"))
     if encrypted:  # the deleted namespaces' keys are gone, the siblings' stay
         assert not left & {key_objects[ns] for ns in UNDER_U1}
@@ -223,7 +226,7 @@ def test_the_sweep_retires_markers_past_the_window_of_namespaces_holding_nothing
     _delete(root, U1)  # two deletes: two markers, the older ended by the newer (and deleted)
     with ObjectStoreStore(root) as st:
         st.put(U2, "back", {"x": 1})  # a new life: an item and its record beside the marker
-    u1_marker = _keys(root, layout.clears_prefix(U1))
+    u1_marker = _keys(root, store_keys.clears_prefix(U1))
     assert len(u1_marker) == 1
 
     def sweep(days: float, apply: bool = False, **kw: Any) -> dict[str, Any]:
@@ -233,7 +236,7 @@ def test_the_sweep_retires_markers_past_the_window_of_namespaces_holding_nothing
 
     assert sweep(0, apply=True)["clears"] == []
     assert sweep(29, apply=True)["clears"] == []  # within the 30-day default
-    assert _keys(root, layout.clears_prefix(U1)) == u1_marker
+    assert _keys(root, store_keys.clears_prefix(U1)) == u1_marker
 
     before = _keys(root)
     dry = sweep(31)
@@ -246,9 +249,9 @@ def test_the_sweep_retires_markers_past_the_window_of_namespaces_holding_nothing
     done = sweep(2, apply=True, tombstone_window=DAY)
     assert _clears(done) == [(U1, 1, 0, "deleted"), (U10, 1, 0, "deleted")]
     assert _of(root, U1) == [] and _of(root, U10) == []
-    assert len(_keys(root, layout.clears_prefix(U2))) == 1  # U2 holds an item: kept
+    assert len(_keys(root, store_keys.clears_prefix(U2))) == 1  # U2 holds an item: kept
     assert sweep(400, apply=True)["clears"] == []
-    assert len(_keys(root, layout.clears_prefix(U2))) == 1
+    assert len(_keys(root, store_keys.clears_prefix(U2))) == 1
     assert _items(root)[U2] == {"back": {"x": 1}}
 
     with pytest.raises(store_ops.ConfigurationError, match="tombstone-window"):
@@ -274,30 +277,30 @@ def test_the_sweep_deletes_what_a_stopped_delete_ended(
         with ObjectStoreStore(FaultyStore(root, plan)) as st, pytest.raises(StorageError):
             st.delete_namespace(ns)
 
-    stop_at_first_delete(layout.INDEX, U1)  # after its items, keys: the index stays
-    stop_at_first_delete(layout.ITEMS, U2)  # after its marker: items and index stay
+    stop_at_first_delete(store_keys.INDEX, U1)  # after its items, keys: the index stays
+    stop_at_first_delete(store_keys.ITEMS, U2)  # after its marker: items and index stay
     assert U1 not in _items(root) and U2 not in _items(root)
-    u1_index = _keys(root, layout.index_prefix(U1))
+    u1_index = _keys(root, store_keys.index_prefix(U1))
     assert len(u1_index) == 3  # two records and the marker
-    assert len(_keys(root, layout.items_prefix(U2))) == 1
+    assert len(_keys(root, store_keys.items_prefix(U2))) == 1
 
     def sweep(seconds: float, apply: bool) -> dict[str, Any]:
         later = time.time() + seconds
         return store_ops.store_sweep(["users"], apply=apply, config=cfg, clock=lambda: later)
 
     assert sweep(0, apply=True)["clears"] == []  # the delete may still be running
-    assert _keys(root, layout.index_prefix(U1)) == u1_index
+    assert _keys(root, store_keys.index_prefix(U1)) == u1_index
     dry = sweep(120, apply=False)
     assert _clears(dry) == [(U1, 0, 2, "would delete"), (U2, 0, 1, "would delete")]
     # past the window too: the markers stay while the namespace holds anything else
     assert _clears(sweep(31 * DAY, apply=False)) == _clears(dry)
-    assert _keys(root, layout.index_prefix(U1)) == u1_index
+    assert _keys(root, store_keys.index_prefix(U1)) == u1_index
     done = sweep(120, apply=True)
     assert _clears(done) == [(U1, 0, 2, "deleted"), (U2, 0, 1, "deleted")]
     assert done["clear_totals"] == {"namespaces": 2, "markers": 0, "ended": 3}
     assert _of(root, U1) == [k for k in u1_index if "/x/c/" in k]
-    assert len(_keys(root, layout.items_prefix(U2))) == 1  # an item: the marker stays
-    assert len(_keys(root, layout.clears_prefix(U2))) == 1
+    assert len(_keys(root, store_keys.items_prefix(U2))) == 1  # an item: the marker stays
+    assert len(_keys(root, store_keys.clears_prefix(U2))) == 1
     assert sweep(120, apply=True)["clears"] == []
     # past the window: U1 holds only its marker now, U2 still its item
     assert _clears(sweep(31 * DAY, apply=False)) == [(U1, 1, 0, "would delete")]
@@ -305,7 +308,7 @@ def test_the_sweep_deletes_what_a_stopped_delete_ended(
     assert U1 not in _items(root) and U2 not in _items(root)
     r = longterm_delete.store_delete(list(U2), apply=True, config=cfg)  # completes it
     assert _rows(r) == [(U2, 1, 1, "deleted")]  # its item, and the older marker
-    assert _of(root, U2) == _keys(root, layout.clears_prefix(U2))
+    assert _of(root, U2) == _keys(root, store_keys.clears_prefix(U2))
     assert sorted(_items(root)) == sorted([*UNDER_U1[1:], *KEPT[:1], *KEPT[2:]])
 
 
@@ -347,12 +350,12 @@ def test_a_hashed_namespace_that_tells_no_labels_is_left_and_the_cli_exits_1(
     root, url = root_and_url
     with ObjectStoreStore(root, client_encryption=False) as st:
         st.put(U1, "a", {"x": 1})
-    junk = layout.item_key(HASHED, "k")  # a hashed path whose only object is not an item
+    junk = store_keys.item_key(HASHED, "k")  # a hashed path whose only object is not an item
     root.put(junk, b"not a store object", PutMode.CREATE)
     code, out, _ = _cli("store-delete", "users", "u1", "--url", url, "--apply", "--json")
     report = json.loads(out)
     assert code == 1
     (left,) = [n for n in report["namespaces"] if n["action"] == "unreadable"]
-    assert left["namespace"] == layout.namespace_path(HASHED) and junk in left["detail"]
-    assert _keys(root, layout.items_prefix(HASHED)) == [junk]  # left alone
-    assert _keys(root, layout.items_prefix(U1)) == []
+    assert left["namespace"] == store_keys.namespace_path(HASHED) and junk in left["detail"]
+    assert _keys(root, store_keys.items_prefix(HASHED)) == [junk]  # left alone
+    assert _keys(root, store_keys.items_prefix(U1)) == []

@@ -185,7 +185,8 @@ def test_verify_reads_a_small_thread_in_one_round(tmp_path: Path) -> None:
     """Its manifests, writes and objects are named by the listing: one round of GETs."""
     from objstore_saver import plans
     from objstore_saver.plans.requests import Batch, Get, KeyState
-    from objstore_saver.verify import VerifyReport, verify_thread
+    from objstore_saver.plans.verify import verify_thread
+    from objstore_saver.plans.verify_report import VerifyReport
 
     _store(tmp_path, 1)
     store = LocalStore(tmp_path / "store")

@@ -17,7 +17,8 @@ from store_viewer_data import HOSTILE_KEY, HOSTILE_NS, LONG_LABEL, RTL, SCRIPT, 
 from viewer_graphs import Server
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.longterm import ObjectStoreStore, layout
+from objstore_saver.format import store_keys
+from objstore_saver.longterm import ObjectStoreStore
 from objstore_saver.longterm.plans import COMPACT_AFTER
 from objstore_saver.storage import LocalStore
 from objstore_saver.storage.base import ObjectStore, PutMode
@@ -113,7 +114,7 @@ def test_item_page_shows_value_ttl_vectors_and_index(server: Server, store: Obje
     item = r.json()
     assert item["value"] == {"text": "likes green tea and long walks"}
     assert item["vectors"] == [{"field": "text", "dims": 16, "bytes": 64}]
-    assert item["object"] == layout.item_key(("users", "alice"), "memo")
+    assert item["object"] == store_keys.item_key(("users", "alice"), "memo")
     data = store.get(item["object"])
     assert data is not None
     assert (item["bytes"], item["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
@@ -145,8 +146,8 @@ def test_reading_never_writes_nor_refreshes_and_lists_without_item_gets(
         assert server.get(path, params=params).status_code == 200, path
     meter = server.metered.snapshot()
     assert meter.put_requests == 0 and meter.delete_requests == 0, meter
-    item_gets = [e.key for e in logged.log if e.op == "get" and e.key.startswith(layout.ITEMS)]
-    assert item_gets == [layout.item_key(("users", "alice"), "stale")]
+    item_gets = [e.key for e in logged.log if e.op == "get" and e.key.startswith(store_keys.ITEMS)]
+    assert item_gets == [store_keys.item_key(("users", "alice"), "stale")]
 
 
 def test_links_reach_every_namespace_and_item_and_hostile_text_is_escaped(
@@ -196,7 +197,7 @@ def test_unknown_namespace_or_key_is_404_naming_it(server: Server) -> None:
 
 
 def test_corrupt_item_object_is_422_naming_its_key(server: Server, store: ObjectStore) -> None:
-    key = layout.item_key(("users", "bob"), "prefs")
+    key = store_keys.item_key(("users", "bob"), "prefs")
     store.put(key, b"\x93not an item", PutMode.OVERWRITE)
     r = server.get("/api/store/item", params=_params(["users", "bob"], key="prefs"))
     assert r.status_code == 422 and r.json()["key"] == key and r.json()["error"]
@@ -243,7 +244,7 @@ def test_namespace_page_requests_do_not_grow_with_items(tmp_path: Path, n: int) 
         r, meter = s.requests_for("/store/ns?label=many&limit=50")
         assert r.status_code == 200 and r.text.count('class="item"') == min(n, 50)
         gets = [e.key for e in st.log if e.op == "get"]
-        assert not [k for k in gets if k.startswith(layout.ITEMS)]  # never an item object
+        assert not [k for k in gets if k.startswith(store_keys.ITEMS)]  # never an item object
         # one LIST of the index and one of the items; GETs: a snapshot + uncovered records
         assert meter.list_requests == 2, meter
         assert meter.get_requests <= COMPACT_AFTER + 2, meter
@@ -257,7 +258,7 @@ def test_namespace_page_requests_do_not_grow_with_items(tmp_path: Path, n: int) 
 
 
 def test_corrupt_index_record_is_422_naming_its_key(server: Server, store: ObjectStore) -> None:
-    prefix = layout.index_prefix(("users", "bob"))
+    prefix = store_keys.index_prefix(("users", "bob"))
     record = next(k.key for k in store.list(prefix).objects if "/r/" in k.key)
     store.put(record, b"garbage", PutMode.OVERWRITE)
     r = server.get("/api/store/ns", params=_params(["users", "bob"]))

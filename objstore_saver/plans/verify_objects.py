@@ -1,6 +1,6 @@
 """What verify learns of each content object, and how it reads them (spec §6.11).
 
-Pure helpers of :mod:`objstore_saver.verify`: the facts kept of a decoded
+Pure helpers of :mod:`objstore_saver.plans.verify`: the facts kept of a decoded
 object (kind, children, counts, located values), the references of entries
 split by where they are read, and the sub-plans that fetch keys in bounded
 batches.
@@ -27,7 +27,7 @@ from objstore_saver.format.codec import (
     StoredObject,
     ValueObj,
 )
-from objstore_saver.plans import child_refs
+from objstore_saver.plans.reading import child_refs
 from objstore_saver.plans.requests import Batch, Get, Unopened, run_batch
 
 #: Objects fetched per batch: bounds the bytes held at once.

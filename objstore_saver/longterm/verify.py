@@ -1,5 +1,13 @@
 """``verify`` of the long-term store's objects (spec §8.4.8): items, index records,
-snapshots and clear markers decode, sit at their keys, and agree."""
+snapshots and clear markers decode, sit at their keys, and agree.
+
+A pure plan, like :mod:`.plans` and :mod:`.clear`; it fills the same
+:class:`~objstore_saver.plans.verify_report.VerifyReport` as the checkpoint
+threads' walk (:mod:`objstore_saver.plans.verify`), and reads keys with its
+helpers (:mod:`objstore_saver.plans.verify_objects`). It lives here, not in
+``plans/``, because it reads the long-term store's layout and records, and the
+long-term store sits above the plans.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
-from objstore_saver.longterm import layout
+from objstore_saver.format import store_keys
 from objstore_saver.longterm.plans import NamespaceIndex, group_index, list_infos, op_letter
 from objstore_saver.longterm.records import (
     PUT,
@@ -19,8 +27,8 @@ from objstore_saver.longterm.records import (
     decode_snapshot,
 )
 from objstore_saver.plans.requests import Batch, Unopened
-from objstore_saver.verify_facts import fetch, opened
-from objstore_saver.verify_report import Problem, VerifyReport
+from objstore_saver.plans.verify_objects import fetch, opened
+from objstore_saver.plans.verify_report import Problem, VerifyReport
 
 T = TypeVar("T")
 
@@ -39,7 +47,7 @@ def _check_snapshot_name(key: str, snap: Snapshot, report: VerifyReport) -> None
     """A snapshot's name carries its count of items without a TTL (spec §8.3)."""
     permanent = sum(1 for r in snap.records if r.op == PUT and r.ttl is None)
     try:
-        named = layout.snapshot_permanent(key.rsplit("/", 1)[1])
+        named = store_keys.snapshot_permanent(key.rsplit("/", 1)[1])
     except ValueError:
         named = None
     if named != permanent:
@@ -55,7 +63,7 @@ def _check_index(
     snaps: dict[str, Snapshot] = {}
     for key, body in (yield from fetch([o.key for o in group.snapshots])):
         snap = None if body is None else _decoded(key, body, decode_snapshot, report)
-        if snap is not None and layout.namespace_path(snap.ns) != group.path:
+        if snap is not None and store_keys.namespace_path(snap.ns) != group.path:
             report.problems.append(Problem(key, "unreadable", f"snapshot of {snap.ns!r}"))
         elif snap is not None:
             snaps[key] = snap
@@ -69,8 +77,8 @@ def _check_index(
         rec = None if body is None else _decoded(key, body, decode_record, report)
         if rec is None:
             continue
-        name = layout.record_name(rec.v, rec.key, op_letter(rec))
-        if key != layout.index_prefix(rec.ns) + "r/" + name:
+        name = store_keys.record_name(rec.v, rec.key, op_letter(rec))
+        if key != store_keys.index_prefix(rec.ns) + "r/" + name:
             report.problems.append(
                 Problem(key, "unreadable", f"holds record {rec.v} of {rec.key!r} in {rec.ns!r}")
             )
@@ -78,7 +86,7 @@ def _check_index(
             group.fold(rec)
     for key, body in (yield from fetch([o.key for o in group.clears])):
         clear = None if body is None else _decoded(key, body, decode_clear, report)
-        if clear is not None and key != layout.clears_prefix(clear[0]) + clear[1]:
+        if clear is not None and key != store_keys.clears_prefix(clear[0]) + clear[1]:
             report.problems.append(
                 Problem(key, "unreadable", f"holds the clear {clear[1]} of {clear[0]!r}")
             )
@@ -88,12 +96,12 @@ def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any
     """Sub-plan: spec §8 objects. Every item, record and snapshot decodes; each item
     agrees with the newest record of its key in its namespace's index, and each
     live put of an index has its item object. Expired leftovers are counted."""
-    infos = yield from list_infos(layout.ROOT)
-    items = [i for i in infos if layout.classify(i.key)[1] == "items"]
+    infos = yield from list_infos(store_keys.ROOT)
+    items = [i for i in infos if store_keys.classify(i.key)[1] == "items"]
     item_keys = {i.key for i in items}
     groups = group_index(infos)
     for i in infos:
-        if i.key not in item_keys and layout.parse_index_key(i.key) is None:
+        if i.key not in item_keys and store_keys.parse_index_key(i.key) is None:
             report.problems.append(Problem(i.key, "unknown-key", "not a key the format defines"))
     report.store_index_objects += sum(
         len(g.records) + len(g.snapshots) + len(g.clears) for g in groups.values()
@@ -104,19 +112,19 @@ def verify_store(report: VerifyReport, now_us: int) -> Generator[Batch, list[Any
         report.store_unswept += len(group.ended)
         yield from _check_index(group, report)
         report.store_namespaces += 1
-        state.update({layout.item_key(r.ns, r.key): r for r in group.state.values()})
+        state.update({store_keys.item_key(r.ns, r.key): r for r in group.state.values()})
     for key, body in (yield from fetch([i.key for i in items])):
         newest = state.pop(key, None)  # an unreadable item is not also missing
         item = None if body is None else _decoded(key, body, decode_item, report)
         if item is None:
             continue
         report.store_items += 1
-        if key != layout.item_key(item.ns, item.key):
+        if key != store_keys.item_key(item.ns, item.key):
             report.problems.append(
                 Problem(key, "unreadable", f"holds item {item.key!r} of {item.ns!r}")
             )
             continue
-        group = groups.get(layout.classify(key)[0])
+        group = groups.get(store_keys.classify(key)[0])
         if group is not None and item.v < group.cleared:
             report.store_unswept += 1  # of a life a namespace delete ended (§8.4.9)
             continue

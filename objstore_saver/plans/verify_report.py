@@ -1,4 +1,8 @@
-"""What ``verify`` reports: the problems it found and its counts (spec §6.11)."""
+"""What ``verify`` reports: the problems it found and its counts (spec §6.11, §8.4.8).
+
+Filled by :func:`~objstore_saver.plans.verify.verify_thread` and the long-term
+store's :func:`~objstore_saver.longterm.verify.verify_store`.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +31,10 @@ class Problem:
 
 @dataclass
 class VerifyReport:
-    """What :func:`verify` found. ``ok`` is True when there are no problems."""
+    """What :func:`~objstore_saver.verify.verify` found.
+
+    ``ok`` is True when there are no problems.
+    """
 
     threads: int = 0
     manifests: int = 0

@@ -1,4 +1,5 @@
-"""Key layout of the long-term store (spec §8.1). Pure functions only."""
+"""Key layout of the long-term store (spec §8.1): namespace paths, item, index and clear
+marker keys, versions. Pure functions only."""
 
 from __future__ import annotations
 

@@ -1,0 +1,287 @@
+"""fsck of the checkpoint threads: every manifest parses, every reference resolves
+(spec §6.11).
+
+The plan reads the store itself, never the saver's memories, so it reports
+what is stored, not what this process believes. Objects embedded in manifests
+(format version 2) are hashed and decoded, and each located list segment or
+value is resolved where it is (docs/format-v2.md). Problems are collected, not
+raised: one corrupt object does not hide the others.
+
+:func:`verify_thread` reads one thread and checks what it read; the walk from
+its references to their objects is :mod:`.verify_walk`'s, what is kept of each
+object and how keys are read :mod:`.verify_objects`', the report and its
+problems :mod:`.verify_report`'s. The long-term store's objects are checked by
+:mod:`objstore_saver.longterm.verify`, and :func:`objstore_saver.verify.verify`
+checks both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any
+
+from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.format import codec, keys
+from objstore_saver.plans.lookup import thread_prefixes
+from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
+from objstore_saver.plans.requests import Batch, KeyState, run_one
+from objstore_saver.plans.threads import ThreadListing, list_thread_keys
+from objstore_saver.plans.verify_objects import Body, Facts, fetch_groups, held_in, opened
+from objstore_saver.plans.verify_report import Problem, VerifyReport
+from objstore_saver.plans.verify_walk import (
+    ThreadWalk,
+    absorb,
+    follow,
+    locate,
+    note,
+    resolve,
+    take_embedded,
+)
+
+
+def verify_threads(
+    thread_ids: Sequence[str] | None = None, report: VerifyReport | None = None
+) -> Generator[Batch, list[Any] | None, VerifyReport]:
+    """Plan: spec §6.11 for checkpoints. Check the named threads, or every thread.
+
+    Args:
+        thread_ids: The threads; default every thread in the store.
+        report: Where counts and problems go; default a new report.
+
+    Returns:
+        The report.
+    """
+    report = VerifyReport() if report is None else report
+    if thread_ids is None:
+        prefixes = yield from thread_prefixes()
+    else:
+        prefixes = [keys.thread_prefix(t) for t in thread_ids]
+    for pfx in prefixes:
+        yield from verify_thread(pfx, report)
+    return report
+
+
+def verify_thread(
+    pfx: str, report: VerifyReport, listing: ThreadListing | None = None
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: check every key under one thread prefix, adding to ``report``.
+
+    Objects embedded in manifests (format version 2) are hashed and decoded.
+    A located segment or value is resolved in the manifest that embeds it,
+    without reading that manifest again, or at ``objects/<H>`` when the
+    manifest is gone (prune stored it there first) or, for a value, does not
+    embed it (a manifest that would pass 1 MiB stores it alone). Only both
+    missing is a problem.
+
+    Args:
+        pfx: The thread prefix.
+        report: Where counts and problems go.
+        listing: The thread's keys when the caller listed them already
+            (:func:`~objstore_saver.plans.scan.scan_threads`); else listed here.
+    """
+    report.threads += 1
+    if listing is None:
+        listing = yield from list_thread_keys(pfx)
+    has_key = yield from run_one(KeyState(pfx, listing.epoch))
+    if has_key is False:
+        _keyless(listing, report)
+        return
+    for info in listing.unknown:
+        report.problems.append(Problem(info.key, "unknown-key", "not a key the format defines"))
+    w = ThreadWalk(pfx, report, listing)
+    object_keys = _object_keys(w, has_key)
+    got_manifests, got_writes, got_objects = yield from fetch_groups(
+        [o.key for o in listing.manifests], [o.key for o in listing.writes], object_keys
+    )
+    checkpoints = _read_manifests(w, got_manifests)
+    _read_writes(w, got_writes, checkpoints)
+    absorb(w, got_objects)
+    found_in = yield from resolve(
+        w,
+        (
+            (g.loc, g.digest, "segment", referrer)
+            for referrer, g in w.segment_refs
+            if g.loc is not None
+        ),
+    )
+    # Walk from the manifests and writes.
+    yield from follow(w)
+    _locate_segment_values(w, found_in)
+    yield from resolve(w, ((loc, d, "value", referrer) for loc, d, referrer in w.values))
+    _check_kinds(w)
+    _check_shapes(w)
+    _check_segment_counts(w, found_in)
+    for digest in w.sizes.keys() - w.reached:
+        report.orphan_objects += 1
+        report.orphan_bytes += w.sizes[digest]
+
+
+_SEALED_NAME = (
+    "the sealed name of an encrypted thread's object: open the store with the master key "
+    "(OBJSTORE_SAVER_ENCRYPTION_KEY)"
+)
+
+
+def _object_keys(w: ThreadWalk, has_key: bool | None) -> list[str]:
+    """The listed keys of ``objects/<H>`` to read; the others are counted or reported."""
+    out = []
+    for o in w.listing.objects:
+        name = o.key.rsplit("/", 1)[1]
+        if len(name) != 64 or name.strip("0123456789abcdef"):
+            sealed = len(name) == keys.SEALED_NAME_LEN and not name.strip("0123456789abcdef")
+            if sealed and has_key and w.listing.epoch > 0:
+                # Sealed by an ended epoch's destroyed key (spec §4.11).
+                w.report.shredded_leftovers += 1
+                continue
+            detail = _SEALED_NAME if sealed else "not a SHA-256 object key"
+            w.problem(o.key, "unknown-key", detail)
+        else:
+            out.append(o.key)
+    return out
+
+
+def _read_manifests(w: ThreadWalk, got: list[tuple[str, Body]]) -> set[tuple[str, str, str]]:
+    """Decode the manifests read and note their references.
+
+    Returns:
+        The checkpoints of the manifests read, as parsed from their keys.
+    """
+    report = w.report
+    checkpoints: set[tuple[str, str, str]] = set()
+    for key, body in got:
+        if body is None:
+            continue  # deleted since it was listed
+        report.manifests += 1
+        try:
+            m = decode_checked_manifest(opened(body), key)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            w.problem(key, "unreadable", str(exc))
+            w.unreadable.add(key)
+            continue
+        if keys.thread_prefix(m.thread_id) != w.pfx:
+            w.problem(key, "unreadable", f"manifest of thread {m.thread_id!r} in another thread")
+            w.unreadable.add(key)
+            continue
+        if m.epoch < w.listing.epoch:  # never read, nor what it references (§4.11)
+            report.ended_manifests += 1
+            continue
+        checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
+        take_embedded(w, key, m)
+        note(w, [m.checkpoint, m.metadata, *m.channels.values()], key)
+    return checkpoints
+
+
+def _read_writes(
+    w: ThreadWalk, got: list[tuple[str, Body]], checkpoints: set[tuple[str, str, str]]
+) -> None:
+    """Decode the writes read and note the references of those a manifest has."""
+    for key, body in got:
+        if body is None:
+            continue
+        w.report.writes += 1
+        try:
+            ws = codec.decode_writes(opened(body), key)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            w.problem(key, "unreadable", str(exc))
+            continue
+        if keys.parse_checkpoint_key(key).checkpoint not in checkpoints:
+            # Left by an interrupted delete or prune; never read (spec §6.6).
+            w.report.orphan_writes += 1
+            continue
+        note(w, [write.value for write in ws], key)
+
+
+def _locate_segment_values(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
+    """The values a segment locates, in the namespace of each list that refers to it."""
+    for referrer, g in dict.fromkeys(w.segment_refs):
+        f = w.facts.get(g.digest)
+        if f is not None and f.kind == "segment" and g.digest not in w.absent:
+            where = found_in.get(g.digest)
+            name = embedded_name(where, g.digest) if where else keys.object_key_in(w.pfx, g.digest)
+            locate(w, f.located, referrer, name)
+
+
+def _check_kinds(w: ThreadWalk) -> None:
+    """Each object read at ``objects/<H>`` is of the kind its reference expects."""
+    for digest, (expected, referrer) in w.wanted.items():
+        f = w.facts.get(digest)
+        if f is None or digest not in w.sizes:
+            continue
+        key = keys.object_key_in(w.pfx, digest)
+        if f.kind != expected and not (expected == "subtree" and f.kind in ("chunk", "node")):
+            w.problem(key, "wrong-kind", f"{referrer!r} expects a {expected}, found a {f.kind}")
+
+
+def _check_shapes(w: ThreadWalk) -> None:
+    """Lists, nodes and inline lists hold the counts they say; parts the size their index says."""
+    report = w.report
+    for digest, f in w.facts.items():
+        if digest not in w.sizes:
+            continue  # embedded only: checked where it is referenced
+        key = keys.object_key_in(w.pfx, digest)
+        if f.kind in ("list", "node"):
+            report.problems += _count_problems(w.facts, w.pfx, f.shape, f"{f.kind} {key!r}")
+        elif f.kind == "parts":
+            parts = [w.facts.get(d) for _, d in f.children]
+            if all(p is not None and p.kind == "part" for p in parts):
+                total = sum(p.length for p in parts if p is not None)
+                if total != f.shape:
+                    w.problem(key, "shape", f"parts hold {total} bytes, index says {f.shape}")
+    for referrer, sealed in w.inline_lists:
+        report.problems += _count_problems(w.facts, w.pfx, sealed, f"the list in {referrer!r}")
+
+
+def _check_segment_counts(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
+    """Each segment holds the element count every list referring to it says (once each)."""
+    shown: set[tuple[bytes, int]] = set()
+    for referrer, g in w.segment_refs:
+        f = w.facts.get(g.digest)
+        if f is None or f.kind != "segment" or f.length == g.count or (g.digest, g.count) in shown:
+            continue
+        shown.add((g.digest, g.count))
+        where = found_in.get(g.digest)
+        w.problem(
+            where or keys.object_key_in(w.pfx, g.digest),
+            "shape",
+            f"segment {g.digest.hex()} holds {f.length} elements, "
+            f"the list in {referrer!r} says {g.count}",
+        )
+
+
+def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
+    """An encrypted thread without the key of its epoch: leftovers of a delete, or a problem.
+
+    After a delete the epoch it began has no key until its first write makes
+    one, before any object of it: all left is of ended epochs (spec §4.11).
+    """
+    if listing.epoch > 0 or not listing.manifests:
+        report.shredded_leftovers += (
+            len(listing.manifests) + len(listing.writes) + len(listing.objects) + len(listing.marks)
+        )
+        return
+    report.problems.append(
+        Problem(
+            listing.manifests[0].key,
+            "unreadable",
+            f"the key object of thread {listing.token!r} is missing: its "
+            f"{len(listing.manifests)} checkpoints cannot be read",
+        )
+    )
+
+
+def _count_problems(
+    facts: dict[bytes, Facts], pfx: str, subtrees: Iterable[tuple[bytes, int]], holder: str
+) -> list[Problem]:
+    """Subtrees holding another element count than ``holder`` (a list or node) says."""
+    out = []
+    for sub, count in subtrees:
+        held = held_in(facts, sub)
+        if held is not None and held != count:
+            out.append(
+                Problem(
+                    keys.object_key_in(pfx, sub),
+                    "shape",
+                    f"holds {held} elements, {holder} says {count}",
+                )
+            )
+    return out

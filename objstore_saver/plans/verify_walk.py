@@ -1,0 +1,267 @@
+"""The reference walk of one thread's ``verify`` (spec §6.11): what it has learnt, and
+how each reference is followed to its object.
+
+:class:`ThreadWalk` holds what :func:`~objstore_saver.plans.verify.verify_thread`
+learns of one thread: the objects wanted at ``objects/<H>``, the facts of each
+object read, what each manifest embeds, and the located segments and values
+still to resolve. The functions here add to it: :func:`note` records the
+references of a manifest's or a write's entries, :func:`take_embedded` and
+:func:`absorb` the objects read, :func:`resolve` finds located objects (in the
+manifest that embeds them, else alone) and :func:`follow` walks from the
+references to every object they reach. Problems go to the walk's report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
+from objstore_saver.format import codec, keys
+from objstore_saver.format.codec import Entry, Manifest, SegmentRef
+from objstore_saver.format.locations import manifest_beside
+from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
+from objstore_saver.plans.requests import Batch, Unopened
+from objstore_saver.plans.threads import ThreadListing
+from objstore_saver.plans.verify_objects import (
+    Body,
+    Facts,
+    facts_of,
+    fetch,
+    located_outside,
+    opened,
+    split_refs,
+)
+from objstore_saver.plans.verify_report import Problem, VerifyReport
+
+#: A located object to find: (manifest said to embed it, digest, kind, referrer).
+Located = tuple[str, bytes, str, str]
+
+
+@dataclass
+class ThreadWalk:
+    """What the walk of one thread has learnt so far."""
+
+    pfx: str
+    report: VerifyReport
+    listing: ThreadListing
+    #: Referrer of each digest referenced at ``objects/<H>``, and the kind the
+    #: reference expects.
+    wanted: dict[bytes, tuple[str, str]] = field(default_factory=dict)
+    #: Lists inline in manifests and writes (format version 2): their subtrees'
+    #: and segments' counts are checked like a list object's.
+    inline_lists: list[tuple[str, list[tuple[bytes, int]]]] = field(default_factory=list)
+    segment_refs: list[tuple[str, SegmentRef]] = field(default_factory=list)
+    #: Located values: (manifest said to embed it, digest, referrer).
+    values: list[tuple[str, bytes, str]] = field(default_factory=list)
+    facts: dict[bytes, Facts] = field(default_factory=dict)
+    #: What each manifest read embeds (hashed here), by manifest key.
+    embeds: dict[str, set[bytes]] = field(default_factory=dict)
+    #: Manifests present but unreadable (already reported: not resolved in).
+    unreadable: set[str] = field(default_factory=set)
+    #: Size of each object read at ``objects/<H>`` (0 when absent or unopened).
+    sizes: dict[bytes, int] = field(default_factory=dict)
+    #: Referenced at ``objects/<H>``, not there.
+    absent: set[bytes] = field(default_factory=set)
+    reached: set[bytes] = field(default_factory=set)
+    #: Manifests read after the listing.
+    fetched_late: set[str] = field(default_factory=set)
+
+    def problem(self, key: str, kind: str, detail: str) -> None:
+        self.report.problems.append(Problem(key, kind, detail))
+
+
+def want(w: ThreadWalk, refs: Iterable[tuple[str, bytes]], referrer: str) -> None:
+    """References read at ``objects/<H>``, as (tag, digest), that ``referrer`` holds."""
+    for tag, digest in refs:
+        w.wanted.setdefault(digest, (codec.KIND_OF_TAG[tag], referrer))
+
+
+def locate(w: ThreadWalk, found: Iterable[tuple[bytes, str]], holder: str, referrer: str) -> None:
+    """Values ``referrer`` locates, in the namespace of the manifest ``holder``."""
+    for digest, at in found:
+        if keys.is_manifest_v2_key(holder):
+            w.values.append((manifest_beside(holder, at), digest, referrer))
+        else:
+            w.problem(referrer, "unreadable", located_outside(digest, at, holder))
+
+
+def note(w: ThreadWalk, entries: Iterable[Entry], referrer: str) -> None:
+    """The references of a manifest's or a write's entries, by where each is read."""
+    refs = split_refs(entries)
+    want(w, refs.alone, referrer)
+    if refs.sealed:
+        w.inline_lists.append((referrer, refs.sealed))
+    w.segment_refs.extend((referrer, g) for g in refs.segments)
+    locate(w, refs.values, referrer, referrer)
+
+
+def take_embedded(w: ThreadWalk, key: str, m: Manifest, counted: bool = True) -> None:
+    """The objects the manifest at ``key`` embeds: hashed, decoded, their facts kept."""
+    held: set[bytes] = set()
+    for body in m.embedded:
+        digest = codec.digest_of(body)
+        held.add(digest)
+        if counted:
+            w.report.embedded_objects += 1
+            w.report.embedded_bytes += len(body)
+        try:
+            obj = codec.decode_object(body, embedded_name(key, digest))
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            w.problem(key, "unreadable", str(exc))
+            continue
+        w.facts[digest] = facts_of(obj)
+    w.embeds[key] = held
+
+
+def absorb(w: ThreadWalk, pairs: list[tuple[str, Body]]) -> None:
+    """Objects read at ``objects/<H>``: counted, hashed, decoded, their facts kept."""
+    report = w.report
+    for key, body in pairs:
+        if body is None:
+            continue
+        digest = bytes.fromhex(key.rsplit("/", 1)[1])
+        report.objects += 1
+        if isinstance(body, Unopened):  # an encrypted store's: altered or moved
+            w.sizes[digest] = 0
+            w.problem(key, "digest", str(body.error))
+            continue
+        report.bytes += len(body)
+        w.sizes[digest] = len(body)
+        try:
+            codec.check_digest(body, digest, key)
+        except CorruptObjectError as exc:
+            w.problem(key, "digest", str(exc))
+            continue
+        try:
+            obj = codec.decode_object(body, key)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            w.problem(key, "unreadable", str(exc))
+            continue
+        w.facts[digest] = facts_of(obj)
+
+
+def resolve(
+    w: ThreadWalk, located: Iterable[Located]
+) -> Generator[Batch, list[Any] | None, dict[bytes, str]]:
+    """Sub-plan: find located objects, given as (manifest, digest, kind, referrer).
+
+    In the manifest that embeds them when it was read (no request), else
+    alone at ``objects/<H>``, where prune stores them before it deletes
+    their manifest (and a writer puts a value its manifest had no room
+    for): those are added to ``wanted``. Returns digest → the manifest
+    each was found in.
+    """
+    located = list(located)
+    found, fallback = _embedded_or_alone(w, located)
+    late = sorted({d for _, d in fallback if d not in w.sizes and d not in w.absent})
+    if late:
+        pairs = yield from fetch([keys.object_key_in(w.pfx, d) for d in late])
+        w.absent.update(d for d, (_, body) in zip(late, pairs, strict=True) if body is None)
+        absorb(w, pairs)
+    yield from _read_late_manifests(w, {loc for loc, d in fallback if d not in w.sizes})
+    for (loc, d), (kind, referrer) in fallback.items():
+        if d in w.sizes and d not in w.absent:
+            w.wanted.setdefault(d, (kind, referrer))
+            w.reached.add(d)
+        elif d in w.embeds.get(loc, ()):
+            found.setdefault(d, loc)
+        else:
+            alone = keys.object_key_in(w.pfx, d)
+            w.problem(
+                alone,
+                "missing",
+                f"{referrer!r} locates it in {loc!r}; neither that manifest nor {alone!r} holds it",
+            )
+    _check_found(w, found, {d: kind for _, d, kind, _ in located})
+    return found
+
+
+def _embedded_or_alone(
+    w: ThreadWalk, located: list[Located]
+) -> tuple[dict[bytes, str], dict[tuple[str, bytes], tuple[str, str]]]:
+    """Located objects found in a manifest read, and those to look for alone.
+
+    Returns:
+        digest → the manifest embedding it; and (manifest, digest) → (kind,
+        referrer) of those to read at ``objects/<H>``. A segment a manifest
+        read does not embed is reported here: only a value is stored alone
+        while its manifest is there.
+    """
+    found: dict[bytes, str] = {}
+    fallback: dict[tuple[str, bytes], tuple[str, str]] = {}  # → (kind, referrer)
+    for loc, d, kind, referrer in located:
+        if loc in w.unreadable or (loc, d) in fallback:
+            continue
+        if d in w.embeds.get(loc, ()):
+            found.setdefault(d, loc)
+        elif loc not in w.embeds or kind != "segment":
+            fallback[(loc, d)] = (kind, referrer)
+        else:
+            fallback[(loc, d)] = ("", referrer)  # reported once, here
+            w.problem(
+                loc, "missing", f"does not embed object {d.hex()} that {referrer!r} locates there"
+            )
+    return found, {p: v for p, v in fallback.items() if v[0]}
+
+
+def _read_late_manifests(
+    w: ThreadWalk, locations: set[str]
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: the manifests named by ``locations`` the listing did not show.
+
+    An object neither embedded in a manifest read nor alone: that manifest may
+    have been written after the listing. Each is read once; what it embeds is
+    kept (not counted).
+    """
+    listed = {o.key for o in w.listing.manifests}
+    gone = sorted(locations - listed - w.embeds.keys() - w.fetched_late)
+    w.fetched_late.update(gone)
+    for key, body in (yield from fetch(gone)) if gone else []:
+        try:
+            m = None if body is None else decode_checked_manifest(opened(body), key)
+        except (CorruptObjectError, UnsupportedFormatError):
+            continue
+        if m is not None and keys.thread_prefix(m.thread_id) == w.pfx:
+            take_embedded(w, key, m, counted=False)
+
+
+def _check_found(w: ThreadWalk, found: dict[bytes, str], kinds: dict[bytes, str]) -> None:
+    """Embedded objects found: reached, of the kind expected, their children wanted."""
+    for d, loc in found.items():
+        w.reached.add(d)
+        f = w.facts.get(d)
+        if f is None:
+            continue  # does not decode: reported with its manifest
+        if f.kind != kinds[d]:
+            w.problem(
+                loc, "wrong-kind", f"embedded object {d.hex()} is a {f.kind}, not a {kinds[d]}"
+            )
+        want(w, f.children, embedded_name(loc, d))
+
+
+def follow(w: ThreadWalk) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: walk from the wanted references to every object they reach.
+
+    Objects written after the listing (a concurrent put) are fetched, not
+    reported missing on the listing's word.
+    """
+    frontier = list(w.wanted)
+    while frontier:
+        late = [d for d in frontier if d not in w.sizes]
+        fetched = yield from fetch([keys.object_key_in(w.pfx, d) for d in late])
+        for (key, body), digest in zip(fetched, late, strict=True):
+            if body is None:
+                w.sizes[digest] = 0
+                w.absent.add(digest)
+                w.problem(key, "missing", f"referenced by {w.wanted[digest][1]!r}")
+        absorb(w, fetched)
+        w.reached.update(frontier)
+        nxt: list[bytes] = []
+        for digest in frontier:
+            for tag, child in w.facts[digest].children if digest in w.facts else ():
+                if child not in w.reached and child not in w.wanted:
+                    w.wanted[child] = (codec.KIND_OF_TAG[tag], keys.object_key_in(w.pfx, digest))
+                    nxt.append(child)
+        frontier = nxt
