@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Collection
 
 from objstore_saver.crypto.names import KEY_PREFIX, scope_of_key_object
-from objstore_saver.plans.requests import Delete, Get, ListKeys
+from objstore_saver.storage.requests import Delete, Get, ListKeys
 from objstore_saver.storage.versions import (
     NO_RETENTION,
     ObjectVersion,

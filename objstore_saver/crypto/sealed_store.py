@@ -54,7 +54,7 @@ from objstore_saver.crypto.thread_keys import (
 )
 from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError, ThreadKeyMissingError
 from objstore_saver.format import keys, store_keys
-from objstore_saver.plans.requests import Get, ListKeys, Put, execute
+from objstore_saver.plans.requests import execute
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -66,13 +66,22 @@ from objstore_saver.storage.base import (
     in_thread,
     validate_byte_range,
 )
+from objstore_saver.storage.requests import (
+    Delete,
+    Get,
+    ListKeys,
+    Put,
+    StorageRequest,
+    acall,
+    call,
+)
 from objstore_saver.telemetry import Counters
 
 #: Keys kept in memory (a thread's key is read once per process while it is used).
 KEYS_KEPT = 100_000
 
 #: A step of a request: ``("key", scope, create)`` asks for a scope's key
-#: (None: it has none); ``("call", method, args, kwargs)`` sends one request to
+#: (None: it has none); ``("call", request)`` sends one storage request value to
 #: the wrapped store (its answer comes back, or its error is raised inside);
 #: ``(_DONE, value)`` (made by :func:`_advance`) is the request's end.
 _Step = tuple[Any, ...]
@@ -223,16 +232,16 @@ class SealingStore(StoreWrapper):
             # A tombstone (in clear: it holds only an epoch) begins a new epoch:
             # what this process writes there next is sealed with that epoch's key.
             self._learn([key])
-            return (yield ("call", "put", (key, data, mode), {}))
+            return (yield ("call", Put(key, data, mode)))
         thread = yield ("key", self._writing_scope(route), True)
         body = route.seal(thread, data)
         self.counters.add_bytes(sent=len(body) - len(data))
-        return (yield ("call", "put", (route.stored(thread, key), body, mode), {}))
+        return (yield ("call", Put(route.stored(thread, key), body, mode)))
 
     def _get(self, key: str, byte_range: tuple[int, int] | None = None) -> _Request:
         route = Route.of(key)
         if route is None:
-            return (yield ("call", "get", (key, byte_range), {}))
+            return (yield ("call", Get(key, byte_range)))
         if route.digest is not None:
             # Its stored name is the key's secret: the epoch this process is in.
             scope = self._writing_scope(route)
@@ -259,12 +268,8 @@ class SealingStore(StoreWrapper):
             if thread is None and not route.is_thread and epoch >= self._epoch_of(route.scope):
                 # A namespace is read without a listing: its clears tell whether
                 # a delete ended this epoch (spec §8.4.9).
-                page = yield (
-                    "call",
-                    "list",
-                    (store_keys.path_clears_prefix(scope_path(route.scope)),),
-                    {},
-                )
+                clears = store_keys.path_clears_prefix(scope_path(route.scope))
+                page = yield ("call", ListKeys(clears))
                 self._learn(o.key for o in page.objects)
             if thread is None:
                 if epoch < self._epoch_of(route.scope):
@@ -279,7 +284,7 @@ class SealingStore(StoreWrapper):
 
     def _get_stored(self, stored: str, key: str) -> Generator[_Step, Any, bytes]:
         try:
-            return (yield ("call", "get", (stored,), {}))
+            return (yield ("call", Get(stored)))
         except ObjectNotFoundError as exc:
             raise ObjectNotFoundError(exc.location, key) from exc
 
@@ -290,7 +295,7 @@ class SealingStore(StoreWrapper):
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
             after = route.stored((yield ("key", self._writing_scope(route), False)), start_after)
-        page: ListPage = yield ("call", "list", (prefix,), {"start_after": after, "limit": limit})
+        page: ListPage = yield ("call", ListKeys(prefix, after, limit))
         self._learn(o.key for o in page.objects)
         listed = [(o, thread_of(o.key)) for o in page.objects]
         objects = {w[1] for _, w in listed if w is not None and w[2].startswith(OBJECTS)}
@@ -316,11 +321,20 @@ class SealingStore(StoreWrapper):
             if route is not None and route.digest is not None:
                 k = route.stored((yield ("key", self._writing_scope(route), False)), k)
             stored.append(k)
-        return (yield ("call", "delete", (stored,), {}))
+        return (yield ("call", Delete(tuple(stored))))
 
-    def _request(self, method: str, args: Sequence[Any], kwargs: dict[str, Any]) -> _Request:
-        build: Callable[..., _Request] = getattr(self, "_" + method)
-        return build(*args, **kwargs)
+    def _request(self, request: StorageRequest) -> _Request:
+        """The steps of one storage request made on this layer."""
+        match request:
+            case Get(key, byte_range):
+                return self._get(key, byte_range)
+            case Put(key, data, mode):
+                return self._put(key, data, mode)
+            case ListKeys(prefix, start_after, limit):
+                return self._list(prefix, start_after=start_after, limit=limit)
+            case Delete(keys):
+                return self._delete(keys)
+        raise TypeError(f"not a storage request: {request!r}")
 
     # --- the drivers ------------------------------------------------------------------
 
@@ -332,7 +346,7 @@ class SealingStore(StoreWrapper):
                 if step[0] == "key":
                     reply = self._key(step[1], step[2])
                 else:
-                    reply = getattr(self._inner, step[1])(*step[2], **step[3])
+                    reply = call(self._inner, step[1])
             except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
                 error = exc
         return step[1]
@@ -347,7 +361,7 @@ class SealingStore(StoreWrapper):
                 if step[0] == "key":
                     reply = await self._akey(step[1], step[2])
                 else:
-                    reply = await getattr(self._inner, "a" + step[1])(*step[2], **step[3])
+                    reply = await acall(self._inner, step[1])
             except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
                 error = exc
         return step[1]
@@ -466,19 +480,19 @@ class SealingStore(StoreWrapper):
 class _SealingStoreAhead(SealingStore):
     """A :class:`SealingStore` over a store that sends requests ahead (:class:`SendsAhead`)."""
 
-    def send_ahead(self, method: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
         """Load keys and seal now, send the first request ahead; the rest when it is answered."""
         inner = self._inner
         assert isinstance(inner, SendsAhead)
-        request = self._request(method, args, kwargs)
+        steps = self._request(request)
         reply: Any = None
         try:
-            while (step := _advance(request, reply, None))[0] == "key":
+            while (step := _advance(steps, reply, None))[0] == "key":
                 reply = self._key(step[1], step[2])
             if step[0] == _DONE:
                 return lambda: step[1]
-            answer = inner.send_ahead(step[1], *step[2], **step[3])
-            return lambda: self._finish(request, answer)
+            answer = inner.send_ahead(step[1])
+            return lambda: self._finish(steps, answer)
         except Exception as exc:  # noqa: BLE001 -- raised where the call's outcome is read
             error = exc
 

@@ -18,25 +18,21 @@ from objstore_saver.storage.base import (
     ObjectExistsError,
     ObjectNotFoundError,
     ObjectStore,
-    PutMode,
     SendsAhead,
     StorageError,
     sealing_layer,
 )
+from objstore_saver.storage.requests import (
+    Delete as Delete,
+    Get as Get,
+    ListKeys as ListKeys,
+    Put as Put,
+    StorageRequest,
+    acall,
+    call,
+)
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Get:
-    """GET an object. Result: its bytes, or None when nothing is stored."""
-
-    key: str
-    byte_range: tuple[int, int] | None = None
-    #: Verify's reads: an object the store cannot open (an encrypted store's
-    #: object altered, moved or stored plain) is the result, as
-    #: :class:`Unopened`, instead of failing the plan.
-    unopened_as_result: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,31 +40,6 @@ class Unopened:
     """The result of a :class:`Get` with ``unopened_as_result`` that the store could not open."""
 
     error: CorruptObjectError
-
-
-@dataclass(frozen=True, slots=True)
-class Put:
-    """PUT an object. Result: True if written, False if CREATE found one already."""
-
-    key: str
-    data: bytes
-    mode: PutMode = PutMode.CREATE
-
-
-@dataclass(frozen=True, slots=True)
-class ListKeys:
-    """LIST one page. Result: a :class:`ListPage`."""
-
-    prefix: str
-    start_after: str | None = None
-    limit: int = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    """DELETE keys (the store batches them). Result: None."""
-
-    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +70,7 @@ class KeyState:
     epoch: int = 0
 
 
-Op = Get | Put | ListKeys | Delete | Shred | KeyState
+Op = StorageRequest | Shred | KeyState
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,25 +94,6 @@ class Emit:
 
 
 Plan = Generator[Batch | Emit, list[Any] | None, T]
-
-
-def _call_of(store: ObjectStore, op: Op) -> tuple[Any, str, tuple[Any, ...], dict[str, Any]]:
-    """The layer of ``store``, its method (sync name) and the arguments that carry out ``op``.
-
-    A thread key's request goes to the sealing layer; the layer is None (no
-    request) on a store that does not encrypt.
-    """
-    if isinstance(op, Get):
-        return store, "get", (op.key, op.byte_range), {}
-    if isinstance(op, Put):
-        return store, "put", (op.key, op.data, op.mode), {}
-    if isinstance(op, ListKeys):
-        return store, "list", (op.prefix,), {"start_after": op.start_after, "limit": op.limit}
-    if isinstance(op, Shred):
-        return shredder(store), "shred", (op.thread_prefix, op.below), {}
-    if isinstance(op, KeyState):
-        return shredder(store), "has_key", (op.thread_prefix, op.epoch), {}
-    return store, "delete", (op.keys,), {}
 
 
 def _result_of(op: Op, returned: Any) -> Any:
@@ -175,11 +127,15 @@ def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:
 
 def execute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's blocking methods."""
-    layer, name, args, kwargs = _call_of(store, op)
-    if layer is None:
-        return None
     try:
-        return _result_of(op, getattr(layer, name)(*args, **kwargs))
+        if isinstance(op, Shred | KeyState):
+            layer = shredder(store)
+            if layer is None:
+                return None
+            if isinstance(op, Shred):
+                return _result_of(op, layer.shred(op.thread_prefix, op.below))
+            return layer.has_key(op.thread_prefix, op.epoch)
+        return _result_of(op, call(store, op))
     except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
         return _expected_absence(op, exc)
 
@@ -192,8 +148,7 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
     if isinstance(op, Shred | KeyState):
         result = execute(store, op)  # not sent ahead: runs alone, at a thread's start or end
         return lambda: result
-    _, name, args, kwargs = _call_of(store, op)
-    answer = store.send_ahead(name, *args, **kwargs)
+    answer = store.send_ahead(op)
 
     def finish() -> Any:
         try:
@@ -206,11 +161,15 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
 
 async def aexecute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's coroutines (no thread hop of ours)."""
-    layer, name, args, kwargs = _call_of(store, op)
-    if layer is None:
-        return None
     try:
-        return _result_of(op, await getattr(layer, "a" + name)(*args, **kwargs))
+        if isinstance(op, Shred | KeyState):
+            layer = shredder(store)
+            if layer is None:
+                return None
+            if isinstance(op, Shred):
+                return _result_of(op, await layer.ashred(op.thread_prefix, op.below))
+            return await layer.ahas_key(op.thread_prefix, op.epoch)
+        return _result_of(op, await acall(store, op))
     except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
         return _expected_absence(op, exc)
 

@@ -115,7 +115,7 @@ def test_an_answer_is_what_the_blocking_call_returns(lean: Any, op: Op) -> None:
 
 
 def test_an_invalid_key_is_raised_when_the_answer_is_read(lean: Any) -> None:
-    answer = lean.send_ahead("get", "bad//key")  # nothing sent, nothing raised yet
+    answer = lean.send_ahead(Get("bad//key"))  # nothing sent, nothing raised yet
     assert lean._pool.busy == 0
     with pytest.raises(InvalidKeyError):
         answer()
@@ -127,8 +127,8 @@ def test_without_a_free_connection_the_request_is_sent_when_its_answer_is_read(
     store = s3_endpoint.lean_store(s3_bucket, "pfx/", max_connections=1)
     try:
         store.put("x/1", b"1")
-        first = store.send_ahead("list", "x/")
-        second = store.send_ahead("get", "x/missing")  # no slot: not sent yet
+        first = store.send_ahead(ListKeys("x/"))
+        second = store.send_ahead(Get("x/missing"))  # no slot: not sent yet
         assert store._pool.busy == 1
         assert [o.key for o in first().objects] == ["x/1"]
         with pytest.raises(ObjectNotFoundError):

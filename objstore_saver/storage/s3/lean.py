@@ -27,6 +27,7 @@ from objstore_saver.storage.base import (
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
+from objstore_saver.storage.requests import Delete, Get, ListKeys, Put, StorageRequest
 from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
 from objstore_saver.storage.s3.endpoints import (
@@ -63,15 +64,20 @@ from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Reten
 DEFAULT_MAX_CONNECTIONS = 64
 _USER_AGENT = "objstore-saver-lean-s3"
 
+
 #: The exchange of each blocking store method, called with that method's arguments.
-_EXCHANGES: dict[str, Callable[..., Exchange[Any]]] = {
-    "put": lambda p, key, data, mode=PutMode.OVERWRITE: p.put(key, data, mode),
-    "get": lambda p, key, byte_range=None: p.get(key, byte_range),
-    "list": lambda p, prefix, *, start_after=None, limit=MAX_LIST_PAGE: p.list(
-        prefix, start_after, limit
-    ),
-    "delete": lambda p, keys: p.delete(keys),
-}
+def _exchange(protocol: S3Protocol, request: StorageRequest) -> Exchange[Any]:
+    """The exchange that carries out one storage request."""
+    match request:
+        case Get(key, byte_range):
+            return protocol.get(key, byte_range)
+        case Put(key, data, mode):
+            return protocol.put(key, data, mode)
+        case ListKeys(prefix, start_after, limit):
+            return protocol.list(prefix, start_after, limit)
+        case Delete(keys):
+            return protocol.delete(keys)
+    raise TypeError(f"not a storage request: {request!r}")
 
 
 class LeanS3Store:
@@ -380,8 +386,8 @@ class LeanS3Store:
                 reply = self._send(step)
             step = None
 
-    def send_ahead(self, method: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
-        """Send the first request of ``getattr(self, method)(*args, **kwargs)`` now.
+    def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
+        """Send the first HTTP request of ``request`` (a storage request value) now.
 
         Returns the function that waits for its answer and returns (or
         raises) what the blocking call would; it must be called once. The
@@ -392,7 +398,7 @@ class LeanS3Store:
         """
 
         def make() -> Exchange[Any]:
-            return _EXCHANGES[method](self._protocol, *args, **kwargs)
+            return _exchange(self._protocol, request)
 
         plan = make()
         try:

@@ -1,0 +1,86 @@
+"""The four requests of the storage protocol as values, and how a store carries one out.
+
+A request is a frozen value (:class:`Get`, :class:`Put`, :class:`ListKeys`,
+:class:`Delete`); :func:`call` and :func:`acall` carry it out with a store's
+blocking methods or its coroutines, and a store that sends ahead
+(:class:`~objstore_saver.storage.base.SendsAhead`) takes the same value. Plans
+yield these values, store layers pass them on: no layer names a method by a
+string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, ObjectStore, PutMode
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    """GET an object. Result: its bytes, or None when nothing is stored (for a plan)."""
+
+    key: str
+    byte_range: tuple[int, int] | None = None
+    #: Verify's reads: an object the store cannot open (an encrypted store's
+    #: object altered, moved or stored plain) is the result, as
+    #: :class:`~objstore_saver.plans.requests.Unopened`, instead of failing the plan.
+    unopened_as_result: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """PUT an object. Result: True if written, False if CREATE found one already (for a plan)."""
+
+    key: str
+    data: bytes
+    mode: PutMode = PutMode.CREATE
+
+
+@dataclass(frozen=True, slots=True)
+class ListKeys:
+    """LIST one page. Result: a :class:`~objstore_saver.storage.base.ListPage`."""
+
+    prefix: str
+    start_after: str | None = None
+    limit: int = MAX_LIST_PAGE
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """DELETE keys (the store batches them). Result: None."""
+
+    keys: tuple[str, ...]
+
+
+StorageRequest = Get | Put | ListKeys | Delete
+
+
+def call(store: ObjectStore, request: StorageRequest) -> Any:
+    """Carry out ``request`` with the store's blocking method; what that method returns."""
+    match request:
+        case Get(key, byte_range):
+            return store.get(key, byte_range)
+        case Put(key, data, mode):
+            return store.put(key, data, mode)
+        case ListKeys(prefix, start_after, limit):
+            page: ListPage = store.list(prefix, start_after=start_after, limit=limit)
+            return page
+        case Delete(keys):
+            return store.delete(keys)
+    raise TypeError(f"not a storage request: {request!r}")
+
+
+async def acall(store: ObjectStore, request: StorageRequest) -> Any:
+    """Coroutine twin of :func:`call`, with the store's coroutines."""
+    match request:
+        case Get(key, byte_range):
+            return await store.aget(key, byte_range)
+        case Put(key, data, mode):
+            return await store.aput(key, data, mode)
+        case ListKeys(prefix, start_after, limit):
+            page: ListPage = await store.alist(prefix, start_after=start_after, limit=limit)
+            return page
+        case Delete(keys):
+            return await store.adelete(keys)
+    raise TypeError(f"not a storage request: {request!r}")
