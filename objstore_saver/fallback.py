@@ -6,13 +6,14 @@ a thread that is not in the bucket yet first copies the checkpoint it builds
 on, so the bucket's head always descends from the old head and ``migrate``
 later completes the thread's older history behind it, with nothing diverged.
 
-The logic is written once, as plans of saver calls (:class:`Call`); a blocking
+The logic is written once, as plans of saver calls (:class:`SaverCall`); a blocking
 and an asyncio driver carry them out against the two savers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import AsyncIterator, Collection, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -37,18 +38,63 @@ T = TypeVar("T")
 NEW, OLD = "new", "old"
 
 
+class SaverMethod(enum.Enum):
+    """The methods of LangGraph's saver API a fallback plan calls."""
+
+    GET_TUPLE = "get_tuple"
+    LIST = "list"
+    PUT = "put"
+    PUT_WRITES = "put_writes"
+    DELETE_THREAD = "delete_thread"
+
+
+GET_TUPLE, LIST, PUT, PUT_WRITES, DELETE_THREAD = SaverMethod
+
+
 @dataclass(frozen=True)
-class Call:
-    """One call of a saver's API, by its blocking name (``get_tuple``, ``list``...)."""
+class SaverCall:
+    """One call of a saver's API: which saver (``NEW`` or ``OLD``), which method, its arguments."""
 
     saver: str
-    method: str
+    method: SaverMethod
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-#: A plan yields a call (or a list of calls to make at once) and gets its result(s).
-Plan = Generator[Call | list[Call], Any, T]
+#: A fallback plan yields a call (or a list of calls to make at once) and gets its result(s).
+SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
+
+
+def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
+    """Make ``call`` with the saver's blocking API (a listing as a list)."""
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return saver.get_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return list(saver.list(*a, **kw))
+        case SaverMethod.PUT:
+            return saver.put(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return saver.put_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return saver.delete_thread(*a, **kw)
+
+
+async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
+    """Make ``call`` with the saver's async API (a listing as a list)."""
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return await saver.aget_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return [t async for t in saver.alist(*a, **kw)]
+        case SaverMethod.PUT:
+            return await saver.aput(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return await saver.aput_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return await saver.adelete_thread(*a, **kw)
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -108,29 +154,29 @@ class FallbackSaver(BaseCheckpointSaver[str]):
 
     # --- plans ---------------------------------------------------------------
 
-    def _get_plan(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+    def _get_plan(self, config: RunnableConfig) -> SaverPlan[CheckpointTuple | None]:
         thread_id, ns, checkpoint_id = _ids(config)
         if _key(thread_id, ns) in self._settled:
-            return (yield Call(NEW, "get_tuple", (config,)))
+            return (yield SaverCall(NEW, GET_TUPLE, (config,)))
         if checkpoint_id is not None:
-            found = yield Call(NEW, "get_tuple", (config,))
-            return found if found is not None else (yield Call(OLD, "get_tuple", (config,)))
+            found = yield SaverCall(NEW, GET_TUPLE, (config,))
+            return found if found is not None else (yield SaverCall(OLD, GET_TUPLE, (config,)))
         new_head, old_head = yield [
-            Call(NEW, "get_tuple", (config,)),
-            Call(OLD, "get_tuple", (config,)),
+            SaverCall(NEW, GET_TUPLE, (config,)),
+            SaverCall(OLD, GET_TUPLE, (config,)),
         ]
         if old_head is None or (new_head is not None and _id_of(new_head) == _id_of(old_head)):
             self._settled.add(_key(thread_id, ns))
             return new_head
         if new_head is None:
             return old_head
-        held = yield Call(NEW, "get_tuple", (_at(thread_id, ns, _id_of(old_head)),))
+        held = yield SaverCall(NEW, GET_TUPLE, (_at(thread_id, ns, _id_of(old_head)),))
         if held is None:
             return old_head
         self._settled.add(_key(thread_id, ns))
         # The head read above may predate the old head's arrival (a migration
         # puts it last): read the bucket's head again, now that it holds it.
-        return (yield Call(NEW, "get_tuple", (config,)))
+        return (yield SaverCall(NEW, GET_TUPLE, (config,)))
 
     def _list_plan(
         self,
@@ -138,16 +184,16 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> Plan[list[CheckpointTuple]]:
+    ) -> SaverPlan[list[CheckpointTuple]]:
         options = {"filter": filter, "before": before, "limit": limit}
         if config is not None:
             thread_id, ns, _ = _ids(config)
             named_ns = "checkpoint_ns" in config["configurable"]
             if named_ns and _key(thread_id, ns) in self._settled:
-                return (yield Call(NEW, "list", (config,), options))
+                return (yield SaverCall(NEW, LIST, (config,), options))
         new, old = yield [
-            Call(NEW, "list", (config,), options),
-            Call(OLD, "list", (config,), options),
+            SaverCall(NEW, LIST, (config,), options),
+            SaverCall(OLD, LIST, (config,), options),
         ]
         seen = {(_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) for t in new}
         merged = new + [
@@ -156,20 +202,20 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         merged.sort(key=_id_of, reverse=True)
         return merged if limit is None else merged[:limit]
 
-    def _copied_plan(self, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan[None]:
+    def _copied_plan(self, thread_id: str, ns: str, checkpoint_id: str | None) -> SaverPlan[None]:
         """Make sure the bucket holds checkpoint ``checkpoint_id`` (copied from the old saver)."""
         if checkpoint_id is None or _key(thread_id, ns) in self._settled:
             return None
         at = _at(thread_id, ns, checkpoint_id)
-        held, tup = yield [Call(NEW, "get_tuple", (at,)), Call(OLD, "get_tuple", (at,))]
+        held, tup = yield [SaverCall(NEW, GET_TUPLE, (at,)), SaverCall(OLD, GET_TUPLE, (at,))]
         if held is None and tup is not None:
             parent = None if tup.parent_config is None else _ids(tup.parent_config)[2]
             versions = dict(tup.checkpoint.get("channel_versions", {}))
-            yield Call(
-                NEW, "put", (_at(thread_id, ns, parent), tup.checkpoint, tup.metadata, versions)
+            yield SaverCall(
+                NEW, PUT, (_at(thread_id, ns, parent), tup.checkpoint, tup.metadata, versions)
             )
             for task_id, writes in put_writes_calls(tup.pending_writes or []):
-                yield Call(NEW, "put_writes", (at, writes, task_id))
+                yield SaverCall(NEW, PUT_WRITES, (at, writes, task_id))
         if held is not None or tup is not None:
             # The bucket now holds what the namespace builds on: its head descends
             # from the old head from now on.
@@ -182,9 +228,9 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> Plan[RunnableConfig]:
+    ) -> SaverPlan[RunnableConfig]:
         yield from self._copied_plan(*_ids(config))
-        return (yield Call(NEW, "put", (config, checkpoint, metadata, new_versions)))
+        return (yield SaverCall(NEW, PUT, (config, checkpoint, metadata, new_versions)))
 
     def _put_writes_plan(
         self,
@@ -192,24 +238,25 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
-    ) -> Plan[None]:
+    ) -> SaverPlan[None]:
         yield from self._copied_plan(*_ids(config))
-        yield Call(NEW, "put_writes", (config, writes, task_id, task_path))
+        yield SaverCall(NEW, PUT_WRITES, (config, writes, task_id, task_path))
 
-    def _delete_plan(self, thread_id: str) -> Plan[None]:
-        yield [Call(NEW, "delete_thread", (thread_id,)), Call(OLD, "delete_thread", (thread_id,))]
+    def _delete_plan(self, thread_id: str) -> SaverPlan[None]:
+        yield [
+            SaverCall(NEW, DELETE_THREAD, (thread_id,)),
+            SaverCall(OLD, DELETE_THREAD, (thread_id,)),
+        ]
 
     # --- drivers -------------------------------------------------------------
 
     def _saver(self, name: str) -> BaseCheckpointSaver[Any]:
         return self.new if name == NEW else self.old
 
-    def _call(self, call: Call) -> Any:
-        method = getattr(self._saver(call.saver), call.method)
-        result = method(*call.args, **call.kwargs)
-        return list(result) if call.method == "list" else result
+    def _call(self, call: SaverCall) -> Any:
+        return _blocking(self._saver(call.saver), call)
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, plan: SaverPlan[T]) -> T:
         reply: Any = None
         while True:
             try:
@@ -218,17 +265,14 @@ class FallbackSaver(BaseCheckpointSaver[str]):
                 return stop.value
             reply = [self._call(c) for c in step] if isinstance(step, list) else self._call(step)
 
-    async def _acall(self, call: Call) -> Any:
-        saver = self._saver(call.saver)
+    async def _acall(self, call: SaverCall) -> Any:
         try:
-            if call.method == "list":
-                return [t async for t in saver.alist(*call.args, **call.kwargs)]
-            return await getattr(saver, "a" + call.method)(*call.args, **call.kwargs)
+            return await _coroutine(self._saver(call.saver), call)
         except NotImplementedError:
             # A saver with a blocking API only (e.g. the sync PostgresSaver).
             return await asyncio.to_thread(self._call, call)
 
-    async def _arun(self, plan: Plan[T]) -> T:
+    async def _arun(self, plan: SaverPlan[T]) -> T:
         reply: Any = None
         while True:
             try:

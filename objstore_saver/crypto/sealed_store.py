@@ -57,12 +57,12 @@ from objstore_saver.format import keys, store_keys
 from objstore_saver.plans.requests import execute
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
+    KeyLayer,
     ListPage,
     ObjectInfo,
     ObjectStore,
     PutMode,
     SendsAhead,
-    StoreWrapper,
     in_thread,
     validate_byte_range,
 )
@@ -89,7 +89,7 @@ _DONE = "done"
 _Request = Generator[_Step, Any, Any]
 
 
-class SealingStore(StoreWrapper):
+class SealingStore(KeyLayer):
     """Seals the objects of every thread with the thread's own key (docs/encryption.md).
 
     Each request is one generator (``_put`` ... ``_delete``): it asks for the
@@ -100,9 +100,6 @@ class SealingStore(StoreWrapper):
         inner: The store of the data.
         settings: Master keys and the store of key objects (default: ``inner``).
     """
-
-    #: What :func:`~objstore_saver.crypto.layer.sealed` looks for: never seal twice.
-    seals_threads = True
 
     def __init__(self, inner: ObjectStore, settings: ClientEncryption) -> None:
         super().__init__(inner)

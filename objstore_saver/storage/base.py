@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -272,24 +272,52 @@ class StoreWrapper:
         return f"{type(self).__name__}({self._inner!r})"
 
 
-def layer_with(store: ObjectStore, attribute: str) -> Any:
-    """The layer of ``store`` (itself, or a store it wraps) that has ``attribute``; else None.
-
-    For what one layer offers beneath others (the sealing layer's thread
-    keys under a meter or a delete-coalescing layer).
-    """
-    layer: Any = store
+def layers(store: ObjectStore) -> Iterator[ObjectStore]:
+    """The layers of a store stack, from ``store`` down to its backend."""
+    layer: ObjectStore = store
     while True:
-        if getattr(layer, attribute, None) is not None:
-            return layer
+        yield layer
         if not isinstance(layer, StoreWrapper):
-            return None
+            return
         layer = layer.inner
 
 
-def sealing_layer(store: ObjectStore) -> Any:
-    """The client-side encryption layer of ``store`` (marked ``seals_threads``), or None.
+class KeyLayer(StoreWrapper):
+    """The layer that holds keys: client-side encryption's sealing layer.
+
+    :class:`~objstore_saver.crypto.sealed_store.SealingStore` is the one
+    subclass. It is declared here, with the protocol, so that the plans'
+    key requests (``Shred``, ``KeyState``) and the saver find it in a stack
+    (:func:`sealing_layer`) without importing the encryption code.
+    """
+
+    #: The encryption settings the layer was built with.
+    settings: Any
+    #: What the layer adds to the requests above it (a saver's ``stats()`` adds them).
+    counters: Any
+    #: The versions of key objects, in a key store that keeps them (``verify``, ``prune``).
+    key_versions: Any
+
+    def shred(self, prefix: str, below: int) -> None:
+        """Destroy the keys of the epochs below ``below`` of a thread or store namespace."""
+        raise NotImplementedError
+
+    async def ashred(self, prefix: str, below: int) -> None:
+        """Coroutine twin of :meth:`shred`."""
+        raise NotImplementedError
+
+    def has_key(self, thread_prefix: str, epoch: int = 0) -> bool:
+        """Whether a thread has its key of ``epoch``."""
+        raise NotImplementedError
+
+    async def ahas_key(self, thread_prefix: str, epoch: int = 0) -> bool:
+        """Coroutine twin of :meth:`has_key`."""
+        raise NotImplementedError
+
+
+def sealing_layer(store: ObjectStore) -> KeyLayer | None:
+    """The client-side encryption layer of a store stack, or None.
 
     It may sit under other wrappers (a meter, a delete-coalescing layer).
     """
-    return layer_with(store, "seals_threads")
+    return next((layer for layer in layers(store) if isinstance(layer, KeyLayer)), None)
