@@ -238,9 +238,9 @@ class ObjstoreS3Boto3(ObjstoreS3):
     name, label = "objstore-s3-boto3", "objstore-saver (S3, boto3)"
 
     def store(self, env: Env, bucket: str) -> Any:
-        from objstore_saver import S3Store
+        from objstore_saver import Boto3S3Store
 
-        return S3Store(bucket, client=env.client())
+        return Boto3S3Store(bucket, client=env.client())
 
 
 class ObjstoreS3Encrypted(ObjstoreS3):

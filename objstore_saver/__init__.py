@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from objstore_saver.plans.verify_report import Problem, VerifyReport
     from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
     from objstore_saver.storage import (
+        Boto3S3Store,
         LocalStore,
         MeteredStore,
         ObjectStore,
@@ -64,6 +65,7 @@ _LAZY = {
     "ObjectStore": "objstore_saver.storage",
     "PutMode": "objstore_saver.storage",
     "S3Encryption": "objstore_saver.storage",
+    "Boto3S3Store": "objstore_saver.storage",
     "S3Store": "objstore_saver.storage",
     "Problem": "objstore_saver.plans.verify_report",
     "VerifyReport": "objstore_saver.plans.verify_report",
@@ -71,6 +73,7 @@ _LAZY = {
 
 __all__ = [
     "AsyncObjectStoreSaver",
+    "Boto3S3Store",
     "CheckpointConflictError",
     "ConfigurationError",
     "CorruptObjectError",

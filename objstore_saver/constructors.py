@@ -24,7 +24,7 @@ from typing import Any, Self
 from objstore_saver.driver import Driver
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.s3 import S3Encryption, S3Store
+from objstore_saver.storage.s3 import Boto3S3Store, S3Encryption
 from objstore_saver.storage.s3.choice import S3_OPTIONS, open_s3_store
 from objstore_saver.storage.urls import store_from_url
 
@@ -120,7 +120,7 @@ class OnObjectStore:
             prefix: Key prefix of every object written.
             transport: ``"lean"`` (:class:`~objstore_saver.storage.LeanS3Store`,
                 native async, the default) or ``"boto3"``
-                (:class:`~objstore_saver.storage.S3Store`).
+                (:class:`~objstore_saver.storage.Boto3S3Store`).
             check: Send one ``HeadBucket`` now, so a missing bucket, denied
                 access, wrong region or unreachable endpoint fails here;
                 ``False`` skips it.
@@ -128,7 +128,7 @@ class OnObjectStore:
                 ``region_name``, ``max_attempts``, ``connect_timeout``,
                 ``read_timeout``, ``proxies``, ``encryption``...: the
                 arguments of :class:`~objstore_saver.storage.LeanS3Store` or
-                :class:`~objstore_saver.storage.S3Store`; ``retry_mode`` is
+                :class:`~objstore_saver.storage.Boto3S3Store`; ``retry_mode`` is
                 boto3's) and of the class (the saver's ``serde``, the
                 store's ``index``, ``max_workers``...).
 
@@ -165,7 +165,9 @@ class OnObjectStore:
         _, options = _split_options(
             cls, "from_client", kwargs, takes=("client", "bucket", "prefix", "encryption")
         )
-        return cls(S3Store.from_client(client, bucket, prefix, encryption=encryption), **options)
+        return cls(
+            Boto3S3Store.from_client(client, bucket, prefix, encryption=encryption), **options
+        )
 
     @classmethod
     def from_url(cls, url: str, *, check: bool = True, **kwargs: Any) -> Self:

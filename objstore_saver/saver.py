@@ -47,7 +47,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
     the same object serves ``graph.invoke`` and ``graph.ainvoke``.
 
     Args:
-        store: The storage backend (:class:`~objstore_saver.storage.S3Store`,
+        store: The storage backend (:class:`~objstore_saver.storage.Boto3S3Store`,
             :class:`~objstore_saver.storage.LocalStore`, or any
             :class:`~objstore_saver.storage.ObjectStore`).
         serde: LangGraph serializer; defaults to ``JsonPlusSerializer``.

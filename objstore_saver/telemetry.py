@@ -22,7 +22,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from objstore_saver._version import __version__
 from objstore_saver.plans.requests import (
@@ -37,10 +36,14 @@ from objstore_saver.plans.requests import (
     execute,
     shredder,
 )
-from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectStore, PutMode, StoreWrapper
-from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.s3 import S3Store
-from objstore_saver.storage.s3.lean import LeanS3Store
+from objstore_saver.storage.base import (
+    MAX_DELETE_BATCH,
+    DescribesRequests,
+    ObjectStore,
+    PutMode,
+    RequestFacts,
+    StoreWrapper,
+)
 
 try:
     from opentelemetry import context as otel_context, trace as otel_trace
@@ -270,31 +273,15 @@ class RequestNaming:
 
     def __init__(self, store: ObjectStore) -> None:
         base = _innermost(store)
-        self._key_prefix = ""
-        self._file_root: str | None = None
-        common: dict[str, Any] = {}
-        if isinstance(base, S3Store | LeanS3Store):
-            self._service = "S3"
-            self._key_prefix = base.prefix
-            common = {"rpc.system": "aws-api", "rpc.service": "S3", "aws.s3.bucket": base.bucket}
-            if isinstance(base, S3Store):
-                endpoint_url, region = base.client.meta.endpoint_url, base.client.meta.region_name
-            else:
-                endpoint_url, region = base.endpoint, base.region
-            endpoint = urlsplit(endpoint_url or "")
-            if endpoint.hostname:
-                common["server.address"] = endpoint.hostname
-                common["server.port"] = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-            if region:
-                common["cloud.region"] = region
-        elif isinstance(base, LocalStore):
-            self._service = "LocalStore"
-            self._file_root = base.root
-            common = {"file.directory": base.root}
+        if isinstance(base, DescribesRequests):
+            facts = base.request_facts()
         else:
-            self._service = type(base).__name__
-        self._s3 = isinstance(base, S3Store | LeanS3Store)
-        self._common = common
+            facts = RequestFacts(type(base).__name__)
+        self._service = facts.service
+        self._key_prefix = facts.key_prefix
+        self._file_root = facts.file_root
+        self._s3 = facts.s3
+        self._common = dict(facts.attributes)
 
     def name(self, op: Op) -> str:
         """Span name, ``Service.Operation``: ``S3.GetObject``, ``LocalStore.PutObject``..."""

@@ -33,7 +33,7 @@ import system_deps
 from backends import BACKENDS, Backend, S3Endpoint, open_backend
 from moto_process import moto_server
 
-from objstore_saver.storage import S3Store
+from objstore_saver.storage import Boto3S3Store
 
 pytest_plugins = ["pytester"]  # test_system_deps.py runs the fixtures in an inner session
 
@@ -160,9 +160,9 @@ def creds(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> S3Store:
-    """An :class:`S3Store` under the prefix ``pfx/`` of a new bucket."""
-    return S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())
+def s3_store(s3_endpoint: S3Endpoint, s3_bucket: str) -> Boto3S3Store:
+    """An :class:`Boto3S3Store` under the prefix ``pfx/`` of a new bucket."""
+    return Boto3S3Store(s3_bucket, "pfx/", client=s3_endpoint.client())
 
 
 @pytest.fixture(scope="module")

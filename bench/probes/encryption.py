@@ -41,7 +41,7 @@ from bench.graphs import SEED, Script, chat_graph
 from bench.pricing import by_class
 from bench.probes import stored_objects, write_json
 from bench.savers import ObjstoreS3, ObjstoreS3Encrypted
-from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
+from objstore_saver import Boto3S3Store, LocalStore, MeteredStore, ObjectStoreSaver
 from objstore_saver.crypto.names import KEY_PREFIX
 from objstore_saver.storage import ObjectStore
 
@@ -74,7 +74,7 @@ def _stores(kind: str) -> Iterator[dict[str, ObjectStore]]:
         stores: dict[str, ObjectStore] = {}
         for m in MODES:
             client.create_bucket(Bucket=f"encryption-{m}")
-            stores[m] = S3Store.from_client(client, f"encryption-{m}")
+            stores[m] = Boto3S3Store.from_client(client, f"encryption-{m}")
         yield stores
 
 

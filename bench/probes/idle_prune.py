@@ -30,7 +30,7 @@ from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver
 from objstore_saver.driver import Driver
 from objstore_saver.plans.scan import scan_threads
 from objstore_saver.plans.threads import thread_id_of
-from objstore_saver.storage import ObjectStore, S3Store
+from objstore_saver.storage import Boto3S3Store, ObjectStore
 
 IDLE_FOR = timedelta(days=30)
 
@@ -57,7 +57,7 @@ def _store(s3: bool) -> Iterator[ObjectStore]:
             aws_secret_access_key="testing",
         )
         client.create_bucket(Bucket="idle-bench")
-        yield S3Store("idle-bench", "bench/", client=client)
+        yield Boto3S3Store("idle-bench", "bench/", client=client)
     finally:
         server.stop()
 

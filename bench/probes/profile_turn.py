@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench.graphs import SEED, chat_graph
-from objstore_saver import LocalStore, ObjectStoreSaver, S3Store
+from objstore_saver import Boto3S3Store, LocalStore, ObjectStoreSaver
 from objstore_saver.storage import LeanS3Store, ObjectStore
 
 #: Components, by where a function's code lives (first match wins).
@@ -114,7 +114,7 @@ def open_store(kind: str, root: str, endpoint: str | None) -> ObjectStore:
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     client.create_bucket(Bucket="profile")
     if kind == "s3-boto3":
-        return S3Store.from_client(client, "profile", "p/")
+        return Boto3S3Store.from_client(client, "profile", "p/")
     return LeanS3Store("profile", "p/", endpoint_url=endpoint, region_name="us-east-1")
 
 

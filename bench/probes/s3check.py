@@ -1,4 +1,4 @@
-"""Check that an S3 server gives the guarantees ``S3Store`` relies on.
+"""Check that an S3 server gives the guarantees ``Boto3S3Store`` relies on.
 
 ``python -m bench.probes.s3check --s3-server seaweedfs`` starts that server (see
 :mod:`bench.server`), runs the checks against it directly (no proxy) and prints

@@ -15,7 +15,7 @@ GETs run 1 and 64 at a time with 20 ms injected per request.
 one server and prints the median of each and their ratio: one before/after
 run, robust to a machine whose load drifts.
 
-Transports: ``boto3`` (the current ``S3Store``, sync), ``lean`` (``LeanS3Store``
+Transports: ``boto3`` (the current ``Boto3S3Store``, sync), ``lean`` (``LeanS3Store``
 sync and async: SigV4 here, http.client / asyncio streams), ``aiobotocore`` (async),
 ``obstore`` (sync and async). Missing packages are reported and skipped; run it
 in the venv of ``docs/transport.md``.
@@ -67,9 +67,9 @@ class Client:
 
 
 def _boto3(url: str, bucket: str) -> Client:
-    from objstore_saver.storage import ObjectExistsError, PutMode, S3Store
+    from objstore_saver.storage import Boto3S3Store, ObjectExistsError, PutMode
 
-    s = S3Store(bucket, endpoint_url=url, region_name=REGION)
+    s = Boto3S3Store(bucket, endpoint_url=url, region_name=REGION)
 
     def exists(k: str, d: bytes) -> None:
         try:
@@ -79,7 +79,7 @@ def _boto3(url: str, bucket: str) -> Client:
         raise AssertionError("no 412")
 
     return Client(
-        "boto3 (S3Store, sync)",
+        "boto3 (Boto3S3Store, sync)",
         False,
         lambda k, d: s.put(k, d, PutMode.CREATE),
         exists,
@@ -194,7 +194,7 @@ async def _open_aiobotocore(url: str, holder: dict[str, Any]) -> None:
 def _obstore(url: str, bucket: str, is_async: bool) -> Client:
     import obstore
     from obstore.exceptions import AlreadyExistsError
-    from obstore.store import S3Store as ObS3
+    from obstore.store import Boto3S3Store as ObS3
 
     s = ObS3(
         bucket,

@@ -2,7 +2,7 @@
 
 ``python -m bench.probes.transport_turns`` runs workload 1's chat graph (the seed
 conversation) through PostgresSaver and through ObjectStoreSaver on
-``S3Store`` (boto3) and on ``LeanS3Store``, first as 8 conversations on 8 OS
+``Boto3S3Store`` (boto3) and on ``LeanS3Store``, first as 8 conversations on 8 OS
 threads (``invoke``), then as 64 conversations on one event loop
 (``ainvoke``). The servers (PostgreSQL, moto) run in other processes (moto behind the
 metering proxy, no injected delay, keep-alive connections), so
@@ -32,7 +32,7 @@ import boto3
 from bench.graphs import SEED, chat_graph
 from bench.postgres import PostgresServer
 from bench.server import ServerProcess
-from objstore_saver import ObjectStoreSaver, S3Store
+from objstore_saver import Boto3S3Store, ObjectStoreSaver
 from objstore_saver.storage import (
     ListPage,
     ObjectExistsError,
@@ -118,7 +118,7 @@ def _store(kind: str, url: str) -> Any:
         return DictStore()
     bucket = _bucket(url)
     if kind == "boto3":
-        return S3Store(bucket, endpoint_url=url, region_name=REGION)
+        return Boto3S3Store(bucket, endpoint_url=url, region_name=REGION)
     return LeanS3Store(bucket, endpoint_url=url, region_name=REGION)
 
 

@@ -24,11 +24,17 @@ from objstore_saver.storage.base import (
 )
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.metered import Meter, MeteredStore
-from objstore_saver.storage.s3.boto3_store import EncryptionNotConfirmedError, S3Encryption, S3Store
+from objstore_saver.storage.s3.boto3_store import (
+    Boto3S3Store,
+    EncryptionNotConfirmedError,
+    S3Encryption,
+    S3Store,
+)
 from objstore_saver.storage.s3.lean import LeanS3Store
 
 __all__ = [
     "MAX_DELETE_BATCH",
+    "Boto3S3Store",
     "EncryptionNotConfirmedError",
     "InvalidKeyError",
     "LeanS3Store",

@@ -19,7 +19,7 @@ import enum
 import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -246,6 +246,32 @@ class ThreadedAsync:
     async def adelete(self, keys: Sequence[str]) -> None:
         """Run :meth:`delete` in a worker thread."""
         await in_thread(self.delete, list(keys))  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """How a backend's requests are named in telemetry (OpenTelemetry's conventions).
+
+    Attributes:
+        service: The span name's service: ``S3``, ``LocalStore``...
+        s3: Requests are S3 operations (``rpc.method``, ``aws.s3.key``).
+        key_prefix: What the backend puts before every key (an S3 prefix).
+        file_root: The directory of a local backend (``file.path``).
+        attributes: Attributes every request span carries.
+    """
+
+    service: str
+    s3: bool = False
+    key_prefix: str = ""
+    file_root: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class DescribesRequests(Protocol):
+    """A backend that says how its requests are named (every backend of the package)."""
+
+    def request_facts(self) -> RequestFacts: ...
 
 
 class StoreWrapper:

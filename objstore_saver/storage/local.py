@@ -35,6 +35,7 @@ from objstore_saver.storage.base import (
     ObjectInfo,
     ObjectNotFoundError,
     PutMode,
+    RequestFacts,
     StorageError,
     ThreadedAsync,
     validate_byte_range,
@@ -169,6 +170,12 @@ class LocalStore(ThreadedAsync):
 
     def __repr__(self) -> str:
         return f"LocalStore({self._root!r})"
+
+    def request_facts(self) -> RequestFacts:
+        """Requests named ``LocalStore.PutObject``..., with ``file.*`` attributes."""
+        return RequestFacts(
+            "LocalStore", file_root=self._root, attributes={"file.directory": self._root}
+        )
 
     def _path(self, key: str) -> str:
         validate_key(key)

@@ -114,7 +114,7 @@ def parse_url(url: str) -> StoreURL:
             a warning) or ``verify=true``.
             ``transport`` is ``lean`` (default: :class:`~objstore_saver.storage.LeanS3Store`,
             native async, about a quarter of boto3's client CPU per request) or
-            ``boto3`` (:class:`~objstore_saver.storage.S3Store`).
+            ``boto3`` (:class:`~objstore_saver.storage.Boto3S3Store`).
 
     Raises:
         ConfigurationError: unknown scheme, missing bucket or path, credentials
@@ -212,7 +212,7 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
             one message naming bucket and endpoint, not at the first turn.
         **s3_options: Options of the transport's store
             (:class:`~objstore_saver.storage.LeanS3Store` or
-            :class:`~objstore_saver.storage.S3Store`); ``None`` keeps the default.
+            :class:`~objstore_saver.storage.Boto3S3Store`); ``None`` keeps the default.
 
     Raises:
         ConfigurationError: the URL is invalid, sets an option given here

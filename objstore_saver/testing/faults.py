@@ -11,7 +11,7 @@ Two places can fail on purpose:
   that chosen HTTP attempts get a synthetic ``500``/``503 SlowDown`` answer,
   a ``ConnectionClosedError``, a ``ReadTimeoutError``, or are sent and then
   have their response dropped. botocore's own retries and
-  :class:`~objstore_saver.storage.S3Store`'s lost-response handling then run
+  :class:`~objstore_saver.storage.Boto3S3Store`'s lost-response handling then run
   against a real server.
 
 Which requests fail is decided by a *fault plan*: any callable taking a

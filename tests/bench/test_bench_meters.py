@@ -32,7 +32,7 @@ from bench.meters import (
 )
 from bench.probes.saturation import GcTimer
 from bench.proxy import MeteringProxy, classify
-from objstore_saver import LocalStore, MeteredStore, ObjectStoreSaver, S3Store
+from objstore_saver import Boto3S3Store, LocalStore, MeteredStore, ObjectStoreSaver
 
 
 @pytest.fixture
@@ -247,7 +247,9 @@ def test_proxy_agrees_with_metered_store(
     s3_endpoint: Any, s3_bucket: str, proxy: MeteringProxy
 ) -> None:
     """Two independent meters of the same saver traffic count the same requests and bytes."""
-    store = MeteredStore(S3Store(s3_bucket, "p/", client=_client(s3_endpoint, proxy)), log=True)
+    store = MeteredStore(
+        Boto3S3Store(s3_bucket, "p/", client=_client(s3_endpoint, proxy)), log=True
+    )
     meter = ProxyMeter(proxy.url)
     start = meter.begin()
     with ObjectStoreSaver(store) as saver:

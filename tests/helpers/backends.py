@@ -3,7 +3,7 @@
 The fixtures of conftest.py build these: ``s3_endpoint`` (session), ``s3_bucket``
 and ``backend``, which runs a test once per :data:`BACKENDS` id (``local``, a
 directory; ``s3-lean``, a bucket over :class:`LeanS3Store`; ``s3-boto3``, a
-bucket over boto3's :class:`S3Store`), or on fewer with
+bucket over boto3's :class:`Boto3S3Store`), or on fewer with
 ``@pytest.mark.backends("local", "s3-boto3")`` on the test or the module.
 """
 
@@ -20,7 +20,7 @@ import boto3
 import botocore.config
 import pytest
 
-from objstore_saver.storage import LocalStore, ObjectStore, S3Store
+from objstore_saver.storage import Boto3S3Store, LocalStore, ObjectStore
 
 #: The backend ids, in the order tests run on them.
 BACKENDS = ("local", "s3-lean", "s3-boto3")
@@ -96,7 +96,7 @@ class S3Endpoint:
         """A store on this endpoint over ``transport`` (one of :data:`S3_TRANSPORTS`).
 
         Args:
-            transport: ``"boto3"`` (:class:`S3Store` on a new :meth:`client`, unless
+            transport: ``"boto3"`` (:class:`Boto3S3Store` on a new :meth:`client`, unless
                 ``client=`` is given) or ``"lean"`` (:meth:`lean_store`).
             bucket: Bucket name.
             prefix: Key prefix.
@@ -104,7 +104,7 @@ class S3Endpoint:
         """
         if transport == "boto3":
             options.setdefault("client", self.client())
-            return S3Store(bucket, prefix, **options)
+            return Boto3S3Store(bucket, prefix, **options)
         if transport == "lean":
             return self.lean_store(bucket, prefix, **options)
         raise ValueError(f"unknown S3 transport {transport!r} in a test: {S3_TRANSPORTS}")
@@ -190,7 +190,7 @@ class Backend:
             prefix: Key prefix on S3; a folder of :attr:`root` for ``local``.
             fsync: The :class:`LocalStore` option (S3 has no such switch).
             **options: Other options of the store's constructor (``client`` and
-                others of :class:`S3Store`, those of :class:`LeanS3Store`).
+                others of :class:`Boto3S3Store`, those of :class:`LeanS3Store`).
         """
         if not self.is_s3:
             return LocalStore(self.root / prefix if prefix else self.root, fsync=fsync, **options)

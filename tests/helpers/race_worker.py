@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from objstore_saver import CheckpointConflictError, ObjectStoreSaver
-from objstore_saver.storage import LocalStore, ObjectStore, S3Store
+from objstore_saver.storage import Boto3S3Store, LocalStore, ObjectStore
 from objstore_saver.storage.s3.lean import LeanS3Store
 
 PARENT = "1f000000-0000-6000-8000-000000000000"
@@ -45,7 +45,7 @@ def open_store(spec: dict[str, Any]) -> ObjectStore:
         aws_access_key_id=spec["access_key"],
         aws_secret_access_key=spec["secret_key"],
     )
-    return S3Store(spec["bucket"], spec["prefix"], client=client)
+    return Boto3S3Store(spec["bucket"], spec["prefix"], client=client)
 
 
 def parent_values() -> dict[str, Any]:

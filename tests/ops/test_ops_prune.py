@@ -18,7 +18,7 @@ from objstore_saver.format import keys as k
 from objstore_saver.ops import JobError, OpsConfig, prune
 from objstore_saver.ops.maintain import parse_duration
 from objstore_saver.plans.requests import Emit
-from objstore_saver.storage import LocalStore, MeteredStore, S3Store
+from objstore_saver.storage import Boto3S3Store, LocalStore, MeteredStore
 from objstore_saver.storage.s3.lean import LeanS3Store
 
 
@@ -198,7 +198,7 @@ def test_enumeration_is_one_flat_listing_and_names_hashed_threads(
 def test_prune_on_s3_over_each_transport(backend: Backend) -> None:
     url = backend.url("ops", name_transport=True)
     with ObjectStoreSaver.from_url(url) as saver:
-        assert type(saver.store) is (S3Store if backend.transport == "boto3" else LeanS3Store)
+        assert type(saver.store) is (Boto3S3Store if backend.transport == "boto3" else LeanS3Store)
         chat(saver, "long", [f"question {i}" for i in range(4)])
         chat(saver, "short", ["just one"])
     report = prune(keep_last=1, min_age=0, apply=True, config=OpsConfig(url=url))

@@ -20,7 +20,7 @@ from forward_proxy import ForwardProxy
 
 from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.errors import ConfigurationError
-from objstore_saver.storage import LeanS3Store, LocalStore, S3Store, StoreUnavailableError
+from objstore_saver.storage import Boto3S3Store, LeanS3Store, LocalStore, StoreUnavailableError
 from objstore_saver.storage.http.messages import HttpRequest
 from objstore_saver.storage.s3.choice import S3_OPTIONS, STORE_OPTIONS
 
@@ -73,7 +73,7 @@ def test_from_url_passes_store_options_to_the_boto3_store(
         retry_mode="adaptive",
         sweep_delay=timedelta(hours=2),
     ) as saver:
-        assert isinstance(saver.store, S3Store)
+        assert isinstance(saver.store, Boto3S3Store)
         config = saver.store.client.meta.config
         assert config.retries == {"mode": "adaptive", "total_max_attempts": 2}
         assert config.connect_timeout == 1

@@ -1,7 +1,7 @@
 """Nothing is lost under injected faults.
 
 Where retries live: an S3 request is retried by botocore (its ``standard`` or
-``adaptive`` mode, bounded attempts) inside :class:`S3Store`, which also tells
+``adaptive`` mode, bounded attempts) inside :class:`Boto3S3Store`, which also tells
 a create-only put whose response was lost from someone else's object. The
 saver does not retry: when the store gives up, the error reaches LangGraph,
 and the user re-runs the graph. These tests inject faults at both places —
@@ -30,11 +30,11 @@ from faultkit import (
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import (
+    Boto3S3Store,
     LocalStore,
     ObjectExistsError,
     ObjectStore,
     PutMode,
-    S3Store,
     StorageError,
 )
 from objstore_saver.testing.faults import (
@@ -127,7 +127,7 @@ def test_random_faults_are_seeded_and_near_their_rate() -> None:
 
 @pytest.mark.parametrize("fault", list(Fault))
 def test_client_fault_is_retried_by_botocore(s3_client: Any, s3_bucket: str, fault: Fault) -> None:
-    store = S3Store(s3_bucket, "hooks/", client=s3_client)
+    store = Boto3S3Store(s3_bucket, "hooks/", client=s3_client)
     # Fail the first attempt of every request once.
     faults = install_client_faults(s3_client, FailWhere(lambda r: r.index % 2 == 0, fault, times=4))
     try:
@@ -148,7 +148,7 @@ def test_client_fault_is_retried_by_botocore(s3_client: Any, s3_bucket: str, fau
 def test_lost_response_of_create_only_put_is_ours_not_a_conflict(
     s3_client: Any, s3_bucket: str
 ) -> None:
-    store = S3Store(s3_bucket, "lost/", client=s3_client)
+    store = Boto3S3Store(s3_bucket, "lost/", client=s3_client)
     faults = install_client_faults(s3_client, FailAt({0}, Fault.LOST_RESPONSE))
     try:
         store.put("m/1", b"mine", PutMode.CREATE)  # retry got 412, stored bytes are ours
@@ -169,7 +169,7 @@ def test_client_gives_up_after_bounded_attempts_with_a_clear_error(
     s3_endpoint: Any, s3_bucket: str
 ) -> None:
     client = s3_endpoint.client(retries={"mode": "standard", "total_max_attempts": 3})
-    store = S3Store(s3_bucket, "giveup/", client=client)
+    store = Boto3S3Store(s3_bucket, "giveup/", client=client)
     faults = install_client_faults(client, FailWhere(lambda r: True, Fault.SLOW_DOWN))
     try:
         with pytest.raises(StorageError, match=r"put of key 'x/y'.*SlowDown \(HTTP 503\)"):
@@ -240,7 +240,7 @@ def test_saver_loses_nothing_under_client_faults_and_store_faults(
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
     steps = 2000 if long_run else 60
     client = s3_endpoint.client()
-    base = S3Store(s3_bucket, "both/", client=client)
+    base = Boto3S3Store(s3_bucket, "both/", client=client)
     hooks = install_client_faults(client, RandomFaults(0.05, seed=11))
     faulty = FaultyStore(base, RandomFaults(0.05, seed=12))
     try:

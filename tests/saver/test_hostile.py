@@ -42,10 +42,10 @@ from objstore_saver.format import codec, keys as k
 from objstore_saver.format.codec import Ref, ValueObj
 from objstore_saver.plans import embedded_name
 from objstore_saver.storage import (
+    Boto3S3Store,
     MeteredStore,
     ObjectStore,
     PutMode,
-    S3Store,
     StoreUnavailableError,
 )
 from objstore_saver.storage.base import validate_key
@@ -253,7 +253,7 @@ def test_bad_identifiers_are_refused_by_name(
 
 def test_missing_bucket_is_named(s3_endpoint: Any) -> None:
     TRIED.append("missing bucket")
-    store = S3Store("no-such-bucket-objstore", client=s3_endpoint.client())
+    store = Boto3S3Store("no-such-bucket-objstore", client=s3_endpoint.client())
     with (
         ObjectStoreSaver(store) as saver,
         pytest.raises(StoreUnavailableError, match=r"'no-such-bucket-objstore'.*NoSuchBucket"),
@@ -284,7 +284,7 @@ def test_wrong_credentials_are_named_without_the_secret(s3_endpoint: Any, s3_buc
                 request.url, 403, "InvalidAccessKeyId", "The AWS Access Key Id does not exist"
             ),
         )
-    store = S3Store(s3_bucket, client=client)
+    store = Boto3S3Store(s3_bucket, client=client)
     with ObjectStoreSaver(store) as saver, pytest.raises(StoreUnavailableError) as info:
         saver.get_tuple(config("t"))
     assert s3_bucket in str(info.value)
@@ -306,7 +306,7 @@ def test_endpoint_down_is_named(s3_endpoint: Any) -> None:
         aws_secret_access_key="b",
         config=botocore.config.Config(retries={"total_max_attempts": 1}, connect_timeout=1),
     )
-    store = S3Store("down", client=client)
+    store = Boto3S3Store("down", client=client)
     with ObjectStoreSaver(store) as saver, pytest.raises(StoreUnavailableError) as info:
         saver.get_tuple(config("t"))
     assert "'down'" in str(info.value) and f"127.0.0.1:{port}" in str(info.value)

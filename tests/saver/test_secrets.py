@@ -32,7 +32,7 @@ from lean_helpers import AsyncDriven, Recorder
 from s3_helpers import error_reply
 
 from objstore_saver import ObjectStoreSaver
-from objstore_saver.storage import PutMode, S3Encryption, S3Store, StorageError
+from objstore_saver.storage import Boto3S3Store, PutMode, S3Encryption, StorageError
 from objstore_saver.storage.http.messages import HttpResponse
 from objstore_saver.storage.s3.choice import TRANSPORTS
 from objstore_saver.storage.s3.lean import LeanS3Store
@@ -115,15 +115,15 @@ def _failures(endpoint: Any, bucket: str) -> list[tuple[str, Callable[[], Any]]]
     sse_c = S3Encryption.sse_c(SECRETS.sse_c_key)
     down = f"http://127.0.0.1:{_closed_port()}"
     on_server = {"endpoint_url": endpoint.url, "region_name": endpoint.region}
-    missing = S3Store(f"missing-{uuid.uuid4().hex[:10]}", "p/", encryption=sse_c, **on_server)
-    unreachable = S3Store("bucket", encryption=sse_c, endpoint_url=down, max_attempts=1)
-    denied = S3Store(bucket, encryption=sse_c, **on_server)
+    missing = Boto3S3Store(f"missing-{uuid.uuid4().hex[:10]}", "p/", encryption=sse_c, **on_server)
+    unreachable = Boto3S3Store("bucket", encryption=sse_c, endpoint_url=down, max_attempts=1)
+    denied = Boto3S3Store(bucket, encryption=sse_c, **on_server)
     if not os.environ.get("OBJSTORE_TEST_ENDPOINT"):
         # moto accepts any credentials: play the server's refusal.
         denied.client.meta.events.register(
             "before-send.s3", error_reply(403, "InvalidAccessKeyId", "no such key id")
         )
-    failing_put = S3Store(bucket, encryption=sse_c, max_attempts=2, **on_server)
+    failing_put = Boto3S3Store(bucket, encryption=sse_c, max_attempts=2, **on_server)
     failing_put.client.meta.events.register(
         "before-send.s3.PutObject",
         lambda request, **_: _fail_put(request),
@@ -145,7 +145,7 @@ def _fail_put(request: Any) -> Any:
     return error_reply(500, "InternalError", "We encountered an internal error.")(request)
 
 
-def _bad_sse_c_get(store: S3Store) -> None:
+def _bad_sse_c_get(store: Boto3S3Store) -> None:
     # With an MD5 given, botocore does not encode the key and refuses the raw
     # bytes with a ParamValidationError that quotes them.
     store._extra_get_args["SSECustomerKeyMD5"] = "not-the-md5"
@@ -254,7 +254,7 @@ def test_lean_failures_carry_no_secret(
 @pytest.mark.usefixtures("credentials")
 def test_reprs_carry_no_secret(s3_endpoint: Any) -> None:
     sse_c = S3Encryption.sse_c(SECRETS.sse_c_key)
-    store = S3Store(
+    store = Boto3S3Store(
         "bucket", "p/", endpoint_url=s3_endpoint.url, region_name="us-east-1", encryption=sse_c
     )
     lean_store = LeanS3Store(
@@ -289,7 +289,7 @@ def test_reprs_carry_no_secret(s3_endpoint: Any) -> None:
 def test_endpoint_url_password_is_refused_without_echo() -> None:
     url = f"http://objstore:{SECRETS.url_password}@127.0.0.1:{_closed_port()}"
     for build in (
-        lambda: S3Store("bucket", endpoint_url=url),
+        lambda: Boto3S3Store("bucket", endpoint_url=url),
         lambda: LeanS3Store("bucket", endpoint_url=url),
         lambda: ObjectStoreSaver.from_bucket("bucket", endpoint_url=url),
         lambda: ObjectStoreSaver.from_bucket("bucket", endpoint_url=url, transport="boto3"),

@@ -33,13 +33,13 @@ from objstore_saver import InvalidIdentifierError, ObjectStoreSaver
 from objstore_saver.driver import Driver
 from objstore_saver.plans.requests import Batch, Get
 from objstore_saver.storage import (
+    Boto3S3Store,
     LeanS3Store,
     LocalStore,
     Meter,
     MeteredStore,
     ObjectStore,
     PutMode,
-    S3Store,
 )
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, StoreWrapper, ThreadedAsync
 from objstore_saver.telemetry import SaverStats, Telemetry
@@ -177,7 +177,7 @@ def _check_tree(
         span_keys[kind].append(
             a["objstore_saver.list.prefix" if kind == "list" else "objstore_saver.key"]
         )
-    prefix = store.prefix if isinstance(store, S3Store | LeanS3Store) else ""
+    prefix = store.prefix if isinstance(store, Boto3S3Store | LeanS3Store) else ""
     assert {k: sorted(v) for k, v in span_keys.items()} == {
         k: sorted(prefix + key if k == "list" else key for key in keys)
         for k, keys in by_kind.items()
@@ -197,7 +197,7 @@ _METHODS = {
 def _check_request_span(span: ReadableSpan, store: ObjectStore) -> None:
     a = span.attributes or {}
     kind = a["objstore_saver.request.kind"]
-    if isinstance(store, S3Store | LeanS3Store):
+    if isinstance(store, Boto3S3Store | LeanS3Store):
         assert span.name == f"S3.{_METHODS[kind]}"
         assert a["rpc.system"] == "aws-api"
         assert a["rpc.service"] == "S3"
@@ -378,7 +378,7 @@ async def test_delete_thread_spans_name_the_deleted_keys(
     assert sum(c.attributes["objstore_saver.delete.keys"] for c in deletes) == len(deleted)
     for span in deletes:
         assert span.kind is SpanKind.CLIENT
-        if isinstance(base_store, S3Store | LeanS3Store):
+        if isinstance(base_store, Boto3S3Store | LeanS3Store):
             assert span.name == "S3.DeleteObjects"
             assert span.attributes["rpc.method"] == "DeleteObjects"
             assert span.attributes["aws.s3.bucket"] == base_store.bucket

@@ -29,7 +29,7 @@ from objstore_saver.crypto.names import KEY_ENV
 from objstore_saver.errors import ThreadKeyMissingError
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.storage import PutMode
-from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store
 
 pytestmark = pytest.mark.usefixtures("creds_env")
 
@@ -79,7 +79,7 @@ def open_store(request: pytest.FixtureRequest, s3_endpoint: Any) -> Any:
     def open_(bucket: str) -> Any:
         if request.param == "lean":
             return lean(s3_endpoint, bucket, "pfx/")
-        return S3Store(bucket, "pfx/", client=s3_endpoint.client())
+        return Boto3S3Store(bucket, "pfx/", client=s3_endpoint.client())
 
     return open_
 

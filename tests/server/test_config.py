@@ -25,7 +25,7 @@ from objstore_saver.config import (
     parse_url,
     redact_url,
 )
-from objstore_saver.storage import LeanS3Store, LocalStore, S3Store
+from objstore_saver.storage import Boto3S3Store, LeanS3Store, LocalStore
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_from_url_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("query", "kind"),
-    [("", LeanS3Store), ("&transport=lean", LeanS3Store), ("&transport=boto3", S3Store)],
+    [("", LeanS3Store), ("&transport=lean", LeanS3Store), ("&transport=boto3", Boto3S3Store)],
 )
 def test_from_url_s3_round_trip(aws_env: Any, s3_bucket: str, query: str, kind: type) -> None:
     with ObjectStoreSaver.from_url(_s3_url(aws_env, s3_bucket) + query) as saver:

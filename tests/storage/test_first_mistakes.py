@@ -29,9 +29,9 @@ from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.cli import EXIT_USAGE, main
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage import (
+    Boto3S3Store,
     LeanS3Store,
     ObjectNotFoundError,
-    S3Store,
     StoreUnavailableError,
 )
 from objstore_saver.storage.http.messages import HttpRequest
@@ -226,7 +226,7 @@ def _count_lean_sends(store: LeanS3Store) -> list[HttpRequest]:
     return sent
 
 
-def _count_boto3_sends(store: S3Store) -> list[str]:
+def _count_boto3_sends(store: Boto3S3Store) -> list[str]:
     sent: list[str] = []
     store.client.meta.events.register(
         "before-send.s3.*", lambda event_name, **_: sent.append(event_name.rsplit(".", 1)[1])
@@ -269,7 +269,7 @@ def test_the_lean_async_check_of_a_refused_endpoint_is_one_attempt(refused_url: 
 
 @pytest.mark.usefixtures("creds", "no_proxy")
 def test_the_boto3_check_of_a_refused_endpoint_is_one_attempt(refused_url: str) -> None:
-    store = S3Store("b", endpoint_url=refused_url, region_name="us-east-1", max_attempts=2)
+    store = Boto3S3Store("b", endpoint_url=refused_url, region_name="us-east-1", max_attempts=2)
     sent = _count_boto3_sends(store)
     with pytest.raises(StoreUnavailableError) as info:
         store.check()

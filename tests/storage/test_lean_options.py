@@ -25,7 +25,7 @@ from objstore_saver.storage import PutMode
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
 from objstore_saver.storage.http.sync_pool import ConnectionPool
-from objstore_saver.storage.s3 import S3Store
+from objstore_saver.storage.s3 import Boto3S3Store
 from objstore_saver.storage.s3.choice import open_s3_store
 from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.storage.urls import store_from_url
@@ -157,7 +157,7 @@ def test_boto3_store_uses_path_style_for_an_endpoint_of_the_environment(
 ) -> None:
     configured = _closed_port_url()
     clean_env.setenv("AWS_ENDPOINT_URL", configured)
-    store = S3Store("bucket", region_name="eu-west-1")
+    store = Boto3S3Store("bucket", region_name="eu-west-1")
     assert store.client.meta.config.s3 == {"addressing_style": "path"}
     assert store.client.meta.endpoint_url == configured
 

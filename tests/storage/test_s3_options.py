@@ -1,4 +1,4 @@
-"""S3Store's client options: retries, timeouts, server-side encryption, Expect.
+"""Boto3S3Store's client options: retries, timeouts, server-side encryption, Expect.
 
 Runs against the test session's S3 endpoint (moto on loopback, or the server
 named by OBJSTORE_TEST_ENDPOINT, e.g. Ceph RGW from scripts/ceph-rgw.sh).
@@ -30,12 +30,12 @@ from standalone_values import parts_value, write_value_alone
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.format import codec, keys as k
 from objstore_saver.storage import (
+    Boto3S3Store,
     EncryptionNotConfirmedError,
     LeanS3Store,
     ObjectExistsError,
     PutMode,
     S3Encryption,
-    S3Store,
     StorageError,
     StoreUnavailableError,
 )
@@ -58,7 +58,7 @@ def _record(client: Any, operation: str) -> list[dict[str, Any]]:
 
 
 def test_default_client_options(s3_endpoint: Any) -> None:
-    store = S3Store("bucket", endpoint_url=s3_endpoint.url, region_name=s3_endpoint.region)
+    store = Boto3S3Store("bucket", endpoint_url=s3_endpoint.url, region_name=s3_endpoint.region)
     config = store.client.meta.config
     assert config.retries == {"mode": "standard", "total_max_attempts": DEFAULT_MAX_ATTEMPTS}
     assert config.connect_timeout == DEFAULT_CONNECT_TIMEOUT == 5.0
@@ -68,7 +68,7 @@ def test_default_client_options(s3_endpoint: Any) -> None:
 
 
 def test_client_options_reach_the_client(s3_endpoint: Any) -> None:
-    store = S3Store(
+    store = Boto3S3Store(
         "bucket",
         endpoint_url=s3_endpoint.url,
         region_name=s3_endpoint.region,
@@ -100,7 +100,7 @@ def test_from_bucket_forwards_the_s3_options(s3_endpoint: Any) -> None:
     )
     with saver:
         store = saver.store
-        assert isinstance(store, S3Store)
+        assert isinstance(store, Boto3S3Store)
         config = store.client.meta.config
         assert config.retries == {"mode": "adaptive", "total_max_attempts": 2}
         assert (config.connect_timeout, config.read_timeout) == (2, 3)
@@ -144,18 +144,18 @@ def test_from_bucket_forwards_the_options_to_the_lean_transport(s3_endpoint: Any
 )
 def test_invalid_client_options_are_refused(s3_endpoint: Any, option: str, value: Any) -> None:
     with pytest.raises(ValueError, match=option):
-        S3Store("bucket", endpoint_url=s3_endpoint.url, **{option: value})
+        Boto3S3Store("bucket", endpoint_url=s3_endpoint.url, **{option: value})
 
 
 def test_client_options_cannot_be_combined_with_a_client(s3_endpoint: Any) -> None:
     with pytest.raises(ValueError, match=r"max_attempts, read_timeout cannot be combined"):
-        S3Store("b", client=s3_endpoint.client(), max_attempts=2, read_timeout=1)
+        Boto3S3Store("b", client=s3_endpoint.client(), max_attempts=2, read_timeout=1)
 
 
 def test_endpoint_with_user_info_is_refused_without_echoing_it() -> None:
     secret = "pw-" + uuid.uuid4().hex
     with pytest.raises(ValueError, match="user info") as info:
-        S3Store("b", endpoint_url=f"http://user:{secret}@127.0.0.1:9/")
+        Boto3S3Store("b", endpoint_url=f"http://user:{secret}@127.0.0.1:9/")
     assert secret not in str(info.value)
     assert "user" not in str(info.value).split("carries")[0]
 
@@ -164,7 +164,7 @@ def test_max_attempts_bounds_retries_of_throttled_requests(
     s3_endpoint: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_endpoint_credentials(s3_endpoint, monkeypatch)
-    store = S3Store(
+    store = Boto3S3Store(
         s3_bucket, endpoint_url=s3_endpoint.url, region_name=s3_endpoint.region, max_attempts=3
     )
     # No wait between attempts: the count is what matters here.
@@ -213,7 +213,7 @@ def test_read_timeout_ends_each_attempt(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
     monkeypatch.setattr("botocore.retries.standard.ExponentialBackoff.delay_amount", lambda *a: 0)
-    store = S3Store(
+    store = Boto3S3Store(
         "bucket", endpoint_url=url, region_name="us-east-1", max_attempts=2, read_timeout=0.3
     )
     with pytest.raises(StoreUnavailableError, match="ReadTimeoutError") as info:
@@ -225,7 +225,7 @@ def test_read_timeout_ends_each_attempt(
 # --- Expect: 100-continue ----------------------------------------------------------
 
 
-def test_puts_do_not_wait_for_100_continue(s3_store: S3Store) -> None:
+def test_puts_do_not_wait_for_100_continue(s3_store: Boto3S3Store) -> None:
     expect: list[str | None] = []
     s3_store.client.meta.events.register(
         "before-send.s3.PutObject",
@@ -243,8 +243,8 @@ def test_a_put_refused_early_does_not_stall_the_next_put(s3_endpoint: Any, s3_bu
     client = s3_endpoint.client(
         read_timeout=5, retries={"mode": "standard", "total_max_attempts": 1}
     )
-    missing = S3Store(f"missing-{uuid.uuid4().hex[:12]}", client=client)
-    good = S3Store(s3_bucket, client=client)
+    missing = Boto3S3Store(f"missing-{uuid.uuid4().hex[:12]}", client=client)
+    good = Boto3S3Store(s3_bucket, client=client)
     for _ in range(3):
         with pytest.raises(StoreUnavailableError):
             missing.put("k", b"v")
@@ -255,7 +255,7 @@ def test_a_put_refused_early_does_not_stall_the_next_put(s3_endpoint: Any, s3_bu
 # --- conditional writes the store does not use -------------------------------------
 
 #: How each server answers If-Match on PutObject (docs/s3-compatibility.md #3, #4):
-#: with the quoted ETag, with the bare ETag, on a missing key. S3Store never
+#: with the quoted ETag, with the bare ETag, on a missing key. Boto3S3Store never
 #: sends If-Match; this records the differences for code that would.
 IF_MATCH = {
     "moto": (200, 200, 404),
@@ -329,7 +329,7 @@ def test_invalid_encryption_is_refused(build: Any, message: str) -> None:
 
 def test_encryption_repr_hides_the_customer_key(s3_endpoint: Any) -> None:
     sse_c = S3Encryption.sse_c(CUSTOMER_KEY)
-    store = S3Store("b", "p/", client=s3_endpoint.client(), encryption=sse_c)
+    store = Boto3S3Store("b", "p/", client=s3_endpoint.client(), encryption=sse_c)
     for text in (repr(sse_c), repr(store), str(store)):
         assert CUSTOMER_KEY.decode() not in text
         assert "hidden" in text
@@ -338,7 +338,7 @@ def test_encryption_repr_hides_the_customer_key(s3_endpoint: Any) -> None:
 
 def test_encryption_clashing_with_extra_args_is_refused(s3_endpoint: Any) -> None:
     with pytest.raises(ValueError, match="ServerSideEncryption clash"):
-        S3Store(
+        Boto3S3Store(
             "b",
             client=s3_endpoint.client(),
             encryption=S3Encryption.sse_s3(),
@@ -363,7 +363,7 @@ def test_encryption_goes_with_every_put_and_get(
         ),
     )
     puts, gets = _record(client, "PutObject"), _record(client, "GetObject")
-    store = S3Store(s3_bucket, "enc/", client=client, encryption=encryption)
+    store = Boto3S3Store(s3_bucket, "enc/", client=client, encryption=encryption)
     store.put("a", b"1")
     store.put("b", b"22", PutMode.CREATE)
     with pytest.raises(ObjectExistsError):
@@ -390,7 +390,7 @@ def test_encryption_on_the_server(s3_endpoint: Any, s3_bucket: str, kind: str) -
     if supported is None:  # an unknown server: ask it
         answer = raw.put_object(Bucket=s3_bucket, Key="probe", Body=b"p", **encryption.put_args())
         supported = {kind} if encryption.confirmed_by(answer) else set()
-    store = S3Store(s3_bucket, "enc/", client=s3_endpoint.client(), encryption=encryption)
+    store = Boto3S3Store(s3_bucket, "enc/", client=s3_endpoint.client(), encryption=encryption)
     if kind not in supported:
         with pytest.raises(EncryptionNotConfirmedError) as info:
             store.put("thread/obj", b"secret value")
@@ -444,7 +444,7 @@ async def test_every_object_of_a_saver_is_encrypted(
         if not encryption.confirmed_by(answer):
             pytest.skip(f"this server does not confirm {kind}")
         s3_endpoint.client().delete_object(Bucket=s3_bucket, Key="probe")
-    store = S3Store(s3_bucket, "saver/", client=s3_endpoint.client(), encryption=encryption)
+    store = Boto3S3Store(s3_bucket, "saver/", client=s3_endpoint.client(), encryption=encryption)
     with ObjectStoreSaver(store) as saver:
         config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
         checkpoint = empty_checkpoint()

@@ -15,7 +15,7 @@ from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpResponse
 from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.s3 import lean
-from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store
 from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.storage.s3.protocol import BucketRegionError
 from objstore_saver.storage.urls import store_from_url
@@ -165,7 +165,7 @@ EXPRESS = "mybucket--usw2-az1--x-s3"
     "build",
     [
         lambda: LeanS3Store(EXPRESS, region_name="us-west-2"),
-        lambda: S3Store(EXPRESS, region_name="us-west-2"),
+        lambda: Boto3S3Store(EXPRESS, region_name="us-west-2"),
         lambda: store_from_url(f"s3://{EXPRESS}/", check=False),
         lambda: store_from_url(f"s3://{EXPRESS}/?transport=boto3", check=False),
         lambda: store_from_url("s3://x--usw2-az1--x-s3/", check=False),
@@ -183,4 +183,4 @@ def test_a_directory_bucket_is_refused(creds: None, build: Any) -> None:
 
 def test_a_general_purpose_bucket_with_a_similar_name_is_accepted(creds: None) -> None:
     LeanS3Store("my--x-s3-bucket", region_name="us-west-2")
-    S3Store("my--x-s3-bucket", region_name="us-west-2")
+    Boto3S3Store("my--x-s3-bucket", region_name="us-west-2")

@@ -12,7 +12,7 @@ from scripted_s3 import error_xml, scripted_server
 
 from objstore_saver.storage import StorageError, StoreUnavailableError
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
-from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store
 from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.storage.s3.protocol import Sleep
 from objstore_saver.storage.s3.retry import (
@@ -52,7 +52,9 @@ def test_an_outage_costs_what_botocore_standard_mode_sends(
             botocore.retries.standard.ExponentialBackoff, "delay_amount", lambda self, ctx: 0
         )
         server.seen.clear()
-        _failed_gets(S3Store("bucket", endpoint_url=server.url, region_name="us-east-1"), CALLS)
+        _failed_gets(
+            Boto3S3Store("bucket", endpoint_url=server.url, region_name="us-east-1"), CALLS
+        )
         boto3_requests = len(server.seen)
     assert lean_requests <= 1.6 * CALLS, lean_requests
     assert abs(lean_requests - boto3_requests) <= 0.1 * boto3_requests, (

@@ -24,7 +24,7 @@ from botocore.exceptions import EndpointResolutionError
 
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.http.proxy import Proxy
-from objstore_saver.storage.s3 import S3Store
+from objstore_saver.storage.s3 import Boto3S3Store
 from objstore_saver.storage.s3.endpoints import addressing_style, aws_addressing
 from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.storage.s3.network import (
@@ -436,7 +436,7 @@ def test_the_boto3_transport_takes_the_same_network_options(
     env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     bundle = certifi.where()
-    store = S3Store(
+    store = Boto3S3Store(
         "bkt",
         region_name="eu-west-1",
         proxies={"https": "http://proxy:3128"},
@@ -447,11 +447,11 @@ def test_the_boto3_transport_takes_the_same_network_options(
     assert endpoint.http_session._proxy_config.proxy_url_for("https://x") == "http://proxy:3128"
     assert endpoint.http_session._verify == bundle
     assert store.client.meta.config.s3["addressing_style"] == "path"
-    unverified = S3Store("bkt", region_name="eu-west-1", verify=False)
+    unverified = Boto3S3Store("bkt", region_name="eu-west-1", verify=False)
     assert unverified.client._endpoint.http_session._verify is False
     env.setenv("AWS_CA_BUNDLE", str(tmp_path / "missing.pem"))
     with pytest.raises(ConfigurationError, match=r"missing\.pem"):
-        S3Store("bkt", region_name="eu-west-1")
+        Boto3S3Store("bkt", region_name="eu-west-1")
 
 
 def test_urls_take_ca_bundle_and_verify(env: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,12 +9,12 @@ from scripted_s3 import error_xml, scripted_server
 
 from objstore_saver.errors import StorageError, StoreUnavailableError
 from objstore_saver.storage import ObjectExistsError, ObjectNotFoundError, PutMode
-from objstore_saver.storage.s3 import LeanS3Store, S3Store, rules
+from objstore_saver.storage.s3 import Boto3S3Store, LeanS3Store, rules
 
 
 def _stores(url: str) -> list[Any]:
     options = {"endpoint_url": url, "region_name": "us-east-1", "max_attempts": 1}
-    return [LeanS3Store("bkt", **options), S3Store("bkt", **options)]
+    return [LeanS3Store("bkt", **options), Boto3S3Store("bkt", **options)]
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_the_rules() -> None:
     assert 0 <= rules.conflict_wait(3) <= 0.4
 
 
-@pytest.mark.parametrize("store", [LeanS3Store, S3Store])
+@pytest.mark.parametrize("store", [LeanS3Store, Boto3S3Store])
 @pytest.mark.parametrize(
     ("url", "says"),
     [

@@ -1,4 +1,4 @@
-"""S3Store against a real HTTP S3 endpoint (moto on loopback unless configured)."""
+"""Boto3S3Store against a real HTTP S3 endpoint (moto on loopback unless configured)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from botocore.exceptions import ClientError
 from s3_helpers import error_reply, use_endpoint_credentials
 
 from objstore_saver.storage import (
+    Boto3S3Store,
     InvalidKeyError,
     ObjectExistsError,
     ObjectNotFoundError,
     ObjectStore,
     PutMode,
-    S3Store,
     StorageError,
     StoreUnavailableError,
 )
@@ -27,7 +27,7 @@ from objstore_saver.testing.store_contract import StoreContract
 
 class _BlockingManyKeys(StoreContract):
     def test_many_keys_paginate_and_delete(self, empty_store: ObjectStore) -> None:
-        # Blocking only: S3Store's coroutines run these very calls in threads
+        # Blocking only: Boto3S3Store's coroutines run these very calls in threads
         # (ThreadedAsync), and 1,100 keys on moto take seconds each way.
         StoreContract.test_many_keys_paginate_and_delete(self, empty_store)
 
@@ -36,14 +36,14 @@ class TestS3StoreContract(_BlockingManyKeys):
     max_key_bytes = 1024 - len("pfx/")
 
     @pytest.fixture
-    def empty_store(self, s3_store: S3Store) -> S3Store:
+    def empty_store(self, s3_store: Boto3S3Store) -> Boto3S3Store:
         return s3_store
 
 
 class TestS3StoreWithoutPrefixContract(_BlockingManyKeys):
     @pytest.fixture
-    def empty_store(self, s3_endpoint: Any, s3_bucket: str) -> S3Store:
-        return S3Store(s3_bucket, client=s3_endpoint.client())
+    def empty_store(self, s3_endpoint: Any, s3_bucket: str) -> Boto3S3Store:
+        return Boto3S3Store(s3_bucket, client=s3_endpoint.client())
 
 
 def _closed_port() -> int:
@@ -61,7 +61,7 @@ def test_server_honours_if_none_match(s3_endpoint: Any, s3_bucket: str) -> None:
     assert client.get_object(Bucket=s3_bucket, Key="k")["Body"].read() == b"first"
 
 
-def test_keys_are_stored_under_the_prefix(s3_store: S3Store) -> None:
+def test_keys_are_stored_under_the_prefix(s3_store: Boto3S3Store) -> None:
     s3_store.put("a/b", b"v")
     raw = s3_store.client.list_objects_v2(Bucket=s3_store.bucket)
     assert [o["Key"] for o in raw["Contents"]] == ["pfx/a/b"]
@@ -72,7 +72,7 @@ def test_built_from_endpoint_url(
     s3_endpoint: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_endpoint_credentials(s3_endpoint, monkeypatch)
-    store = S3Store(
+    store = Boto3S3Store(
         s3_bucket, "/built", endpoint_url=s3_endpoint.url, region_name=s3_endpoint.region
     )
     assert store.prefix == "built/"
@@ -88,7 +88,7 @@ def test_built_from_endpoint_url(
     ("prefix", "normalized"), [("", ""), ("/", ""), ("p", "p/"), ("/p/q/", "p/q/")]
 )
 def test_prefix_is_normalized(s3_endpoint: Any, prefix: str, normalized: str) -> None:
-    store = S3Store("bucket", prefix, client=s3_endpoint.client())
+    store = Boto3S3Store("bucket", prefix, client=s3_endpoint.client())
     assert store.prefix == normalized
     assert store.location.startswith(f"s3://bucket/{normalized} at ")
 
@@ -96,11 +96,11 @@ def test_prefix_is_normalized(s3_endpoint: Any, prefix: str, normalized: str) ->
 @pytest.mark.parametrize("prefix", ["a//b", "a/../b", "a b/", "caf\u00e9/"])
 def test_invalid_prefix(s3_endpoint: Any, prefix: str) -> None:
     with pytest.raises(InvalidKeyError):
-        S3Store("bucket", prefix, client=s3_endpoint.client())
+        Boto3S3Store("bucket", prefix, client=s3_endpoint.client())
 
 
 def test_key_too_long_with_prefix(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, "p" * 10, client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, "p" * 10, client=s3_endpoint.client())
     key = "k" * 1020  # valid on its own, 1,031 bytes under the prefix
     for call in (lambda: store.put(key, b""), lambda: store.get(key), lambda: store.delete([key])):
         with pytest.raises(InvalidKeyError, match="1031 bytes") as info:
@@ -111,7 +111,9 @@ def test_key_too_long_with_prefix(s3_endpoint: Any, s3_bucket: str) -> None:
 
 
 def test_prefix_isolation(s3_endpoint: Any, s3_bucket: str) -> None:
-    a, ab, a_b = (S3Store(s3_bucket, p, client=s3_endpoint.client()) for p in ("a/", "ab/", "a/b/"))
+    a, ab, a_b = (
+        Boto3S3Store(s3_bucket, p, client=s3_endpoint.client()) for p in ("a/", "ab/", "a/b/")
+    )
     a.put("x", b"a")
     ab.put("x", b"ab")
     a_b.put("y", b"a/b")
@@ -130,7 +132,7 @@ def test_prefix_isolation(s3_endpoint: Any, s3_bucket: str) -> None:
 
 def test_missing_bucket_is_unavailable(s3_endpoint: Any) -> None:
     bucket = f"missing-{uuid.uuid4().hex[:12]}"
-    store = S3Store(bucket, "p/", client=s3_endpoint.client())
+    store = Boto3S3Store(bucket, "p/", client=s3_endpoint.client())
     for call in (
         store.check,
         lambda: store.put("k", b"v"),
@@ -149,7 +151,7 @@ def test_missing_bucket_is_unavailable(s3_endpoint: Any) -> None:
 def test_down_endpoint_is_unavailable(s3_endpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     use_endpoint_credentials(s3_endpoint, monkeypatch)
     url = f"http://127.0.0.1:{_closed_port()}"
-    store = S3Store("some-bucket", endpoint_url=url, region_name="us-east-1", max_attempts=1)
+    store = Boto3S3Store("some-bucket", endpoint_url=url, region_name="us-east-1", max_attempts=1)
     for call in (store.check, lambda: store.get("k"), lambda: store.put("k", b"v")):
         with pytest.raises(StoreUnavailableError) as info:
             call()
@@ -184,7 +186,7 @@ def test_denied_credentials_are_unavailable_without_leaking_them(
     # moto accepts any credentials unless its IAM checks are on, so the
     # endpoint's denial is played by a hook answering every request.
     client.meta.events.register("before-send.s3.*", error_reply(status, code, "denied"))
-    store = S3Store(s3_bucket, client=client)
+    store = Boto3S3Store(s3_bucket, client=client)
     for call in (store.check, lambda: store.get("k"), lambda: store.put("k", b"v")):
         with pytest.raises(StoreUnavailableError) as info:
             call()
@@ -195,7 +197,7 @@ def test_denied_credentials_are_unavailable_without_leaking_them(
         assert secret not in repr(info.value.__cause__)
 
 
-def test_last_modified_is_normalized_to_utc(s3_store: S3Store) -> None:
+def test_last_modified_is_normalized_to_utc(s3_store: Boto3S3Store) -> None:
     # botocore returns tzutc() or tzlocal() (when the local zone is UTC);
     # listings always carry datetime.UTC, as LocalStore's do.
     s3_store.put("k", b"v")
@@ -204,7 +206,7 @@ def test_last_modified_is_normalized_to_utc(s3_store: S3Store) -> None:
 
 
 def test_other_client_errors_name_operation_key_and_code(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(
+    store = Boto3S3Store(
         s3_bucket, client=s3_endpoint.client(), extra_put_args={"StorageClass": "NO_SUCH_CLASS"}
     )
     with pytest.raises(StorageError) as info:
@@ -221,7 +223,7 @@ def test_other_client_errors_name_operation_key_and_code(s3_endpoint: Any, s3_bu
 
 
 def test_extra_put_and_get_args_are_sent(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(
+    store = Boto3S3Store(
         s3_bucket,
         client=s3_endpoint.client(),
         extra_put_args={"Metadata": {"origin": "test"}},
@@ -241,7 +243,7 @@ def test_extra_put_and_get_args_are_sent(s3_endpoint: Any, s3_bucket: str) -> No
 
 
 def test_create_retries_a_conditional_request_conflict(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, client=s3_endpoint.client())
     hook = error_reply(
         409, "ConditionalRequestConflict", "A conflicting operation is in progress", 2
     )
@@ -252,7 +254,7 @@ def test_create_retries_a_conditional_request_conflict(s3_endpoint: Any, s3_buck
 
 
 def test_create_conflict_then_existing_object_raises(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, client=s3_endpoint.client())
     store.put("k", b"theirs")
     hook = error_reply(
         409, "ConditionalRequestConflict", "A conflicting operation is in progress", 1
@@ -264,7 +266,7 @@ def test_create_conflict_then_existing_object_raises(s3_endpoint: Any, s3_bucket
 
 
 def test_create_conflict_retries_are_bounded(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, client=s3_endpoint.client())
     hook = error_reply(409, "ConditionalRequestConflict", "A conflicting operation is in progress")
     store.client.meta.events.register("before-send.s3.PutObject", hook)
     with pytest.raises(StorageError, match="ConditionalRequestConflict"):
@@ -285,7 +287,7 @@ def _retry_first_success(seen: list[int]) -> Any:
 
 
 def test_retried_create_that_finds_its_own_bytes_succeeds(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, client=s3_endpoint.client())
     attempts: list[int] = []
     store.client.meta.events.register("needs-retry.s3.PutObject", _retry_first_success(attempts))
     store.put("k", b"mine", PutMode.CREATE)  # second attempt gets 412 from the first
@@ -298,7 +300,7 @@ def test_retried_create_that_finds_its_own_bytes_succeeds(s3_endpoint: Any, s3_b
 
 
 def test_delete_sends_batches_of_at_most_1000(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, "p/", client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, "p/", client=s3_endpoint.client())
     batches: list[int] = []
     store.client.meta.events.register(
         "provide-client-params.s3.DeleteObjects",
@@ -311,7 +313,7 @@ def test_delete_sends_batches_of_at_most_1000(s3_endpoint: Any, s3_bucket: str) 
 
 
 def test_delete_errors_name_key_and_code(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, "p/", client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, "p/", client=s3_endpoint.client())
     store.put("k1", b"")
 
     def fail(parsed: dict[str, Any], **_: Any) -> None:
@@ -330,7 +332,7 @@ def test_delete_errors_name_key_and_code(s3_endpoint: Any, s3_bucket: str) -> No
 
 
 def test_range_requests_ask_only_for_the_range(s3_endpoint: Any, s3_bucket: str) -> None:
-    store = S3Store(s3_bucket, client=s3_endpoint.client())
+    store = Boto3S3Store(s3_bucket, client=s3_endpoint.client())
     store.put("r", b"0123456789")
     ranges: list[str | None] = []
     store.client.meta.events.register(

@@ -1,7 +1,7 @@
 """LeanS3Store against a real HTTP S3 endpoint (moto on loopback unless configured).
 
 The contract suite runs with and without a prefix, each over the blocking
-calls and over the coroutines. The guarantees S3Store has are then checked one
+calls and over the coroutines. The guarantees Boto3S3Store has are then checked one
 by one; signing, timeouts, connection reuse and HTTP framing are in
 ``test_lean_wire.py``.
 """
@@ -528,7 +528,7 @@ def test_encryption_on_the_server(
     """Stored encrypted where the server confirms the mode; otherwise a clear error."""
     supported = SUPPORTED.get(server_kind())
     if supported is None:
-        pytest.skip("unknown server: test_s3_options probes it with S3Store")
+        pytest.skip("unknown server: test_s3_options probes it with Boto3S3Store")
     encryption = encryption_of(kind)
     store = lean(s3_endpoint, s3_bucket, "enc/", encryption=encryption)
     if kind not in supported:

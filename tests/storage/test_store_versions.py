@@ -16,7 +16,7 @@ import pytest
 from lean_helpers import lean
 
 from objstore_saver.storage import versions as versions_module
-from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store
 from objstore_saver.storage.versions import (
     NO_RETENTION,
     ObjectVersion,
@@ -37,7 +37,7 @@ def open_store(request: pytest.FixtureRequest, s3_endpoint: Any) -> Callable[[st
         if request.param == "lean":
             store: Any = lean(s3_endpoint, bucket, "pfx/")
         else:
-            store = S3Store(bucket, "pfx/", client=s3_endpoint.client())
+            store = Boto3S3Store(bucket, "pfx/", client=s3_endpoint.client())
         assert isinstance(store, VersionedStore)
         return store
 

@@ -1,7 +1,7 @@
 """S3-compatible buckets: two transports, one set of rules.
 
 :class:`LeanS3Store` signs its own requests and sends them through
-:mod:`objstore_saver.storage.http`; :class:`S3Store` uses boto3's client. What
+:mod:`objstore_saver.storage.http`; :class:`Boto3S3Store` uses boto3's client. What
 both share is written once here: settings (:mod:`.settings`), what answers
 mean (:mod:`.rules`), when to try again (:mod:`.retry`) and which transport a
 URL picks (:mod:`.choice`). The lean transport's requests are pure plans in
@@ -9,8 +9,14 @@ URL picks (:mod:`.choice`). The lean transport's requests are pure plans in
 :mod:`.lean`; boto3's are :mod:`.boto3_store` and :mod:`.boto3_versions`.
 """
 
-from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store, S3Store
 from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
 
-__all__ = ["EncryptionNotConfirmedError", "LeanS3Store", "S3Encryption", "S3Store"]
+__all__ = [
+    "Boto3S3Store",
+    "EncryptionNotConfirmedError",
+    "LeanS3Store",
+    "S3Encryption",
+    "S3Store",
+]

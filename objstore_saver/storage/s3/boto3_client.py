@@ -1,4 +1,4 @@
-"""boto3's S3 client as the :class:`~.boto3_store.S3Store` transport builds it.
+"""boto3's S3 client as the :class:`~.boto3_store.Boto3S3Store` transport builds it.
 
 Bounded retries and timeouts, the endpoint, addressing style, proxies and CA
 bundle resolved as the lean transport resolves them (:mod:`.endpoints`,

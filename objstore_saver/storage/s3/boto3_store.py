@@ -39,6 +39,7 @@ from objstore_saver.storage.base import (
     ObjectInfo,
     ObjectNotFoundError,
     PutMode,
+    RequestFacts,
     StorageError,
     ThreadedAsync,
     validate_byte_range,
@@ -50,6 +51,7 @@ from objstore_saver.storage.s3.boto3_client import (
     send_puts_without_waiting,
 )
 from objstore_saver.storage.s3.boto3_versions import Boto3Versions
+from objstore_saver.storage.s3.endpoints import request_facts
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
     UNREACHED_NOTE,
@@ -86,7 +88,7 @@ _UNREACHABLE = (
 #: botocore errors of a connection that could not be opened: a check does not retry them.
 _NOT_CONNECTED = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError)
 _CHECK_HOOK_ID = "objstore_saver.s3.check-fails-fast"
-#: ``active`` is True in a thread while it runs :meth:`S3Store.check`.
+#: ``active`` is True in a thread while it runs :meth:`Boto3S3Store.check`.
 _CHECKING = threading.local()
 
 
@@ -94,7 +96,7 @@ def _check_fails_fast(caught_exception: Exception | None = None, **_: Any) -> bo
     """``needs-retry`` hook of HeadBucket: False (no retry) when a check could not connect.
 
     The most specific handler answers first, so this False outranks the
-    retry mode's delay; HeadBucket sent outside :meth:`S3Store.check` (the
+    retry mode's delay; HeadBucket sent outside :meth:`Boto3S3Store.check` (the
     caller's own, on a client passed in) is left to the retry mode.
     """
     if getattr(_CHECKING, "active", False) and isinstance(caught_exception, _NOT_CONNECTED):
@@ -110,7 +112,7 @@ def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
 
 
-class S3Store(ThreadedAsync, Boto3Versions):
+class Boto3S3Store(ThreadedAsync, Boto3Versions):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket.
 
     Keys given to the store are relative to ``prefix``; listings return them
@@ -220,7 +222,7 @@ class S3Store(ThreadedAsync, Boto3Versions):
             given = sorted(name for name, value in client_options.items() if value is not None)
             if given:
                 raise ValueError(
-                    f"S3Store for bucket {bucket!r}: {', '.join(given)} cannot be combined "
+                    f"Boto3S3Store for bucket {bucket!r}: {', '.join(given)} cannot be combined "
                     "with client=; configure the client instead"
                 )
         self._encryption = encryption
@@ -258,7 +260,7 @@ class S3Store(ThreadedAsync, Boto3Versions):
         prefix: str = "",
         *,
         encryption: S3Encryption | None = None,
-    ) -> S3Store:
+    ) -> Boto3S3Store:
         """Build a store on an existing boto3 S3 client."""
         return cls(bucket, prefix, client=client, encryption=encryption)
 
@@ -287,10 +289,15 @@ class S3Store(ThreadedAsync, Boto3Versions):
         """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
         return self._location
 
+    def request_facts(self) -> RequestFacts:
+        """Requests named ``S3.PutObject``..., with the AWS SDK's attributes."""
+        meta = self.client.meta
+        return request_facts(self.prefix, self.bucket, meta.endpoint_url, meta.region_name)
+
     def __repr__(self) -> str:
         if self._encryption is None:
-            return f"S3Store({self._location!r})"
-        return f"S3Store({self._location!r}, encryption={self._encryption!r})"
+            return f"Boto3S3Store({self._location!r})"
+        return f"Boto3S3Store({self._location!r}, encryption={self._encryption!r})"
 
     def _full_key(self, key: str) -> str:
         validate_key(key)
@@ -552,3 +559,8 @@ class S3Store(ThreadedAsync, Boto3Versions):
                     f"S3 delete of key {key!r} in {self._location} failed: "
                     f"{first.get('Code', 'Unknown')}: {first.get('Message', '')}{more}"
                 )
+
+
+#: The name this transport had while it was the only one; kept so that code
+#: written against it keeps working.
+S3Store = Boto3S3Store

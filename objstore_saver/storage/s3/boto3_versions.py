@@ -14,7 +14,7 @@ from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Reten
 
 
 class Boto3Versions:
-    """Object versions through the boto3 client of an :class:`S3Store` (mixed into it)."""
+    """Object versions through the boto3 client of an :class:`Boto3S3Store` (mixed into it)."""
 
     # Of the store this is mixed into: its client, bucket and prefix, and its
     # ``_full_key``, ``_invoke`` and ``_error``.

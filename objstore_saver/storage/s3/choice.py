@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from objstore_saver.storage.s3.boto3_store import S3Store
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store
 from objstore_saver.storage.s3.lean import LeanS3Store
 
 #: S3 transports by name: the lean one (default) and boto3's client.
@@ -26,26 +26,26 @@ def _keyword_options(store: type) -> frozenset[str]:
 #: The options of each transport's store (boto3's ``client`` comes through ``from_client``).
 STORE_OPTIONS: dict[str, frozenset[str]] = {
     "lean": _keyword_options(LeanS3Store),
-    "boto3": _keyword_options(S3Store) - {"client"},
+    "boto3": _keyword_options(Boto3S3Store) - {"client"},
 }
 #: Every option ``from_url`` and ``from_bucket`` pass to the store, whatever the transport.
 S3_OPTIONS = STORE_OPTIONS["lean"] | STORE_OPTIONS["boto3"]
 #: Options only :class:`LeanS3Store` has (boto3's client is configured otherwise).
 LEAN_ONLY_OPTIONS = tuple(sorted(STORE_OPTIONS["lean"] - STORE_OPTIONS["boto3"]))
-#: Options only :class:`S3Store` has (``retry_mode="standard"`` is the lean transport's own).
+#: Options only :class:`Boto3S3Store` has (``retry_mode="standard"`` is the lean transport's own).
 BOTO3_ONLY_OPTIONS = tuple(sorted(STORE_OPTIONS["boto3"] - STORE_OPTIONS["lean"]))
 
 
 def open_s3_store(
     bucket: str, prefix: str = "", *, transport: str = "lean", **options: Any
-) -> LeanS3Store | S3Store:
+) -> LeanS3Store | Boto3S3Store:
     """An S3 store on the named transport.
 
     Args:
         bucket: Bucket name.
         prefix: Key prefix of every object.
         transport: ``"lean"`` (:class:`LeanS3Store`, native async) or
-            ``"boto3"`` (:class:`S3Store`).
+            ``"boto3"`` (:class:`Boto3S3Store`).
         **options: Options of that store; ``None`` values keep its defaults.
             ``retry_mode`` other than ``"standard"`` needs ``boto3``.
 
@@ -58,9 +58,9 @@ def open_s3_store(
         if lean_only:
             raise ValueError(
                 f"options of transport='lean' only: {', '.join(lean_only)} "
-                "(boto3's S3Store takes client= or its own options instead)"
+                "(boto3's Boto3S3Store takes client= or its own options instead)"
             )
-        return S3Store(bucket, prefix, **options)
+        return Boto3S3Store(bucket, prefix, **options)
     if transport != "lean":
         raise ValueError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
     retry_mode = options.pop("retry_mode", None)

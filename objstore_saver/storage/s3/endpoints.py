@@ -20,6 +20,7 @@ from botocore.endpoint_provider import EndpointProvider
 from botocore.exceptions import EndpointResolutionError
 from botocore.loaders import create_loader
 
+from objstore_saver.storage.base import RequestFacts
 from objstore_saver.storage.s3.protocol import Addressing
 from objstore_saver.storage.s3.settings import botocore_session, checked_endpoint, public_url
 
@@ -203,3 +204,17 @@ def resolve_addressing(
         dualstack=variants["UseDualStack"],
         global_us_east_1=variants["UseGlobalEndpoint"],
     )
+
+
+def request_facts(
+    prefix: str, bucket: str, endpoint_url: str | None, region: str | None
+) -> RequestFacts:
+    """How an S3 transport's requests are named: ``S3.PutObject``, AWS SDK attributes."""
+    common: dict[str, Any] = {"rpc.system": "aws-api", "rpc.service": "S3", "aws.s3.bucket": bucket}
+    endpoint = urlsplit(endpoint_url or "")
+    if endpoint.hostname:
+        common["server.address"] = endpoint.hostname
+        common["server.port"] = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    if region:
+        common["cloud.region"] = region
+    return RequestFacts("S3", s3=True, key_prefix=prefix, attributes=common)

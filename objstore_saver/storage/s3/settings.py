@@ -1,6 +1,6 @@
 """What both S3 transports are configured with: encryption, defaults, the endpoint.
 
-:class:`~objstore_saver.storage.s3.boto3_store.S3Store` (boto3) and
+:class:`~objstore_saver.storage.s3.boto3_store.Boto3S3Store` (boto3) and
 :class:`~objstore_saver.storage.s3.lean.LeanS3Store` (its own signing and
 connection pools) speak the same S3 to the same servers; the settings a user
 gives are checked here, once (what answers mean is in :mod:`.rules`).
@@ -34,7 +34,7 @@ class EncryptionNotConfirmedError(StorageError):
 
 
 class S3Encryption:
-    """Server-side encryption of every object an :class:`S3Store` writes.
+    """Server-side encryption of every object an :class:`Boto3S3Store` writes.
 
     Build one with :meth:`sse_s3`, :meth:`sse_kms` or :meth:`sse_c`. The
     store sends the settings with every ``PutObject``, checks that the
