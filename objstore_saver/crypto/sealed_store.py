@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from objstore_saver.crypto import sealing
@@ -80,12 +81,25 @@ from objstore_saver.telemetry import Counters
 #: Keys kept in memory (a thread's key is read once per process while it is used).
 KEYS_KEPT = 100_000
 
-#: A step of a request: ``("key", scope, create)`` asks for a scope's key
-#: (None: it has none); ``("call", request)`` sends one storage request value to
-#: the wrapped store (its answer comes back, or its error is raised inside);
-#: ``(_DONE, value)`` (made by :func:`_advance`) is the request's end.
-_Step = tuple[Any, ...]
-_DONE = "done"
+
+@dataclass(frozen=True, slots=True)
+class NeedKey:
+    """A step of a request: the key of ``scope`` (None: it has none; ``create``: make it)."""
+
+    scope: str
+    create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """The end of a request, with its value (made by :func:`_advance`)."""
+
+    value: Any
+
+
+#: A step of a request: a key it needs, or a storage request value to send to
+#: the wrapped store (its answer comes back, or its error is raised inside).
+_Step = NeedKey | StorageRequest
 _Request = Generator[_Step, Any, Any]
 
 
@@ -229,20 +243,20 @@ class SealingStore(KeyLayer):
             # A tombstone (in clear: it holds only an epoch) begins a new epoch:
             # what this process writes there next is sealed with that epoch's key.
             self._learn([key])
-            return (yield ("call", Put(key, data, mode)))
-        thread = yield ("key", self._writing_scope(route), True)
+            return (yield (Put(key, data, mode)))
+        thread = yield NeedKey(self._writing_scope(route), True)
         body = route.seal(thread, data)
         self.counters.add_bytes(sent=len(body) - len(data))
-        return (yield ("call", Put(route.stored(thread, key), body, mode)))
+        return (yield (Put(route.stored(thread, key), body, mode)))
 
     def _get(self, key: str, byte_range: tuple[int, int] | None = None) -> _Request:
         route = Route.of(key)
         if route is None:
-            return (yield ("call", Get(key, byte_range)))
+            return (yield (Get(key, byte_range)))
         if route.digest is not None:
             # Its stored name is the key's secret: the epoch this process is in.
             scope = self._writing_scope(route)
-            thread = yield ("key", scope, False)
+            thread = yield NeedKey(scope, False)
             if thread is None:
                 raise self._missing(scope)
             stored = route.stored(thread, key)
@@ -255,18 +269,18 @@ class SealingStore(KeyLayer):
                 epoch = sealing.envelope_epoch(data, key)
             except CorruptObjectError:
                 # Not sealed: in a scope written in clear (it has no key), or planted.
-                if (yield ("key", self._writing_scope(route), False)) is None:
+                if (yield NeedKey(self._writing_scope(route), False)) is None:
                     raise self._missing(self._writing_scope(route)) from None
                 raise
             if route.is_thread:
                 self.saw_epoch(route.scope, epoch)
             scope = epoch_scope(route.scope, epoch)
-            thread = yield ("key", scope, False)
+            thread = yield NeedKey(scope, False)
             if thread is None and not route.is_thread and epoch >= self._epoch_of(route.scope):
                 # A namespace is read without a listing: its clears tell whether
                 # a delete ended this epoch (spec §8.4.9).
                 clears = store_keys.path_clears_prefix(scope_path(route.scope))
-                page = yield ("call", ListKeys(clears))
+                page = yield (ListKeys(clears))
                 self._learn(o.key for o in page.objects)
             if thread is None:
                 if epoch < self._epoch_of(route.scope):
@@ -281,7 +295,7 @@ class SealingStore(KeyLayer):
 
     def _get_stored(self, stored: str, key: str) -> Generator[_Step, Any, bytes]:
         try:
-            return (yield ("call", Get(stored)))
+            return (yield (Get(stored)))
         except ObjectNotFoundError as exc:
             raise ObjectNotFoundError(exc.location, key) from exc
 
@@ -291,14 +305,14 @@ class SealingStore(KeyLayer):
         route = Route.of(start_after)
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
-            after = route.stored((yield ("key", self._writing_scope(route), False)), start_after)
-        page: ListPage = yield ("call", ListKeys(prefix, after, limit))
+            after = route.stored((yield NeedKey(self._writing_scope(route), False)), start_after)
+        page: ListPage = yield (ListKeys(prefix, after, limit))
         self._learn(o.key for o in page.objects)
         listed = [(o, thread_of(o.key)) for o in page.objects]
         objects = {w[1] for _, w in listed if w is not None and w[2].startswith(OBJECTS)}
         thread_keys = {}
         for token in objects:
-            thread_keys[token] = yield ("key", epoch_scope(token, self._epoch_of(token)), False)
+            thread_keys[token] = yield NeedKey(epoch_scope(token, self._epoch_of(token)), False)
         out: list[ObjectInfo] = []
         for o, where in listed:
             thread = thread_keys.get(where[1]) if where is not None else None
@@ -316,9 +330,9 @@ class SealingStore(KeyLayer):
         for k in keys_:
             route = Route.of(k)
             if route is not None and route.digest is not None:
-                k = route.stored((yield ("key", self._writing_scope(route), False)), k)
+                k = route.stored((yield NeedKey(self._writing_scope(route), False)), k)
             stored.append(k)
-        return (yield ("call", Delete(tuple(stored))))
+        return (yield (Delete(tuple(stored))))
 
     def _request(self, request: StorageRequest) -> _Request:
         """The steps of one storage request made on this layer."""
@@ -337,31 +351,31 @@ class SealingStore(KeyLayer):
 
     def _drive(self, request: _Request, reply: Any = None, error: Exception | None = None) -> Any:
         """Run a request with the blocking methods, from a reply (or error) to its last step."""
-        while (step := _advance(request, reply, error))[0] != _DONE:
+        while not isinstance(step := _advance(request, reply, error), _Done):
             reply, error = None, None
             try:
-                if step[0] == "key":
-                    reply = self._key(step[1], step[2])
+                if isinstance(step, NeedKey):
+                    reply = self._key(step.scope, step.create)
                 else:
-                    reply = call(self._inner, step[1])
+                    reply = call(self._inner, step)
             except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
                 error = exc
-        return step[1]
+        return step.value
 
     async def _adrive(self, request: _Request) -> Any:
         """Run a request with the coroutines."""
         reply: Any = None
         error: Exception | None = None
-        while (step := _advance(request, reply, error))[0] != _DONE:
+        while not isinstance(step := _advance(request, reply, error), _Done):
             reply, error = None, None
             try:
-                if step[0] == "key":
-                    reply = await self._akey(step[1], step[2])
+                if isinstance(step, NeedKey):
+                    reply = await self._akey(step.scope, step.create)
                 else:
-                    reply = await acall(self._inner, step[1])
+                    reply = await acall(self._inner, step)
             except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
                 error = exc
-        return step[1]
+        return step.value
 
     # --- blocking requests and coroutines ------------------------------------------
 
@@ -484,11 +498,12 @@ class _SealingStoreAhead(SealingStore):
         steps = self._request(request)
         reply: Any = None
         try:
-            while (step := _advance(steps, reply, None))[0] == "key":
-                reply = self._key(step[1], step[2])
-            if step[0] == _DONE:
-                return lambda: step[1]
-            answer = inner.send_ahead(step[1])
+            while isinstance(step := _advance(steps, reply, None), NeedKey):
+                reply = self._key(step.scope, step.create)
+            if isinstance(step, _Done):
+                done = step.value
+                return lambda: done
+            answer = inner.send_ahead(step)
             return lambda: self._finish(steps, answer)
         except Exception as exc:  # noqa: BLE001 -- raised where the call's outcome is read
             error = exc
@@ -506,12 +521,12 @@ class _SealingStoreAhead(SealingStore):
         return self._drive(request, reply)
 
 
-def _advance(request: _Request, reply: Any, error: Exception | None) -> _Step:
-    """The next step, given the last reply or error; ``(_DONE, value)`` at the end."""
+def _advance(request: _Request, reply: Any, error: Exception | None) -> _Step | _Done:
+    """The next step, given the last reply or error; :class:`_Done` at the end."""
     try:
         return request.send(reply) if error is None else request.throw(error)
     except StopIteration as stop:
-        return (_DONE, stop.value)
+        return _Done(stop.value)
 
 
 def _epoch_keys_prefix(scope: str) -> str:
