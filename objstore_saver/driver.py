@@ -37,7 +37,8 @@ from objstore_saver.plans.requests import (
     execute,
     execute_ahead,
 )
-from objstore_saver.storage.base import ObjectStore, SendsAhead
+from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.requests import SendsAhead
 from objstore_saver.telemetry import Call
 
 T = TypeVar("T")

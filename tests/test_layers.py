@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import objstore_saver
 
 PACKAGE = Path(objstore_saver.__file__).parent
 #: A module past this many lines holds several concerns: split it.
 MAX_MODULE_LINES = 600
+#: A function past this many lines does several things: split it.
+MAX_FUNCTION_LINES = 150
 
 
 def _modules() -> dict[str, Path]:
@@ -131,6 +135,35 @@ def test_no_module_is_past_the_size_that_holds_one_concern() -> None:
     sizes = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
     assert len(sizes) > 50
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_no_function_is_past_the_size_that_does_one_thing() -> None:
+    long = {}
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{name}.{node.name}"] = lines
+    assert long == {}
+
+
+def test_no_two_folders_import_each_other() -> None:
+    from bench.probes.code_size import folder_loops
+
+    assert folder_loops() == []
+
+
+def test_the_folder_loop_finder_finds_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.probes import code_size
+
+    for folder, other in (("a", "b"), ("b", "a")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.py").write_text(f"from objstore_saver.{other} import m\n")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "m.py").write_text("from objstore_saver.a import m\n")
+    monkeypatch.setattr(code_size, "PACKAGE", tmp_path)
+    assert code_size.folder_loops() == [["a", "b"]]
 
 
 def test_the_http_layer_knows_nothing_of_s3() -> None:

@@ -63,7 +63,6 @@ from objstore_saver.storage.base import (
     ObjectInfo,
     ObjectStore,
     PutMode,
-    SendsAhead,
     in_thread,
     validate_byte_range,
 )
@@ -72,6 +71,7 @@ from objstore_saver.storage.requests import (
     Get,
     ListKeys,
     Put,
+    SendsAhead,
     StorageRequest,
     acall,
     call,

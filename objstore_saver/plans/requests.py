@@ -18,7 +18,6 @@ from objstore_saver.storage.base import (
     ObjectExistsError,
     ObjectNotFoundError,
     ObjectStore,
-    SendsAhead,
     StorageError,
     sealing_layer,
 )
@@ -27,6 +26,7 @@ from objstore_saver.storage.requests import (
     Get as Get,
     ListKeys as ListKeys,
     Put as Put,
+    SendsAhead,
     StorageRequest,
     acall,
     call,

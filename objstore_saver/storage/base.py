@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 # Re-exported: the protocol's errors, defined with the package's other errors.
 from objstore_saver.errors import (
@@ -32,9 +32,6 @@ from objstore_saver.errors import (
     StoreUnavailableError as StoreUnavailableError,
 )
 from objstore_saver.storage.worker_pool import shared_pool
-
-if TYPE_CHECKING:
-    from objstore_saver.storage.requests import StorageRequest
 
 T = TypeVar("T")
 
@@ -183,20 +180,6 @@ class ObjectStore(Protocol):
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine twin of :meth:`delete`."""
         ...
-
-
-@runtime_checkable
-class SendsAhead(Protocol):
-    """A backend that can send a blocking request before its answer is awaited (optional).
-
-    ``send_ahead(Get(key))`` (a :mod:`~objstore_saver.storage.requests`
-    value) sends what ``get(key)`` would send and returns the function that
-    waits for the answer and returns (or raises) what ``get(key)`` would; it
-    must be called exactly once. The blocking driver uses it to send a batch
-    from one thread, with no thread hop.
-    """
-
-    def send_ahead(self, request: StorageRequest) -> Callable[[], Any]: ...
 
 
 #: Worker threads shared by every :class:`ThreadedAsync` backend of the process.

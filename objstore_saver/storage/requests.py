@@ -3,15 +3,16 @@
 A request is a frozen value (:class:`Get`, :class:`Put`, :class:`ListKeys`,
 :class:`Delete`); :func:`call` and :func:`acall` carry it out with a store's
 blocking methods or its coroutines, and a store that sends ahead
-(:class:`~objstore_saver.storage.base.SendsAhead`) takes the same value. Plans
+(:class:`SendsAhead`) takes the same value. Plans
 yield these values, store layers pass them on: no layer names a method by a
 string.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, ObjectStore, PutMode
 
@@ -84,3 +85,17 @@ async def acall(store: ObjectStore, request: StorageRequest) -> Any:
         case Delete(keys):
             return await store.adelete(keys)
     raise TypeError(f"not a storage request: {request!r}")
+
+
+@runtime_checkable
+class SendsAhead(Protocol):
+    """A backend that can send a blocking request before its answer is awaited (optional).
+
+    ``send_ahead(Get(key))`` (a :mod:`~objstore_saver.storage.requests`
+    value) sends what ``get(key)`` would send and returns the function that
+    waits for the answer and returns (or raises) what ``get(key)`` would; it
+    must be called exactly once. The blocking driver uses it to send a batch
+    from one thread, with no thread hop.
+    """
+
+    def send_ahead(self, request: StorageRequest) -> Callable[[], Any]: ...

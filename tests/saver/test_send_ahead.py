@@ -27,8 +27,8 @@ from objstore_saver.storage.base import (
     ListPage,
     ObjectNotFoundError,
     PutMode,
-    SendsAhead,
 )
+from objstore_saver.storage.requests import SendsAhead
 
 
 @pytest.fixture
