@@ -103,6 +103,16 @@ _Step = NeedKey | StorageRequest
 _Request = Generator[_Step, Any, Any]
 
 
+class _Steps:
+    """A sealing layer's step builders under the protocol's method names (for :func:`call`)."""
+
+    def __init__(self, layer: SealingStore) -> None:
+        self.get = layer._get
+        self.put = layer._put
+        self.list = layer._list
+        self.delete = layer._delete
+
+
 class SealingStore(KeyLayer):
     """Seals the objects of every thread with the thread's own key (docs/encryption.md).
 
@@ -336,16 +346,8 @@ class SealingStore(KeyLayer):
 
     def _request(self, request: StorageRequest) -> _Request:
         """The steps of one storage request made on this layer."""
-        match request:
-            case Get(key, byte_range):
-                return self._get(key, byte_range)
-            case Put(key, data, mode):
-                return self._put(key, data, mode)
-            case ListKeys(prefix, start_after, limit):
-                return self._list(prefix, start_after=start_after, limit=limit)
-            case Delete(keys):
-                return self._delete(keys)
-        raise TypeError(f"not a storage request: {request!r}")
+        steps: _Request = call(_Steps(self), request)
+        return steps
 
     # --- the drivers ------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ string.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -57,18 +57,33 @@ class Delete:
 StorageRequest = Get | Put | ListKeys | Delete
 
 
-def call(store: ObjectStore, request: StorageRequest) -> Any:
-    """Carry out ``request`` with the store's blocking method; what that method returns."""
+class Handles(Protocol):
+    """Whatever has the protocol's four blocking methods: a store, or a layer's step builders.
+
+    The S3 exchange (:class:`~objstore_saver.storage.s3.protocol.S3Protocol`)
+    and the sealing layer's request steps have them too, under the same
+    names and arguments, so :func:`call` turns a request value into any of them.
+    """
+
+    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any: ...
+    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> Any: ...
+    def list(
+        self, prefix: str, start_after: str | None = None, limit: int = MAX_LIST_PAGE
+    ) -> Any: ...
+    def delete(self, keys: Sequence[str]) -> Any: ...
+
+
+def call(target: Handles, request: StorageRequest) -> Any:
+    """Carry out ``request`` with the target's blocking method; what that method returns."""
     match request:
         case Get(key, byte_range):
-            return store.get(key, byte_range)
+            return target.get(key, byte_range)
         case Put(key, data, mode):
-            return store.put(key, data, mode)
+            return target.put(key, data, mode)
         case ListKeys(prefix, start_after, limit):
-            page: ListPage = store.list(prefix, start_after=start_after, limit=limit)
-            return page
+            return target.list(prefix, start_after=start_after, limit=limit)
         case Delete(keys):
-            return store.delete(keys)
+            return target.delete(keys)
     raise TypeError(f"not a storage request: {request!r}")
 
 

@@ -28,7 +28,7 @@ from objstore_saver.storage.base import (
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
-from objstore_saver.storage.requests import Delete, Get, ListKeys, Put, StorageRequest
+from objstore_saver.storage.requests import StorageRequest, call
 from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
 from objstore_saver.storage.s3.endpoints import (
@@ -68,20 +68,6 @@ _USER_AGENT = "objstore-saver-lean-s3"
 
 
 #: The exchange of each blocking store method, called with that method's arguments.
-def _exchange(protocol: S3Protocol, request: StorageRequest) -> Exchange[Any]:
-    """The exchange that carries out one storage request."""
-    match request:
-        case Get(key, byte_range):
-            return protocol.get(key, byte_range)
-        case Put(key, data, mode):
-            return protocol.put(key, data, mode)
-        case ListKeys(prefix, start_after, limit):
-            return protocol.list(prefix, start_after, limit)
-        case Delete(keys):
-            return protocol.delete(keys)
-    raise TypeError(f"not a storage request: {request!r}")
-
-
 class LeanS3Store:
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
@@ -404,7 +390,8 @@ class LeanS3Store:
         """
 
         def make() -> Exchange[Any]:
-            return _exchange(self._protocol, request)
+            exchange: Exchange[Any] = call(self._protocol, request)
+            return exchange
 
         plan = make()
         try:
