@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,21 @@ def test_the_folder_loop_finder_finds_one(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "c" / "m.py").write_text("from objstore_saver.a import m\n")
     monkeypatch.setattr(code_size, "PACKAGE", tmp_path)
     assert code_size.folder_loops() == [["a", "b"]]
+
+
+def test_every_folder_map_names_its_modules() -> None:
+    """Each folder's ``__init__`` docstring is the map a newcomer reads: it names every
+    module and subfolder of the folder."""
+    unnamed = {}
+    for init in PACKAGE.rglob("__init__.py"):
+        folder = init.parent
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        rooms = [m.stem for m in folder.glob("*.py") if m.stem != "__init__"]
+        rooms += [d.name for d in folder.iterdir() if (d / "__init__.py").exists()]
+        missing = [r for r in rooms if not re.search(rf"\b{re.escape(r)}\b", doc)]
+        if missing and folder != PACKAGE:
+            unnamed[str(folder.relative_to(PACKAGE))] = sorted(missing)
+    assert unnamed == {}
 
 
 def test_the_http_layer_knows_nothing_of_s3() -> None:

@@ -15,4 +15,8 @@
   chunks and nodes (§4.4).
 * :mod:`~objstore_saver.format.split_values`: large message texts stored apart
   from their value (§4.4a).
+* :mod:`~objstore_saver.format.locations`: where a list's segment is, relative
+  to the manifest holding it (§4.4).
+* :mod:`~objstore_saver.format.model`: the decoded forms of stored objects and
+  the format's limits.
 """

@@ -4,8 +4,10 @@
 :mod:`.records` encodes objects (their keys are
 :mod:`~objstore_saver.format.store_keys`'s), :mod:`.plans` holds the pure
 planners the sync and async drivers run (:mod:`.clear` the namespace
-delete's), :mod:`.query` filters, scores and orders items in memory, and
-:mod:`.verify` is ``verify``'s part for the store's objects (spec §8.4.8).
+delete's), :mod:`.query` filters, scores and orders items in memory,
+:mod:`.verify` is ``verify``'s part for the store's objects (spec §8.4.8),
+and :mod:`.factory` chooses an application's store (``create_store``,
+``langgraph.json``).
 """
 
 from objstore_saver.longterm.records import InvalidStoreValueError

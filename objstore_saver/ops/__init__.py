@@ -8,6 +8,17 @@ stops cleanly between threads; every job returns a JSON-serializable dict;
 errors name what is at fault and carry no secret. Jobs that write or delete
 are dry runs unless ``apply=True``.
 
+The rooms: :mod:`.views` and :mod:`.object_views` (``threads``, ``history``,
+``show``, ``du``, ``cat``), with :mod:`.checkpoint_reading` and :mod:`.decode`
+(values to JSON without unpickling); :mod:`.maintain` (``prune``, ``verify``,
+``delete_thread``); :mod:`.migration` and :mod:`.migration_sources`
+(``migrate``); :mod:`.upgrade`; :mod:`.rekey`; :mod:`.longterm` (``store ls``,
+``get``, ``du``, ``store-sweep``) and :mod:`.longterm_delete`
+(``store-delete``). What jobs share: :mod:`._common` (configuration,
+progress, cancellation, redaction), :mod:`.fanout` (many threads at once),
+:mod:`.sharding` (workers that split a bucket), :mod:`.job_cursor` (where a
+job resumes) and :mod:`.delete_coalescing` (shared DeleteObjects requests).
+
 Example (a daily retention job in an application's own scheduler)::
 
     from objstore_saver import ops

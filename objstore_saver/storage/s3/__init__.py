@@ -6,7 +6,11 @@ both share is written once here: settings (:mod:`.settings`), what answers
 mean (:mod:`.rules`), when to try again (:mod:`.retry`) and which transport a
 URL picks (:mod:`.choice`). The lean transport's requests are pure plans in
 :mod:`.protocol` (objects) and :mod:`.version_requests` (versions), run by
-:mod:`.lean`; boto3's are :mod:`.boto3_store` and :mod:`.boto3_versions`.
+:mod:`.lean`, which signs them (:mod:`.sigv4`) with botocore's credential
+chain (:mod:`.credentials`), addresses the bucket (:mod:`.endpoints`) and
+reaches it through a proxy and TLS trust of its choosing (:mod:`.network`);
+boto3's are :mod:`.boto3_store` (its client built by :mod:`.boto3_client`)
+and :mod:`.boto3_versions`.
 """
 
 from objstore_saver.storage.s3.boto3_store import Boto3S3Store, S3Store
