@@ -42,7 +42,7 @@ from objstore_saver.storage.base import (
     ObjectStore,
     PutMode,
     RequestFacts,
-    StoreWrapper,
+    layers,
 )
 
 try:
@@ -255,12 +255,6 @@ _KIND_OF = {
 }
 
 
-def _innermost(store: ObjectStore) -> ObjectStore:
-    while isinstance(store, StoreWrapper):
-        store = store.inner
-    return store
-
-
 class RequestNaming:
     """Names and attributes of the request spans of one store.
 
@@ -272,7 +266,7 @@ class RequestNaming:
     """
 
     def __init__(self, store: ObjectStore) -> None:
-        base = _innermost(store)
+        *_, base = layers(store)
         if isinstance(base, DescribesRequests):
             facts = base.request_facts()
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from objstore_saver.crypto import sealing
-from objstore_saver.crypto.names import STORE_SCOPE
+from objstore_saver.crypto.names import namespace_scope
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.format import keys, store_keys
 
@@ -84,7 +84,7 @@ def namespace_route(key: str) -> Route | None:
         return None  # a clear marker holds no data: in clear, as a thread's tombstone
     root = store_keys.INDEX if kind != "items" else store_keys.ITEMS
     pfx = root + path + "/"
-    return Route(pfx, STORE_SCOPE + path, key[len(pfx) :], None)
+    return Route(pfx, namespace_scope(path), key[len(pfx) :], None)
 
 
 def _address(rest: str) -> bytes | None:

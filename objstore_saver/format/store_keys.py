@@ -87,7 +87,7 @@ def snapshot_name(version: str, permanent: int, clear: str = "") -> str:
 
 def clears_prefix(namespace: Sequence[str]) -> str:
     """Prefix of the clear markers of one namespace (spec §8.4.9)."""
-    return index_prefix(namespace) + "c/"
+    return path_clears_prefix(namespace_path(namespace))
 
 
 def name_version(name: str) -> str:

@@ -20,11 +20,9 @@ from objstore_saver.longterm.plans import (
     write_record,
 )
 from objstore_saver.longterm.records import decode_record, encode_clear
-from objstore_saver.plans.requests import Delete, Get, Plan, Put, Shred, run_batch, run_one
+from objstore_saver.plans.requests import Get, Plan, Put, Shred, run_batch, run_one
+from objstore_saver.plans.threads import batched_deletes
 from objstore_saver.storage.base import ObjectInfo, PutMode, StorageError
-
-#: Keys per DELETE request (S3's DeleteObjects takes at most 1,000).
-DELETE_BATCH = 1000
 
 
 @dataclass
@@ -48,11 +46,9 @@ def _index(namespace: tuple[str, ...]) -> Plan[NamespaceIndex]:
     return group_index(infos).get(path, NamespaceIndex(path))
 
 
-def _delete_all(found: list[str]) -> Plan[None]:
-    """DELETE ``found`` in batches of 1,000, the batches in one concurrent round."""
-    batches = [tuple(found[i : i + DELETE_BATCH]) for i in range(0, len(found), DELETE_BATCH)]
-    if batches:
-        yield from run_batch(*(Delete(b) for b in batches))
+def delete_all(found: list[str]) -> Plan[None]:
+    """DELETE ``found``, 1,000 keys a request, the requests in one concurrent round."""
+    yield from run_batch(*batched_deletes(found))
 
 
 def _all_index(group: NamespaceIndex) -> list[ObjectInfo]:
@@ -87,7 +83,7 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
     done = Cleared(ns, clear)
     # 3. The items.
     items = yield from list_infos(store_keys.items_prefix(ns))
-    yield from _delete_all([i.key for i in items])
+    yield from delete_all([i.key for i in items])
     done.items = len(items)
     # 4. Writes concurrent with this clear, written again in its epoch.
     group = yield from _index(ns)
@@ -95,23 +91,23 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
     for info in group.records:
         h = store_keys.record_hash(_name(info.key))
         newest[h] = max(newest.get(h, ""), info.key)
-    got = yield from run_batch(*(Get(k) for k in sorted(newest.values())))
-    for data, key in zip(got, sorted(newest.values()), strict=True):
+    rewritten: set[str] = set()
+    got = yield from run_batch(*(Get(k) for k in newest.values()))
+    for data, key in zip(got, newest.values(), strict=True):
         if data is None:
             continue  # a later write of that key replaced it, and was written after the marker
         rec = decode_record(data, key)
         yield from write_record(ctx, after_clear(ctx, rec, clear))
-        h = store_keys.record_hash(_name(key))
+        rewritten.add(store_keys.record_hash(_name(key)))
         done.rewritten.append(rec.key)
-        yield from _delete_all(
-            [i.key for i in group.records if store_keys.record_hash(_name(i.key)) == h]
-        )
+    # The records the rewrites replaced go with what the clear ended (step 6).
+    replaced = [i.key for i in group.records if store_keys.record_hash(_name(i.key)) in rewritten]
     # 5. The keys of the ended epochs (a store that does not encrypt sends nothing).
     shredded = yield from run_one(Shred(store_keys.index_prefix(ns), store_keys.clear_epoch(clear)))
     done.shredded = bool(shredded)
     # 6. Everything the clear ended, as step 4 listed it (what lands below the
     # clear later is ended too, and goes with a compaction or store-sweep).
-    yield from _delete_all([i.key for i in group.ended])
+    yield from delete_all([*replaced, *(i.key for i in group.ended)])
     done.index_objects = len(group.ended)
     return done
 

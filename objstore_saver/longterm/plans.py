@@ -146,10 +146,10 @@ def _of_clear(snapshot: str, clear: str) -> bool:
     )
 
 
-def list_infos(prefix: str) -> Plan[list[ObjectInfo]]:
-    """Sub-plan: every object under ``prefix`` with its listing facts (all pages)."""
+def list_infos(prefix: str, after: str | None = None) -> Plan[list[ObjectInfo]]:
+    """Sub-plan: every object under ``prefix`` (after the key ``after``) with its
+    listing facts (all pages)."""
     out: list[ObjectInfo] = []
-    after: str | None = None
     while True:
         page: ListPage = yield from run_one(ListKeys(prefix, after))
         out.extend(page.objects)
@@ -257,9 +257,7 @@ def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -
     """Remember the newest clear of a namespace from the first page of its clear markers."""
     infos = list(page.objects)
     if page.truncated and infos:
-        prefix = store_keys.clears_prefix(namespace)
-        more: ListPage = yield from run_one(ListKeys(prefix, infos[-1].key))
-        infos += (yield from list_infos(prefix)) if more.truncated else more.objects
+        infos += yield from list_infos(store_keys.clears_prefix(namespace), infos[-1].key)
     ctx.saw_clear(
         store_keys.namespace_path(namespace), max((_name(i.key) for i in infos), default="")
     )
@@ -387,7 +385,6 @@ def delete_item(ctx: StoreContext, namespace: tuple[str, ...], key: str) -> Plan
     No GET first: after a put interrupted between its record and its item, the
     index holds an item the item object does not, and only a tombstone hides it.
     """
-    yield from learn_clears(ctx, namespace)
     now = ctx.now()
     version = ctx.next_version(store_keys.namespace_path(namespace))
     rec = Record(tuple(namespace), key, version, DEL, None, now, now, version)

@@ -20,7 +20,7 @@ from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import store_keys
 from objstore_saver.longterm import plans
-from objstore_saver.longterm.clear import DELETE_BATCH
+from objstore_saver.longterm.clear import delete_all
 from objstore_saver.longterm.records import (
     DEL,
     PUT,
@@ -44,7 +44,7 @@ from objstore_saver.ops._common import (
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
-from objstore_saver.plans.requests import Delete, Get, ListKeys, run_batch, run_one
+from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
 from objstore_saver.storage.base import ObjectInfo, sealing_layer
 
@@ -425,13 +425,6 @@ def _marker_labels(key: str, bad: list[dict[str, str]]) -> SubPlan:
         return None
 
 
-def _delete_keys(keys: list[str]) -> SubPlan:
-    """Sub-plan: DELETE ``keys``, 1,000 a request, in one concurrent round."""
-    batches = [tuple(keys[i : i + DELETE_BATCH]) for i in range(0, len(keys), DELETE_BATCH)]
-    if batches:
-        yield from run_batch(*(Delete(b) for b in batches))
-
-
 def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None) -> SubPlan:
     """Sub-plan: sweep one item; True if this run deleted it.
 
@@ -518,7 +511,7 @@ async def astore_sweep(
         found, bad, left = await driver.arun(_sweep_plan(ns, clock(), window, ctx.grace))
         left = [entry for entry in left if shard.owns(entry[0])]
         if apply:  # one DELETE round: a namespace whose markers go has no ended object
-            await driver.arun(_delete_keys([k for e in left for k in (*e[2], *e[3])]))
+            await driver.arun(delete_all([k for e in left for k in (*e[2], *e[3])]))
         clears = [
             {
                 "namespace": labels,

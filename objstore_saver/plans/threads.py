@@ -170,7 +170,7 @@ def thread_id_of(listing: ThreadListing) -> Generator[Batch, list[Any] | None, s
     return None if body is None else codec.decode_manifest(body, key).thread_id
 
 
-def _deletes(keys_: Sequence[str]) -> list[Delete]:
+def batched_deletes(keys_: Sequence[str]) -> list[Delete]:
     """DeleteObjects requests of at most 1,000 keys each, in the keys' order."""
     return [
         Delete(tuple(keys_[start : start + MAX_DELETE_BATCH]))
@@ -180,7 +180,7 @@ def _deletes(keys_: Sequence[str]) -> list[Delete]:
 
 def delete_keys(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: delete ``keys_`` in order, 1,000 a request, one request after the other."""
-    for op in _deletes(keys_):
+    for op in batched_deletes(keys_):
         yield from run_one(op)
 
 
@@ -254,10 +254,10 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     # with the tombstones this one supersedes.
     older = [o.key for o in listing.tombstones if (keys.tombstone_epoch_of(o.key) or 0) < epoch]
     yield from run_batch(
-        *_deletes([o.key for o in listing.writes]),
-        *_deletes([o.key for o in listing.objects]),
-        *_deletes([o.key for o in listing.marks]),
-        *_deletes(older),
+        *batched_deletes([o.key for o in listing.writes]),
+        *batched_deletes([o.key for o in listing.objects]),
+        *batched_deletes([o.key for o in listing.marks]),
+        *batched_deletes(older),
     )
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
     # Destroyed again at the end: a key a rekey wrote back while the sweep ran
