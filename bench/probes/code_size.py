@@ -70,8 +70,8 @@ def folder_loops() -> list[list[str]]:
     return sorted([a, b] for a, b in edges if a < b and (b, a) in edges)
 
 
-def _warm_put_calls(url: str, bucket: str, encrypted: bool) -> tuple[int, int]:
-    """(functions, files) of the package one warm put calls, after four turns."""
+def _warm_put_calls(url: str, bucket: str, encrypted: bool) -> list[str]:
+    """``module:line function`` of each package function one warm put calls, after four turns."""
     options: dict[str, Any] = {}
     if encrypted:
         options["client_encryption"] = ClientEncryption.of(LocalMasterKey(os.urandom(32)))
@@ -84,13 +84,13 @@ def _warm_put_calls(url: str, bucket: str, encrypted: bool) -> tuple[int, int]:
         head = saver.get_tuple(config)
         assert head is not None
         checkpoint = {**head.checkpoint, "id": str(uuid6())}
-        called: set[tuple[str, int]] = set()
+        called: set[tuple[str, int, str]] = set()
         root = str(PACKAGE)
 
         def hook(frame: Any, event: str, _arg: Any) -> None:
             code = frame.f_code
             if event == "call" and code.co_filename.startswith(root):
-                called.add((code.co_filename, code.co_firstlineno))
+                called.add((code.co_filename, code.co_firstlineno, code.co_qualname))
 
         threading.setprofile(hook)  # the store's worker threads, too
         sys.setprofile(hook)
@@ -99,11 +99,11 @@ def _warm_put_calls(url: str, bucket: str, encrypted: bool) -> tuple[int, int]:
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
-    return len(called), len({f for f, _ in called})
+    return sorted(f"{Path(f).relative_to(PACKAGE)}:{line} {name}" for f, line, name in called)
 
 
-def run() -> dict[str, Any]:
-    """The counts of both puts and the package's size."""
+def run(list_functions: bool = False) -> dict[str, Any]:
+    """The counts of both puts and the package's size (and the functions, when asked)."""
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     saved = {k: os.environ.get(k) for k in (*env, "OBJSTORE_SAVER_ENCRYPTION_KEY")}
     os.environ.update(env)
@@ -121,8 +121,11 @@ def run() -> dict[str, Any]:
         for name, encrypted in (("warm_put", False), ("warm_put_encrypted", True)):
             bucket = f"code-size-{name.replace('_', '-')}"
             client.create_bucket(Bucket=bucket)
-            functions, files = _warm_put_calls(server.url, bucket, encrypted)
-            out[name] = {"functions": functions, "files": files}
+            called = _warm_put_calls(server.url, bucket, encrypted)
+            files = {c.split(":", 1)[0] for c in called}
+            out[name] = {"functions": len(called), "files": len(files)}
+            if list_functions:
+                out[name]["called"] = called
     finally:
         server.stop()
         for k, v in saved.items():
@@ -139,8 +142,11 @@ def run() -> dict[str, Any]:
 
 def main() -> None:
     """Command-line entry point."""
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    print(json.dumps(run(), indent=1))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--list", action="store_true", help="also name every function each put calls"
+    )
+    print(json.dumps(run(parser.parse_args().list), indent=1))
 
 
 if __name__ == "__main__":
