@@ -204,6 +204,31 @@ def refused_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def silent_url() -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` whose handshakes never complete: a full accept queue.
+
+    The listener never accepts and its queue is filled first, so the kernel
+    drops every later SYN: a connect waits out its timeout, as it does
+    against a host that is down or a firewall that drops packets.
+    """
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(4):
+                filler = socket.socket()
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.1", port))
+                fillers.append(filler)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            for filler in fillers:
+                filler.close()
+
+
+@pytest.fixture
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -281,6 +306,26 @@ def test_the_boto3_check_of_a_refused_endpoint_is_one_attempt(refused_url: str) 
         store.get("k")
     assert "not retried" not in str(later.value)
     assert sent == ["HeadBucket", "GetObject", "GetObject"]
+
+
+@pytest.mark.usefixtures("creds", "no_proxy")
+def test_the_check_of_a_host_that_never_answers_is_one_connect_timeout(silent_url: str) -> None:
+    lean = LeanS3Store("b", endpoint_url=silent_url, max_attempts=3, connect_timeout=0.5)
+    sent = _count_lean_sends(lean)
+    with pytest.raises(StoreUnavailableError) as info:
+        lean.check()
+    assert f"no connection to {silent_url.removeprefix('http://')} within 0.5 s" in str(info.value)
+    _assert_names_the_refused_endpoint(str(info.value), silent_url)
+    assert len(sent) == 1
+    boto3_store = Boto3S3Store(
+        "b", endpoint_url=silent_url, region_name="us-east-1", max_attempts=3, connect_timeout=0.5
+    )
+    boto3_sent = _count_boto3_sends(boto3_store)
+    with pytest.raises(StoreUnavailableError) as info:
+        boto3_store.check()
+    assert "ConnectTimeoutError" in str(info.value)
+    _assert_names_the_refused_endpoint(str(info.value), silent_url)
+    assert boto3_sent == ["HeadBucket"]
 
 
 @pytest.mark.usefixtures("creds", "no_proxy")
