@@ -53,15 +53,12 @@ from types import TracebackType
 
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
-    MAX_LIST_PAGE,
-    ListPage,
     ObjectStore,
-    PutMode,
     StorageError,
     StoreUnavailableError,
-    StoreWrapper,
     validate_key,
 )
+from objstore_saver.storage.layer import Layer
 
 __all__ = ["DEFAULT_LINGER", "DeleteCoalescingStore"]
 
@@ -107,8 +104,10 @@ class _Request:
     calls: list[_Call] = field(default_factory=list)
 
 
-class DeleteCoalescingStore(StoreWrapper):
+class DeleteCoalescingStore(Layer):
     """A store whose coroutine ``adelete`` shares requests between concurrent calls.
+
+    Every other request, and a blocking ``delete``, passes through unchanged.
 
     Use it on one event loop, as ``async with DeleteCoalescingStore(store) as s``
     (or call :meth:`aclose`).
@@ -146,40 +145,6 @@ class DeleteCoalescingStore(StoreWrapper):
         """``adelete`` calls queued so far."""
         self.requests = 0
         """Requests sent to the wrapped store so far (each of at most ``max_keys`` keys)."""
-
-    # --- what passes through --------------------------------------------------------
-
-    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Forward to the wrapped store."""
-        self._inner.put(key, data, mode)
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Forward to the wrapped store."""
-        return self._inner.get(key, byte_range)
-
-    def list(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Forward to the wrapped store."""
-        return self._inner.list(prefix, start_after=start_after, limit=limit)
-
-    def delete(self, keys: Sequence[str]) -> None:
-        """Forward to the wrapped store: a blocking delete is not coalesced."""
-        self._inner.delete(keys)
-
-    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Forward to the wrapped store."""
-        await self._inner.aput(key, data, mode)
-
-    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Forward to the wrapped store."""
-        return await self._inner.aget(key, byte_range)
-
-    async def alist(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Forward to the wrapped store."""
-        return await self._inner.alist(prefix, start_after=start_after, limit=limit)
 
     # --- coalesced deletes ----------------------------------------------------------
 

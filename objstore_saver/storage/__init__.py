@@ -5,7 +5,9 @@
 * :mod:`.local`: a local directory; :mod:`.s3`: S3-compatible buckets, over
   the lean transport (:mod:`.http`) or boto3;
 * :mod:`.versions`: object versions and Object Lock, where a bucket keeps them;
-* :mod:`.metered`: a wrapper counting requests and bytes;
+* :mod:`.requests`: the four requests as values, and how a store carries one out;
+* :mod:`.layer`: a store layer as one hook around request values;
+* :mod:`.metered`: a layer counting requests and bytes;
 * :mod:`.urls`: a store from ``s3://`` or ``file://``;
 * :mod:`.worker_pool`: worker threads for blocking calls of coroutines.
 """

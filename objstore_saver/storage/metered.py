@@ -13,15 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from objstore_saver.storage.base import (
-    MAX_DELETE_BATCH,
-    MAX_LIST_PAGE,
-    ListPage,
-    ObjectExistsError,
-    ObjectStore,
-    PutMode,
-    StoreWrapper,
-)
+from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectExistsError, ObjectStore
+from objstore_saver.storage.layer import Answer, Layer
+from objstore_saver.storage.requests import Delete, Get, ListKeys, Put, StorageRequest
 from objstore_saver.storage.versions import (
     NO_RETENTION,
     ObjectVersion,
@@ -72,7 +66,7 @@ class LogEntry(NamedTuple):
     nbytes: int
 
 
-class MeteredStore(StoreWrapper):
+class MeteredStore(Layer):
     """An :class:`~objstore_saver.storage.base.ObjectStore` that meters another one.
 
     Thread-safe. Failed calls count as requests too; bytes received count only
@@ -112,105 +106,44 @@ class MeteredStore(StoreWrapper):
             if self._logging:
                 self.log.extend(entries)
 
-    # Each request is counted by one context manager, around the blocking call
-    # or the awaited coroutine alike.
-
     @contextlib.contextmanager
-    def _putting(self, key: str, data: bytes) -> Iterator[None]:
-        n = len(data)
-        stored = conflict = False
+    def around(self, request: StorageRequest) -> Iterator[Answer]:
+        """Count ``request`` whatever its outcome: one request, its body, what it returned."""
+        answer = Answer()
+        conflict = False
         try:
-            yield
-            stored = True
+            yield answer
         except ObjectExistsError:
             conflict = True
             raise
         finally:
-            self._add(
-                [LogEntry("put", key, n)],
-                put_requests=1,
-                bytes_sent=n,
-                largest_request_body=n,
-                objects_put=int(stored),
-                create_conflicts=int(conflict),
-            )
+            self._count(request, answer, conflict)
 
-    @contextlib.contextmanager
-    def _getting(self, key: str) -> Iterator[list[bytes]]:
-        received: list[bytes] = []
-        try:
-            yield received
-        finally:
-            n = len(received[0]) if received else 0
-            self._add(
-                [LogEntry("get", key, n)],
-                get_requests=1,
-                bytes_received=n,
-                largest_response_body=n,
-            )
-
-    @contextlib.contextmanager
-    def _listing(self, prefix: str) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            self._add([LogEntry("list", prefix, 0)], list_requests=1)
-
-    @contextlib.contextmanager
-    def _deleting(self, keys: Sequence[str]) -> Iterator[None]:
-        try:
-            yield
-        finally:
-            requests = -(-len(keys) // MAX_DELETE_BATCH)
-            self._add([LogEntry("delete", k, 0) for k in keys], delete_requests=requests)
-
-    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Forward to the inner store, counting one request and the body sent."""
-        with self._putting(key, data):
-            self._inner.put(key, data, mode)
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Forward to the inner store, counting one request and the bytes returned."""
-        with self._getting(key) as received:
-            received.append(self._inner.get(key, byte_range))
-        return received[0]
-
-    def list(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Forward to the inner store, counting one request."""
-        with self._listing(prefix):
-            return self._inner.list(prefix, start_after=start_after, limit=limit)
-
-    def delete(self, keys: Sequence[str]) -> None:
-        """Forward to the inner store, counting one request per 1,000 keys."""
-        keys = list(keys)
-        with self._deleting(keys):
-            self._inner.delete(keys)
-
-    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Coroutine twin of :meth:`put`."""
-        with self._putting(key, data):
-            await self._inner.aput(key, data, mode)
-
-    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Coroutine twin of :meth:`get`."""
-        with self._getting(key) as received:
-            received.append(await self._inner.aget(key, byte_range))
-        return received[0]
-
-    async def alist(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Coroutine twin of :meth:`list`."""
-        with self._listing(prefix):
-            return await self._inner.alist(prefix, start_after=start_after, limit=limit)
-
-    async def adelete(self, keys: Sequence[str]) -> None:
-        """Coroutine twin of :meth:`delete`."""
-        keys = list(keys)
-        with self._deleting(keys):
-            await self._inner.adelete(keys)
+    def _count(self, request: StorageRequest, answer: Answer, conflict: bool = False) -> None:
+        match request:
+            case Put(key, data):
+                n = len(data)
+                self._add(
+                    [LogEntry("put", key, n)],
+                    put_requests=1,
+                    bytes_sent=n,
+                    largest_request_body=n,
+                    objects_put=int(answer.answered),
+                    create_conflicts=int(conflict),
+                )
+            case Get(key):
+                n = len(answer.value) if answer.answered else 0
+                self._add(
+                    [LogEntry("get", key, n)],
+                    get_requests=1,
+                    bytes_received=n,
+                    largest_response_body=n,
+                )
+            case ListKeys(prefix):
+                self._add([LogEntry("list", prefix, 0)], list_requests=1)
+            case Delete(keys):
+                requests = -(-len(keys) // MAX_DELETE_BATCH)
+                self._add([LogEntry("delete", k, 0) for k in keys], delete_requests=requests)
 
     # --- object versions (storage/versions.py): forwarded and counted where the
     # inner store keeps them; none, at no request, where it does not.
@@ -238,5 +171,7 @@ class MeteredStore(StoreWrapper):
         layer = versioned_layer(self._inner)
         if layer is None or not versions:
             return []
-        with self._deleting([v.key for v in versions]):
+        try:
             return layer.delete_versions(versions)
+        finally:
+            self._count(Delete(tuple(v.key for v in versions)), Answer())

@@ -25,20 +25,13 @@ import contextlib
 import enum
 import random
 import threading
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from objstore_saver.storage.base import (
-    MAX_LIST_PAGE,
-    ListPage,
-    ObjectStore,
-    PutMode,
-    StorageError,
-    StoreWrapper,
-)
-
-T = TypeVar("T")
+from objstore_saver.storage.base import ObjectStore, StorageError
+from objstore_saver.storage.layer import Answer, Layer
+from objstore_saver.storage.requests import Delete, Get, ListKeys, Put, StorageRequest
 
 
 class Fault(enum.Enum):
@@ -166,7 +159,7 @@ class InjectedFaultError(StorageError):
         )
 
 
-class FaultyStore(StoreWrapper):
+class FaultyStore(Layer):
     """An :class:`~objstore_saver.storage.base.ObjectStore` that fails on purpose.
 
     Thread-safe. Every call is one request (a ``delete`` of many keys too).
@@ -204,78 +197,27 @@ class FaultyStore(StoreWrapper):
         return request, fault
 
     @contextlib.contextmanager
-    def _lost(self, request: Request, fault: Fault) -> Iterator[None]:
+    def around(self, request: StorageRequest) -> Iterator[Answer]:
+        """Fail ``request`` before it goes down, or lose its answer, as the plan says."""
+        match request:
+            case Put(key):
+                seen, fault = self._decide("put", key)
+            case Get(key):
+                seen, fault = self._decide("get", key)
+            case ListKeys(prefix):
+                seen, fault = self._decide("list", prefix)
+            case Delete(keys):
+                seen, fault = self._decide("delete", keys[0] if keys else "", keys)
+        if fault is None:
+            yield Answer()
+            return
         # Lost response: the caller sees an error whatever the store answered
         # (the object stored, or "exists", or "not found").
         try:
-            yield
+            yield Answer()
         except StorageError as exc:
-            raise InjectedFaultError(fault, request, self.location) from exc
-        raise InjectedFaultError(fault, request, self.location)
-
-    def _call(self, op: str, key: str, call: Callable[[], T], keys: tuple[str, ...] = ()) -> T:
-        request, fault = self._decide(op, key, keys)
-        if fault is None:
-            return call()
-        with self._lost(request, fault):
-            call()
-        raise AssertionError("unreachable: a lost response always raises")
-
-    async def _acall(
-        self, op: str, key: str, call: Callable[[], Awaitable[T]], keys: tuple[str, ...] = ()
-    ) -> T:
-        request, fault = self._decide(op, key, keys)
-        if fault is None:
-            return await call()
-        with self._lost(request, fault):
-            await call()
-        raise AssertionError("unreachable: a lost response always raises")
-
-    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Forward a put, unless the plan fails it."""
-        self._call("put", key, lambda: self._inner.put(key, data, mode))
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Forward a get, unless the plan fails it."""
-        return self._call("get", key, lambda: self._inner.get(key, byte_range))
-
-    def list(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Forward a list, unless the plan fails it."""
-        return self._call(
-            "list", prefix, lambda: self._inner.list(prefix, start_after=start_after, limit=limit)
-        )
-
-    def delete(self, keys: Sequence[str]) -> None:
-        """Forward a delete, unless the plan fails it."""
-        keys = list(keys)
-        self._call("delete", keys[0] if keys else "", lambda: self._inner.delete(keys), tuple(keys))
-
-    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Coroutine twin of :meth:`put`."""
-        await self._acall("put", key, lambda: self._inner.aput(key, data, mode))
-
-    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Coroutine twin of :meth:`get`."""
-        return await self._acall("get", key, lambda: self._inner.aget(key, byte_range))
-
-    async def alist(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Coroutine twin of :meth:`list`."""
-        return await self._acall(
-            "list",
-            prefix,
-            lambda: self._inner.alist(prefix, start_after=start_after, limit=limit),
-        )
-
-    async def adelete(self, keys: Sequence[str]) -> None:
-        """Coroutine twin of :meth:`delete`."""
-        keys = list(keys)
-        await self._acall(
-            "delete", keys[0] if keys else "", lambda: self._inner.adelete(keys), tuple(keys)
-        )
+            raise InjectedFaultError(fault, seen, self.location) from exc
+        raise InjectedFaultError(fault, seen, self.location)
 
 
 # --- botocore client hooks -------------------------------------------------------
