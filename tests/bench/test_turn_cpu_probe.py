@@ -1,0 +1,41 @@
+"""bench/probes/turn_cpu.py: CPU and requests of a chat turn, and a before/after of two trees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.probes import turn_cpu
+
+ROOT = Path(turn_cpu.__file__).resolve().parents[2]
+
+
+def _probe(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.probes.turn_cpu", "--turns", "2", "--warmup", "1", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_every_variant_reports_a_turns_cpu_and_its_six_requests(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    _probe("--json", str(out))
+    results = json.loads(out.read_text())
+    assert set(results) == set(turn_cpu.VARIANTS)
+    for row in results.values():
+        assert row["requests_per_turn"] == 6.0  # 5 PUT + 1 LIST, in clear and sealed
+        assert row["cpu_ms_per_turn"] > 0
+
+
+def test_compare_prints_each_trees_median_and_their_ratio() -> None:
+    table = _probe("--compare", str(ROOT), "--rounds", "1")
+    rows = [line for line in table.splitlines() if line.startswith("| sync | requests")]
+    assert rows == ["| sync | requests_per_turn | 6.000 | 6.000 | 1.000 |"]
+    assert table.count("| cpu_ms_per_turn |") == len(turn_cpu.VARIANTS)
