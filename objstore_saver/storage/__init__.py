@@ -6,7 +6,7 @@
   the lean transport (:mod:`.http`) or boto3;
 * :mod:`.versions`: object versions and Object Lock, where a bucket keeps them;
 * :mod:`.metered`: a wrapper counting requests and bytes;
-* :mod:`.urls`: a store from ``s3://`` or ``file://``;
+* :mod:`.urls`: a store from ``s3://`` or ``file://``, or a bucket on a transport;
 * :mod:`.worker_pool`: worker threads for blocking calls of coroutines.
 """
 
