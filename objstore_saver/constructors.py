@@ -7,7 +7,7 @@ same lifetime (``close`` and the sync/async context managers). Each class's
 ``__init__`` takes the :class:`~objstore_saver.storage.ObjectStore` first and
 its own options as keywords, which the constructors pass through; ``from_url``
 and ``from_bucket`` also take the S3 store's options
-(:data:`~objstore_saver.storage.s3.choice.S3_OPTIONS`) and hand those to the
+(:data:`~objstore_saver.storage.s3.settings.S3_OPTIONS`) and hand those to the
 store. An option neither takes is a ``TypeError`` naming the constructor, the
 option and what it accepts.
 """
@@ -25,8 +25,8 @@ from objstore_saver.driver import Driver
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import Boto3S3Store, S3Encryption
-from objstore_saver.storage.s3.choice import S3_OPTIONS, open_s3_store
-from objstore_saver.storage.urls import store_from_url
+from objstore_saver.storage.s3.settings import S3_OPTIONS
+from objstore_saver.storage.urls import open_s3_store, store_from_url
 
 
 def _own_options(cls: type) -> frozenset[str] | None:

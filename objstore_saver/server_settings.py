@@ -1,4 +1,4 @@
-"""The settings a LangGraph server hands its custom checkpointer, checked.
+"""The settings a LangGraph server hands its custom checkpointer and store, checked.
 
 The server (``langgraph-api``, read at 0.16.7) calls the factory that
 ``checkpointer.path`` names with no arguments. Its ``checkpointer`` block
@@ -9,6 +9,7 @@ The server itself applies the thread TTL; the saver only serves the calls
 its sweeper makes (``adelete_thread``, ``aprune``). This module reads those
 settings the way the server does, refuses invalid ones with a message that
 names the setting, and says what will happen (``docs/langgraph-server.md``).
+The ``store`` block comes the same way, in ``LANGGRAPH_STORE`` (:func:`store_options`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from objstore_saver.errors import ConfigurationError
 
 __all__ = [
     "LANGGRAPH_CHECKPOINTER",
+    "LANGGRAPH_STORE",
     "LANGGRAPH_THREAD_TTL",
     "TTL_STRATEGIES",
     "ThreadTTL",
     "checkpointer_block",
     "describe_ttl",
+    "store_options",
     "thread_ttl",
 ]
 
@@ -38,6 +41,8 @@ logger = logging.getLogger("objstore_saver.config")
 
 #: The server's copy of ``langgraph.json``'s ``checkpointer`` block, as JSON.
 LANGGRAPH_CHECKPOINTER = "LANGGRAPH_CHECKPOINTER"
+#: The ``store`` block of ``langgraph.json``, as a LangGraph server passes it on.
+LANGGRAPH_STORE = "LANGGRAPH_STORE"
 #: The server's thread TTL override: minutes, or a JSON object like ``checkpointer.ttl``.
 LANGGRAPH_THREAD_TTL = "LANGGRAPH_THREAD_TTL"
 #: Names the server's runtime; ``langgraph dev`` sets ``inmem``.
@@ -69,26 +74,52 @@ class ThreadTTL:
     source: str
 
 
+def _json_setting(name: str, env: Mapping[str, str]) -> Any:
+    """The JSON value of the variable ``name``, or ``{}`` when it is not set.
+
+    Raises:
+        ConfigurationError: it is not JSON.
+    """
+    raw = env.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} is not JSON: {exc}") from None
+
+
 def checkpointer_block(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Return the server's ``checkpointer`` block, or ``{}`` outside a server.
 
     Raises:
         ConfigurationError: ``LANGGRAPH_CHECKPOINTER`` is not a JSON object.
     """
-    env = os.environ if environ is None else environ
-    raw = env.get(LANGGRAPH_CHECKPOINTER, "").strip()
-    if not raw:
-        return {}
-    try:
-        block = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"{LANGGRAPH_CHECKPOINTER} is not JSON: {exc}") from None
+    block = _json_setting(LANGGRAPH_CHECKPOINTER, os.environ if environ is None else environ)
     if not isinstance(block, dict):
         raise ConfigurationError(
             f"{LANGGRAPH_CHECKPOINTER} is not a JSON object (langgraph.json's "
             f"'checkpointer' block): found {type(block).__name__}"
         )
     return block
+
+
+def store_options(
+    settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The :class:`~objstore_saver.ObjectStoreStore` options of the ``store`` block
+    (``ttl``, ``index``); the block is read from ``LANGGRAPH_STORE`` when not given.
+
+    Raises:
+        ConfigurationError: the block is not JSON or not an object.
+    """
+    if settings is None:
+        settings = _json_setting(LANGGRAPH_STORE, os.environ if environ is None else environ)
+    if not isinstance(settings, Mapping):
+        raise ConfigurationError(
+            f"the store block of langgraph.json must be an object: {settings!r}"
+        )
+    return {name: dict(settings[name]) for name in ("ttl", "index") if settings.get(name)}
 
 
 def _number(source: str, name: str, value: object, *, integer: bool = False) -> float | None:

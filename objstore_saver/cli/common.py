@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from objstore_saver.backend_choice import OBJSTORE_SAVER_URL
+from objstore_saver.config import OBJSTORE_SAVER_URL
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, shown_rate

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from objstore_saver import ops
-from objstore_saver.backend_choice import POSTGRES_URL
 from objstore_saver.cli.common import (
     EXIT_FOUND,
     EXIT_OK,
@@ -17,6 +16,7 @@ from objstore_saver.cli.common import (
     cancelled_mark,
     resumed_note,
 )
+from objstore_saver.config import POSTGRES_URL
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.ops.migration import SOURCES

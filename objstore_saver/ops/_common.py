@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from objstore_saver.backend_choice import OBJSTORE_SAVER_URL, POSTGRES_URL
+from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, environment_url
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
@@ -46,10 +45,9 @@ class OpsConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpsConfig:
         """Read ``OBJSTORE_SAVER_URL`` and ``POSTGRES_URL``; non-None overrides win."""
-        env = os.environ if environ is None else environ
         values: dict[str, Any] = {
-            "url": env.get(OBJSTORE_SAVER_URL) or None,
-            "postgres_url": env.get(POSTGRES_URL) or None,
+            "url": environment_url(OBJSTORE_SAVER_URL, environ) or None,
+            "postgres_url": environment_url(POSTGRES_URL, environ) or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -27,7 +27,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from objstore_saver.backend_choice import POSTGRES_URL
+from objstore_saver.config import POSTGRES_URL
 from objstore_saver.driver import Driver
 from objstore_saver.format import keys
 from objstore_saver.ops._common import JobError, OpsConfig

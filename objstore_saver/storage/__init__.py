@@ -8,7 +8,7 @@
 * :mod:`.requests`: the four requests as values, and how a store carries one out;
 * :mod:`.layer`: a store layer as one hook around request values;
 * :mod:`.metered`: a layer counting requests and bytes;
-* :mod:`.urls`: a store from ``s3://`` or ``file://``;
+* :mod:`.urls`: a store from ``s3://`` or ``file://``, or a bucket on a transport;
 * :mod:`.worker_pool`: worker threads for blocking calls of coroutines.
 """
 

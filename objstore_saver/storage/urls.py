@@ -1,4 +1,5 @@
-"""Store URLs: ``s3://bucket/prefix?endpoint_url=...&region=...`` or ``file:///path``.
+"""Opening a store: from a URL (``s3://bucket/prefix?endpoint_url=...&region=...``,
+``file:///path``) or from a bucket and its options, on the transport they name.
 
 An ``s3://`` URL may also name a CA bundle file (``ca_bundle=/path``) or turn
 TLS verification off (``verify=false``); proxies come from the environment
@@ -21,10 +22,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
-from objstore_saver.storage.s3.choice import TRANSPORTS, open_s3_store
-from objstore_saver.storage.s3.settings import checked_endpoint
+from objstore_saver.storage.s3.boto3_store import Boto3S3Store
+from objstore_saver.storage.s3.lean import LeanS3Store
+from objstore_saver.storage.s3.settings import TRANSPORTS, S3Settings, checked_endpoint
 
-__all__ = ["StoreURL", "parse_url", "redact_url", "store_from_url"]
+__all__ = ["StoreURL", "open_s3_store", "parse_url", "redact_url", "store_from_url"]
 
 #: Query parameters an ``s3://`` URL accepts, with the aliases people type.
 _S3_PARAMS = {
@@ -250,3 +252,30 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
     if check:
         store.check()
     return store
+
+
+def open_s3_store(
+    bucket: str, prefix: str = "", *, transport: str = "lean", **options: Any
+) -> LeanS3Store | Boto3S3Store:
+    """An S3 store on the named transport: the one function ``from_url`` and ``from_bucket`` call.
+
+    Args:
+        bucket: Bucket name.
+        prefix: Key prefix of every object.
+        transport: ``"lean"`` (:class:`LeanS3Store`, native async) or
+            ``"boto3"`` (:class:`Boto3S3Store`).
+        **options: :data:`~objstore_saver.storage.s3.settings.S3_OPTIONS`;
+            ``None`` values keep the defaults. ``retry_mode`` other than
+            ``"standard"`` needs ``boto3``.
+
+    Raises:
+        ValueError: an unknown transport, ``retry_mode`` with the lean one, or
+            an option of one transport with the other.
+    """
+    session = options.pop("session", None)
+    if transport == "boto3" and session is not None:
+        options["session"] = session  # refused, naming it
+    settings = S3Settings.from_options(bucket, prefix, transport=transport, **options)
+    if transport == "boto3":
+        return Boto3S3Store(settings=settings)
+    return LeanS3Store(settings=settings, session=session)

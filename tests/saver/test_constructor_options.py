@@ -22,7 +22,7 @@ from objstore_saver import ObjectStoreSaver, ObjectStoreStore
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage import Boto3S3Store, LeanS3Store, LocalStore, StoreUnavailableError
 from objstore_saver.storage.http.messages import HttpRequest
-from objstore_saver.storage.s3.choice import S3_OPTIONS, STORE_OPTIONS
+from objstore_saver.storage.s3.settings import S3_OPTIONS, STORE_OPTIONS
 
 CLASSES = (ObjectStoreSaver, ObjectStoreStore)
 _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "REQUEST_METHOD")
@@ -120,7 +120,7 @@ def test_from_bucket_takes_proxies_backoff_base_and_max_pool_connections(
             store = saver.store
             assert isinstance(store, LeanS3Store)
             assert store.retry.backoff_base == 0.25
-            assert store._pool_size == 3
+            assert store.settings.client.max_pool_connections == 3
             store.put("k", b"v")
         # The check and the put went through the proxy.
         assert proxy.count >= 2

@@ -34,8 +34,8 @@ from s3_helpers import error_reply
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.storage import Boto3S3Store, PutMode, S3Encryption, StorageError
 from objstore_saver.storage.http.messages import HttpResponse
-from objstore_saver.storage.s3.choice import TRANSPORTS
 from objstore_saver.storage.s3.lean import LeanS3Store
+from objstore_saver.storage.s3.settings import TRANSPORTS
 
 _TAG = uuid.uuid4().hex[:10].upper()
 

@@ -26,9 +26,8 @@ from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, TransportFailure
 from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.s3 import Boto3S3Store
-from objstore_saver.storage.s3.choice import open_s3_store
 from objstore_saver.storage.s3.lean import LeanS3Store
-from objstore_saver.storage.urls import store_from_url
+from objstore_saver.storage.urls import open_s3_store, store_from_url
 
 ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 
@@ -379,7 +378,7 @@ def test_a_blocking_request_waits_for_a_free_connection_at_most_wait_timeout() -
 
 
 def test_lean_only_options_with_boto3_are_refused_naming_them() -> None:
-    from objstore_saver.storage.s3.choice import open_s3_store
+    from objstore_saver.storage.urls import open_s3_store
 
     with pytest.raises(
         ValueError, match="options of transport='lean' only: max_connections, session"

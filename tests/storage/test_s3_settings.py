@@ -25,7 +25,7 @@ from botocore.exceptions import EndpointResolutionError
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.http.proxy import Proxy
 from objstore_saver.storage.s3 import Boto3S3Store
-from objstore_saver.storage.s3.endpoints import addressing_style, aws_addressing
+from objstore_saver.storage.s3.endpoints import aws_addressing
 from objstore_saver.storage.s3.lean import LeanS3Store
 from objstore_saver.storage.s3.network import (
     network_for,
@@ -34,7 +34,7 @@ from objstore_saver.storage.s3.network import (
     tls_context,
     trust_choice,
 )
-from objstore_saver.storage.s3.settings import configured_endpoint
+from objstore_saver.storage.s3.settings import configured_endpoint, configured_style
 from objstore_saver.storage.urls import parse_url, store_from_url
 
 #: Everything that could steer resolution from the test machine's environment.
@@ -324,14 +324,14 @@ def test_a_missing_services_section_is_a_configuration_error(
 
 
 def test_addressing_style_precedence(env: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert addressing_style(None, botocore.session.Session()) == ("auto", "default")
+    assert configured_style(None, botocore.session.Session()) == ("auto", "default")
     _config(tmp_path, "[default]\ns3 =\n  addressing_style = path\n")
     session = botocore.session.Session()
-    assert addressing_style(None, session)[0] == "path"
-    assert addressing_style("virtual", session)[0] == "virtual"
+    assert configured_style(None, session)[0] == "path"
+    assert configured_style("virtual", session)[0] == "virtual"
     _config(tmp_path, "[default]\ns3 =\n  addressing_style = sideways\n")
     with pytest.raises(ValueError, match=r"s3\.addressing_style.*'sideways'"):
-        addressing_style(None, botocore.session.Session())
+        configured_style(None, botocore.session.Session())
 
 
 def test_the_config_file_addressing_style_reaches_the_store(

@@ -2,9 +2,10 @@
 
 :class:`LeanS3Store` signs its own requests and sends them through
 :mod:`objstore_saver.storage.http`; :class:`Boto3S3Store` uses boto3's client. What
-both share is written once here: settings (:mod:`.settings`), what answers
-mean (:mod:`.rules`), when to try again (:mod:`.retry`) and which transport a
-URL picks (:mod:`.choice`). The lean transport's requests are pure plans in
+both share is written once here: settings, every one resolved in
+:mod:`.settings` (server-side encryption is :mod:`.sse`), what answers
+mean (:mod:`.rules`) and when to try again (:mod:`.retry`). The lean
+transport's requests are pure plans in
 :mod:`.protocol` (objects) and :mod:`.version_requests` (versions), run by
 :mod:`.lean`, which signs them (:mod:`.sigv4`) with botocore's credential
 chain (:mod:`.credentials`), addresses the bucket (:mod:`.endpoints`) and

@@ -13,17 +13,15 @@ from urllib.parse import urlsplit
 import boto3
 import botocore.config
 
-from objstore_saver.storage.s3.endpoints import addressing_style as configured_style
-from objstore_saver.storage.s3.network import tls_context, trust_choice
+from objstore_saver.storage.s3.network import tls_context
 from objstore_saver.storage.s3.settings import (
-    at_least_one,
+    S3Settings,
     checked_endpoint,
     configured_endpoint,
-    positive_seconds,
+    configured_style,
+    trust_choice,
 )
 
-DEFAULT_RETRY_MODE = "standard"
-_RETRY_MODES = ("standard", "adaptive")
 _EXPECT_HOOK_ID = "objstore_saver.s3.drop-expect-100-continue"
 
 
@@ -41,52 +39,34 @@ def _drop_expect_header(request: Any, **_: Any) -> None:
         del request.headers["Expect"]
 
 
-def build_client(
-    *,
-    endpoint_url: str | None,
-    region_name: str | None,
-    max_attempts: int,
-    retry_mode: str,
-    connect_timeout: float,
-    read_timeout: float,
-    max_pool_connections: int,
-    addressing_style: str | None = None,
-    proxies: dict[str, str] | None = None,
-    verify: bool | str | None = None,
-    ca_bundle: str | None = None,
-) -> Any:
-    """A boto3 S3 client with bounded retries and timeouts.
+def build_client(settings: S3Settings) -> Any:
+    """A boto3 S3 client with the bounded retries and timeouts of ``settings``.
 
-    The endpoint, addressing style, proxies and CA bundle are resolved as the
-    lean transport resolves them (:mod:`.endpoints`, :mod:`.network`), so
-    both transports reach the same server the same way.
+    The endpoint, addressing style and CA bundle are resolved as the lean
+    transport resolves them (:mod:`.settings`), so both transports reach the
+    same server the same way.
     """
-    at_least_one("max_attempts", max_attempts)
-    if retry_mode not in _RETRY_MODES:
-        raise ValueError(f"retry_mode must be 'standard' or 'adaptive', got {retry_mode!r}")
-    positive_seconds("connect_timeout", connect_timeout)
-    positive_seconds("read_timeout", read_timeout)
-    at_least_one("max_pool_connections", max_pool_connections)
+    retry, network = settings.retry, settings.client
     options: dict[str, Any] = {
-        "retries": {"mode": retry_mode, "total_max_attempts": max_attempts},
-        "connect_timeout": connect_timeout,
-        "read_timeout": read_timeout,
-        "max_pool_connections": max_pool_connections,
+        "retries": {"mode": retry.retry_mode, "total_max_attempts": retry.max_attempts},
+        "connect_timeout": network.connect_timeout,
+        "read_timeout": network.read_timeout,
+        "max_pool_connections": network.max_pool_connections,
     }
     session = boto3.session.Session()
     # Resolved here as the lean transport resolves it, so a configured endpoint
     # (argument, environment or config file) also selects path-style
     # addressing, which MinIO and most S3-compatible servers need.
-    endpoint_url, source = configured_endpoint(endpoint_url, session)
-    style, _ = configured_style(addressing_style, session)
+    endpoint_url, source = configured_endpoint(settings.endpoint_url, session)
+    style, _ = configured_style(settings.addressing_style, session)
     if endpoint_url is not None:
         checked_endpoint(endpoint_url, source or "endpoint_url")
         options["s3"] = {"addressing_style": "path" if style == "auto" else style}
-    elif addressing_style is not None:
+    elif settings.addressing_style is not None:
         options["s3"] = {"addressing_style": style}
-    if proxies is not None:
-        options["proxies"] = dict(proxies)
-    trust = trust_choice(verify, ca_bundle, session)
+    if network.proxies is not None:
+        options["proxies"] = dict(network.proxies)
+    trust = trust_choice(network.verify, network.ca_bundle, session)
     client_verify: bool | str | None = None
     if not trust.verify:
         client_verify = False
@@ -98,7 +78,7 @@ def build_client(
     return session.client(
         "s3",
         endpoint_url=endpoint_url,
-        region_name=region_name,
+        region_name=settings.region_name,
         verify=client_verify,
         config=botocore.config.Config(**options),
     )

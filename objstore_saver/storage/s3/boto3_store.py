@@ -45,18 +45,13 @@ from objstore_saver.storage.base import (
     validate_byte_range,
     validate_key,
 )
-from objstore_saver.storage.s3.boto3_client import (
-    DEFAULT_RETRY_MODE,
-    build_client,
-    send_puts_without_waiting,
-)
+from objstore_saver.storage.s3.boto3_client import build_client, send_puts_without_waiting
 from objstore_saver.storage.s3.boto3_versions import Boto3Versions
 from objstore_saver.storage.s3.endpoints import request_facts
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
     UNREACHED_NOTE,
     answer_error,
-    check_bucket,
     conflict_wait,
     create_raced,
     create_refused,
@@ -65,15 +60,12 @@ from objstore_saver.storage.s3.rules import (
     unreachable_error,
 )
 from objstore_saver.storage.s3.settings import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_POOL_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT,
+    BUILT_INTO_THE_CLIENT,
     EncryptionNotConfirmedError,
     S3Encryption,
-    bucket_prefix,
-    checked_encryption,
+    S3Settings,
     public_url,
+    store_settings,
 )
 
 #: botocore errors raised before any response arrives: nothing could be reached or signed.
@@ -125,36 +117,22 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         prefix: Key prefix of every object; normalized to ``""`` or a string
             ending with ``/``.
         client: A boto3 S3 client to use instead of building one. The client
-            options below cannot be combined with it: configure the client.
-        endpoint_url: S3-compatible endpoint (MinIO, Ceph...); path-style
-            addressing is used with it. User info in the URL is refused:
-            credentials come from boto3's chain.
-        region_name: Region of the bucket.
-        max_attempts: Attempts per request, the first one included (botocore
-            ``total_max_attempts``); default 5.
-        retry_mode: botocore retry mode, ``"standard"`` (default) or
-            ``"adaptive"`` (standard plus client-side rate limiting).
-        connect_timeout: Seconds to wait for a connection; default 5.
-        read_timeout: Seconds to wait for data on a connection; default 30.
-        max_pool_connections: Size of the HTTP connection pool; at least the
-            number of threads using the store at once; default 64.
-        encryption: Server-side encryption of every object (see
-            :class:`S3Encryption`); ``None`` leaves it to the bucket's default.
-        extra_put_args: Extra ``put_object`` arguments, e.g. ``StorageClass``.
-        extra_get_args: Extra ``get_object`` arguments.
-        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``, as
-            :class:`LeanS3Store` takes it (default: the profile's
-            ``s3 = addressing_style``; path style with an endpoint).
-        proxies: botocore's ``Config(proxies=...)``: forward proxies by
-            scheme; default ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``.
-        verify: ``False`` turns TLS verification off (logged as a warning),
-            a path is a CA bundle; botocore's ``verify``.
-        ca_bundle: A CA bundle file (default ``AWS_CA_BUNDLE``, then the
-            profile's ``ca_bundle``, then ``REQUESTS_CA_BUNDLE``, then
-            botocore's own bundle).
+            options (endpoint, region, addressing, connections, retries)
+            cannot be combined with it: configure the client.
+        settings: Everything as one
+            :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
+            (its bucket and prefix included; then no other option).
+        **options: The settings by name, as :meth:`S3Settings.from_options`
+            takes them (``endpoint_url``, ``region_name``, ``max_attempts``,
+            ``retry_mode``, ``connect_timeout``, ``read_timeout``,
+            ``max_pool_connections``, ``encryption``, ``extra_put_args``,
+            ``extra_get_args``, ``addressing_style``, ``proxies``, ``verify``,
+            ``ca_bundle``); each is documented on :class:`S3Settings`,
+            :class:`ClientSettings` or :class:`RetrySettings`.
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
+        TypeError: an option this store does not take.
         ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
             a ``ConfigurationError``), an option is out of range, client
             options are given with ``client``, or the extra arguments set
@@ -163,90 +141,39 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
 
     def __init__(
         self,
-        bucket: str,
+        bucket: str | None = None,
         prefix: str = "",
         *,
         client: Any = None,
-        endpoint_url: str | None = None,
-        region_name: str | None = None,
-        max_attempts: int | None = None,
-        retry_mode: str | None = None,
-        connect_timeout: float | None = None,
-        read_timeout: float | None = None,
-        max_pool_connections: int | None = None,
-        encryption: S3Encryption | None = None,
-        extra_put_args: dict[str, Any] | None = None,
-        extra_get_args: dict[str, Any] | None = None,
-        addressing_style: str | None = None,
-        proxies: dict[str, str] | None = None,
-        verify: bool | str | None = None,
-        ca_bundle: str | None = None,
+        settings: S3Settings | None = None,
+        **options: Any,
     ) -> None:
-        check_bucket(bucket)
-        prefix = bucket_prefix(prefix)
-        encryption = checked_encryption(encryption)
-        client_options = {
-            "endpoint_url": endpoint_url,
-            "region_name": region_name,
-            "max_attempts": max_attempts,
-            "retry_mode": retry_mode,
-            "connect_timeout": connect_timeout,
-            "read_timeout": read_timeout,
-            "max_pool_connections": max_pool_connections,
-            "addressing_style": addressing_style,
-            "proxies": proxies,
-            "verify": verify,
-            "ca_bundle": ca_bundle,
-        }
-        if client is None:
-            client = build_client(
-                endpoint_url=endpoint_url,
-                region_name=region_name,
-                max_attempts=DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts,
-                retry_mode=DEFAULT_RETRY_MODE if retry_mode is None else retry_mode,
-                connect_timeout=(
-                    DEFAULT_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
-                ),
-                read_timeout=DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout,
-                max_pool_connections=(
-                    DEFAULT_MAX_POOL_CONNECTIONS
-                    if max_pool_connections is None
-                    else max_pool_connections
-                ),
-                addressing_style=addressing_style,
-                proxies=proxies,
-                verify=verify,
-                ca_bundle=ca_bundle,
-            )
-        else:
-            given = sorted(name for name, value in client_options.items() if value is not None)
-            if given:
+        if client is not None:
+            given = options if settings is None else settings.changed()
+            built = sorted(n for n in BUILT_INTO_THE_CLIENT if given.get(n) is not None)
+            if built:
                 raise ValueError(
-                    f"Boto3S3Store for bucket {bucket!r}: {', '.join(given)} cannot be combined "
+                    f"Boto3S3Store for bucket {settings.bucket if settings else bucket!r}: "
+                    f"{', '.join(built)} cannot be combined "
                     "with client=; configure the client instead"
                 )
-        self._encryption = encryption
-        self._extra_put_args = dict(extra_put_args or {})
-        self._extra_get_args = dict(extra_get_args or {})
-        if encryption is not None:
-            clash = sorted(
-                (set(encryption.put_args()) & set(self._extra_put_args))
-                | (set(encryption.get_args()) & set(self._extra_get_args))
-            )
-            if clash:
-                raise ValueError(
-                    f"extra arguments {', '.join(clash)} clash with encryption={encryption!r}"
-                )
+        settings = store_settings("Boto3S3Store", "boto3", bucket, prefix, settings, options)
+        self._settings = settings
+        if client is None:
+            client = build_client(settings)
+        self._encryption = settings.encryption
+        self._extra_put_args = dict(settings.extra_put_args)
+        self._extra_get_args = dict(settings.extra_get_args)
         send_puts_without_waiting(client)
         client.meta.events.register(
             "needs-retry.s3.HeadBucket", _check_fails_fast, unique_id=_CHECK_HOOK_ID
         )
         self._client = client
-        self._bucket = bucket
-        self._prefix = prefix
+        self._bucket = settings.bucket
+        self._prefix = settings.prefix
         self._endpoint = public_url(client.meta.endpoint_url)
-        location = f"s3://{bucket}/{prefix}"
-        if endpoint_url is not None or not urlsplit(self._endpoint).netloc.endswith(
+        location = f"s3://{self._bucket}/{self._prefix}"
+        if settings.endpoint_url is not None or not urlsplit(self._endpoint).netloc.endswith(
             ".amazonaws.com"
         ):
             location += f" at {self._endpoint}"
@@ -273,6 +200,11 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def bucket(self) -> str:
         """Bucket name."""
         return self._bucket
+
+    @property
+    def settings(self) -> S3Settings:
+        """What the store was built with (the client's own when one was passed)."""
+        return self._settings
 
     @property
     def prefix(self) -> str:

@@ -1,4 +1,6 @@
-"""Where the lean S3 transport sends a bucket's requests: region, addressing style, host.
+"""Where the lean S3 transport sends a bucket's requests: the host and path of its addressing.
+
+The region and the addressing style come resolved (:mod:`.settings`).
 
 Hosts on AWS come from botocore's own S3 endpoint rule set and partition data
 (``botocore/data/partitions.json``), with the same inputs a botocore client
@@ -12,7 +14,6 @@ would use, and nothing here spells ``amazonaws.com``. A configured endpoint
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,55 +23,7 @@ from botocore.loaders import create_loader
 
 from objstore_saver.storage.base import RequestFacts
 from objstore_saver.storage.s3.protocol import Addressing
-from objstore_saver.storage.s3.settings import botocore_session, checked_endpoint, public_url
-
-#: Environment variables naming the region, most specific first.
-REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
-#: Addressing styles, as botocore's ``s3.addressing_style`` names them.
-ADDRESSING_STYLES = ("auto", "path", "virtual")
-
-
-def configured_region(region_name: str | None, session: Any) -> str:
-    """The region requests are signed for.
-
-    Precedence: the argument, then a region set on the session object itself,
-    then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the profile's
-    ``region``, then ``us-east-1``.
-    """
-    if region_name is not None:
-        return region_name
-    core = botocore_session(session)
-    candidates = [core.get_config_variable("region", methods=("instance",))]
-    candidates += [os.environ.get(name) for name in REGION_ENV]
-    candidates.append(core.get_config_variable("region"))
-    return next((str(region) for region in candidates if region), "us-east-1")
-
-
-def s3_config(session: Any) -> dict[str, Any]:
-    """The profile's ``s3`` section as botocore reads it (environment overrides included)."""
-    return dict(botocore_session(session).get_config_variable("s3") or {})
-
-
-def addressing_style(argument: str | None, session: Any) -> tuple[str, str]:
-    """The addressing style and where it came from.
-
-    Precedence: the argument, then ``s3 = addressing_style = ...`` of the
-    profile in the AWS config file, then ``auto``.
-
-    Raises:
-        ValueError: the style is not ``auto``, ``path`` or ``virtual``; the
-            message names where it came from.
-    """
-    if argument is not None:
-        style, source = argument, "addressing_style"
-    else:
-        configured = s3_config(session).get("addressing_style")
-        if configured is None:
-            return "auto", "default"
-        style, source = configured, "s3.addressing_style of the AWS profile"
-    if style not in ADDRESSING_STYLES:
-        raise ValueError(f"{source} must be one of {', '.join(ADDRESSING_STYLES)}, got {style!r}")
-    return style, source
+from objstore_saver.storage.s3.settings import checked_endpoint, endpoint_variants, public_url
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,36 +34,6 @@ def _s3_rules() -> EndpointProvider:
         ruleset_data=loader.load_service_model("s3", "endpoint-rule-set-1"),
         partition_data=loader.load_data("partitions"),
     )
-
-
-def endpoint_variants(session: Any) -> dict[str, bool]:
-    """The rule set's FIPS, dual-stack and ``us-east-1`` global endpoint inputs.
-
-    ``UseFIPS``: ``AWS_USE_FIPS_ENDPOINT`` or the profile's
-    ``use_fips_endpoint``. ``UseDualStack``: the profile's ``s3``
-    ``use_dualstack_endpoint``, else ``AWS_USE_DUALSTACK_ENDPOINT`` or the
-    profile's ``use_dualstack_endpoint``. ``UseGlobalEndpoint``:
-    ``AWS_S3_US_EAST_1_REGIONAL_ENDPOINT`` / ``s3.us_east_1_regional_endpoint``
-    is ``legacy`` (botocore's default); it only matters in ``us-east-1``.
-
-    Raises:
-        ValueError: ``us_east_1_regional_endpoint`` is not ``legacy`` or ``regional``.
-    """
-    core = botocore_session(session)
-    s3 = s3_config(session)
-    dualstack = s3.get("use_dualstack_endpoint")
-    if dualstack is None:
-        dualstack = core.get_config_variable("use_dualstack_endpoint")
-    regional = s3.get("us_east_1_regional_endpoint", "legacy")
-    if regional not in ("legacy", "regional"):
-        raise ValueError(
-            f"s3 us_east_1_regional_endpoint must be 'legacy' or 'regional', got {regional!r}"
-        )
-    return {
-        "UseFIPS": bool(core.get_config_variable("use_fips_endpoint")),
-        "UseDualStack": bool(dualstack),
-        "UseGlobalEndpoint": regional == "legacy",
-    }
 
 
 def aws_addressing(

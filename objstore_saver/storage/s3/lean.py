@@ -14,7 +14,7 @@ import asyncio
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import botocore.session
@@ -31,12 +31,7 @@ from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.requests import StorageRequest, call
 from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
-from objstore_saver.storage.s3.endpoints import (
-    addressing_style as configured_style,
-    configured_region,
-    request_facts,
-    resolve_addressing,
-)
+from objstore_saver.storage.s3.endpoints import request_facts, resolve_addressing
 from objstore_saver.storage.s3.network import network_for
 from objstore_saver.storage.s3.protocol import (
     BucketRegionError,
@@ -45,25 +40,19 @@ from objstore_saver.storage.s3.protocol import (
     Sleep,
     T,
 )
-from objstore_saver.storage.s3.retry import DEFAULT_BACKOFF_BASE, RetryPolicy
-from objstore_saver.storage.s3.rules import check_bucket
+from objstore_saver.storage.s3.retry import RetryPolicy
 from objstore_saver.storage.s3.settings import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_POOL_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS,
     S3Encryption,
-    at_least_one,
-    bucket_prefix,
-    checked_encryption,
+    S3Settings,
     configured_endpoint,
-    positive_seconds,
+    configured_region,
+    configured_style,
+    store_settings,
 )
 from objstore_saver.storage.s3.sigv4 import Signer
 from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Retention
 
-#: Default of ``max_connections``: open connections per pool.
-DEFAULT_MAX_CONNECTIONS = 64
 _USER_AGENT = "objstore-saver-lean-s3"
 
 
@@ -80,57 +69,25 @@ class LeanS3Store:
         bucket: Bucket name.
         prefix: Key prefix of every object; normalized to ``""`` or a string
             ending with ``/``.
-        endpoint_url: S3-compatible endpoint (MinIO, Ceph...); path-style
-            addressing is used with it. User info in the URL is refused.
-            Default: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``, else
-            the AWS config file's ``services`` section (``s3 = endpoint_url``),
-            else the profile's ``endpoint_url`` (none of these when
-            ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is true), else AWS, with
-            the host botocore's endpoint rules give for the region
-            (``AWS_USE_FIPS_ENDPOINT``, ``AWS_USE_DUALSTACK_ENDPOINT`` and
-            their config file keys honoured).
-        region_name: Region of the bucket. Default: a region set on
-            ``session``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``, else
-            the profile's, else ``us-east-1``.
+        settings: Everything but the bucket and prefix can come as one
+            :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
+            (its bucket and prefix included; then no other option).
         session: A ``boto3.Session`` or ``botocore.session.Session`` whose
-            credential chain signs the requests; default a new botocore session
-            (environment, shared files, roles).
-        max_attempts: Attempts per request, the first included; default 5.
-        backoff_base: Largest wait in seconds before the second attempt,
-            doubling per attempt (full jitter, capped at 20 s); default 1
-            (botocore's). Retries also draw on the store's retry quota
-            (``retry.py``).
-        connect_timeout: Seconds to wait for a connection; default 5.
-        read_timeout: Seconds to wait for data on a connection; default 30.
-        max_pool_connections: Idle connections kept per pool (one pool for
-            blocking calls, one per event loop); default 64.
-        max_connections: Connections open at once per pool (the blocking
-            one and each event loop's; busy and idle together); a request
-            beyond it waits up to ``read_timeout`` for one to be free, then
-            fails as not sent (and is retried); default 64.
-        encryption: Server-side encryption of every object; every PUT answer
-            must confirm it.
-        extra_put_headers: Extra HTTP headers of every PUT, e.g.
-            ``{"x-amz-storage-class": "STANDARD_IA"}``.
-        extra_get_headers: Extra HTTP headers of every GET.
-        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"`` (botocore's
-            ``s3.addressing_style``). Default: the profile's
-            ``s3 = addressing_style``, else ``auto``: path style with an
-            endpoint, virtual-hosted on AWS unless the bucket name has dots.
-        proxies: Forward proxies by origin scheme, as botocore's
-            ``Config(proxies={"http": ..., "https": ...})``; given, it alone
-            decides. Default: ``HTTPS_PROXY``/``HTTP_PROXY`` by the origin's
-            scheme unless ``NO_PROXY`` lists it
-            (:mod:`~objstore_saver.storage.s3.network`). Only ``http://``
-            proxies; an ``https`` origin is reached through a CONNECT tunnel.
-        verify: ``False`` turns TLS verification off (logged as a warning);
-            a path is a CA bundle, as botocore's ``verify``. Default: verify.
-        ca_bundle: A CA bundle file replacing the system's trust store.
-            Default: ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``, else
-            ``REQUESTS_CA_BUNDLE``, else the system's (``SSL_CERT_FILE``...).
+            credential chain signs the requests (and whose profile the
+            settings not given are read from); default a new botocore
+            session (environment, shared files, roles).
+        **options: The settings by name, as :meth:`S3Settings.from_options`
+            takes them (``endpoint_url``, ``region_name``, ``max_attempts``,
+            ``backoff_base``, ``connect_timeout``, ``read_timeout``,
+            ``max_pool_connections``, ``max_connections``, ``encryption``,
+            ``extra_put_headers``, ``extra_get_headers``, ``addressing_style``,
+            ``proxies``, ``verify``, ``ca_bundle``); each is documented on
+            :class:`S3Settings`, :class:`ClientSettings` or
+            :class:`RetrySettings`, with where it is read when not given.
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
+        TypeError: an option this store does not take.
         ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
             a ``ConfigurationError``), an option is out of range, the extra
             headers set what ``encryption`` sets, the endpoint or proxy URL is
@@ -142,80 +99,33 @@ class LeanS3Store:
 
     def __init__(
         self,
-        bucket: str,
+        bucket: str | None = None,
         prefix: str = "",
         *,
-        endpoint_url: str | None = None,
-        region_name: str | None = None,
+        settings: S3Settings | None = None,
         session: Any = None,
-        max_attempts: int | None = None,
-        backoff_base: float | None = None,
-        connect_timeout: float | None = None,
-        read_timeout: float | None = None,
-        max_pool_connections: int | None = None,
-        max_connections: int | None = None,
-        encryption: S3Encryption | None = None,
-        extra_put_headers: dict[str, str] | None = None,
-        extra_get_headers: dict[str, str] | None = None,
-        addressing_style: str | None = None,
-        proxies: Mapping[str, str] | None = None,
-        verify: bool | str | None = None,
-        ca_bundle: str | None = None,
+        **options: Any,
     ) -> None:
-        check_bucket(bucket)
-        prefix = bucket_prefix(prefix)
-        encryption = checked_encryption(encryption)
-        attempts = at_least_one(
-            "max_attempts", DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
-        )
-        base = DEFAULT_BACKOFF_BASE if backoff_base is None else backoff_base
-        if isinstance(base, bool) or not isinstance(base, int | float) or not 0 <= base <= 20:
-            raise ValueError(f"backoff_base must be between 0 and 20 seconds, got {base!r}")
-        self._connect_timeout = positive_seconds(
-            "connect_timeout",
-            DEFAULT_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
-        )
-        self._read_timeout = positive_seconds(
-            "read_timeout", DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout
-        )
-        self._pool_size = at_least_one(
-            "max_pool_connections",
-            DEFAULT_MAX_POOL_CONNECTIONS if max_pool_connections is None else max_pool_connections,
-        )
-        self._max_connections = at_least_one(
-            "max_connections",
-            DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections,
-        )
-        put_headers = {k.lower(): v for k, v in (extra_put_headers or {}).items()}
-        get_headers = {k.lower(): v for k, v in (extra_get_headers or {}).items()}
-        clash = sorted(
-            name
-            for name in (*put_headers, *get_headers)
-            if name.startswith("x-amz-server-side-encryption")
-            or name in ("if-none-match", "range", "authorization", "host")
-            or (name.startswith("x-amz-") and name[6:] in ("date", "content-sha256"))
-        )
-        if clash:
-            raise ValueError(
-                f"extra headers {', '.join(clash)} are set by the store itself; "
-                "use encryption= for server-side encryption"
-            )
+        settings = store_settings("LeanS3Store", "lean", bucket, prefix, settings, options)
+        self._settings = settings
+        bucket = settings.bucket
         session = botocore.session.Session() if session is None else session
-        region_name = configured_region(region_name, session)
-        endpoint_url, endpoint_source = configured_endpoint(endpoint_url, session)
-        style, _ = configured_style(addressing_style, session)
+        region_name = configured_region(settings.region_name, session)
+        endpoint_url, endpoint_source = configured_endpoint(settings.endpoint_url, session)
+        style, _ = configured_style(settings.addressing_style, session)
         addressing = resolve_addressing(
             bucket, endpoint_url, endpoint_source, region_name, style, session
         )
+        network = settings.client
         self._network_options = {
-            "proxies": proxies,
-            "verify": verify,
-            "ca_bundle": ca_bundle,
+            "proxies": network.proxies,
+            "verify": network.verify,
+            "ca_bundle": network.ca_bundle,
             "session": session,
         }
         self._network = network_for(addressing.scheme, addressing.host, **self._network_options)
         self._move_lock = threading.Lock()
-        location = f"s3://{bucket}/{prefix}"
+        location = f"s3://{bucket}/{settings.prefix}"
         if endpoint_url is not None:
             location += f" at {addressing.public_url}"
         self._credentials = CredentialChain(
@@ -223,15 +133,17 @@ class LeanS3Store:
         )
         self._protocol = S3Protocol(
             bucket=bucket,
-            prefix=prefix,
+            prefix=settings.prefix,
             addressing=addressing,
             signer=Signer(region_name),
             credentials=self._credentials,
             location=location,
-            encryption=encryption,
-            extra_put_headers=put_headers,
-            extra_get_headers=get_headers,
-            retry=RetryPolicy(max_attempts=attempts, backoff_base=float(base)),
+            encryption=settings.encryption,
+            extra_put_headers=dict(settings.extra_put_headers),
+            extra_get_headers=dict(settings.extra_get_headers),
+            retry=RetryPolicy(
+                max_attempts=settings.retry.max_attempts, backoff_base=settings.retry.backoff_base
+            ),
             relocate=None
             if endpoint_url is not None
             else lambda region: resolve_addressing(bucket, None, "", region, style, session),
@@ -278,7 +190,12 @@ class LeanS3Store:
     @property
     def timeouts(self) -> tuple[float, float]:
         """``(connect_timeout, read_timeout)`` in seconds."""
-        return self._connect_timeout, self._read_timeout
+        return self._settings.client.connect_timeout, self._settings.client.read_timeout
+
+    @property
+    def settings(self) -> S3Settings:
+        """What the store was built with (settings not given are read at construction)."""
+        return self._settings
 
     @property
     def location(self) -> str:
@@ -298,11 +215,12 @@ class LeanS3Store:
 
     def _pool_options(self) -> dict[str, Any]:
         """What both pools are built with: timeouts, caps, TLS context and proxy."""
+        client = self._settings.client
         return {
-            "connect_timeout": self._connect_timeout,
-            "read_timeout": self._read_timeout,
-            "max_idle": self._pool_size,
-            "max_connections": self._max_connections,
+            "connect_timeout": client.connect_timeout,
+            "read_timeout": client.read_timeout,
+            "max_idle": client.max_pool_connections,
+            "max_connections": client.max_connections,
             "extra_headers": {"user-agent": _USER_AGENT},
             "tls": self._network.tls,
             "proxy": self._network.proxy,

@@ -21,11 +21,9 @@ its subdomains; ``host:port`` only that port; an IP address or CIDR block
 (``10.0.0.0/8``, ``::1``) the addresses in it. Matching is case-insensitive.
 Loopback is not exempt unless listed (as in botocore and urllib).
 
-TLS trust (for ``https`` origins only), in botocore's order: ``verify=False``
-(no verification, logged as a warning) or a ``verify`` path, else the
-``ca_bundle`` option, else ``AWS_CA_BUNDLE``, else the profile's
-``ca_bundle``, else ``REQUESTS_CA_BUNDLE``, else the system's trust store
-(``ssl.create_default_context()``, which honours ``SSL_CERT_FILE``).
+TLS trust (for ``https`` origins only) is chosen by
+:func:`~objstore_saver.storage.s3.settings.trust_choice` and made a TLS
+context here (the system's trust store honours ``SSL_CERT_FILE``).
 """
 
 from __future__ import annotations
@@ -35,13 +33,12 @@ import logging
 import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.http.proxy import Proxy
-from objstore_saver.storage.s3.settings import botocore_session
+from objstore_saver.storage.s3.settings import TrustChoice, trust_choice
 
 logger = logging.getLogger(__name__)
 
@@ -152,65 +149,6 @@ def _environment_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
             else:
                 found.pop(name[:-6], None)
     return found
-
-
-@dataclass(frozen=True, slots=True)
-class TrustChoice:
-    """How ``https`` origins are verified.
-
-    Attributes:
-        verify: ``False`` only when verification is explicitly turned off.
-        bundle: The CA bundle file replacing the system's trust store, if any.
-        source: Where the choice came from (an option or variable name).
-    """
-
-    verify: bool
-    bundle: str | None
-    source: str
-
-
-def trust_choice(
-    verify: bool | str | None = None,
-    ca_bundle: str | None = None,
-    session: Any = None,
-    environ: Mapping[str, str] | None = None,
-) -> TrustChoice:
-    """Which CA bundle verifies ``https`` origins (see the module's order).
-
-    Args:
-        verify: ``False`` to turn verification off, a path to a CA bundle, or
-            ``True``/``None`` for the configured trust.
-        ca_bundle: A CA bundle path (botocore's ``ca_bundle``).
-        session: A boto3/botocore session whose profile may set ``ca_bundle``.
-        environ: The environment to read (default ``os.environ``).
-
-    Raises:
-        ValueError: ``verify`` is not a bool, a path or ``None``; ``verify``
-            and ``ca_bundle`` name different files; or verification is off
-            while a bundle is given.
-    """
-    env = os.environ if environ is None else environ
-    if verify is not None and not isinstance(verify, bool | str):
-        raise ValueError(f"verify must be True, False or a CA bundle path, got {verify!r}")
-    if isinstance(verify, str):
-        if ca_bundle is not None and ca_bundle != verify:
-            raise ValueError(f"verify={verify!r} and ca_bundle={ca_bundle!r} name different files")
-        return TrustChoice(True, verify, "verify")
-    if verify is False:
-        if ca_bundle is not None:
-            raise ValueError("verify=False turns verification off: ca_bundle cannot be given too")
-        return TrustChoice(False, None, "verify")
-    if ca_bundle is not None:
-        return TrustChoice(True, ca_bundle, "ca_bundle")
-    if env.get("AWS_CA_BUNDLE"):
-        return TrustChoice(True, env["AWS_CA_BUNDLE"], "AWS_CA_BUNDLE")
-    if session is not None:
-        profile = botocore_session(session).get_scoped_config()
-        if profile.get("ca_bundle"):
-            return TrustChoice(True, str(profile["ca_bundle"]), "ca_bundle of the AWS profile")
-    if env.get("REQUESTS_CA_BUNDLE"):
-        return TrustChoice(True, env["REQUESTS_CA_BUNDLE"], "REQUESTS_CA_BUNDLE")
-    return TrustChoice(True, None, "the system's trust store")
 
 
 def tls_context(choice: TrustChoice) -> ssl.SSLContext:

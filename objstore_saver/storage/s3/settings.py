@@ -1,142 +1,329 @@
-"""What both S3 transports are configured with: encryption, defaults, the endpoint.
+"""Every S3 setting, resolved in one place, into three named frozen objects.
 
-:class:`~objstore_saver.storage.s3.boto3_store.Boto3S3Store` (boto3) and
-:class:`~objstore_saver.storage.s3.lean.LeanS3Store` (its own signing and
-connection pools) speak the same S3 to the same servers; the settings a user
-gives are checked here, once (what answers mean is in :mod:`.rules`).
+Both transports (:class:`~.lean.LeanS3Store`, :class:`~.boto3_store.Boto3S3Store`)
+and every constructor (``from_url``, ``from_bucket``, the CLI, the jobs, the
+LangGraph server entry points) build their store from an :class:`S3Settings`:
+
+* :class:`ClientSettings`: timeouts, connection pool, proxies, TLS trust;
+* :class:`RetrySettings`: attempts, retry mode, backoff;
+* :class:`S3Settings`: bucket, prefix, endpoint, region, addressing style,
+  server-side encryption (:class:`S3Encryption`), extra headers or arguments,
+  and the two above.
+
+A setting left ``None`` is resolved when the store is built, here, in
+boto3's order: the endpoint by :func:`configured_endpoint`, the region by
+:func:`configured_region`, the addressing style by :func:`configured_style`,
+FIPS and dual-stack by :func:`endpoint_variants`, the TLS trust by
+:func:`trust_choice` (each reads the environment and the AWS config files).
+Only the proxy of an origin is chosen per host (:mod:`.network`).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 import os
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from objstore_saver.errors import ConfigurationError
-from objstore_saver.storage.base import StorageError, validate_key
+from objstore_saver.storage.base import validate_key
+from objstore_saver.storage.s3.retry import DEFAULT_BACKOFF_BASE
+from objstore_saver.storage.s3.rules import check_bucket
+from objstore_saver.storage.s3.sse import (
+    EncryptionNotConfirmedError as EncryptionNotConfirmedError,
+    S3Encryption,
+)
 
 #: Defaults of the client options (see ``docs/s3-compatibility.md``).
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_MAX_POOL_CONNECTIONS = 64
+#: Default of ``max_connections`` (the lean transport's): open connections per pool.
+DEFAULT_MAX_CONNECTIONS = 64
+DEFAULT_RETRY_MODE = "standard"
+RETRY_MODES = ("standard", "adaptive")
+#: S3 transports by name: the lean one (default) and boto3's client.
+TRANSPORTS = ("lean", "boto3")
+#: Environment variables naming the endpoint, most specific first (as boto3 reads them).
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: Environment variables naming the region, most specific first.
+REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
+#: Addressing styles, as botocore's ``s3.addressing_style`` names them.
+ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
-class EncryptionNotConfirmedError(StorageError):
-    """The server stored an object without confirming the requested encryption.
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """How connections are made; checked when built.
 
-    The object may be stored unencrypted: the server ignored the SSE headers
-    (Ceph 16 does so for SSE-S3) or does not support the mode.
+    Attributes:
+        connect_timeout: Seconds to wait for a connection.
+        read_timeout: Seconds to wait for data on a connection.
+        max_pool_connections: Idle connections kept per pool (boto3: the
+            pool's size; at least the threads using the store at once).
+        max_connections: Connections open at once per lean pool (the
+            blocking one and each event loop's); a request beyond it waits up
+            to ``read_timeout`` for one, then fails as not sent (and is retried).
+        proxies: Forward proxies by origin scheme, as botocore's
+            ``Config(proxies=...)``; given, it alone decides. ``None``:
+            ``HTTPS_PROXY``/``HTTP_PROXY`` unless ``NO_PROXY`` lists the origin.
+            The lean transport takes ``http://`` proxies only.
+        verify: ``False`` turns TLS verification off (logged as a warning);
+            a path is a CA bundle, as botocore's ``verify``.
+        ca_bundle: A CA bundle file replacing the system's trust store.
+            ``None``: ``AWS_CA_BUNDLE``, the profile's ``ca_bundle``,
+            ``REQUESTS_CA_BUNDLE``, the system's (:func:`trust_choice`).
     """
 
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_pool_connections: int = DEFAULT_MAX_POOL_CONNECTIONS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    proxies: Mapping[str, str] | None = field(default=None, repr=False)  # may hold a password
+    verify: bool | str | None = None
+    ca_bundle: str | None = None
 
-class S3Encryption:
-    """Server-side encryption of every object an :class:`Boto3S3Store` writes.
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout"):
+            object.__setattr__(self, name, positive_seconds(name, getattr(self, name)))
+        for name in ("max_pool_connections", "max_connections"):
+            at_least_one(name, getattr(self, name))
 
-    Build one with :meth:`sse_s3`, :meth:`sse_kms` or :meth:`sse_c`. The
-    store sends the settings with every ``PutObject``, checks that the
-    server's answer confirms them, and, for SSE-C, sends the key with every
-    ``GetObject`` too. The customer key never appears in ``repr`` or errors.
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    """How often a request is tried and how long between; checked when built.
+
+    Attributes:
+        max_attempts: Attempts per request, the first included.
+        retry_mode: botocore's retry mode, ``"standard"`` or ``"adaptive"``
+            (boto3 only; the lean transport retries like ``"standard"``).
+        backoff_base: Largest wait before the second attempt in seconds,
+            doubling per attempt (full jitter, capped at 20 s); lean only.
     """
 
-    __slots__ = ("_customer_key", "_key_md5", "_kind", "_kms_key_id")
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    retry_mode: str = DEFAULT_RETRY_MODE
+    backoff_base: float = DEFAULT_BACKOFF_BASE
 
-    def __init__(
-        self,
-        kind: Literal["SSE-S3", "SSE-KMS", "SSE-C"],
-        *,
-        kms_key_id: str | None = None,
-        customer_key: bytes | None = None,
-    ) -> None:
-        if kind not in ("SSE-S3", "SSE-KMS", "SSE-C"):
-            raise ValueError(f"unknown encryption kind {kind!r}: SSE-S3, SSE-KMS or SSE-C")
-        if kind == "SSE-C":
-            if not isinstance(customer_key, bytes) or len(customer_key) != 32:
-                size = len(customer_key) if isinstance(customer_key, bytes) else None
+    def __post_init__(self) -> None:
+        at_least_one("max_attempts", self.max_attempts)
+        if self.retry_mode not in RETRY_MODES:
+            raise ValueError(
+                f"retry_mode must be 'standard' or 'adaptive', got {self.retry_mode!r}"
+            )
+        base = self.backoff_base
+        if isinstance(base, bool) or not isinstance(base, int | float) or not 0 <= base <= 20:
+            raise ValueError(f"backoff_base must be between 0 and 20 seconds, got {base!r}")
+        object.__setattr__(self, "backoff_base", float(base))
+
+
+#: Options only the lean transport takes, and only boto3's.
+LEAN_ONLY_OPTIONS = ("backoff_base", "extra_get_headers", "extra_put_headers", "max_connections")
+BOTO3_ONLY_OPTIONS = ("extra_get_args", "extra_put_args", "retry_mode")
+_CLIENT_OPTIONS = frozenset(f.name for f in fields(ClientSettings))
+_RETRY_OPTIONS = frozenset(f.name for f in fields(RetrySettings))
+_HEADERS_OF_THE_STORE = ("if-none-match", "range", "authorization", "host")
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where an S3 store keeps its objects and how it reaches them; checked when built.
+
+    Build one directly or with :meth:`from_options` (the flat keyword options
+    ``from_url``, ``from_bucket`` and the stores take); the stores take it as
+    ``settings=``.
+
+    Attributes:
+        bucket: Bucket name (not empty, not a directory bucket).
+        prefix: Key prefix of every object; normalized to ``""`` or ending with ``/``.
+        endpoint_url: S3-compatible endpoint (MinIO, Ceph...), path-style
+            addressed; user info refused. ``None``: :func:`configured_endpoint`.
+        region_name: Region of the bucket. ``None``: :func:`configured_region`.
+        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``. ``None``:
+            :func:`configured_style` (path style with an endpoint, virtual on
+            AWS unless the bucket name has dots).
+        encryption: Server-side encryption of every object; every PUT answer
+            must confirm it. ``None`` leaves it to the bucket's default.
+        extra_put_headers: Extra HTTP headers of every PUT (lean), e.g.
+            ``{"x-amz-storage-class": "STANDARD_IA"}``; names lower-cased.
+        extra_get_headers: Extra HTTP headers of every GET (lean).
+        extra_put_args: Extra ``put_object`` arguments (boto3), e.g. ``StorageClass``.
+        extra_get_args: Extra ``get_object`` arguments (boto3).
+        client: Connections (:class:`ClientSettings`).
+        retry: Retries (:class:`RetrySettings`).
+    """
+
+    bucket: str
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region_name: str | None = None
+    addressing_style: str | None = None
+    encryption: S3Encryption | None = None
+    extra_put_headers: Mapping[str, str] = field(default_factory=dict)
+    extra_get_headers: Mapping[str, str] = field(default_factory=dict)
+    extra_put_args: Mapping[str, Any] = field(default_factory=dict)
+    extra_get_args: Mapping[str, Any] = field(default_factory=dict)
+    client: ClientSettings = field(default_factory=lambda: ClientSettings())
+    retry: RetrySettings = field(default_factory=lambda: RetrySettings())
+
+    def __post_init__(self) -> None:
+        check_bucket(self.bucket)
+        object.__setattr__(self, "prefix", bucket_prefix(self.prefix))
+        checked_encryption(self.encryption)
+        for name in ("extra_put_headers", "extra_get_headers"):
+            headers = {k.lower(): v for k, v in getattr(self, name).items()}
+            object.__setattr__(self, name, headers)
+        clash = sorted(
+            name
+            for name in (*self.extra_put_headers, *self.extra_get_headers)
+            if name.startswith("x-amz-server-side-encryption")
+            or name in _HEADERS_OF_THE_STORE
+            or (name.startswith("x-amz-") and name[6:] in ("date", "content-sha256"))
+        )
+        if clash:
+            raise ValueError(
+                f"extra headers {', '.join(clash)} are set by the store itself; "
+                "use encryption= for server-side encryption"
+            )
+        if self.encryption is not None:
+            clash = sorted(
+                (set(self.encryption.put_args()) & set(self.extra_put_args))
+                | (set(self.encryption.get_args()) & set(self.extra_get_args))
+            )
+            if clash:
                 raise ValueError(
-                    "an SSE-C customer key is 32 bytes (AES-256), "
-                    + (f"got {size} bytes" if size is not None else "got no bytes object")
+                    f"extra arguments {', '.join(clash)} clash with encryption={self.encryption!r}"
                 )
-        elif customer_key is not None:
-            raise ValueError(f"a customer key is for SSE-C only, not {kind}")
-        if kms_key_id is not None and (kind != "SSE-KMS" or not kms_key_id):
-            raise ValueError("kms_key_id is a non-empty key id, alias or ARN, for SSE-KMS only")
-        self._kind = kind
-        self._kms_key_id = kms_key_id
-        self._customer_key = customer_key
-        self._key_md5 = (
-            base64.b64encode(hashlib.md5(customer_key).digest()).decode()
-            if customer_key is not None
-            else None
+
+    @classmethod
+    def from_options(
+        cls, bucket: str, prefix: str = "", *, transport: str = "lean", **options: Any
+    ) -> S3Settings:
+        """The settings of the flat keyword options (``None`` keeps a default).
+
+        Raises:
+            TypeError: an option no S3 store takes.
+            ValueError: an unknown transport, an option of the other transport,
+                or an option out of range (the message names it).
+        """
+        given = {name: value for name, value in options.items() if value is not None}
+        check_transport(transport, given)
+        unknown = sorted(set(options) - SETTINGS_OPTIONS)
+        if unknown:
+            raise TypeError(f"S3Settings got an unexpected option {unknown[0]!r}")
+        check_bucket(bucket)
+        bucket_prefix(prefix)
+
+        def pick(names: Iterable[str]) -> dict[str, Any]:
+            return {name: given.pop(name) for name in names if name in given}
+
+        retry = RetrySettings(**pick(_RETRY_OPTIONS))
+        client = ClientSettings(**pick(_CLIENT_OPTIONS))
+        return cls(bucket, prefix, client=client, retry=retry, **given)
+
+    def changed(self) -> dict[str, Any]:
+        """The options set to other than their defaults, by name."""
+        default = S3Settings(self.bucket)
+        return {
+            f.name: getattr(mine, f.name)
+            for mine, base in (
+                (self.client, default.client),
+                (self.retry, default.retry),
+                (self, default),
+            )
+            for f in fields(mine)
+            if f.name not in ("bucket", "prefix", "client", "retry")
+            and getattr(mine, f.name) != getattr(base, f.name)
+        }
+
+
+#: The options :meth:`S3Settings.from_options` takes: every field, by name.
+SETTINGS_OPTIONS = frozenset(
+    _CLIENT_OPTIONS
+    | _RETRY_OPTIONS
+    | ({f.name for f in fields(S3Settings)} - {"bucket", "prefix", "client", "retry"})
+)
+#: Every option ``from_url`` and ``from_bucket`` hand the store (the lean
+#: one's ``session`` too; boto3's ``client`` comes through ``from_client``).
+S3_OPTIONS = SETTINGS_OPTIONS | {"session"}
+#: The options of each transport's store.
+STORE_OPTIONS: dict[str, frozenset[str]] = {
+    "lean": S3_OPTIONS - set(BOTO3_ONLY_OPTIONS),
+    "boto3": SETTINGS_OPTIONS - set(LEAN_ONLY_OPTIONS),
+}
+
+
+#: What configures boto3's client: not with a client passed in.
+BUILT_INTO_THE_CLIENT = tuple(
+    sorted(
+        (_CLIENT_OPTIONS | _RETRY_OPTIONS | {"endpoint_url", "region_name", "addressing_style"})
+        - set(LEAN_ONLY_OPTIONS)
+    )
+)
+
+
+def check_transport(transport: str, given: Mapping[str, Any]) -> None:
+    """Refuse an unknown transport or an option the transport does not take.
+
+    ``given`` holds the options set (to other than their default); a
+    ``retry_mode`` of ``"standard"`` is the lean transport's own.
+
+    Raises:
+        ValueError: naming the transport or the options.
+    """
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    if transport == "boto3":
+        lean_only = sorted(set((*LEAN_ONLY_OPTIONS, "session")) & set(given))
+        if lean_only:
+            raise ValueError(
+                f"options of transport='lean' only: {', '.join(lean_only)} "
+                "(boto3's Boto3S3Store takes client= or its own options instead)"
+            )
+        return
+    retry_mode = given.get("retry_mode")
+    if retry_mode not in (None, DEFAULT_RETRY_MODE):
+        raise ValueError(
+            f"retry_mode {retry_mode!r} needs transport='boto3'; the lean "
+            "transport retries like botocore's 'standard' mode"
+        )
+    boto3_only = sorted(set(BOTO3_ONLY_OPTIONS) - {"retry_mode"} & set(given))
+    if boto3_only:
+        raise ValueError(
+            f"options of transport='boto3' only: {', '.join(boto3_only)} "
+            "(the lean transport takes extra_put_headers / extra_get_headers instead)"
         )
 
-    @classmethod
-    def sse_s3(cls) -> S3Encryption:
-        """Keys managed by S3 (``ServerSideEncryption='AES256'``)."""
-        return cls("SSE-S3")
 
-    @classmethod
-    def sse_kms(cls, key_id: str | None = None) -> S3Encryption:
-        """Keys managed by KMS (``aws:kms``), with ``key_id`` or the bucket's default key."""
-        return cls("SSE-KMS", kms_key_id=key_id)
+def store_settings(
+    owner: str,
+    transport: str,
+    bucket: str | None,
+    prefix: str,
+    settings: S3Settings | None,
+    options: dict[str, Any],
+) -> S3Settings:
+    """What a store of ``transport`` is built with: ``settings``, or its keyword options.
 
-    @classmethod
-    def sse_c(cls, key: bytes) -> S3Encryption:
-        """A 32-byte key of the caller's, sent with every PUT and GET and never stored."""
-        return cls("SSE-C", customer_key=key)
-
-    @property
-    def kind(self) -> str:
-        """``"SSE-S3"``, ``"SSE-KMS"`` or ``"SSE-C"``."""
-        return self._kind
-
-    @property
-    def kms_key_id(self) -> str | None:
-        """The KMS key of SSE-KMS, ``None`` for the bucket's default."""
-        return self._kms_key_id
-
-    @property
-    def customer_key_md5(self) -> str | None:
-        """Base64 MD5 of the SSE-C key, as servers report it; ``None`` otherwise."""
-        return self._key_md5
-
-    def __repr__(self) -> str:
-        if self._kind == "SSE-S3":
-            return "S3Encryption.sse_s3()"
-        if self._kind == "SSE-KMS":
-            return f"S3Encryption.sse_kms({self._kms_key_id!r})"
-        return "S3Encryption.sse_c(<customer key hidden>)"
-
-    def put_args(self) -> dict[str, Any]:
-        """The ``put_object`` arguments."""
-        if self._kind == "SSE-S3":
-            return {"ServerSideEncryption": "AES256"}
-        if self._kind == "SSE-KMS":
-            args: dict[str, Any] = {"ServerSideEncryption": "aws:kms"}
-            if self._kms_key_id is not None:
-                args["SSEKMSKeyId"] = self._kms_key_id
-            return args
-        return self.get_args()
-
-    def get_args(self) -> dict[str, Any]:
-        """The ``get_object`` / ``head_object`` arguments (SSE-C only)."""
-        if self._kind != "SSE-C":
-            return {}
-        # botocore adds the key's base64 form and its MD5 (SSECustomerKeyMD5).
-        return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": self._customer_key}
-
-    def confirmed_by(self, response: dict[str, Any]) -> bool:
-        """Whether a ``put_object`` response reports this encryption."""
-        if self._kind == "SSE-C":
-            return (
-                response.get("SSECustomerAlgorithm") == "AES256"
-                and response.get("SSECustomerKeyMD5") == self._key_md5
+    Raises:
+        TypeError: an option ``owner`` does not take, or options beside ``settings``.
+        ValueError: see :meth:`S3Settings.from_options`.
+    """
+    if settings is None:
+        unexpected = sorted(set(options) - STORE_OPTIONS[transport])
+        if unexpected:
+            raise TypeError(
+                f"{owner}.__init__() got an unexpected keyword argument {unexpected[0]!r}"
             )
-        expected = "AES256" if self._kind == "SSE-S3" else "aws:kms"
-        return response.get("ServerSideEncryption") == expected
+        return S3Settings.from_options(bucket or "", prefix, transport=transport, **options)
+    if bucket is not None or prefix or options:
+        raise TypeError(f"{owner}(settings=...) takes no bucket, prefix or other option")
+    check_transport(transport, settings.changed())
+    return settings
 
 
 def public_url(url: str) -> str:
@@ -196,10 +383,6 @@ def at_least_one(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     return value
-
-
-#: Environment variables naming the endpoint, most specific first (as boto3 reads them).
-ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
 def botocore_session(session: Any) -> Any:
@@ -266,3 +449,139 @@ def checked_endpoint(endpoint_url: str, source: str = "endpoint_url") -> SplitRe
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{source} {public_url(endpoint_url)!r} is not an http:// or https:// URL")
     return parts
+
+
+def configured_region(region_name: str | None, session: Any) -> str:
+    """The region requests are signed for.
+
+    Precedence: the argument, then a region set on the session object itself,
+    then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the profile's
+    ``region``, then ``us-east-1``.
+    """
+    if region_name is not None:
+        return region_name
+    core = botocore_session(session)
+    candidates = [core.get_config_variable("region", methods=("instance",))]
+    candidates += [os.environ.get(name) for name in REGION_ENV]
+    candidates.append(core.get_config_variable("region"))
+    return next((str(region) for region in candidates if region), "us-east-1")
+
+
+def s3_config(session: Any) -> dict[str, Any]:
+    """The profile's ``s3`` section as botocore reads it (environment overrides included)."""
+    return dict(botocore_session(session).get_config_variable("s3") or {})
+
+
+def configured_style(argument: str | None, session: Any) -> tuple[str, str]:
+    """The addressing style and where it came from.
+
+    Precedence: the argument, then ``s3 = addressing_style = ...`` of the
+    profile in the AWS config file, then ``auto``.
+
+    Raises:
+        ValueError: the style is not ``auto``, ``path`` or ``virtual``; the
+            message names where it came from.
+    """
+    if argument is not None:
+        style, source = argument, "addressing_style"
+    else:
+        configured = s3_config(session).get("addressing_style")
+        if configured is None:
+            return "auto", "default"
+        style, source = configured, "s3.addressing_style of the AWS profile"
+    if style not in ADDRESSING_STYLES:
+        raise ValueError(f"{source} must be one of {', '.join(ADDRESSING_STYLES)}, got {style!r}")
+    return style, source
+
+
+def endpoint_variants(session: Any) -> dict[str, bool]:
+    """The rule set's FIPS, dual-stack and ``us-east-1`` global endpoint inputs.
+
+    ``UseFIPS``: ``AWS_USE_FIPS_ENDPOINT`` or the profile's
+    ``use_fips_endpoint``. ``UseDualStack``: the profile's ``s3``
+    ``use_dualstack_endpoint``, else ``AWS_USE_DUALSTACK_ENDPOINT`` or the
+    profile's ``use_dualstack_endpoint``. ``UseGlobalEndpoint``:
+    ``AWS_S3_US_EAST_1_REGIONAL_ENDPOINT`` / ``s3.us_east_1_regional_endpoint``
+    is ``legacy`` (botocore's default); it only matters in ``us-east-1``.
+
+    Raises:
+        ValueError: ``us_east_1_regional_endpoint`` is not ``legacy`` or ``regional``.
+    """
+    core = botocore_session(session)
+    s3 = s3_config(session)
+    dualstack = s3.get("use_dualstack_endpoint")
+    if dualstack is None:
+        dualstack = core.get_config_variable("use_dualstack_endpoint")
+    regional = s3.get("us_east_1_regional_endpoint", "legacy")
+    if regional not in ("legacy", "regional"):
+        raise ValueError(
+            f"s3 us_east_1_regional_endpoint must be 'legacy' or 'regional', got {regional!r}"
+        )
+    return {
+        "UseFIPS": bool(core.get_config_variable("use_fips_endpoint")),
+        "UseDualStack": bool(dualstack),
+        "UseGlobalEndpoint": regional == "legacy",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TrustChoice:
+    """How ``https`` origins are verified.
+
+    Attributes:
+        verify: ``False`` only when verification is explicitly turned off.
+        bundle: The CA bundle file replacing the system's trust store, if any.
+        source: Where the choice came from (an option or variable name).
+    """
+
+    verify: bool
+    bundle: str | None
+    source: str
+
+
+def trust_choice(
+    verify: bool | str | None = None,
+    ca_bundle: str | None = None,
+    session: Any = None,
+    environ: Mapping[str, str] | None = None,
+) -> TrustChoice:
+    """Which CA bundle verifies ``https`` origins, in botocore's order.
+
+    ``verify=False`` (no verification) or a ``verify`` path, else
+    ``ca_bundle``, else ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``,
+    else ``REQUESTS_CA_BUNDLE``, else the system's trust store.
+
+    Args:
+        verify: ``False`` to turn verification off, a path to a CA bundle, or
+            ``True``/``None`` for the configured trust.
+        ca_bundle: A CA bundle path (botocore's ``ca_bundle``).
+        session: A boto3/botocore session whose profile may set ``ca_bundle``.
+        environ: The environment to read (default ``os.environ``).
+
+    Raises:
+        ValueError: ``verify`` is not a bool, a path or ``None``; ``verify``
+            and ``ca_bundle`` name different files; or verification is off
+            while a bundle is given.
+    """
+    env = os.environ if environ is None else environ
+    if verify is not None and not isinstance(verify, bool | str):
+        raise ValueError(f"verify must be True, False or a CA bundle path, got {verify!r}")
+    if isinstance(verify, str):
+        if ca_bundle is not None and ca_bundle != verify:
+            raise ValueError(f"verify={verify!r} and ca_bundle={ca_bundle!r} name different files")
+        return TrustChoice(True, verify, "verify")
+    if verify is False:
+        if ca_bundle is not None:
+            raise ValueError("verify=False turns verification off: ca_bundle cannot be given too")
+        return TrustChoice(False, None, "verify")
+    if ca_bundle is not None:
+        return TrustChoice(True, ca_bundle, "ca_bundle")
+    if env.get("AWS_CA_BUNDLE"):
+        return TrustChoice(True, env["AWS_CA_BUNDLE"], "AWS_CA_BUNDLE")
+    if session is not None:
+        profile = botocore_session(session).get_scoped_config()
+        if profile.get("ca_bundle"):
+            return TrustChoice(True, str(profile["ca_bundle"]), "ca_bundle of the AWS profile")
+    if env.get("REQUESTS_CA_BUNDLE"):
+        return TrustChoice(True, env["REQUESTS_CA_BUNDLE"], "REQUESTS_CA_BUNDLE")
+    return TrustChoice(True, None, "the system's trust store")
