@@ -5,6 +5,9 @@
 * :mod:`.local`: a local directory; :mod:`.s3`: S3-compatible buckets, over
   the lean transport (:mod:`.http`) or boto3;
 * :mod:`.versions`: object versions and Object Lock, where a bucket keeps them;
+* :mod:`.requests`: the four requests as values, carried out on a store;
+* :mod:`.steps`: the one runner of a layer's requests written as generators
+  of steps (blocking, asyncio, send-ahead);
 * :mod:`.metered`: a wrapper counting requests and bytes;
 * :mod:`.urls`: a store from ``s3://`` or ``file://``;
 * :mod:`.worker_pool`: worker threads for blocking calls of coroutines.
