@@ -24,9 +24,26 @@ T = TypeVar("T")
 Steps = Generator[S, Any, T]
 
 
-def run(steps: Steps[S, T], perform: Callable[[S], Any]) -> T:
-    """Carry out ``steps``, each step with the blocking ``perform``; what the generator returns."""
-    return _resume(steps, perform, None, None)
+def run(
+    steps: Steps[S, T],
+    perform: Callable[[S], Any],
+    answer: Any = None,
+    error: Exception | None = None,
+) -> T:
+    """Carry out ``steps``, each step with the blocking ``perform``; what the generator returns.
+
+    ``answer`` or ``error``: what its last step came to, when it was begun elsewhere.
+    """
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        try:
+            answer = perform(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
 
 
 async def arun(steps: Steps[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
@@ -89,24 +106,8 @@ def _finish(steps: Steps[S, T], perform: Callable[[S], Any], read: Callable[[], 
     try:
         answer = read()
     except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
-        return _resume(steps, perform, None, exc)
-    return _resume(steps, perform, answer, None)
-
-
-def _resume(
-    steps: Steps[S, T], perform: Callable[[S], Any], answer: Any, error: Exception | None
-) -> T:
-    """Run ``steps`` on from the answer (or error) of its last step."""
-    while True:
-        try:
-            step = steps.send(answer) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        answer, error = None, None
-        try:
-            answer = perform(step)
-        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
-            error = exc
+        return run(steps, perform, error=exc)
+    return run(steps, perform, answer)
 
 
 def _raise(error: Exception) -> Any:
