@@ -6,8 +6,9 @@ a thread that is not in the bucket yet first copies the checkpoint it builds
 on, so the bucket's head always descends from the old head and ``migrate``
 later completes the thread's older history behind it, with nothing diverged.
 
-The logic is written once, as plans of saver calls (:class:`SaverCall`); a blocking
-and an asyncio driver carry them out against the two savers.
+The logic is written once, as plans of saver calls (:class:`SaverCall`); the step
+runner (:mod:`~objstore_saver.storage.steps`) carries them out against the two
+savers, blocking or on the event loop.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from langgraph.checkpoint.base import (
 from objstore_saver.caches.facts import BoundedSet
 from objstore_saver.format import keys
 from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.storage import steps
 
 __all__ = ["FallbackSaver", "put_writes_calls"]
 
@@ -256,14 +258,9 @@ class FallbackSaver(BaseCheckpointSaver[str]):
     def _call(self, call: SaverCall) -> Any:
         return _blocking(self._saver(call.saver), call)
 
-    def _run(self, plan: SaverPlan[T]) -> T:
-        reply: Any = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            reply = [self._call(c) for c in step] if isinstance(step, list) else self._call(step)
+    def _perform(self, step: SaverCall | list[SaverCall]) -> Any:
+        """Make one call, or a list of calls one after another (their results as a list)."""
+        return [self._call(c) for c in step] if isinstance(step, list) else self._call(step)
 
     async def _acall(self, call: SaverCall) -> Any:
         try:
@@ -272,23 +269,17 @@ class FallbackSaver(BaseCheckpointSaver[str]):
             # A saver with a blocking API only (e.g. the sync PostgresSaver).
             return await asyncio.to_thread(self._call, call)
 
-    async def _arun(self, plan: SaverPlan[T]) -> T:
-        reply: Any = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            if isinstance(step, list):
-                reply = list(await asyncio.gather(*(self._acall(c) for c in step)))
-            else:
-                reply = await self._acall(step)
+    async def _aperform(self, step: SaverCall | list[SaverCall]) -> Any:
+        """Make one call, or a list of calls at once (their results as a list)."""
+        if isinstance(step, list):
+            return list(await asyncio.gather(*(self._acall(c) for c in step)))
+        return await self._acall(step)
 
     # --- LangGraph's API -------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint, from the bucket if it holds the thread, else from the old saver."""
-        return self._run(self._get_plan(config))
+        return steps.run(self._get_plan(config), self._perform)
 
     def list(
         self,
@@ -299,7 +290,7 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Both savers' checkpoints, merged newest first (the bucket's alone once settled)."""
-        yield from self._run(self._list_plan(config, filter, before, limit))
+        yield from steps.run(self._list_plan(config, filter, before, limit), self._perform)
 
     def put(
         self,
@@ -309,7 +300,7 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint in the bucket (its parent copied there first if needed)."""
-        return self._run(self._put_plan(config, checkpoint, metadata, new_versions))
+        return steps.run(self._put_plan(config, checkpoint, metadata, new_versions), self._perform)
 
     def put_writes(
         self,
@@ -319,11 +310,11 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store pending writes in the bucket (their checkpoint copied there first if needed)."""
-        self._run(self._put_writes_plan(config, writes, task_id, task_path))
+        steps.run(self._put_writes_plan(config, writes, task_id, task_path), self._perform)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread in the bucket and in the old saver."""
-        self._run(self._delete_plan(thread_id))
+        steps.run(self._delete_plan(thread_id), self._perform)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """The bucket's ``delete_for_runs``."""
@@ -343,7 +334,7 @@ class FallbackSaver(BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`."""
-        return await self._arun(self._get_plan(config))
+        return await steps.arun(self._get_plan(config), self._aperform)
 
     async def alist(
         self,
@@ -354,7 +345,7 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async :meth:`list`."""
-        for tup in await self._arun(self._list_plan(config, filter, before, limit)):
+        for tup in await steps.arun(self._list_plan(config, filter, before, limit), self._aperform):
             yield tup
 
     async def aput(
@@ -365,7 +356,9 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async :meth:`put`."""
-        return await self._arun(self._put_plan(config, checkpoint, metadata, new_versions))
+        return await steps.arun(
+            self._put_plan(config, checkpoint, metadata, new_versions), self._aperform
+        )
 
     async def aput_writes(
         self,
@@ -375,11 +368,11 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Async :meth:`put_writes`."""
-        await self._arun(self._put_writes_plan(config, writes, task_id, task_path))
+        await steps.arun(self._put_writes_plan(config, writes, task_id, task_path), self._aperform)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
-        await self._arun(self._delete_plan(thread_id))
+        await steps.arun(self._delete_plan(thread_id), self._aperform)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""

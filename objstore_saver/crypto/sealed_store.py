@@ -56,6 +56,7 @@ from objstore_saver.crypto.thread_keys import (
 from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError, ThreadKeyMissingError
 from objstore_saver.format import keys, store_keys
 from objstore_saver.plans.requests import execute
+from objstore_saver.storage import steps
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     KeyLayer,
@@ -90,27 +91,10 @@ class NeedKey:
     create: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Done:
-    """The end of a request, with its value (made by :func:`_advance`)."""
-
-    value: Any
-
-
 #: A step of a request: a key it needs, or a storage request value to send to
 #: the wrapped store (its answer comes back, or its error is raised inside).
 _Step = NeedKey | StorageRequest
 _Request = Generator[_Step, Any, Any]
-
-
-class _Steps:
-    """A sealing layer's step builders under the protocol's method names (for :func:`call`)."""
-
-    def __init__(self, layer: SealingStore) -> None:
-        self.get = layer._get
-        self.put = layer._put
-        self.list = layer._list
-        self.delete = layer._delete
 
 
 class SealingStore(KeyLayer):
@@ -118,7 +102,8 @@ class SealingStore(KeyLayer):
 
     Each request is one generator (``_put`` ... ``_delete``): it asks for the
     keys it needs and for the wrapped store's requests, and computes the rest.
-    The blocking methods, the coroutines and ``send_ahead`` only drive it.
+    The blocking methods, the coroutines and ``send_ahead`` hand it to the
+    step runner (:mod:`~objstore_saver.storage.steps`) with :meth:`_perform`.
 
     Args:
         inner: The store of the data.
@@ -346,44 +331,36 @@ class SealingStore(KeyLayer):
 
     def _request(self, request: StorageRequest) -> _Request:
         """The steps of one storage request made on this layer."""
-        steps: _Request = call(_Steps(self), request)
-        return steps
+        match request:
+            case Get(key, byte_range):
+                return self._get(key, byte_range)
+            case Put(key, data, mode):
+                return self._put(key, data, mode)
+            case ListKeys(prefix, start_after, limit):
+                return self._list(prefix, start_after=start_after, limit=limit)
+            case Delete(keys_):
+                return self._delete(keys_)
+        raise TypeError(f"not a storage request: {request!r}")
 
-    # --- the drivers ------------------------------------------------------------------
+    # --- how one step is performed (storage/steps.py runs the requests) -------------
 
-    def _drive(self, request: _Request, reply: Any = None, error: Exception | None = None) -> Any:
-        """Run a request with the blocking methods, from a reply (or error) to its last step."""
-        while not isinstance(step := _advance(request, reply, error), _Done):
-            reply, error = None, None
-            try:
-                if isinstance(step, NeedKey):
-                    reply = self._key(step.scope, step.create)
-                else:
-                    reply = call(self._inner, step)
-            except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
-                error = exc
-        return step.value
+    def _perform(self, step: _Step) -> Any:
+        """A key, loaded if not known, or the wrapped store's answer to a request."""
+        if isinstance(step, NeedKey):
+            return self._key(step.scope, step.create)
+        return call(self._inner, step)
 
-    async def _adrive(self, request: _Request) -> Any:
-        """Run a request with the coroutines."""
-        reply: Any = None
-        error: Exception | None = None
-        while not isinstance(step := _advance(request, reply, error), _Done):
-            reply, error = None, None
-            try:
-                if isinstance(step, NeedKey):
-                    reply = await self._akey(step.scope, step.create)
-                else:
-                    reply = await acall(self._inner, step)
-            except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
-                error = exc
-        return step.value
+    async def _aperform(self, step: _Step) -> Any:
+        """Coroutine twin of :meth:`_perform`."""
+        if isinstance(step, NeedKey):
+            return await self._akey(step.scope, step.create)
+        return await acall(self._inner, step)
 
     # --- blocking requests and coroutines ------------------------------------------
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Seal ``data`` with its thread's key (made at the thread's first write) and store it."""
-        self._drive(self._put(key, data, mode))
+        steps.run(self._put(key, data, mode), self._perform)
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """The opened object (a range is cut from the opened bytes).
@@ -392,35 +369,37 @@ class SealingStore(KeyLayer):
             ThreadKeyMissingError: the thread has no key object.
             CorruptObjectError: the stored bytes are plain, altered, or another key's.
         """
-        return self._drive(self._get(key, byte_range))
+        return steps.run(self._get(key, byte_range), self._perform)
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """A page of keys, content objects named by their addresses again."""
-        return self._drive(self._list(prefix, start_after=start_after, limit=limit))
+        return steps.run(self._list(prefix, start_after=start_after, limit=limit), self._perform)
 
     def delete(self, keys_: Sequence[str]) -> None:
         """Delete the stored objects of these keys (content objects by their sealed names)."""
-        self._drive(self._delete(keys_))
+        steps.run(self._delete(keys_), self._perform)
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Coroutine twin of :meth:`put`."""
-        await self._adrive(self._put(key, data, mode))
+        await steps.arun(self._put(key, data, mode), self._aperform)
 
     async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Coroutine twin of :meth:`get`."""
-        return await self._adrive(self._get(key, byte_range))
+        return await steps.arun(self._get(key, byte_range), self._aperform)
 
     async def alist(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """Coroutine twin of :meth:`list`."""
-        return await self._adrive(self._list(prefix, start_after=start_after, limit=limit))
+        return await steps.arun(
+            self._list(prefix, start_after=start_after, limit=limit), self._aperform
+        )
 
     async def adelete(self, keys_: Sequence[str]) -> None:
         """Coroutine twin of :meth:`delete`."""
-        await self._adrive(self._delete(keys_))
+        await steps.arun(self._delete(keys_), self._aperform)
 
     # --- thread keys as a whole -------------------------------------------------------
 
@@ -497,38 +476,7 @@ class _SealingStoreAhead(SealingStore):
         """Load keys and seal now, send the first request ahead; the rest when it is answered."""
         inner = self._inner
         assert isinstance(inner, SendsAhead)
-        steps = self._request(request)
-        reply: Any = None
-        try:
-            while isinstance(step := _advance(steps, reply, None), NeedKey):
-                reply = self._key(step.scope, step.create)
-            if isinstance(step, _Done):
-                done = step.value
-                return lambda: done
-            answer = inner.send_ahead(step)
-            return lambda: self._finish(steps, answer)
-        except Exception as exc:  # noqa: BLE001 -- raised where the call's outcome is read
-            error = exc
-
-            def fail() -> Any:
-                raise error
-
-            return fail
-
-    def _finish(self, request: _Request, answer: Callable[[], Any]) -> Any:
-        try:
-            reply = answer()
-        except Exception as exc:  # noqa: BLE001 -- raised inside the request, which may name it
-            return self._drive(request, error=exc)
-        return self._drive(request, reply)
-
-
-def _advance(request: _Request, reply: Any, error: Exception | None) -> _Step | _Done:
-    """The next step, given the last reply or error; :class:`_Done` at the end."""
-    try:
-        return request.send(reply) if error is None else request.throw(error)
-    except StopIteration as stop:
-        return _Done(stop.value)
+        return steps.send_ahead(self._request(request), self._perform, inner.send_ahead, (NeedKey,))
 
 
 def _epoch_keys_prefix(scope: str) -> str:

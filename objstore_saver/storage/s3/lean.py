@@ -19,6 +19,7 @@ from typing import Any
 
 import botocore.session
 
+from objstore_saver.storage import steps
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -266,35 +267,45 @@ class LeanS3Store:
             self._protocol.use_region(moved.bucket_region, where)
         old.close()
 
-    def _run(
-        self,
-        make: Callable[[], Exchange[T]],
-        plan: Exchange[T] | None = None,
-        reply: Reply | None = None,
-        step: HttpRequest | Sleep | None = None,
-    ) -> T:
-        """Carry out ``make()``'s exchange (or ``plan``, already begun: ``reply``
-        answers its last step, or ``step`` is its next), following the bucket
-        once to another region's host."""
+    # --- carrying out an exchange (storage/steps.py runs it) ----------------------------
+
+    def _perform(self, step: HttpRequest | Sleep) -> Reply | None:
+        """Send one request on the blocking pool, or sleep a retry's backoff."""
+        if isinstance(step, Sleep):
+            time.sleep(step.seconds)
+            return None
+        return self._send(step)
+
+    def _ahead(self, step: HttpRequest | Sleep) -> Callable[[], Reply] | None:
+        """Send a request ahead on the blocking pool; None: not now (no free slot, or a wait)."""
+        return self._pool.send_ahead(step) if isinstance(step, HttpRequest) else None
+
+    async def _aperform(self, step: HttpRequest | Sleep) -> Reply | None:
+        """Coroutine twin of :meth:`_perform`, on the running loop's pool."""
+        if isinstance(step, Sleep):
+            await asyncio.sleep(step.seconds)
+            answer = None
+        else:
+            answer = await self._asend(step)
+        await self._signable()
+        return answer
+
+    async def _signable(self) -> None:
+        """Refresh credentials due for it in a worker thread, never on the loop.
+
+        Awaited before every step of an exchange is made: making it may sign a request.
+        """
+        if self._credentials.refresh_due():
+            await self._credentials.ready()
+
+    def _run(self, make: Callable[[], Exchange[T]], begun: Callable[[], T] | None = None) -> T:
+        """Carry out ``make()``'s exchange (or finish ``begun``, one already sent ahead),
+        following the bucket once to another region's host."""
         try:
-            return self._steps(make() if plan is None else plan, reply, step)
+            return steps.run(make(), self._perform) if begun is None else begun()
         except BucketRegionError as moved:
             self._move(moved)
-        return self._steps(make(), None, None)
-
-    def _steps(self, plan: Exchange[T], reply: Reply | None, step: HttpRequest | Sleep | None) -> T:
-        while True:
-            if step is None:
-                try:
-                    step = plan.send(reply)
-                except StopIteration as stop:
-                    return stop.value
-            if isinstance(step, Sleep):
-                time.sleep(step.seconds)
-                reply = None
-            else:
-                reply = self._send(step)
-            step = None
+        return steps.run(make(), self._perform)
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
         """Send the first HTTP request of ``request`` (a storage request value) now.
@@ -311,52 +322,21 @@ class LeanS3Store:
             exchange: Exchange[Any] = call(self._protocol, request)
             return exchange
 
-        plan = make()
-        try:
-            step = plan.send(None)
-        except StopIteration as stop:
-            value = stop.value
-            return lambda: value
-        except Exception as exc:  # noqa: BLE001  # raised where the call's outcome is read
-            error = exc
-
-            def fail() -> Any:
-                raise error
-
-            return fail
-        if isinstance(step, HttpRequest):
-            answer = self._pool.send_ahead(step)
-            if answer is not None:
-                return lambda: self._run(make, plan, reply=answer())
-        return lambda: self._run(make, plan, step=step)
+        begun = steps.send_ahead(make(), self._perform, self._ahead)
+        return lambda: self._run(make, begun)
 
     async def _arun(self, make: Callable[[], Exchange[T]]) -> T:
         """Carry out ``make()``'s exchange on the running loop, following the bucket once."""
         try:
-            return await self._asteps(make())
+            await self._signable()
+            return await steps.arun(make(), self._aperform)
         except BucketRegionError as moved:
             old = self._aio.get(asyncio.get_running_loop())
             self._move(moved)
             if old is not None:
                 await old.close()
-        return await self._asteps(make())
-
-    async def _asteps(self, plan: Exchange[T]) -> T:
-        reply: Reply | None = None
-        while True:
-            # The next step may sign a request: credentials due for a refresh
-            # are refreshed in a worker thread first, never on the loop.
-            if self._credentials.refresh_due():
-                await self._credentials.ready()
-            try:
-                step = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            if isinstance(step, Sleep):
-                await asyncio.sleep(step.seconds)
-                reply = None
-            else:
-                reply = await self._asend(step)
+        await self._signable()
+        return await steps.arun(make(), self._aperform)
 
     def close(self) -> None:
         """Close the blocking pool's idle connections (the store stays usable)."""

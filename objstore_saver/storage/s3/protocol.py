@@ -3,9 +3,10 @@
 Each store operation is a generator that yields :class:`HttpRequest` (signed,
 ready to send) or :class:`Sleep` steps and receives an :class:`HttpResponse`
 or a :class:`TransportFailure` back; it returns the operation's result or
-raises the storage error. The blocking and the asyncio runner in
-``lean.py`` only carry the steps out, so argument building, retries with
-backoff, lost-response handling and error mapping exist once.
+raises the storage error. ``lean.py`` says how a step is sent or waited,
+blocking and on the loop, and the step runner (``storage/steps.py``) carries
+the exchange out, so argument building, retries with backoff, lost-response
+handling and error mapping exist once.
 """
 
 from __future__ import annotations

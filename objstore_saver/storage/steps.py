@@ -1,0 +1,114 @@
+"""One runner for the generators a store layer writes its requests as.
+
+A layer writes each request once, as a generator that yields steps (frozen
+values: a storage request to the store below, an HTTP request, a wait, a key
+it needs) and receives each step's answer; a step that fails has its error
+raised inside the generator, which may name it or let it through; what the
+generator returns is the request's result. The layer says how one step is
+performed, blocking and as a coroutine, and this runner does the rest:
+:func:`run` blocks, :func:`arun` awaits, :func:`send_ahead` starts the
+request now and finishes it when its answer is read. Sync, async and
+send-ahead are never three copies of a layer's loop.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+#: A request as steps: yields steps of type ``S``, receives their answers, returns a ``T``.
+Steps = Generator[S, Any, T]
+
+
+def run(
+    steps: Steps[S, T],
+    perform: Callable[[S], Any],
+    answer: Any = None,
+    error: Exception | None = None,
+) -> T:
+    """Carry out ``steps``, each step with the blocking ``perform``; what the generator returns.
+
+    ``answer`` or ``error``: what its last step came to, when it was begun elsewhere.
+    """
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        try:
+            answer = perform(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
+
+
+async def arun(steps: Steps[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
+    """Coroutine twin of :func:`run`: each step with the coroutine ``perform``."""
+    answer: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        try:
+            answer = await perform(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
+
+
+def send_ahead(
+    steps: Steps[S, T],
+    perform: Callable[[S], Any],
+    ahead: Callable[[S], Callable[[], Any] | None],
+    now: tuple[type, ...] = (),
+) -> Callable[[], T]:
+    """Start ``steps`` now and send its first step ahead; the returned function finishes it.
+
+    Steps of the types in ``now`` are performed at once with ``perform``.
+    The first other step goes to ``ahead``, which sends it and returns the
+    function reading its answer, or None when it cannot send it now (the
+    step is then performed when the answer is read). The returned function
+    must be called once: it returns, or raises, what :func:`run` would; an
+    error met while starting is raised there too.
+    """
+    answer: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            value: T = stop.value
+            return lambda: value
+        except Exception as exc:  # noqa: BLE001 -- raised where the answer is read
+            return functools.partial(_raise, exc)
+        answer, error = None, None
+        try:
+            if isinstance(step, now):
+                answer = perform(step)
+                continue
+            read = ahead(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
+            continue
+        if read is None:
+            read = functools.partial(perform, step)
+        return functools.partial(_finish, steps, perform, read)
+
+
+def _finish(steps: Steps[S, T], perform: Callable[[S], Any], read: Callable[[], Any]) -> T:
+    """Read the answer of the step sent ahead, then run the rest of ``steps``."""
+    try:
+        answer = read()
+    except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+        return run(steps, perform, error=exc)
+    return run(steps, perform, answer)
+
+
+def _raise(error: Exception) -> Any:
+    raise error
