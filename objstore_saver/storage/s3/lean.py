@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import botocore.session
@@ -57,7 +58,6 @@ from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Reten
 _USER_AGENT = "objstore-saver-lean-s3"
 
 
-#: The exchange of each blocking store method, called with that method's arguments.
 class LeanS3Store:
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
@@ -357,7 +357,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket is missing, access is denied or
                 the endpoint cannot be reached.
         """
-        self._run(lambda: self._protocol.check())
+        self._run(self._protocol.check)
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Store ``data`` at ``key`` with one ``PutObject`` (see :meth:`Boto3S3Store.put`).
@@ -369,7 +369,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        self._run(lambda: self._protocol.put(key, data, mode))
+        self._run(partial(self._protocol.put, key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Return the object at ``key``, or bytes ``[start, end)`` of it.
@@ -381,7 +381,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        return self._run(lambda: self._protocol.get(key, byte_range))
+        return self._run(partial(self._protocol.get, key, byte_range))
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
@@ -393,7 +393,7 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        return self._run(lambda: self._protocol.list(prefix, start_after, limit))
+        return self._run(partial(self._protocol.list, prefix, start_after, limit))
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request.
@@ -403,43 +403,43 @@ class LeanS3Store:
             StoreUnavailableError: the bucket cannot be used.
             StorageError: S3 reported an error for a key (named with its code).
         """
-        self._run(lambda: self._protocol.delete(keys))
+        self._run(partial(self._protocol.delete, keys))
 
     # --- the protocol, on the event loop ---------------------------------------------------
 
     async def acheck(self) -> None:
         """Coroutine of :meth:`check`."""
-        await self._arun(lambda: self._protocol.check())
+        await self._arun(self._protocol.check)
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Coroutine of :meth:`put`."""
-        await self._arun(lambda: self._protocol.put(key, data, mode))
+        await self._arun(partial(self._protocol.put, key, data, mode))
 
     async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Coroutine of :meth:`get`."""
-        return await self._arun(lambda: self._protocol.get(key, byte_range))
+        return await self._arun(partial(self._protocol.get, key, byte_range))
 
     async def alist(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
         """Coroutine of :meth:`list`."""
-        return await self._arun(lambda: self._protocol.list(prefix, start_after, limit))
+        return await self._arun(partial(self._protocol.list, prefix, start_after, limit))
 
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine of :meth:`delete`."""
-        await self._arun(lambda: self._protocol.delete(keys))
+        await self._arun(partial(self._protocol.delete, keys))
 
     # --- object versions (storage/versions.py) ----------------------------------------------
 
     def retention(self) -> Retention:
         """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and
         ``GetObjectLockConfiguration`` when versioning was ever on)."""
-        return self._run(lambda: version_requests.retention(self._protocol))
+        return self._run(partial(version_requests.retention, self._protocol))
 
     def versions(self, prefix: str) -> list[ObjectVersion]:
         """Every version and delete marker under ``prefix`` (``ListObjectVersions``)."""
-        return self._run(lambda: version_requests.versions(self._protocol, prefix))
+        return self._run(partial(version_requests.versions, self._protocol, prefix))
 
     def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
         """Delete these versions for good; return those the bucket refused (Object Lock)."""
-        return self._run(lambda: version_requests.delete_versions(self._protocol, versions))
+        return self._run(partial(version_requests.delete_versions, self._protocol, versions))
