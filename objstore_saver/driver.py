@@ -75,6 +75,13 @@ class Driver:
             futures = [self._pool.submit(run, self.store, op) for op in ops]
             failed = _computed(batch.meanwhile)
             return _settled(ops, [_outcome(f) for f in futures], call, failed)
+        if len(ops) == 1:
+            # One request, on the caller's thread: no pool, no list of futures.
+            try:
+                only = run(self.store, ops[0])
+            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
+                only = exc
+            return _settled(ops, [only], call)
         if not ops:
             return _settled(ops, [], call)
         # The caller's thread runs the first request itself; the others go to the pool.
@@ -126,11 +133,35 @@ class Driver:
                     reply = self._run_batch(step, call)
 
     def run(self, plan: Plan[T], call: Call | None = None) -> T:
-        """Run a plan that emits nothing; return its result."""
-        result: list[T] = []
-        for _ in self.iterate(_returning(plan, result, call), call):
-            raise TypeError("plan emitted an item where none was expected")
-        return result[0]
+        """Run a plan that emits nothing; return its result.
+
+        Args:
+            plan: The plan.
+            call: Telemetry of the saver call the plan carries out.
+        """
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    value: T = done.value
+                    break
+                if isinstance(step, Batch):
+                    reply = self._run_batch(step, call)
+                elif isinstance(step, Hold):
+                    reply = None
+                    step.gate.acquire()
+                else:
+                    raise TypeError("plan emitted an item where none was expected")
+        except BaseException as exc:
+            _stopped(plan, call, exc)
+            raise
+        if call is not None:
+            call.finish(None, value)
+        return value
 
     # --- async -------------------------------------------------------------
 
@@ -186,10 +217,37 @@ class Driver:
 
     async def arun(self, plan: Plan[T], call: Call | None = None) -> T:
         """Async twin of :meth:`run`."""
-        result: list[T] = []
-        async for _ in self.aiterate(_returning(plan, result, call), call):
-            raise TypeError("plan emitted an item where none was expected")
-        return result[0]
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    value: T = done.value
+                    break
+                if isinstance(step, Batch):
+                    reply = await self._arun_batch(step, call)
+                elif isinstance(step, Hold):
+                    reply = None
+                    await step.gate.aacquire()
+                else:
+                    raise TypeError("plan emitted an item where none was expected")
+        except BaseException as exc:
+            _stopped(plan, call, exc)
+            raise
+        if call is not None:
+            call.finish(None, value)
+        return value
+
+
+def _stopped(plan: Plan[Any], call: Call | None, exc: BaseException) -> None:
+    """A plan run that ends with ``exc``: close the plan (its finally blocks), finish the call."""
+    plan.close()
+    if call is not None:
+        # GeneratorExit: the caller stopped the run, not a failure.
+        call.finish(None if isinstance(exc, GeneratorExit) else exc)
 
 
 def _running(call: Call | None) -> contextlib.AbstractContextManager[Any]:
@@ -254,11 +312,3 @@ def _computed(work: Callable[[], None]) -> Exception | None:
     except Exception as exc:  # noqa: BLE001  # re-raised by _settled after the requests
         return exc
     return None
-
-
-def _returning(plan: Plan[T], result: list[T], call: Call | None) -> Plan[None]:
-    """Wrap a plan so that its return value lands in ``result`` (and on the call's span)."""
-    value = yield from plan
-    result.append(value)
-    if call is not None:
-        call.returned(value)
