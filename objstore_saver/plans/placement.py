@@ -42,7 +42,6 @@ class Placement:
     cid: str
     mkey: str
     parent: CheckpointEntries | None
-    trust: bool
     segments: dict[bytes, SegmentObj] = field(default_factory=dict)
     embedded_values: set[bytes] = field(default_factory=set)
     """Value objects this put's manifest embeds."""
@@ -76,7 +75,7 @@ class Placement:
         where = self.where()
         if digest in where:
             return where[digest]
-        if self.trust and self.ctx.objects.known(self.pfx, digest, self.ctx.trust_age):
+        if self.ctx.objects.known(self.pfx, digest, self.ctx.belief_age):
             return None
         self.embedded_values.add(digest)
         where[digest] = self.cid

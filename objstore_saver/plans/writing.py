@@ -55,7 +55,6 @@ def encode_value(
     pfx: str,
     value: Any,
     *,
-    trust: bool = True,
     written_once: bool = False,
     written_max: int = codec.WRITE_INLINE_MAX,
     locate: list_encoding.Locator | None = None,
@@ -87,7 +86,6 @@ def encode_value(
                 pfx,
                 value,
                 split=split,
-                trust=trust,
                 written_max=written_max if written_once else None,
                 locate=locate,
                 epoch=epoch,
@@ -97,11 +95,11 @@ def encode_value(
         # A list's elements were searched above (none holds a large text).
         holes = split_values.find_holes(value) if split and type(value) is not list else []
         if holes:
-            return (yield from encode_split(ctx, pfx, value, holes, trust=trust, epoch=epoch))
+            return (yield from encode_split(ctx, pfx, value, holes, epoch=epoch))
         type_, data = ctx.serde.dumps_typed(value)
         if len(data) > codec.PART_SIZE:
             ref, (d, body) = yield from stream_large(
-                ctx, pfx, value_encoding.large_objects(type_, data, epoch), trust=trust
+                ctx, pfx, value_encoding.large_objects(type_, data, epoch)
             )
             return Encoded(ref, {d: body})
     finally:
@@ -117,7 +115,6 @@ def _encode_list(
     value: list[Any],
     *,
     split: bool,
-    trust: bool,
     written_max: int | None,
     locate: list_encoding.Locator | None,
     epoch: int,
@@ -142,7 +139,7 @@ def _encode_list(
     for i, e in enumerate(value):
         holes = found.get(i)
         if holes:
-            enc = yield from encode_split(ctx, pfx, e, holes, trust=trust, epoch=epoch)
+            enc = yield from encode_split(ctx, pfx, e, holes, epoch=epoch)
             assert isinstance(enc.entry, Ref)
             # Not a serializer's type: the key stands for this element only.
             elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
@@ -158,7 +155,7 @@ def _encode_list(
             and ctx.elements.get(key) is None
         ):
             ref, (d, body) = yield from stream_large(
-                ctx, pfx, value_encoding.large_objects(*element, epoch), trust=trust
+                ctx, pfx, value_encoding.large_objects(*element, epoch)
             )
             streamed[key] = EncodedElement(codec.entry_to_msgpack(ref), d, {d: body}, {})
     return list_encoding.encode_list(
@@ -224,7 +221,6 @@ def encode_split(
     value: Any,
     holes: list[tuple[split_values.Path, str]],
     *,
-    trust: bool = True,
     epoch: int = 0,
 ) -> Generator[Batch, list[Any] | None, Encoded]:
     """Sub-plan: a value with its large message texts stored apart (spec §4.4a).
@@ -236,9 +232,7 @@ def encode_split(
     objects: dict[bytes, bytes] = {}
     refs: list[tuple[split_values.Path, Ref]] = []
     for path, text in holes:
-        ref, (d, body) = yield from stream_large(
-            ctx, pfx, value_encoding.text_objects(text, epoch), trust=trust
-        )
+        ref, (d, body) = yield from stream_large(ctx, pfx, value_encoding.text_objects(text, epoch))
         objects[d] = body
         refs.append((path, ref))
     rest = value_encoding.encode_serialized(
@@ -255,8 +249,6 @@ def stream_large(
     ctx: Context,
     pfx: str,
     stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult],
-    *,
-    trust: bool = True,
 ) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
     """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3).
 
@@ -275,7 +267,7 @@ def stream_large(
         except StopIteration as done:
             ref, container, _parts = done.value
             break
-        if trust and ctx.objects.known(pfx, d, ctx.trust_age):
+        if ctx.objects.known(pfx, d, ctx.belief_age):
             continue
         window.append(Put(keys.object_key_in(pfx, d), part))
         pending += len(part)
@@ -323,15 +315,15 @@ def store_objects(
     encoded: Sequence[Encoded],
     extra: Sequence[Put | ListKeys] = (),
     *,
-    trust: bool = True,
     embedded: Collection[bytes] = (),
     located: Collection[bytes] = (),
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
 
     The walk starts at each entry and does not descend below an object known
-    to be stored (confirmed within the trust age; with ``trust=False`` nothing
-    is): a stored container implies its children are (write order). Parts
+    to be stored (confirmed within ``ctx.belief_age``; in a distrusting
+    context none is): a stored container implies its children are (write
+    order). Parts
     streamed by :func:`stream_large` are not among an :class:`Encoded`'s
     children: they were stored before their container, in this attempt.
     A segment or value in ``located`` is held by an earlier manifest, stored
@@ -365,7 +357,7 @@ def store_objects(
         if placed and d in embedded:
             stack.extend((c, d in segments) for c in children.get(d, ()))
             continue
-        if d in puts or (trust and ctx.objects.known(pfx, d, ctx.trust_age)):
+        if d in puts or ctx.objects.known(pfx, d, ctx.belief_age):
             continue
         puts[d] = Put(keys.object_key_in(pfx, d), bodies[d])
         stack.extend((c, d in segments) for c in children.get(d, ()))
