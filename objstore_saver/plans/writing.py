@@ -6,7 +6,7 @@ The plans ``put`` and ``put_writes`` that use them are in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from typing import Any
 
 from objstore_saver.caches import message_keys
@@ -14,6 +14,7 @@ from objstore_saver.caches.facts import ElementCache
 from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
 from objstore_saver.format.codec import (
     Encoded,
+    Inline,
     InlineList,
     PartObj,
     Ref,
@@ -259,7 +260,7 @@ def stream_large(
     or ``value`` when the compressed data fits one part), which the caller
     stores after its parts like any other object.
     """
-    window: list[Put] = []
+    window: dict[bytes, Put] = {}
     pending = 0
     while True:
         try:
@@ -269,38 +270,46 @@ def stream_large(
             break
         if ctx.objects.known(pfx, d, ctx.belief_age):
             continue
-        window.append(Put(keys.object_key_in(pfx, d), part))
+        window[d] = Put(keys.object_key_in(pfx, d), part)
         pending += len(part)
         if pending >= STREAM_WINDOW:
-            yield from put_objects(ctx, pfx, window)
-            window, pending = [], 0
-    yield from put_objects(ctx, pfx, window)
+            yield from put_objects(ctx, pfx, window, parts=True)
+            window, pending = {}, 0
+    yield from put_objects(ctx, pfx, window, parts=True)
     return ref, container
 
 
 def put_objects(
-    ctx: Context, pfx: str, puts: Sequence[Put], extra: Sequence[Put | ListKeys] = ()
+    ctx: Context,
+    pfx: str,
+    puts: Mapping[bytes, Put],
+    extra: Sequence[Put | ListKeys] = (),
+    *,
+    parts: bool = False,
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT content-addressed objects create-only, in parallel, and remember them.
 
-    ``exists`` is success, the key being the hash of the bytes; the object is
-    then re-PUT in overwrite mode with the same bytes, which renews its
-    ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
-    Written objects are remembered decoded, so reading them back costs no
-    request. ``extra`` requests (run markers, a LIST) go in the same batch;
-    their results are returned.
+    ``puts`` maps each object's digest to its PUT. ``exists`` is success,
+    the key being the hash of the bytes; the object is then re-PUT in
+    overwrite mode with the same bytes, which renews its ``LastModified`` so
+    a pending sweep mark no longer applies to it (§6.9). Written objects are
+    remembered decoded, so reading them back costs no request; ``parts``
+    (a large value's part objects) are remembered only as stored. ``extra``
+    requests (run markers, a LIST) go in the same batch; their results are
+    returned.
     """
-    created = yield from run_batch(*puts, *extra)
+    created = yield from run_batch(*puts.values(), *extra)
     # An old object we did not write may be marked by a prune (§6.9): renew it.
-    yield from run_batch(
-        *(
-            Put(p.key, p.data, PutMode.OVERWRITE)
-            for p, ok in zip(puts, created[: len(puts)], strict=True)
-            if not ok
-        )
-    )
-    for put_op in puts:
-        d = bytes.fromhex(put_op.key.rsplit("/", 1)[1])
+    renew = []
+    for put_op, ok in zip(puts.values(), created[: len(puts)], strict=True):
+        if not ok:
+            renew.append(Put(put_op.key, put_op.data, PutMode.OVERWRITE))
+    if renew:
+        yield from run_batch(*renew)
+    if parts:
+        ctx.objects.add_known(pfx, list(puts))
+        return created[len(puts) :]
+    for d, put_op in puts.items():
         obj = codec.decode_object(put_op.data, put_op.key)
         if isinstance(obj, PartObj):
             ctx.objects.add_known(pfx, [d])
@@ -342,7 +351,9 @@ def store_objects(
     for enc in encoded:
         bodies.update(enc.objects)
         children.update(enc.children)
-        stack.extend((d, True) for _, d in entry_refs([enc.entry]))
+        if not isinstance(enc.entry, Inline):  # an inline value references nothing
+            for _, d in entry_refs([enc.entry]):
+                stack.append((d, True))
         if isinstance(enc.entry, InlineList):
             segments.update(g.digest for g in enc.entry.obj.segments)
     seen: set[tuple[bytes, bool]] = set()
@@ -361,4 +372,6 @@ def store_objects(
             continue
         puts[d] = Put(keys.object_key_in(pfx, d), bodies[d])
         stack.extend((c, d in segments) for c in children.get(d, ()))
-    return (yield from put_objects(ctx, pfx, list(puts.values()), extra))
+    if not puts and not extra:
+        return []
+    return (yield from put_objects(ctx, pfx, puts, extra))
