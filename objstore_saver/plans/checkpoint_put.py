@@ -120,7 +120,9 @@ def recall_parent(
         if isinstance(obj, ListObj):
             # Sealed subtrees and tail elements exist: the list was written after them.
             ctx.objects.add_known(pfx, [c for _, c in child_refs(obj)])
-    entries = CheckpointEntries(dict(checkpoint.get("channel_versions", {})), manifest.channels)
+    entries = CheckpointEntries(
+        dict(checkpoint.get("channel_versions", {})), manifest.channels, manifest.epoch
+    )
     ctx.entries.put(mkey, entries)
     return entries
 
@@ -230,7 +232,9 @@ def put(
             segments = yield from recall_segments(ctx, pfx, mkey, parent)
         elif parent_id is not None:
             parent = remembered_parent(ctx, scope, parent_id)
-        if epoch is None:
+        if epoch is None and parent is not None:
+            epoch = parent.epoch  # the parent's (spec §6.1 step 1); it never changes
+        elif epoch is None:
             # After the parent's recall, which learns its epoch when it reads it.
             epoch, check = yield from lineage_epoch(ctx, scope, parent_id)
         placement = Placement(ctx, pfx, cid, mkey, parent, segments)
@@ -323,7 +327,7 @@ def put(
     kept = None
     if len(manifest) - sum(map(len, embedded.values())) <= REMEMBERED_MANIFEST_MAX:
         kept = Manifest(**{**fields, "embedded": ()})
-    ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
+    ctx.entries.put(mkey, CheckpointEntries(versions, channels, epoch, kept))
     ctx.epochs.saw_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, epoch)
     ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
