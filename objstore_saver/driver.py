@@ -159,7 +159,8 @@ class Driver:
         except BaseException as exc:
             _stopped(plan, call, exc)
             raise
-        if call is not None:
+        if call is not None and call.span is not None:
+            # Untraced, a call that returns has nothing to finish: it was counted.
             call.finish(None, value)
         return value
 
@@ -237,7 +238,8 @@ class Driver:
         except BaseException as exc:
             _stopped(plan, call, exc)
             raise
-        if call is not None:
+        if call is not None and call.span is not None:
+            # Untraced, a call that returns has nothing to finish: it was counted.
             call.finish(None, value)
         return value
 

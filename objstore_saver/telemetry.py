@@ -386,7 +386,8 @@ class Call:
     The driver starts it before the plan run (:meth:`start`), calls
     :meth:`record` after each batch and :meth:`finish` at the end, with the
     result or the exception that escaped (a listing enters it around the
-    run instead). When :attr:`span` is not ``None`` the driver runs
+    run instead); a call that returns without a recording span needs no
+    :meth:`finish`. When :attr:`span` is not ``None`` the driver runs
     requests through :meth:`execute`/:meth:`aexecute`, which make one CLIENT
     span per request, a child of the call's span. The arguments after
     ``telemetry`` are those of :meth:`Telemetry.call`.
