@@ -75,23 +75,19 @@ class Driver:
             futures = [self._pool.submit(run, self.store, op) for op in ops]
             failed = _computed(batch.meanwhile)
             return _settled(ops, [_outcome(f) for f in futures], call, failed)
-        if len(ops) == 1:
-            # One request, on the caller's thread: no pool, no list of futures.
-            try:
-                only = run(self.store, ops[0])
-            except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
-                only = exc
-            return _settled(ops, [only], call)
         if not ops:
             return _settled(ops, [], call)
         # The caller's thread runs the first request itself; the others go to the pool.
-        futures = [self._pool.submit(run, self.store, op) for op in ops[1:]]
+        futures = [self._pool.submit(run, self.store, op) for op in ops[1:]] if len(ops) > 1 else []
         try:
             first = run(self.store, ops[0])
         except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
             first = exc
         # Wait for every request before raising, so none outlives the plan step.
-        return _settled(ops, [first] + [_outcome(f) for f in futures], call)
+        outcomes = [first]
+        for future in futures:
+            outcomes.append(_outcome(future))
+        return _settled(ops, outcomes, call)
 
     def _run_ahead(self, store: SendsAhead, batch: Batch, call: Call | None) -> list[Any]:
         """A batch sent from the caller's thread, answers read after the ``meanwhile`` work."""
