@@ -19,7 +19,6 @@ records, runs the requests under child spans.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -111,14 +110,15 @@ class Driver:
             call: Telemetry of the saver call the plan carries out; started
                 when the iteration starts, finished when it ends.
         """
-        # Closing the plan when it stops early runs its finally blocks (a held gate).
-        with _running(call), contextlib.closing(plan):
-            reply: list[Any] | None = None
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
             while True:
                 try:
                     step = plan.send(reply)
                 except StopIteration:
-                    return
+                    break
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
@@ -127,6 +127,13 @@ class Driver:
                     step.gate.acquire()
                 else:
                     reply = self._run_batch(step, call)
+        except BaseException as exc:
+            # Also GeneratorExit: the caller stopped early; closing the plan
+            # runs its finally blocks (a held gate).
+            _stopped(plan, call, exc)
+            raise
+        if call is not None:
+            call.finish()
 
     def run(self, plan: Plan[T], call: Call | None = None) -> T:
         """Run a plan that emits nothing; return its result.
@@ -196,13 +203,15 @@ class Driver:
 
     async def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a plan without blocking the event loop, yielding what it emits."""
-        with _running(call), contextlib.closing(plan):
-            reply: list[Any] | None = None
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
             while True:
                 try:
                     step = plan.send(reply)
                 except StopIteration:
-                    return
+                    break
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
@@ -211,6 +220,11 @@ class Driver:
                     await step.gate.aacquire()
                 else:
                     reply = await self._arun_batch(step, call)
+        except BaseException as exc:
+            _stopped(plan, call, exc)
+            raise
+        if call is not None:
+            call.finish()
 
     async def arun(self, plan: Plan[T], call: Call | None = None) -> T:
         """Async twin of :meth:`run`."""
@@ -246,14 +260,6 @@ def _stopped(plan: Plan[Any], call: Call | None, exc: BaseException) -> None:
     if call is not None:
         # GeneratorExit: the caller stopped the run, not a failure.
         call.finish(None if isinstance(exc, GeneratorExit) else exc)
-
-
-def _running(call: Call | None) -> contextlib.AbstractContextManager[Any]:
-    """The call's span and counters around a plan run (nothing without a call)."""
-    return _NO_CALL if call is None else call
-
-
-_NO_CALL = contextlib.nullcontext()
 
 
 def _settled(

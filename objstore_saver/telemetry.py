@@ -20,7 +20,6 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from objstore_saver._version import __version__
@@ -385,9 +384,8 @@ class Call:
 
     The driver starts it before the plan run (:meth:`start`), calls
     :meth:`record` after each batch and :meth:`finish` at the end, with the
-    result or the exception that escaped (a listing enters it around the
-    run instead); a call that returns without a recording span needs no
-    :meth:`finish`. When :attr:`span` is not ``None`` the driver runs
+    result or the exception that escaped; a call that returns without a
+    recording span needs no :meth:`finish`. When :attr:`span` is not ``None`` the driver runs
     requests through :meth:`execute`/:meth:`aexecute`, which make one CLIENT
     span per request, a child of the call's span. The arguments after
     ``telemetry`` are those of :meth:`Telemetry.call`.
@@ -445,19 +443,6 @@ class Call:
         self._parent = otel_trace.set_span_in_context(span)
         self._tally = Tally()
         self.record = self._record_traced
-
-    def __enter__(self) -> Call:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # GeneratorExit: the caller stopped a listing early, not a failure.
-        self.finish(None if isinstance(exc, GeneratorExit) else exc)
 
     def _start_attributes(self) -> dict[str, Any]:
         # Read defensively: a malformed config is the plan's to refuse, by name.
