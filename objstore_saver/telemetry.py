@@ -385,10 +385,11 @@ class Call:
     The driver starts it before the plan run (:meth:`start`), calls
     :meth:`record` after each batch and :meth:`finish` at the end, with the
     result or the exception that escaped; a call that returns without a
-    recording span needs no :meth:`finish`. When :attr:`span` is not ``None`` the driver runs
-    requests through :meth:`execute`/:meth:`aexecute`, which make one CLIENT
-    span per request, a child of the call's span. The arguments after
-    ``telemetry`` are those of :meth:`Telemetry.call`.
+    recording span needs no :meth:`finish`. When :attr:`span` is not
+    ``None`` the driver runs requests through :meth:`execute` /
+    :meth:`aexecute`, which make one CLIENT span per request, a child of the
+    call's span. The arguments after ``telemetry`` are those of
+    :meth:`Telemetry.call`.
     """
 
     __slots__ = (
