@@ -143,9 +143,7 @@ def entry_to_msgpack(
         return ["i", p.type, p.encoding, p.data]
     if isinstance(entry, InlineList):
         o = entry.obj
-        sealed: list[list[Any]] = []
-        for d, n in o.sealed:
-            sealed.append([d, n])
+        sealed: list[list[Any]] = list(map(list, o.sealed))  # [digest, count] pairs
         for g in o.segments:
             sealed.append([g.digest, g.count, relative_loc(g.loc, holder)])
         tail = []
