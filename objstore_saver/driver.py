@@ -19,7 +19,6 @@ records, runs the requests under child spans.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -78,13 +77,16 @@ class Driver:
         if not ops:
             return _settled(ops, [], call)
         # The caller's thread runs the first request itself; the others go to the pool.
-        futures = [self._pool.submit(run, self.store, op) for op in ops[1:]]
+        futures = [self._pool.submit(run, self.store, op) for op in ops[1:]] if len(ops) > 1 else []
         try:
             first = run(self.store, ops[0])
         except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
             first = exc
         # Wait for every request before raising, so none outlives the plan step.
-        return _settled(ops, [first] + [_outcome(f) for f in futures], call)
+        outcomes = [first]
+        for future in futures:
+            outcomes.append(_outcome(future))
+        return _settled(ops, outcomes, call)
 
     def _run_ahead(self, store: SendsAhead, batch: Batch, call: Call | None) -> list[Any]:
         """A batch sent from the caller's thread, answers read after the ``meanwhile`` work."""
@@ -108,14 +110,15 @@ class Driver:
             call: Telemetry of the saver call the plan carries out; started
                 when the iteration starts, finished when it ends.
         """
-        # Closing the plan when it stops early runs its finally blocks (a held gate).
-        with _running(call), contextlib.closing(plan):
-            reply: list[Any] | None = None
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
             while True:
                 try:
                     step = plan.send(reply)
                 except StopIteration:
-                    return
+                    break
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
@@ -124,13 +127,45 @@ class Driver:
                     step.gate.acquire()
                 else:
                     reply = self._run_batch(step, call)
+        except BaseException as exc:
+            # Also GeneratorExit: the caller stopped early; closing the plan
+            # runs its finally blocks (a held gate).
+            _stopped(plan, call, exc)
+            raise
+        if call is not None:
+            call.finish()
 
     def run(self, plan: Plan[T], call: Call | None = None) -> T:
-        """Run a plan that emits nothing; return its result."""
-        result: list[T] = []
-        for _ in self.iterate(_returning(plan, result, call), call):
-            raise TypeError("plan emitted an item where none was expected")
-        return result[0]
+        """Run a plan that emits nothing; return its result.
+
+        Args:
+            plan: The plan.
+            call: Telemetry of the saver call the plan carries out.
+        """
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    value: T = done.value
+                    break
+                if isinstance(step, Batch):
+                    reply = self._run_batch(step, call)
+                elif isinstance(step, Hold):
+                    reply = None
+                    step.gate.acquire()
+                else:
+                    raise TypeError("plan emitted an item where none was expected")
+        except BaseException as exc:
+            _stopped(plan, call, exc)
+            raise
+        if call is not None and call.span is not None:
+            # Untraced, a call that returns has nothing to finish: it was counted.
+            call.finish(None, value)
+        return value
 
     # --- async -------------------------------------------------------------
 
@@ -168,13 +203,15 @@ class Driver:
 
     async def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a plan without blocking the event loop, yielding what it emits."""
-        with _running(call), contextlib.closing(plan):
-            reply: list[Any] | None = None
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
             while True:
                 try:
                     step = plan.send(reply)
                 except StopIteration:
-                    return
+                    break
                 if isinstance(step, Emit):
                     reply = None
                     yield step.item
@@ -183,21 +220,46 @@ class Driver:
                     await step.gate.aacquire()
                 else:
                     reply = await self._arun_batch(step, call)
+        except BaseException as exc:
+            _stopped(plan, call, exc)
+            raise
+        if call is not None:
+            call.finish()
 
     async def arun(self, plan: Plan[T], call: Call | None = None) -> T:
         """Async twin of :meth:`run`."""
-        result: list[T] = []
-        async for _ in self.aiterate(_returning(plan, result, call), call):
-            raise TypeError("plan emitted an item where none was expected")
-        return result[0]
+        if call is not None:
+            call.start()
+        reply: list[Any] | None = None
+        try:
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    value: T = done.value
+                    break
+                if isinstance(step, Batch):
+                    reply = await self._arun_batch(step, call)
+                elif isinstance(step, Hold):
+                    reply = None
+                    await step.gate.aacquire()
+                else:
+                    raise TypeError("plan emitted an item where none was expected")
+        except BaseException as exc:
+            _stopped(plan, call, exc)
+            raise
+        if call is not None and call.span is not None:
+            # Untraced, a call that returns has nothing to finish: it was counted.
+            call.finish(None, value)
+        return value
 
 
-def _running(call: Call | None) -> contextlib.AbstractContextManager[Any]:
-    """The call's span and counters around a plan run (nothing without a call)."""
-    return _NO_CALL if call is None else call
-
-
-_NO_CALL = contextlib.nullcontext()
+def _stopped(plan: Plan[Any], call: Call | None, exc: BaseException) -> None:
+    """A plan run that ends with ``exc``: close the plan (its finally blocks), finish the call."""
+    plan.close()
+    if call is not None:
+        # GeneratorExit: the caller stopped the run, not a failure.
+        call.finish(None if isinstance(exc, GeneratorExit) else exc)
 
 
 def _settled(
@@ -254,11 +316,3 @@ def _computed(work: Callable[[], None]) -> Exception | None:
     except Exception as exc:  # noqa: BLE001  # re-raised by _settled after the requests
         return exc
     return None
-
-
-def _returning(plan: Plan[T], result: list[T], call: Call | None) -> Plan[None]:
-    """Wrap a plan so that its return value lands in ``result`` (and on the call's span)."""
-    value = yield from plan
-    result.append(value)
-    if call is not None:
-        call.returned(value)

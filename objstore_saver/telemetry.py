@@ -18,9 +18,8 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from objstore_saver._version import __version__
@@ -367,7 +366,7 @@ class Telemetry:
             **attributes: More span attributes, named without the
                 ``objstore_saver.`` prefix.
         """
-        return Call(self, method, config, thread_id, checkpoint, attributes)
+        return Call(self, method, config, thread_id=thread_id, checkpoint=checkpoint, **attributes)
 
 
 def _identifier(value: object) -> str | None:
@@ -383,11 +382,14 @@ def _identifier(value: object) -> str | None:
 class Call:
     """One saver call: counts its requests, and traces it when a span records.
 
-    The driver enters it around the plan run (:meth:`start`; :meth:`finish`
-    on the way out, with the exception if one escapes) and calls
-    :meth:`record` after each batch. When :attr:`span` is not ``None`` the driver runs
-    requests through :meth:`execute`/:meth:`aexecute`, which make one CLIENT
-    span per request, a child of the call's span.
+    The driver starts it before the plan run (:meth:`start`), calls
+    :meth:`record` after each batch and :meth:`finish` at the end, with the
+    result or the exception that escaped; a call that returns without a
+    recording span needs no :meth:`finish`. When :attr:`span` is not
+    ``None`` the driver runs requests through :meth:`execute` /
+    :meth:`aexecute`, which make one CLIENT span per request, a child of the
+    call's span. The arguments after ``telemetry`` are those of
+    :meth:`Telemetry.call`.
     """
 
     __slots__ = (
@@ -398,6 +400,7 @@ class Call:
         "_tally",
         "_thread_id",
         "method",
+        "record",
         "span",
         "telemetry",
     )
@@ -406,10 +409,11 @@ class Call:
         self,
         telemetry: Telemetry,
         method: str,
-        config: object,
-        thread_id: object,
-        checkpoint: object,
-        attributes: dict[str, Any],
+        config: object = None,
+        *,
+        thread_id: object = None,
+        checkpoint: object = None,
+        **attributes: Any,
     ) -> None:
         self.telemetry = telemetry
         self.method = method
@@ -421,6 +425,9 @@ class Call:
         """The call's span while it records, else ``None``."""
         self._parent: OtelContext | None = None
         self._tally: Tally | None = None
+        # Without a recording span a batch is counted by the saver's counters alone.
+        self.record: Callable[[Sequence[Op], Sequence[Any]], None] = telemetry.counters.record
+        """Count the requests of one batch: results, or the exceptions raised."""
 
     def start(self) -> None:
         """Count the call and open its span (current context is its parent)."""
@@ -436,19 +443,7 @@ class Call:
         self.span = span
         self._parent = otel_trace.set_span_in_context(span)
         self._tally = Tally()
-
-    def __enter__(self) -> Call:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # GeneratorExit: the caller stopped a listing early, not a failure.
-        self.finish(None if isinstance(exc, GeneratorExit) else exc)
+        self.record = self._record_traced
 
     def _start_attributes(self) -> dict[str, Any]:
         # Read defensively: a malformed config is the plan's to refuse, by name.
@@ -478,33 +473,30 @@ class Call:
             attrs["objstore_saver." + name] = value
         return attrs
 
-    def record(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
-        """Count the requests of one batch: results, or the exceptions raised."""
+    def _record_traced(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
         self.telemetry.counters.record(ops, outcomes)
         tally = self._tally
-        if tally is not None:
-            for op, outcome in zip(ops, outcomes, strict=True):
-                tally.count(op, outcome)
+        assert tally is not None
+        for op, outcome in zip(ops, outcomes, strict=True):
+            tally.count(op, outcome)
 
-    def returned(self, value: Any) -> None:
-        """Note the call's return value: a checkpoint id it names goes on the span."""
-        span = self.span
-        if span is None:
-            return
-        config = getattr(value, "config", value)  # a CheckpointTuple, or a put's config
-        if isinstance(config, Mapping):
-            conf = config.get("configurable")
-            cid = _identifier(conf.get("checkpoint_id")) if isinstance(conf, Mapping) else None
-            if cid:
-                span.set_attribute("langgraph.checkpoint_id", cid)
+    def finish(self, error: BaseException | None = None, value: Any = None) -> None:
+        """Count a failure, put the request totals on the span and end it.
 
-    def finish(self, error: BaseException | None = None) -> None:
-        """Count a failure, put the request totals on the span and end it."""
+        ``value`` is what the call returned: a checkpoint id it names (a
+        ``CheckpointTuple``'s, or a put's config's) goes on the span.
+        """
         if error is not None:
             self.telemetry.counters.call_error(self.method)
         span = self.span
         if span is None:
             return
+        config = getattr(value, "config", value)
+        if isinstance(config, Mapping):
+            conf = config.get("configurable")
+            cid = _identifier(conf.get("checkpoint_id")) if isinstance(conf, Mapping) else None
+            if cid:
+                span.set_attribute("langgraph.checkpoint_id", cid)
         tally = self._tally
         assert tally is not None
         span.set_attributes(

@@ -157,10 +157,11 @@ class ObjectCache:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointEntries:
-    """What one checkpoint stores per channel: its version and entry."""
+    """What one checkpoint stores per channel: its version and entry; and its epoch (§4.11)."""
 
     versions: dict[str, str | int | float]
     entries: dict[str, Entry]
+    epoch: int
     manifest: Manifest | None = None
     """The manifest, decoded, when this process wrote it (small manifests only)."""
 

@@ -126,24 +126,31 @@ def encode_split(
     )
 
 
-def entry_to_msgpack(entry: Entry, holder: str | None = None) -> list[Any]:
+def entry_to_msgpack(
+    entry: Entry, holder: str | None = None, holder_id: str | None = None
+) -> list[Any]:
     """An entry as stored; ``holder`` is the key of the manifest that holds it.
 
     A segment's or a value's location is written relative to the holder:
     ``""`` when the holder embeds it, the checkpoint id of the manifest that
     does (in the holder's namespace) otherwise, nil when it stands alone
     (spec §4.0, §4.4). In a segment (``holder`` None) a value's location is
-    always a checkpoint id.
+    always a checkpoint id. ``holder_id`` is the holder's checkpoint id
+    (given with ``holder``).
     """
     if isinstance(entry, Inline):
-        return ["i", *entry.payload.to_msgpack()]
+        p = entry.payload
+        return ["i", p.type, p.encoding, p.data]
     if isinstance(entry, InlineList):
         o = entry.obj
-        sealed: list[list[Any]] = [[d, n] for d, n in o.sealed]
-        sealed += [[g.digest, g.count, relative_loc(g.loc, holder)] for g in o.segments]
-        return ["L", o.count, sealed, [entry_to_msgpack(e, holder) for e in o.tail]]
+        sealed: list[list[Any]] = list(map(list, o.sealed))  # [digest, count] pairs
+        for g in o.segments:
+            sealed.append([g.digest, g.count, relative_loc(g.loc, holder)])
+        tail = []
+        for e in o.tail:
+            tail.append(entry_to_msgpack(e, holder, holder_id))
+        return ["L", o.count, sealed, tail]
     if entry.at is not None:
-        holder_id = keys.checkpoint_id_of_manifest_key(holder) if holder is not None else None
         return [entry.tag, entry.digest, stored_at(entry.at, holder_id)]
     return [entry.tag, entry.digest]
 
@@ -172,6 +179,9 @@ def encode_manifest(
     ``epoch`` is the thread's epoch (field ``ep``, written when not 0, §4.11).
     """
     own = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
+    stored = {}
+    for k in sorted(channels):
+        stored[k] = entry_to_msgpack(channels[k], own, checkpoint_id)
     fields: dict[str, Any] = {
         "f": CHECKPOINT_FORMAT_VERSION,
         "k": "manifest",
@@ -179,9 +189,9 @@ def encode_manifest(
         "checkpoint_ns": checkpoint_ns,
         "checkpoint_id": checkpoint_id,
         "parent_checkpoint_id": parent_checkpoint_id,
-        "checkpoint": entry_to_msgpack(checkpoint, own),
-        "metadata": entry_to_msgpack(metadata, own),
-        "channels": {k: entry_to_msgpack(channels[k], own) for k in sorted(channels)},
+        "checkpoint": entry_to_msgpack(checkpoint, own, checkpoint_id),
+        "metadata": entry_to_msgpack(metadata, own, checkpoint_id),
+        "channels": stored,
     }
     if embedded:
         fields["e"] = list(embedded)

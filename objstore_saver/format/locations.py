@@ -21,10 +21,12 @@ def relative_loc(loc: str | None, holder: str | None) -> str | None:
         return None
     if loc == holder:
         return ""
-    folder = holder.rpartition("/")[0] if holder is not None else None
-    if folder is None or loc.rpartition("/")[0] != folder or not keys.is_manifest_v2_key(loc):
+    folder, _, name = loc.rpartition("/")
+    # Beside the holder (a manifest key): a version-2 manifest of its folder.
+    beside = holder is not None and holder.rpartition("/")[0] == folder
+    if not beside or not name.endswith("~" + keys.V2_MANIFEST_SUFFIX):
         raise ValueError(f"segment location {loc!r} is not a manifest beside {holder!r}")
-    checkpoint_id = keys.checkpoint_id_of_manifest_key(loc)
+    checkpoint_id = keys.unreverse_id(name.removesuffix(keys.V2_MANIFEST_SUFFIX))
     return _uuid_bytes(checkpoint_id) or checkpoint_id
 
 

@@ -64,32 +64,30 @@ REMEMBERED_MANIFEST_MAX = 16 * 1024
 
 
 def remembered_parent(ctx: Context, scope: Scope, parent_id: str) -> CheckpointEntries | None:
-    """A parent's entries if memory holds them, confirmed within the trust age; no request."""
-    for key in (
-        keys.manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
-        keys.v1_manifest_key(scope.thread_id, scope.checkpoint_ns, parent_id),
-    ):
-        remembered = ctx.entries.get(key, ctx.trust_age)
+    """A parent's entries if memory holds them, believed (``ctx.belief_age``); no request."""
+    # The version-2 manifest's key, else the version-1 one (the same, unsuffixed).
+    v1 = keys.checkpoint_key(scope.thread_id, scope.checkpoint_ns, parent_id)
+    for key in (v1 + keys.V2_MANIFEST_SUFFIX, v1):
+        remembered = ctx.entries.get(key, ctx.belief_age)
         if remembered is not None:
             return remembered
     return None
 
 
 def recall_parent(
-    ctx: Context, pfx: str, scope: Scope, parent_id: str, *, trust: bool = True
+    ctx: Context, pfx: str, scope: Scope, parent_id: str
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
     """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
 
-    Memory is used only when confirmed within the trust age (and ``trust``).
+    Memory is used only when believed (confirmed within ``ctx.belief_age``).
     Reading the manifest (version 2, else version 1) also teaches the object
     memory which list objects, sealed subtrees and tail elements exist, so a
     growing list rewrites only its list object and what is new.
     """
     ns = scope.checkpoint_ns
-    if trust:
-        remembered = remembered_parent(ctx, scope, parent_id)
-        if remembered is not None:
-            return remembered
+    remembered = remembered_parent(ctx, scope, parent_id)
+    if remembered is not None:
+        return remembered
     found = yield from read_checkpoint_manifest(scope.thread_id, ns, parent_id)
     if found is None:
         return None
@@ -122,7 +120,9 @@ def recall_parent(
         if isinstance(obj, ListObj):
             # Sealed subtrees and tail elements exist: the list was written after them.
             ctx.objects.add_known(pfx, [c for _, c in child_refs(obj)])
-    entries = CheckpointEntries(dict(checkpoint.get("channel_versions", {})), manifest.channels)
+    entries = CheckpointEntries(
+        dict(checkpoint.get("channel_versions", {})), manifest.channels, manifest.epoch
+    )
     ctx.entries.put(mkey, entries)
     return entries
 
@@ -201,33 +201,43 @@ def put(
     versions = dict(checkpoint.get("channel_versions", {}))
     values = checkpoint.get("channel_values", {})
     # The id is the manifest's own field; values are the channel entries.
-    bare = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    bare = dict(checkpoint)
+    del bare["id"]
+    bare.pop("channel_values", None)
     md = get_checkpoint_metadata(config, metadata)
     run_id = md.get("run_id")
     marker = _run_marker_id(scope.thread_id, run_id) if isinstance(run_id, str) else None
     epoch: int | None = None
     check: ListKeys | None = None
+    # The parent gives the carried channels, and where a list's segments
+    # are; where it has its values too, but only from memory is that
+    # worth no request.
+    recall = False
+    if parent_id is not None:
+        for c in versions:
+            if c not in new_versions or (type(values.get(c)) is list and values[c]):
+                recall = True
+                break
 
     for attempt in range(PUT_ATTEMPTS):
-        # First attempt trusts memory; a retry re-confirms everything (§6.1 step 3).
-        trust = attempt == 0
+        if attempt:
+            # The first attempt trusts memory; a retry re-confirms everything (§6.1 step 3).
+            ctx = ctx.distrusting()
         started = ctx.clock()
         parent: CheckpointEntries | None = None
         segments: dict[bytes, SegmentObj] = {}
-        # The parent gives the carried channels, and where a list's segments
-        # are; where it has its values too, but only from memory is that
-        # worth no request.
-        if parent_id is not None and any(
-            c not in new_versions or (type(values.get(c)) is list and values[c]) for c in versions
-        ):
-            parent = yield from recall_parent(ctx, pfx, scope, parent_id, trust=trust)
+        if recall:
+            assert parent_id is not None
+            parent = yield from recall_parent(ctx, pfx, scope, parent_id)
             segments = yield from recall_segments(ctx, pfx, mkey, parent)
-        elif parent_id is not None and trust:
+        elif parent_id is not None:
             parent = remembered_parent(ctx, scope, parent_id)
-        if epoch is None:
+        if epoch is None and parent is not None:
+            epoch = parent.epoch  # the parent's (spec §6.1 step 1); it never changes
+        elif epoch is None:
             # After the parent's recall, which learns its epoch when it reads it.
             epoch, check = yield from lineage_epoch(ctx, scope, parent_id)
-        placement = Placement(ctx, pfx, cid, mkey, parent, trust, segments)
+        placement = Placement(ctx, pfx, cid, mkey, parent, segments)
 
         encoded: list[Encoded] = []
         channels: dict[str, Entry] = {}
@@ -242,7 +252,7 @@ def put(
                 continue
             if name in values:
                 enc = yield from encode_value(
-                    ctx, pfx, values[name], trust=trust, locate=placement.locate, epoch=epoch
+                    ctx, pfx, values[name], locate=placement.locate, epoch=epoch
                 )
                 channels[name] = placement.place(enc.entry)
                 encoded.append(enc)
@@ -279,7 +289,6 @@ def put(
             pfx,
             encoded,
             [*markers, *([check] if check is not None else [])],
-            trust=trust,
             embedded=embedded,
             located=located,
         )
@@ -317,8 +326,8 @@ def put(
     # memory now): the next latest lookup decodes nothing (§6.2 step 4).
     kept = None
     if len(manifest) - sum(map(len, embedded.values())) <= REMEMBERED_MANIFEST_MAX:
-        kept = Manifest(**{k: v for k, v in fields.items() if k != "embedded"})
-    ctx.entries.put(mkey, CheckpointEntries(versions, channels, kept))
+        kept = Manifest(**{**fields, "embedded": ()})
+    ctx.entries.put(mkey, CheckpointEntries(versions, channels, epoch, kept))
     ctx.epochs.saw_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, epoch)
     ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, cid)
     return checkpoint_config(scope.thread_id, scope.checkpoint_ns, cid)
@@ -358,7 +367,8 @@ def put_writes(
         epoch = ctx.epochs.of_thread(scope.thread_id) or 0
     attempt = 0
     while attempt < PUT_ATTEMPTS:
-        trust = attempt == 0
+        if attempt:
+            ctx = ctx.distrusting()
         started = ctx.clock()
         encoded: list[Encoded] = []
         write_puts: list[Put] = []
@@ -369,7 +379,6 @@ def put_writes(
                 ctx,
                 pfx,
                 value,
-                trust=trust,
                 written_once=True,
                 written_max=written_max,
                 epoch=epoch,
@@ -408,7 +417,7 @@ def put_writes(
         ):
             written_max = codec.INLINE_MAX
             continue
-        yield from store_objects(ctx, pfx, encoded, trust=trust)
+        yield from store_objects(ctx, pfx, encoded)
         if ctx.clock() - started <= ctx.trust_age:
             break
         attempt += 1

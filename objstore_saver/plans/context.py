@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -65,7 +66,14 @@ class Context:
     #: One large serialized value alive at a time (spec §6.1 step 2.2).
     gate: LargeValueGate = field(default_factory=LargeValueGate)
 
+    #: How long a remembered fact is trusted, and how long a put may take: W/2.
+    trust_age: float = field(init=False)
+    #: The age within which this plan believes what memory says is stored:
+    #: ``trust_age``, or nothing at all in a context made by :meth:`distrusting`.
+    belief_age: float = field(init=False)
+
     def __post_init__(self) -> None:
+        self.trust_age = self.belief_age = self.reuse_window / 2
         self.objects.clock = self.clock
         self.entries.clock = self.clock
         self.epochs.clock = self.clock
@@ -83,14 +91,15 @@ class Context:
             self.entries.forget_prefix(pfx)
             self.heads.forget_thread(thread_id)
 
-    @property
-    def trust_age(self) -> float:
-        """How long a remembered fact is trusted, and how long a put may take: W/2."""
-        return self.reuse_window / 2
-
     def next_seq(self) -> int:
         """A number greater than any this process gave before, near the clock in ns."""
         return self.seqs.next()
+
+    def distrusting(self) -> Context:
+        """The same memories, none believed: a slow put's retry confirms everything (§6.1)."""
+        ctx = dataclasses.replace(self)
+        ctx.belief_age = -math.inf
+        return ctx
 
     def with_serde(self, serde: SerializerProtocol) -> Context:
         """The same memories, write sequence and gate, with another serializer."""

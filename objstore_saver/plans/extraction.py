@@ -38,5 +38,5 @@ def store_embedded(
     ``LastModified``, as a sweep mark may name it (spec §6.9). Returns once
     every PUT succeeded: only then may their manifests be deleted.
     """
-    puts = [Put(keys.object_key_in(pfx, d), objects[d]) for d in sorted(objects)]
+    puts = {d: Put(keys.object_key_in(pfx, d), objects[d]) for d in sorted(objects)}
     yield from put_objects(ctx, pfx, puts)

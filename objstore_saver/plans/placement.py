@@ -42,7 +42,6 @@ class Placement:
     cid: str
     mkey: str
     parent: CheckpointEntries | None
-    trust: bool
     segments: dict[bytes, SegmentObj] = field(default_factory=dict)
     embedded_values: set[bytes] = field(default_factory=set)
     """Value objects this put's manifest embeds."""
@@ -76,7 +75,7 @@ class Placement:
         where = self.where()
         if digest in where:
             return where[digest]
-        if self.trust and self.ctx.objects.known(self.pfx, digest, self.ctx.trust_age):
+        if self.ctx.objects.known(self.pfx, digest, self.ctx.belief_age):
             return None
         self.embedded_values.add(digest)
         where[digest] = self.cid
@@ -93,58 +92,60 @@ class Placement:
     ) -> tuple[dict[bytes, bytes], set[bytes]]:
         """Locate the new segments of ``channels`` (in place), then say what goes where.
 
+        A new segment the parent locates keeps that location (its manifest
+        holds it); one known stored alone stays there; any other is embedded
+        in this put's manifest (spec §6.1 step 3): a seal or a merge costs no
+        request of its own.
+
         Returns:
             What the manifest embeds (digest → bytes: the new segments, then
             the values :meth:`locate` placed here), and what earlier manifests
             hold (segments and values): nothing to PUT for either.
         """
-        bodies = {d: b for enc in encoded for d, b in enc.objects.items()}
-        embedded, located = self._place_segments(channels, bodies)
-        embedded.update((d, bodies[d]) for d in sorted(self.embedded_values))
-        return embedded, located | self._located_earlier()
-
-    def _place_segments(
-        self, channels: dict[str, Entry], bodies: dict[bytes, bytes]
-    ) -> tuple[dict[bytes, bytes], set[bytes]]:
-        """Give each new list segment a location in ``channels``.
-
-        A segment the parent locates keeps that location (its manifest holds
-        it); a segment known stored alone stays there; any other is embedded
-        in this put's manifest (spec §6.1 step 3): a seal or a merge costs no
-        request of its own. Returns the segments embedded, and those located
-        in earlier manifests.
-        """
-        where: dict[bytes, str | None] = {}
-        for e in (self.parent.entries if self.parent is not None else {}).values():
-            if isinstance(e, InlineList):
-                where.update((g.digest, g.loc) for g in e.obj.segments)
+        bodies: dict[bytes, bytes] = {}
+        for enc in encoded:
+            bodies.update(enc.objects)
         embedded: dict[bytes, bytes] = {}
         located: set[bytes] = set()
+        parent_locs: dict[bytes, str | None] | None = None
+        known = self.ctx.objects.known
         for name, e in channels.items():
-            if not isinstance(e, InlineList) or not any(g.loc is None for g in e.obj.segments):
+            if not isinstance(e, InlineList):
                 continue
             placed = []
+            new = False
             for g in e.obj.segments:
                 if g.loc is None and g.digest in bodies:
-                    if g.digest in where:
-                        g = replace(g, loc=where[g.digest])
+                    new = True
+                    if parent_locs is None:
+                        parent_locs = self._parent_segment_locations()
+                    if g.digest in parent_locs:
+                        g = replace(g, loc=parent_locs[g.digest])
                         located.add(g.digest)
-                    elif not self.ctx.objects.known(self.pfx, g.digest, self.ctx.trust_age):
+                    elif not known(self.pfx, g.digest, self.ctx.trust_age):
                         embedded[g.digest] = bodies[g.digest]
                         g = replace(g, loc=self.mkey)
                 placed.append(g)
-            channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
+            if new:
+                channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
+        for d in sorted(self.embedded_values):
+            embedded[d] = bodies[d]
+        # Only locate() gives this put's entries a location: none, none earlier.
+        if self._where is not None:
+            for d, at in self._where.items():
+                if at is not None and at != self.cid:
+                    located.add(d)
         return embedded, located
 
-    def _located_earlier(self) -> set[bytes]:
-        """Value digests located in earlier manifests: stored with those, nothing to PUT.
-
-        Empty when nothing was located: only :meth:`locate` gives the
-        entries of this put a location.
-        """
-        if self._where is None:
-            return set()
-        return {d for d, at in self._where.items() if at is not None and at != self.cid}
+    def _parent_segment_locations(self) -> dict[bytes, str | None]:
+        """Segment digest → location (a manifest key, None: alone) in the parent's lists."""
+        where: dict[bytes, str | None] = {}
+        if self.parent is not None:
+            for e in self.parent.entries.values():
+                if isinstance(e, InlineList):
+                    for g in e.obj.segments:
+                        where[g.digest] = g.loc
+        return where
 
 
 def recall_segments(

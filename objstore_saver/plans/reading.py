@@ -507,6 +507,7 @@ def read_tuples(
             CheckpointEntries(
                 dict(checkpoint.get("channel_versions", {})),
                 m.channels,
+                m.epoch,
                 known.manifest if known is not None else None,
             ),
         )

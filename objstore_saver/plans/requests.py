@@ -96,12 +96,6 @@ class Emit:
 Plan = Generator[Batch | Emit, list[Any] | None, T]
 
 
-def _result_of(op: Op, returned: Any) -> Any:
-    # A put answers True when it stored the object (False: CREATE found one);
-    # a shred True when the store destroyed a key.
-    return True if isinstance(op, Put | Shred) else returned
-
-
 def shredder(store: ObjectStore) -> Any:
     """The layer of ``store`` that destroys thread keys (the sealing layer), or None.
 
@@ -126,16 +120,24 @@ def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:
 
 
 def execute(store: ObjectStore, op: Op) -> Any:
-    """Carry out one request with the store's blocking methods."""
+    """Carry out one request with the store's blocking methods.
+
+    A put answers True when it stored the object (False: CREATE found one),
+    a shred True when the store destroyed a key.
+    """
     try:
+        if isinstance(op, Put):
+            store.put(op.key, op.data, op.mode)
+            return True
         if isinstance(op, Shred | KeyState):
             layer = shredder(store)
             if layer is None:
                 return None
             if isinstance(op, Shred):
-                return _result_of(op, layer.shred(op.thread_prefix, op.below))
+                layer.shred(op.thread_prefix, op.below)
+                return True
             return layer.has_key(op.thread_prefix, op.epoch)
-        return _result_of(op, call(store, op))
+        return call(store, op)
     except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
         return _expected_absence(op, exc)
 
@@ -152,7 +154,8 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
 
     def finish() -> Any:
         try:
-            return _result_of(op, answer())
+            result = answer()
+            return True if isinstance(op, Put) else result
         except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
             return _expected_absence(op, exc)
 
@@ -162,14 +165,18 @@ def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
 async def aexecute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's coroutines (no thread hop of ours)."""
     try:
+        if isinstance(op, Put):
+            await store.aput(op.key, op.data, op.mode)
+            return True
         if isinstance(op, Shred | KeyState):
             layer = shredder(store)
             if layer is None:
                 return None
             if isinstance(op, Shred):
-                return _result_of(op, await layer.ashred(op.thread_prefix, op.below))
+                await layer.ashred(op.thread_prefix, op.below)
+                return True
             return await layer.ahas_key(op.thread_prefix, op.epoch)
-        return _result_of(op, await acall(store, op))
+        return await acall(store, op)
     except (ObjectNotFoundError, ObjectExistsError, CorruptObjectError) as exc:
         return _expected_absence(op, exc)
 
@@ -199,7 +206,8 @@ def run_batch_while(
 
 def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:
     """Sub-plan helper for a single request."""
-    results = yield from run_batch(op)
+    results = yield Batch((op,))
+    assert results is not None
     return results[0]
 
 

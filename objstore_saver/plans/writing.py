@@ -6,7 +6,7 @@ The plans ``put`` and ``put_writes`` that use them are in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from typing import Any
 
 from objstore_saver.caches import message_keys
@@ -14,6 +14,7 @@ from objstore_saver.caches.facts import ElementCache
 from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
 from objstore_saver.format.codec import (
     Encoded,
+    Inline,
     InlineList,
     PartObj,
     Ref,
@@ -55,7 +56,6 @@ def encode_value(
     pfx: str,
     value: Any,
     *,
-    trust: bool = True,
     written_once: bool = False,
     written_max: int = codec.WRITE_INLINE_MAX,
     locate: list_encoding.Locator | None = None,
@@ -87,7 +87,6 @@ def encode_value(
                 pfx,
                 value,
                 split=split,
-                trust=trust,
                 written_max=written_max if written_once else None,
                 locate=locate,
                 epoch=epoch,
@@ -97,11 +96,11 @@ def encode_value(
         # A list's elements were searched above (none holds a large text).
         holes = split_values.find_holes(value) if split and type(value) is not list else []
         if holes:
-            return (yield from encode_split(ctx, pfx, value, holes, trust=trust, epoch=epoch))
+            return (yield from encode_split(ctx, pfx, value, holes, epoch=epoch))
         type_, data = ctx.serde.dumps_typed(value)
         if len(data) > codec.PART_SIZE:
             ref, (d, body) = yield from stream_large(
-                ctx, pfx, value_encoding.large_objects(type_, data, epoch), trust=trust
+                ctx, pfx, value_encoding.large_objects(type_, data, epoch)
             )
             return Encoded(ref, {d: body})
     finally:
@@ -117,7 +116,6 @@ def _encode_list(
     value: list[Any],
     *,
     split: bool,
-    trust: bool,
     written_max: int | None,
     locate: list_encoding.Locator | None,
     epoch: int,
@@ -142,7 +140,7 @@ def _encode_list(
     for i, e in enumerate(value):
         holes = found.get(i)
         if holes:
-            enc = yield from encode_split(ctx, pfx, e, holes, trust=trust, epoch=epoch)
+            enc = yield from encode_split(ctx, pfx, e, holes, epoch=epoch)
             assert isinstance(enc.entry, Ref)
             # Not a serializer's type: the key stands for this element only.
             elements[i] = (_SPLIT_ELEMENT, enc.entry.digest)
@@ -158,7 +156,7 @@ def _encode_list(
             and ctx.elements.get(key) is None
         ):
             ref, (d, body) = yield from stream_large(
-                ctx, pfx, value_encoding.large_objects(*element, epoch), trust=trust
+                ctx, pfx, value_encoding.large_objects(*element, epoch)
             )
             streamed[key] = EncodedElement(codec.entry_to_msgpack(ref), d, {d: body}, {})
     return list_encoding.encode_list(
@@ -224,7 +222,6 @@ def encode_split(
     value: Any,
     holes: list[tuple[split_values.Path, str]],
     *,
-    trust: bool = True,
     epoch: int = 0,
 ) -> Generator[Batch, list[Any] | None, Encoded]:
     """Sub-plan: a value with its large message texts stored apart (spec §4.4a).
@@ -236,9 +233,7 @@ def encode_split(
     objects: dict[bytes, bytes] = {}
     refs: list[tuple[split_values.Path, Ref]] = []
     for path, text in holes:
-        ref, (d, body) = yield from stream_large(
-            ctx, pfx, value_encoding.text_objects(text, epoch), trust=trust
-        )
+        ref, (d, body) = yield from stream_large(ctx, pfx, value_encoding.text_objects(text, epoch))
         objects[d] = body
         refs.append((path, ref))
     rest = value_encoding.encode_serialized(
@@ -255,8 +250,6 @@ def stream_large(
     ctx: Context,
     pfx: str,
     stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult],
-    *,
-    trust: bool = True,
 ) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
     """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3).
 
@@ -267,7 +260,7 @@ def stream_large(
     or ``value`` when the compressed data fits one part), which the caller
     stores after its parts like any other object.
     """
-    window: list[Put] = []
+    window: dict[bytes, Put] = {}
     pending = 0
     while True:
         try:
@@ -275,40 +268,48 @@ def stream_large(
         except StopIteration as done:
             ref, container, _parts = done.value
             break
-        if trust and ctx.objects.known(pfx, d, ctx.trust_age):
+        if ctx.objects.known(pfx, d, ctx.belief_age):
             continue
-        window.append(Put(keys.object_key_in(pfx, d), part))
+        window[d] = Put(keys.object_key_in(pfx, d), part)
         pending += len(part)
         if pending >= STREAM_WINDOW:
-            yield from put_objects(ctx, pfx, window)
-            window, pending = [], 0
-    yield from put_objects(ctx, pfx, window)
+            yield from put_objects(ctx, pfx, window, parts=True)
+            window, pending = {}, 0
+    yield from put_objects(ctx, pfx, window, parts=True)
     return ref, container
 
 
 def put_objects(
-    ctx: Context, pfx: str, puts: Sequence[Put], extra: Sequence[Put | ListKeys] = ()
+    ctx: Context,
+    pfx: str,
+    puts: Mapping[bytes, Put],
+    extra: Sequence[Put | ListKeys] = (),
+    *,
+    parts: bool = False,
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT content-addressed objects create-only, in parallel, and remember them.
 
-    ``exists`` is success, the key being the hash of the bytes; the object is
-    then re-PUT in overwrite mode with the same bytes, which renews its
-    ``LastModified`` so a pending sweep mark no longer applies to it (§6.9).
-    Written objects are remembered decoded, so reading them back costs no
-    request. ``extra`` requests (run markers, a LIST) go in the same batch;
-    their results are returned.
+    ``puts`` maps each object's digest to its PUT. ``exists`` is success,
+    the key being the hash of the bytes; the object is then re-PUT in
+    overwrite mode with the same bytes, which renews its ``LastModified`` so
+    a pending sweep mark no longer applies to it (§6.9). Written objects are
+    remembered decoded, so reading them back costs no request; ``parts``
+    (a large value's part objects) are remembered only as stored. ``extra``
+    requests (run markers, a LIST) go in the same batch; their results are
+    returned.
     """
-    created = yield from run_batch(*puts, *extra)
+    created = yield from run_batch(*puts.values(), *extra)
     # An old object we did not write may be marked by a prune (§6.9): renew it.
-    yield from run_batch(
-        *(
-            Put(p.key, p.data, PutMode.OVERWRITE)
-            for p, ok in zip(puts, created[: len(puts)], strict=True)
-            if not ok
-        )
-    )
-    for put_op in puts:
-        d = bytes.fromhex(put_op.key.rsplit("/", 1)[1])
+    renew = []
+    for put_op, ok in zip(puts.values(), created[: len(puts)], strict=True):
+        if not ok:
+            renew.append(Put(put_op.key, put_op.data, PutMode.OVERWRITE))
+    if renew:
+        yield from run_batch(*renew)
+    if parts:
+        ctx.objects.add_known(pfx, list(puts))
+        return created[len(puts) :]
+    for d, put_op in puts.items():
         obj = codec.decode_object(put_op.data, put_op.key)
         if isinstance(obj, PartObj):
             ctx.objects.add_known(pfx, [d])
@@ -323,15 +324,15 @@ def store_objects(
     encoded: Sequence[Encoded],
     extra: Sequence[Put | ListKeys] = (),
     *,
-    trust: bool = True,
     embedded: Collection[bytes] = (),
     located: Collection[bytes] = (),
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
 
     The walk starts at each entry and does not descend below an object known
-    to be stored (confirmed within the trust age; with ``trust=False`` nothing
-    is): a stored container implies its children are (write order). Parts
+    to be stored (confirmed within ``ctx.belief_age``; in a distrusting
+    context none is): a stored container implies its children are (write
+    order). Parts
     streamed by :func:`stream_large` are not among an :class:`Encoded`'s
     children: they were stored before their container, in this attempt.
     A segment or value in ``located`` is held by an earlier manifest, stored
@@ -350,7 +351,9 @@ def store_objects(
     for enc in encoded:
         bodies.update(enc.objects)
         children.update(enc.children)
-        stack.extend((d, True) for _, d in entry_refs([enc.entry]))
+        if not isinstance(enc.entry, Inline):  # an inline value references nothing
+            for _, d in entry_refs([enc.entry]):
+                stack.append((d, True))
         if isinstance(enc.entry, InlineList):
             segments.update(g.digest for g in enc.entry.obj.segments)
     seen: set[tuple[bytes, bool]] = set()
@@ -365,8 +368,10 @@ def store_objects(
         if placed and d in embedded:
             stack.extend((c, d in segments) for c in children.get(d, ()))
             continue
-        if d in puts or (trust and ctx.objects.known(pfx, d, ctx.trust_age)):
+        if d in puts or ctx.objects.known(pfx, d, ctx.belief_age):
             continue
         puts[d] = Put(keys.object_key_in(pfx, d), bodies[d])
         stack.extend((c, d in segments) for c in children.get(d, ()))
-    return (yield from put_objects(ctx, pfx, list(puts.values()), extra))
+    if not puts and not extra:
+        return []
+    return (yield from put_objects(ctx, pfx, puts, extra))

@@ -712,7 +712,8 @@ def test_the_disabled_path_adds_at_most_three_python_calls_per_request(requests:
         with_call = _python_calls(counted)
     finally:
         driver.close()
-    # Per one-request batch: Call.record, Counters.record, Tally.count; plus a
+    # Per one-request batch: Counters.record, Tally.count (Call.record is
+    # Counters.record without a recording span); plus a
     # fixed cost per call (making it, start: counter, no-op span; finish).
     per_call_fixed = _python_calls(lambda: telemetry.call("x").start()) + 1
     assert with_call - base <= 3 * requests + per_call_fixed
