@@ -45,19 +45,12 @@ def _split_options(
     takes: Collection[str] = (),
     store_options: Collection[str] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``options`` as ``(the store's, the class's)``.
-
-    Args:
-        cls: The class being built.
-        constructor: The constructor's name, as the error names it.
-        options: The keyword arguments the constructor did not name itself.
-        takes: The constructor's own keyword parameters (for the error).
-        store_options: The options it hands to the store.
+    """``options`` (those ``constructor`` did not name) as ``(the store's, the class's)``.
 
     Raises:
-        TypeError: an option neither the store nor the class takes; the
-            message names the constructor and the option and lists what it
-            accepts.
+        TypeError: an option neither the store nor the class takes; the message
+            names the constructor and the option and lists what it accepts
+            (``takes``: the constructor's own keyword parameters).
     """
     own = _own_options(cls)
     store: dict[str, Any] = {}

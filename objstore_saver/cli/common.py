@@ -20,6 +20,7 @@ from objstore_saver.config import OBJSTORE_SAVER_URL
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.ops._common import OpsConfig, redact
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, check_concurrency, shown_rate
+from objstore_saver.ops.maintain import parse_duration
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.storage.base import StorageError
 
@@ -113,6 +114,14 @@ def _concurrency(text: str) -> int:
         return check_concurrency(int(text))
     except (ValueError, ConfigurationError) as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: a whole number of 1 or more") from exc
+
+
+def duration(text: str) -> float:
+    """argparse type of a duration option (``30d``, ``12h``...), in seconds."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _shard(text: str) -> Shard:

@@ -14,10 +14,11 @@ from objstore_saver.cli.common import (
     ProgressBar,
     add_scale_options,
     cancelled_mark,
+    duration,
     human_size,
 )
 from objstore_saver.ops._common import OpsConfig
-from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE, parse_duration
+from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE
 from objstore_saver.ops.sharding import ALL
 
 
@@ -104,13 +105,6 @@ DELETE_THREAD = Command(
 )
 
 
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
 def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-last",
@@ -121,13 +115,13 @@ def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--older-than",
-        type=_duration,
+        type=duration,
         metavar="DURATION",
         help="never delete a checkpoint younger than this, root or subgraph (e.g. 90d)",
     )
     parser.add_argument(
         "--idle-for",
-        type=_duration,
+        type=duration,
         metavar="DURATION",
         help="threads with no write for this long (e.g. 30d, 12h, 2w) are idle",
     )
@@ -139,7 +133,7 @@ def _add_prune_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tombstone-window",
-        type=_duration,
+        type=duration,
         metavar="DURATION",
         help="how long a deleted thread's tombstones are kept before they are swept "
         "(default 30d; longer than any run that could still write to it)",

@@ -20,6 +20,7 @@ from objstore_saver.cli.common import (
     ProgressBar,
     add_scale_options,
     cancelled_mark,
+    duration,
     human_size,
     json_text,
     table,
@@ -27,7 +28,6 @@ from objstore_saver.cli.common import (
 from objstore_saver.cli.reading import kind_lines
 from objstore_saver.ops import longterm as store_ops, longterm_delete
 from objstore_saver.ops._common import OpsConfig
-from objstore_saver.ops.maintain import parse_duration
 
 _LABELS = "namespace labels, one argument each (labels may hold dots and slashes)"
 
@@ -147,19 +147,12 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apply", action="store_true", help="really delete")
     parser.add_argument(
         "--tombstone-window",
-        type=_duration,
+        type=duration,
         metavar="DURATION",
         help="how long a deleted namespace's clear markers are kept before they are swept "
         "(default 30d; longer than any process could go on writing it unaware)",
     )
     add_scale_options(parser)
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:

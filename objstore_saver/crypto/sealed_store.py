@@ -1,25 +1,10 @@
 """A store that seals every object of a thread on the way out and opens it on the way in.
 
-docs/encryption.md, "Where the sealing happens". The plans see the store as
-in clear: content objects named by their SHA-256 address, manifests and
-writes as the format encodes them. Below them this wrapper
-
-- loads each thread's (or store namespace's) key (memory, else its key
-  object; the first write creates it, create-only, and a writer that meets ``exists`` reads
-  and uses the stored one: two first writers agree on one key);
-- seals every body under ``threads/<T>/`` (run markers, empty, stay as they
-  are), and every item and index object of a long-term store namespace
-  (``store/it/<P>/``, ``store/ix/<P>/``, with the namespace's own key), and
-  opens every body read there, refusing a plain one;
-- renames content objects: ``objects/<address>`` is stored as
-  ``objects/<sealed name>``, and a listing names them by address again (a
-  sealed name is the address encrypted with the thread's name key, so the
-  key holder can turn it back), so prune, verify and copy work unchanged;
-- deletes a thread's key object when asked to shred the thread.
-
-A listing's content-object names come in the order of their stored names,
-which is not the order of their addresses; no plan relies on that order,
-and paging resumes after the last stored name as it must.
+What it seals, how it names content objects and loads keys: docs/encryption.md,
+"Where the sealing happens". The plans see the store as in clear. A listing's
+content-object names come in the order of their stored names, not of their
+addresses; no plan relies on that order, and paging resumes after the last
+stored name as it must.
 """
 
 from __future__ import annotations

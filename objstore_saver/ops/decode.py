@@ -20,13 +20,9 @@ import msgpack
 from objstore_saver.format.codec import Payload, payload_bytes
 from objstore_saver.format.split_values import TEXT_TYPE
 
-# Extension codes of LangGraph's JsonPlusSerializer (langgraph.checkpoint.serde.jsonplus).
-_EXT_CONSTRUCTOR_SINGLE_ARG = 0
+# Extension codes of LangGraph's JsonPlusSerializer (langgraph.checkpoint.serde.jsonplus)
+# read apart from the others, which all hold (module, class name, arguments...).
 _EXT_CONSTRUCTOR_POS_ARGS = 1
-_EXT_CONSTRUCTOR_KW_ARGS = 2
-_EXT_METHOD_SINGLE_ARG = 3
-_EXT_PYDANTIC_V1 = 4
-_EXT_PYDANTIC_V2 = 5
 _EXT_NUMPY_ARRAY = 6
 _EXT_DELTA_SNAPSHOT = 7
 

@@ -1,20 +1,9 @@
 """``rekey``: rewrap every data key (threads', store namespaces') under the current master key.
 
-docs/encryption.md, "Algorithms that change". The master keys come from the
-environment (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first). The job
-lists the key objects under ``keys/`` of the key store (``keys/threads/<T>``
-and ``keys/store/<P>/k``), one LIST per 1,000, and GETs each: one already
-wrapped by the current key (and, with ``drop_old``, by it alone) is left as
-it is; any other is opened with a configured key and PUT again (overwrite)
-with the current key's wrapping added, and with ``drop_old`` the others
-removed. The data key does not
-change, so no data object is rewritten and a saver's keys in memory stay
-right. A key object that no configured key opens fails alone, named in the
-report; the job goes on.
-
-Idempotent and resumable: a rerun finds the rewrapped key objects current,
-and the job's cursor (:mod:`objstore_saver.ops.job_cursor`, in the key
-store) lets it skip those a cancelled or killed run finished.
+docs/encryption.md, "Algorithms that change", and docs/runbooks.md, "Key
+rotation". The data key does not change, so no data object is rewritten and
+a saver's keys in memory stay right. Idempotent and resumable
+(:mod:`objstore_saver.ops.job_cursor`, in the key store).
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """``upgrade``: rewrite the format-version-1 threads of a bucket in version 2.
 
-A version-1 checkpoint has its manifest at ``checkpoints/<N>/<R>`` and its
-pending writes under ``writes/<N>/<C>/``. Per thread, each such checkpoint is
-read with the library and written again, same id, through the saver's own
-``aput_writes`` (the writes first, under ``<R>.w/``, each with its task path)
-and ``aput`` (the manifest ``<R>.2``, create-only): each namespace oldest
-first, so a parent is written before its child, the root namespace last, its
-head last of all. A reader in the middle sees both manifests of a checkpoint
-and reads ``<R>.2``, whose writes are already there: the same content. Once a
-LIST shows an ``<R>.2`` beside every ``<R>``, the version-1 manifests are
-deleted (oldest first), then the keys under ``writes/``. Version-1 objects
-(``list``, ``node``, ``chunk``, values) stay: those no manifest reaches any
-more are marked and swept by later prune runs.
-
-Idempotent and resumable: a checkpoint that has ``<R>.2`` is not written
-again, nor a write whose (task, index) slot is under ``<R>.w/``; the job's
-cursor (:mod:`objstore_saver.ops.job_cursor`) lets a rerun skip the threads
-a killed run finished. A conflict (another ``<R>.2`` under that id, with
-other bytes) fails that thread alone, which keeps all its keys.
+The algorithm, its order (writes, then ``<R>.2``, oldest first, the head last;
+then the version-1 manifests and writes deleted) and why a reader in the
+middle reads the same: docs/runbooks.md, "Upgrade", and docs/format-v2.md.
+Idempotent and resumable (:mod:`objstore_saver.ops.job_cursor`); a conflict
+fails that thread alone, which keeps all its keys.
 """
 
 from __future__ import annotations

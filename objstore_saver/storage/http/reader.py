@@ -2,25 +2,10 @@
 
 :class:`AnswerReader` is given the bytes a connection received, in pieces of
 any size, and says when it holds a whole answer; the pools only move bytes
-(``recv`` or ``StreamReader.read``) and keep the deadline. The framing rules
-therefore exist once:
-
-- status line ``HTTP/1.x ddd reason`` (status 100-599), header names are
-  tokens with no whitespace before the colon, values hold no control
-  character but the tab (no CR, LF, NUL), no folded lines, the head at most
-  :data:`MAX_HEAD_BYTES`;
-- at most :data:`MAX_INTERIM` interim ``1xx`` answers before the final one
-  (``101`` is refused: this client never asks to switch protocols);
-- ``Content-Length`` digits only, repeated values must agree, at most the
-  reader's ``max_body``; ``Transfer-Encoding`` only ``chunked`` and never
-  together with ``Content-Length``;
-- chunk sizes hex digits only (an extension after ``;`` is ignored), each
-  chunk followed by CRLF, at most :data:`MAX_TRAILERS` trailer lines;
-- the body, however framed, at most ``max_body`` bytes, collected as it
-  arrives (never allocated from an announced length).
-
-Anything else raises :class:`ProtocolError` saying what was wrong; the pool
-then closes the connection and reports a transport failure.
+and keep the deadline, so the framing rules (docs/transport.md, "One strict
+reader") exist once, here. Anything else raises :class:`ProtocolError`
+saying what was wrong; the pool then closes the connection and reports a
+transport failure.
 """
 
 from __future__ import annotations

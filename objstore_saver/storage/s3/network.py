@@ -1,29 +1,8 @@
 """How the lean S3 transport reaches an origin: which forward proxy, which TLS trust.
 
-Pure resolution, one entry point, :func:`network_for`, so that what a store
-hands its connection pools is decided (and tested) in one place.
-
-Proxies, as botocore chooses them:
-
-* an explicit ``proxies`` mapping (botocore's ``Config(proxies=...)``:
-  ``{"http": url, "https": url}``) decides alone: the origin's scheme picks
-  the entry, a missing or empty entry means no proxy, and ``NO_PROXY`` is not
-  consulted;
-* otherwise ``https_proxy``/``HTTPS_PROXY`` for an ``https`` origin and
-  ``http_proxy``/``HTTP_PROXY`` for an ``http`` one (lower case first, read
-  as :func:`urllib.request.getproxies_environment` reads them; ``ALL_PROXY`` is
-  not used, as botocore does not), unless ``no_proxy``/``NO_PROXY`` lists the
-  origin.
-
-``NO_PROXY`` is a comma-separated list: ``*`` bypasses every origin; a domain
-(``example.com``, ``.example.com`` or ``*.example.com``) bypasses that host and
-its subdomains; ``host:port`` only that port; an IP address or CIDR block
-(``10.0.0.0/8``, ``::1``) the addresses in it. Matching is case-insensitive.
-Loopback is not exempt unless listed (as in botocore and urllib).
-
-TLS trust (for ``https`` origins only) is chosen by
-:func:`~objstore_saver.storage.s3.settings.trust_choice` and made a TLS
-context here (the system's trust store honours ``SSL_CERT_FILE``).
+One entry point, :func:`network_for`, pure resolution. The rules (botocore's
+choice of proxy, ``NO_PROXY`` matching, TLS trust) are docs/configuration.md,
+"Network: proxies and TLS (S3)", and docs/transport.md, "Using it".
 """
 
 from __future__ import annotations

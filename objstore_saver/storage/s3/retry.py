@@ -1,27 +1,8 @@
 """When the lean transport tries a request again, and how long it waits first.
 
-The policy is botocore's ``standard`` retry mode (botocore 1.43,
-``botocore/retries/standard.py`` and ``quota.py``, as configured by default):
-
-- retryable: HTTP 500, 502, 503 and 504, the transient and throttling error
-  codes below whatever the status (but 304, 404, 412 and 416, which are
-  outcomes), and transport failures (connection errors,
-  timeouts); plus HTTP 429, which S3 does not send but other servers do
-  (botocore retries a 429 only when its error code is a throttling one);
-- backoff: ``random() * min(backoff_base * 2 ** (attempt - 1), 20)`` seconds,
-  ``backoff_base`` 1 s by default (botocore's);
-- a retry quota per store: 500 units; a retry takes 5 (10 after a connect or
-  read timeout) and is not made when they are not there, so the request fails
-  after that attempt; a request that succeeds gives back what its last retry
-  took, or 1 when it was not retried. In an outage the quota runs dry after
-  ~100 retries and each request is then sent once: a fleet's load stays
-  close to what it asks for instead of ``max_attempts`` times that.
-
-Two differences, both deliberate: a certificate failure is never retried
-(botocore retries ``SSLError`` like any connection error, though a retry
-cannot fix it), and ``Retry-After`` / ``x-amz-retry-after`` are not honoured
-(botocore reads ``x-amz-retry-after`` only behind its opt-in new-retries
-flag, ``AWS_NEW_RETRIES_2026``; its default standard mode ignores both).
+botocore's ``standard`` retry mode (botocore 1.43), retry quota included,
+with two deliberate differences (a certificate failure is never retried;
+``Retry-After`` is not honoured): docs/transport.md, "Retries".
 """
 
 from __future__ import annotations
