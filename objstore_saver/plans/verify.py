@@ -7,6 +7,10 @@ what is stored, not what this process believes. Objects embedded in manifests
 value is resolved where it is (docs/format-v2.md). Problems are collected, not
 raised: one corrupt object does not hide the others.
 
+The report's :class:`~objstore_saver.plans.verify_report.Depth` says which
+content objects (``objects/<H>``) are read: none by default (a reference is
+checked against the listing), all with ``read_data``, or one share of them.
+
 :func:`verify_thread` reads one thread and checks what it read; the walk from
 its references to their objects is :mod:`.verify_walk`'s, what is kept of each
 object and how keys are read :mod:`.verify_objects`', the report and its
