@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         history = list(saver.list(config))
         print(f"\n{len(history)} checkpoints, newest first (step, source):")
         print("  " + ", ".join(f"{t.metadata['step']}/{t.metadata['source']}" for t in history))
-        report = saver.verify(args.thread)
+        report = saver.verify(args.thread, read_data=True)
 
     try:
         found = audit(root, args.thread)

@@ -329,19 +329,32 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         )
         return self._driver.run(plan, self._call("prune", threads=len(thread_ids)))
 
-    def verify(self, thread_id: str | None = None) -> VerifyReport:
+    def verify(
+        self,
+        thread_id: str | None = None,
+        *,
+        read_data: bool = False,
+        read_data_subset: str | tuple[int, int] | None = None,
+    ) -> VerifyReport:
         """Check the stored objects of one thread, or of every thread (an fsck).
 
-        Every manifest and write must decode, every reference must resolve to an
-        object of the expected kind, and every content-addressed object must hash
-        to its key. Reads the store itself, not this saver's memory.
+        Every manifest and write must decode and every reference must resolve;
+        by default against the listing, reading no content object. With
+        ``read_data`` every content object is also read: it must hash to its
+        key and be of the kind its reference expects; ``read_data_subset``
+        (``"K/N"``, K from 1) reads share K of N of them. Reads the store
+        itself, not this saver's memory.
 
         Returns:
             A :class:`~objstore_saver.plans.verify_report.VerifyReport`; ``report.ok`` is False
             when ``report.problems`` names a key at fault.
         """
         return self._driver.run(
-            fsck.verify(None if thread_id is None else [thread_id]),
+            fsck.verify(
+                None if thread_id is None else [thread_id],
+                read_data=read_data,
+                read_data_subset=read_data_subset,
+            ),
             self._call("verify", thread_id=thread_id),
         )
 
@@ -454,10 +467,20 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         )
         return await self._driver.arun(plan, self._call("aprune", threads=len(thread_ids)))
 
-    async def averify(self, thread_id: str | None = None) -> VerifyReport:
+    async def averify(
+        self,
+        thread_id: str | None = None,
+        *,
+        read_data: bool = False,
+        read_data_subset: str | tuple[int, int] | None = None,
+    ) -> VerifyReport:
         """Async :meth:`verify`."""
         return await self._driver.arun(
-            fsck.verify(None if thread_id is None else [thread_id]),
+            fsck.verify(
+                None if thread_id is None else [thread_id],
+                read_data=read_data,
+                read_data_subset=read_data_subset,
+            ),
             self._call("averify", thread_id=thread_id),
         )
 

@@ -18,17 +18,27 @@ from typing import Any
 from objstore_saver.longterm.verify import verify_store
 from objstore_saver.plans.requests import Batch
 from objstore_saver.plans.verify import verify_thread, verify_threads
-from objstore_saver.plans.verify_report import Problem, VerifyReport
+from objstore_saver.plans.verify_report import Depth, Problem, VerifyReport
 
-__all__ = ["Problem", "VerifyReport", "verify", "verify_store", "verify_thread"]
+__all__ = ["Depth", "Problem", "VerifyReport", "verify", "verify_store", "verify_thread"]
 
 
 def verify(
-    thread_ids: Sequence[str] | None = None, *, now_us: int | None = None
+    thread_ids: Sequence[str] | None = None,
+    *,
+    now_us: int | None = None,
+    read_data: bool = False,
+    read_data_subset: str | tuple[int, int] | None = None,
 ) -> Generator[Batch, list[Any] | None, VerifyReport]:
     """Plan: spec §6.11. Check the named threads, or every thread and the
-    long-term store's objects (§8) in the store."""
-    report = yield from verify_threads(thread_ids)
+    long-term store's objects (§8) in the store.
+
+    By default no content object (``objects/<H>``) is read: references are
+    checked against the listing. ``read_data`` reads and re-hashes them all;
+    ``read_data_subset`` (``"K/N"``, K from 1) those of share K of N.
+    """
+    depth = Depth.of(read_data, read_data_subset)
+    report = yield from verify_threads(thread_ids, VerifyReport(depth=depth))
     if thread_ids is None:
         yield from verify_store(report, round(time.time() * 1e6) if now_us is None else now_us)
     return report

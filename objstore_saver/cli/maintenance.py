@@ -17,14 +17,37 @@ from objstore_saver.cli.common import (
     duration,
     human_size,
 )
+from objstore_saver.errors import ConfigurationError
 from objstore_saver.ops._common import OpsConfig
 from objstore_saver.ops.maintain import DEFAULT_KEEP_LAST, DEFAULT_MIN_AGE
 from objstore_saver.ops.sharding import ALL
+from objstore_saver.plans.verify_report import parse_subset
 
 
 def _add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("thread", nargs="?")
+    depth = parser.add_mutually_exclusive_group()
+    depth.add_argument(
+        "--read-data",
+        action="store_true",
+        help="also read and re-hash every content object (objects/<H>); "
+        "by default they are checked against the listing, unread",
+    )
+    depth.add_argument(
+        "--read-data-subset",
+        type=_subset,
+        metavar="K/N",
+        help="read and re-hash the content objects of share K of N (K from 1): "
+        "N runs with K=1..N read each object once",
+    )
     add_scale_options(parser)
+
+
+def _subset(text: str) -> tuple[int, int]:
+    try:
+        return parse_subset(text)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _run_verify(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
@@ -34,16 +57,22 @@ def _run_verify(args: argparse.Namespace, config: OpsConfig, progress: ProgressB
         concurrency=args.concurrency,
         shard=args.shard,
         progress=progress,
+        read_data=args.read_data,
+        read_data_subset=args.read_data_subset,
     )
     return report, EXIT_OK if report.get("ok") else EXIT_FOUND
 
 
 def _render_verify(r: dict[str, Any]) -> str:
     status = "OK" if r.get("ok") else "CORRUPT"
-    lines = [f"verify {r.get('store', '')}: {status}"]
+    depth = r.get("depth", "default")
+    if r.get("read_data_subset"):
+        depth += f" {r['read_data_subset']}"
+    lines = [f"verify {r.get('store', '')}: {status} ({depth})"]
     for name, value in r.items():
-        if name not in ("ok", "problems", "store", "run") and not isinstance(value, list | dict):
-            lines.append(f"  {name}: {value}")
+        shown = ("ok", "problems", "store", "run", "depth", "read_data_subset")
+        if name not in shown and not isinstance(value, list | dict):
+            lines.append(f"  {name}: {'not counted at this depth' if value is None else value}")
     for p in r.get("problems", []):
         lines.append(f"  PROBLEM {p.get('kind')}: {p.get('key')}: {p.get('detail')}")
     return "\n".join(lines)

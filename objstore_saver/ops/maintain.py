@@ -41,7 +41,7 @@ from objstore_saver.ops.fanout import (
 )
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.verify import verify_thread
-from objstore_saver.plans.verify_report import VerifyReport
+from objstore_saver.plans.verify_report import Depth, VerifyReport
 from objstore_saver.storage.base import in_thread, sealing_layer
 
 #: Defaults of the daily retention job (docs/runbooks.md).
@@ -243,14 +243,19 @@ async def averify(
     shard: Shard = ALL,
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
+    read_data: bool = False,
+    read_data_subset: str | tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """An fsck of the store (or one thread), as a dict (spec §6.11).
 
-    Every manifest parses, every reference resolves, every content-addressed
-    object hashes to its key; orphans are counted. ``report["ok"]`` is False
-    on any corruption, each problem naming its key. Threads are found by one
-    flat listing of the store and checked ``concurrency`` at once; each
-    manifest is read once.
+    Every manifest and write parses, every reference resolves: by default
+    against the listing, reading no content object. With ``read_data`` every
+    content-addressed object is read and must hash to its key, and orphans
+    are counted; ``read_data_subset`` (``"K/N"``, K from 1) reads share K of
+    N of them. ``report["ok"]`` is False on any corruption, each problem
+    naming its key; ``report["depth"]`` says which depth ran. Threads are
+    found by one flat listing of the store and checked ``concurrency`` at
+    once; each manifest is read once.
 
     Args:
         thread_id: One thread; default every thread and the long-term store.
@@ -260,9 +265,11 @@ async def averify(
             also checks the long-term store's objects.
         progress: Called after each thread.
         should_cancel: Polled between threads; True stops cleanly.
+        read_data: Also read and re-hash every content object.
+        read_data_subset: Read and re-hash share K of N of them (``"K/N"``).
     """
     check_concurrency(concurrency)
-    report = VerifyReport()
+    report = VerifyReport(depth=Depth.of(read_data, read_data_subset))
     async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
 
         async def one(target: Target) -> None:

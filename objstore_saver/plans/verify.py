@@ -7,6 +7,10 @@ what is stored, not what this process believes. Objects embedded in manifests
 value is resolved where it is (docs/format-v2.md). Problems are collected, not
 raised: one corrupt object does not hide the others.
 
+The report's :class:`~objstore_saver.plans.verify_report.Depth` says which
+content objects (``objects/<H>``) are read: none by default (a reference is
+checked against the listing), all with ``read_data``, or one share of them.
+
 :func:`verify_thread` reads one thread and checks what it read; the walk from
 its references to their objects is :mod:`.verify_walk`'s, what is kept of each
 object and how keys are read :mod:`.verify_objects`', the report and its
@@ -37,6 +41,7 @@ from objstore_saver.plans.verify_walk import (
     resolve,
     take_embedded,
 )
+from objstore_saver.storage.base import ObjectInfo
 
 
 def verify_threads(
@@ -89,7 +94,7 @@ def verify_thread(
     for info in listing.unknown:
         report.problems.append(Problem(info.key, "unknown-key", "not a key the format defines"))
     w = ThreadWalk(pfx, report, listing)
-    object_keys = _object_keys(w, has_key)
+    object_keys = _objects_to_read(w, _object_infos(w, has_key))
     got_manifests, got_writes, got_objects = yield from fetch_groups(
         [o.key for o in listing.manifests], [o.key for o in listing.writes], object_keys
     )
@@ -111,9 +116,10 @@ def verify_thread(
     _check_kinds(w)
     _check_shapes(w)
     _check_segment_counts(w, found_in)
-    for digest in w.sizes.keys() - w.reached:
-        report.orphan_objects += 1
-        report.orphan_bytes += w.sizes[digest]
+    if report.orphan_objects is not None and report.orphan_bytes is not None:
+        for digest in w.sizes.keys() - w.reached:  # every object read: the walk is whole
+            report.orphan_objects += 1
+            report.orphan_bytes += w.sizes[digest]
 
 
 _SEALED_NAME = (
@@ -122,8 +128,32 @@ _SEALED_NAME = (
 )
 
 
-def _object_keys(w: ThreadWalk, has_key: bool | None) -> list[str]:
-    """The listed keys of ``objects/<H>`` to read; the others are counted or reported."""
+#: Listed sizes no content object has: none is empty, none exceeds 2 MiB (spec §4.5),
+#: sealed (the envelope adds less than this margin) or not.
+_MAX_LISTED = 2 * 1024 * 1024 + 4096
+
+
+def _objects_to_read(w: ThreadWalk, infos: list[ObjectInfo]) -> list[str]:
+    """The keys of the listed content objects this depth reads.
+
+    The others count as present at their listed size, which must be one an
+    object can have; the walk does not go through them.
+    """
+    depth = w.report.depth
+    out = []
+    for o in infos:
+        if depth.reads(o.key):
+            out.append(o.key)
+            continue
+        w.report.objects_not_read += 1
+        w.sizes[bytes.fromhex(o.key.rsplit("/", 1)[1])] = o.size
+        if not 0 < o.size <= _MAX_LISTED:
+            w.problem(o.key, "shape", f"listed at {o.size} bytes: every object is 1 byte to 2 MiB")
+    return out
+
+
+def _object_infos(w: ThreadWalk, has_key: bool | None) -> list[ObjectInfo]:
+    """The listed ``objects/<H>`` of content objects; the others are counted or reported."""
     out = []
     for o in w.listing.objects:
         name = o.key.rsplit("/", 1)[1]
@@ -136,7 +166,7 @@ def _object_keys(w: ThreadWalk, has_key: bool | None) -> list[str]:
             detail = _SEALED_NAME if sealed else "not a SHA-256 object key"
             w.problem(o.key, "unknown-key", detail)
         else:
-            out.append(o.key)
+            out.append(o)
     return out
 
 

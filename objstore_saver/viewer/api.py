@@ -288,7 +288,7 @@ def thread_storage_plan(thread_id: str) -> SubPlan:
     }
     if not any(kinds.values()):
         raise NotFoundError(f"thread {thread_id!r} has no object")
-    report = yield from verify_plan([thread_id])
+    report = yield from verify_plan([thread_id], read_data=True)
     return {
         "thread_id": thread_id,
         "by_kind": {

@@ -369,7 +369,7 @@ def test_remembered_chunks_still_carry_their_elements_to_the_store(tmp_path: Pat
         cp["channel_values"] = {"items": grown(CHUNK_LEN * 5 + 2)}
         cp["channel_versions"] = {"items": 1}
         other.put(cfg, cp, {}, {"items": 1})
-        assert other.verify().ok
+        assert other.verify(read_data=True).ok
     with ObjectStoreSaver(LocalStore(tmp_path / "b")) as reader:
         got = reader.get_tuple(cfg)
     assert got is not None

@@ -130,7 +130,7 @@ def test_a_list_with_a_split_element_is_stored_element_by_element(tmp_path: Path
         cp, versions = _checkpoint({"v": value})
         saver.put(config("t"), cp, {"step": 0}, versions)
         got = saver.get_tuple(config("t")).checkpoint["channel_values"]["v"]
-        report = saver.verify("t")
+        report = saver.verify("t", read_data=True)
     assert got == _round_trip(value)
     assert report.ok and report.orphan_objects == 0
     manifest = codec.decode_manifest(store.get(report_manifest(store)), "m")
@@ -219,7 +219,7 @@ def test_prune_verify_and_the_viewer_reach_the_split_objects(tmp_path: Path) -> 
             marked |= set(codec.decode_mark(store.get(m.key), m.key))
     with ObjectStoreSaver(store) as reader:
         tup = reader.get_tuple(cfg)
-        assert reader.verify("p").ok
+        assert reader.verify("p", read_data=True).ok
     messages = tup.checkpoint["channel_values"]["messages"]
     assert messages[0].content == text
     # What the kept checkpoint reaches through its split object is not marked.
@@ -261,7 +261,7 @@ def test_a_corrupt_text_part_names_its_key(tmp_path: Path) -> None:
     with ObjectStoreSaver(store) as reader:
         with pytest.raises(CorruptObjectError) as err:
             reader.get_tuple(config("t"))
-        problems = reader.verify("t").problems
+        problems = reader.verify("t", read_data=True).problems
     assert err.value.key == victim
     assert [p.key for p in problems] == [victim]
 

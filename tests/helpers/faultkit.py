@@ -225,7 +225,7 @@ def check_integrity(store: ObjectStore) -> int:
     with ObjectStoreSaver(store) as fresh:
         verify = getattr(fresh, "verify", None)
         if verify is not None:
-            report = verify()
+            report = verify(read_data=True)
             assert report.ok, report.to_dict()
         return sum(1 for _ in fresh.list(None))
 

@@ -297,7 +297,7 @@ def test_cli_store_commands(root_and_url: tuple[ObjectStore, str], encrypted: bo
 
 def _verify(root: ObjectStore) -> dict[str, Any]:
     with ObjectStoreSaver(root) as saver:
-        return saver.verify().to_dict()
+        return saver.verify(read_data=True).to_dict()
 
 
 def test_verify_covers_store_objects(root_and_url: tuple[ObjectStore, str]) -> None:

@@ -305,14 +305,14 @@ def test_verify_counts_what_a_stopped_delete_left_and_checks_the_markers(
     root = backend.store()
     _a_delete_that_stops_at_its_first_delete(root, encryption, 3)
     with ObjectStoreSaver(root, client_encryption=encryption) as saver:
-        report = saver.verify()
+        report = saver.verify(read_data=True)
     assert report.ok, report.problems
     # three items and three records of the ended life; the marker is in force
     assert (report.store_unswept, report.store_index_objects) == (6, 1)
     marker = _keys(root, IX + "c/")[0]
     root.put(IX + "c/" + "9" * 20 + "-00000000", root.get(marker), PutMode.CREATE)
     with ObjectStoreSaver(root, client_encryption=encryption) as saver:
-        report = saver.verify()
+        report = saver.verify(read_data=True)
     assert [(p.kind, p.key.rsplit("/", 1)[1][:20]) for p in report.problems] == [
         ("unreadable", "9" * 20)
     ]

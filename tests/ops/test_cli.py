@@ -119,6 +119,43 @@ def test_verify_exits_non_zero_naming_the_corrupt_key(local_url: str, tmp_path: 
     assert any(p["key"] == key for p in report["problems"])
 
 
+def test_verify_reads_content_objects_only_when_asked(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/depth"
+    with ObjectStoreSaver.from_url(url) as saver:
+        big = {f"v{i}": os.urandom(250_000) for i in range(6)}  # each a value object alone
+        config = {"configurable": {"thread_id": "dora", "checkpoint_ns": ""}}
+        checkpoint = {
+            "v": 4,
+            "id": "1ef00000-0000-6000-8000-000000000001",
+            "ts": "2024-01-01T00:00:00+00:00",
+            "channel_values": big,
+            "channel_versions": dict.fromkeys(big, 1),
+            "versions_seen": {},
+            "updated_channels": None,
+        }
+        saver.put(config, checkpoint, {}, dict.fromkeys(big, 1))
+    store = LocalStore(tmp_path / "depth")
+    victim = store.list("threads/_dora/objects/").objects[0].key
+    data = bytearray(store.get(victim))
+    data[100] ^= 0xFF
+    store.put(victim, bytes(data), PutMode.OVERWRITE)
+
+    default = run(["verify", "--url", url])
+    assert default.returncode == 0, default.stdout + default.stderr
+    assert "OK (default)" in default.stdout
+    report = run_json(["verify", "--url", url])
+    assert (report["depth"], report["objects"], report["objects_not_read"]) == ("default", 0, 6)
+    full = run(["verify", "--url", url, "--read-data"])
+    assert full.returncode == 1 and victim in full.stdout and "(read-data)" in full.stdout
+    shares = [run(["verify", "--url", url, "--read-data-subset", f"{i}/2"]) for i in (1, 2)]
+    assert sorted(p.returncode for p in shares) == [0, 1]
+    assert "(read-data-subset 1/2)" in shares[0].stdout
+    bad = run(["verify", "--url", url, "--read-data-subset", "0/2"])
+    assert bad.returncode == 2 and "K must be 1 to N" in bad.stderr
+    both = run(["verify", "--url", url, "--read-data", "--read-data-subset", "1/2"])
+    assert both.returncode == 2
+
+
 def test_delete_thread_needs_apply(local_url: str) -> None:
     dry = run(["delete-thread", "bob", "--url", local_url])
     assert dry.returncode == 0 and "add --apply" in dry.stdout

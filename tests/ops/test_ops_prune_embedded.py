@@ -84,4 +84,4 @@ def test_prune_job_stores_each_threads_embedded_objects_before_deleting(tmp_path
         pfx = k.thread_prefix(t)
         for d, body in objects.items():
             assert store.get(k.object_key_in(pfx, d)) == body
-    assert verify(config=config)["ok"]
+    assert verify(config=config, read_data=True)["ok"]

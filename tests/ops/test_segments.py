@@ -51,7 +51,7 @@ def config(store: LocalStore) -> OpsConfig:
 
 def _verify(store: Any) -> Any:
     with ObjectStoreSaver(store) as fresh:
-        return fresh.verify(THREAD)
+        return fresh.verify(THREAD, read_data=True)
 
 
 def _tail_refs(m: Manifest) -> set[bytes]:

@@ -174,7 +174,7 @@ def test_apply_rewrites_every_checkpoint_and_it_reads_the_same(
     (t2,) = [k for k in files if k.endswith("/_t2.0")]
     assert [w.task_path for w in codec.decode_writes(files[t2], t2)] == ["~x"]
 
-    checked = verify(config=_config(bucket))
+    checked = verify(config=_config(bucket), read_data=True)
     assert checked["ok"] is True, checked["problems"]
     again = upgrade(config=_config(bucket), apply=True)
     assert again["threads"] == {"scanned": 2, "upgraded": 0, "current": 2, "failed": 0}
@@ -424,5 +424,5 @@ def test_on_s3(
     with ObjectStoreSaver.from_url(url) as saver:
         latest = saver.get_tuple(script._config(script.CHAT))
         assert _tuple(latest) == before[f"{script.CHAT}| latest"]
-    assert verify(config=config)["ok"] is True
+    assert verify(config=config, read_data=True)["ok"] is True
     assert upgrade(config=config, apply=True)["threads"]["current"] == 2

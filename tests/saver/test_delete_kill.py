@@ -94,7 +94,7 @@ def test_a_killed_delete_has_deleted_the_thread_and_a_rerun_finishes_it(
     with ObjectStoreSaver(LocalStore(root)) as reader:
         assert reader.get_tuple(cfg) is None  # whole, or nothing: nothing
         assert list(reader.list(cfg)) == []
-        report = reader.verify("t")
+        report = reader.verify("t", read_data=True)
         assert report.ok, report.problems
     # The same job again completes it: the tombstone alone is left.
     if job == "delete":

@@ -284,7 +284,7 @@ def test_without_the_key_or_with_another_reads_fail_naming_the_thread(tmp_path: 
         with pytest.raises(EncryptedObjectError, match="OBJSTORE_SAVER_ENCRYPTION_KEY"):
             nokey.get_tuple(_cfg("t1"))
         # verify says what it cannot open, and why: no problem names a value.
-        report = nokey.verify("t1")
+        report = nokey.verify("t1", read_data=True)
         kinds = {(p.kind, "encrypted" in p.detail) for p in report.problems}
         assert kinds == {("unreadable", True), ("unknown-key", True)}, report.problems
     with ObjectStoreSaver(raw, client_encryption=_settings()) as stranger:
@@ -320,12 +320,12 @@ def test_delete_thread_shreds_the_copies_kept_elsewhere(backend: Backend, tmp_pa
         with pytest.raises(ThreadKeyMissingError):
             list(fresh.list(_cfg("t1")))
         assert fresh.get_tuple(_cfg("t2")) is not None  # the other thread is untouched
-        report = fresh.verify("t1")
+        report = fresh.verify("t1", read_data=True)
         assert [p.kind for p in report.problems] == ["unreadable"]
         assert "key object of thread '_t1' is missing" in report.problems[0].detail
         # Only the leftovers a delete stopped short of: counted, not a problem.
         store.delete([k for k in backup if "/checkpoints/" in k and k.endswith(".2")])
-        report = fresh.verify("t1")
+        report = fresh.verify("t1", read_data=True)
         assert report.ok and report.shredded_leftovers > 0, report
         fresh.delete_thread("t1")
         assert not not_tombstones(store.list("threads/_t1/").objects)
@@ -387,7 +387,7 @@ def test_prune_sweeps_and_verify_checks_an_encrypted_thread(tmp_path: Any) -> No
         second_value = os.urandom(300_000).hex()  # stands alone: incompressible, large
         first = _put_value(saver, "t1", os.urandom(300_000).hex())
         _put_value(saver, "t1", second_value, parent=first)
-        assert saver.verify("t1").ok
+        assert saver.verify("t1", read_data=True).ok
         objects_before = {o.key for o in saver.store.list("threads/_t1/objects/").objects}
         for later in (timedelta(0), timedelta(hours=2)):  # mark, then sweep after the delay
             plan = saver._prune_plan(
@@ -395,7 +395,7 @@ def test_prune_sweeps_and_verify_checks_an_encrypted_thread(tmp_path: Any) -> No
             )
             saver._driver.run(plan)
         assert len(list(saver.list(_cfg("t1")))) == 1
-        report = saver.verify("t1")
+        report = saver.verify("t1", read_data=True)
         assert report.ok, report
         objects_after = {o.key for o in saver.store.list("threads/_t1/objects/").objects}
         assert objects_after and objects_after < objects_before  # the first value was swept

@@ -259,7 +259,7 @@ def test_verify_counts_late_writes_and_a_stopped_delete_without_a_problem(
             a.delete_thread("t")  # its first delete (the manifests) fails
         _turn(b, "t", old[-1], [HumanMessage("late")], 5)
     verifier = ObjectStoreSaver(backend.store())
-    report = verifier.verify()
+    report = verifier.verify(read_data=True)
     assert report.ok, report.problems
     if verifier.client_encryption:
         # The ended epoch's key is destroyed: its manifests are a delete's leftovers.
@@ -333,7 +333,7 @@ def test_verify_and_prune_clear_a_stopped_delete_beside_a_new_conversation(
     with ObjectStoreSaver(backend.store()) as w:
         new = _conversation(w, "t", "new", 1)
     with ObjectStoreSaver(backend.store()) as operator:
-        report = operator.verify()
+        report = operator.verify(read_data=True)
         assert report.ok, report.problems
         assert report.ended_manifests + report.shredded_leftovers >= 2
         operator.prune(["t"], keep_last=1, min_age=0)
@@ -345,7 +345,7 @@ def test_verify_and_prune_clear_a_stopped_delete_beside_a_new_conversation(
         # Encrypted, the ended epoch's objects are unreadable leftovers: swept at once.
         # In clear they are unreferenced objects, marked for the next sweep.
         assert all(len(n) != 96 for n in names)
-        assert operator.verify().ok
+        assert operator.verify(read_data=True).ok
 
 
 def test_a_copy_takes_the_conversation_in_force_and_leaves_the_late_writes(
@@ -375,7 +375,7 @@ def test_a_copy_of_a_thread_a_stopped_delete_left_behind_copies_what_is_in_force
         head = w.get_tuple(_cfg("u"))
         assert head is not None and head.config["configurable"]["checkpoint_id"] == new[-1]
         assert [t.config["configurable"]["checkpoint_id"] for t in w.list(_cfg("u"))] == new
-        assert w.verify("u").ok
+        assert w.verify("u", read_data=True).ok
 
 
 def test_a_prune_of_a_reused_thread_reads_each_manifest_once(backend: Backend) -> None:

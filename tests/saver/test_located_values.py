@@ -65,7 +65,7 @@ def _head(store: ObjectStore, thread: str = THREAD) -> list[tuple[str | None, An
     """The head's messages as a saver that remembers nothing reads them."""
     with ObjectStoreSaver(store) as reader:
         tup = reader.get_tuple({"configurable": {"thread_id": thread}})
-        assert reader.verify().ok
+        assert reader.verify(read_data=True).ok
     assert tup is not None
     return _contents(tup.checkpoint["channel_values"]["messages"])
 

@@ -457,7 +457,7 @@ def test_prune_interrupted_after_any_write_leaves_every_checkpoint_readable(
             except Crash:
                 done = False
         with _saver(store) as checker:
-            report = checker.verify()
+            report = checker.verify(read_data=True)
         assert report.ok, (budget, report.to_dict())
         with _saver(store) as reader:
             for tup in reader.list({"configurable": {"thread_id": "c"}}):
@@ -539,7 +539,7 @@ def test_prune_keeps_what_a_delta_channel_replays(local: LocalStore, keep_last: 
         assert graph.get_state(config).values["log"] == expected_log(8)
         history = fresh.get_delta_channel_history(config=config, channels=["log"])
         assert "seed" in history["log"]
-        assert fresh.verify().ok
+        assert fresh.verify(read_data=True).ok
 
 
 # --- concurrent writers -----------------------------------------------------------------------
@@ -608,7 +608,7 @@ def test_prune_running_alongside_chat_writers_loses_nothing(local: LocalStore) -
         assert sum(r["checkpoints_deleted"] for r in reports) > 0
         assert sum(r["objects_extracted"] for r in reports) > 0
         assert sum(r["objects_marked"] for r in reports) > 0
-        report = pruner.verify()
+        report = pruner.verify(read_data=True)
         assert report.ok, report.to_dict()
     with _saver(local) as reader:
         for i in range(3):

@@ -167,7 +167,7 @@ def test_prune_stores_embedded_segments_alone_before_deleting_their_manifests(
         assert _stored_alone(store, "chat", doomed) == set(doomed)
         with ObjectStoreSaver(store) as reader:
             assert len(list(reader.list({"configurable": {"thread_id": "chat"}}))) == 1
-        assert saver.verify("chat").ok
+        assert saver.verify("chat", read_data=True).ok
 
 
 def test_extracted_segments_are_marked_and_swept_once_nothing_reaches_them(
@@ -187,7 +187,7 @@ def test_extracted_segments_are_marked_and_swept_once_nothing_reaches_them(
         assert _prune(saver, "chat", LATER)["objects_swept"] >= len(set(doomed) - reached)
         assert _stored_alone(store, "chat", doomed) == set(doomed) & reached
         assert _head_messages(store, "chat") == _contents(messages)
-        assert saver.verify("chat").ok
+        assert saver.verify("chat", read_data=True).ok
 
 
 class DeleteFails(Exception):
@@ -218,7 +218,7 @@ def test_prune_interrupted_before_deleting_leaves_the_thread_readable(tmp_path: 
         # Run again: the objects are found stored (412) and renewed, then it completes.
         assert saver.prune(["chat"], keep_last=1, min_age=0)["objects_extracted"] == len(doomed)
         assert _head_messages(store, "chat") == _contents(messages)
-        assert saver.verify("chat").ok
+        assert saver.verify("chat", read_data=True).ok
 
 
 def test_prune_interrupted_after_any_write_leaves_every_checkpoint_readable(
@@ -276,7 +276,7 @@ def test_delete_for_runs_stores_segments_a_later_run_locates(tmp_path: Path) -> 
         with ObjectStoreSaver(store) as reader:
             listed = list(reader.list({"configurable": {"thread_id": "chat"}}))
         assert len(listed) == 8
-        assert saver.verify("chat").ok
+        assert saver.verify("chat", read_data=True).ok
 
 
 def test_delete_for_runs_of_a_run_without_embedded_objects_puts_no_object(

@@ -181,7 +181,7 @@ def test_object_lock_keeps_a_version_that_verify_counts_and_prune_sweeps_once_re
         # The retained version stays, under delete markers (each shred's DELETE adds one).
         assert _data_versions(client, locked, "_held") == [key]
         assert _key_versions(client, locked, "_held")[-1] == (key, True)
-        report = ops.verify(config=config)
+        report = ops.verify(config=config, read_data=True)
         assert report["key_store"] == "versioning Enabled, Object Lock on"
         assert report["retained_key_versions"] == 1
         dry = ops.prune(config=config)
@@ -196,7 +196,7 @@ def test_object_lock_keeps_a_version_that_verify_counts_and_prune_sweeps_once_re
         swept = ops.prune(config=config, apply=True)
         assert (swept["key_versions_deleted"], swept["key_versions_refused"]) == (1, 0)
         assert _key_versions(client, locked, "_held") == []
-        assert ops.verify(config=config)["retained_key_versions"] == 0
+        assert ops.verify(config=config, read_data=True)["retained_key_versions"] == 0
 
 
 def test_a_live_key_is_never_counted_as_retained(
