@@ -6,7 +6,9 @@ not counted), then plays the seed chat on ``LeanS3Store`` through LangGraph,
 blocking (``invoke``) and on an event loop (``ainvoke``), in clear and with
 client-side encryption. After a warm-up it reports, per measured turn, the
 process's CPU (``time.process_time``: the graph, the saver, serialization and
-the transport) and the requests the proxy counted.
+the transport) and the requests the proxy counted; then, over three more
+turns under a profile hook, the Python function calls a turn makes, all and
+the package's (counts that do not move with the machine's load).
 
 ``--compare TREE`` measures another checkout's package (``git worktree add
 --detach /tmp/before <commit>``) and this tree's in alternating rounds
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -31,13 +34,41 @@ from pathlib import Path
 from typing import Any
 
 VARIANTS = ("sync", "async", "sync-encrypted", "async-encrypted")
+FIELDS = ("cpu_ms_per_turn", "requests_per_turn", "python_calls_per_turn", "package_calls_per_turn")
 HERE = Path(__file__).resolve().parents[2]
+#: A frame of the measured package: its files are under a folder of this name.
+PACKAGE = "/objstore_saver/"
 
 
 def _requests(proxy: str) -> int:
     with urllib.request.urlopen(proxy.rstrip("/") + "/__bench__/counters") as answer:
         counters: dict[str, Any] = json.load(answer)
     return int(sum(counters["requests"].values()))
+
+
+COUNTED_TURNS = 3
+
+
+class _Calls:
+    """A profile hook counting Python function calls, and those of the package."""
+
+    def __init__(self) -> None:
+        self.all = self.package = 0
+
+    def __call__(self, frame: Any, event: str, _arg: Any) -> None:
+        if event == "call":
+            self.all += 1
+            if PACKAGE in frame.f_code.co_filename:
+                self.package += 1
+
+    def __enter__(self) -> _Calls:
+        threading.setprofile(self)  # the store's worker threads, too
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
 
 
 def _play(graph: Any, config: dict[str, Any], warmup: int, turns: int, proxy: str) -> Any:
@@ -49,7 +80,11 @@ def _play(graph: Any, config: dict[str, Any], warmup: int, turns: int, proxy: st
     requests, cpu = _requests(proxy), time.process_time()
     for t in range(warmup, warmup + turns):
         graph.invoke({"messages": SEED.inputs(t)}, config)
-    return time.process_time() - cpu, _requests(proxy) - requests
+    cpu, requests = time.process_time() - cpu, _requests(proxy) - requests
+    with _Calls() as calls:
+        for t in range(warmup + turns, warmup + turns + COUNTED_TURNS):
+            graph.invoke({"messages": SEED.inputs(t)}, config)
+    return cpu, requests, calls
 
 
 async def _aplay(graph: Any, config: dict[str, Any], warmup: int, turns: int, proxy: str) -> Any:
@@ -61,7 +96,11 @@ async def _aplay(graph: Any, config: dict[str, Any], warmup: int, turns: int, pr
     requests, cpu = _requests(proxy), time.process_time()
     for t in range(warmup, warmup + turns):
         await graph.ainvoke({"messages": SEED.inputs(t)}, config)
-    return time.process_time() - cpu, _requests(proxy) - requests
+    cpu, requests = time.process_time() - cpu, _requests(proxy) - requests
+    with _Calls() as calls:
+        for t in range(warmup + turns, warmup + turns + COUNTED_TURNS):
+            await graph.ainvoke({"messages": SEED.inputs(t)}, config)
+    return cpu, requests, calls
 
 
 def _measure(proxy: str, bucket: str, turns: int, warmup: int) -> dict[str, Any]:
@@ -81,12 +120,14 @@ def _measure(proxy: str, bucket: str, turns: int, warmup: int) -> dict[str, Any]
             graph = chat_graph(saver, SEED)
             config = {"configurable": {"thread_id": uuid.uuid4().hex}}
             if variant.startswith("async"):
-                cpu, requests = asyncio.run(_aplay(graph, config, warmup, turns, proxy))
+                cpu, requests, calls = asyncio.run(_aplay(graph, config, warmup, turns, proxy))
             else:
-                cpu, requests = _play(graph, config, warmup, turns, proxy)
+                cpu, requests, calls = _play(graph, config, warmup, turns, proxy)
             out[variant] = {
                 "cpu_ms_per_turn": cpu * 1000 / turns,
                 "requests_per_turn": requests / turns,
+                "python_calls_per_turn": calls.all / COUNTED_TURNS,
+                "package_calls_per_turn": calls.package / COUNTED_TURNS,
             }
     return out
 
@@ -108,7 +149,7 @@ def _compare(args: argparse.Namespace, proxy: str, bucket: str, keys: tuple[str,
     print(f"| variant | measure | before ({trees['before']}) | now | now / before |")
     print("| --- | --- | --- | --- | --- |")
     for variant in VARIANTS:
-        for field in ("cpu_ms_per_turn", "requests_per_turn"):
+        for field in FIELDS:
             before, now = (
                 statistics.median(r[variant][field] for r in rounds[label]) for label in trees
             )

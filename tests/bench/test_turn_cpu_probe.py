@@ -32,10 +32,13 @@ def test_every_variant_reports_a_turns_cpu_and_its_six_requests(tmp_path: Path) 
     for row in results.values():
         assert row["requests_per_turn"] == 6.0  # 5 PUT + 1 LIST, in clear and sealed
         assert row["cpu_ms_per_turn"] > 0
+        # LangGraph's calls and the package's: the package's are a share of all.
+        assert 0 < row["package_calls_per_turn"] < row["python_calls_per_turn"]
 
 
 def test_compare_prints_each_trees_median_and_their_ratio() -> None:
     table = _probe("--compare", str(ROOT), "--rounds", "1")
     rows = [line for line in table.splitlines() if line.startswith("| sync | requests")]
     assert rows == ["| sync | requests_per_turn | 6.000 | 6.000 | 1.000 |"]
-    assert table.count("| cpu_ms_per_turn |") == len(turn_cpu.VARIANTS)
+    for field in turn_cpu.FIELDS:
+        assert table.count(f"| {field} |") == len(turn_cpu.VARIANTS)
