@@ -15,10 +15,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from objstore_saver.storage import ObjectStore
-from objstore_saver.storage.base import ObjectInfo
+if TYPE_CHECKING:  # a probe's --package-from imports the package from another tree first
+    from objstore_saver.storage import ObjectStore
+    from objstore_saver.storage.base import ObjectInfo
 
 
 def write_json(report: Any, where: str | None) -> None:

@@ -173,9 +173,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.package_from:
         sys.path.insert(0, args.package_from)
-        import objstore_saver  # noqa: F401  # from that tree, before anything imports it
+        import objstore_saver  # from that tree, before anything imports it
 
         sys.path.pop(0)
+        if not objstore_saver.__file__.startswith(os.path.abspath(args.package_from)):
+            raise SystemExit(
+                f"objstore_saver came from {objstore_saver.__file__}, not {args.package_from}"
+            )
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "OBJSTORE_SAVER_ENCRYPTION_KEY"):
         os.environ.pop(name, None)
     if args.attach:
