@@ -110,30 +110,7 @@ class Driver:
             call: Telemetry of the saver call the plan carries out; started
                 when the iteration starts, finished when it ends.
         """
-        if call is not None:
-            call.start()
-        reply: list[Any] | None = None
-        try:
-            while True:
-                try:
-                    step = plan.send(reply)
-                except StopIteration:
-                    break
-                if isinstance(step, Emit):
-                    reply = None
-                    yield step.item
-                elif isinstance(step, Hold):
-                    reply = None
-                    step.gate.acquire()
-                else:
-                    reply = self._run_batch(step, call)
-        except BaseException as exc:
-            # Also GeneratorExit: the caller stopped early; closing the plan
-            # runs its finally blocks (a held gate).
-            _stopped(plan, call, exc)
-            raise
-        if call is not None:
-            call.finish()
+        return self._steps(plan, call, None)
 
     def run(self, plan: Plan[T], call: Call | None = None) -> T:
         """Run a plan that emits nothing; return its result.
@@ -142,6 +119,16 @@ class Driver:
             plan: The plan.
             call: Telemetry of the saver call the plan carries out.
         """
+        returned: list[T] = []
+        steps = self._steps(plan, call, returned)
+        for _ in steps:
+            steps.throw(TypeError("plan emitted an item where none was expected"))
+        return returned[0]
+
+    def _steps(
+        self, plan: Plan[Any], call: Call | None, returned: list[Any] | None
+    ) -> Iterator[Any]:
+        """The one blocking loop: run ``plan``, yield what it emits, keep what it returns."""
         if call is not None:
             call.start()
         reply: list[Any] | None = None
@@ -150,22 +137,24 @@ class Driver:
                 try:
                     step = plan.send(reply)
                 except StopIteration as done:
-                    value: T = done.value
+                    value = done.value
                     break
                 if isinstance(step, Batch):
                     reply = self._run_batch(step, call)
+                elif isinstance(step, Emit):
+                    reply = None
+                    yield step.item
                 elif isinstance(step, Hold):
                     reply = None
                     step.gate.acquire()
                 else:
-                    raise TypeError("plan emitted an item where none was expected")
+                    raise TypeError(f"not a plan step: {step!r}")
         except BaseException as exc:
+            # Also GeneratorExit: the caller stopped early; closing the plan
+            # runs its finally blocks (a held gate).
             _stopped(plan, call, exc)
             raise
-        if call is not None and call.span is not None:
-            # Untraced, a call that returns has nothing to finish: it was counted.
-            call.finish(None, value)
-        return value
+        _returned(call, returned, value)
 
     # --- async -------------------------------------------------------------
 
@@ -201,33 +190,22 @@ class Driver:
             outcomes = await asyncio.gather(*(one(op) for op in ops), return_exceptions=True)
         return _settled(ops, outcomes, call)
 
-    async def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
+    def aiterate(self, plan: Plan[Any], call: Call | None = None) -> AsyncIterator[Any]:
         """Run a plan without blocking the event loop, yielding what it emits."""
-        if call is not None:
-            call.start()
-        reply: list[Any] | None = None
-        try:
-            while True:
-                try:
-                    step = plan.send(reply)
-                except StopIteration:
-                    break
-                if isinstance(step, Emit):
-                    reply = None
-                    yield step.item
-                elif isinstance(step, Hold):
-                    reply = None
-                    await step.gate.aacquire()
-                else:
-                    reply = await self._arun_batch(step, call)
-        except BaseException as exc:
-            _stopped(plan, call, exc)
-            raise
-        if call is not None:
-            call.finish()
+        return self._asteps(plan, call, None)
 
     async def arun(self, plan: Plan[T], call: Call | None = None) -> T:
         """Async twin of :meth:`run`."""
+        returned: list[T] = []
+        steps = self._asteps(plan, call, returned)
+        async for _ in steps:
+            await steps.athrow(TypeError("plan emitted an item where none was expected"))
+        return returned[0]
+
+    async def _asteps(
+        self, plan: Plan[Any], call: Call | None, returned: list[Any] | None
+    ) -> AsyncIterator[Any]:
+        """Async twin of :meth:`_steps`: a hold and a batch's requests are awaited."""
         if call is not None:
             call.start()
         reply: list[Any] | None = None
@@ -236,22 +214,33 @@ class Driver:
                 try:
                     step = plan.send(reply)
                 except StopIteration as done:
-                    value: T = done.value
+                    value = done.value
                     break
                 if isinstance(step, Batch):
                     reply = await self._arun_batch(step, call)
+                elif isinstance(step, Emit):
+                    reply = None
+                    yield step.item
                 elif isinstance(step, Hold):
                     reply = None
                     await step.gate.aacquire()
                 else:
-                    raise TypeError("plan emitted an item where none was expected")
+                    raise TypeError(f"not a plan step: {step!r}")
         except BaseException as exc:
             _stopped(plan, call, exc)
             raise
-        if call is not None and call.span is not None:
-            # Untraced, a call that returns has nothing to finish: it was counted.
-            call.finish(None, value)
-        return value
+        _returned(call, returned, value)
+
+
+def _returned(call: Call | None, returned: list[Any] | None, value: Any) -> None:
+    """A plan run that returned ``value``: keep it for ``run``; a traced call ends.
+
+    Untraced, a call that returns has nothing to finish: it was counted.
+    """
+    if returned is not None:
+        returned.append(value)
+    if call is not None and call.span is not None:
+        call.finish(None, value)
 
 
 def _stopped(plan: Plan[Any], call: Call | None, exc: BaseException) -> None:
