@@ -13,7 +13,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.key_versions import KeyVersions
@@ -55,6 +56,7 @@ from objstore_saver.storage.base import (
 from objstore_saver.storage.requests import (
     Delete,
     Get,
+    Handles,
     ListKeys,
     Put,
     SendsAhead,
@@ -112,6 +114,12 @@ class SealingStore(KeyLayer):
         self.counters = Counters()
         #: Every version of a destroyed key object goes too, where the key store keeps them.
         self._versions = KeyVersions(self._key_store, self.counters)
+        #: The steps of each storage request on this layer under the protocol's
+        #: names, so that storage.requests.call turns a request value into them.
+        builders = SimpleNamespace(
+            get=self._get, put=self._put, list=self._list, delete=self._delete
+        )
+        self._steps_of = cast(Handles, builders)
 
     # --- keys of threads and of store namespaces ------------------------------------
 
@@ -314,19 +322,6 @@ class SealingStore(KeyLayer):
             stored.append(k)
         return (yield (Delete(tuple(stored))))
 
-    def _request(self, request: StorageRequest) -> _Request:
-        """The steps of one storage request made on this layer."""
-        match request:
-            case Get(key, byte_range):
-                return self._get(key, byte_range)
-            case Put(key, data, mode):
-                return self._put(key, data, mode)
-            case ListKeys(prefix, start_after, limit):
-                return self._list(prefix, start_after=start_after, limit=limit)
-            case Delete(keys_):
-                return self._delete(keys_)
-        raise TypeError(f"not a storage request: {request!r}")
-
     # --- how one step is performed (storage/steps.py runs the requests) -------------
 
     def _perform(self, step: _Step) -> Any:
@@ -461,7 +456,8 @@ class _SealingStoreAhead(SealingStore):
         """Load keys and seal now, send the first request ahead; the rest when it is answered."""
         inner = self._inner
         assert isinstance(inner, SendsAhead)
-        return steps.send_ahead(self._request(request), self._perform, inner.send_ahead, (NeedKey,))
+        request_steps = call(self._steps_of, request)
+        return steps.send_ahead(request_steps, self._perform, inner.send_ahead, (NeedKey,))
 
 
 def _epoch_keys_prefix(scope: str) -> str:

@@ -266,3 +266,33 @@ def test_a_keyed_object_is_bound_to_its_name() -> None:
         open_keyed(t, "checkpoints/_/b~.2", sealed, "k")  # swapped to another checkpoint
     with pytest.raises(CorruptObjectError, match="plain object"):
         open_keyed(t, "checkpoints/_/a~.2", manifest, "k")
+
+
+# --- the sealing layer's requests sent ahead ---------------------------------------------------
+
+
+@pytest.mark.usefixtures("creds_env")
+def test_requests_sent_ahead_through_the_sealing_layer_answer_as_the_blocking_ones(
+    s3_endpoint: Any, s3_bucket: str
+) -> None:
+    from objstore_saver.crypto.sealed_store import sealing_store
+    from objstore_saver.crypto.settings import ClientEncryption
+    from objstore_saver.storage import LeanS3Store, PutMode
+    from objstore_saver.storage.requests import Delete, Get, ListKeys, Put, SendsAhead
+
+    raw = LeanS3Store(s3_bucket, "ahead/", endpoint_url=s3_endpoint.url, region_name="us-east-1")
+    layer = sealing_store(raw, ClientEncryption.of(_local()))
+    assert isinstance(layer, SendsAhead)
+    body = b"a manifest's bytes"
+    digest = hashlib.sha256(b"an object").digest()
+    manifest, obj = "threads/t1/checkpoints/m", f"threads/t1/objects/{digest.hex()}"
+    assert layer.send_ahead(Put(manifest, body, PutMode.CREATE))() is None
+    assert layer.send_ahead(Put(obj, b"an object", PutMode.CREATE))() is None
+    assert raw.get(manifest) != body  # stored sealed, under the thread's key
+    assert obj not in [o.key for o in raw.list("threads/t1/objects/").objects]  # a sealed name
+    assert layer.send_ahead(Get(manifest))() == layer.get(manifest) == body
+    assert layer.send_ahead(Get(obj))() == b"an object"
+    listed = layer.send_ahead(ListKeys("threads/t1/objects/"))()
+    assert [o.key for o in listed.objects] == [obj]  # named by its address again
+    layer.send_ahead(Delete((obj,)))()
+    assert raw.list("threads/t1/objects/").objects == []
