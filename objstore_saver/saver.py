@@ -6,7 +6,6 @@ hands it to the blocking or the asyncio driver. Sync and async share all logic.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
 from objstore_saver.plans.verify_report import VerifyReport
 from objstore_saver.storage.base import ObjectStore, sealing_layer
-from objstore_saver.telemetry import Call, SaverStats, Telemetry
+from objstore_saver.telemetry import SaverStats, Telemetry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -107,8 +106,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         self.sweep_delay = sweep_delay
         self._driver = Driver(store, max_workers=max_workers)
         self._telemetry = Telemetry(store, tracer_provider)
-        # Telemetry.call's arguments, made straight into a Call.
-        self._call = functools.partial(Call, self._telemetry)
+        self._call = self._telemetry.call
         self._ctx = plans.Context(
             self.serde,
             objects=ObjectCache(object_cache_bytes),

@@ -16,6 +16,7 @@ counter.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -344,29 +345,9 @@ class Telemetry:
         self.tracer: Tracer | None = None
         if otel_trace is not None:
             self.tracer = otel_trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
-
-    def call(
-        self,
-        method: str,
-        config: object = None,
-        *,
-        thread_id: object = None,
-        checkpoint: object = None,
-        **attributes: Any,
-    ) -> Call:
-        """A call of ``method``; identifiers are read only if its span records.
-
-        Args:
-            method: Saver method name, e.g. ``aput``.
-            config: The call's ``RunnableConfig``, read for thread, namespace
-                and checkpoint id.
-            thread_id: The thread when the call names it outside a config.
-            checkpoint: The checkpoint a ``put`` stores (its ``id`` is the
-                new checkpoint id).
-            **attributes: More span attributes, named without the
-                ``objstore_saver.`` prefix.
-        """
-        return Call(self, method, config, thread_id=thread_id, checkpoint=checkpoint, **attributes)
+        #: A call of a saver method: ``call(method, config=None, *, thread_id=None,
+        #: checkpoint=None, **attributes)`` makes a :class:`Call` of this telemetry.
+        self.call: Callable[..., Call] = functools.partial(Call, self)
 
 
 def _identifier(value: object) -> str | None:
@@ -388,8 +369,18 @@ class Call:
     recording span needs no :meth:`finish`. When :attr:`span` is not
     ``None`` the driver runs requests through :meth:`execute` /
     :meth:`aexecute`, which make one CLIENT span per request, a child of the
-    call's span. The arguments after ``telemetry`` are those of
-    :meth:`Telemetry.call`.
+    call's span. Identifiers are read only if its span records.
+
+    Args:
+        telemetry: The saver's telemetry (:attr:`Telemetry.call` makes calls of it).
+        method: Saver method name, e.g. ``aput``.
+        config: The call's ``RunnableConfig``, read for thread, namespace and
+            checkpoint id.
+        thread_id: The thread when the call names it outside a config.
+        checkpoint: The checkpoint a ``put`` stores (its ``id`` is the new
+            checkpoint id).
+        **attributes: More span attributes, named without the
+            ``objstore_saver.`` prefix.
     """
 
     __slots__ = (
