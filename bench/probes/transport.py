@@ -28,9 +28,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.request
 import uuid
@@ -41,6 +38,7 @@ from typing import Any
 
 import boto3
 
+from bench.probes import add_compare_arguments, attached_round, compare_rounds
 from bench.server import ServerProcess
 
 BODY = os.urandom(2048)
@@ -397,23 +395,11 @@ def _measure(url: str, bucket: str, args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def _compare(args: argparse.Namespace, url: str, bucket: str, keys: tuple[str, str]) -> None:
+def _compare(args: argparse.Namespace, server: dict[str, Any]) -> None:
     """Alternate rounds of the package at ``args.compare`` and this tree; print medians."""
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    trees = {"before": os.path.abspath(args.compare), "now": here}
-    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
-    attach = json.dumps({"proxy": url, "bucket": bucket, "keys": list(keys)})
-    for number in range(args.rounds):
-        for label, tree in trees.items():
-            out = os.path.join(tempfile.mkdtemp(prefix="transport-compare-"), "r.json")
-            command = [sys.executable, "-m", "bench.probes.transport", "--attach", attach]
-            command += ["--package-from", tree, "--json", out, "-n", str(args.n)]
-            command += ["--transports", args.transports, "--width", str(args.width)]
-            command += ["--per-task", str(args.per_task), "--delay-ms", str(args.delay_ms)]
-            subprocess.run(command, check=True, cwd=here, stdout=subprocess.DEVNULL)
-            with open(out) as f:
-                rounds[label].append(json.load(f))
-            print(f"round {number + 1}/{args.rounds}: {label} measured", flush=True)
+    options = ["-n", str(args.n), "--transports", args.transports, "--width", str(args.width)]
+    options += ["--per-task", str(args.per_task), "--delay-ms", str(args.delay_ms)]
+    trees, rounds = compare_rounds("bench.probes.transport", args, server, options)
     width = f"{args.width}-way"
     print(f"| transport | measure | before ({trees['before']}) | now | now / before |")
     print("| --- | --- | --- | --- | --- |")
@@ -438,31 +424,12 @@ def main() -> None:
     parser.add_argument("--transports", default=",".join(TRANSPORTS))
     parser.add_argument("--s3-server", default="moto", help="S3 server of bench.server")
     parser.add_argument("--json", help="write the results here too")
-    parser.add_argument(
-        "--compare",
-        metavar="TREE",
-        help="a checkout of another version: its objstore_saver and this tree's measured in "
-        "alternating rounds against one server; the medians and their ratio are printed",
-    )
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare")
-    parser.add_argument("--attach", help=argparse.SUPPRESS)  # a --compare round: the server
-    parser.add_argument("--package-from", help=argparse.SUPPRESS)  # ...and the tree measured
+    add_compare_arguments(parser)
     args = parser.parse_args()
-    if args.package_from:
-        sys.path.insert(0, args.package_from)
-        import objstore_saver  # from that tree, before anything imports it
-
-        sys.path.pop(0)
-        if not objstore_saver.__file__.startswith(os.path.abspath(args.package_from)):
-            raise SystemExit(
-                f"objstore_saver came from {objstore_saver.__file__}, not {args.package_from}"
-            )
+    attached = attached_round(args)
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
-    if args.attach:
-        attached = json.loads(args.attach)
-        access, secret = attached["keys"]
-        os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+    if attached is not None:
         results = _measure(attached["proxy"], attached["bucket"], args)
     else:
         with ServerProcess(delay_ms=0, s3_server=args.s3_server) as server:
@@ -471,7 +438,7 @@ def main() -> None:
             bucket = f"transport-{uuid.uuid4().hex[:8]}"
             _seed(server.proxy_url, bucket)
             if args.compare:
-                _compare(args, server.proxy_url, bucket, server.keys)
+                _compare(args, {"proxy": server.proxy_url, "bucket": bucket, "keys": server.keys})
                 return
             results = _measure(server.proxy_url, bucket, args)
     _print_table(results, args.width)

@@ -23,19 +23,17 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any
+
+from bench.probes import add_compare_arguments, attached_round, compare_rounds
 
 VARIANTS = ("sync", "async", "sync-encrypted", "async-encrypted")
 FIELDS = ("cpu_ms_per_turn", "requests_per_turn", "python_calls_per_turn", "package_calls_per_turn")
-HERE = Path(__file__).resolve().parents[2]
 #: A frame of the measured package: its files are under a folder of this name.
 PACKAGE = "/objstore_saver/"
 
@@ -132,20 +130,9 @@ def _measure(proxy: str, bucket: str, turns: int, warmup: int) -> dict[str, Any]
     return out
 
 
-def _compare(args: argparse.Namespace, proxy: str, bucket: str, keys: tuple[str, str]) -> None:
-    trees = {"before": os.path.abspath(args.compare), "now": str(HERE)}
-    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
-    attach = json.dumps({"proxy": proxy, "bucket": bucket, "keys": list(keys)})
-    for number in range(args.rounds):
-        for label, tree in trees.items():
-            out = os.path.join(tempfile.mkdtemp(prefix="turn-cpu-"), "r.json")
-            command = [sys.executable, "-m", "bench.probes.turn_cpu", "--attach", attach]
-            command += ["--package-from", tree, "--json", out]
-            command += ["--turns", str(args.turns), "--warmup", str(args.warmup)]
-            subprocess.run(command, check=True, cwd=HERE, stdout=subprocess.DEVNULL)
-            with open(out) as f:
-                rounds[label].append(json.load(f))
-            print(f"round {number + 1}/{args.rounds}: {label} measured", flush=True)
+def _compare(args: argparse.Namespace, server: dict[str, Any]) -> None:
+    options = ["--turns", str(args.turns), "--warmup", str(args.warmup)]
+    trees, rounds = compare_rounds("bench.probes.turn_cpu", args, server, options)
     print(f"| variant | measure | before ({trees['before']}) | now | now / before |")
     print("| --- | --- | --- | --- | --- |")
     for variant in VARIANTS:
@@ -162,30 +149,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="measured turns of each variant")
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--json", help="write the results here too")
-    parser.add_argument(
-        "--compare",
-        metavar="TREE",
-        help="another checkout: its objstore_saver and this tree's, in alternating rounds",
-    )
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of --compare")
-    parser.add_argument("--attach", help=argparse.SUPPRESS)  # a --compare round: the server
-    parser.add_argument("--package-from", help=argparse.SUPPRESS)  # ...and the tree measured
+    add_compare_arguments(parser)
     args = parser.parse_args()
-    if args.package_from:
-        sys.path.insert(0, args.package_from)
-        import objstore_saver  # from that tree, before anything imports it
-
-        sys.path.pop(0)
-        if not objstore_saver.__file__.startswith(os.path.abspath(args.package_from)):
-            raise SystemExit(
-                f"objstore_saver came from {objstore_saver.__file__}, not {args.package_from}"
-            )
+    attached = attached_round(args)
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "OBJSTORE_SAVER_ENCRYPTION_KEY"):
         os.environ.pop(name, None)
-    if args.attach:
-        attached = json.loads(args.attach)
-        access, secret = attached["keys"]
-        os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+    if attached is not None:
         results = _measure(attached["proxy"], attached["bucket"], args.turns, args.warmup)
     else:
         import boto3
@@ -204,7 +173,7 @@ def main() -> None:
                 aws_secret_access_key=secret,
             ).create_bucket(Bucket=bucket)
             if args.compare:
-                _compare(args, server.proxy_url, bucket, server.keys)
+                _compare(args, {"proxy": server.proxy_url, "bucket": bucket, "keys": server.keys})
                 return
             results = _measure(server.proxy_url, bucket, args.turns, args.warmup)
     print(json.dumps(results, indent=1))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from bench.probes import turn_cpu
+import pytest
+
+from bench.probes import attached_round, turn_cpu
 
 ROOT = Path(turn_cpu.__file__).resolve().parents[2]
 
@@ -42,3 +45,12 @@ def test_compare_prints_each_trees_median_and_their_ratio() -> None:
     assert rows == ["| sync | requests_per_turn | 6.000 | 6.000 | 1.000 |"]
     for field in turn_cpu.FIELDS:
         assert table.count(f"| {field} |") == len(turn_cpu.VARIANTS)
+
+
+def test_a_round_refuses_a_package_from_another_tree_than_its_own(tmp_path: Path) -> None:
+    # This process imported the package from this checkout: a round meant to
+    # measure tmp_path's must not measure it instead.
+    args = argparse.Namespace(package_from=str(tmp_path), attach=None)
+    with pytest.raises(SystemExit, match=f"not {tmp_path}"):
+        attached_round(args)
+    assert attached_round(argparse.Namespace(package_from=str(ROOT), attach=None)) is None
