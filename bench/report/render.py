@@ -190,9 +190,6 @@ def _reason(target: dict[str, Any], t: Template) -> str:
     if key == "w3_peak":
         peak = f["postgres_peak"]
         return t.fill(name) + ("" if peak is None else " " + t.fill(f"{name}.postgres", peak=peak))
-    if key == "w6_async":
-        server = t.fill(f"{name}.server", **f["server"]) if f["server"] else ""
-        return t.fill(name, **(f | {"server": server}))
     if key == "w7_requests":
         control = f["control"]
         extra = "" if control is None else " " + t.fill(f"{name}.control", **control)

@@ -210,8 +210,13 @@ def _threads_done(report: dict[str, Any]) -> int:
     return int(report["run"]["threads_done"])
 
 
-def two_shards(probe: Probe, job: str, url: str, postgres: str | None = None) -> dict[str, Any]:
-    """``job`` as shards 0/2 and 1/2 in two processes, let go at once; what they did together."""
+def two_shards(
+    probe: Probe, job: str, url: str, expected: int, postgres: str | None = None
+) -> dict[str, Any]:
+    """``job`` as shards 0/2 and 1/2 in two processes, let go at once; what they did together.
+
+    ``expected``: the threads of the store (or the migration's source).
+    """
     procs = [
         subprocess.Popen(
             [*CHILD, "shard", job, f"{k}/2", url, *([postgres] if postgres else [])],
@@ -258,7 +263,28 @@ def two_shards(probe: Probe, job: str, url: str, postgres: str | None = None) ->
         copied = sum(o["checkpoints"]["copied"] for o in outs)
         row["checkpoints"] = copied
         row["checkpoints_per_second"] = copied / seconds
+    row["exactly_once"] = exactly_once(job, outs, expected)
     return row
+
+
+def exactly_once(job: str, outs: list[dict[str, Any]], expected: int) -> dict[str, Any]:
+    """Whether the shards together handled each of the ``expected`` threads exactly once.
+
+    A prune's shards name the threads they handled: none may be named twice,
+    and together they name ``expected``. A migration's shards count them: the
+    threads done add up to ``expected`` and no checkpoint was already present
+    in the new bucket (a thread migrated by both shards would find its
+    checkpoints there).
+    """
+    if job == "migrate":
+        done = sum(o["threads"]["done"] for o in outs)
+        present = sum(o["checkpoints"]["present"] for o in outs)
+        ok = done == expected and present == 0
+        return {"ok": ok, "figure": f"{done:,} of {expected:,} threads, {present} found present"}
+    names = [t for o in outs for t in o["thread_ids"]]
+    twice = len(names) - len(set(names))
+    ok = twice == 0 and len(names) == expected
+    return {"ok": ok, "figure": f"{len(set(names)):,} of {expected:,} threads, {twice} twice"}
 
 
 def _bucket_jobs(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[str, Any]:
@@ -278,6 +304,7 @@ def _bucket_jobs(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[s
         _expect(rep["count"] == n, f"threads found {rep['count']} of {n} threads")
         rep, jobs["verify"] = probe.measure(lambda: ops.verify(config=main), _threads_done)
         _expect(rep["ok"] and rep["manifests"] == n * o.checkpoints, "verify: not ok")
+        jobs["verify"]["depth"] = rep["depth"]
         # The same verify with no injected round trip: what the server and this
         # process allow when waiting costs nothing.
         set_proxy_delay(env.proxy_url, 0)
@@ -301,7 +328,7 @@ def _bucket_jobs(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[s
             lambda: ops.delete_threads(ids, apply=True, config=main), _threads_done
         )
         _expect(all(r["deleted"] for r in rep["threads"]), "delete_threads left a thread")
-        two = two_shards(probe, "prune", shards.require_url())
+        two = two_shards(probe, "prune", shards.require_url(), n)
         _expect(two["threads"] == n, f"two shards pruned {two['threads']} of {n} threads")
     return {
         "seed_s": seed_s,
@@ -332,7 +359,7 @@ def _migration(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[str
         )
         _expect(rep["checkpoints"]["copied"] == total, f"migrate: {rep['checkpoints']}")
         _expect(rep["writes"]["copied"] == writes, f"migrate: {rep['writes']}")
-        pair = two_shards(probe, "migrate", urls[1], conninfo)
+        pair = two_shards(probe, "migrate", urls[1], o.migrate_threads, conninfo)
         _expect(pair["checkpoints"] == total, f"two shards copied {pair['checkpoints']}")
     row |= {
         "checkpoints": total,

@@ -3,7 +3,8 @@
 ``python -m bench.workloads.ops_child shard JOB K/N URL [POSTGRES]`` imports
 everything, prints ``ready``, waits for a line on its standard input, runs
 ``JOB`` (``prune`` or ``migrate``) on shard K/N of the store at ``URL`` and
-prints one JSON line: the job's ``run`` block, its start and end
+prints one JSON line: the job's ``run`` block, the threads it handled (a
+prune's thread ids, a migration's counts), its start and end
 (``time.time()``, so the parent can tell when the shards ran together) and
 the process's CPU seconds. The parent starts every shard, waits for each to
 be ready, then lets them all go at once.
@@ -83,8 +84,10 @@ def shard_main(job: str, shard: str, url: str, postgres: str | None) -> None:
     out = {"run": report["run"], "start": start, "end": end, "cpu_s": _cpu_s() - cpu0}
     if job == "migrate":
         out["checkpoints"] = report["checkpoints"]
+        out["threads"] = report["threads"]
     else:
         out["totals"] = report["totals"]
+        out["thread_ids"] = [row["thread_id"] for row in report["threads"]]
     print(json.dumps(out), flush=True)
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from repo_root import ROOT
@@ -120,6 +121,8 @@ def test_a_small_run_fills_every_part_of_the_row(pg_env: Env) -> None:
     assert 1 <= jobs["delete_threads"]["requests"]["DeleteObjects"] <= 3 * 6
     two = row["two_prune"]
     assert two["threads"] == 6 and len(two["shards"]) == 2
+    assert two["exactly_once"] == {"ok": True, "figure": "6 of 6 threads, 0 twice"}
+    assert jobs["verify"]["depth"] == "default"
     assert sum(s["totals"]["checkpoints_deleted"] for s in two["shards"]) == 12
     mem = row["memory"]["jobs"]
     assert set(mem) == set(operations.MEMORY_JOBS)
@@ -135,6 +138,7 @@ def test_a_small_run_fills_every_part_of_the_row(pg_env: Env) -> None:
     )
     assert pair["checkpoints"] == 30 and pair["threads"] == 3
     assert sum(s["run"]["threads_skipped_other_shards"] for s in pair["shards"]) == 3
+    assert pair["exactly_once"] == {"ok": True, "figure": "3 of 3 threads, 0 found present"}
     assert one["projected_s"] == pytest.approx(3e6 / one["checkpoints_per_second"])
 
 
@@ -142,7 +146,24 @@ def test_a_failing_shard_is_an_error_not_a_hang(env: Env) -> None:
     probe = operations.Probe(env, 0.0)
     missing = f"s3://no-such-bucket-here/?endpoint_url={env.proxy_url}"
     with pytest.raises(RuntimeError, match="shard of prune failed"):
-        operations.two_shards(probe, "prune", missing)
+        operations.two_shards(probe, "prune", missing, 1)
+
+
+def test_exactly_once_finds_a_thread_handled_twice_or_missed() -> None:
+    def pruned(*ids: str) -> dict[str, Any]:
+        return {"thread_ids": list(ids)}
+
+    assert operations.exactly_once("prune", [pruned("a", "b"), pruned("c")], 3)["ok"]
+    twice = operations.exactly_once("prune", [pruned("a", "b"), pruned("b", "c")], 3)
+    assert twice == {"ok": False, "figure": "3 of 3 threads, 1 twice"}
+    assert not operations.exactly_once("prune", [pruned("a"), pruned("c")], 3)["ok"]
+
+    def migrated(done: int, present: int) -> dict[str, Any]:
+        return {"threads": {"done": done}, "checkpoints": {"present": present}}
+
+    assert operations.exactly_once("migrate", [migrated(2, 0), migrated(1, 0)], 3)["ok"]
+    assert not operations.exactly_once("migrate", [migrated(2, 0), migrated(1, 4)], 3)["ok"]
+    assert not operations.exactly_once("migrate", [migrated(2, 0), migrated(2, 0)], 3)["ok"]
 
 
 def test_the_child_refuses_an_unknown_mode() -> None:
