@@ -21,6 +21,7 @@ JOBS = {
     "prune_dry_run": "`prune --keep-last 1` (dry run)",
     "prune_apply": "`prune --keep-last 1 --apply`",
     "delete_threads": "`delete_threads --apply` (the pruned threads)",
+    "store_sweep": "`store-sweep --apply` (a row a long-term store item, not a thread)",
 }
 #: S3 operations by their short names on the page (``HeadBucket``: once per job, left out).
 OPS = {"LIST": "ListObjectsV2", "GET": "GetObject", "PUT": "PutObject", "DELETE": "DeleteObjects"}

@@ -70,6 +70,11 @@ class OpsSizes:
     """Checkpoints per thread of the database."""
     memory_factor: int = 10
     """The memory measurement's second size: this many times N threads."""
+    store_namespaces: int = 100
+    """Long-term store namespaces ``store-sweep`` sweeps."""
+    store_items: int = 10
+    """Items per namespace, :attr:`store_expired` of them expired."""
+    store_expired: int = 2
 
 
 OPS_FULL = OpsSizes(threads=1000, migrate_threads=500)
@@ -295,6 +300,9 @@ def _bucket_jobs(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[s
     t0 = time.perf_counter()
     for bucket in buckets:
         ops_seed.seed_s3(bucket, env.proxy_url, calls, ids)
+    ops_seed.seed_store_items(
+        buckets[0], env.proxy_url, o.store_namespaces, o.store_items, o.store_expired
+    )
     seed_s = time.perf_counter() - t0
     main, shards = (OpsConfig(url=store_url(env, b)) for b in buckets)
     jobs: dict[str, Any] = {}
@@ -315,6 +323,13 @@ def _bucket_jobs(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[s
         rep, jobs["du"] = probe.measure(lambda: ops.du(main), lambda r: len(r["by_thread"]))
         _expect(len(rep["by_thread"]) == n, "du did not count every thread")
         keys = rep["total"]["objects"] / n
+        items = o.store_namespaces * o.store_items
+        rep, jobs["store_sweep"] = probe.measure(
+            lambda: ops.store_sweep(apply=True, config=main), lambda _: items
+        )
+        expired = o.store_namespaces * o.store_expired
+        _expect(rep["totals"]["deleted"] == expired, f"store-sweep: {rep['totals']}")
+        jobs["store_sweep"]["unit"] = "item"
         rep, jobs["prune_dry_run"] = probe.measure(
             lambda: ops.prune(**PRUNE, config=main), _threads_done
         )

@@ -129,6 +129,37 @@ def seed_s3(bucket: str, endpoint_url: str, calls: Sequence[Call], ids: Sequence
         asyncio.run(_seed_async(saver, calls, ids, 128))
 
 
+def seed_store_items(
+    bucket: str, endpoint_url: str, namespaces: int, per_namespace: int, expired: int
+) -> None:
+    """Long-term store items in ``bucket``: ``namespaces`` of ``per_namespace`` each.
+
+    The first ``expired`` of each namespace were put an hour ago with a TTL of
+    one minute, so a sweep deletes them; the others have no TTL.
+    """
+    import time
+
+    from objstore_saver import ObjectStoreStore
+    from objstore_saver.storage import LeanS3Store
+
+    inner = LeanS3Store(bucket, endpoint_url=endpoint_url, region_name=REGION)
+    with (
+        ObjectStoreStore(inner, clock=lambda: time.time() - 3600) as past,
+        ObjectStoreStore(inner) as now,
+    ):
+        for n in range(namespaces):
+            ns = ("users", f"u{n:04d}", "memories")
+            past.batch([_item_put(ns, f"m{i:03d}", i, ttl=1.0) for i in range(expired)])
+            now.batch([_item_put(ns, f"m{i:03d}", i) for i in range(expired, per_namespace)])
+
+
+def _item_put(namespace: tuple[str, ...], key: str, i: int, ttl: float | None = None) -> Any:
+    from langgraph.store.base import PutOp
+
+    value = {"text": f"memory {i} of {namespace[1]}", "i": i}
+    return PutOp(namespace, key, value, index=False, ttl=ttl)
+
+
 def seed_postgres(conninfo: str, calls: Sequence[Call], ids: Sequence[str]) -> None:
     """Write ``calls`` for every thread of ``ids`` with LangGraph's ``PostgresSaver``."""
     import psycopg

@@ -96,7 +96,14 @@ def pg_env(env: Env) -> Iterator[Env]:
 
 def test_a_small_run_fills_every_part_of_the_row(pg_env: Env) -> None:
     env = pg_env
-    sizes = operations.OpsSizes(threads=6, migrate_threads=3, memory_factor=2)
+    sizes = operations.OpsSizes(
+        threads=6,
+        migrate_threads=3,
+        memory_factor=2,
+        store_namespaces=3,
+        store_items=4,
+        store_expired=1,
+    )
     row = operations.measure_operations(env, sizes, delay_ms=0.0)
     jobs = row["jobs"]
     assert list(jobs) == [
@@ -104,12 +111,14 @@ def test_a_small_run_fills_every_part_of_the_row(pg_env: Env) -> None:
         "verify",
         "verify_no_delay",
         "du",
+        "store_sweep",
         "prune_dry_run",
         "prune_apply",
         "delete_threads",
     ]
     for name, job in jobs.items():
-        assert job["threads"] == 6, name
+        # store-sweep's rows are the long-term store's items: 3 namespaces of 4
+        assert job["threads"] == (12 if name == "store_sweep" else 6), name
         assert job["projected_s"] == pytest.approx(1e6 / job["threads_per_second"])
     # Every object of a thread is read once: 3 manifests, 2 write objects, its values.
     assert jobs["verify"]["requests_per_thread"]["GetObject"] == pytest.approx(
