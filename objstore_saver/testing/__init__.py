@@ -9,6 +9,11 @@
   that injects faults (errors, lost responses, crashes at a chosen request)
   under a saver, fault plans choosing the requests, and botocore client hooks
   that fail chosen HTTP attempts.
+* :mod:`~objstore_saver.testing.replication`: :class:`Replicator`, bucket
+  replication between two stores as S3, MinIO and Ceph do it (one object at a
+  time, in random order, with lag, deletes left behind unless asked for),
+  stepped by the test or on a thread of its own; :class:`BothWays` for two
+  regions writing, and partitions.
 
 A third-party store runs the contract from its own test suite (pytest needed)::
 

@@ -1,0 +1,262 @@
+"""A bucket replicator for tests: copies objects one by one, in no order, with lag.
+
+S3 Cross-Region Replication, MinIO's bucket replication, Ceph RGW multisite
+and a scheduled ``rclone copy`` all copy a bucket's objects to another
+asynchronously: each object on its own, in no order the writer chose, some
+seconds or minutes after it was written, and (by default) without the
+deletes. A reader of the copy meets every state this leaves: a manifest whose
+objects have not arrived, a parent missing under its child, a tombstone
+before or after the thread it ends.
+
+:class:`Replicator` plays that between two :class:`ObjectStore` s, one step
+at a time (:meth:`Replicator.tick`) so a test decides the moment, or on a
+thread of its own (:meth:`Replicator.running`) while a graph writes. Two
+replicators, one each way, make an active-active pair (:class:`BothWays`);
+:meth:`Replicator.partitioned` stops one from copying. Objects are copied
+create-only: a key the target already holds is left alone, and if it holds
+other bytes the key is recorded in :attr:`Replicator.conflicts` (S3 would
+keep whichever copy landed last; the saver's format never writes one key
+twice with different bytes, so a conflict is a finding).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from objstore_saver.storage.base import ObjectExistsError, ObjectNotFoundError, ObjectStore, PutMode
+
+__all__ = ["BothWays", "Replicator", "ReplicatorStats"]
+
+
+@dataclass
+class ReplicatorStats:
+    """What a :class:`Replicator` has done so far."""
+
+    copied: int = 0
+    """Objects written to the target."""
+    already_there: int = 0
+    """Objects the target held with the same bytes (written there, or copied the other way)."""
+    deleted: int = 0
+    """Keys deleted in the target because the source no longer holds them (``deletes=True``)."""
+    vanished: int = 0
+    """Objects deleted in the source after they were listed and before they were copied."""
+    ticks: int = 0
+
+
+@dataclass
+class _Seen:
+    due: int
+    """The tick from which the object may be copied (its lag)."""
+    copied: bool = False
+
+
+@dataclass
+class Replicator:
+    """Copies the objects of ``source`` under ``prefix`` to ``target``, as bucket replication does.
+
+    Args:
+        source: The store written by the region that replicates out.
+        target: The replica.
+        prefix: Only keys under it are copied (default: every key).
+        seed: Seeds the random order and lags (a test names it to replay a run).
+        max_lag: Each object waits a random number of ticks, 0 to ``max_lag``,
+            after the tick that first lists it, before it may be copied.
+        per_tick: At most this many objects copied a tick (None: every one due).
+        deletes: Also delete from the target what was copied and is gone
+            from the source (S3's delete-marker replication; off by default,
+            as on S3).
+    """
+
+    source: ObjectStore
+    target: ObjectStore
+    prefix: str = ""
+    seed: int | None = None
+    max_lag: int = 3
+    per_tick: int | None = None
+    deletes: bool = False
+    stats: ReplicatorStats = field(default_factory=ReplicatorStats)
+    conflicts: list[str] = field(default_factory=list)
+    """Keys the target held with other bytes than the source's."""
+    _seen: dict[str, _Seen] = field(default_factory=dict, repr=False)
+    _paused: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_lag < 0:
+            raise ValueError(f"Replicator max_lag must be 0 or more, not {self.max_lag}")
+        if self.per_tick is not None and self.per_tick < 1:
+            raise ValueError(f"Replicator per_tick must be 1 or more, not {self.per_tick}")
+        self._rng = random.Random(self.seed)
+
+    def tick(self) -> int:
+        """List the source, then copy the objects that are due, in random order.
+
+        Returns the number of objects copied. A partitioned replicator lists
+        nothing and copies nothing.
+        """
+        with self._lock:
+            if self._paused:
+                return 0
+            self.stats.ticks += 1
+            now = self.stats.ticks
+            listed = set(_all_keys(self.source, self.prefix))
+            for key in listed:
+                if key not in self._seen:
+                    self._seen[key] = _Seen(due=now + self._rng.randint(0, self.max_lag))
+            due = [k for k, s in self._seen.items() if not s.copied and s.due <= now]
+            self._rng.shuffle(due)
+            if self.per_tick is not None:
+                due = due[: self.per_tick]
+            copied = sum(self._copy(key) for key in due)
+            if self.deletes:
+                self._delete_gone(listed)
+            return copied
+
+    def pending(self) -> list[str]:
+        """Keys listed in the source and not copied yet, sorted."""
+        with self._lock:
+            return sorted(k for k, s in self._seen.items() if not s.copied)
+
+    def drain(self, max_ticks: int = 1000) -> None:
+        """Tick until every object the source holds is copied.
+
+        Raises:
+            RuntimeError: the replicator is partitioned, or still has objects
+                to copy after ``max_ticks`` ticks.
+        """
+        if self._paused:
+            raise RuntimeError(
+                f"replicator {self.source.location} -> {self.target.location} is partitioned: "
+                "it copies nothing"
+            )
+        for _ in range(max_ticks):
+            self.tick()
+            if not self.pending():
+                # One more listing: objects written since the last one.
+                self.tick()
+                if not self.pending():
+                    return
+        raise RuntimeError(
+            f"replicator {self.source.location} -> {self.target.location}: "
+            f"{len(self.pending())} objects not copied after {max_ticks} ticks"
+        )
+
+    @contextlib.contextmanager
+    def partitioned(self) -> Iterator[None]:
+        """Copy nothing inside the block (the link between the regions is down)."""
+        with self._lock:
+            self._paused = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused = False
+
+    @contextlib.contextmanager
+    def running(self, interval: float = 0.005, max_ticks: int = 100_000) -> Iterator[None]:
+        """Tick on a thread of its own, every ``interval`` seconds, inside the block.
+
+        An error on that thread is raised when the block ends.
+        """
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def loop() -> None:
+            try:
+                for _ in range(max_ticks):
+                    if stop.wait(interval):
+                        return
+                    self.tick()
+            except Exception as exc:  # noqa: BLE001 -- raised in the test's thread below
+                errors.append(exc)
+
+        thread = threading.Thread(target=loop, name="replicator", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _copy(self, key: str) -> bool:
+        seen = self._seen[key]
+        try:
+            data = self.source.get(key)
+        except ObjectNotFoundError:
+            # Deleted in the source after the listing: nothing to copy.
+            del self._seen[key]
+            self.stats.vanished += 1
+            return False
+        seen.copied = True
+        try:
+            self.target.put(key, data, PutMode.CREATE)
+        except ObjectExistsError:
+            if self.target.get(key) == data:
+                self.stats.already_there += 1
+            else:
+                self.conflicts.append(key)
+            return False
+        self.stats.copied += 1
+        return True
+
+    def _delete_gone(self, listed: set[str]) -> None:
+        gone = [k for k, s in self._seen.items() if s.copied and k not in listed]
+        if gone:
+            self.target.delete(gone)
+            for key in gone:
+                del self._seen[key]
+            self.stats.deleted += len(gone)
+
+
+@dataclass
+class BothWays:
+    """Two regions replicating to each other: ``a`` to ``b`` and ``b`` to ``a``."""
+
+    a_to_b: Replicator
+    b_to_a: Replicator
+
+    @classmethod
+    def between(
+        cls, a: ObjectStore, b: ObjectStore, *, seed: int | None = None, **options: object
+    ) -> BothWays:
+        """Replicators both ways between ``a`` and ``b`` with the same ``options``."""
+        rng = random.Random(seed)
+        return cls(
+            Replicator(a, b, seed=rng.randrange(2**32), **options),  # type: ignore[arg-type]
+            Replicator(b, a, seed=rng.randrange(2**32), **options),  # type: ignore[arg-type]
+        )
+
+    def tick(self) -> int:
+        """One tick each way; the objects copied."""
+        return self.a_to_b.tick() + self.b_to_a.tick()
+
+    def drain(self, max_ticks: int = 1000) -> None:
+        """Tick both ways until neither has anything left to copy."""
+        for _ in range(max_ticks):
+            self.a_to_b.drain(max_ticks)
+            self.b_to_a.drain(max_ticks)
+            if not (self.a_to_b.pending() or self.b_to_a.pending()):
+                return
+        raise RuntimeError(f"both-way replication not settled after {max_ticks} rounds")
+
+    @contextlib.contextmanager
+    def partitioned(self) -> Iterator[None]:
+        """Neither way copies inside the block."""
+        with self.a_to_b.partitioned(), self.b_to_a.partitioned():
+            yield
+
+
+def _all_keys(store: ObjectStore, prefix: str) -> Iterator[str]:
+    after: str | None = None
+    while True:
+        page = store.list(prefix, start_after=after)
+        yield from (o.key for o in page.objects)
+        if not page.truncated or not page.objects:
+            return
+        after = page.objects[-1].key
