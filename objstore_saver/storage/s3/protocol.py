@@ -443,8 +443,12 @@ class S3Protocol:
             reply = yield request
             assert reply is not None
             if isinstance(reply, HttpResponse) and 200 <= reply.status < 300:
-                # The everyday answer: never a redirect, never retried.
-                self.retry.quota.release(taken or NO_RETRY_REFUND)
+                # The everyday answer: never a redirect, never retried. A full
+                # quota is read without the lock: an acquire racing with this
+                # read is ordered after this (no-op) release, as if a moment later.
+                quota = self.retry.quota
+                if quota.available < quota.capacity:
+                    quota.release(taken or NO_RETRY_REFUND)
                 return reply, attempt
             if redirected is None:
                 region = self._redirect(request, reply, operation)
