@@ -76,14 +76,14 @@ MAX_KEY_BYTES = 1024
 _KEY_RE = re.compile(r"[A-Za-z0-9._~%/-]+")
 
 
-def validate_key(key: str) -> None:
-    """Check that ``key`` is in the key alphabet every backend accepts.
+def validate_key(key: str, prefix: str = "") -> str:
+    """Check that ``key`` is in the key alphabet every backend accepts; return ``prefix + key``.
 
     Raises:
         InvalidKeyError: the key is not a string, is empty, longer than 1,024
-            bytes, uses a character outside ``A-Z a-z 0-9 - . _ ~ % /``, starts
-            or ends with ``/``, or has an empty, ``.`` or ``..`` segment. The
-            message names the key.
+            bytes (with ``prefix``, if given), uses a character outside
+            ``A-Z a-z 0-9 - . _ ~ % /``, starts or ends with ``/``, or has an
+            empty, ``.`` or ``..`` segment. The message names the key.
     """
     if not isinstance(key, str):
         raise InvalidKeyError(f"invalid key {key!r}: keys are str, not {type(key).__name__}")
@@ -99,8 +99,18 @@ def validate_key(key: str) -> None:
         )
     if key.startswith("/") or key.endswith("/"):
         raise InvalidKeyError(f"invalid key {key!r}: keys neither start nor end with '/'")
-    if any(seg in ("", ".", "..") for seg in key.split("/")):
+    wrapped = f"/{key}/"
+    if "//" in wrapped or "/./" in wrapped or "/../" in wrapped:
         raise InvalidKeyError(f"invalid key {key!r}: empty, '.' or '..' segment")
+    if not prefix:
+        return key
+    full = prefix + key
+    if len(full) > MAX_KEY_BYTES:
+        raise InvalidKeyError(
+            f"invalid key {key!r}: with prefix {prefix!r} it is {len(full)} bytes, "
+            f"at most {MAX_KEY_BYTES} are allowed"
+        )
+    return full
 
 
 def validate_byte_range(byte_range: tuple[int, int]) -> tuple[int, int]:

@@ -24,9 +24,7 @@ from xml.sax.saxutils import escape
 
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
-    MAX_KEY_BYTES,
     MAX_LIST_PAGE,
-    InvalidKeyError,
     ListPage,
     ObjectExistsError,
     ObjectInfo,
@@ -50,6 +48,7 @@ from objstore_saver.storage.s3.rules import (
     conflict_wait,
     create_raced,
     create_refused,
+    delete_refused,
     error_code,
     is_wrong_region,
     key_missing,
@@ -58,7 +57,7 @@ from objstore_saver.storage.s3.rules import (
     unreachable_error,
     unreached_note,
 )
-from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
+from objstore_saver.storage.s3.settings import S3Encryption
 from objstore_saver.storage.s3.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
 
 T = TypeVar("T")
@@ -263,14 +262,7 @@ class S3Protocol:
 
     def full_key(self, key: str) -> str:
         """``prefix + key`` after checking both fit the key rules."""
-        validate_key(key)
-        full = self.prefix + key
-        if len(full) > MAX_KEY_BYTES:
-            raise InvalidKeyError(
-                f"invalid key {key!r}: with prefix {self.prefix!r} it is {len(full)} bytes, "
-                f"at most {MAX_KEY_BYTES} are allowed"
-            )
-        return full
+        return validate_key(key, self.prefix)
 
     def request(
         self,
@@ -501,11 +493,7 @@ class S3Protocol:
                 if self.encryption is not None and not encryption_confirmed(
                     self.encryption, reply.headers
                 ):
-                    raise EncryptionNotConfirmedError(
-                        f"S3 put of key {key!r} in {self.location}: the server did not confirm "
-                        f"{self.encryption.kind} encryption (it may not support it); the object "
-                        "may be stored unencrypted"
-                    )
+                    raise self.encryption.not_confirmed(key, self.location)
                 return
             if mode is PutMode.CREATE and isinstance(reply, HttpResponse):
                 code = error_code(reply)[0] if reply.status != 412 else ""
@@ -594,10 +582,6 @@ class S3Protocol:
                 raise self.error(reply, "delete", keys[i])
             errors = parse_delete_errors(reply.body)
             if errors:
-                key, _, code, message = errors[0]
-                if key.startswith(self.prefix):
-                    key = key[len(self.prefix) :]
-                more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""
-                raise StorageError(
-                    f"S3 delete of key {key!r} in {self.location} failed: {code}: {message}{more}"
+                raise delete_refused(
+                    self.location, self.prefix, [(k, c, m) for k, _, c, m in errors]
                 )
