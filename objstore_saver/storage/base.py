@@ -1,16 +1,12 @@
 """The storage protocol every backend implements.
 
 A backend is a flat namespace of immutable-by-convention objects addressed by
-ASCII keys. It offers four operations and nothing else: ``put`` (create-only or
-overwrite), ``get`` (whole object or a byte range), ``list`` (keys under a
-prefix, in ascending byte order, from a start key, one page at a time) and a
-batched ``delete``. Everything the saver does is expressed with these.
-
-Every backend offers the four operations twice: as blocking, thread-safe
-methods and as coroutines (``aput``, ``aget``, ``alist``, ``adelete``) with the
-same arguments, results and errors. A backend with a native async client awaits
-it; one without (the local directory, boto3) inherits :class:`ThreadedAsync`,
-the single place where blocking calls are moved to worker threads.
+ASCII keys, with four operations: ``put`` (create-only or overwrite), ``get``
+(whole or a byte range), ``list`` (one page of keys under a prefix, ascending,
+from a start key) and a batched ``delete``. Each is a blocking, thread-safe
+method and a coroutine (``aput``...) with the same arguments, results and
+errors; a backend without a native async client (the local directory, boto3)
+inherits :class:`ThreadedAsync`, the one place blocking calls move to threads.
 """
 
 from __future__ import annotations
@@ -199,10 +195,8 @@ BLOCKING_WORKERS = 64
 async def in_thread(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking storage call in the shared worker pool, with the caller's context.
 
-    The pool is larger than the event loop's default executor, so many
-    concurrent conversations do not queue behind a handful of threads; context
-    variables (a trace span, for one) travel with the call. Its hand-off is
-    leaner than ``run_in_executor`` (:mod:`objstore_saver.storage.worker_pool`).
+    The pool is larger than the loop's default executor, and its hand-off leaner
+    than ``run_in_executor`` (:mod:`objstore_saver.storage.worker_pool`).
     """
     if kwargs:
         call = functools.partial(call, **kwargs)
@@ -210,12 +204,8 @@ async def in_thread(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 class ThreadedAsync:
-    """The coroutine operations of a backend whose client only blocks.
-
-    Each coroutine runs the blocking method through :func:`in_thread`, so the
-    loop never waits on the disk or the network. This is the one place the
-    project moves a storage call to a thread.
-    """
+    """The coroutine operations of a backend whose client only blocks, each run
+    through :func:`in_thread` so the loop never waits on the disk or the network."""
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Run :meth:`put` in a worker thread."""
@@ -268,11 +258,8 @@ class DescribesRequests(Protocol):
 
 
 class StoreWrapper:
-    """Base of stores that wrap another one (metering, fault injection).
-
-    Holds the wrapped store and forwards what describes it; subclasses
-    implement the four requests.
-    """
+    """Base of stores that wrap another one (metering, fault injection); subclasses
+    implement the four requests."""
 
     def __init__(self, inner: ObjectStore) -> None:
         self._inner = inner

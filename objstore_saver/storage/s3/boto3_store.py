@@ -236,10 +236,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def _error(
         self, exc: Exception, operation: str, key: str | None = None, note: str = ""
     ) -> StorageError:
-        """Map a boto error to the storage error to raise (never with credentials).
-
-        ``note`` is appended to the message (after ``; ``) when given.
-        """
+        """The storage error of a boto error (never with credentials), ``note`` after ``; ``."""
         subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
             return answer_error(
@@ -276,9 +273,9 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def _invoke(self, method: Any, operation: str, key: str | None, **args: Any) -> Any:
         """Call a client method; a refused parameter raises a StorageError.
 
-        botocore's ParamValidationError quotes the refused values, an SSE-C key
-        among them: the error raised instead names the parameters only and is
-        raised outside the handler, so it neither chains nor holds the original.
+        botocore's ParamValidationError quotes the values, an SSE-C key among
+        them: ours names the parameters only and is raised outside the handler,
+        so it neither chains nor holds the original.
         """
         try:
             return method(**args)
@@ -314,12 +311,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             return False
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Store ``data`` at ``key`` with one ``PutObject``.
-
-        Args:
-            key: Key of the object, relative to the prefix.
-            data: The whole object.
-            mode: ``CREATE`` sends ``If-None-Match: *``; ``OVERWRITE`` does not.
+        """Store ``data`` at ``key`` with one ``PutObject`` (``CREATE``: ``If-None-Match: *``).
 
         Raises:
             ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
@@ -403,14 +395,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys that start with ``prefix``, ascending.
-
-        One ``ListObjectsV2`` request.
-
-        Args:
-            prefix: Only keys starting with it are listed (``""`` for all).
-            start_after: Only keys strictly greater than it are listed.
-            limit: Page size, 1 to 1,000.
+        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (``ListObjectsV2``).
 
         Raises:
             ValueError: ``limit`` is out of range.
@@ -443,8 +428,6 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete the given keys with ``DeleteObjects``, 1,000 keys per request.
-
-        A key that holds nothing is not an error.
 
         Raises:
             InvalidKeyError: a key is invalid; nothing is deleted.

@@ -1,12 +1,9 @@
 """The S3 requests of the lean transport as pure plans: no sockets, no sleeping.
 
-Each store operation is a generator that yields :class:`HttpRequest` (signed,
-ready to send) or :class:`Sleep` steps and receives an :class:`HttpResponse`
-or a :class:`TransportFailure` back; it returns the operation's result or
-raises the storage error. ``lean.py`` says how a step is sent or waited,
-blocking and on the loop, and the step runner (``storage/steps.py``) carries
-the exchange out, so argument building, retries with backoff, lost-response
-handling and error mapping exist once.
+Each operation is a generator that yields signed :class:`HttpRequest` or
+:class:`Sleep` steps, receives a :class:`Reply` for each, and returns the
+result or raises the storage error; ``lean.py`` performs the steps through
+``storage/steps.py``. Retries, lost-response handling and error mapping exist once.
 """
 
 from __future__ import annotations
@@ -77,13 +74,11 @@ Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
 
 
 class BucketRegionError(StoreUnavailableError):
-    """The bucket is in another region, and following it means another host.
+    """The bucket is in another region, whose requests go to another host.
 
-    Raised when a wrong-region answer names a region whose requests go to
-    another host (an AWS endpoint names its region): the plans cannot move
-    the connection pools; the store's runner may catch this, reconnect to
-    ``addressing`` and call :meth:`S3Protocol.use_region` before starting the
-    operation again (nothing was done by the refused request).
+    The plans cannot move the connection pools: the store's runner may catch
+    this, reconnect to ``addressing``, call :meth:`S3Protocol.use_region` and
+    start the operation again (the refused request did nothing).
 
     Args:
         message: What happened and what to configure.
@@ -294,10 +289,7 @@ class S3Protocol:
     def error(
         self, reply: Reply, operation: str, key: str | None = None, note: str = ""
     ) -> StorageError:
-        """The storage error for a failed exchange (never quoting credentials).
-
-        ``note`` is appended to the message (after ``; ``) when given.
-        """
+        """The storage error of a failed exchange (no credentials in it), ``note`` after ``; ``."""
         endpoint = self.addressing.public_url
         if isinstance(reply, TransportFailure):
             return unreachable_error(
@@ -329,11 +321,7 @@ class S3Protocol:
         return self.signer.region
 
     def use_region(self, region: str, addressing: Addressing | None = None) -> None:
-        """Sign later requests for ``region`` (and send them to ``addressing`` if given).
-
-        The store's runner calls this with the addressing of a
-        :class:`BucketRegionError` once its pools connect there.
-        """
+        """Sign later requests for ``region`` (and send them to ``addressing`` if given)."""
         self.signer = Signer(region)
         if addressing is not None:
             self.addressing = addressing
@@ -341,8 +329,7 @@ class S3Protocol:
     def _redirect(self, request: HttpRequest, reply: Reply, operation: str) -> str | None:
         """The region to re-sign ``request`` for after a wrong-region ``reply``, or ``None``.
 
-        Follows it (remembers the region for every later request) when only
-        the signature changes; raises :class:`BucketRegionError` when the
+        Remembered for every later request; :class:`BucketRegionError` when the
         requests must go to another host.
         """
         if not isinstance(reply, HttpResponse):
