@@ -496,9 +496,8 @@ class ConnectionPool(CappedPool):
     def _receive(self, conn: _Connection, reader: AnswerReader) -> HttpResponse:
         """Read one answer within one deadline: ``read_timeout`` for all of it.
 
-        Each ``recv`` waits at most the read timeout; once less than half of
-        it is left, at most what is left, so a server trickling bytes (or
-        endless interim answers) cannot hold the request much past it.
+        Once less than half of it is left, each ``recv`` waits at most what is
+        left: a server trickling bytes cannot hold the request much past it.
         """
         sock = conn.sock
         deadline = time.monotonic() + self._read_timeout
