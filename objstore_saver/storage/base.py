@@ -1,16 +1,12 @@
 """The storage protocol every backend implements.
 
 A backend is a flat namespace of immutable-by-convention objects addressed by
-ASCII keys. It offers four operations and nothing else: ``put`` (create-only or
-overwrite), ``get`` (whole object or a byte range), ``list`` (keys under a
-prefix, in ascending byte order, from a start key, one page at a time) and a
-batched ``delete``. Everything the saver does is expressed with these.
-
-Every backend offers the four operations twice: as blocking, thread-safe
-methods and as coroutines (``aput``, ``aget``, ``alist``, ``adelete``) with the
-same arguments, results and errors. A backend with a native async client awaits
-it; one without (the local directory, boto3) inherits :class:`ThreadedAsync`,
-the single place where blocking calls are moved to worker threads.
+ASCII keys, with four operations: ``put`` (create-only or overwrite), ``get``
+(whole or a byte range), ``list`` (one page of keys under a prefix, ascending,
+from a start key) and a batched ``delete``. Each is a blocking, thread-safe
+method and a coroutine (``aput``...) with the same arguments, results and
+errors; a backend without a native async client (the local directory, boto3)
+inherits :class:`ThreadedAsync`, the one place blocking calls move to threads.
 """
 
 from __future__ import annotations
@@ -76,14 +72,14 @@ MAX_KEY_BYTES = 1024
 _KEY_RE = re.compile(r"[A-Za-z0-9._~%/-]+")
 
 
-def validate_key(key: str) -> None:
-    """Check that ``key`` is in the key alphabet every backend accepts.
+def validate_key(key: str, prefix: str = "") -> str:
+    """Check that ``key`` is in the key alphabet every backend accepts; return ``prefix + key``.
 
     Raises:
         InvalidKeyError: the key is not a string, is empty, longer than 1,024
-            bytes, uses a character outside ``A-Z a-z 0-9 - . _ ~ % /``, starts
-            or ends with ``/``, or has an empty, ``.`` or ``..`` segment. The
-            message names the key.
+            bytes (with ``prefix``, if given), uses a character outside
+            ``A-Z a-z 0-9 - . _ ~ % /``, starts or ends with ``/``, or has an
+            empty, ``.`` or ``..`` segment. The message names the key.
     """
     if not isinstance(key, str):
         raise InvalidKeyError(f"invalid key {key!r}: keys are str, not {type(key).__name__}")
@@ -99,8 +95,18 @@ def validate_key(key: str) -> None:
         )
     if key.startswith("/") or key.endswith("/"):
         raise InvalidKeyError(f"invalid key {key!r}: keys neither start nor end with '/'")
-    if any(seg in ("", ".", "..") for seg in key.split("/")):
+    wrapped = f"/{key}/"
+    if "//" in wrapped or "/./" in wrapped or "/../" in wrapped:
         raise InvalidKeyError(f"invalid key {key!r}: empty, '.' or '..' segment")
+    if not prefix:
+        return key
+    full = prefix + key
+    if len(full) > MAX_KEY_BYTES:
+        raise InvalidKeyError(
+            f"invalid key {key!r}: with prefix {prefix!r} it is {len(full)} bytes, "
+            f"at most {MAX_KEY_BYTES} are allowed"
+        )
+    return full
 
 
 def validate_byte_range(byte_range: tuple[int, int]) -> tuple[int, int]:
@@ -189,10 +195,8 @@ BLOCKING_WORKERS = 64
 async def in_thread(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking storage call in the shared worker pool, with the caller's context.
 
-    The pool is larger than the event loop's default executor, so many
-    concurrent conversations do not queue behind a handful of threads; context
-    variables (a trace span, for one) travel with the call. Its hand-off is
-    leaner than ``run_in_executor`` (:mod:`objstore_saver.storage.worker_pool`).
+    The pool is larger than the loop's default executor, and its hand-off leaner
+    than ``run_in_executor`` (:mod:`objstore_saver.storage.worker_pool`).
     """
     if kwargs:
         call = functools.partial(call, **kwargs)
@@ -200,12 +204,8 @@ async def in_thread(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 class ThreadedAsync:
-    """The coroutine operations of a backend whose client only blocks.
-
-    Each coroutine runs the blocking method through :func:`in_thread`, so the
-    loop never waits on the disk or the network. This is the one place the
-    project moves a storage call to a thread.
-    """
+    """The coroutine operations of a backend whose client only blocks, each run
+    through :func:`in_thread` so the loop never waits on the disk or the network."""
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Run :meth:`put` in a worker thread."""
@@ -258,11 +258,8 @@ class DescribesRequests(Protocol):
 
 
 class StoreWrapper:
-    """Base of stores that wrap another one (metering, fault injection).
-
-    Holds the wrapped store and forwards what describes it; subclasses
-    implement the four requests.
-    """
+    """Base of stores that wrap another one (metering, fault injection); subclasses
+    implement the four requests."""
 
     def __init__(self, inner: ObjectStore) -> None:
         self._inner = inner

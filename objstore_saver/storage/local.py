@@ -1,19 +1,14 @@
 """A backend on a local directory: key ``a/b/c`` is the file ``<root>/a/b/c``.
 
-Writes go to a temporary file in the target's directory and are then linked
-(create-only) or renamed (overwrite) into place, so a reader never sees a
-partial object. Temporary names contain ``#``, a character outside the key
-alphabet: they never collide with a key and listings skip them.
+Writes go to a temporary file in the target's directory, then are linked
+(create-only) or renamed (overwrite) into place: a reader never sees a partial
+object. Temporary names contain ``#``, outside the key alphabet: they never
+collide with a key and listings skip them. A put makes only the system calls
+its guarantees need (spec §2); parent directories are looked at only when the
+temporary file cannot be created.
 
-A put is the chat turn's most frequent request, so its path is kept to the
-system calls its guarantees need (spec §2): with ``fsync``, create the
-temporary file, write, ``fsync``, close, ``link``/``rename``, ``unlink``, and
-``fsync`` of the directory; the parent directories are only looked at when
-the temporary file cannot be created (its directory is missing).
-
-Limits of the mapping: a key cannot be both an object and a directory of
-other keys (``a`` and ``a/b``), and every segment must fit in a file name
-(255 bytes).
+A key cannot be both an object and a directory of other keys (``a`` and
+``a/b``), and every segment must fit in a file name (255 bytes).
 """
 
 from __future__ import annotations
@@ -194,12 +189,8 @@ class LocalStore(ThreadedAsync):
         )
 
     def _make_parents(self, key: str) -> list[str]:
-        """Create the missing directories of ``key``; return those this call created.
-
-        Walks up from the key's directory to the deepest one that exists, then
-        creates the missing ones downwards: a new directory under an existing
-        one (a checkpoint's writes) costs one ``mkdir``.
-        """
+        """Create the missing directories of ``key``, bottom-up first (a new directory
+        under an existing one costs one ``mkdir``); return those this call created."""
         created: list[str] = []
         missing: list[str] = []
         path = os.path.dirname(self._path(key))
@@ -227,12 +218,7 @@ class LocalStore(ThreadedAsync):
         return True
 
     def _write_temp(self, directory: str, data: bytes) -> str:
-        """Write ``data`` to a new temporary file in ``directory``; return its path.
-
-        Raises:
-            FileNotFoundError: ``directory`` does not exist.
-            NotADirectoryError: a component of ``directory`` is a file.
-        """
+        """Write ``data`` to a new temporary file in ``directory``; return its path."""
         tmp = os.path.join(directory, _temp_names.next())
         fd = os.open(tmp, _TEMP_FLAGS, 0o666)
         done = False
@@ -267,12 +253,6 @@ class LocalStore(ThreadedAsync):
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Store ``data`` at ``key`` atomically.
-
-        Args:
-            key: Key of the object.
-            data: The whole object.
-            mode: ``CREATE`` to fail if the key holds an object, ``OVERWRITE``
-                to replace it.
 
         Raises:
             ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
@@ -378,15 +358,9 @@ class LocalStore(ThreadedAsync):
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys that start with ``prefix``, ascending.
+        """List up to ``limit`` (1 to 1,000) keys after ``start_after`` under ``prefix``.
 
-        Args:
-            prefix: Only keys starting with it are listed (``""`` for all).
-            start_after: Only keys strictly greater than it are listed.
-            limit: Page size, 1 to 1,000.
-
-        Returns:
-            The page; ``truncated`` is true exactly when more keys follow.
+        ``truncated`` is true exactly when more keys follow.
 
         Raises:
             ValueError: ``limit`` is out of range.
@@ -422,9 +396,7 @@ class LocalStore(ThreadedAsync):
             directory = os.path.dirname(directory)
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete the given keys, then the directories they leave empty.
-
-        A key that holds nothing is not an error.
+        """Delete the given keys (holding nothing is no error), then emptied directories.
 
         Raises:
             InvalidKeyError: a key is outside the key alphabet; nothing is deleted.

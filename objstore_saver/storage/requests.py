@@ -58,12 +58,11 @@ StorageRequest = Get | Put | ListKeys | Delete
 
 
 class Handles(Protocol):
-    """Whatever has the protocol's four blocking methods: a store, or a layer's step builders.
+    """Whatever has the protocol's four blocking methods: a store, or step builders.
 
-    The S3 exchange (:class:`~objstore_saver.storage.s3.protocol.S3Protocol`)
-    and the sealing layer's step builders have them too, under the same names
-    and arguments, so :func:`call` turns a request value into its generator of
-    steps (:mod:`~objstore_saver.storage.steps`).
+    The S3 plans (:class:`~objstore_saver.storage.s3.protocol.S3Protocol`) and the
+    sealing layer's step builders have them too, so :func:`call` turns a request
+    value into its generator of steps (:mod:`~objstore_saver.storage.steps`).
     """
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any: ...

@@ -1,16 +1,11 @@
 """Opening a store: from a URL (``s3://bucket/prefix?endpoint_url=...&region=...``,
 ``file:///path``) or from a bucket and its options, on the transport they name.
 
-An ``s3://`` URL may also name a CA bundle file (``ca_bundle=/path``) or turn
-TLS verification off (``verify=false``); proxies come from the environment
-(``HTTPS_PROXY``...) or the ``proxies`` option, never from a URL.
-
 :func:`parse_url` checks a URL and :func:`store_from_url` builds the
 :class:`~objstore_saver.storage.ObjectStore` it names. URLs never carry
-secrets: S3 credentials come from boto3's chain (``AWS_PROFILE``,
-``AWS_ACCESS_KEY_ID``, instance roles...), and the endpoint, when the URL
-names none, is resolved by the transport itself
-(:func:`~objstore_saver.storage.s3.settings.configured_endpoint`).
+secrets (S3 credentials come from boto3's chain) nor proxies (the environment
+or the ``proxies`` option); an endpoint the URL does not name is resolved by
+the transport (:func:`~objstore_saver.storage.s3.settings.configured_endpoint`).
 """
 
 from __future__ import annotations

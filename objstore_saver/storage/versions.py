@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from objstore_saver.storage.base import MAX_LIST_PAGE, StorageError, StoreWrapper
+from objstore_saver.storage.base import MAX_LIST_PAGE, ObjectStore, StorageError, layers
 
 #: Versions one ``ListObjectVersions`` page holds at most (read at each request).
 PAGE_SIZE = MAX_LIST_PAGE
@@ -91,18 +91,16 @@ class VersionedStore(Protocol):
         ...
 
 
-def versioned_layer(store: object) -> VersionedStore | None:
+def versioned_layer(store: ObjectStore) -> VersionedStore | None:
     """The outermost layer of ``store`` offering object versions, when the store at
     the bottom (an S3 store) keeps them; None over a local directory.
 
     A wrapper (a meter) offers them by forwarding: alone it is no versioned store.
     """
-    layers = [store]
-    while isinstance(layers[-1], StoreWrapper):
-        layers.append(layers[-1].inner)
-    if not isinstance(layers[-1], VersionedStore):
+    stack = list(layers(store))
+    if not isinstance(stack[-1], VersionedStore):
         return None
-    return next(layer for layer in layers if isinstance(layer, VersionedStore))
+    return next(layer for layer in stack if isinstance(layer, VersionedStore))
 
 
 def destruction_order(

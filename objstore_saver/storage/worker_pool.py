@@ -1,14 +1,11 @@
 """Worker threads that run blocking storage calls for coroutines.
 
-``loop.run_in_executor`` costs, per call, a :class:`concurrent.futures.Future`
-(with its condition variable), an asyncio future chained to it, and one
-wake-up of the event loop through its self-pipe. With 64 conversations on the
-local directory store, that hop was a visible share of a turn's CPU
-(docs/profile.md, "Local store, 64 async"). This pool hands each call to a
-worker with a plain queue and returns its outcome through a per-loop inbox: a
-worker that finishes while the loop has not yet collected earlier outcomes
-adds to them without another wake-up, so the loop collects all in one
-callback.
+``loop.run_in_executor`` costs, per call, a :class:`concurrent.futures.Future`,
+an asyncio future chained to it and one wake-up of the loop: a visible share
+of a turn's CPU with 64 conversations on the local store (docs/profile.md,
+"Local store, 64 async"). This pool hands each call to a worker on a plain
+queue and returns its outcome through a per-loop inbox: outcomes posted before
+the loop collects the earlier ones need no other wake-up.
 
 Workers are daemon threads: a call still running when the interpreter exits
 is abandoned, like a request whose connection drops. Every store operation is

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from objstore_saver.storage.http.connection_cap import JOINED_BODY_MAX, CappedPool, ProxyRefused
 from objstore_saver.storage.http.messages import (
     HttpRequest,
     HttpResponse,
@@ -20,6 +19,7 @@ from objstore_saver.storage.http.messages import (
     TransportFailure,
 )
 from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, AnswerReader, ProtocolError
+from objstore_saver.storage.http.sync_pool import JOINED_BODY_MAX, CappedPool, ProxyRefused
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 _RECV = 256 * 1024
@@ -63,7 +63,7 @@ class AsyncConnectionPool(CappedPool):
     """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open.
 
     A burst of coroutines never opens more sockets than the cap; the blocking
-    twin is ``sync_pool.ConnectionPool``. Arguments: :class:`CappedPool`.
+    twin is ``sync_pool.ConnectionPool``. Arguments: :class:`~.sync_pool.CappedPool`.
     """
 
     def _setup(self) -> None:
@@ -91,12 +91,7 @@ class AsyncConnectionPool(CappedPool):
             return self._connect_failed(exc)
 
     async def _open(self) -> _Conn:
-        """A new connection to the origin (through the proxy's tunnel, if any).
-
-        Raises:
-            OSError: no connection, or its TLS handshake failed.
-            ProxyRefused: the proxy refused the tunnel or answered it wrongly.
-        """
+        """A new connection to the origin (through the proxy's tunnel, if any)."""
         host, port = self._dial
         if not self._tunnel:
             return await asyncio.open_connection(host, port, ssl=self._ssl, limit=MAX_HEAD_BYTES)

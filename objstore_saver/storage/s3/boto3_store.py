@@ -31,9 +31,7 @@ from botocore.exceptions import (
 
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
-    MAX_KEY_BYTES,
     MAX_LIST_PAGE,
-    InvalidKeyError,
     ListPage,
     ObjectExistsError,
     ObjectInfo,
@@ -55,13 +53,14 @@ from objstore_saver.storage.s3.rules import (
     conflict_wait,
     create_raced,
     create_refused,
+    delete_refused,
     key_missing,
     range_past_end,
     unreachable_error,
 )
 from objstore_saver.storage.s3.settings import (
     BUILT_INTO_THE_CLIENT,
-    EncryptionNotConfirmedError,
+    EncryptionNotConfirmedError as EncryptionNotConfirmedError,
     S3Encryption,
     S3Settings,
     public_url,
@@ -232,22 +231,12 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         return f"Boto3S3Store({self._location!r}, encryption={self._encryption!r})"
 
     def _full_key(self, key: str) -> str:
-        validate_key(key)
-        full = self._prefix + key
-        if len(full) > MAX_KEY_BYTES:
-            raise InvalidKeyError(
-                f"invalid key {key!r}: with prefix {self._prefix!r} it is {len(full)} bytes, "
-                f"at most {MAX_KEY_BYTES} are allowed"
-            )
-        return full
+        return validate_key(key, self._prefix)
 
     def _error(
         self, exc: Exception, operation: str, key: str | None = None, note: str = ""
     ) -> StorageError:
-        """Map a boto error to the storage error to raise (never with credentials).
-
-        ``note`` is appended to the message (after ``; ``) when given.
-        """
+        """The storage error of a boto error (never with credentials), ``note`` after ``; ``."""
         subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
             return answer_error(
@@ -284,9 +273,9 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def _invoke(self, method: Any, operation: str, key: str | None, **args: Any) -> Any:
         """Call a client method; a refused parameter raises a StorageError.
 
-        botocore's ParamValidationError quotes the refused values, an SSE-C key
-        among them: the error raised instead names the parameters only and is
-        raised outside the handler, so it neither chains nor holds the original.
+        botocore's ParamValidationError quotes the values, an SSE-C key among
+        them: ours names the parameters only and is raised outside the handler,
+        so it neither chains nor holds the original.
         """
         try:
             return method(**args)
@@ -322,12 +311,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             return False
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Store ``data`` at ``key`` with one ``PutObject``.
-
-        Args:
-            key: Key of the object, relative to the prefix.
-            data: The whole object.
-            mode: ``CREATE`` sends ``If-None-Match: *``; ``OVERWRITE`` does not.
+        """Store ``data`` at ``key`` with one ``PutObject`` (``CREATE``: ``If-None-Match: *``).
 
         Raises:
             ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
@@ -365,17 +349,9 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
                 raise self._error(exc, "put", key) from exc
             except BotoCoreError as exc:
                 raise self._error(exc, "put", key) from exc
-            self._check_encryption(response, key)
+            if self._encryption is not None and not self._encryption.confirmed_by(response):
+                raise self._encryption.not_confirmed(key, self._location)
             return
-
-    def _check_encryption(self, response: dict[str, Any], key: str) -> None:
-        if self._encryption is None or self._encryption.confirmed_by(response):
-            return
-        raise EncryptionNotConfirmedError(
-            f"S3 put of key {key!r} in {self._location}: the server did not confirm "
-            f"{self._encryption.kind} encryption (it may not support it); the object "
-            "may be stored unencrypted"
-        )
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Return the object at ``key``, or bytes ``[start, end)`` of it.
@@ -419,14 +395,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys that start with ``prefix``, ascending.
-
-        One ``ListObjectsV2`` request.
-
-        Args:
-            prefix: Only keys starting with it are listed (``""`` for all).
-            start_after: Only keys strictly greater than it are listed.
-            limit: Page size, 1 to 1,000.
+        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (``ListObjectsV2``).
 
         Raises:
             ValueError: ``limit`` is out of range.
@@ -460,8 +429,6 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
     def delete(self, keys: Sequence[str]) -> None:
         """Delete the given keys with ``DeleteObjects``, 1,000 keys per request.
 
-        A key that holds nothing is not an error.
-
         Raises:
             InvalidKeyError: a key is invalid; nothing is deleted.
             StoreUnavailableError: the bucket cannot be used.
@@ -480,17 +447,12 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
                 )
             except (ClientError, BotoCoreError) as exc:
                 raise self._error(exc, "delete", keys[i]) from exc
-            errors = response.get("Errors") or []
+            errors = [
+                (e.get("Key", ""), e.get("Code", "Unknown"), e.get("Message", ""))
+                for e in response.get("Errors") or []
+            ]
             if errors:
-                first = errors[0]
-                key = first.get("Key", "")
-                if key.startswith(self._prefix):
-                    key = key[len(self._prefix) :]
-                more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""
-                raise StorageError(
-                    f"S3 delete of key {key!r} in {self._location} failed: "
-                    f"{first.get('Code', 'Unknown')}: {first.get('Message', '')}{more}"
-                )
+                raise delete_refused(self._location, self._prefix, errors)
 
 
 #: The name this transport had while it was the only one; kept so that code

@@ -1,12 +1,10 @@
 """The lean S3 transport's credentials: botocore's chain, refreshed off the event loop.
 
-botocore resolves credentials (environment, shared files, SSO, roles,
-instance and container metadata) and refreshes temporary ones itself, in the
-thread that asks for them. A blocking caller may wait for that; a coroutine
-must not hold the event loop while a role is assumed or the metadata service
-answers, so :meth:`CredentialChain.ready` does the resolution or refresh in a
-worker thread, one at a time: coroutines (of any loop) that need it meanwhile
-wait for that one refresh instead of starting their own.
+botocore resolves credentials and refreshes temporary ones itself, in the
+thread that asks for them. A coroutine must not hold the event loop while a
+role is assumed or the metadata service answers, so
+:meth:`CredentialChain.ready` does it in a worker thread, one at a time:
+coroutines (of any loop) that need it meanwhile wait for that one refresh.
 """
 
 from __future__ import annotations
@@ -123,7 +121,6 @@ class CredentialChain:
         await asyncio.shield(asyncio.wrap_future(pending))
 
     def _refresh_into(self, pending: concurrent.futures.Future[Credentials]) -> None:
-        """Run one resolution or refresh in this (worker) thread and report it."""
         try:
             result = self()
         except BaseException as exc:  # noqa: BLE001  # handed to every waiting coroutine

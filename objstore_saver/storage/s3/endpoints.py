@@ -111,11 +111,7 @@ def resolve_addressing(
     style: str,
     session: Any,
 ) -> Addressing:
-    """The addressing of a bucket: on its configured endpoint, else on AWS.
-
-    Raises:
-        ValueError: see :func:`custom_addressing` and :func:`aws_addressing`.
-    """
+    """The addressing of a bucket: on its configured endpoint, else on AWS."""
     if endpoint_url is not None:
         return custom_addressing(bucket, endpoint_url, style, endpoint_source or "endpoint_url")
     variants = endpoint_variants(session)

@@ -1,11 +1,9 @@
 """A lean S3 backend: SigV4 signed here, HTTP/1.1 sent by the standard library, sync and async.
 
-The requests, retries and error mapping are the pure plans of
-``protocol.py``; this module only sends what they yield, one way blocking
-(a thread-safe keep-alive pool of plain sockets, ``sync_pool.py``)
-and one way on the event loop (asyncio streams, ``async_pool.py``, no thread
-hop). Credentials come from botocore's standard chain. Why this design won
-over boto3, aiobotocore and obstore is in ``docs/transport.md``.
+This module only sends what the pure plans of ``protocol.py`` yield, on the
+blocking pool (``sync_pool.py``) or on the event loop (``async_pool.py``, no
+thread hop). Why this design won over boto3, aiobotocore and obstore is in
+``docs/transport.md``.
 """
 
 from __future__ import annotations
@@ -215,7 +213,6 @@ class LeanS3Store:
     # --- transports --------------------------------------------------------------------
 
     def _pool_options(self) -> dict[str, Any]:
-        """What both pools are built with: timeouts, caps, TLS context and proxy."""
         client = self._settings.client
         return {
             "connect_timeout": client.connect_timeout,
@@ -228,7 +225,6 @@ class LeanS3Store:
         }
 
     def _send(self, request: HttpRequest) -> Reply:
-        """Send one request on the blocking pool."""
         return self._pool.send(request)
 
     def _aio_pool(self) -> AsyncConnectionPool:
@@ -243,16 +239,13 @@ class LeanS3Store:
         return pool
 
     async def _asend(self, request: HttpRequest) -> Reply:
-        """Send one request on the running loop's pool."""
         return await self._aio_pool().send(request)
 
     def _move(self, moved: BucketRegionError) -> None:
         """Follow the bucket to its region's host: new pools there, requests signed for it.
 
-        Nothing the refused request asked for was done, so the caller starts
-        its operation again. The blocking pool's idle connections to the old
-        host are closed; the event loops' pools are dropped and made anew on
-        their next request.
+        Nothing the refused request asked for was done: the caller starts its
+        operation again. The event loops' pools are made anew on their next request.
         """
         with self._move_lock:
             if self._protocol.addressing == moved.addressing:
@@ -270,7 +263,6 @@ class LeanS3Store:
     # --- carrying out an exchange (storage/steps.py runs it) ----------------------------
 
     def _perform(self, step: HttpRequest | Sleep) -> Reply | None:
-        """Send one request on the blocking pool, or sleep a retry's backoff."""
         if isinstance(step, Sleep):
             time.sleep(step.seconds)
             return None
@@ -281,7 +273,6 @@ class LeanS3Store:
         return self._pool.send_ahead(step) if isinstance(step, HttpRequest) else None
 
     async def _aperform(self, step: HttpRequest | Sleep) -> Reply | None:
-        """Coroutine twin of :meth:`_perform`, on the running loop's pool."""
         if isinstance(step, Sleep):
             await asyncio.sleep(step.seconds)
             answer = None
@@ -291,10 +282,7 @@ class LeanS3Store:
         return answer
 
     async def _signable(self) -> None:
-        """Refresh credentials due for it in a worker thread, never on the loop.
-
-        Awaited before every step of an exchange is made: making it may sign a request.
-        """
+        """Refresh due credentials in a worker thread (making the next step may sign)."""
         if self._credentials.refresh_due():
             await self._credentials.ready()
 
@@ -310,18 +298,11 @@ class LeanS3Store:
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
         """Send the first HTTP request of ``request`` (a storage request value) now.
 
-        Returns the function that waits for its answer and returns (or
-        raises) what the blocking call would; it must be called once. The
-        blocking driver sends a batch's requests this way from one thread and
-        reads the answers after its ``meanwhile`` work: no thread hop. Retries,
-        and a request that finds no free connection slot at once, run inside
-        that function, as the blocking call would run them.
+        Returns the function, to be called once, that waits for its answer and
+        returns (or raises) what the blocking call would; retries, and a request
+        that finds no free connection slot at once, run inside it.
         """
-
-        def make() -> Exchange[Any]:
-            exchange: Exchange[Any] = call(self._protocol, request)
-            return exchange
-
+        make: Callable[[], Exchange[Any]] = partial(call, self._protocol, request)
         begun = steps.send_ahead(make(), self._perform, self._ahead)
         return lambda: self._run(make, begun)
 

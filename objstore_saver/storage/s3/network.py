@@ -109,11 +109,8 @@ def proxy_for(
 
 def _environment_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """``(value, variable)`` of the ``*_proxy`` variables by scheme, read as
-    :func:`urllib.request.getproxies_environment` reads them.
-
-    Any case is read, lower case wins (an empty lower-case one removes the
-    entry), and ``HTTP_PROXY`` is ignored under CGI (``REQUEST_METHOD`` set).
-    """
+    :func:`urllib.request.getproxies_environment` reads them (lower case wins,
+    ``HTTP_PROXY`` ignored under CGI)."""
     found: dict[str, tuple[str, str]] = {}
     for name, value in env.items():
         lowered = name.lower()
@@ -131,12 +128,7 @@ def _environment_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
 
 
 def tls_context(choice: TrustChoice) -> ssl.SSLContext:
-    """The TLS context of a trust choice.
-
-    Raises:
-        ConfigurationError: the bundle file is missing or holds no usable
-            certificate; the message names the path and where it came from.
-    """
+    """The TLS context of a trust choice (ConfigurationError for an unusable bundle file)."""
     if not choice.verify:
         logger.warning(
             "TLS certificate verification is OFF for the S3 endpoint (%s=False): "
@@ -178,20 +170,11 @@ def network_for(
     session: Any = None,
     environ: Mapping[str, str] | None = None,
 ) -> Network:
-    """The TLS context and proxy of the pools reaching ``scheme://host``.
+    """The TLS context and proxy of the pools reaching ``scheme://host`` (``host[:port]``).
 
-    The TLS context is ``None`` for an ``http`` origin: its trust settings
-    are then not read (a stale ``AWS_CA_BUNDLE`` does not stop a plain-HTTP
-    MinIO).
-
-    Args:
-        scheme: ``http`` or ``https``.
-        host: ``host[:port]`` of the origin.
-        proxies: botocore's ``proxies`` mapping (see :func:`proxy_for`).
-        verify: See :func:`trust_choice`.
-        ca_bundle: See :func:`trust_choice`.
-        session: The boto3/botocore session whose profile may set ``ca_bundle``.
-        environ: The environment to read (default ``os.environ``).
+    The options are those of :func:`proxy_for` and :func:`trust_choice`. The
+    TLS context is ``None`` for an ``http`` origin, whose trust settings are not
+    read (a stale ``AWS_CA_BUNDLE`` does not stop a plain-HTTP MinIO).
 
     Raises:
         ConfigurationError: a CA bundle is missing or unusable, or the proxy

@@ -1,12 +1,9 @@
 """The S3 requests of the lean transport as pure plans: no sockets, no sleeping.
 
-Each store operation is a generator that yields :class:`HttpRequest` (signed,
-ready to send) or :class:`Sleep` steps and receives an :class:`HttpResponse`
-or a :class:`TransportFailure` back; it returns the operation's result or
-raises the storage error. ``lean.py`` says how a step is sent or waited,
-blocking and on the loop, and the step runner (``storage/steps.py``) carries
-the exchange out, so argument building, retries with backoff, lost-response
-handling and error mapping exist once.
+Each operation is a generator that yields signed :class:`HttpRequest` or
+:class:`Sleep` steps, receives a :class:`Reply` for each, and returns the
+result or raises the storage error; ``lean.py`` performs the steps through
+``storage/steps.py``. Retries, lost-response handling and error mapping exist once.
 """
 
 from __future__ import annotations
@@ -24,9 +21,7 @@ from xml.sax.saxutils import escape
 
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
-    MAX_KEY_BYTES,
     MAX_LIST_PAGE,
-    InvalidKeyError,
     ListPage,
     ObjectExistsError,
     ObjectInfo,
@@ -50,6 +45,7 @@ from objstore_saver.storage.s3.rules import (
     conflict_wait,
     create_raced,
     create_refused,
+    delete_refused,
     error_code,
     is_wrong_region,
     key_missing,
@@ -58,7 +54,7 @@ from objstore_saver.storage.s3.rules import (
     unreachable_error,
     unreached_note,
 )
-from objstore_saver.storage.s3.settings import EncryptionNotConfirmedError, S3Encryption
+from objstore_saver.storage.s3.settings import S3Encryption
 from objstore_saver.storage.s3.sigv4 import EMPTY_SHA256, Credentials, Signer, canonical_query
 
 T = TypeVar("T")
@@ -78,13 +74,11 @@ Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
 
 
 class BucketRegionError(StoreUnavailableError):
-    """The bucket is in another region, and following it means another host.
+    """The bucket is in another region, whose requests go to another host.
 
-    Raised when a wrong-region answer names a region whose requests go to
-    another host (an AWS endpoint names its region): the plans cannot move
-    the connection pools; the store's runner may catch this, reconnect to
-    ``addressing`` and call :meth:`S3Protocol.use_region` before starting the
-    operation again (nothing was done by the refused request).
+    The plans cannot move the connection pools: the store's runner may catch
+    this, reconnect to ``addressing``, call :meth:`S3Protocol.use_region` and
+    start the operation again (the refused request did nothing).
 
     Args:
         message: What happened and what to configure.
@@ -263,14 +257,7 @@ class S3Protocol:
 
     def full_key(self, key: str) -> str:
         """``prefix + key`` after checking both fit the key rules."""
-        validate_key(key)
-        full = self.prefix + key
-        if len(full) > MAX_KEY_BYTES:
-            raise InvalidKeyError(
-                f"invalid key {key!r}: with prefix {self.prefix!r} it is {len(full)} bytes, "
-                f"at most {MAX_KEY_BYTES} are allowed"
-            )
-        return full
+        return validate_key(key, self.prefix)
 
     def request(
         self,
@@ -302,10 +289,7 @@ class S3Protocol:
     def error(
         self, reply: Reply, operation: str, key: str | None = None, note: str = ""
     ) -> StorageError:
-        """The storage error for a failed exchange (never quoting credentials).
-
-        ``note`` is appended to the message (after ``; ``) when given.
-        """
+        """The storage error of a failed exchange (no credentials in it), ``note`` after ``; ``."""
         endpoint = self.addressing.public_url
         if isinstance(reply, TransportFailure):
             return unreachable_error(
@@ -337,11 +321,7 @@ class S3Protocol:
         return self.signer.region
 
     def use_region(self, region: str, addressing: Addressing | None = None) -> None:
-        """Sign later requests for ``region`` (and send them to ``addressing`` if given).
-
-        The store's runner calls this with the addressing of a
-        :class:`BucketRegionError` once its pools connect there.
-        """
+        """Sign later requests for ``region`` (and send them to ``addressing`` if given)."""
         self.signer = Signer(region)
         if addressing is not None:
             self.addressing = addressing
@@ -349,8 +329,7 @@ class S3Protocol:
     def _redirect(self, request: HttpRequest, reply: Reply, operation: str) -> str | None:
         """The region to re-sign ``request`` for after a wrong-region ``reply``, or ``None``.
 
-        Follows it (remembers the region for every later request) when only
-        the signature changes; raises :class:`BucketRegionError` when the
+        Remembered for every later request; :class:`BucketRegionError` when the
         requests must go to another host.
         """
         if not isinstance(reply, HttpResponse):
@@ -443,8 +422,12 @@ class S3Protocol:
             reply = yield request
             assert reply is not None
             if isinstance(reply, HttpResponse) and 200 <= reply.status < 300:
-                # The everyday answer: never a redirect, never retried.
-                self.retry.quota.release(taken or NO_RETRY_REFUND)
+                # The everyday answer: never a redirect, never retried. A full
+                # quota is read without the lock: an acquire racing with this
+                # read is ordered after this (no-op) release, as if a moment later.
+                quota = self.retry.quota
+                if quota.available < quota.capacity:
+                    quota.release(taken or NO_RETRY_REFUND)
                 return reply, attempt
             if redirected is None:
                 region = self._redirect(request, reply, operation)
@@ -497,11 +480,7 @@ class S3Protocol:
                 if self.encryption is not None and not encryption_confirmed(
                     self.encryption, reply.headers
                 ):
-                    raise EncryptionNotConfirmedError(
-                        f"S3 put of key {key!r} in {self.location}: the server did not confirm "
-                        f"{self.encryption.kind} encryption (it may not support it); the object "
-                        "may be stored unencrypted"
-                    )
+                    raise self.encryption.not_confirmed(key, self.location)
                 return
             if mode is PutMode.CREATE and isinstance(reply, HttpResponse):
                 code = error_code(reply)[0] if reply.status != 412 else ""
@@ -590,10 +569,6 @@ class S3Protocol:
                 raise self.error(reply, "delete", keys[i])
             errors = parse_delete_errors(reply.body)
             if errors:
-                key, _, code, message = errors[0]
-                if key.startswith(self.prefix):
-                    key = key[len(self.prefix) :]
-                more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""
-                raise StorageError(
-                    f"S3 delete of key {key!r} in {self.location} failed: {code}: {message}{more}"
+                raise delete_refused(
+                    self.location, self.prefix, [(k, c, m) for k, _, c, m in errors]
                 )

@@ -76,30 +76,22 @@ class RetryQuota:
 
     def __init__(self, capacity: int = QUOTA_CAPACITY) -> None:
         self.capacity = capacity
-        self._available = capacity
+        #: Units left (read without the lock; changed only under it).
+        self.available = capacity
         self._lock = threading.Lock()
-
-    @property
-    def available(self) -> int:
-        """Units left."""
-        return self._available
 
     def acquire(self, amount: int) -> bool:
         """Take ``amount`` units for a retry; False (nothing taken) when they are not there."""
         with self._lock:
-            if amount > self._available:
+            if amount > self.available:
                 return False
-            self._available -= amount
+            self.available -= amount
             return True
 
     def release(self, amount: int) -> None:
         """Give back ``amount`` units, never beyond the capacity."""
-        # A full quota read without the lock: an acquire racing with this read
-        # is ordered after this (no-op) release, as if it came a moment later.
-        if self._available >= self.capacity:
-            return
         with self._lock:
-            self._available = min(self.capacity, self._available + amount)
+            self.available = min(self.capacity, self.available + amount)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from objstore_saver.errors import ConfigurationError, StorageError, StoreUnavailableError
@@ -125,6 +126,17 @@ def create_bucket_hint(bucket: str, endpoint: str) -> str:
         f"create it (e.g. aws s3 mb s3://{bucket}{flag}; boto3 and MinIO's mc: "
         f"{CREATE_BUCKET_DOCS})"
     )
+
+
+def delete_refused(location: str, prefix: str, errors: Sequence[tuple[str, ...]]) -> StorageError:
+    """The error for the per-key errors of a ``DeleteObjects`` answer.
+
+    Each error is ``(full key, code, message)``, or with the version id after the key.
+    """
+    key, *_, code, message = errors[0]
+    key = key.removeprefix(prefix)
+    more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""
+    return StorageError(f"S3 delete of key {key!r} in {location} failed: {code}: {message}{more}")
 
 
 #: The note of a check that could not open a connection to the endpoint (not retried).

@@ -1,21 +1,14 @@
 """Every S3 setting, resolved in one place, into three named frozen objects.
 
-Both transports (:class:`~.lean.LeanS3Store`, :class:`~.boto3_store.Boto3S3Store`)
-and every constructor (``from_url``, ``from_bucket``, the CLI, the jobs, the
-LangGraph server entry points) build their store from an :class:`S3Settings`:
-
-* :class:`ClientSettings`: timeouts, connection pool, proxies, TLS trust;
-* :class:`RetrySettings`: attempts, retry mode, backoff;
-* :class:`S3Settings`: bucket, prefix, endpoint, region, addressing style,
-  server-side encryption (:class:`S3Encryption`), extra headers or arguments,
-  and the two above.
-
-A setting left ``None`` is resolved when the store is built, here, in
-boto3's order: the endpoint by :func:`configured_endpoint`, the region by
-:func:`configured_region`, the addressing style by :func:`configured_style`,
-FIPS and dual-stack by :func:`endpoint_variants`, the TLS trust by
-:func:`trust_choice` (each reads the environment and the AWS config files).
-Only the proxy of an origin is chosen per host (:mod:`.network`).
+Both transports and every constructor (``from_url``, ``from_bucket``, the CLI,
+the jobs, the LangGraph server entry points) build their store from an
+:class:`S3Settings` (bucket, prefix, endpoint, region, addressing style,
+:class:`S3Encryption`, extra headers or arguments), which holds a
+:class:`ClientSettings` (timeouts, pool, proxies, TLS trust) and a
+:class:`RetrySettings`. A setting left ``None`` is resolved when the store is
+built, here, in boto3's order (the ``configured_*`` functions,
+:func:`endpoint_variants`, :func:`trust_choice`); only the proxy of an origin
+is chosen per host (:mod:`.network`).
 """
 
 from __future__ import annotations
@@ -267,14 +260,7 @@ BUILT_INTO_THE_CLIENT = tuple(
 
 
 def check_transport(transport: str, given: Mapping[str, Any]) -> None:
-    """Refuse an unknown transport or an option the transport does not take.
-
-    ``given`` holds the options set (to other than their default); a
-    ``retry_mode`` of ``"standard"`` is the lean transport's own.
-
-    Raises:
-        ValueError: naming the transport or the options.
-    """
+    """Refuse (ValueError) an unknown transport or an option set in ``given`` it does not take."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
     if transport == "boto3":
@@ -311,7 +297,6 @@ def store_settings(
 
     Raises:
         TypeError: an option ``owner`` does not take, or options beside ``settings``.
-        ValueError: see :meth:`S3Settings.from_options`.
     """
     if settings is None:
         unexpected = sorted(set(options) - STORE_OPTIONS[transport])
@@ -336,11 +321,7 @@ def public_url(url: str) -> str:
 
 
 def bucket_prefix(prefix: str) -> str:
-    """A key prefix normalized to ``""`` or a valid key followed by ``/``.
-
-    Raises:
-        InvalidKeyError: the prefix is not in the key alphabet.
-    """
+    """A key prefix normalized to ``""`` or a valid key followed by ``/`` (else InvalidKeyError)."""
     prefix = prefix.lstrip("/")
     if not prefix:
         return ""
@@ -349,22 +330,14 @@ def bucket_prefix(prefix: str) -> str:
 
 
 def checked_encryption(encryption: Any) -> S3Encryption | None:
-    """``encryption`` if it is ``None`` or an :class:`S3Encryption`.
-
-    Raises:
-        ValueError: anything else, naming its type.
-    """
+    """``encryption`` if it is ``None`` or an :class:`S3Encryption`, else ValueError."""
     if encryption is not None and not isinstance(encryption, S3Encryption):
         raise ValueError(f"encryption must be an S3Encryption, not {type(encryption).__name__}")
     return encryption
 
 
 def positive_seconds(name: str, value: Any) -> float:
-    """``value`` as seconds if it is a finite positive number.
-
-    Raises:
-        ValueError: naming the option ``name`` and the value.
-    """
+    """``value`` as seconds if it is a finite positive number, else ValueError naming ``name``."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
@@ -375,11 +348,7 @@ def positive_seconds(name: str, value: Any) -> float:
 
 
 def at_least_one(name: str, value: Any) -> int:
-    """``value`` if it is an integer of at least 1.
-
-    Raises:
-        ValueError: naming the option ``name`` and the value.
-    """
+    """``value`` if it is an integer of at least 1, else ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
     return value
@@ -436,9 +405,7 @@ def checked_endpoint(endpoint_url: str, source: str = "endpoint_url") -> SplitRe
     """The parts of an endpoint URL both transports can use.
 
     Raises:
-        ValueError: the URL carries user info or is not an http(s) URL; the
-            message names ``source`` (the option or variable it came from)
-            and the URL without credentials.
+        ValueError: user info in the URL, or not http(s); naming ``source`` and the URL.
     """
     parts = urlsplit(endpoint_url)
     if parts.username is not None or parts.password is not None:
@@ -473,15 +440,8 @@ def s3_config(session: Any) -> dict[str, Any]:
 
 
 def configured_style(argument: str | None, session: Any) -> tuple[str, str]:
-    """The addressing style and where it came from.
-
-    Precedence: the argument, then ``s3 = addressing_style = ...`` of the
-    profile in the AWS config file, then ``auto``.
-
-    Raises:
-        ValueError: the style is not ``auto``, ``path`` or ``virtual``; the
-            message names where it came from.
-    """
+    """The addressing style and where it came from: the argument, the profile's
+    ``s3 = addressing_style = ...``, else ``auto`` (ValueError for another style)."""
     if argument is not None:
         style, source = argument, "addressing_style"
     else:

@@ -116,6 +116,13 @@ class S3Encryption:
         # botocore adds the key's base64 form and its MD5 (SSECustomerKeyMD5).
         return {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": self._customer_key}
 
+    def not_confirmed(self, key: str, location: str) -> EncryptionNotConfirmedError:
+        """The error of a put of ``key`` whose answer did not confirm this encryption."""
+        return EncryptionNotConfirmedError(
+            f"S3 put of key {key!r} in {location}: the server did not confirm {self._kind} "
+            "encryption (it may not support it); the object may be stored unencrypted"
+        )
+
     def confirmed_by(self, response: dict[str, Any]) -> bool:
         """Whether a ``put_object`` response reports this encryption."""
         if self._kind == "SSE-C":
