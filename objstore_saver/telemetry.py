@@ -342,24 +342,14 @@ def _identifier(value: object) -> str | None:
 class Call:
     """One saver call: counts its requests, and traces it when a span records.
 
-    The driver starts it before the plan run (:meth:`start`), calls
-    :meth:`record` after each batch and :meth:`finish` at the end, with the
-    result or the exception that escaped; a call that returns without a
-    recording span needs no :meth:`finish`. When :attr:`span` is not
-    ``None`` the driver runs requests through :meth:`execute` /
-    :meth:`aexecute`, which make one CLIENT span per request, a child of the
-    call's span. Identifiers are read only if its span records.
-
-    Args:
-        telemetry: The saver's telemetry (:attr:`Telemetry.call` makes calls of it).
-        method: Saver method name, e.g. ``aput``.
-        config: The call's ``RunnableConfig``, read for thread, namespace and
-            checkpoint id.
-        thread_id: The thread when the call names it outside a config.
-        checkpoint: The checkpoint a ``put`` stores (its ``id`` is the new
-            checkpoint id).
-        **attributes: More span attributes, named without the
-            ``objstore_saver.`` prefix.
+    The driver calls :meth:`start` before the plan run, :meth:`record` after
+    each batch and :meth:`finish` with the result or the escaping exception (a
+    call that returns untraced needs none). While :attr:`span` records, the
+    driver runs requests through :meth:`execute` / :meth:`aexecute`: one
+    CLIENT span per request, a child of the call's. Identifiers (of
+    ``config``, ``thread_id``, the ``checkpoint`` a put stores) are read only
+    then; ``attributes`` are more span attributes, without the
+    ``objstore_saver.`` prefix.
     """
 
     __slots__ = (
