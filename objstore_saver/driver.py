@@ -1,19 +1,14 @@
 """The two thin drivers that carry out plans: one blocking, one asyncio.
 
-Both feed the same plan generators; only the way a batch of requests is run
-(and a :class:`~objstore_saver.large_value_gate.Hold` waited for) differs: the blocking
-driver runs a batch's requests on a thread pool (the first on the caller's
-thread), or, when the store can send ahead (:class:`SendsAhead`) and the
-batch's requests and answers are small, writes them all from the caller's
-thread and reads the answers afterwards (no thread hop); the asyncio driver
-awaits the store's coroutines on the event loop (a backend with a native
-async client makes no thread hop at all). A batch with ``meanwhile`` work is
-sent first, then the work runs on the caller's thread (or the loop) while the
-requests are in flight, then they are awaited.
-
-A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`:
-the driver hands it each batch's outcomes (counters) and, when its span
-records, runs the requests under child spans.
+Both feed the same plan generators; only how a batch of requests runs (and a
+:class:`~objstore_saver.large_value_gate.Hold` is waited for) differs. The
+blocking driver runs a batch on a thread pool (the first request on the
+caller's thread) or, when the store sends ahead (:class:`SendsAhead`) and the
+requests and answers are small, writes them all from the caller's thread and
+reads the answers after (no thread hop); the asyncio driver awaits the store's
+coroutines. A batch's ``meanwhile`` work runs while its requests are in flight.
+A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`,
+which counts each batch's outcomes and, when its span records, traces the requests.
 """
 
 from __future__ import annotations
@@ -103,22 +98,11 @@ class Driver:
         return _settled(batch.ops, outcomes, call, failed)
 
     def iterate(self, plan: Plan[Any], call: Call | None = None) -> Iterator[Any]:
-        """Run a plan, yielding what it emits.
-
-        Args:
-            plan: The plan.
-            call: Telemetry of the saver call the plan carries out; started
-                when the iteration starts, finished when it ends.
-        """
+        """Run a plan, yielding what it emits; ``call`` starts when the iteration does."""
         return self._steps(plan, call, None)
 
     def run(self, plan: Plan[T], call: Call | None = None) -> T:
-        """Run a plan that emits nothing; return its result.
-
-        Args:
-            plan: The plan.
-            call: Telemetry of the saver call the plan carries out.
-        """
+        """Run a plan that emits nothing; return its result (``call``: its telemetry)."""
         returned: list[T] = []
         steps = self._steps(plan, call, returned)
         for _ in steps:

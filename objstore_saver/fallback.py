@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator, Collection, Generator, Iterator, Sequence
+import functools
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -69,34 +70,64 @@ SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
 
 def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's blocking API (a listing as a list)."""
-    a, kw = call.args, call.kwargs
-    match call.method:
-        case SaverMethod.GET_TUPLE:
-            return saver.get_tuple(*a, **kw)
-        case SaverMethod.LIST:
-            return list(saver.list(*a, **kw))
-        case SaverMethod.PUT:
-            return saver.put(*a, **kw)
-        case SaverMethod.PUT_WRITES:
-            return saver.put_writes(*a, **kw)
-        case SaverMethod.DELETE_THREAD:
-            return saver.delete_thread(*a, **kw)
+    made = getattr(saver, call.method.value)(*call.args, **call.kwargs)
+    return list(made) if call.method is LIST else made
 
 
 async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's async API (a listing as a list)."""
-    a, kw = call.args, call.kwargs
-    match call.method:
-        case SaverMethod.GET_TUPLE:
-            return await saver.aget_tuple(*a, **kw)
-        case SaverMethod.LIST:
-            return [t async for t in saver.alist(*a, **kw)]
-        case SaverMethod.PUT:
-            return await saver.aput(*a, **kw)
-        case SaverMethod.PUT_WRITES:
-            return await saver.aput_writes(*a, **kw)
-        case SaverMethod.DELETE_THREAD:
-            return await saver.adelete_thread(*a, **kw)
+    made = getattr(saver, "a" + call.method.value)(*call.args, **call.kwargs)
+    return [t async for t in made] if call.method is LIST else await made
+
+
+def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
+    """A method written once, as its plan of saver calls; its async twin is ``method.twin``.
+
+    ``list`` (and ``alist``) yield the tuples of the listing the plan returns.
+    """
+    twin: Callable[..., Any]
+    if plan.__name__ == "list":
+
+        def method(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
+            yield from steps.run(plan(self, *args, **kwargs), self._perform)
+
+        async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
+            for tup in await steps.arun(plan(self, *args, **kwargs), self._aperform):
+                yield tup
+
+    else:
+
+        def method(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
+            return steps.run(plan(self, *args, **kwargs), self._perform)
+
+        async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
+            return await steps.arun(plan(self, *args, **kwargs), self._aperform)
+
+    return _with_twin(plan, method, twin)
+
+
+def _bucket(name: str) -> Any:
+    """The bucket saver's method ``name``, and its async twin as ``method.twin``."""
+
+    def method(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.new, name)(*args, **kwargs)
+
+    async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(self.new, "a" + name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The bucket's ``{name}``."
+    return _with_twin(method, method, twin)
+
+
+def _with_twin(like: Callable[..., Any], method: Any, twin: Any) -> Any:
+    functools.update_wrapper(method, like)
+    functools.update_wrapper(twin, like)
+    twin.__name__ = "a" + like.__name__
+    twin.__qualname__ = like.__qualname__.removesuffix(like.__name__) + twin.__name__
+    twin.__doc__ = f"Async :meth:`{like.__name__}`."
+    method.twin = twin
+    return method
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -154,9 +185,11 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         """The bucket's store (where every write goes)."""
         return self.new.store
 
-    # --- plans ---------------------------------------------------------------
+    # --- LangGraph's API: each method is its plan of saver calls ---------------
 
-    def _get_plan(self, config: RunnableConfig) -> SaverPlan[CheckpointTuple | None]:
+    @_planned
+    def get_tuple(self, config: RunnableConfig) -> SaverPlan[CheckpointTuple | None]:
+        """The checkpoint, from the bucket if it holds the thread, else from the old saver."""
         thread_id, ns, checkpoint_id = _ids(config)
         if _key(thread_id, ns) in self._settled:
             return (yield SaverCall(NEW, GET_TUPLE, (config,)))
@@ -180,13 +213,16 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         # puts it last): read the bucket's head again, now that it holds it.
         return (yield SaverCall(NEW, GET_TUPLE, (config,)))
 
-    def _list_plan(
+    @_planned
+    def list(
         self,
         config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
     ) -> SaverPlan[list[CheckpointTuple]]:
+        """Both savers' checkpoints, merged newest first (the bucket's alone once settled)."""
         options = {"filter": filter, "before": before, "limit": limit}
         if config is not None:
             thread_id, ns, _ = _ids(config)
@@ -224,31 +260,54 @@ class FallbackSaver(BaseCheckpointSaver[str]):
             self._settled.add(_key(thread_id, ns))
         return None
 
-    def _put_plan(
+    @_planned
+    def put(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> SaverPlan[RunnableConfig]:
+        """Store a checkpoint in the bucket (its parent copied there first if needed)."""
         yield from self._copied_plan(*_ids(config))
         return (yield SaverCall(NEW, PUT, (config, checkpoint, metadata, new_versions)))
 
-    def _put_writes_plan(
+    @_planned
+    def put_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
-        task_path: str,
+        task_path: str = "",
     ) -> SaverPlan[None]:
+        """Store pending writes in the bucket (their checkpoint copied there first if needed)."""
         yield from self._copied_plan(*_ids(config))
         yield SaverCall(NEW, PUT_WRITES, (config, writes, task_id, task_path))
 
-    def _delete_plan(self, thread_id: str) -> SaverPlan[None]:
+    @_planned
+    def delete_thread(self, thread_id: str) -> SaverPlan[None]:
+        """Delete the thread in the bucket and in the old saver."""
         yield [
             SaverCall(NEW, DELETE_THREAD, (thread_id,)),
             SaverCall(OLD, DELETE_THREAD, (thread_id,)),
         ]
+
+    delete_for_runs = _bucket("delete_for_runs")
+    copy_thread = _bucket("copy_thread")
+    prune = _bucket("prune")
+
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
+        """The bucket's version sequence."""
+        return self.new.get_next_version(current, channel)
+
+    aget_tuple = get_tuple.twin
+    alist = list.twin
+    aput = put.twin
+    aput_writes = put_writes.twin
+    adelete_thread = delete_thread.twin
+    adelete_for_runs = delete_for_runs.twin
+    acopy_thread = copy_thread.twin
+    aprune = prune.twin
 
     # --- drivers -------------------------------------------------------------
 
@@ -274,117 +333,6 @@ class FallbackSaver(BaseCheckpointSaver[str]):
         if isinstance(step, list):
             return list(await asyncio.gather(*(self._acall(c) for c in step)))
         return await self._acall(step)
-
-    # --- LangGraph's API -------------------------------------------------------
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint, from the bucket if it holds the thread, else from the old saver."""
-        return steps.run(self._get_plan(config), self._perform)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Both savers' checkpoints, merged newest first (the bucket's alone once settled)."""
-        yield from steps.run(self._list_plan(config, filter, before, limit), self._perform)
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Store a checkpoint in the bucket (its parent copied there first if needed)."""
-        return steps.run(self._put_plan(config, checkpoint, metadata, new_versions), self._perform)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Store pending writes in the bucket (their checkpoint copied there first if needed)."""
-        steps.run(self._put_writes_plan(config, writes, task_id, task_path), self._perform)
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread in the bucket and in the old saver."""
-        steps.run(self._delete_plan(thread_id), self._perform)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """The bucket's ``delete_for_runs``."""
-        self.new.delete_for_runs(run_ids)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """The bucket's ``copy_thread``."""
-        self.new.copy_thread(source_thread_id, target_thread_id)
-
-    def prune(self, thread_ids: Sequence[str], **options: Any) -> Any:  # type: ignore[override]
-        """The bucket's ``prune``."""
-        return self.new.prune(thread_ids, **options)
-
-    def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
-        """The bucket's version sequence."""
-        return self.new.get_next_version(current, channel)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async :meth:`get_tuple`."""
-        return await steps.arun(self._get_plan(config), self._aperform)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async :meth:`list`."""
-        for tup in await steps.arun(self._list_plan(config, filter, before, limit), self._aperform):
-            yield tup
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async :meth:`put`."""
-        return await steps.arun(
-            self._put_plan(config, checkpoint, metadata, new_versions), self._aperform
-        )
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async :meth:`put_writes`."""
-        await steps.arun(self._put_writes_plan(config, writes, task_id, task_path), self._aperform)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async :meth:`delete_thread`."""
-        await steps.arun(self._delete_plan(thread_id), self._aperform)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async :meth:`delete_for_runs`."""
-        await self.new.adelete_for_runs(run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async :meth:`copy_thread`."""
-        await self.new.acopy_thread(source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], **options: Any) -> Any:  # type: ignore[override]
-        """Async :meth:`prune`."""
-        return await self.new.aprune(thread_ids, **options)
 
 
 def put_writes_calls(

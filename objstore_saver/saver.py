@@ -1,14 +1,16 @@
 """`ObjectStoreSaver`: LangGraph's checkpoint saver API over an object store.
 
-Every method is one line: it builds the plan of :mod:`objstore_saver.plans` and
-hands it to the blocking or the asyncio driver. Sync and async share all logic.
+Each method of LangGraph's API is written once, as the plan of
+:mod:`objstore_saver.plans` it runs; ``_planned`` makes it the blocking method
+and its ``a…`` twin, which hand the plan to the blocking or the asyncio driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -27,12 +29,58 @@ from objstore_saver.constructors import OnObjectStore
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
+from objstore_saver.plans.requests import Plan
 from objstore_saver.plans.verify_report import VerifyReport
 from objstore_saver.storage.base import ObjectStore, sealing_layer
 from objstore_saver.telemetry import SaverStats, Telemetry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
+
+T = TypeVar("T")
+#: What a saver method builds: its plan, and the attributes of its telemetry call.
+_Built = tuple[Plan[T], dict[str, Any]]
+
+
+def _planned(build: Callable[..., _Built[Any]]) -> Any:
+    """A saver method written once, as its plan; its async twin is ``method.twin``.
+
+    The method runs the plan ``build`` returns with the blocking driver, as the
+    call ``build.__name__`` (:class:`~objstore_saver.telemetry.Call`, given
+    the attributes ``build`` returns); the twin with the asyncio driver, as
+    ``"a" + build.__name__``. ``list`` (and ``alist``) iterate what the plan emits.
+    """
+    name = build.__name__
+    aname = "a" + name
+    twin: Callable[..., Any]
+    if name == "list":
+
+        def method(self: ObjectStoreSaver, *args: Any, **kwargs: Any) -> Any:
+            plan, attrs = build(self, *args, **kwargs)
+            return self._driver.iterate(plan, self._call(name, **attrs))
+
+        async def twin(self: ObjectStoreSaver, *args: Any, **kwargs: Any) -> Any:
+            plan, attrs = build(self, *args, **kwargs)
+            async for item in self._driver.aiterate(plan, self._call(aname, **attrs)):
+                yield item
+
+    else:
+
+        def method(self: ObjectStoreSaver, *args: Any, **kwargs: Any) -> Any:
+            plan, attrs = build(self, *args, **kwargs)
+            return self._driver.run(plan, self._call(name, **attrs))
+
+        async def twin(self: ObjectStoreSaver, *args: Any, **kwargs: Any) -> Any:
+            plan, attrs = build(self, *args, **kwargs)
+            return await self._driver.arun(plan, self._call(aname, **attrs))
+
+    functools.update_wrapper(method, build)
+    functools.update_wrapper(twin, build)
+    twin.__name__ = aname
+    twin.__qualname__ = build.__qualname__.removesuffix(name) + aname
+    twin.__doc__ = f"Async :meth:`{name}`."
+    method.twin = twin  # type: ignore[attr-defined]
+    return method
 
 
 class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
@@ -159,12 +207,14 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         if self._sealing is not None:
             self._sealing.counters.reset()
 
-    # --- sync API ----------------------------------------------------------------
+    # --- LangGraph's API: each method is its plan; ``_planned`` runs it sync and async ---
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+    @_planned
+    def get_tuple(self, config: RunnableConfig) -> _Built[CheckpointTuple | None]:
         """Fetch a checkpoint tuple: the one named by ``checkpoint_id``, else the latest."""
-        return self._driver.run(plans.get_tuple(self._ctx, config), self._call("get_tuple", config))
+        return plans.get_tuple(self._ctx, config), {"config": config}
 
+    @_planned
     def list(
         self,
         config: RunnableConfig | None,
@@ -172,58 +222,50 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
+    ) -> _Built[None]:
         """List checkpoints newest first, like ``InMemorySaver.list``."""
-        return self._driver.iterate(
-            plans.list_checkpoints(self._ctx, config, filter=filter, before=before, limit=limit),
-            self._call("list", config),
-        )
+        plan = plans.list_checkpoints(self._ctx, config, filter=filter, before=before, limit=limit)
+        return plan, {"config": config}
 
+    @_planned
     def put(
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    ) -> _Built[RunnableConfig]:
         """Store a checkpoint: new values as objects, then its create-only manifest."""
-        return self._driver.run(
-            plans.put(self._ctx, config, checkpoint, metadata, new_versions),
-            self._call("put", config, checkpoint=checkpoint),
-        )
+        plan = plans.put(self._ctx, config, checkpoint, metadata, new_versions)
+        return plan, {"config": config, "checkpoint": checkpoint}
 
+    @_planned
     def put_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str = "",
-    ) -> None:
+    ) -> _Built[None]:
         """Store a task's pending writes (first write wins; special channels replace)."""
-        self._driver.run(
-            plans.put_writes(self._ctx, config, writes, task_id, task_path),
-            self._call("put_writes", config, task_id=task_id),
-        )
+        plan = plans.put_writes(self._ctx, config, writes, task_id, task_path)
+        return plan, {"config": config, "task_id": task_id}
 
-    def delete_thread(self, thread_id: str) -> None:
+    @_planned
+    def delete_thread(self, thread_id: str) -> _Built[None]:
         """Delete every object of a thread (a prefix sweep) and nothing else."""
-        self._driver.run(
-            plans.delete_thread(self._ctx, thread_id),
-            self._call("delete_thread", thread_id=thread_id),
-        )
+        return plans.delete_thread(self._ctx, thread_id), {"thread_id": thread_id}
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    @_planned
+    def delete_for_runs(self, run_ids: Sequence[str]) -> _Built[None]:
         """Delete the checkpoints and writes whose metadata ``run_id`` is listed."""
-        self._driver.run(plans.delete_for_runs(self._ctx, run_ids), self._call("delete_for_runs"))
+        return plans.delete_for_runs(self._ctx, run_ids), {}
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    @_planned
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> _Built[None]:
         """Copy every checkpoint, write and value of a thread to another thread."""
-        self._driver.run(
-            plans.copy_thread(self._ctx, source_thread_id, target_thread_id),
-            self._call(
-                "copy_thread", thread_id=source_thread_id, target_thread_id=target_thread_id
-            ),
-        )
+        plan = plans.copy_thread(self._ctx, source_thread_id, target_thread_id)
+        return plan, {"thread_id": source_thread_id, "target_thread_id": target_thread_id}
 
     def _prune_plan(
         self,
@@ -257,6 +299,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             tombstone_window=span(tombstone_window),
         )
 
+    @_planned
     def prune(  # type: ignore[override]  # returns a report where LangGraph's returns None
         self,
         thread_ids: Sequence[str],
@@ -269,7 +312,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         idle_for: float | None = None,
         idle_action: str = "delete",
         tombstone_window: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> _Built[dict[str, Any]]:
         """Prune threads, safely while agents write to them (spec §6.9).
 
         ``keep_latest`` keeps each thread's newest ``keep_last`` root checkpoints,
@@ -325,15 +368,16 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             idle_action=idle_action,
             tombstone_window=tombstone_window,
         )
-        return self._driver.run(plan, self._call("prune", threads=len(thread_ids)))
+        return plan, {"threads": len(thread_ids)}
 
+    @_planned
     def verify(
         self,
         thread_id: str | None = None,
         *,
         read_data: bool = False,
         read_data_subset: str | tuple[int, int] | None = None,
-    ) -> VerifyReport:
+    ) -> _Built[VerifyReport]:
         """Check the stored objects of one thread, or of every thread (an fsck).
 
         Every manifest and write must decode and every reference must resolve;
@@ -347,149 +391,31 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             A :class:`~objstore_saver.plans.verify_report.VerifyReport`; ``report.ok`` is False
             when ``report.problems`` names a key at fault.
         """
-        return self._driver.run(
-            fsck.verify(
-                None if thread_id is None else [thread_id],
-                read_data=read_data,
-                read_data_subset=read_data_subset,
-            ),
-            self._call("verify", thread_id=thread_id),
-        )
+        threads = None if thread_id is None else [thread_id]
+        plan = fsck.verify(threads, read_data=read_data, read_data_subset=read_data_subset)
+        return plan, {"thread_id": thread_id}
 
+    @_planned
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
+    ) -> _Built[Mapping[str, DeltaChannelHistory]]:
         """Writes and seed of delta channels along the parent chain (LangGraph beta API)."""
-        return self._driver.run(
-            plans.delta_channel_history(self._ctx, config, channels),
-            self._call("get_delta_channel_history", config),
-        )
+        return plans.delta_channel_history(self._ctx, config, channels), {"config": config}
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
         """Next channel version: integers for new threads, strings continue as strings."""
         return plans.next_version(current)
 
-    # --- async API ---------------------------------------------------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async :meth:`get_tuple`."""
-        return await self._driver.arun(
-            plans.get_tuple(self._ctx, config), self._call("aget_tuple", config)
-        )
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async :meth:`list`."""
-        plan = plans.list_checkpoints(self._ctx, config, filter=filter, before=before, limit=limit)
-        async for item in self._driver.aiterate(plan, self._call("alist", config)):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async :meth:`put`."""
-        return await self._driver.arun(
-            plans.put(self._ctx, config, checkpoint, metadata, new_versions),
-            self._call("aput", config, checkpoint=checkpoint),
-        )
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async :meth:`put_writes`."""
-        await self._driver.arun(
-            plans.put_writes(self._ctx, config, writes, task_id, task_path),
-            self._call("aput_writes", config, task_id=task_id),
-        )
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async :meth:`delete_thread`."""
-        await self._driver.arun(
-            plans.delete_thread(self._ctx, thread_id),
-            self._call("adelete_thread", thread_id=thread_id),
-        )
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async :meth:`delete_for_runs`."""
-        await self._driver.arun(
-            plans.delete_for_runs(self._ctx, run_ids), self._call("adelete_for_runs")
-        )
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async :meth:`copy_thread`."""
-        await self._driver.arun(
-            plans.copy_thread(self._ctx, source_thread_id, target_thread_id),
-            self._call(
-                "acopy_thread", thread_id=source_thread_id, target_thread_id=target_thread_id
-            ),
-        )
-
-    async def aprune(  # type: ignore[override]
-        self,
-        thread_ids: Sequence[str],
-        *,
-        keep_last: int | None = 1,
-        min_age: float | None = None,
-        dry_run: bool = False,
-        strategy: str = "keep_latest",
-        older_than: float | None = None,
-        idle_for: float | None = None,
-        idle_action: str = "delete",
-        tombstone_window: float | None = None,
-    ) -> dict[str, Any]:
-        """Async :meth:`prune`."""
-        plan = self._prune_plan(
-            thread_ids,
-            strategy,
-            keep_last,
-            min_age,
-            dry_run,
-            older_than=older_than,
-            idle_for=idle_for,
-            idle_action=idle_action,
-            tombstone_window=tombstone_window,
-        )
-        return await self._driver.arun(plan, self._call("aprune", threads=len(thread_ids)))
-
-    async def averify(
-        self,
-        thread_id: str | None = None,
-        *,
-        read_data: bool = False,
-        read_data_subset: str | tuple[int, int] | None = None,
-    ) -> VerifyReport:
-        """Async :meth:`verify`."""
-        return await self._driver.arun(
-            fsck.verify(
-                None if thread_id is None else [thread_id],
-                read_data=read_data,
-                read_data_subset=read_data_subset,
-            ),
-            self._call("averify", thread_id=thread_id),
-        )
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """Async :meth:`get_delta_channel_history`."""
-        return await self._driver.arun(
-            plans.delta_channel_history(self._ctx, config, channels),
-            self._call("aget_delta_channel_history", config),
-        )
+    aget_tuple = get_tuple.twin
+    alist = list.twin
+    aput = put.twin
+    aput_writes = put_writes.twin
+    adelete_thread = delete_thread.twin
+    adelete_for_runs = delete_for_runs.twin
+    acopy_thread = copy_thread.twin
+    aprune = prune.twin
+    averify = verify.twin
+    aget_delta_channel_history = get_delta_channel_history.twin
 
 
 class AsyncObjectStoreSaver(ObjectStoreSaver):

@@ -86,7 +86,7 @@ def _json_setting(name: str, env: Mapping[str, str]) -> Any:
     try:
         return json.loads(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"{name} is not JSON: {exc}") from None
+        raise ConfigurationError(f"{name} is not JSON: {exc}") from exc
 
 
 def checkpointer_block(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -193,10 +193,7 @@ def thread_ttl(
     override = env.get(LANGGRAPH_THREAD_TTL, "").strip()
     if override:
         if override.startswith("{"):
-            try:
-                parsed = json.loads(override)
-            except ValueError as exc:
-                raise ConfigurationError(f"{LANGGRAPH_THREAD_TTL} is not JSON: {exc}") from None
+            parsed = _json_setting(LANGGRAPH_THREAD_TTL, env)
             if not isinstance(parsed, dict):
                 raise ConfigurationError(f"{LANGGRAPH_THREAD_TTL} is not a JSON object")
             return _from_mapping(LANGGRAPH_THREAD_TTL, parsed)

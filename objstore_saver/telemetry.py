@@ -113,37 +113,27 @@ class SaverStats:
         def each(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
             return {k: a.get(k, 0) + sign * b.get(k, 0) for k in sorted(set(a) | set(b))}
 
+        totals = {n: getattr(self, n) + sign * getattr(other, n) for n in _TOTALS}
         return SaverStats(
             calls={k: v for k, v in each(self.calls, other.calls).items() if v},
             call_errors={k: v for k, v in each(self.call_errors, other.call_errors).items() if v},
             requests=each(self.requests, other.requests),
-            request_errors=self.request_errors + sign * other.request_errors,
-            bytes_sent=self.bytes_sent + sign * other.bytes_sent,
-            bytes_received=self.bytes_received + sign * other.bytes_received,
-            create_conflicts=self.create_conflicts + sign * other.create_conflicts,
-            not_found=self.not_found + sign * other.not_found,
+            **totals,
         )
+
+
+#: The counters of :class:`SaverStats` that are one number each.
+_TOTALS = ("request_errors", "bytes_sent", "bytes_received", "create_conflicts", "not_found")
 
 
 class Tally:
     """Request counters of one batch or one call (not locked: one owner)."""
 
-    __slots__ = (
-        "bytes_received",
-        "bytes_sent",
-        "create_conflicts",
-        "delete",
-        "get",
-        "list",
-        "not_found",
-        "put",
-        "request_errors",
-    )
+    __slots__ = (*KINDS, *_TOTALS)
 
     def __init__(self) -> None:
-        self.put = self.get = self.list = self.delete = 0
-        self.bytes_sent = self.bytes_received = 0
-        self.create_conflicts = self.not_found = self.request_errors = 0
+        for name in self.__slots__:
+            setattr(self, name, 0)
 
     def count(self, op: Op, outcome: Any) -> None:
         """Count one request and its outcome (its result, or the exception it raised)."""
@@ -220,11 +210,7 @@ class Counters:
                 calls=dict(self._calls),
                 call_errors=dict(self._call_errors),
                 requests={kind: getattr(t, kind) for kind in KINDS},
-                request_errors=t.request_errors,
-                bytes_sent=t.bytes_sent,
-                bytes_received=t.bytes_received,
-                create_conflicts=t.create_conflicts,
-                not_found=t.not_found,
+                **{name: getattr(t, name) for name in _TOTALS},
             )
 
     def reset(self) -> None:
@@ -237,21 +223,14 @@ class Counters:
 
 # --- request span names and attributes -------------------------------------------
 
-_S3_METHODS = {
-    Put: "PutObject",
-    Get: "GetObject",
-    ListKeys: "ListObjectsV2",
-    Delete: "DeleteObjects",
-    Shred: "DeleteObject",
-    KeyState: "GetObject",
-}
-_KIND_OF = {
-    Put: "put",
-    Get: "get",
-    ListKeys: "list",
-    Delete: "delete",
-    Shred: "delete",
-    KeyState: "get",
+#: Each request's S3 operation and kind (as counted).
+_OPERATIONS: dict[type, tuple[str, str]] = {
+    Put: ("PutObject", "put"),
+    Get: ("GetObject", "get"),
+    ListKeys: ("ListObjectsV2", "list"),
+    Delete: ("DeleteObjects", "delete"),
+    Shred: ("DeleteObject", "delete"),
+    KeyState: ("GetObject", "get"),
 }
 
 
@@ -279,15 +258,15 @@ class RequestNaming:
 
     def name(self, op: Op) -> str:
         """Span name, ``Service.Operation``: ``S3.GetObject``, ``LocalStore.PutObject``..."""
-        return f"{self._service}.{_S3_METHODS[type(op)]}"
+        return f"{self._service}.{_OPERATIONS[type(op)][0]}"
 
     def attributes(self, op: Op) -> dict[str, Any]:
         """Attributes known before the request is sent."""
         attrs = dict(self._common)
-        kind = _KIND_OF[type(op)]
+        method, kind = _OPERATIONS[type(op)]
         attrs["objstore_saver.request.kind"] = kind
         if self._s3:
-            attrs["rpc.method"] = _S3_METHODS[type(op)]
+            attrs["rpc.method"] = method
         if isinstance(op, Put | Get):
             attrs["objstore_saver.key"] = op.key
             if self._s3:
@@ -363,24 +342,14 @@ def _identifier(value: object) -> str | None:
 class Call:
     """One saver call: counts its requests, and traces it when a span records.
 
-    The driver starts it before the plan run (:meth:`start`), calls
-    :meth:`record` after each batch and :meth:`finish` at the end, with the
-    result or the exception that escaped; a call that returns without a
-    recording span needs no :meth:`finish`. When :attr:`span` is not
-    ``None`` the driver runs requests through :meth:`execute` /
-    :meth:`aexecute`, which make one CLIENT span per request, a child of the
-    call's span. Identifiers are read only if its span records.
-
-    Args:
-        telemetry: The saver's telemetry (:attr:`Telemetry.call` makes calls of it).
-        method: Saver method name, e.g. ``aput``.
-        config: The call's ``RunnableConfig``, read for thread, namespace and
-            checkpoint id.
-        thread_id: The thread when the call names it outside a config.
-        checkpoint: The checkpoint a ``put`` stores (its ``id`` is the new
-            checkpoint id).
-        **attributes: More span attributes, named without the
-            ``objstore_saver.`` prefix.
+    The driver calls :meth:`start` before the plan run, :meth:`record` after
+    each batch and :meth:`finish` with the result or the escaping exception (a
+    call that returns untraced needs none). While :attr:`span` records, the
+    driver runs requests through :meth:`execute` / :meth:`aexecute`: one
+    CLIENT span per request, a child of the call's. Identifiers (of
+    ``config``, ``thread_id``, the ``checkpoint`` a put stores) are read only
+    then; ``attributes`` are more span attributes, without the
+    ``objstore_saver.`` prefix.
     """
 
     __slots__ = (
@@ -490,20 +459,10 @@ class Call:
                 span.set_attribute("langgraph.checkpoint_id", cid)
         tally = self._tally
         assert tally is not None
-        span.set_attributes(
-            {
-                "objstore_saver.requests": tally.put + tally.get + tally.list + tally.delete,
-                "objstore_saver.requests.put": tally.put,
-                "objstore_saver.requests.get": tally.get,
-                "objstore_saver.requests.list": tally.list,
-                "objstore_saver.requests.delete": tally.delete,
-                "objstore_saver.request_errors": tally.request_errors,
-                "objstore_saver.bytes_sent": tally.bytes_sent,
-                "objstore_saver.bytes_received": tally.bytes_received,
-                "objstore_saver.create_conflicts": tally.create_conflicts,
-                "objstore_saver.not_found": tally.not_found,
-            }
-        )
+        attrs = {f"objstore_saver.requests.{kind}": getattr(tally, kind) for kind in KINDS}
+        attrs["objstore_saver.requests"] = sum(attrs.values())
+        attrs.update({f"objstore_saver.{name}": getattr(tally, name) for name in _TOTALS})
+        span.set_attributes(attrs)
         if error is not None:
             _record_error(span, error)
         span.end()

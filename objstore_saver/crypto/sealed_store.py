@@ -1,7 +1,9 @@
 """A store that seals every object of a thread on the way out and opens it on the way in.
 
 What it seals, how it names content objects and loads keys: docs/encryption.md,
-"Where the sealing happens". The plans see the store as in clear. A listing's
+"Where the sealing happens"; :class:`Route` says which scope's key seals a key
+(a thread's epoch, ``<T>`` or ``<T>%e<n>``, or a long-term store namespace's,
+``store/<P>``). The plans see the store as in clear. A listing's
 content-object names come in the order of their stored names, not of their
 addresses; no plan relies on that order, and paging resumes after the last
 stored name as it must.
@@ -9,6 +11,7 @@ stored name as it must.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -31,7 +34,6 @@ from objstore_saver.crypto.names import (
     scope_path,
     split_scope,
 )
-from objstore_saver.crypto.routes import OBJECTS, Route, thread_of
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import (
     ThreadKey,
@@ -69,6 +71,91 @@ from objstore_saver.telemetry import Counters
 #: Keys kept in memory (a thread's key is read once per process while it is used).
 KEYS_KEPT = 100_000
 
+# --- where a sealed object belongs: the scope whose key seals it (spec §4.10, §8.4.9) ---
+
+OBJECTS = "objects/"
+_RUNS = "runs/"
+_DIGEST_HEX = 64
+
+
+def thread_of(key: str) -> tuple[str, str, str] | None:
+    """(thread prefix, token, rest) of a key under ``threads/<T>/``, else None."""
+    if not key.startswith(keys.THREADS):
+        return None
+    end = key.find("/", len(keys.THREADS))
+    if end < 0:
+        return None
+    return key[: end + 1], key[len(keys.THREADS) : end], key[end + 1 :]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A key whose body is sealed: the scope whose key seals it, and a content object's address.
+
+    A scope is a thread (its token) or a long-term store namespace
+    (``store/<P>``: its items and index segments).
+    """
+
+    pfx: str
+    scope: str
+    rest: str
+    #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, item...).
+    digest: bytes | None
+
+    @property
+    def is_thread(self) -> bool:
+        """A thread's object (its key is its epoch's), not a store namespace's."""
+        return self.pfx.startswith(keys.THREADS)
+
+    @classmethod
+    def of(cls, key: str | None) -> Route | None:
+        """The route of a sealed key; None for a run marker, a tombstone or a key in clear."""
+        if not key:
+            return None
+        where = thread_of(key)
+        if where is None:
+            return namespace_route(key)
+        if where[2].startswith(_RUNS) or keys.is_tombstone_key(key):
+            return None
+        pfx, token, rest = where
+        return cls(pfx, token, rest, _address(rest))
+
+    def stored(self, thread: ThreadKey | None, key: str) -> str:
+        """Where ``key`` is stored: a content object under its sealed name (when the key is had)."""
+        if self.digest is None or thread is None:
+            return key
+        return self.pfx + OBJECTS + sealing.sealed_name(thread, self.digest)
+
+    def seal(self, thread: ThreadKey, data: bytes) -> bytes:
+        if self.digest is not None:
+            return sealing.seal_object(thread, self.digest, data)
+        return sealing.seal_keyed(thread, self.rest, data)
+
+    def open(self, thread: ThreadKey, data: bytes, stored: str) -> bytes:
+        if self.digest is not None:
+            return sealing.open_object(thread, self.digest, data, stored)
+        return sealing.open_keyed(thread, self.rest, data, stored)
+
+
+def namespace_route(key: str) -> Route | None:
+    """The route of a long-term store item or index object (spec §8.1), else None."""
+    path, kind = store_keys.classify(key)
+    if not path or kind == "clear markers":
+        return None  # a clear marker holds no data: in clear, as a thread's tombstone
+    root = store_keys.INDEX if kind != "items" else store_keys.ITEMS
+    pfx = root + path + "/"
+    return Route(pfx, namespace_scope(path), key[len(pfx) :], None)
+
+
+def _address(rest: str) -> bytes | None:
+    """The address of ``objects/<64 hex>``, else None."""
+    if not rest.startswith(OBJECTS) or len(rest) != len(OBJECTS) + _DIGEST_HEX:
+        return None
+    try:
+        return bytes.fromhex(rest[len(OBJECTS) :])
+    except ValueError:
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class NeedKey:
@@ -82,6 +169,25 @@ class NeedKey:
 #: the wrapped store (its answer comes back, or its error is raised inside).
 _Step = NeedKey | StorageRequest
 _Request = Generator[_Step, Any, Any]
+
+
+def _run_both(steps_of: Callable[..., _Request], doc: str) -> tuple[Any, Any]:
+    """The blocking method and the coroutine that run the request ``steps_of`` builds."""
+
+    def method(self: SealingStore, *args: Any, **kwargs: Any) -> Any:
+        return steps.run(steps_of(self, *args, **kwargs), self._perform)
+
+    async def coroutine(self: SealingStore, *args: Any, **kwargs: Any) -> Any:
+        return await steps.arun(steps_of(self, *args, **kwargs), self._aperform)
+
+    name = steps_of.__name__.removeprefix("_")
+    for made, made_name in ((method, name), (coroutine, "a" + name)):
+        functools.update_wrapper(made, steps_of)
+        made.__name__ = made_name
+        made.__qualname__ = f"SealingStore.{made_name}"
+    method.__doc__ = doc
+    coroutine.__doc__ = f"Coroutine twin of :meth:`{name}`."
+    return method, coroutine
 
 
 class SealingStore(KeyLayer):
@@ -107,8 +213,9 @@ class SealingStore(KeyLayer):
         self._lock = threading.Lock()
         #: The greatest epoch of each thread (token) this layer has seen: in a
         #: tombstone listed or stored, or in an object it opened (spec §4.11).
-        #: This process writes the thread with that epoch's key.
-        self._epochs: OrderedDict[str, int] = OrderedDict()
+        #: This process writes the thread with that epoch's key, whose scope is
+        #: kept with it.
+        self._epochs: OrderedDict[str, tuple[int, str]] = OrderedDict()
         #: What this layer adds to the requests above it: its key objects'
         #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
         self.counters = Counters()
@@ -142,19 +249,20 @@ class SealingStore(KeyLayer):
     def saw_epoch(self, token: str, epoch: int) -> None:
         """Learn that the thread ``token`` is in ``epoch`` at least (spec §4.11)."""
         with self._lock:
-            if epoch > self._epochs.get(token, 0):
-                self._epochs[token] = epoch
+            if epoch > self._epochs.get(token, (0, token))[0]:
+                self._epochs[token] = (epoch, epoch_scope(token, epoch))
                 self._epochs.move_to_end(token)
                 while len(self._epochs) > KEYS_KEPT:
                     self._epochs.popitem(last=False)
 
     def _epoch_of(self, token: str) -> int:
         with self._lock:
-            return self._epochs.get(token, 0)
+            return self._epochs.get(token, (0, token))[0]
 
-    def _writing_scope(self, route: Route) -> str:
+    def _writing_scope(self, token: str) -> str:
         """The scope whose key seals what this process writes there: its epoch's."""
-        return epoch_scope(route.scope, self._epoch_of(route.scope))
+        with self._lock:
+            return self._epochs.get(token, (0, token))[1]
 
     def _learn(self, listed: Iterable[str]) -> None:
         """Learn the epochs the tombstones and clear markers among keys listed or stored begin."""
@@ -232,7 +340,7 @@ class SealingStore(KeyLayer):
             # what this process writes there next is sealed with that epoch's key.
             self._learn([key])
             return (yield (Put(key, data, mode)))
-        thread = yield NeedKey(self._writing_scope(route), True)
+        thread = yield NeedKey(self._writing_scope(route.scope), True)
         body = route.seal(thread, data)
         self.counters.add_bytes(sent=len(body) - len(data))
         return (yield (Put(route.stored(thread, key), body, mode)))
@@ -243,7 +351,7 @@ class SealingStore(KeyLayer):
             return (yield (Get(key, byte_range)))
         if route.digest is not None:
             # Its stored name is the key's secret: the epoch this process is in.
-            scope = self._writing_scope(route)
+            scope = self._writing_scope(route.scope)
             thread = yield NeedKey(scope, False)
             if thread is None:
                 raise self._missing(scope)
@@ -257,8 +365,8 @@ class SealingStore(KeyLayer):
                 epoch = sealing.envelope_epoch(data, key)
             except CorruptObjectError:
                 # Not sealed: in a scope written in clear (it has no key), or planted.
-                if (yield NeedKey(self._writing_scope(route), False)) is None:
-                    raise self._missing(self._writing_scope(route)) from None
+                if (yield NeedKey(self._writing_scope(route.scope), False)) is None:
+                    raise self._missing(self._writing_scope(route.scope)) from None
                 raise
             if route.is_thread:
                 self.saw_epoch(route.scope, epoch)
@@ -293,14 +401,16 @@ class SealingStore(KeyLayer):
         route = Route.of(start_after)
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
-            after = route.stored((yield NeedKey(self._writing_scope(route), False)), start_after)
+            after = route.stored(
+                (yield NeedKey(self._writing_scope(route.scope), False)), start_after
+            )
         page: ListPage = yield (ListKeys(prefix, after, limit))
         self._learn(o.key for o in page.objects)
         listed = [(o, thread_of(o.key)) for o in page.objects]
         objects = {w[1] for _, w in listed if w is not None and w[2].startswith(OBJECTS)}
         thread_keys = {}
         for token in objects:
-            thread_keys[token] = yield NeedKey(epoch_scope(token, self._epoch_of(token)), False)
+            thread_keys[token] = yield NeedKey(self._writing_scope(token), False)
         out: list[ObjectInfo] = []
         for o, where in listed:
             thread = thread_keys.get(where[1]) if where is not None else None
@@ -318,7 +428,7 @@ class SealingStore(KeyLayer):
         for k in keys_:
             route = Route.of(k)
             if route is not None and route.digest is not None:
-                k = route.stored((yield NeedKey(self._writing_scope(route), False)), k)
+                k = route.stored((yield NeedKey(self._writing_scope(route.scope), False)), k)
             stored.append(k)
         return (yield (Delete(tuple(stored))))
 
@@ -336,50 +446,26 @@ class SealingStore(KeyLayer):
             return await self._akey(step.scope, step.create)
         return await acall(self._inner, step)
 
-    # --- blocking requests and coroutines ------------------------------------------
+    # --- blocking requests and coroutines: each request's steps, run by storage/steps.py ---
 
-    def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Seal ``data`` with its thread's key (made at the thread's first write) and store it."""
-        steps.run(self._put(key, data, mode), self._perform)
-
-    def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
+    put, aput = _run_both(
+        _put, "Seal ``data`` with its thread's key (made at the thread's first write) and store it."
+    )
+    get, aget = _run_both(
+        _get,
         """The opened object (a range is cut from the opened bytes).
 
         Raises:
             ThreadKeyMissingError: the thread has no key object.
             CorruptObjectError: the stored bytes are plain, altered, or another key's.
-        """
-        return steps.run(self._get(key, byte_range), self._perform)
-
-    def list(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """A page of keys, content objects named by their addresses again."""
-        return steps.run(self._list(prefix, start_after=start_after, limit=limit), self._perform)
-
-    def delete(self, keys_: Sequence[str]) -> None:
-        """Delete the stored objects of these keys (content objects by their sealed names)."""
-        steps.run(self._delete(keys_), self._perform)
-
-    async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Coroutine twin of :meth:`put`."""
-        await steps.arun(self._put(key, data, mode), self._aperform)
-
-    async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Coroutine twin of :meth:`get`."""
-        return await steps.arun(self._get(key, byte_range), self._aperform)
-
-    async def alist(
-        self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
-    ) -> ListPage:
-        """Coroutine twin of :meth:`list`."""
-        return await steps.arun(
-            self._list(prefix, start_after=start_after, limit=limit), self._aperform
-        )
-
-    async def adelete(self, keys_: Sequence[str]) -> None:
-        """Coroutine twin of :meth:`delete`."""
-        await steps.arun(self._delete(keys_), self._aperform)
+        """,
+    )
+    list, alist = _run_both(
+        _list, "A page of keys, content objects named by their addresses again."
+    )
+    delete, adelete = _run_both(
+        _delete, "Delete the stored objects of these keys (content objects by their sealed names)."
+    )
 
     # --- thread keys as a whole -------------------------------------------------------
 

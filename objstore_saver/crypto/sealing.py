@@ -18,7 +18,7 @@ import binascii
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from objstore_saver.crypto.names import scope_owner, split_scope
+from objstore_saver.crypto.names import scope_owner
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec
@@ -50,9 +50,8 @@ def opened_name(thread: ThreadKey, name: str) -> bytes | None:
 def _envelope(ciphertext: bytes, thread: ThreadKey) -> bytes:
     fields: dict[str, object] = {"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM}
     fields["i"] = thread.key_id
-    epoch = split_scope(thread.thread_id)[1]
-    if epoch:
-        fields["e"] = epoch
+    if thread.epoch:
+        fields["e"] = thread.epoch
     fields["c"] = ciphertext
     return codec.pack_object(fields)
 

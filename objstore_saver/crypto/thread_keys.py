@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from objstore_saver.crypto.master_keys import MasterKey, answers_to, label_of, unwrap_any
-from objstore_saver.crypto.names import scope_owner
+from objstore_saver.crypto.names import scope_owner, split_scope
 from objstore_saver.errors import CorruptObjectError, ThreadKeyError
 from objstore_saver.format import codec
 
@@ -52,6 +52,8 @@ class ThreadKey:
         keyed_key: AES-256-SIV key of manifests, writes and other keyed objects.
         key_id: 8 bytes naming the data key in every envelope it seals (an
             HKDF output of its own: it reveals nothing of the other keys).
+        epoch: The epoch of the thread (or namespace) whose key it is: its
+            envelopes name it (spec §4.10).
     """
 
     thread_id: str
@@ -60,6 +62,7 @@ class ThreadKey:
     object_key: bytes = field(init=False, repr=False)
     keyed_key: bytes = field(init=False, repr=False)
     key_id: bytes = field(init=False, compare=False)
+    epoch: int = field(init=False, compare=False)
     #: The ciphers of those keys, made once (AES-SIV objects are reusable).
     name_siv: AESSIV = field(init=False, repr=False, compare=False)
     object_siv: AESSIV = field(init=False, repr=False, compare=False)
@@ -75,6 +78,7 @@ class ThreadKey:
         object.__setattr__(
             self, "key_id", _derive(self.data_key, self.thread_id, b"id", KEY_ID_LEN)
         )
+        object.__setattr__(self, "epoch", split_scope(self.thread_id)[1])
 
 
 def new_thread_key(thread_id: str) -> ThreadKey:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -322,22 +323,20 @@ def _matches(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
     return all(p in ("*", label) for p, label in zip(path, part, strict=True))
 
 
+def _fields(rec: Record) -> dict[str, Any]:
+    """An item's fields as LangGraph's ``Item`` and ``SearchItem`` take them."""
+    return {
+        "value": dict(rec.value or {}),
+        "key": rec.key,
+        "namespace": rec.ns,
+        "created_at": to_datetime(rec.ca),
+        "updated_at": to_datetime(rec.ua),
+    }
+
+
 def _item(rec: Record) -> Item:
-    return Item(
-        value=dict(rec.value or {}),
-        key=rec.key,
-        namespace=rec.ns,
-        created_at=to_datetime(rec.ca),
-        updated_at=to_datetime(rec.ua),
-    )
+    return Item(**_fields(rec))
 
 
 def _search_item(rec: Record, score: float | None) -> SearchItem:
-    return SearchItem(
-        namespace=rec.ns,
-        key=rec.key,
-        value=dict(rec.value or {}),
-        created_at=to_datetime(rec.ca),
-        updated_at=to_datetime(rec.ua),
-        score=score,
-    )
+    return SearchItem(**_fields(rec), score=score)
