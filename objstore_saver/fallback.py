@@ -70,14 +70,34 @@ SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
 
 def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's blocking API (a listing as a list)."""
-    made = getattr(saver, call.method.value)(*call.args, **call.kwargs)
-    return list(made) if call.method is LIST else made
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return saver.get_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return list(saver.list(*a, **kw))
+        case SaverMethod.PUT:
+            return saver.put(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return saver.put_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return saver.delete_thread(*a, **kw)
 
 
 async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's async API (a listing as a list)."""
-    made = getattr(saver, "a" + call.method.value)(*call.args, **call.kwargs)
-    return [t async for t in made] if call.method is LIST else await made
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return await saver.aget_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return [t async for t in saver.alist(*a, **kw)]
+        case SaverMethod.PUT:
+            return await saver.aput(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return await saver.aput_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return await saver.adelete_thread(*a, **kw)
 
 
 def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
@@ -106,17 +126,17 @@ def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
     return _with_twin(plan, method, twin)
 
 
-def _bucket(name: str) -> Any:
-    """The bucket saver's method ``name``, and its async twin as ``method.twin``."""
+def _bucket(blocking: Callable[..., Any], coroutine: Callable[..., Any]) -> Any:
+    """The bucket saver's method (``blocking``), with ``coroutine`` as its twin ``method.twin``."""
 
     def method(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.new, name)(*args, **kwargs)
+        return blocking(self.new, *args, **kwargs)
 
     async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(self.new, "a" + name)(*args, **kwargs)
+        return await coroutine(self.new, *args, **kwargs)
 
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"The bucket's ``{name}``."
+    method.__name__ = method.__qualname__ = blocking.__name__
+    method.__doc__ = f"The bucket's ``{blocking.__name__}``."
     return _with_twin(method, method, twin)
 
 
@@ -292,9 +312,9 @@ class FallbackSaver(BaseCheckpointSaver[str]):
             SaverCall(OLD, DELETE_THREAD, (thread_id,)),
         ]
 
-    delete_for_runs = _bucket("delete_for_runs")
-    copy_thread = _bucket("copy_thread")
-    prune = _bucket("prune")
+    delete_for_runs = _bucket(ObjectStoreSaver.delete_for_runs, ObjectStoreSaver.adelete_for_runs)
+    copy_thread = _bucket(ObjectStoreSaver.copy_thread, ObjectStoreSaver.acopy_thread)
+    prune = _bucket(ObjectStoreSaver.prune, ObjectStoreSaver.aprune)
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
         """The bucket's version sequence."""
