@@ -20,13 +20,7 @@ from objstore_saver.errors import (
 )
 from objstore_saver.format import compression, keys
 from objstore_saver.format.compression import ENCODINGS, RAW
-from objstore_saver.format.locations import (
-    absolute_loc,
-    is_segment_count,
-    read_at,
-    relative_loc,
-    stored_at,
-)
+from objstore_saver.format.keys import absolute_loc, read_at, relative_loc, stored_at
 from objstore_saver.format.model import (
     CHECKPOINT_FORMAT_VERSION as CHECKPOINT_FORMAT_VERSION,
     CHECKPOINT_VERSIONS as CHECKPOINT_VERSIONS,
@@ -61,6 +55,7 @@ from objstore_saver.format.model import (
     StoredObject as StoredObject,
     ValueObj as ValueObj,
     WriteObj as WriteObj,
+    is_segment_count,
 )
 
 

@@ -1,16 +1,27 @@
-"""Key layout (spec §3): identifier tokens and the reverse-ordered checkpoint key.
+"""Key layout (spec §3): identifiers, tokens, keys, and locations relative to a manifest.
 
-Pure functions only. Every key the saver builds comes from here.
+Pure functions only. Every key the saver builds comes from here. A config's
+identifiers are read and checked here (:func:`scope_of`). A segment's or a
+value's location (spec §4.0, §4.4) is stored relative to the manifest that
+holds the reference (``""``: that manifest; a checkpoint id, or a UUID's 16
+bytes: that checkpoint's manifest beside it; nil: ``objects/<H>``) and kept
+in memory as a full key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 import re
+import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from objstore_saver.errors import InvalidIdentifierError
+from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 #: Longest percent-encoded identifier kept readable; longer ones are hashed.
 MAX_QUOTED_TOKEN = 200
@@ -403,3 +414,140 @@ def is_manifest_v2_key(key: str) -> bool:
         and parts[2] == "checkpoints"
         and parts[4].endswith("~" + V2_MANIFEST_SUFFIX)
     )
+
+
+# --- locations relative to the manifest holding them (spec §4.0, §4.4) ---
+
+
+def relative_loc(loc: str | None, holder: str | None) -> str | None:
+    if loc is None:
+        return None
+    if loc == holder:
+        return ""
+    folder, _, name = loc.rpartition("/")
+    # Beside the holder (a manifest key): a version-2 manifest of its folder.
+    beside = holder is not None and holder.rpartition("/")[0] == folder
+    if not beside or not name.endswith("~" + V2_MANIFEST_SUFFIX):
+        raise ValueError(f"segment location {loc!r} is not a manifest beside {holder!r}")
+    checkpoint_id = unreverse_id(name.removesuffix(V2_MANIFEST_SUFFIX))
+    return _uuid_bytes(checkpoint_id) or checkpoint_id
+
+
+def _uuid_bytes(checkpoint_id: str) -> bytes | None:
+    """The 16 bytes of a UUID in its canonical text form (LangGraph's ids), else None."""
+    if len(checkpoint_id) != 36:
+        return None
+    try:
+        raw = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    return raw.bytes if str(raw) == checkpoint_id else None
+
+
+def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
+    if raw is None:
+        return None
+    if raw == "":
+        return holder
+    if isinstance(raw, bytes) and len(raw) == 16:
+        raw = str(uuid.UUID(bytes=raw))
+    if not isinstance(raw, str) or not is_manifest_v2_key(holder):
+        raise CorruptObjectError(key, f"a segment's location {raw!r:.80} is not a checkpoint id")
+    try:
+        return manifest_beside(holder, raw)
+    except InvalidIdentifierError as exc:
+        raise CorruptObjectError(
+            key, f"a segment's location {raw!r:.80} is not a checkpoint id"
+        ) from exc
+
+
+def stored_at(at: str, holder_id: str | None) -> str | bytes:
+    """A value's location as stored (spec §4.0): ``""`` for the holder itself, else the id.
+
+    ``holder_id`` is the checkpoint id of the manifest holding the entry, or
+    None inside a segment (which any manifest of the namespace may refer to).
+    """
+    if at == holder_id:
+        return ""
+    return _uuid_bytes(at) or at
+
+
+def read_at(raw: Any, holder_key: str, key: str) -> str:
+    """The checkpoint id a stored value location names; ``key`` is named in errors.
+
+    ``holder_key`` is the key the entry was read from: ``""`` is valid only in
+    a version-2 manifest, where it names that manifest.
+    """
+    if raw == "":
+        if not is_manifest_v2_key(holder_key):
+            raise CorruptObjectError(key, "a value located '' (here) outside a manifest")
+        return checkpoint_id_of_manifest_key(holder_key)
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return str(uuid.UUID(bytes=raw))
+    if isinstance(raw, str) and raw:
+        try:
+            reverse_id(raw)
+        except InvalidIdentifierError as exc:
+            raise CorruptObjectError(
+                key, f"a value's location {raw!r:.80} is not a checkpoint id"
+            ) from exc
+        return raw
+    raise CorruptObjectError(key, f"a value's location {raw!r:.80} is not a checkpoint id")
+
+
+def manifest_beside(manifest: str, checkpoint_id: str) -> str:
+    """Key of the version-2 manifest ``checkpoint_id`` in the namespace of ``manifest``."""
+    return f"{manifest.rpartition('/')[0]}/{reverse_id(checkpoint_id)}{V2_MANIFEST_SUFFIX}"
+
+
+# --- the identifiers a config names, and channel versions (spec §5) ---
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Thread, namespace and (optional) checkpoint id named by a config."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str | None
+
+
+def scope_of(config: RunnableConfig, *, need_checkpoint_id: bool = False) -> Scope:
+    """Read and check the identifiers of a config."""
+    conf = config.get("configurable") or {}
+    if "thread_id" not in conf:
+        raise InvalidIdentifierError(
+            "config['configurable']['thread_id'] is required by objstore-saver"
+        )
+    thread_id = conf["thread_id"]
+    if not isinstance(thread_id, str):
+        raise InvalidIdentifierError(
+            f"thread_id must be a string, got {type(thread_id).__name__} {thread_id!r}"
+        )
+    ns = conf.get("checkpoint_ns") or ""
+    if not isinstance(ns, str):
+        raise InvalidIdentifierError(f"checkpoint_ns must be a string, got {ns!r}")
+    cid = conf.get("checkpoint_id") or None
+    if cid is not None:
+        reverse_id(cid)
+    if need_checkpoint_id and cid is None:
+        raise InvalidIdentifierError(
+            f"config of thread {thread_id!r} names no checkpoint_id; writes belong to a checkpoint"
+        )
+    return Scope(thread_id, ns, cid)
+
+
+def checkpoint_config(thread_id: str, ns: str, cid: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def next_version(current: str | int | float | None) -> str | int:
+    """Next channel version, keeping the thread's type (spec §5)."""
+    if current is None:
+        return 1
+    if isinstance(current, int):
+        return current + 1
+    if isinstance(current, float):
+        return int(current) + 1
+    head = int(str(current).split(".")[0]) + 1
+    return f"{head:032}.{random.random():016}"

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from objstore_saver.format import codec, locations, value_encoding
+from objstore_saver.format import codec, keys, value_encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,7 @@ def _located(element: EncodedElement, locate: Locator | None) -> list[Any]:
     at = locate(element.digest)
     if at is None:
         return element.item
-    return ["b", element.digest, locations.stored_at(at, None)]
+    return ["b", element.digest, keys.stored_at(at, None)]
 
 
 def encode_list(

@@ -38,6 +38,7 @@ from objstore_saver.format.codec import (
     Ref,
     SegmentObj,
 )
+from objstore_saver.format.keys import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.epochs import lineage_epoch, listed_epoch
 from objstore_saver.plans.placement import Placement, recall_segments, unembed
@@ -56,7 +57,6 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.writing import encode_value, store_objects
 
 #: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).

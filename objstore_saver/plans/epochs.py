@@ -16,10 +16,10 @@ from typing import Any
 
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
+from objstore_saver.format.keys import Scope
 from objstore_saver.plans.context import Context
 from objstore_saver.plans.reading import decode_checked_manifest, read_checkpoint_manifest
 from objstore_saver.plans.requests import Batch, Get, ListKeys, run_batch
-from objstore_saver.plans.scope import Scope
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
 #: A manifest stored this long before a tombstone of its namespace was

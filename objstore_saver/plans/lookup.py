@@ -15,6 +15,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
+from objstore_saver.format.keys import Scope, scope_of
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import Ended, tombstones_in
 from objstore_saver.plans.reading import (
@@ -34,7 +35,6 @@ from objstore_saver.plans.requests import (
     run_batch_while,
     run_one,
 )
-from objstore_saver.plans.scope import Scope, scope_of
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
 #: Keys the latest lookup lists: the newest checkpoint's manifests and writes

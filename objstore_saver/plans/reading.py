@@ -18,7 +18,7 @@ from objstore_saver.errors import (
     CorruptObjectError,
     MissingObjectError,
 )
-from objstore_saver.format import codec, keys, locations
+from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
@@ -44,7 +44,6 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.plans.scope import checkpoint_config
 from objstore_saver.plans.values import (
     manifest_values as manifest_values,
     materialize as materialize,
@@ -100,7 +99,7 @@ def _beside(holder: str | None, at: str, digest: bytes) -> str:
         raise CorruptObjectError(
             holder or "an entry", f"value {digest.hex()} is located outside a manifest"
         )
-    return locations.manifest_beside(holder, at)
+    return keys.manifest_beside(holder, at)
 
 
 def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> dict[bytes, StoredObject]:
@@ -378,14 +377,6 @@ def decode_checked_manifest(data: bytes, key: str) -> Manifest:
     return manifest
 
 
-def read_manifest(ctx: Context, key: str) -> Generator[Batch, list[Any] | None, Manifest | None]:
-    """Sub-plan: GET and decode one manifest (None if absent)."""
-    data = yield from run_one(Get(key))
-    if data is None:
-        return None
-    return decode_checked_manifest(data, key)
-
-
 def read_checkpoint_manifest(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str
 ) -> Generator[Batch, list[Any] | None, tuple[str, Manifest] | None]:
@@ -514,11 +505,12 @@ def read_tuples(
         given = configs[i] if configs is not None else None
         out.append(
             CheckpointTuple(
-                config=given or checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id),
+                config=given
+                or keys.checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id),
                 checkpoint=checkpoint,
                 metadata=metadata,
                 parent_config=(
-                    checkpoint_config(m.thread_id, m.checkpoint_ns, m.parent_checkpoint_id)
+                    keys.checkpoint_config(m.thread_id, m.checkpoint_ns, m.parent_checkpoint_id)
                     if m.parent_checkpoint_id
                     else None
                 ),

@@ -20,7 +20,7 @@ from typing import Any
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Manifest, SegmentRef
-from objstore_saver.format.locations import manifest_beside
+from objstore_saver.format.keys import manifest_beside
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, Unopened
 from objstore_saver.plans.threads import ThreadListing
