@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import time
 from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ from objstore_saver.plans.requests import (
     ListKeys,
     Put,
     list_all,
+    list_infos,
     run_batch,
     run_one,
 )
@@ -76,18 +78,6 @@ def _hex_name(key: str, length: int) -> bool:
 def _checkpoint_of(key: str) -> tuple[str, str, str]:
     """The checkpoint a manifest or pending-write key (of either version) belongs to."""
     return keys.parse_checkpoint_key(key).checkpoint
-
-
-def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
-    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
-    out: list[ObjectInfo] = []
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(prefix, after))
-        out.extend(page.objects)
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
 
 
 def _read_manifests(
@@ -210,7 +200,6 @@ def _orphan_writes(
     Writes younger than ``old_before`` are left alone: a checkpoint being
     written may have its writes stored before its manifest.
     """
-
     listed = {_checkpoint_of(o.key) for o in listing.manifests}
     candidates = [
         o.key
@@ -225,31 +214,23 @@ def _orphan_writes(
 
 
 def _prune_thread(
-    ctx: Context,
-    thread_id: str,
-    *,
-    keep_last: int,
-    older_than: timedelta | None,
-    min_age: timedelta,
-    sweep_delay: timedelta,
-    dry_run: bool,
-    now: datetime,
-    listing: ThreadListing | None = None,
+    ctx: Context, thread_id: str, r: Rules, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, PruneStats]:
     """Sub-plan: one thread of ``prune(strategy="keep_latest")``, spec §6.9 steps 1-5."""
+    assert r.keep_last is not None
     stats = PruneStats(thread_id)
     pfx = keys.thread_prefix(thread_id)
     if listing is None:
         listing = yield from list_thread(pfx)
-    if any(o.last_modified > now - sweep_delay for o in listing.marks):
+    if any(o.last_modified > r.now - r.sweep_delay for o in listing.marks):
         stats.deferred = True
         stats.left_alone = "deferred"
         return stats
-    young_after = None if older_than is None else now - older_than
+    young_after = None if r.older_than is None else r.now - r.older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.
     seen: dict[str, Manifest] = {}  # manifests the epoch check read: not read twice
     ended = yield from ended_manifests(listing.manifests, listing.tombstones, seen)
-    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after, ended, seen)
+    kept = yield from _select_kept(ctx, thread_id, listing, r.keep_last, young_after, ended, seen)
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)
@@ -262,8 +243,8 @@ def _prune_thread(
     # LangGraph may store a checkpoint's writes before its manifest (the put
     # runs in the background): only a write older than the reuse window is an
     # orphan, as only an object that old is swept.
-    orphan_age = max(min_age, timedelta(seconds=ctx.reuse_window))
-    orphans = yield from _orphan_writes(pfx, listing, now - orphan_age)
+    orphan_age = max(r.min_age, timedelta(seconds=ctx.reuse_window))
+    orphans = yield from _orphan_writes(pfx, listing, r.now - orphan_age)
     other_writes = [
         o.key
         for o in listing.writes
@@ -303,7 +284,7 @@ def _prune_thread(
                     marked_at[d] = info.last_modified
         # LastModified as late as possible, just before the delete: a writer
         # that renewed a marked object before this LIST is seen (§6.9 step 3).
-        current = yield from _list_infos(pfx + "objects/")
+        current = yield from list_infos(pfx + "objects/")
         victims = [
             o
             for o in current
@@ -318,7 +299,7 @@ def _prune_thread(
         stats.objects_swept = len(victims)
         stats.bytes_swept = sum(o.size for o in victims)
         stats.marks_executed = len(listing.marks)
-        if not dry_run:
+        if not r.dry_run:
             ctx.objects.forget(pfx, swept)  # before deleting, as in delete_thread
             yield from delete_keys([o.key for o in victims])
             yield from delete_keys([o.key for o in listing.marks])
@@ -332,7 +313,7 @@ def _prune_thread(
     # stored its objects first, or deleted the whole thread.
     extracted = embedded_in(doomed_manifests.values())
     stats.objects_extracted = len(extracted)
-    if not dry_run:
+    if not r.dry_run:
         yield from store_embedded(ctx, pfx, extracted)
         ctx.entries.forget(doomed)  # before deleting, as in delete_thread
         yield from delete_keys(
@@ -343,7 +324,7 @@ def _prune_thread(
     leftovers = [o for o in listing.objects if _sealed_by_an_ended_epoch(o.key)]
     stats.objects_swept += len(leftovers)
     stats.bytes_swept += sum(o.size for o in leftovers)
-    if leftovers and not dry_run:
+    if leftovers and not r.dry_run:
         yield from delete_keys([o.key for o in leftovers])
 
     # Step 5: mark what no kept checkpoint reaches and is older than min_age.
@@ -353,11 +334,11 @@ def _prune_thread(
         if _addressed(o.key)
         and (d := _digest_of_key(o.key)) not in live
         and d not in swept
-        and o.last_modified <= now - min_age
+        and o.last_modified <= r.now - r.min_age
     ]
     stats.objects_marked = len(candidates)
     stats.bytes_marked = sum(o.size for o in candidates)
-    if candidates and not dry_run:
+    if candidates and not r.dry_run:
         key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
         yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
     return stats
@@ -419,38 +400,18 @@ def _retain_thread(
                 if r.idle_action == "delete":
                     stats = yield from _delete_thread(ctx, thread_id, listing, r.dry_run)
                 else:
-                    stats = yield from _prune_thread(
-                        ctx,
-                        thread_id,
-                        keep_last=1,
-                        older_than=None,
-                        min_age=r.min_age,
-                        sweep_delay=r.sweep_delay,
-                        dry_run=r.dry_run,
-                        now=r.now,
-                        listing=listing,
-                    )
+                    idle = dataclasses.replace(r, keep_last=1, older_than=None)
+                    stats = yield from _prune_thread(ctx, thread_id, idle, listing)
                 stats.idle = True
                 stats.newest_root_at = newest_at
                 return stats
     if r.keep_last is None:  # the idle rule alone: an active thread is left alone
         return PruneStats(thread_id, newest_root_at=newest_at, left_alone="not_idle")
-    stats = yield from _prune_thread(
-        ctx,
-        thread_id,
-        keep_last=r.keep_last,
-        older_than=r.older_than,
-        min_age=r.min_age,
-        sweep_delay=r.sweep_delay,
-        dry_run=r.dry_run,
-        now=r.now,
-        listing=listing,
-    )
+    stats = yield from _prune_thread(ctx, thread_id, r, listing)
     stats.newest_root_at = newest_at
     return stats
 
 
-#: The counts a prune report totals over its threads.
 def prune_thread(
     ctx: Context,
     thread_id: str,

@@ -5,6 +5,7 @@ The plans that carry a prune out are in :mod:`objstore_saver.plans.prune`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -105,20 +106,8 @@ def check_rules(ctx: Context, strategy: str, r: Rules) -> None:
         )
 
 
-PRUNE_TOTALS = (
-    "checkpoints_kept",
-    "checkpoints_deleted",
-    "writes_deleted",
-    "orphan_writes_deleted",
-    "objects_extracted",
-    "objects_marked",
-    "bytes_marked",
-    "objects_swept",
-    "bytes_swept",
-    "marks_executed",
-    "tombstones_swept",
-    "tombstones_restored",
-)
+#: The counts a prune report totals over its threads: the stats' integer fields.
+PRUNE_TOTALS = tuple(f.name for f in dataclasses.fields(PruneStats) if f.type == "int")
 
 
 def _seconds(d: timedelta | None) -> float | None:

@@ -16,6 +16,7 @@ from objstore_saver.errors import CorruptObjectError
 from objstore_saver.storage.base import (
     ListPage,
     ObjectExistsError,
+    ObjectInfo,
     ObjectNotFoundError,
     ObjectStore,
     StorageError,
@@ -211,15 +212,22 @@ def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:
     return results[0]
 
 
+def list_infos(
+    prefix: str, start_after: str | None = None
+) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
+    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
+    infos: list[ObjectInfo] = []
+    after = start_after
+    while True:
+        page: ListPage = yield from run_one(ListKeys(prefix, after))
+        infos.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return infos
+        after = page.objects[-1].key
+
+
 def list_all(
     prefix: str, start_after: str | None = None
 ) -> Generator[Batch, list[Any] | None, list[str]]:
     """Sub-plan: every key under ``prefix`` (all pages)."""
-    keys: list[str] = []
-    after = start_after
-    while True:
-        page: ListPage = yield from run_one(ListKeys(prefix, after))
-        keys.extend(o.key for o in page.objects)
-        if not page.truncated or not page.objects:
-            return keys
-        after = page.objects[-1].key
+    return [o.key for o in (yield from list_infos(prefix, start_after))]

@@ -29,10 +29,10 @@ from objstore_saver.plans.requests import (
     Batch,
     Delete,
     Get,
-    ListKeys,
     Put,
     Shred,
     list_all,
+    list_infos,
     run_batch,
     run_one,
 )
@@ -133,14 +133,9 @@ class ThreadListing:
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
     """Sub-plan: every key of a thread, sorted by kind, the unknown ones included."""
     listing = ThreadListing(pfx)
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(pfx, after))
-        for info in page.objects:
-            listing.add(info)
-        if not page.truncated or not page.objects:
-            return listing
-        after = page.objects[-1].key
+    for info in (yield from list_infos(pfx)):
+        listing.add(info)
+    return listing
 
 
 def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
