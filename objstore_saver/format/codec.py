@@ -8,7 +8,7 @@ raises an error naming the key.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -79,15 +79,6 @@ def make_payload(type_: str, data: bytes) -> Payload:
 def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     """Return ``(type, serialized bytes)`` of a payload, decompressing it."""
     return payload.type, compression.decompressed(payload.encoding, payload.data, key)
-
-
-def stream_payload(encoding: str, size: int, data: Iterable[bytes], key: str) -> Iterator[bytes]:
-    """Decoded bytes of payload data given in slices (parts), without joining them.
-
-    Checks that the slices hold ``size`` bytes in all and that a zstd frame
-    is complete.
-    """
-    return compression.stream_decompressed(encoding, size, data, key)
 
 
 # --- encoding -------------------------------------------------------------
@@ -304,15 +295,11 @@ def unpack_object(
     return obj
 
 
-def _field(obj: dict[str, Any], name: str, types: type | tuple[type, ...], key: str) -> Any:
+def _field(obj: dict[str, Any], name: str, types: type, key: str) -> Any:
     value = obj.get(name)
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+    if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
         raise CorruptObjectError(key, f"field {name!r} is missing or has the wrong type")
     return value
-
-
-def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
 
 
 def _digest(value: Any, key: str) -> bytes:

@@ -229,11 +229,14 @@ def write_key(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int, seq: int = 0
 ) -> str:
     """Key of one pending write; special writes (idx < 0) carry their sequence."""
-    base = (
-        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}"
-        f"{token('task_id', task_id)}"
-    )
+    base = _task_writes(thread_id, checkpoint_ns, checkpoint_id, task_id)
     return f"{base}.{idx}" if idx >= 0 else f"{base}.{idx}.{seq:026d}"
+
+
+def _task_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
+    """What the keys of a task's version-2 writes and write groups start with."""
+    cpfx = checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
+    return cpfx + token("task_id", task_id)
 
 
 GROUP_SUFFIX_MAX = 29
@@ -253,10 +256,7 @@ def write_group_key(
     An index list longer than :data:`GROUP_SUFFIX_MAX` characters is named
     by ``h`` and 16 hex digits of its SHA-256: one call is one object.
     """
-    base = (
-        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}"
-        f"{token('task_id', task_id)}"
-    )
+    base = _task_writes(thread_id, checkpoint_ns, checkpoint_id, task_id)
     return f"{base}.{write_group_suffix(indexes)}"
 
 

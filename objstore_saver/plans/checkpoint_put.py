@@ -354,7 +354,7 @@ def put_writes(
     # even when its request completes first, or comes later in one call; of
     # regular writes held by several objects (a group and a single write of
     # one slot, from calls of different shapes) the earliest call's is in force.
-    seqs = [ctx.next_seq() for _ in writes]
+    seqs = [ctx.seqs.next() for _ in writes]
     # Values up to WRITE_INLINE_MAX compressed are inline; a call whose
     # object would pass the budget stores those over INLINE_MAX alone.
     written_max = codec.WRITE_INLINE_MAX

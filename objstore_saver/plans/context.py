@@ -91,10 +91,6 @@ class Context:
             self.entries.forget_prefix(pfx)
             self.heads.forget_thread(thread_id)
 
-    def next_seq(self) -> int:
-        """A number greater than any this process gave before, near the clock in ns."""
-        return self.seqs.next()
-
     def distrusting(self) -> Context:
         """The same memories, none believed: a slow put's retry confirms everything (§6.1)."""
         ctx = dataclasses.replace(self)

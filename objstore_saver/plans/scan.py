@@ -89,15 +89,25 @@ def scan_threads(
         start_after: A key (or a thread prefix) to resume after.
         page_size: Keys per LIST.
     """
-    rng = _Range(start_after, None)
+    return (yield from _list_ranges([_Range(start_after, None)], page_size))
+
+
+def _list_ranges(
+    active: list[_Range], page_size: int
+) -> Generator[Batch | Emit, list[Any] | None, int]:
+    """Sub-plan: list the ranges side by side, one page of each a round; the LISTs sent."""
     lists = 0
-    while not rng.done:
-        page = yield from run_one(ListKeys(keys.THREADS, rng.after, page_size))
-        lists += 1
+    while active:
+        pages = yield from run_batch(
+            *(ListKeys(keys.THREADS, rng.after, page_size) for rng in active)
+        )
+        lists += len(active)
         ready: list[ThreadListing] = []
-        _file(rng, page, ready)
+        for rng, page in zip(active, pages, strict=True):
+            _file(rng, page, ready)
         for listing in ready:
             yield Emit(listing)
+        active = [rng for rng in active if not rng.done]
     return lists
 
 
@@ -141,16 +151,4 @@ def scan_threads_ranged(
         # A range starts after its cut: ``threads/<c>`` sorts before every key
         # whose token starts with ``c`` and after every key of a smaller one.
         ranges += [_Range(cut, end) for cut, end in zip(cuts, ends[1:], strict=True)]
-    active = ranges
-    while active:
-        pages = yield from run_batch(
-            *(ListKeys(keys.THREADS, rng.after, page_size) for rng in active)
-        )
-        lists += len(active)
-        ready = []
-        for rng, page in zip(active, pages, strict=True):
-            _file(rng, page, ready)
-        for listing in ready:
-            yield Emit(listing)
-        active = [rng for rng in active if not rng.done]
-    return lists
+    return lists + (yield from _list_ranges(ranges, page_size))
