@@ -54,12 +54,7 @@ class Ended:
         return manifest.epoch >= self.epoch
 
 
-def tombstones_in(page: ListPage, ended: Ended) -> Ended:
-    """``ended`` raised by the tombstones a listing of a namespace shows (newest first)."""
-    return tombstones_among(page.objects, ended)
-
-
-def tombstones_among(infos: list[ObjectInfo], ended: Ended) -> Ended:
+def tombstones_in(infos: list[ObjectInfo], ended: Ended) -> Ended:
     """``ended`` raised by the tombstones among listed keys, of any namespaces."""
     for info in infos:
         epoch = keys.tombstone_epoch_of(info.key)
@@ -98,7 +93,7 @@ def lineage_epoch(
 
 def listed_epoch(ctx: Context, thread_id: str, page: ListPage) -> int:
     """The thread's epoch a LIST of its root namespace's tombstones shows (spec §3.4)."""
-    epoch = tombstones_in(page, Ended.none()).epoch
+    epoch = tombstones_in(page.objects, Ended.none()).epoch
     ctx.saw_epoch(thread_id, epoch)
     return epoch
 
@@ -117,7 +112,7 @@ def ended_manifests(
     tombstone. ``read``, when given, receives the live manifests read on the
     way (manifests never change: a caller need not read them again).
     """
-    ended = tombstones_among(tombstones, Ended.none())
+    ended = tombstones_in(tombstones, Ended.none())
     if ended.epoch == 0:
         return set()
     dead = {o.key for o in listing_manifests if ended.written_before(o)}

@@ -61,11 +61,10 @@ def _addressed(key: str) -> bool:
 
 
 def _sealed_by_an_ended_epoch(key: str) -> bool:
-    """A sealed name (96 hex digits) that the key of the epoch in force did not make.
+    """A sealed name (96 hex digits) left sealed: made by the key of an ended epoch (§4.10-11).
 
-    The sealing layer names an object by its address again when that key
-    made its name (spec §4.10); one it leaves sealed was made by the key of
-    an ended epoch, which a delete destroyed (§4.11).
+    The sealing layer names an object by its address again when the key in
+    force made its name; a delete destroyed the ended epochs' keys.
     """
     return _hex_name(key, keys.SEALED_NAME_LEN)
 
@@ -131,11 +130,9 @@ def _select_kept(
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
     """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11).
 
-    The newest ``keep_last`` root checkpoints and, of each subgraph
-    namespace, the newest checkpoint of each of their runs (the newest of
-    each namespace without a root checkpoint); with the age rule
-    (``young_after``), every checkpoint of any namespace written after
-    ``young_after`` too; then what a delta channel of a kept one replays.
+    The newest ``keep_last`` root checkpoints and, per subgraph namespace, the
+    newest of each of their runs; with the age rule, every checkpoint written
+    after ``young_after``; then what a kept one's delta channels replay.
     """
     by_ns: dict[str, list[ObjectInfo]] = {}
     for info in listing.manifests:
@@ -419,15 +416,9 @@ def prune_thread(
     rules: Rules,
     listing: ThreadListing | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
-    """Sub-plan: one thread of a prune; its report row.
+    """Sub-plan: one thread of a prune (``rules`` from :func:`prune_rules`); its report row.
 
-    Args:
-        ctx: The saver's context.
-        thread_id: The thread.
-        strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
-        rules: From :func:`prune_rules`.
-        listing: The thread's keys when the caller listed them already (a
-            job's flat scan); else listed here as the rules need.
+    ``listing``: the thread's keys when the caller listed them (a job's scan).
     """
     if strategy in ("delete", "delete_all"):
         if listing is None:
@@ -453,13 +444,9 @@ def prune(
     strategy: str = "keep_latest",
     **options: Any,
 ) -> Step:
-    """Plan: spec §6.9. Returns a JSON-serializable report.
+    """Plan: spec §6.9, the threads one after the other; returns a JSON-serializable report.
 
-    Args:
-        ctx: The saver's context.
-        thread_ids: Threads to prune, one after the other.
-        strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
-        **options: The rules (:func:`prune_rules`).
+    ``options`` are the rules (:func:`prune_rules`).
     """
     rules = prune_rules(ctx, strategy, **options)
     for thread_id in thread_ids:

@@ -6,18 +6,10 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    CheckpointTuple,
-    writes_sort_key,
-)
+from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
-from objstore_saver.caches.facts import (
-    CheckpointEntries,
-)
-from objstore_saver.errors import (
-    CorruptObjectError,
-    MissingObjectError,
-)
+from objstore_saver.caches.facts import CheckpointEntries
+from objstore_saver.errors import CorruptObjectError, MissingObjectError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     ChunkObj,
@@ -74,11 +66,10 @@ LEAF_TAGS = frozenset({"b", "d"})
 
 
 def entry_locations(entries: Iterable[Entry], holder: str | None = None) -> dict[bytes, str]:
-    """Where located objects are: digest → key of the manifest that embeds them.
+    """Where located objects (inline lists' segments, ``b`` values) are: digest → manifest key.
 
-    The segments of inline lists, and the values of ``b`` references that
-    carry a checkpoint id (resolved in the namespace of ``holder``, the
-    manifest holding the entries; spec §4.0).
+    A value's checkpoint id resolves in the namespace of ``holder``, the
+    manifest holding the entries (spec §4.0).
     """
     out: dict[bytes, str] = {}
     for e in entries:
@@ -128,14 +119,11 @@ def _take_embedded(
     referrers: Mapping[bytes, str],
     tags: Mapping[bytes, str],
 ) -> tuple[dict[bytes, StoredObject], list[bytes]]:
-    """Located objects found in the manifests that embed them, and those to read alone.
+    """Located objects (digest → manifest key) found in their manifests, and those to read alone.
 
-    ``wanted``: digest → manifest key; ``manifests``: their bodies; ``tags``:
-    how each is referenced (``g`` segment, ``b`` value). A manifest that
-    prune deleted stored its embedded objects at ``objects/<H>`` first,
-    where the caller reads them; so did a manifest too large to embed a
-    value its segments locate there. A manifest that is there but does not
-    embed a segment is corrupt.
+    Prune stores what a manifest embeds at ``objects/<H>`` before deleting
+    it, and a manifest too large to embed a value stores it there; a
+    manifest that is there but does not embed a segment is corrupt.
     """
     got: dict[bytes, StoredObject] = {}
     alone: list[bytes] = []
@@ -227,13 +215,7 @@ def fetch_objects(
         bodies = replies[: len(need)]
         if holders:
             held = dict(zip(holders, replies[len(need) :], strict=True))
-            found, alone = _take_embedded(
-                ctx,
-                embedded,
-                held,
-                referrers,
-                tag_of,
-            )
+            found, alone = _take_embedded(ctx, embedded, held, referrers, tag_of)
             got |= found
             fresh += found.items()
             if alone:
@@ -290,11 +272,9 @@ def fetch_entries(
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
     """Sub-plan: :func:`fetch_objects` for what ``entries`` reference, each where it is.
 
-    ``holders`` are the manifests (key, decoded) the entries come from, or
-    from whose writes (which locate nothing): what they embed is in hand, so
-    their own objects cost no request, and each resolves its own entries'
-    locations in its namespace. Without holders, the entries are the
-    ``referrer``'s, a manifest key or a thread prefix.
+    ``holders`` are the manifests (key, decoded) the entries or their writes
+    come from: what they embed costs no request, and each resolves its own
+    entries' locations. Without holders the entries are the ``referrer``'s.
     """
     located: dict[bytes, str] = {}
     folders: dict[bytes, str] = {}
@@ -392,14 +372,10 @@ def read_checkpoint_manifest(
 
 
 def checkpoint_manifests(listed: Iterable[str]) -> list[str]:
-    """The manifest to read of each checkpoint among listed keys, in their order.
+    """The manifest to read of each checkpoint among listed keys: ``<R>.2``, else ``<R>``.
 
-    ``<R>.2`` where the checkpoint has one, else ``<R>`` (both describe it);
-    pending-write keys are skipped.
-
-    Raises:
-        CorruptObjectError: a key under ``checkpoints/`` that the format does
-            not define.
+    Pending-write keys are skipped; a key the format does not define is a
+    :class:`CorruptObjectError`.
     """
     out: list[str] = []
     for k in listed:
@@ -421,9 +397,8 @@ def list_write_keys(
 ) -> Generator[Batch, list[Any] | None, list[list[str]]]:
     """Sub-plan: the pending-write keys of each manifest, all pages, in one round.
 
-    A version-2 manifest's writes are under its checkpoint key; a version-1
-    manifest's are under ``writes/`` and, written by this release since, also
-    there.
+    A version-1 manifest's are under ``writes/`` and, written since by this
+    release, under its checkpoint key like a version-2 manifest's.
     """
     prefixes: list[list[str]] = []
     for _, m in manifests:
@@ -452,10 +427,8 @@ def read_tuples(
 ) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
     """Sub-plan: full tuples (values, metadata, pending writes) of manifests.
 
-    ``write_keys`` are the manifests' pending-write keys when the caller
-    already listed them, ``write_bodies`` those it already fetched;
-    ``decoded`` the manifests' values (:func:`manifest_values`) when the
-    caller already has them.
+    ``write_keys``, ``write_bodies`` and ``decoded`` (:func:`manifest_values`):
+    what the caller already listed, fetched or decoded.
     """
     if not manifests:
         return []

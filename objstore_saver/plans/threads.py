@@ -13,9 +13,7 @@ from objstore_saver.errors import (
     MissingObjectError,
 )
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import (
-    Manifest,
-)
+from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
 from objstore_saver.plans.extraction import embedded_in, store_embedded
@@ -73,8 +71,7 @@ class ThreadListing:
 
     @property
     def run_index_keys(self) -> list[str]:
-        thread_tok = self.pfx[len(keys.THREADS) : -1]
-        return [f"{keys.RUNS}{o.key.rsplit('/', 1)[1]}/{thread_tok}" for o in self.runs]
+        return [f"{keys.RUNS}{o.key.rsplit('/', 1)[1]}/{self.token}" for o in self.runs]
 
     @property
     def token(self) -> str:
@@ -82,11 +79,10 @@ class ThreadListing:
         return self.pfx[len(keys.THREADS) : -1]
 
     def add(self, info: ObjectInfo) -> None:
-        """File one key of this thread under its kind.
+        """File one key of this thread, in listing order, under its kind.
 
-        Keys come in listing order: a checkpoint's version-1 manifest right
-        before its version-2 one, which supersedes it (``upgrade`` leaves
-        both for a moment).
+        A version-2 manifest supersedes the version-1 one listed right before
+        it (``upgrade`` leaves both for a moment).
         """
         kind = info.key[len(self.pfx) :].split("/", 1)[0]
         if kind == "checkpoints":
@@ -139,12 +135,7 @@ def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListi
 
 
 def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
-    """Sub-plan: every key of a thread, sorted by kind.
-
-    Raises:
-        CorruptObjectError: a key under the thread prefix that the format does
-            not define (nothing is acted on beside it).
-    """
+    """Sub-plan: every key of a thread, sorted by kind; an unknown key is a CorruptObjectError."""
     listing = yield from list_thread_keys(pfx)
     if listing.unknown:
         raise CorruptObjectError(listing.unknown[0].key, "unknown key under a thread prefix")
@@ -185,13 +176,7 @@ def oldest_first(manifests: Iterable[ObjectInfo]) -> list[str]:
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Step:
-    """Plan: spec §6.6.
-
-    Raises:
-        CorruptObjectError: a key under the thread prefix that the format
-            does not define; the thread is deleted all the same (its
-            tombstone is written first) and that key is left for an operator.
-    """
+    """Plan: spec §6.6. An unknown key is left for an operator, then a CorruptObjectError."""
     pfx = keys.thread_prefix(thread_id)
     listing = yield from list_thread_keys(pfx)
     yield from delete_listing(ctx, thread_id, listing)
@@ -207,12 +192,11 @@ ROOT_NAMESPACE = keys.token("checkpoint_ns", "")
 
 
 def end_epoch(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
-    """Sub-plan: tombstone every listed namespace of a thread, beginning a new epoch (§6.6).
+    """Sub-plan: tombstone every listed namespace of a thread (create-only), a new epoch (§6.6).
 
-    Create-only: a tombstone another delete stored first ends the same epochs.
-    Returns the new epoch: above every epoch listed or remembered, and at
-    least the seconds since :data:`keys.EPOCH_ORIGIN`, so a conversation
-    begun while a prune swept the thread's old tombstones is still ended.
+    The epoch is above every one listed or remembered, and at least the
+    seconds since :data:`keys.EPOCH_ORIGIN`: a conversation begun while a
+    prune swept the thread's old tombstones is still ended.
     """
     seen = max(listing.epoch, ctx.epochs.of_thread(thread_id) or 0)
     epoch = max(seen + 1, keys.epoch_floor(ctx.wall_clock()))
