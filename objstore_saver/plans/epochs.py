@@ -2,9 +2,7 @@
 
 A delete stores a tombstone that ends every epoch below its own; readers
 pass over the manifests of ended epochs, writers keep a lineage in its
-parent's epoch. Pure decisions over listings and manifests, and the
-sub-plans that learn an epoch; the latest lookup, put, delete and prune
-use them.
+parent's epoch.
 """
 
 from __future__ import annotations
@@ -68,12 +66,10 @@ def lineage_epoch(
 ) -> Generator[Batch, list[Any] | None, tuple[int, ListKeys | None]]:
     """Sub-plan: the epoch a new checkpoint belongs to (spec §6.1 step 1).
 
-    Its parent's: a run that goes on after its thread was deleted keeps
-    writing into the ended epoch, where no reader looks. A checkpoint without
-    a stored parent begins in the thread's epoch. Returns the epoch, and the
-    LIST that confirms it when it is only this process's belief (not seen
-    by a listing within W/2): the caller sends it with its objects, so it
-    costs no round trip, and starts again if the LIST shows another epoch.
+    Its parent's (a run going on after a delete writes where no reader
+    looks), else the thread's. Returns the epoch, and the LIST that confirms
+    it when it is only this process's belief (not listed within W/2): the
+    caller sends it with its objects and starts again if it shows another.
     """
     thread_id, ns = scope.thread_id, scope.checkpoint_ns
     if parent_id is not None:
@@ -105,12 +101,10 @@ def ended_manifests(
 ) -> Generator[Batch, list[Any] | None, set[str]]:
     """Sub-plan: the listed manifests of a thread that belong to ended epochs (spec §4.11).
 
-    Those stored well before the newest tombstone need no request; the
-    others written since are read (in parallel groups) and judged by their
-    epoch. One that reads as absent (gone since listed, or sealed with an
-    ended epoch's destroyed key) is counted with them. None without a
-    tombstone. ``read``, when given, receives the live manifests read on the
-    way (manifests never change: a caller need not read them again).
+    Those stored well before the newest tombstone need no request; the others
+    are read and judged by their epoch, one read as absent (gone, or sealed
+    with a destroyed key) counted ended. ``read`` receives the live manifests
+    read on the way (immutable: not to be read again).
     """
     ended = tombstones_in(tombstones, Ended.none())
     if ended.epoch == 0:

@@ -1,10 +1,4 @@
-"""Requests a plan asks for, and how one request is carried out on a store.
-
-Plans (see :mod:`objstore_saver.plans`) are generators that yield
-:class:`Batch` (requests to run in parallel; the generator receives their
-results in order) or :class:`Emit` (an item for the caller, e.g. a listed
-checkpoint). They never touch the store themselves.
-"""
+"""Requests a plan asks for (:class:`Batch`, :class:`Emit`), and how one is carried out."""
 
 from __future__ import annotations
 
@@ -47,12 +41,10 @@ class Unopened:
 class Shred:
     """Destroy the keys of every epoch below ``below`` of a thread or store namespace.
 
-    ``thread_prefix`` is the thread's ``threads/<T>/`` or a long-term store
-    namespace's index prefix ``store/ix/<P>/x/``. docs/encryption.md: a
-    DELETE of the key objects of epoch 0 and of the epochs a LIST of the
-    scope's epoch keys finds below ``below`` (spec §4.11, §8.4.9: the epoch a
-    delete begins keeps its key). Result: True on a store that encrypts;
-    None, with no request, on one that does not.
+    ``thread_prefix``: ``threads/<T>/`` or ``store/ix/<P>/x/``. A DELETE of
+    the key objects of epoch 0 and of those listed below ``below``
+    (docs/encryption.md; spec §4.11, §8.4.9). Result: True on a store that
+    encrypts; None, with no request, on one that does not.
     """
 
     thread_prefix: str
