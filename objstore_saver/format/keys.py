@@ -46,12 +46,7 @@ def _require_str(what: str, value: object) -> str:
 
 
 def token(what: str, value: object) -> str:
-    """Return the key token of an identifier (spec §3.1).
-
-    Args:
-        what: Name of the identifier, used in errors (``"thread_id"``...).
-        value: The identifier.
-    """
+    """The key token of an identifier (spec §3.1); ``what`` names it in errors."""
     s = _require_str(what, value)
     if _UNRESERVED.fullmatch(s) is not None:
         q = s  # what percent-encoding would leave as it is (most identifiers)
@@ -121,9 +116,8 @@ V2_WRITES_SUFFIX = ".w/"
 def checkpoint_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
     """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it.
 
-    A LIST with this prefix returns the checkpoint's manifests (of either
-    version) and its version-2 writes, and nothing of another checkpoint (no
-    ``<R>`` is a prefix of another: each ends with its only ``~``).
+    No ``<R>`` is a prefix of another (each ends with its only ``~``): a LIST
+    with it returns the checkpoint's manifests and version-2 writes only.
     """
     return manifests_prefix(thread_id, checkpoint_ns) + reverse_id(checkpoint_id)
 
@@ -251,11 +245,7 @@ def group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
 def write_group_key(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, indexes: tuple[int, ...]
 ) -> str:
-    """Key of the write group holding one call's regular writes (spec §4.7).
-
-    An index list longer than :data:`GROUP_SUFFIX_MAX` characters is named
-    by ``h`` and 16 hex digits of its SHA-256: one call is one object.
-    """
+    """Key of the write group holding one call's regular writes (spec §4.7)."""
     base = _task_writes(thread_id, checkpoint_ns, checkpoint_id, task_id)
     return f"{base}.{write_group_suffix(indexes)}"
 
@@ -275,8 +265,7 @@ def write_group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
 def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
     """(task token, write indexes) of a pending write or write group key (spec §4.7).
 
-    The indexes are None for a group named by the hash of its index list
-    (they are in the object).
+    The indexes are None for a group named by a hash (they are in the object).
     """
     seg = key.rsplit("/", 1)[1]
     parts = seg.rsplit(".", 2)
@@ -292,14 +281,10 @@ def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
 class CheckpointKeyParts:
     """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3).
 
-    Attributes:
-        thread_pfx: ``threads/<T>/``.
-        ns_token: The namespace token ``<N>``.
-        checkpoint_token: The token of the checkpoint id (as version 1's
-            write keys name it), the same for every key of one checkpoint.
-        kind: ``"manifest"``, ``"write"`` or ``"tombstone"``.
-        version: The format version the key's place implies: 1 or 2.
-        epoch: For a tombstone, the epoch it begins (spec §3.4); else 0.
+    ``checkpoint_token`` is the checkpoint id's token (as version 1's write
+    keys name it); ``kind`` ``"manifest"``, ``"write"`` or ``"tombstone"``;
+    ``version`` the format version the key's place implies; ``epoch`` the one
+    a tombstone begins (spec §3.4), else 0.
     """
 
     thread_pfx: str
@@ -316,11 +301,7 @@ class CheckpointKeyParts:
 
 
 def parse_checkpoint_key(key: str) -> CheckpointKeyParts:
-    """Parse a manifest or pending-write key of either version.
-
-    Raises:
-        ValueError: the key is not one of those forms.
-    """
+    """Parse a manifest, pending-write or tombstone key (ValueError for any other)."""
     pfx, rest = split_thread_key(key)
     area, _, tail = rest.partition("/")
     ns_tok, _, inner = tail.partition("/")
@@ -464,8 +445,7 @@ def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
 def stored_at(at: str, holder_id: str | None) -> str | bytes:
     """A value's location as stored (spec §4.0): ``""`` for the holder itself, else the id.
 
-    ``holder_id`` is the checkpoint id of the manifest holding the entry, or
-    None inside a segment (which any manifest of the namespace may refer to).
+    ``holder_id`` is None inside a segment (any manifest of the namespace may refer to it).
     """
     if at == holder_id:
         return ""
@@ -473,10 +453,9 @@ def stored_at(at: str, holder_id: str | None) -> str | bytes:
 
 
 def read_at(raw: Any, holder_key: str, key: str) -> str:
-    """The checkpoint id a stored value location names; ``key`` is named in errors.
+    """The checkpoint id a stored value location names, read from ``holder_key``.
 
-    ``holder_key`` is the key the entry was read from: ``""`` is valid only in
-    a version-2 manifest, where it names that manifest.
+    ``""`` is valid only in a version-2 manifest, where it names that manifest.
     """
     if raw == "":
         if not is_manifest_v2_key(holder_key):
