@@ -23,79 +23,48 @@ performs I/O: the blocking and the asyncio saver run the same code through
 * :mod:`.history`: the delta channel history walk (§6.10).
 
 A config's identifiers (:class:`Scope`) are read by :mod:`objstore_saver.format.keys`.
-Below: the names the saver, ``ops`` and the viewer use.
+Re-exported below: the names the saver, ``ops`` and the viewer use.
 """
 
-from objstore_saver.format.keys import Scope, next_version
-from objstore_saver.plans.checkpoint_put import put, put_writes
-from objstore_saver.plans.context import REUSE_WINDOW, Context, Step
-from objstore_saver.plans.history import delta_channel_history
+from objstore_saver.format.keys import Scope as Scope, next_version as next_version
+from objstore_saver.plans.checkpoint_put import put as put, put_writes as put_writes
+from objstore_saver.plans.context import (
+    REUSE_WINDOW as REUSE_WINDOW,
+    Context as Context,
+    Step as Step,
+)
+from objstore_saver.plans.history import delta_channel_history as delta_channel_history
 from objstore_saver.plans.lookup import (
-    find_checkpoint,
-    get_tuple,
-    latest_id,
-    list_checkpoints,
-    thread_prefixes,
+    find_checkpoint as find_checkpoint,
+    get_tuple as get_tuple,
+    latest_id as latest_id,
+    list_checkpoints as list_checkpoints,
+    thread_prefixes as thread_prefixes,
 )
-from objstore_saver.plans.prune import prune, prune_thread
-from objstore_saver.plans.prune_rules import IDLE_ACTIONS, prune_rules
+from objstore_saver.plans.prune import prune as prune, prune_thread as prune_thread
+from objstore_saver.plans.prune_rules import (
+    IDLE_ACTIONS as IDLE_ACTIONS,
+    prune_rules as prune_rules,
+)
 from objstore_saver.plans.reading import (
-    checkpoint_manifests,
-    child_refs,
-    decode_checked_manifest,
-    effective_writes,
-    embedded_name,
-    fetch_entries,
-    materialize,
-    read_checkpoint_manifest,
-    read_tuples,
-    remember_embedded,
+    checkpoint_manifests as checkpoint_manifests,
+    child_refs as child_refs,
+    decode_checked_manifest as decode_checked_manifest,
+    effective_writes as effective_writes,
+    embedded_name as embedded_name,
+    fetch_entries as fetch_entries,
+    materialize as materialize,
+    read_checkpoint_manifest as read_checkpoint_manifest,
+    read_tuples as read_tuples,
+    remember_embedded as remember_embedded,
 )
-from objstore_saver.plans.scan import scan_threads
+from objstore_saver.plans.scan import scan_threads as scan_threads
 from objstore_saver.plans.threads import (
-    ThreadListing,
-    copy_thread,
-    delete_for_runs,
-    delete_listing,
-    delete_thread,
-    list_thread,
-    thread_id_of,
+    ThreadListing as ThreadListing,
+    copy_thread as copy_thread,
+    delete_for_runs as delete_for_runs,
+    delete_listing as delete_listing,
+    delete_thread as delete_thread,
+    list_thread as list_thread,
+    thread_id_of as thread_id_of,
 )
-
-__all__ = [
-    "IDLE_ACTIONS",
-    "REUSE_WINDOW",
-    "Context",
-    "Scope",
-    "Step",
-    "ThreadListing",
-    "checkpoint_manifests",
-    "child_refs",
-    "copy_thread",
-    "decode_checked_manifest",
-    "delete_for_runs",
-    "delete_listing",
-    "delete_thread",
-    "delta_channel_history",
-    "effective_writes",
-    "embedded_name",
-    "fetch_entries",
-    "find_checkpoint",
-    "get_tuple",
-    "latest_id",
-    "list_checkpoints",
-    "list_thread",
-    "materialize",
-    "next_version",
-    "prune",
-    "prune_rules",
-    "prune_thread",
-    "put",
-    "put_writes",
-    "read_checkpoint_manifest",
-    "read_tuples",
-    "remember_embedded",
-    "scan_threads",
-    "thread_id_of",
-    "thread_prefixes",
-]
