@@ -11,12 +11,12 @@ performs I/O: the blocking and the asyncio saver run the same code through
 * :mod:`.reading`, :mod:`.values`: objects, manifests, writes and tuples read back;
 * :mod:`.lookup`: the latest lookup, get by id, listing (§6.2-6.4);
 * :mod:`.checkpoint_put`: ``put`` and ``put_writes`` (§6.1, §6.5), with
-  :mod:`.writing` (values encoded, objects stored) and :mod:`.placement`
-  (where each content object goes);
+  :mod:`.writing` (values encoded, objects stored, also what a manifest
+  embeds before it is deleted) and :mod:`.placement` (where each object goes);
 * :mod:`.epochs`: a thread's lifecycle, which epochs a delete ended (§4.11);
 * :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs`` (§6.6-6.8);
-* :mod:`.prune`, :mod:`.prune_rules`, :mod:`.extraction`, :mod:`.tombstone_sweep`:
-  retention, the two-phase sweep, and the tombstones a window outlived (§6.9);
+* :mod:`.prune`, :mod:`.prune_rules`, :mod:`.tombstone_sweep`: retention, the
+  two-phase sweep, and the tombstones a window outlived (§6.9);
 * :mod:`.verify` with :mod:`.verify_walk`, :mod:`.verify_objects` and
   :mod:`.verify_report`: the fsck of checkpoint threads (§6.11);
 * :mod:`.scan`: every thread of a store for the jobs (§6.12);

@@ -15,7 +15,6 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
-from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.prune_rules import PruneStats, Rules, prune_report, prune_rules
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
@@ -43,6 +42,7 @@ from objstore_saver.plans.threads import (
     oldest_first,
 )
 from objstore_saver.plans.tombstone_sweep import sweep_tombstones
+from objstore_saver.plans.writing import embedded_in, store_embedded
 from objstore_saver.storage.base import ObjectInfo
 
 

@@ -437,11 +437,10 @@ def read_tuples(
     flat = [k for ks in write_keys for k in ks]
     fetched = dict(write_bodies or {})
     missing = [k for k in flat if k not in fetched]
-    for k, body in zip(missing, (yield from run_batch(*(Get(k) for k in missing))), strict=True):
-        fetched[k] = body
-    bodies = [fetched[k] for k in flat]
+    fetched.update(zip(missing, (yield from run_batch(*(Get(k) for k in missing))), strict=True))
     writes_by_key: dict[str, list[WriteObj]] = {}
-    for k, body in zip(flat, bodies, strict=True):
+    for k in flat:
+        body = fetched[k]
         if body is None:
             raise MissingObjectError(k, "the listing of its checkpoint's writes")
         writes_by_key[k] = codec.decode_writes(body, k)

@@ -16,7 +16,6 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
-from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
@@ -34,6 +33,7 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
+from objstore_saver.plans.writing import embedded_in, store_embedded
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
 
 

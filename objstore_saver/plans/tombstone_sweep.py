@@ -27,11 +27,6 @@ from objstore_saver.storage.base import PutMode
 TOMBSTONE_WINDOW = timedelta(days=30)
 
 
-def holds_only_tombstones(listing: ThreadListing) -> bool:
-    """Whether a listed thread holds tombstones and nothing else."""
-    return bool(listing.tombstones) and not _written(listing)
-
-
 def _written(listing: ThreadListing) -> bool:
     """Whether a listed thread holds anything but tombstones."""
     return bool(
@@ -53,7 +48,7 @@ def sweep_tombstones(
     Returns (tombstones swept, tombstones stored again because the thread was
     written meanwhile). Nothing happens to a thread that holds anything else.
     """
-    if not holds_only_tombstones(listing):
+    if not listing.tombstones or _written(listing):
         return 0, 0
     if now - max(o.last_modified for o in listing.tombstones) < window:
         return 0, 0

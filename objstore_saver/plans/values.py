@@ -63,10 +63,8 @@ def _expand_list(
 ) -> list[Any]:
     """The elements of a list (an object, or inline in a manifest), in order."""
     out: list[Any] = []
-    for digest, count in obj.sealed:
+    for digest, count in [*obj.sealed, *((g.digest, g.count) for g in obj.segments)]:
         _expand(serde, digest, count, got, pfx, out)
-    for g in obj.segments:
-        _expand(serde, g.digest, g.count, got, pfx, out)
     out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
     return out
 

@@ -1,14 +1,15 @@
-"""Sub-plans of ``put`` and ``put_writes``: values encoded, content objects stored (§4, §6.1)."""
+"""Sub-plans that write: values encoded, content objects stored (§4, §6.1), and what a
+manifest about to be deleted embeds stored alone (§6.9 step 4)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 from objstore_saver.caches import message_keys
 from objstore_saver.caches.facts import ElementCache
 from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
-from objstore_saver.format.codec import Encoded, Inline, InlineList, PartObj, Ref
+from objstore_saver.format.codec import Encoded, Inline, InlineList, Manifest, PartObj, Ref
 from objstore_saver.format.list_encoding import ElementKey, EncodedElement, element_key
 from objstore_saver.large_value_gate import Hold
 from objstore_saver.plans.context import Context
@@ -337,3 +338,26 @@ def store_objects(
     if not puts and not extra:
         return []
     return (yield from put_objects(ctx, pfx, puts, extra))
+
+
+def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
+    """The objects the manifests embed, by address."""
+    out: dict[bytes, bytes] = {}
+    for m in manifests:
+        out.update(codec.embedded_objects(m))
+    return out
+
+
+def store_embedded(
+    ctx: Context, pfx: str, objects: Mapping[bytes, bytes]
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: store what a manifest embeds alone at ``objects/<H>`` before it is deleted.
+
+    Later manifests may locate those objects in it; once it is gone readers
+    look at ``objects/<H>`` (spec §6.9 step 4). Every one is stored, reached
+    or not: from then on they are ordinary content objects, which a later
+    prune sweeps when nothing reaches them. Returns once every PUT succeeded:
+    only then may the manifests be deleted.
+    """
+    puts = {d: Put(keys.object_key_in(pfx, d), objects[d]) for d in sorted(objects)}
+    yield from put_objects(ctx, pfx, puts)
