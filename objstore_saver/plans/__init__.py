@@ -15,8 +15,8 @@ performs I/O: the blocking and the asyncio saver run the same code through
   embeds before it is deleted) and :mod:`.placement` (where each object goes);
 * :mod:`.epochs`: a thread's lifecycle, which epochs a delete ended (§4.11);
 * :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs`` (§6.6-6.8);
-* :mod:`.prune`, :mod:`.prune_rules`, :mod:`.tombstone_sweep`: retention, the
-  two-phase sweep, and the tombstones a window outlived (§6.9);
+* :mod:`.prune`, :mod:`.prune_rules`: retention, the two-phase sweep, and the
+  tombstones a window outlived (§6.9), its rules and report;
 * :mod:`.verify` with :mod:`.verify_walk`, :mod:`.verify_objects` and
   :mod:`.verify_report`: the fsck of checkpoint threads (§6.11);
 * :mod:`.scan`: every thread of a store for the jobs (§6.12);

@@ -1,4 +1,5 @@
-"""The retention plan: keep the newest checkpoints, mark and sweep the rest (spec §6.9)."""
+"""The retention plan: keep the newest checkpoints, mark and sweep the rest; sweep the
+tombstones a window has outlived (spec §6.9, §4.11)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ from objstore_saver.plans.threads import (
     list_thread_keys,
     oldest_first,
 )
-from objstore_saver.plans.tombstone_sweep import sweep_tombstones
 from objstore_saver.plans.writing import embedded_in, store_embedded
 from objstore_saver.storage.base import ObjectInfo
 
@@ -455,3 +455,52 @@ def prune(
     for thread_id in thread_ids:
         threads.append((yield from prune_thread(ctx, thread_id, strategy, rules)))
     return prune_report(strategy, rules, threads)
+
+
+def _written(listing: ThreadListing) -> bool:
+    """Whether a listed thread holds anything but tombstones."""
+    return bool(
+        listing.manifests
+        or listing.superseded
+        or listing.writes
+        or listing.objects
+        or listing.runs
+        or listing.marks
+        or listing.unknown
+    )
+
+
+def sweep_tombstones(
+    thread_id: str, listing: ThreadListing, window: timedelta, now: datetime, dry_run: bool
+) -> Generator[Batch, list[Any] | None, tuple[int, int]]:
+    """Sub-plan: delete a deleted thread's tombstones once the newest is ``window`` old (§4.11).
+
+    A tombstone hides the late writes of the epochs it ends. Once a thread
+    holds nothing but tombstones, all older than the window (longer than any
+    run lives), they go: the thread id is then as if never used. A
+    conversation that begins on the id meanwhile is not lost: the thread is
+    listed again after the delete and, if anything but a tombstone appeared,
+    the same tombstones are stored again (create-only), so the new
+    conversation's epoch, which one of them began, is ended only by a later
+    delete, which numbers its epoch by its clock (spec §6.6), above any
+    epoch begun before the window. Returns (swept, stored again).
+    """
+    if not listing.tombstones or _written(listing):
+        return 0, 0
+    if now - max(o.last_modified for o in listing.tombstones) < window:
+        return 0, 0
+    swept = [o.key for o in listing.tombstones]
+    if dry_run:
+        return len(swept), 0
+    yield from delete_keys(swept)
+    if not _written((yield from list_thread_keys(listing.pfx))):
+        return len(swept), 0
+    # Written meanwhile: the tombstones go back, so no epoch they ended revives.
+    yield from run_batch(*(_restored(thread_id, key) for key in swept))
+    return 0, len(swept)
+
+
+def _restored(thread_id: str, key: str) -> Put:
+    epoch = keys.tombstone_epoch_of(key)
+    assert epoch is not None  # listed as a tombstone
+    return Put(key, codec.encode_tombstone(thread_id=thread_id, epoch=epoch))  # create-only

@@ -11,7 +11,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from objstore_saver.plans.context import Context
-from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
+
+#: How long a deleted thread's tombstones are kept by default: far longer than
+#: any run that could still write to the deleted epoch.
+TOMBSTONE_WINDOW = timedelta(days=30)
 
 
 @dataclass
