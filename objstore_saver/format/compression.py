@@ -1,10 +1,8 @@
 """Byte encodings of payload data (spec §4.0): raw, zstd, and zstd with the D1 dictionary.
 
-Pure functions; no I/O. zstd (de)compressor objects are not thread-safe, so
-each is used by one thread at a time; they are kept in a shared free list
-rather than per thread (:class:`Reused`). Small decompressed payloads are
-remembered by content: a conversation's messages are decoded from the same
-payloads at every turn.
+zstd (de)compressors are not thread-safe: they are lent from shared free lists
+(:class:`Reused`). Small decompressed payloads are remembered by content: a
+conversation's messages are decoded from the same payloads at every turn.
 """
 
 from __future__ import annotations
