@@ -270,11 +270,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
                     raise MissingObjectError(k, f"the listing of thread {source_thread_id!r}")
                 puts.append(Put(dst + k[len(src) :], body))
             yield from run_batch(*puts)
-    run_ids = []
-    for o in listing.runs:
-        run_id = keys.untoken(o.key.rsplit("/", 1)[1])
-        if run_id is not None:
-            run_ids.append(run_id)
+    run_ids = [r for o in listing.runs if (r := keys.untoken(o.key.rsplit("/", 1)[1])) is not None]
     yield from run_batch(
         *(Put(k, b"") for r in run_ids for k in keys.run_markers(target_thread_id, r))
     )

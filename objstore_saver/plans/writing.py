@@ -107,8 +107,13 @@ def _encode_list(
     elements, found = _serialize_elements(ctx, value, split=split)
     if not found and not list_encoding.use_list_encoding(elements):
         return None
-    if written_max is not None and not found:
-        whole = _whole_list_inline(ctx, value, elements, written_max)
+    if (
+        written_max is not None
+        and not found
+        and sum(len(data) for _, data in elements) <= WRITE_LIST_WHOLE_MAX
+    ):
+        payload = codec.make_payload(*ctx.serde.dumps_typed(value))
+        whole = value_encoding.inline_written(payload, written_max)
         if whole is not None:
             return whole
     streamed: dict[ElementKey, EncodedElement] = {}
@@ -142,15 +147,6 @@ def _encode_list(
 #: A pending write's list whose elements serialize to at most this many bytes
 #: is also compressed whole, to see if it fits inline (spec §6.5 step 2).
 WRITE_LIST_WHOLE_MAX = 4 * codec.WRITE_INLINE_MAX
-
-
-def _whole_list_inline(
-    ctx: Context, value: list[Any], elements: list[tuple[str, bytes]], limit: int
-) -> Encoded | None:
-    """The list as one inline entry, if it compresses to at most ``limit``; else None."""
-    if sum(len(data) for _, data in elements) > WRITE_LIST_WHOLE_MAX:
-        return None
-    return value_encoding.inline_written(codec.make_payload(*ctx.serde.dumps_typed(value)), limit)
 
 
 def _serialize_elements(
