@@ -201,9 +201,12 @@ def put(
     # The parent gives the carried channels, and where a list's segments
     # are; where it has its values too, but only from memory is that
     # worth no request.
-    recall = parent_id is not None and any(
-        c not in new_versions or (type(values.get(c)) is list and values[c]) for c in versions
-    )
+    recall = False
+    if parent_id is not None:
+        for c in versions:
+            if c not in new_versions or (type(values.get(c)) is list and values[c]):
+                recall = True
+                break
 
     for attempt in range(PUT_ATTEMPTS):
         if attempt:
