@@ -1,22 +1,20 @@
-"""Bounded in-process memories of immutable facts (spec §6).
+"""Bounded, thread-safe in-process memories of immutable facts (spec §6).
 
-* :class:`ObjectCache` — per thread prefix, content-addressed objects that are
-  known to be stored, with their decoded form when it was fetched or written
-  (bounded by bytes, least recently used out).
-* :class:`EntryCache` — per checkpoint, its channel versions and entries, so a
-  child checkpoint reuses them without serializing (bounded by count).
-* :class:`ElementCache` — list elements already encoded, by serialized bytes,
-  so a growing list compresses and hashes only its new elements (by bytes);
-  with its :class:`SealedCache`, the chunks and nodes already sealed, so it
-  packs and hashes only its new chunk and nodes; and with its
-  :class:`SerializedCache`, messages already serialized, by state key, so it
-  serializes only its new messages.
+* :class:`ObjectCache`: per thread prefix, content objects known to be stored,
+  with their decoded form when it was fetched or written (by bytes, LRU).
+* :class:`EntryCache`: per checkpoint, its channel versions and entries, so a
+  child checkpoint reuses them without serializing (by count).
+* :class:`HeadCache`, :class:`EpochCache`: the newest checkpoint and the
+  epochs this process saw (by count).
+* :class:`ElementCache`, with its :class:`SealedCache` and
+  :class:`SerializedCache`: list elements, sealed chunks and nodes, and
+  messages already encoded, so a growing list encodes only what is new.
 
-Both are thread-safe. They hold only facts about immutable objects; a delete or
-prune run by this process forgets the thread it touched. Every fact carries the
-time (``clock``, monotonic seconds) it was last confirmed: a prune run by another
-process may remove an object no manifest references, so a writer trusts a fact
-only while it is younger than the reuse window (spec §6.9).
+A delete or prune run by this process forgets the thread it touched. Every
+fact about a stored object carries the time (``clock``, monotonic seconds) it
+was last confirmed: a prune run by another process may remove an object no
+manifest references, so a writer trusts a fact only while it is younger than
+the reuse window (spec §6.9).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from objstore_saver.caches.message_keys import StateKey
 from objstore_saver.format.bounded_fifo import BoundedFifo
@@ -39,6 +37,9 @@ from objstore_saver.format.list_encoding import (
 )
 
 _KNOWN_ONLY_COST = 120
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ObjectCache:
@@ -324,82 +325,71 @@ class BoundedSet:
                 del self._items[item]
 
 
-class ElementCache:
-    """Encoded list elements by (type, serialized bytes); first in, first out.
+class _PureCache(Generic[K, V]):
+    """A pure function cache: a value never goes stale, so first in, first out.
 
-    A pure function cache: the encoding of given bytes never changes, so an
-    entry is never stale. It saves the compression and hashing of elements a
-    list held at its previous checkpoint.
+    Bounded by the estimated bytes of its entries (:meth:`_cost`).
     """
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
-        self._fifo: BoundedFifo[ElementKey, EncodedElement] = BoundedFifo(max_bytes)
+        self._fifo: BoundedFifo[K, V] = BoundedFifo(max_bytes)
+
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes the remembered entries hold."""
+        return self._fifo.held_bytes
+
+    def get(self, key: K) -> V | None:
+        return self._fifo.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        self._fifo.put(key, value, self._cost(key, value))
+
+    def _cost(self, key: K, value: V) -> int:
+        raise NotImplementedError
+
+
+class ElementCache(_PureCache[ElementKey, EncodedElement]):
+    """Encoded list elements by (type, serialized bytes).
+
+    The encoding of given bytes never changes. It saves the compression and
+    hashing of elements a list held at its previous checkpoint.
+    """
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        super().__init__(max_bytes)
         self.sealed = SealedCache(max_bytes)
         """Chunks and nodes of the lists encoded, with a budget of its own."""
         self.serialized = SerializedCache(max_bytes)
         """Serialized messages by state key, with a budget of its own."""
 
-    @property
-    def held_bytes(self) -> int:
-        """The estimated bytes the remembered elements hold."""
-        return self._fifo.held_bytes
-
-    def get(self, key: ElementKey) -> EncodedElement | None:
-        return self._fifo.get(key)
-
-    def put(self, key: ElementKey, value: EncodedElement) -> None:
-        cost = len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
-        self._fifo.put(key, value, cost)
+    def _cost(self, key: ElementKey, value: EncodedElement) -> int:
+        return len(key[1]) + sum(len(b) for b in value.objects.values()) + 200
 
 
-class SealedCache:
-    """Sealed chunks and nodes by what they hold (element keys, subtree digests); FIFO.
+class SealedCache(_PureCache[SealedKey, SealedObject]):
+    """Sealed chunks and nodes by what they hold (element keys, subtree digests).
 
-    A pure function cache like :class:`ElementCache`: a chunk's bytes are a
-    function of its elements' serialized bytes, a node's of its subtrees'
-    digests, so an entry is never stale. It saves packing and hashing every
+    A chunk's bytes are a function of its elements' serialized bytes, a
+    node's of its subtrees' digests. It saves packing and hashing every
     sealed object of a long list at each checkpoint.
     """
 
-    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
-        self.max_bytes = max_bytes
-        self._fifo: BoundedFifo[SealedKey, SealedObject] = BoundedFifo(max_bytes)
-
-    @property
-    def held_bytes(self) -> int:
-        """The estimated bytes the remembered chunks and nodes hold."""
-        return self._fifo.held_bytes
-
-    def get(self, key: SealedKey) -> SealedObject | None:
-        return self._fifo.get(key)
-
-    def put(self, key: SealedKey, value: SealedObject) -> None:
+    def _cost(self, key: SealedKey, value: SealedObject) -> int:
         # The key holds the elements' serialized bytes (type, bytes): they count too.
         held = sum(len(k[1]) for k in key if isinstance(k, tuple) and len(k) == 2)
         held += len(value.body) + sum(len(b) for b in value.element_objects.values())
-        self._fifo.put(key, value, held + 64 * len(key) + 200)
+        return held + 64 * len(key) + 200
 
 
-class SerializedCache:
-    """Serialized messages (serializer type, bytes) by state key; FIFO.
+class SerializedCache(_PureCache[StateKey, tuple[str, bytes]]):
+    """Serialized messages (serializer type, bytes) by state key.
 
-    A pure function cache like :class:`ElementCache`: a message's bytes are a
-    function of its state key (:mod:`objstore_saver.caches.message_keys`), so an
-    entry is never stale. Only LangGraph's default serializer's bytes are kept.
+    A message's bytes are a function of its state key
+    (:mod:`objstore_saver.caches.message_keys`). Only LangGraph's default
+    serializer's bytes are kept.
     """
 
-    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
-        self.max_bytes = max_bytes
-        self._fifo: BoundedFifo[StateKey, tuple[str, bytes]] = BoundedFifo(max_bytes)
-
-    @property
-    def held_bytes(self) -> int:
-        """The estimated bytes the remembered messages hold."""
-        return self._fifo.held_bytes
-
-    def get(self, key: StateKey) -> tuple[str, bytes] | None:
-        return self._fifo.get(key)
-
-    def put(self, key: StateKey, value: tuple[str, bytes]) -> None:
-        self._fifo.put(key, value, len(key[1]) + len(value[1]) + 150)
+    def _cost(self, key: StateKey, value: tuple[str, bytes]) -> int:
+        return len(key[1]) + len(value[1]) + 150

@@ -1,8 +1,8 @@
-"""A thread-safe map with a byte budget, oldest entries out first: the memories' store.
+"""A thread-safe map with a byte budget, oldest entries out first.
 
-Used by the pure-function caches of the saver (encoded elements, sealed
-chunks, serialized messages, decompressed payloads): an entry never goes
-stale, so first-in-first-out is enough and a read takes no lock.
+It holds pure-function caches (encoded elements, sealed chunks, serialized
+messages, decompressed payloads): an entry never goes stale, so first in,
+first out is enough and a read takes no lock.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ V = TypeVar("V")
 
 
 class BoundedFifo(Generic[K, V]):
-    """A thread-safe map with a byte budget; the oldest entries go first."""
+    """A map whose entries together cost at most ``max_bytes``."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes

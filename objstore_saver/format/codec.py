@@ -1,14 +1,12 @@
 """Object encodings (spec §4): payloads, entries and the objects that hold them.
 
-Pure functions and plain data; no I/O. Encoding a value yields an entry plus
-the content-addressed objects it needs; decoding checks every rule of §4.6 and
-raises an error naming the key.
+Pure functions; decoding checks every rule of §4.6 and raises an error naming the key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -20,13 +18,7 @@ from objstore_saver.errors import (
 )
 from objstore_saver.format import compression, keys
 from objstore_saver.format.compression import ENCODINGS, RAW
-from objstore_saver.format.locations import (
-    absolute_loc,
-    is_segment_count,
-    read_at,
-    relative_loc,
-    stored_at,
-)
+from objstore_saver.format.keys import absolute_loc, read_at, relative_loc, stored_at
 from objstore_saver.format.model import (
     CHECKPOINT_FORMAT_VERSION as CHECKPOINT_FORMAT_VERSION,
     CHECKPOINT_VERSIONS as CHECKPOINT_VERSIONS,
@@ -61,6 +53,7 @@ from objstore_saver.format.model import (
     StoredObject as StoredObject,
     ValueObj as ValueObj,
     WriteObj as WriteObj,
+    is_segment_count,
 )
 
 
@@ -84,15 +77,6 @@ def make_payload(type_: str, data: bytes) -> Payload:
 def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     """Return ``(type, serialized bytes)`` of a payload, decompressing it."""
     return payload.type, compression.decompressed(payload.encoding, payload.data, key)
-
-
-def stream_payload(encoding: str, size: int, data: Iterable[bytes], key: str) -> Iterator[bytes]:
-    """Decoded bytes of payload data given in slices (parts), without joining them.
-
-    Checks that the slices hold ``size`` bytes in all and that a zstd frame
-    is complete.
-    """
-    return compression.stream_decompressed(encoding, size, data, key)
 
 
 # --- encoding -------------------------------------------------------------
@@ -129,15 +113,9 @@ def encode_split(
 def entry_to_msgpack(
     entry: Entry, holder: str | None = None, holder_id: str | None = None
 ) -> list[Any]:
-    """An entry as stored; ``holder`` is the key of the manifest that holds it.
-
-    A segment's or a value's location is written relative to the holder:
-    ``""`` when the holder embeds it, the checkpoint id of the manifest that
-    does (in the holder's namespace) otherwise, nil when it stands alone
-    (spec §4.0, §4.4). In a segment (``holder`` None) a value's location is
-    always a checkpoint id. ``holder_id`` is the holder's checkpoint id
-    (given with ``holder``).
-    """
+    """An entry as stored; ``holder`` is the key of the manifest that holds it, ``holder_id``
+    its checkpoint id: locations are written relative to it (spec §4.0, §4.4;
+    :func:`~objstore_saver.format.keys.relative_loc`)."""
     if isinstance(entry, Inline):
         p = entry.payload
         return ["i", p.type, p.encoding, p.data]
@@ -285,10 +263,8 @@ def unpack_object(
 ) -> dict[str, Any]:
     """Unpack an object's MessagePack map, checking its format version and kind.
 
-    ``versions`` are the format versions accepted for those kinds; a greater
-    one is :class:`UnsupportedFormatError` (written by a newer release). A
-    sealed (encrypted) object is :class:`EncryptedObjectError` unless
-    ``sealed`` says one is expected.
+    A version above ``versions`` is :class:`UnsupportedFormatError` (a newer
+    release's); a sealed object :class:`EncryptedObjectError` unless ``sealed``.
     """
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
@@ -309,15 +285,11 @@ def unpack_object(
     return obj
 
 
-def _field(obj: dict[str, Any], name: str, types: type | tuple[type, ...], key: str) -> Any:
+def _field(obj: dict[str, Any], name: str, types: type, key: str) -> Any:
     value = obj.get(name)
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+    if not isinstance(value, types) or (isinstance(value, bool) and types is not bool):
         raise CorruptObjectError(key, f"field {name!r} is missing or has the wrong type")
     return value
-
-
-def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
 
 
 def _digest(value: Any, key: str) -> bytes:
@@ -368,9 +340,8 @@ def _list_fields(
 ) -> ListObj:
     """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's.
 
-    ``holder`` is the key of the manifest or write holding an inline list:
-    its segments' locations are made absolute against it. A ``list``
-    object (version 1) holds no segments.
+    ``holder``: the manifest or write holding an inline list, against which
+    its segments' locations resolve (a version-1 ``list`` object has none).
     """
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise CorruptObjectError(key, f"a list's element count {count!r:.40} is not a count")
@@ -486,23 +457,15 @@ KIND_OF_TAG = {
 }
 
 _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
-    "b": ("value",),
-    "p": ("parts",),
-    "l": ("list",),
-    "c": ("chunk", "node"),
-    "d": ("part",),
-    "s": ("split",),
-    "g": ("segment",),
-    None: ("value", "parts", "list", "node", "chunk", "part", "split", "segment"),
+    tag: ("chunk", "node") if tag == "c" else (kind,) for tag, kind in KIND_OF_TAG.items()
 }
+_KINDS_BY_TAG[None] = ("value", "parts", "list", "node", "chunk", "part", "split", "segment")
 
 
 def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject:
-    """Decode a content-addressed object reached through an entry tagged ``tag``.
+    """Decode a content-addressed object reached through an entry tagged ``tag`` (None: any).
 
-    ``tag`` is ``b`` (value), ``p`` (parts), ``l`` (list), ``c`` (chunk),
-    ``c`` (chunk or node), ``d`` (part, a data slice), ``s`` (split value),
-    ``g`` (segment, format version 2), or None to accept any.
+    The kinds each tag may reach are :data:`KIND_OF_TAG`'s, ``c`` a chunk or a node.
     """
     kinds = _KINDS_BY_TAG[tag]
     obj = unpack_object(data, key, *kinds, versions=CHECKPOINT_VERSIONS)

@@ -1,10 +1,8 @@
 """Byte encodings of payload data (spec §4.0): raw, zstd, and zstd with the D1 dictionary.
 
-Pure functions; no I/O. zstd (de)compressor objects are not thread-safe, so
-each is used by one thread at a time; they are kept in a shared free list
-rather than per thread (:class:`Reused`). Small decompressed payloads are
-remembered by content: a conversation's messages are decoded from the same
-payloads at every turn.
+zstd (de)compressors are not thread-safe: they are lent from shared free lists
+(:class:`Reused`). Small decompressed payloads are remembered by content: a
+conversation's messages are decoded from the same payloads at every turn.
 """
 
 from __future__ import annotations
@@ -55,12 +53,8 @@ class Reused(Generic[T]):
     starts for that invocation: a D1 compressor per thread cost a new zstd
     context and dictionary tables about twice a chat turn (docs/profile.md,
     "8 OS threads"). Borrowing from one free list makes as many as ever run at
-    once. ``deque.pop`` and ``append`` are atomic, so no lock is taken.
-
-    Args:
-        make: Makes a new object when none is free.
-        keep: About how many free objects are kept (a racing return may
-            keep one or two more).
+    once. ``deque.pop`` and ``append`` are atomic, so no lock is taken;
+    about ``keep`` free objects are kept (a racing return may keep one more).
     """
 
     __slots__ = ("_free", "_keep", "_make")
@@ -124,12 +118,7 @@ DECOMPRESSED_KEPT_MAX = 64 * 1024
 
 
 def decompressed(encoding: str, data: bytes, key: str) -> bytes:
-    """The bytes ``data`` stands for in ``encoding``.
-
-    Raises:
-        CorruptObjectError: unknown encoding or data that does not decompress
-            (naming ``key``).
-    """
+    """The bytes ``data`` stands for in ``encoding`` (CorruptObjectError naming ``key``)."""
     if encoding == RAW:
         return data
     lender = DECOMPRESSORS.get(encoding)

@@ -1,16 +1,27 @@
-"""Key layout (spec §3): identifier tokens and the reverse-ordered checkpoint key.
+"""Key layout (spec §3): identifiers, tokens, keys, and locations relative to a manifest.
 
-Pure functions only. Every key the saver builds comes from here.
+Pure functions only. Every key the saver builds comes from here. A config's
+identifiers are read and checked here (:func:`scope_of`). A segment's or a
+value's location (spec §4.0, §4.4) is stored relative to the manifest that
+holds the reference (``""``: that manifest; a checkpoint id, or a UUID's 16
+bytes: that checkpoint's manifest beside it; nil: ``objects/<H>``) and kept
+in memory as a full key.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 import re
+import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from objstore_saver.errors import InvalidIdentifierError
+from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 #: Longest percent-encoded identifier kept readable; longer ones are hashed.
 MAX_QUOTED_TOKEN = 200
@@ -35,12 +46,7 @@ def _require_str(what: str, value: object) -> str:
 
 
 def token(what: str, value: object) -> str:
-    """Return the key token of an identifier (spec §3.1).
-
-    Args:
-        what: Name of the identifier, used in errors (``"thread_id"``...).
-        value: The identifier.
-    """
+    """The key token of an identifier (spec §3.1); ``what`` names it in errors."""
     s = _require_str(what, value)
     if _UNRESERVED.fullmatch(s) is not None:
         q = s  # what percent-encoding would leave as it is (most identifiers)
@@ -110,9 +116,8 @@ V2_WRITES_SUFFIX = ".w/"
 def checkpoint_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
     """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it.
 
-    A LIST with this prefix returns the checkpoint's manifests (of either
-    version) and its version-2 writes, and nothing of another checkpoint (no
-    ``<R>`` is a prefix of another: each ends with its only ``~``).
+    No ``<R>`` is a prefix of another (each ends with its only ``~``): a LIST
+    with it returns the checkpoint's manifests and version-2 writes only.
     """
     return manifests_prefix(thread_id, checkpoint_ns) + reverse_id(checkpoint_id)
 
@@ -218,11 +223,14 @@ def write_key(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int, seq: int = 0
 ) -> str:
     """Key of one pending write; special writes (idx < 0) carry their sequence."""
-    base = (
-        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}"
-        f"{token('task_id', task_id)}"
-    )
+    base = _task_writes(thread_id, checkpoint_ns, checkpoint_id, task_id)
     return f"{base}.{idx}" if idx >= 0 else f"{base}.{idx}.{seq:026d}"
+
+
+def _task_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
+    """What the keys of a task's version-2 writes and write groups start with."""
+    cpfx = checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
+    return cpfx + token("task_id", task_id)
 
 
 GROUP_SUFFIX_MAX = 29
@@ -237,15 +245,8 @@ def group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
 def write_group_key(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, indexes: tuple[int, ...]
 ) -> str:
-    """Key of the write group holding one call's regular writes (spec §4.7).
-
-    An index list longer than :data:`GROUP_SUFFIX_MAX` characters is named
-    by ``h`` and 16 hex digits of its SHA-256: one call is one object.
-    """
-    base = (
-        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}"
-        f"{token('task_id', task_id)}"
-    )
+    """Key of the write group holding one call's regular writes (spec §4.7)."""
+    base = _task_writes(thread_id, checkpoint_ns, checkpoint_id, task_id)
     return f"{base}.{write_group_suffix(indexes)}"
 
 
@@ -264,8 +265,7 @@ def write_group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
 def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
     """(task token, write indexes) of a pending write or write group key (spec §4.7).
 
-    The indexes are None for a group named by the hash of its index list
-    (they are in the object).
+    The indexes are None for a group named by a hash (they are in the object).
     """
     seg = key.rsplit("/", 1)[1]
     parts = seg.rsplit(".", 2)
@@ -281,14 +281,10 @@ def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
 class CheckpointKeyParts:
     """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3).
 
-    Attributes:
-        thread_pfx: ``threads/<T>/``.
-        ns_token: The namespace token ``<N>``.
-        checkpoint_token: The token of the checkpoint id (as version 1's
-            write keys name it), the same for every key of one checkpoint.
-        kind: ``"manifest"``, ``"write"`` or ``"tombstone"``.
-        version: The format version the key's place implies: 1 or 2.
-        epoch: For a tombstone, the epoch it begins (spec §3.4); else 0.
+    ``checkpoint_token`` is the checkpoint id's token (as version 1's write
+    keys name it); ``kind`` ``"manifest"``, ``"write"`` or ``"tombstone"``;
+    ``version`` the format version the key's place implies; ``epoch`` the one
+    a tombstone begins (spec §3.4), else 0.
     """
 
     thread_pfx: str
@@ -305,11 +301,7 @@ class CheckpointKeyParts:
 
 
 def parse_checkpoint_key(key: str) -> CheckpointKeyParts:
-    """Parse a manifest or pending-write key of either version.
-
-    Raises:
-        ValueError: the key is not one of those forms.
-    """
+    """Parse a manifest, pending-write or tombstone key (ValueError for any other)."""
     pfx, rest = split_thread_key(key)
     area, _, tail = rest.partition("/")
     ns_tok, _, inner = tail.partition("/")
@@ -403,3 +395,138 @@ def is_manifest_v2_key(key: str) -> bool:
         and parts[2] == "checkpoints"
         and parts[4].endswith("~" + V2_MANIFEST_SUFFIX)
     )
+
+
+# --- locations relative to the manifest holding them (spec §4.0, §4.4) ---
+
+
+def relative_loc(loc: str | None, holder: str | None) -> str | None:
+    if loc is None:
+        return None
+    if loc == holder:
+        return ""
+    folder, _, name = loc.rpartition("/")
+    # Beside the holder (a manifest key): a version-2 manifest of its folder.
+    beside = holder is not None and holder.rpartition("/")[0] == folder
+    if not beside or not name.endswith("~" + V2_MANIFEST_SUFFIX):
+        raise ValueError(f"segment location {loc!r} is not a manifest beside {holder!r}")
+    checkpoint_id = unreverse_id(name.removesuffix(V2_MANIFEST_SUFFIX))
+    return _uuid_bytes(checkpoint_id) or checkpoint_id
+
+
+def _uuid_bytes(checkpoint_id: str) -> bytes | None:
+    """The 16 bytes of a UUID in its canonical text form (LangGraph's ids), else None."""
+    if len(checkpoint_id) != 36:
+        return None
+    try:
+        raw = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    return raw.bytes if str(raw) == checkpoint_id else None
+
+
+def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
+    if raw is None:
+        return None
+    if raw == "":
+        return holder
+    if isinstance(raw, bytes) and len(raw) == 16:
+        raw = str(uuid.UUID(bytes=raw))
+    if not isinstance(raw, str) or not is_manifest_v2_key(holder):
+        raise CorruptObjectError(key, f"a segment's location {raw!r:.80} is not a checkpoint id")
+    try:
+        return manifest_beside(holder, raw)
+    except InvalidIdentifierError as exc:
+        raise CorruptObjectError(
+            key, f"a segment's location {raw!r:.80} is not a checkpoint id"
+        ) from exc
+
+
+def stored_at(at: str, holder_id: str | None) -> str | bytes:
+    """A value's location as stored (spec §4.0): ``""`` for the holder itself, else the id.
+
+    ``holder_id`` is None inside a segment (any manifest of the namespace may refer to it).
+    """
+    if at == holder_id:
+        return ""
+    return _uuid_bytes(at) or at
+
+
+def read_at(raw: Any, holder_key: str, key: str) -> str:
+    """The checkpoint id a stored value location names, read from ``holder_key``.
+
+    ``""`` is valid only in a version-2 manifest, where it names that manifest.
+    """
+    if raw == "":
+        if not is_manifest_v2_key(holder_key):
+            raise CorruptObjectError(key, "a value located '' (here) outside a manifest")
+        return checkpoint_id_of_manifest_key(holder_key)
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return str(uuid.UUID(bytes=raw))
+    if isinstance(raw, str) and raw:
+        try:
+            reverse_id(raw)
+        except InvalidIdentifierError as exc:
+            raise CorruptObjectError(
+                key, f"a value's location {raw!r:.80} is not a checkpoint id"
+            ) from exc
+        return raw
+    raise CorruptObjectError(key, f"a value's location {raw!r:.80} is not a checkpoint id")
+
+
+def manifest_beside(manifest: str, checkpoint_id: str) -> str:
+    """Key of the version-2 manifest ``checkpoint_id`` in the namespace of ``manifest``."""
+    return f"{manifest.rpartition('/')[0]}/{reverse_id(checkpoint_id)}{V2_MANIFEST_SUFFIX}"
+
+
+# --- the identifiers a config names, and channel versions (spec §5) ---
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Thread, namespace and (optional) checkpoint id named by a config."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str | None
+
+
+def scope_of(config: RunnableConfig, *, need_checkpoint_id: bool = False) -> Scope:
+    """Read and check the identifiers of a config."""
+    conf = config.get("configurable") or {}
+    if "thread_id" not in conf:
+        raise InvalidIdentifierError(
+            "config['configurable']['thread_id'] is required by objstore-saver"
+        )
+    thread_id = conf["thread_id"]
+    if not isinstance(thread_id, str):
+        raise InvalidIdentifierError(
+            f"thread_id must be a string, got {type(thread_id).__name__} {thread_id!r}"
+        )
+    ns = conf.get("checkpoint_ns") or ""
+    if not isinstance(ns, str):
+        raise InvalidIdentifierError(f"checkpoint_ns must be a string, got {ns!r}")
+    cid = conf.get("checkpoint_id") or None
+    if cid is not None:
+        reverse_id(cid)
+    if need_checkpoint_id and cid is None:
+        raise InvalidIdentifierError(
+            f"config of thread {thread_id!r} names no checkpoint_id; writes belong to a checkpoint"
+        )
+    return Scope(thread_id, ns, cid)
+
+
+def checkpoint_config(thread_id: str, ns: str, cid: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def next_version(current: str | int | float | None) -> str | int:
+    """Next channel version, keeping the thread's type (spec §5)."""
+    if current is None:
+        return 1
+    if isinstance(current, int):
+        return current + 1
+    if isinstance(current, float):
+        return int(current) + 1
+    head = int(str(current).split(".")[0]) + 1
+    return f"{head:032}.{random.random():016}"

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from objstore_saver.format import codec, locations, value_encoding
+from objstore_saver.format import codec, keys, value_encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,7 @@ def _located(element: EncodedElement, locate: Locator | None) -> list[Any]:
     at = locate(element.digest)
     if at is None:
         return element.item
-    return ["b", element.digest, locations.stored_at(at, None)]
+    return ["b", element.digest, keys.stored_at(at, None)]
 
 
 def encode_list(
@@ -152,23 +152,17 @@ def encode_list(
 ) -> codec.Encoded:
     """Entry for a list given its serialized elements (spec §4.4, format version 2).
 
-    The layout depends only on the element sequence: every ``codec.CHUNK_LEN``
-    elements seal a segment, and while the last ``codec.SEGMENT_MERGE`` segments
-    hold as many elements each (at most ``codec.SEGMENT_MAX_LEN`` together)
-    and at most ``codec.SEGMENT_MAX_BYTES`` of entries, they merge into one.
-    The rest is the tail, inline in the entry. An appended element therefore
-    leaves every earlier segment's hash unchanged, and a long list is one
-    segment per binary digit of its count of sealed runs. Segments are
-    returned unlocated (``loc`` None): the writer decides which it embeds in
-    its manifest. With a ``cache``, an
-    element encoded before is not compressed and hashed again; with a
-    ``sealed_cache``, a segment sealed or merged before (the same elements)
-    is not packed and hashed again: its bytes are a function of what it holds.
-    With ``locate``, an element stored as a ``value`` object is located
-    (spec §4.4): its reference names the manifest that embeds it, in the
-    segments and in the tail; a sealed segment is then a function of its
-    elements and their locations. ``epoch`` is the thread's epoch its
-    objects belong to (spec §4.11): the caches hold each epoch's apart.
+    Every ``CHUNK_LEN`` elements seal a segment; while the last
+    ``SEGMENT_MERGE`` segments hold as many elements each (at most
+    ``SEGMENT_MAX_LEN`` together, ``SEGMENT_MAX_BYTES`` of entries) they
+    merge. The rest is the tail, inline. An appended element leaves every
+    earlier segment's hash unchanged. Segments are returned unlocated: the
+    writer decides which it embeds. ``cache`` and ``sealed_cache`` spare
+    encoding an element or a segment again (their bytes are a function of
+    what they hold). With ``locate``, a ``value`` element's reference names
+    the manifest that embeds it (a segment is then a function of its
+    elements and their locations). ``epoch``: spec §4.11, the caches keep
+    each epoch's apart.
     """
     out: dict[bytes, bytes] = {}
     # What the caches hold is a function of the element and the epoch.

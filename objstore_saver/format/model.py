@@ -45,6 +45,16 @@ LIST_MIN_MEAN_ELEMENT = 256
 MANIFEST_BUDGET = 1024 * 1024
 
 
+def is_segment_count(n: object) -> bool:
+    """Whether ``n`` elements make a segment: ``CHUNK_LEN * 2**l``, at most ``SEGMENT_MAX_LEN``."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        return False
+    size = CHUNK_LEN
+    while size < n:
+        size *= SEGMENT_MERGE
+    return size == n and n <= SEGMENT_MAX_LEN
+
+
 @dataclass(frozen=True, slots=True)
 class Payload:
     """Serializer type, byte encoding and data of one serialized value."""

@@ -138,9 +138,7 @@ def text_size(text: str) -> int:
 def text_pieces(text: str) -> Iterator[bytes]:
     """``text`` in UTF-8, a piece at a time (at most 256 KiB each).
 
-    Raises:
-        ValueError: the text holds a lone surrogate (not UTF-8 encodable; the
-            serializer refuses such a text too).
+    A lone surrogate is a ValueError, as the serializer refuses such a text too.
     """
     for start in range(0, len(text), _PIECE_CHARS):
         try:

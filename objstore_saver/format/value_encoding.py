@@ -45,10 +45,8 @@ def inline_written(
 ) -> codec.Encoded | None:
     """A pending write's value inline, if its compressed payload is at most ``limit``.
 
-    The rule of pending writes (spec §6.5 step 2): a write's entry is stored
-    once and never carried into another object, so a value whose payload data
-    is at most ``codec.WRITE_INLINE_MAX`` bytes needs no object of its own,
-    whatever its serialized size.
+    A write's entry is stored once and never carried into another object, so
+    a small payload needs no object whatever its serialized size (spec §6.5 step 2).
     """
     if len(payload.data) > limit:
         return None
@@ -63,18 +61,12 @@ LargeResult = tuple[codec.Ref, tuple[bytes, bytes], tuple[bytes, ...]]
 def large_objects(
     type_: str, data: bytes, epoch: int = 0
 ) -> Generator[tuple[bytes, bytes], None, LargeResult]:
-    """Encode data larger than ``codec.PART_SIZE``, yielding part objects as they are made.
+    """Encode data larger than ``codec.PART_SIZE``, yielding (digest, body) of parts as made.
 
-    The data is compressed into one zstd frame written in ``codec.PART_SIZE``
-    pieces as the compressor produces them, and each piece is packed as a
-    ``part`` object and yielded at once (digest, body), so neither the whole
-    frame nor all the parts need to be held: a caller can store each part
-    and drop it. A frame of one piece is a ``value`` object and yields nothing.
-    Incompressible data is still framed (zstd adds a few bytes per block).
-
-    Returns:
-        The entry (``b`` or ``p``), the container object (the value, or the
-        ``parts`` object listing the parts) and the parts' digests.
+    The data is compressed into one zstd frame, each ``codec.PART_SIZE`` piece
+    packed as a ``part`` object at once: neither the whole frame nor all the
+    parts are held. A frame of one piece is a ``value`` object and yields
+    nothing; incompressible data is still framed. Returns a :data:`LargeResult`.
     """
     return (yield from frame_objects(type_, _compressed_pieces(len(data), (data,)), epoch))
 
@@ -154,16 +146,11 @@ def encode_serialized(
     written_max: int = codec.WRITE_INLINE_MAX,
     epoch: int = 0,
 ) -> codec.Encoded:
-    """Entry for already serialized bytes: inline when small, else an object.
+    """Entry for serialized bytes: inline when at most ``inline_max`` long, else an object.
 
-    Args:
-        type_: The serializer's type name.
-        serialized: The serializer's bytes.
-        inline_max: Inline when the serialized bytes are at most this long.
-        written_once: The value of a pending write: also inline when its
-            compressed payload fits ``written_max`` (:func:`inline_written`).
-        written_max: The limit of ``written_once``.
-        epoch: The thread's epoch the objects belong to (spec §4.11).
+    ``written_once``: a pending write's value, also inline when its compressed
+    payload fits ``written_max`` (:func:`inline_written`). The objects belong
+    to the thread's ``epoch`` (spec §4.11).
     """
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))

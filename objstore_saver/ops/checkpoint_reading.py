@@ -16,7 +16,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from objstore_saver import plans
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.format import codec, keys, locations
+from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Inline, InlineList, Ref
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.decode import STRUCTURAL
@@ -130,7 +130,7 @@ def value_address(ref: Ref, pfx: str, holder: str | None, gone: Collection[str] 
     reference, it is ``objects/<H>``. ``objstore-saver cat`` takes either.
     """
     if ref.at is not None and holder is not None and keys.is_manifest_v2_key(holder):
-        mkey = locations.manifest_beside(holder, ref.at)
+        mkey = keys.manifest_beside(holder, ref.at)
         if mkey not in gone:
             return f"{mkey}#{ref.digest.hex()}"
     return keys.object_key_in(pfx, ref.digest)
@@ -172,7 +172,7 @@ def describe_entry(
     if entry.at is None:
         return {"stored": kind, "key": key}
     inside = key.rpartition("#")[0] or None
-    located = locations.manifest_beside(holder, entry.at) if holder is not None else None
+    located = keys.manifest_beside(holder, entry.at) if holder is not None else None
     return {"stored": kind, "key": key, "embedded_in": inside, "located_in": located}
 
 

@@ -44,8 +44,8 @@ from objstore_saver.ops._common import (
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
 from objstore_saver.ops.sharding import ALL, Shard
+from objstore_saver.plans.prune_rules import TOMBSTONE_WINDOW
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
-from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
 from objstore_saver.storage.base import ObjectInfo, sealing_layer
 
 #: Items per page of ``store_ls`` unless told.

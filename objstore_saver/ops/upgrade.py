@@ -26,6 +26,7 @@ from objstore_saver.errors import (
 from objstore_saver.fallback import put_writes_calls
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest, WriteObj
+from objstore_saver.format.keys import checkpoint_config
 from objstore_saver.ops._common import (
     CancelCheck,
     OpsConfig,
@@ -51,7 +52,6 @@ from objstore_saver.ops.job_cursor import Cursor, cursor_key
 from objstore_saver.ops.migration import put_checkpoint
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch
-from objstore_saver.plans.scope import checkpoint_config
 from objstore_saver.plans.threads import delete_keys
 from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.base import ListPage

@@ -1,9 +1,8 @@
 """Plans that store a checkpoint and its pending writes: put and put_writes (spec §6.1, §6.5).
 
-The values are encoded and the content objects stored by the sub-plans of
-:mod:`objstore_saver.plans.writing`; this module decides what the manifest
-carries (the parent's entries, where a list's segments are, what it embeds)
-and writes the manifest and the writes, create-only.
+This module decides what the manifest carries (the parent's entries, where a
+list's segments are, what it embeds) and writes the manifest and the writes,
+create-only; :mod:`.writing` encodes the values and stores the content objects.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from objstore_saver.format.codec import (
     Ref,
     SegmentObj,
 )
+from objstore_saver.format.keys import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.epochs import lineage_epoch, listed_epoch
 from objstore_saver.plans.placement import Placement, recall_segments, unembed
@@ -56,7 +56,6 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.plans.scope import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.writing import encode_value, store_objects
 
 #: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
@@ -65,7 +64,6 @@ REMEMBERED_MANIFEST_MAX = 16 * 1024
 
 def remembered_parent(ctx: Context, scope: Scope, parent_id: str) -> CheckpointEntries | None:
     """A parent's entries if memory holds them, believed (``ctx.belief_age``); no request."""
-    # The version-2 manifest's key, else the version-1 one (the same, unsuffixed).
     v1 = keys.checkpoint_key(scope.thread_id, scope.checkpoint_ns, parent_id)
     for key in (v1 + keys.V2_MANIFEST_SUFFIX, v1):
         remembered = ctx.entries.get(key, ctx.belief_age)
@@ -77,12 +75,11 @@ def remembered_parent(ctx: Context, scope: Scope, parent_id: str) -> CheckpointE
 def recall_parent(
     ctx: Context, pfx: str, scope: Scope, parent_id: str
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
-    """Sub-plan: a parent's entries from memory, else from its manifest (§6.1.2.1).
+    """Sub-plan: a parent's entries from memory when believed, else from its manifest (§6.1.2.1).
 
-    Memory is used only when believed (confirmed within ``ctx.belief_age``).
-    Reading the manifest (version 2, else version 1) also teaches the object
-    memory which list objects, sealed subtrees and tail elements exist, so a
-    growing list rewrites only its list object and what is new.
+    Reading the manifest also teaches the object memory which list objects,
+    sealed subtrees and tail elements exist, so a growing list rewrites only
+    its list object and what is new.
     """
     ns = scope.checkpoint_ns
     remembered = remembered_parent(ctx, scope, parent_id)
@@ -130,12 +127,8 @@ def recall_parent(
 def _fit_manifest(
     fields: dict[str, Any], encoded: list[Encoded], mkey: str
 ) -> tuple[bytes, dict[str, Any]]:
-    """Encode a manifest, moving its embedded objects, then its largest inline entries, out.
-
-    Embedded objects go first: a manifest past the budget stores them alone
-    (the caller PUTs them with the other objects), then moves inline entries.
-    Returns the bytes and the fields they encode.
-    """
+    """A manifest's bytes and fields, past the budget its embedded objects, then its largest
+    inline entries, moved out (to ``encoded``, which the caller stores)."""
     data = codec.encode_manifest(**fields)
     if len(data) <= codec.MANIFEST_BUDGET:
         return data, fields
@@ -173,10 +166,6 @@ def _fit_manifest(
     return data, fields
 
 
-def _run_marker_id(thread_id: str, run_id: str) -> str:
-    return f"{thread_id}\0{run_id}"
-
-
 def _put_too_slow(what: str, ctx: Context) -> ObjstoreSaverError:
     return ObjstoreSaverError(
         f"{what}: storing its objects took longer than half the reuse window "
@@ -206,7 +195,7 @@ def put(
     bare.pop("channel_values", None)
     md = get_checkpoint_metadata(config, metadata)
     run_id = md.get("run_id")
-    marker = _run_marker_id(scope.thread_id, run_id) if isinstance(run_id, str) else None
+    marker = f"{scope.thread_id}\0{run_id}" if isinstance(run_id, str) else None
     epoch: int | None = None
     check: ListKeys | None = None
     # The parent gives the carried channels, and where a list's segments
@@ -354,7 +343,7 @@ def put_writes(
     # even when its request completes first, or comes later in one call; of
     # regular writes held by several objects (a group and a single write of
     # one slot, from calls of different shapes) the earliest call's is in force.
-    seqs = [ctx.next_seq() for _ in writes]
+    seqs = [ctx.seqs.next() for _ in writes]
     # Values up to WRITE_INLINE_MAX compressed are inline; a call whose
     # object would pass the budget stores those over INLINE_MAX alone.
     written_max = codec.WRITE_INLINE_MAX

@@ -10,9 +10,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.checkpoint.base import (
-    SerializerProtocol,
-)
+from langgraph.checkpoint.base import SerializerProtocol
 
 from objstore_saver.caches.facts import (
     BoundedSet,
@@ -24,10 +22,7 @@ from objstore_saver.caches.facts import (
 )
 from objstore_saver.format import keys
 from objstore_saver.large_value_gate import Hold, LargeValueGate
-from objstore_saver.plans.requests import (
-    Batch,
-    Emit,
-)
+from objstore_saver.plans.requests import Batch, Emit
 
 Step = Generator[Batch | Emit | Hold, list[Any] | None, Any]
 
@@ -81,19 +76,14 @@ class Context:
     def saw_epoch(self, thread_id: str, epoch: int, *, confirmed: bool = True) -> None:
         """Record a thread's epoch; a newer one than known drops the thread's memories.
 
-        Every fact remembered of an ended epoch (its entries, its newest
-        checkpoint, what its objects are) belongs to a conversation that
-        readers no longer see (spec §4.11).
+        What is remembered of an ended epoch belongs to a conversation readers
+        no longer see (spec §4.11).
         """
         if self.epochs.saw_thread(thread_id, epoch, confirmed=confirmed):
             pfx = keys.thread_prefix(thread_id)
             self.objects.forget_thread(pfx)
             self.entries.forget_prefix(pfx)
             self.heads.forget_thread(thread_id)
-
-    def next_seq(self) -> int:
-        """A number greater than any this process gave before, near the clock in ns."""
-        return self.seqs.next()
 
     def distrusting(self) -> Context:
         """The same memories, none believed: a slow put's retry confirms everything (§6.1)."""

@@ -2,9 +2,7 @@
 
 A delete stores a tombstone that ends every epoch below its own; readers
 pass over the manifests of ended epochs, writers keep a lineage in its
-parent's epoch. Pure decisions over listings and manifests, and the
-sub-plans that learn an epoch; the latest lookup, put, delete and prune
-use them.
+parent's epoch.
 """
 
 from __future__ import annotations
@@ -16,10 +14,10 @@ from typing import Any
 
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
+from objstore_saver.format.keys import Scope
 from objstore_saver.plans.context import Context
 from objstore_saver.plans.reading import decode_checked_manifest, read_checkpoint_manifest
 from objstore_saver.plans.requests import Batch, Get, ListKeys, run_batch
-from objstore_saver.plans.scope import Scope
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
 #: A manifest stored this long before a tombstone of its namespace was
@@ -54,12 +52,7 @@ class Ended:
         return manifest.epoch >= self.epoch
 
 
-def tombstones_in(page: ListPage, ended: Ended) -> Ended:
-    """``ended`` raised by the tombstones a listing of a namespace shows (newest first)."""
-    return tombstones_among(page.objects, ended)
-
-
-def tombstones_among(infos: list[ObjectInfo], ended: Ended) -> Ended:
+def tombstones_in(infos: list[ObjectInfo], ended: Ended) -> Ended:
     """``ended`` raised by the tombstones among listed keys, of any namespaces."""
     for info in infos:
         epoch = keys.tombstone_epoch_of(info.key)
@@ -73,12 +66,10 @@ def lineage_epoch(
 ) -> Generator[Batch, list[Any] | None, tuple[int, ListKeys | None]]:
     """Sub-plan: the epoch a new checkpoint belongs to (spec §6.1 step 1).
 
-    Its parent's: a run that goes on after its thread was deleted keeps
-    writing into the ended epoch, where no reader looks. A checkpoint without
-    a stored parent begins in the thread's epoch. Returns the epoch, and the
-    LIST that confirms it when it is only this process's belief (not seen
-    by a listing within W/2): the caller sends it with its objects, so it
-    costs no round trip, and starts again if the LIST shows another epoch.
+    Its parent's (a run going on after a delete writes where no reader
+    looks), else the thread's. Returns the epoch, and the LIST that confirms
+    it when it is only this process's belief (not listed within W/2): the
+    caller sends it with its objects and starts again if it shows another.
     """
     thread_id, ns = scope.thread_id, scope.checkpoint_ns
     if parent_id is not None:
@@ -98,7 +89,7 @@ def lineage_epoch(
 
 def listed_epoch(ctx: Context, thread_id: str, page: ListPage) -> int:
     """The thread's epoch a LIST of its root namespace's tombstones shows (spec §3.4)."""
-    epoch = tombstones_in(page, Ended.none()).epoch
+    epoch = tombstones_in(page.objects, Ended.none()).epoch
     ctx.saw_epoch(thread_id, epoch)
     return epoch
 
@@ -110,14 +101,12 @@ def ended_manifests(
 ) -> Generator[Batch, list[Any] | None, set[str]]:
     """Sub-plan: the listed manifests of a thread that belong to ended epochs (spec §4.11).
 
-    Those stored well before the newest tombstone need no request; the
-    others written since are read (in parallel groups) and judged by their
-    epoch. One that reads as absent (gone since listed, or sealed with an
-    ended epoch's destroyed key) is counted with them. None without a
-    tombstone. ``read``, when given, receives the live manifests read on the
-    way (manifests never change: a caller need not read them again).
+    Those stored well before the newest tombstone need no request; the others
+    are read and judged by their epoch, one read as absent (gone, or sealed
+    with a destroyed key) counted ended. ``read`` receives the live manifests
+    read on the way (immutable: not to be read again).
     """
-    ended = tombstones_among(tombstones, Ended.none())
+    ended = tombstones_in(tombstones, Ended.none())
     if ended.epoch == 0:
         return set()
     dead = {o.key for o in listing_manifests if ended.written_before(o)}

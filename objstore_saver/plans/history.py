@@ -25,14 +25,13 @@ from objstore_saver.plans.requests import (
     Get,
     run_batch,
 )
-from objstore_saver.plans.scope import scope_of
 
 
 def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:
     """Plan: spec §6.10, with the return contract of LangGraph's default walk."""
     if not channels:
         return {}
-    scope = scope_of(config)
+    scope = keys.scope_of(config)
     cid = scope.checkpoint_id
     if cid is None:
         cid = yield from latest_id(scope)

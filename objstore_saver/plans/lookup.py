@@ -1,8 +1,4 @@
-"""Plans that find checkpoints: the latest lookup, get by id and listing (spec §6.2-6.4).
-
-They list a namespace's keys (a checkpoint's manifests and writes come
-together, spec §3) and read what they found with :mod:`.reading`.
-"""
+"""Plans that find checkpoints: the latest lookup, get by id and listing (spec §6.2-6.4)."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
+from objstore_saver.format.keys import Scope, scope_of
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import Ended, tombstones_in
 from objstore_saver.plans.reading import (
@@ -34,7 +31,6 @@ from objstore_saver.plans.requests import (
     run_batch_while,
     run_one,
 )
-from objstore_saver.plans.scope import Scope, scope_of
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
 #: Keys the latest lookup lists: the newest checkpoint's manifests and writes
@@ -45,8 +41,8 @@ LATEST_LIST_KEYS = 20
 def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
     """Sub-plan: id of the newest live checkpoint of a namespace (spec §6.2), one LIST.
 
-    A namespace with a tombstone costs a GET of each listed manifest written
-    after it until one of the current epoch is found (usually the first).
+    After a tombstone, each manifest listed is read until one of the current
+    epoch is found (usually the first).
     """
     page = yield from run_one(_newest_manifest(scope))
     head, _ = yield from _head_of(scope, page, Ended.none())
@@ -85,16 +81,15 @@ def _head_of(
 ) -> Generator[Batch, list[Any] | None, tuple[_Head | None, Ended]]:
     """Sub-plan: the newest checkpoint with a manifest in a listing of a namespace.
 
-    The listing runs newest first, each checkpoint's keys together (spec §3),
-    after the namespace's tombstones: its manifests, then its writes. Writes
-    stored before their manifest (a put still running) do not make a
-    checkpoint, nor does a manifest stored well before a tombstone; the
-    listing goes on while the last checkpoint of a page may have more keys on
-    the next. Whether the head's manifest is of the epoch in force is for
-    the caller to check (its ``ep`` is in its bytes).
+    The listing runs newest first after the tombstones, each checkpoint's
+    manifests then writes together (spec §3). Writes stored before their
+    manifest (a put still running) make no checkpoint, nor does a manifest
+    stored well before a tombstone; the listing goes on while a page's last
+    checkpoint may have more keys. The caller checks the head's epoch (its
+    ``ep`` is in its bytes).
     """
     ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
-    ended = tombstones_in(page, ended)
+    ended = tombstones_in(page.objects, ended)
     listed = [o for o in page.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)]
     truncated = page.truncated
     while True:
@@ -183,11 +178,9 @@ def find_checkpoint(
 ) -> Generator[Batch, list[Any] | None, FoundCheckpoint | None]:
     """Sub-plan: spec §6.3 step 1, a checkpoint's manifest and writes (None: no checkpoint).
 
-    One LIST names the checkpoint's manifests and version-2 writes while its
-    version-2 manifest is fetched, and another the namespace's newest
-    tombstone: a checkpoint of an ended epoch (or one below ``floor``) is no
-    checkpoint. A version-1 checkpoint costs a GET of its manifest and a LIST
-    of its version-1 writes more.
+    Its version-2 manifest, a LIST of its keys and one of the namespace's
+    newest tombstone in one round: a checkpoint of an ended epoch (or below
+    ``floor``) is none. A version-1 checkpoint costs a GET and a LIST more.
     """
     ckey = keys.checkpoint_key(thread_id, checkpoint_ns, checkpoint_id)
     mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
@@ -196,7 +189,7 @@ def find_checkpoint(
         ListKeys(ckey),
         ListKeys(keys.tombstones_prefix(thread_id, checkpoint_ns), limit=1),
     )
-    ended = tombstones_in(tombs, Ended.none()).at_least(floor)
+    ended = tombstones_in(tombs.objects, Ended.none()).at_least(floor)
     listed = [o.key for o in page.objects]
     if page.truncated:
         listed += yield from list_all(ckey, listed[-1])
@@ -250,12 +243,10 @@ def _guessed_latest(
 ) -> Generator[Batch, list[Any] | None, tuple[CheckpointTuple | _Head | None, Ended]]:
     """Sub-plan: the latest lookup with this process's guess of the newest checkpoint.
 
-    When this process holds the manifest it last saw newest (the next turn
-    of a conversation it serves), its values are decoded while the LIST of
-    the namespace is in flight, and that LIST also names the head's writes
-    (spec §6.2). The tuple when the guess was right; otherwise the newest
-    checkpoint as the LIST shows it (None: no checkpoint); and what the
-    namespace's tombstones say.
+    When this process holds the manifest it last saw newest, its values are
+    decoded while the namespace's LIST is in flight (spec §6.2). Returns the
+    tuple when the guess was right, else the head as listed (None: no
+    checkpoint); and what the namespace's tombstones say.
     """
     guess = ctx.heads.get(scope.thread_id, scope.checkpoint_ns)
     remembered = None
@@ -360,7 +351,7 @@ def list_checkpoints(
         )
         candidates = []
         for k in checkpoint_manifests(listed):
-            cid = keys.unreverse_id(k.rsplit("/", 1)[1].removesuffix(keys.V2_MANIFEST_SUFFIX))
+            cid = keys.checkpoint_id_of_manifest_key(k)
             if (before_id is not None and cid >= before_id) or (only_id and cid != only_id):
                 continue
             candidates.append(k)

@@ -15,14 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from objstore_saver.caches.facts import CheckpointEntries
-from objstore_saver.format.codec import (
-    Encoded,
-    Entry,
-    InlineList,
-    ListObj,
-    Ref,
-    SegmentObj,
-)
+from objstore_saver.format.codec import Encoded, Entry, InlineList, ListObj, Ref, SegmentObj
 from objstore_saver.plans.context import Context
 from objstore_saver.plans.reading import fetch_objects
 from objstore_saver.plans.requests import Batch
@@ -30,11 +23,9 @@ from objstore_saver.plans.requests import Batch
 
 @dataclass
 class Placement:
-    """The locations one put gives its value objects, decided as its values are encoded.
+    """The locations one put (checkpoint ``cid``, manifest ``mkey``) gives its value objects.
 
-    ``cid`` is the put's checkpoint id, ``mkey`` its manifest key. Earlier
-    locations come from ``parent`` (its entries) and ``segments``, the
-    segments its lists hold (:func:`recall_segments`).
+    Earlier locations come from ``parent`` and its lists' ``segments``.
     """
 
     ctx: Context
@@ -90,17 +81,12 @@ class Placement:
     def settle(
         self, channels: dict[str, Entry], encoded: Sequence[Encoded]
     ) -> tuple[dict[bytes, bytes], set[bytes]]:
-        """Locate the new segments of ``channels`` (in place), then say what goes where.
+        """Locate the new segments of ``channels`` (in place); what the manifest embeds, and
+        what earlier manifests hold (nothing to PUT for either).
 
-        A new segment the parent locates keeps that location (its manifest
-        holds it); one known stored alone stays there; any other is embedded
-        in this put's manifest (spec §6.1 step 3): a seal or a merge costs no
-        request of its own.
-
-        Returns:
-            What the manifest embeds (digest → bytes: the new segments, then
-            the values :meth:`locate` placed here), and what earlier manifests
-            hold (segments and values): nothing to PUT for either.
+        A new segment keeps the parent's location; one known stored alone
+        stays there; any other is embedded (digest → bytes, then the values
+        :meth:`locate` placed here): a seal or a merge costs no request (§6.1 step 3).
         """
         bodies: dict[bytes, bytes] = {}
         for enc in encoded:
@@ -181,11 +167,10 @@ def recall_segments(
 
 
 def unembed(entries: Iterable[tuple[dict[str, Any], str]], mkey: str, cid: str) -> None:
-    """Locate everything embedded at ``mkey`` (checkpoint ``cid``) alone instead (``objects/<H>``).
+    """Rewrite (holder, name) entries in place: what ``mkey`` (checkpoint ``cid``) embeds, alone.
 
-    ``entries`` are (holder, name) pairs of entries to rewrite in place. A
-    segment's element located at ``cid`` keeps its location in the segment's
-    bytes: a reader that does not find it embedded there reads it alone.
+    A segment's element located at ``cid`` keeps its location in the
+    segment's bytes: a reader that does not find it there reads it alone.
     """
     for holder, name in entries:
         e = holder[name]

@@ -1,8 +1,10 @@
-"""The retention plan: keep the newest checkpoints, mark and sweep the rest (spec §6.9)."""
+"""The retention plan: keep the newest checkpoints, mark and sweep the rest; sweep the
+tombstones a window has outlived (spec §6.9, §4.11)."""
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import time
 from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
@@ -14,7 +16,6 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
-from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.prune_rules import PruneStats, Rules, prune_report, prune_rules
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
@@ -29,6 +30,7 @@ from objstore_saver.plans.requests import (
     ListKeys,
     Put,
     list_all,
+    list_infos,
     run_batch,
     run_one,
 )
@@ -40,7 +42,7 @@ from objstore_saver.plans.threads import (
     list_thread_keys,
     oldest_first,
 )
-from objstore_saver.plans.tombstone_sweep import sweep_tombstones
+from objstore_saver.plans.writing import embedded_in, store_embedded
 from objstore_saver.storage.base import ObjectInfo
 
 
@@ -59,11 +61,10 @@ def _addressed(key: str) -> bool:
 
 
 def _sealed_by_an_ended_epoch(key: str) -> bool:
-    """A sealed name (96 hex digits) that the key of the epoch in force did not make.
+    """A sealed name (96 hex digits) left sealed: made by the key of an ended epoch (§4.10-11).
 
-    The sealing layer names an object by its address again when that key
-    made its name (spec §4.10); one it leaves sealed was made by the key of
-    an ended epoch, which a delete destroyed (§4.11).
+    The sealing layer names an object by its address again when the key in
+    force made its name; a delete destroyed the ended epochs' keys.
     """
     return _hex_name(key, keys.SEALED_NAME_LEN)
 
@@ -76,18 +77,6 @@ def _hex_name(key: str, length: int) -> bool:
 def _checkpoint_of(key: str) -> tuple[str, str, str]:
     """The checkpoint a manifest or pending-write key (of either version) belongs to."""
     return keys.parse_checkpoint_key(key).checkpoint
-
-
-def _list_infos(prefix: str) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
-    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
-    out: list[ObjectInfo] = []
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(prefix, after))
-        out.extend(page.objects)
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
 
 
 def _read_manifests(
@@ -141,11 +130,9 @@ def _select_kept(
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
     """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11).
 
-    The newest ``keep_last`` root checkpoints and, of each subgraph
-    namespace, the newest checkpoint of each of their runs (the newest of
-    each namespace without a root checkpoint); with the age rule
-    (``young_after``), every checkpoint of any namespace written after
-    ``young_after`` too; then what a delta channel of a kept one replays.
+    The newest ``keep_last`` root checkpoints and, per subgraph namespace, the
+    newest of each of their runs; with the age rule, every checkpoint written
+    after ``young_after``; then what a kept one's delta channels replay.
     """
     by_ns: dict[str, list[ObjectInfo]] = {}
     for info in listing.manifests:
@@ -210,7 +197,6 @@ def _orphan_writes(
     Writes younger than ``old_before`` are left alone: a checkpoint being
     written may have its writes stored before its manifest.
     """
-
     listed = {_checkpoint_of(o.key) for o in listing.manifests}
     candidates = [
         o.key
@@ -225,31 +211,23 @@ def _orphan_writes(
 
 
 def _prune_thread(
-    ctx: Context,
-    thread_id: str,
-    *,
-    keep_last: int,
-    older_than: timedelta | None,
-    min_age: timedelta,
-    sweep_delay: timedelta,
-    dry_run: bool,
-    now: datetime,
-    listing: ThreadListing | None = None,
+    ctx: Context, thread_id: str, r: Rules, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, PruneStats]:
     """Sub-plan: one thread of ``prune(strategy="keep_latest")``, spec §6.9 steps 1-5."""
+    assert r.keep_last is not None
     stats = PruneStats(thread_id)
     pfx = keys.thread_prefix(thread_id)
     if listing is None:
         listing = yield from list_thread(pfx)
-    if any(o.last_modified > now - sweep_delay for o in listing.marks):
+    if any(o.last_modified > r.now - r.sweep_delay for o in listing.marks):
         stats.deferred = True
         stats.left_alone = "deferred"
         return stats
-    young_after = None if older_than is None else now - older_than
+    young_after = None if r.older_than is None else r.now - r.older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.
     seen: dict[str, Manifest] = {}  # manifests the epoch check read: not read twice
     ended = yield from ended_manifests(listing.manifests, listing.tombstones, seen)
-    kept = yield from _select_kept(ctx, thread_id, listing, keep_last, young_after, ended, seen)
+    kept = yield from _select_kept(ctx, thread_id, listing, r.keep_last, young_after, ended, seen)
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)
@@ -262,8 +240,8 @@ def _prune_thread(
     # LangGraph may store a checkpoint's writes before its manifest (the put
     # runs in the background): only a write older than the reuse window is an
     # orphan, as only an object that old is swept.
-    orphan_age = max(min_age, timedelta(seconds=ctx.reuse_window))
-    orphans = yield from _orphan_writes(pfx, listing, now - orphan_age)
+    orphan_age = max(r.min_age, timedelta(seconds=ctx.reuse_window))
+    orphans = yield from _orphan_writes(pfx, listing, r.now - orphan_age)
     other_writes = [
         o.key
         for o in listing.writes
@@ -303,7 +281,7 @@ def _prune_thread(
                     marked_at[d] = info.last_modified
         # LastModified as late as possible, just before the delete: a writer
         # that renewed a marked object before this LIST is seen (§6.9 step 3).
-        current = yield from _list_infos(pfx + "objects/")
+        current = yield from list_infos(pfx + "objects/")
         victims = [
             o
             for o in current
@@ -318,7 +296,7 @@ def _prune_thread(
         stats.objects_swept = len(victims)
         stats.bytes_swept = sum(o.size for o in victims)
         stats.marks_executed = len(listing.marks)
-        if not dry_run:
+        if not r.dry_run:
             ctx.objects.forget(pfx, swept)  # before deleting, as in delete_thread
             yield from delete_keys([o.key for o in victims])
             yield from delete_keys([o.key for o in listing.marks])
@@ -332,7 +310,7 @@ def _prune_thread(
     # stored its objects first, or deleted the whole thread.
     extracted = embedded_in(doomed_manifests.values())
     stats.objects_extracted = len(extracted)
-    if not dry_run:
+    if not r.dry_run:
         yield from store_embedded(ctx, pfx, extracted)
         ctx.entries.forget(doomed)  # before deleting, as in delete_thread
         yield from delete_keys(
@@ -343,7 +321,7 @@ def _prune_thread(
     leftovers = [o for o in listing.objects if _sealed_by_an_ended_epoch(o.key)]
     stats.objects_swept += len(leftovers)
     stats.bytes_swept += sum(o.size for o in leftovers)
-    if leftovers and not dry_run:
+    if leftovers and not r.dry_run:
         yield from delete_keys([o.key for o in leftovers])
 
     # Step 5: mark what no kept checkpoint reaches and is older than min_age.
@@ -353,11 +331,11 @@ def _prune_thread(
         if _addressed(o.key)
         and (d := _digest_of_key(o.key)) not in live
         and d not in swept
-        and o.last_modified <= now - min_age
+        and o.last_modified <= r.now - r.min_age
     ]
     stats.objects_marked = len(candidates)
     stats.bytes_marked = sum(o.size for o in candidates)
-    if candidates and not dry_run:
+    if candidates and not r.dry_run:
         key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
         yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
     return stats
@@ -419,38 +397,18 @@ def _retain_thread(
                 if r.idle_action == "delete":
                     stats = yield from _delete_thread(ctx, thread_id, listing, r.dry_run)
                 else:
-                    stats = yield from _prune_thread(
-                        ctx,
-                        thread_id,
-                        keep_last=1,
-                        older_than=None,
-                        min_age=r.min_age,
-                        sweep_delay=r.sweep_delay,
-                        dry_run=r.dry_run,
-                        now=r.now,
-                        listing=listing,
-                    )
+                    idle = dataclasses.replace(r, keep_last=1, older_than=None)
+                    stats = yield from _prune_thread(ctx, thread_id, idle, listing)
                 stats.idle = True
                 stats.newest_root_at = newest_at
                 return stats
     if r.keep_last is None:  # the idle rule alone: an active thread is left alone
         return PruneStats(thread_id, newest_root_at=newest_at, left_alone="not_idle")
-    stats = yield from _prune_thread(
-        ctx,
-        thread_id,
-        keep_last=r.keep_last,
-        older_than=r.older_than,
-        min_age=r.min_age,
-        sweep_delay=r.sweep_delay,
-        dry_run=r.dry_run,
-        now=r.now,
-        listing=listing,
-    )
+    stats = yield from _prune_thread(ctx, thread_id, r, listing)
     stats.newest_root_at = newest_at
     return stats
 
 
-#: The counts a prune report totals over its threads.
 def prune_thread(
     ctx: Context,
     thread_id: str,
@@ -458,15 +416,9 @@ def prune_thread(
     rules: Rules,
     listing: ThreadListing | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
-    """Sub-plan: one thread of a prune; its report row.
+    """Sub-plan: one thread of a prune (``rules`` from :func:`prune_rules`); its report row.
 
-    Args:
-        ctx: The saver's context.
-        thread_id: The thread.
-        strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
-        rules: From :func:`prune_rules`.
-        listing: The thread's keys when the caller listed them already (a
-            job's flat scan); else listed here as the rules need.
+    ``listing``: the thread's keys when the caller listed them (a job's scan).
     """
     if strategy in ("delete", "delete_all"):
         if listing is None:
@@ -492,13 +444,9 @@ def prune(
     strategy: str = "keep_latest",
     **options: Any,
 ) -> Step:
-    """Plan: spec §6.9. Returns a JSON-serializable report.
+    """Plan: spec §6.9, the threads one after the other; returns a JSON-serializable report.
 
-    Args:
-        ctx: The saver's context.
-        thread_ids: Threads to prune, one after the other.
-        strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
-        **options: The rules (:func:`prune_rules`).
+    ``options`` are the rules (:func:`prune_rules`).
     """
     rules = prune_rules(ctx, strategy, **options)
     for thread_id in thread_ids:
@@ -507,3 +455,52 @@ def prune(
     for thread_id in thread_ids:
         threads.append((yield from prune_thread(ctx, thread_id, strategy, rules)))
     return prune_report(strategy, rules, threads)
+
+
+def _written(listing: ThreadListing) -> bool:
+    """Whether a listed thread holds anything but tombstones."""
+    return bool(
+        listing.manifests
+        or listing.superseded
+        or listing.writes
+        or listing.objects
+        or listing.runs
+        or listing.marks
+        or listing.unknown
+    )
+
+
+def sweep_tombstones(
+    thread_id: str, listing: ThreadListing, window: timedelta, now: datetime, dry_run: bool
+) -> Generator[Batch, list[Any] | None, tuple[int, int]]:
+    """Sub-plan: delete a deleted thread's tombstones once the newest is ``window`` old (§4.11).
+
+    A tombstone hides the late writes of the epochs it ends. Once a thread
+    holds nothing but tombstones, all older than the window (longer than any
+    run lives), they go: the thread id is then as if never used. A
+    conversation that begins on the id meanwhile is not lost: the thread is
+    listed again after the delete and, if anything but a tombstone appeared,
+    the same tombstones are stored again (create-only), so the new
+    conversation's epoch, which one of them began, is ended only by a later
+    delete, which numbers its epoch by its clock (spec §6.6), above any
+    epoch begun before the window. Returns (swept, stored again).
+    """
+    if not listing.tombstones or _written(listing):
+        return 0, 0
+    if now - max(o.last_modified for o in listing.tombstones) < window:
+        return 0, 0
+    swept = [o.key for o in listing.tombstones]
+    if dry_run:
+        return len(swept), 0
+    yield from delete_keys(swept)
+    if not _written((yield from list_thread_keys(listing.pfx))):
+        return len(swept), 0
+    # Written meanwhile: the tombstones go back, so no epoch they ended revives.
+    yield from run_batch(*(_restored(thread_id, key) for key in swept))
+    return 0, len(swept)
+
+
+def _restored(thread_id: str, key: str) -> Put:
+    epoch = keys.tombstone_epoch_of(key)
+    assert epoch is not None  # listed as a tombstone
+    return Put(key, codec.encode_tombstone(thread_id=thread_id, epoch=epoch))  # create-only

@@ -5,12 +5,16 @@ The plans that carry a prune out are in :mod:`objstore_saver.plans.prune`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from objstore_saver.plans.context import Context
-from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
+
+#: How long a deleted thread's tombstones are kept by default: far longer than
+#: any run that could still write to the deleted epoch.
+TOMBSTONE_WINDOW = timedelta(days=30)
 
 
 @dataclass
@@ -105,20 +109,8 @@ def check_rules(ctx: Context, strategy: str, r: Rules) -> None:
         )
 
 
-PRUNE_TOTALS = (
-    "checkpoints_kept",
-    "checkpoints_deleted",
-    "writes_deleted",
-    "orphan_writes_deleted",
-    "objects_extracted",
-    "objects_marked",
-    "bytes_marked",
-    "objects_swept",
-    "bytes_swept",
-    "marks_executed",
-    "tombstones_swept",
-    "tombstones_restored",
-)
+#: The counts a prune report totals over its threads: the stats' integer fields.
+PRUNE_TOTALS = tuple(f.name for f in dataclasses.fields(PruneStats) if f.type == "int")
 
 
 def _seconds(d: timedelta | None) -> float | None:

@@ -6,19 +6,11 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    CheckpointTuple,
-    writes_sort_key,
-)
+from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
-from objstore_saver.caches.facts import (
-    CheckpointEntries,
-)
-from objstore_saver.errors import (
-    CorruptObjectError,
-    MissingObjectError,
-)
-from objstore_saver.format import codec, keys, locations
+from objstore_saver.caches.facts import CheckpointEntries
+from objstore_saver.errors import CorruptObjectError, MissingObjectError
+from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
@@ -44,7 +36,6 @@ from objstore_saver.plans.requests import (
     run_batch,
     run_one,
 )
-from objstore_saver.plans.scope import checkpoint_config
 from objstore_saver.plans.values import (
     manifest_values as manifest_values,
     materialize as materialize,
@@ -75,11 +66,10 @@ LEAF_TAGS = frozenset({"b", "d"})
 
 
 def entry_locations(entries: Iterable[Entry], holder: str | None = None) -> dict[bytes, str]:
-    """Where located objects are: digest → key of the manifest that embeds them.
+    """Where located objects (inline lists' segments, ``b`` values) are: digest → manifest key.
 
-    The segments of inline lists, and the values of ``b`` references that
-    carry a checkpoint id (resolved in the namespace of ``holder``, the
-    manifest holding the entries; spec §4.0).
+    A value's checkpoint id resolves in the namespace of ``holder``, the
+    manifest holding the entries (spec §4.0).
     """
     out: dict[bytes, str] = {}
     for e in entries:
@@ -100,7 +90,7 @@ def _beside(holder: str | None, at: str, digest: bytes) -> str:
         raise CorruptObjectError(
             holder or "an entry", f"value {digest.hex()} is located outside a manifest"
         )
-    return locations.manifest_beside(holder, at)
+    return keys.manifest_beside(holder, at)
 
 
 def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> dict[bytes, StoredObject]:
@@ -129,14 +119,11 @@ def _take_embedded(
     referrers: Mapping[bytes, str],
     tags: Mapping[bytes, str],
 ) -> tuple[dict[bytes, StoredObject], list[bytes]]:
-    """Located objects found in the manifests that embed them, and those to read alone.
+    """Located objects (digest → manifest key) found in their manifests, and those to read alone.
 
-    ``wanted``: digest → manifest key; ``manifests``: their bodies; ``tags``:
-    how each is referenced (``g`` segment, ``b`` value). A manifest that
-    prune deleted stored its embedded objects at ``objects/<H>`` first,
-    where the caller reads them; so did a manifest too large to embed a
-    value its segments locate there. A manifest that is there but does not
-    embed a segment is corrupt.
+    Prune stores what a manifest embeds at ``objects/<H>`` before deleting
+    it, and a manifest too large to embed a value stores it there; a
+    manifest that is there but does not embed a segment is corrupt.
     """
     got: dict[bytes, StoredObject] = {}
     alone: list[bytes] = []
@@ -228,13 +215,7 @@ def fetch_objects(
         bodies = replies[: len(need)]
         if holders:
             held = dict(zip(holders, replies[len(need) :], strict=True))
-            found, alone = _take_embedded(
-                ctx,
-                embedded,
-                held,
-                referrers,
-                tag_of,
-            )
+            found, alone = _take_embedded(ctx, embedded, held, referrers, tag_of)
             got |= found
             fresh += found.items()
             if alone:
@@ -291,11 +272,9 @@ def fetch_entries(
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
     """Sub-plan: :func:`fetch_objects` for what ``entries`` reference, each where it is.
 
-    ``holders`` are the manifests (key, decoded) the entries come from, or
-    from whose writes (which locate nothing): what they embed is in hand, so
-    their own objects cost no request, and each resolves its own entries'
-    locations in its namespace. Without holders, the entries are the
-    ``referrer``'s, a manifest key or a thread prefix.
+    ``holders`` are the manifests (key, decoded) the entries or their writes
+    come from: what they embed costs no request, and each resolves its own
+    entries' locations. Without holders the entries are the ``referrer``'s.
     """
     located: dict[bytes, str] = {}
     folders: dict[bytes, str] = {}
@@ -378,14 +357,6 @@ def decode_checked_manifest(data: bytes, key: str) -> Manifest:
     return manifest
 
 
-def read_manifest(ctx: Context, key: str) -> Generator[Batch, list[Any] | None, Manifest | None]:
-    """Sub-plan: GET and decode one manifest (None if absent)."""
-    data = yield from run_one(Get(key))
-    if data is None:
-        return None
-    return decode_checked_manifest(data, key)
-
-
 def read_checkpoint_manifest(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str
 ) -> Generator[Batch, list[Any] | None, tuple[str, Manifest] | None]:
@@ -401,14 +372,10 @@ def read_checkpoint_manifest(
 
 
 def checkpoint_manifests(listed: Iterable[str]) -> list[str]:
-    """The manifest to read of each checkpoint among listed keys, in their order.
+    """The manifest to read of each checkpoint among listed keys: ``<R>.2``, else ``<R>``.
 
-    ``<R>.2`` where the checkpoint has one, else ``<R>`` (both describe it);
-    pending-write keys are skipped.
-
-    Raises:
-        CorruptObjectError: a key under ``checkpoints/`` that the format does
-            not define.
+    Pending-write keys are skipped; a key the format does not define is a
+    :class:`CorruptObjectError`.
     """
     out: list[str] = []
     for k in listed:
@@ -430,9 +397,8 @@ def list_write_keys(
 ) -> Generator[Batch, list[Any] | None, list[list[str]]]:
     """Sub-plan: the pending-write keys of each manifest, all pages, in one round.
 
-    A version-2 manifest's writes are under its checkpoint key; a version-1
-    manifest's are under ``writes/`` and, written by this release since, also
-    there.
+    A version-1 manifest's are under ``writes/`` and, written since by this
+    release, under its checkpoint key like a version-2 manifest's.
     """
     prefixes: list[list[str]] = []
     for _, m in manifests:
@@ -461,10 +427,8 @@ def read_tuples(
 ) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
     """Sub-plan: full tuples (values, metadata, pending writes) of manifests.
 
-    ``write_keys`` are the manifests' pending-write keys when the caller
-    already listed them, ``write_bodies`` those it already fetched;
-    ``decoded`` the manifests' values (:func:`manifest_values`) when the
-    caller already has them.
+    ``write_keys``, ``write_bodies`` and ``decoded`` (:func:`manifest_values`):
+    what the caller already listed, fetched or decoded.
     """
     if not manifests:
         return []
@@ -473,11 +437,10 @@ def read_tuples(
     flat = [k for ks in write_keys for k in ks]
     fetched = dict(write_bodies or {})
     missing = [k for k in flat if k not in fetched]
-    for k, body in zip(missing, (yield from run_batch(*(Get(k) for k in missing))), strict=True):
-        fetched[k] = body
-    bodies = [fetched[k] for k in flat]
+    fetched.update(zip(missing, (yield from run_batch(*(Get(k) for k in missing))), strict=True))
     writes_by_key: dict[str, list[WriteObj]] = {}
-    for k, body in zip(flat, bodies, strict=True):
+    for k in flat:
+        body = fetched[k]
         if body is None:
             raise MissingObjectError(k, "the listing of its checkpoint's writes")
         writes_by_key[k] = codec.decode_writes(body, k)
@@ -514,11 +477,12 @@ def read_tuples(
         given = configs[i] if configs is not None else None
         out.append(
             CheckpointTuple(
-                config=given or checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id),
+                config=given
+                or keys.checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id),
                 checkpoint=checkpoint,
                 metadata=metadata,
                 parent_config=(
-                    checkpoint_config(m.thread_id, m.checkpoint_ns, m.parent_checkpoint_id)
+                    keys.checkpoint_config(m.thread_id, m.checkpoint_ns, m.parent_checkpoint_id)
                     if m.parent_checkpoint_id
                     else None
                 ),

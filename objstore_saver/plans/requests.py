@@ -1,10 +1,4 @@
-"""Requests a plan asks for, and how one request is carried out on a store.
-
-Plans (see :mod:`objstore_saver.plans`) are generators that yield
-:class:`Batch` (requests to run in parallel; the generator receives their
-results in order) or :class:`Emit` (an item for the caller, e.g. a listed
-checkpoint). They never touch the store themselves.
-"""
+"""Requests a plan asks for (:class:`Batch`, :class:`Emit`), and how one is carried out."""
 
 from __future__ import annotations
 
@@ -16,6 +10,7 @@ from objstore_saver.errors import CorruptObjectError
 from objstore_saver.storage.base import (
     ListPage,
     ObjectExistsError,
+    ObjectInfo,
     ObjectNotFoundError,
     ObjectStore,
     StorageError,
@@ -46,12 +41,10 @@ class Unopened:
 class Shred:
     """Destroy the keys of every epoch below ``below`` of a thread or store namespace.
 
-    ``thread_prefix`` is the thread's ``threads/<T>/`` or a long-term store
-    namespace's index prefix ``store/ix/<P>/x/``. docs/encryption.md: a
-    DELETE of the key objects of epoch 0 and of the epochs a LIST of the
-    scope's epoch keys finds below ``below`` (spec §4.11, §8.4.9: the epoch a
-    delete begins keeps its key). Result: True on a store that encrypts;
-    None, with no request, on one that does not.
+    ``thread_prefix``: ``threads/<T>/`` or ``store/ix/<P>/x/``. A DELETE of
+    the key objects of epoch 0 and of those listed below ``below``
+    (docs/encryption.md; spec §4.11, §8.4.9). Result: True on a store that
+    encrypts; None, with no request, on one that does not.
     """
 
     thread_prefix: str
@@ -211,15 +204,22 @@ def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:
     return results[0]
 
 
+def list_infos(
+    prefix: str, start_after: str | None = None
+) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
+    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
+    infos: list[ObjectInfo] = []
+    after = start_after
+    while True:
+        page: ListPage = yield from run_one(ListKeys(prefix, after))
+        infos.extend(page.objects)
+        if not page.truncated or not page.objects:
+            return infos
+        after = page.objects[-1].key
+
+
 def list_all(
     prefix: str, start_after: str | None = None
 ) -> Generator[Batch, list[Any] | None, list[str]]:
     """Sub-plan: every key under ``prefix`` (all pages)."""
-    keys: list[str] = []
-    after = start_after
-    while True:
-        page: ListPage = yield from run_one(ListKeys(prefix, after))
-        keys.extend(o.key for o in page.objects)
-        if not page.truncated or not page.objects:
-            return keys
-        after = page.objects[-1].key
+    return [o.key for o in (yield from list_infos(prefix, start_after))]

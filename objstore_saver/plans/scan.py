@@ -78,26 +78,32 @@ def _cuts(first: list[str], max_ranges: int) -> list[str]:
 def scan_threads(
     start_after: str | None = None, page_size: int = MAX_LIST_PAGE
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
-    """Plan: every thread after ``start_after``, in key order, as :class:`ThreadListing`.
+    """Plan: every thread after ``start_after`` (a key or thread prefix), in key order.
 
-    One flat listing of ``threads/``, a full page (1,000 keys) per LIST: a
-    thread's keys are adjacent in key order, so a thread is emitted once the
-    listing has moved past it. Only the thread being listed is held. The
-    order is what a resumable job's cursor needs. Returns the number of LISTs.
-
-    Args:
-        start_after: A key (or a thread prefix) to resume after.
-        page_size: Keys per LIST.
+    One flat listing of ``threads/``: a thread is emitted, as a
+    :class:`ThreadListing`, once the listing has moved past it; only the
+    thread being listed is held. The order is what a resumable job's cursor
+    needs. Returns the number of LISTs.
     """
-    rng = _Range(start_after, None)
+    return (yield from _list_ranges([_Range(start_after, None)], page_size))
+
+
+def _list_ranges(
+    active: list[_Range], page_size: int
+) -> Generator[Batch | Emit, list[Any] | None, int]:
+    """Sub-plan: list the ranges side by side, one page of each a round; the LISTs sent."""
     lists = 0
-    while not rng.done:
-        page = yield from run_one(ListKeys(keys.THREADS, rng.after, page_size))
-        lists += 1
+    while active:
+        pages = yield from run_batch(
+            *(ListKeys(keys.THREADS, rng.after, page_size) for rng in active)
+        )
+        lists += len(active)
         ready: list[ThreadListing] = []
-        _file(rng, page, ready)
+        for rng, page in zip(active, pages, strict=True):
+            _file(rng, page, ready)
         for listing in ready:
             yield Emit(listing)
+        active = [rng for rng in active if not rng.done]
     return lists
 
 
@@ -107,17 +113,11 @@ def scan_threads_ranged(
     """Plan: every thread of the store, each emitted once as a :class:`ThreadListing`.
 
     The first page is the flat listing's. If the store holds more, one round
-    of LISTs of one key each finds which first characters after the last
-    listed thread's are in use; those start the ranges, listed side by side
-    until each reaches the next one's cut. Threads come out in no particular
-    order across ranges. At most ``max_ranges`` pages are held at once.
-
-    Args:
-        page_size: Keys per LIST.
-        max_ranges: Ranges listed at once (at least 1; 1 is the flat listing).
-
-    Returns:
-        The number of LISTs sent.
+    of one-key LISTs finds which first characters after the last listed
+    thread's are in use; those start up to ``max_ranges`` ranges (1: the flat
+    listing), listed side by side until each reaches the next one's cut.
+    Threads come out in no particular order across ranges. Returns the
+    number of LISTs.
     """
     first_page = yield from run_one(ListKeys(keys.THREADS, None, page_size))
     lists = 1
@@ -141,16 +141,4 @@ def scan_threads_ranged(
         # A range starts after its cut: ``threads/<c>`` sorts before every key
         # whose token starts with ``c`` and after every key of a smaller one.
         ranges += [_Range(cut, end) for cut, end in zip(cuts, ends[1:], strict=True)]
-    active = ranges
-    while active:
-        pages = yield from run_batch(
-            *(ListKeys(keys.THREADS, rng.after, page_size) for rng in active)
-        )
-        lists += len(active)
-        ready = []
-        for rng, page in zip(active, pages, strict=True):
-            _file(rng, page, ready)
-        for listing in ready:
-            yield Emit(listing)
-        active = [rng for rng in active if not rng.done]
-    return lists
+    return lists + (yield from _list_ranges(ranges, page_size))

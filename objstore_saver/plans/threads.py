@@ -13,12 +13,9 @@ from objstore_saver.errors import (
     MissingObjectError,
 )
 from objstore_saver.format import codec, keys
-from objstore_saver.format.codec import (
-    Manifest,
-)
+from objstore_saver.format.codec import Manifest
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context, Step
 from objstore_saver.plans.epochs import ended_manifests
-from objstore_saver.plans.extraction import embedded_in, store_embedded
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
     decode_checked_manifest,
@@ -29,13 +26,14 @@ from objstore_saver.plans.requests import (
     Batch,
     Delete,
     Get,
-    ListKeys,
     Put,
     Shred,
     list_all,
+    list_infos,
     run_batch,
     run_one,
 )
+from objstore_saver.plans.writing import embedded_in, store_embedded
 from objstore_saver.storage.base import MAX_DELETE_BATCH, ObjectInfo
 
 
@@ -73,8 +71,7 @@ class ThreadListing:
 
     @property
     def run_index_keys(self) -> list[str]:
-        thread_tok = self.pfx[len(keys.THREADS) : -1]
-        return [f"{keys.RUNS}{o.key.rsplit('/', 1)[1]}/{thread_tok}" for o in self.runs]
+        return [f"{keys.RUNS}{o.key.rsplit('/', 1)[1]}/{self.token}" for o in self.runs]
 
     @property
     def token(self) -> str:
@@ -82,11 +79,10 @@ class ThreadListing:
         return self.pfx[len(keys.THREADS) : -1]
 
     def add(self, info: ObjectInfo) -> None:
-        """File one key of this thread under its kind.
+        """File one key of this thread, in listing order, under its kind.
 
-        Keys come in listing order: a checkpoint's version-1 manifest right
-        before its version-2 one, which supersedes it (``upgrade`` leaves
-        both for a moment).
+        A version-2 manifest supersedes the version-1 one listed right before
+        it (``upgrade`` leaves both for a moment).
         """
         kind = info.key[len(self.pfx) :].split("/", 1)[0]
         if kind == "checkpoints":
@@ -133,23 +129,13 @@ class ThreadListing:
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
     """Sub-plan: every key of a thread, sorted by kind, the unknown ones included."""
     listing = ThreadListing(pfx)
-    after: str | None = None
-    while True:
-        page = yield from run_one(ListKeys(pfx, after))
-        for info in page.objects:
-            listing.add(info)
-        if not page.truncated or not page.objects:
-            return listing
-        after = page.objects[-1].key
+    for info in (yield from list_infos(pfx)):
+        listing.add(info)
+    return listing
 
 
 def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
-    """Sub-plan: every key of a thread, sorted by kind.
-
-    Raises:
-        CorruptObjectError: a key under the thread prefix that the format does
-            not define (nothing is acted on beside it).
-    """
+    """Sub-plan: every key of a thread, sorted by kind; an unknown key is a CorruptObjectError."""
     listing = yield from list_thread_keys(pfx)
     if listing.unknown:
         raise CorruptObjectError(listing.unknown[0].key, "unknown key under a thread prefix")
@@ -190,13 +176,7 @@ def oldest_first(manifests: Iterable[ObjectInfo]) -> list[str]:
 
 
 def delete_thread(ctx: Context, thread_id: str) -> Step:
-    """Plan: spec §6.6.
-
-    Raises:
-        CorruptObjectError: a key under the thread prefix that the format
-            does not define; the thread is deleted all the same (its
-            tombstone is written first) and that key is left for an operator.
-    """
+    """Plan: spec §6.6. An unknown key is left for an operator, then a CorruptObjectError."""
     pfx = keys.thread_prefix(thread_id)
     listing = yield from list_thread_keys(pfx)
     yield from delete_listing(ctx, thread_id, listing)
@@ -212,12 +192,11 @@ ROOT_NAMESPACE = keys.token("checkpoint_ns", "")
 
 
 def end_epoch(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
-    """Sub-plan: tombstone every listed namespace of a thread, beginning a new epoch (§6.6).
+    """Sub-plan: tombstone every listed namespace of a thread (create-only), a new epoch (§6.6).
 
-    Create-only: a tombstone another delete stored first ends the same epochs.
-    Returns the new epoch: above every epoch listed or remembered, and at
-    least the seconds since :data:`keys.EPOCH_ORIGIN`, so a conversation
-    begun while a prune swept the thread's old tombstones is still ended.
+    The epoch is above every one listed or remembered, and at least the
+    seconds since :data:`keys.EPOCH_ORIGIN`: a conversation begun while a
+    prune swept the thread's old tombstones is still ended.
     """
     seen = max(listing.epoch, ctx.epochs.of_thread(thread_id) or 0)
     epoch = max(seen + 1, keys.epoch_floor(ctx.wall_clock()))
@@ -291,11 +270,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
                     raise MissingObjectError(k, f"the listing of thread {source_thread_id!r}")
                 puts.append(Put(dst + k[len(src) :], body))
             yield from run_batch(*puts)
-    run_ids = []
-    for o in listing.runs:
-        run_id = keys.untoken(o.key.rsplit("/", 1)[1])
-        if run_id is not None:
-            run_ids.append(run_id)
+    run_ids = [r for o in listing.runs if (r := keys.untoken(o.key.rsplit("/", 1)[1])) is not None]
     yield from run_batch(
         *(Put(k, b"") for r in run_ids for k in keys.run_markers(target_thread_id, r))
     )

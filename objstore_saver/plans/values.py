@@ -11,7 +11,7 @@ from typing import Any, cast
 from langgraph.checkpoint.base import SerializerProtocol
 
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.format import codec, keys, split_values
+from objstore_saver.format import codec, compression, keys, split_values
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
@@ -63,10 +63,8 @@ def _expand_list(
 ) -> list[Any]:
     """The elements of a list (an object, or inline in a manifest), in order."""
     out: list[Any] = []
-    for digest, count in obj.sealed:
+    for digest, count in [*obj.sealed, *((g.digest, g.count) for g in obj.segments)]:
         _expand(serde, digest, count, got, pfx, out)
-    for g in obj.segments:
-        _expand(serde, g.digest, g.count, got, pfx, out)
     out.extend(materialize(serde, item, got, pfx) for item in obj.tail)
     return out
 
@@ -83,7 +81,7 @@ def _text_pieces(ref: Ref, got: Mapping[bytes, StoredObject], pfx: str) -> Itera
         assert isinstance(obj, PartsObj)
         type_ = obj.type
         frames = (cast(PartObj, got[d]).data for d in obj.parts)
-        pieces = codec.stream_payload(obj.encoding, obj.size, frames, key)
+        pieces = compression.stream_decompressed(obj.encoding, obj.size, frames, key)
     if type_ != split_values.TEXT_TYPE:
         raise CorruptObjectError(key, f"a message text has type {type_!r}, not 'utf8'")
     yield from pieces

@@ -1,22 +1,12 @@
-"""fsck of the checkpoint threads: every manifest parses, every reference resolves
-(spec §6.11).
+"""fsck of the checkpoint threads: every manifest parses, every reference resolves (§6.11).
 
-The plan reads the store itself, never the saver's memories, so it reports
-what is stored, not what this process believes. Objects embedded in manifests
-(format version 2) are hashed and decoded, and each located list segment or
-value is resolved where it is (docs/format-v2.md). Problems are collected, not
-raised: one corrupt object does not hide the others.
-
-The report's :class:`~objstore_saver.plans.verify_report.Depth` says which
-content objects (``objects/<H>``) are read: none by default (a reference is
-checked against the listing), all with ``read_data``, or one share of them.
-
-:func:`verify_thread` reads one thread and checks what it read; the walk from
-its references to their objects is :mod:`.verify_walk`'s, what is kept of each
-object and how keys are read :mod:`.verify_objects`', the report and its
-problems :mod:`.verify_report`'s. The long-term store's objects are checked by
-:mod:`objstore_saver.longterm.verify`, and :func:`objstore_saver.verify.verify`
-checks both.
+The plan reads the store itself, never the saver's memories: it reports what
+is stored, not what this process believes. Problems are collected, not raised:
+one corrupt object does not hide the others. The report's
+:class:`~objstore_saver.plans.verify_report.Depth` says which content objects
+are read. The walk from references to objects is :mod:`.verify_walk`'s, what
+is kept of each object :mod:`.verify_objects`'; :func:`objstore_saver.verify.verify`
+also checks the long-term store.
 """
 
 from __future__ import annotations
@@ -47,15 +37,7 @@ from objstore_saver.storage.base import ObjectInfo
 def verify_threads(
     thread_ids: Sequence[str] | None = None, report: VerifyReport | None = None
 ) -> Generator[Batch, list[Any] | None, VerifyReport]:
-    """Plan: spec §6.11 for checkpoints. Check the named threads, or every thread.
-
-    Args:
-        thread_ids: The threads; default every thread in the store.
-        report: Where counts and problems go; default a new report.
-
-    Returns:
-        The report.
-    """
+    """Plan: spec §6.11 for checkpoints, of the named threads (default all); the report."""
     report = VerifyReport() if report is None else report
     if thread_ids is None:
         prefixes = yield from thread_prefixes()
@@ -71,18 +53,11 @@ def verify_thread(
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: check every key under one thread prefix, adding to ``report``.
 
-    Objects embedded in manifests (format version 2) are hashed and decoded.
-    A located segment or value is resolved in the manifest that embeds it,
-    without reading that manifest again, or at ``objects/<H>`` when the
+    Embedded objects are hashed and decoded. A located segment or value is
+    resolved in the manifest that embeds it, or at ``objects/<H>`` when the
     manifest is gone (prune stored it there first) or, for a value, does not
-    embed it (a manifest that would pass 1 MiB stores it alone). Only both
-    missing is a problem.
-
-    Args:
-        pfx: The thread prefix.
-        report: Where counts and problems go.
-        listing: The thread's keys when the caller listed them already
-            (:func:`~objstore_saver.plans.scan.scan_threads`); else listed here.
+    embed it (kept under 1 MiB): only both missing is a problem. ``listing``:
+    the thread's keys when the caller listed them.
     """
     report.threads += 1
     if listing is None:
@@ -134,11 +109,8 @@ _MAX_LISTED = 2 * 1024 * 1024 + 4096
 
 
 def _objects_to_read(w: ThreadWalk, infos: list[ObjectInfo]) -> list[str]:
-    """The keys of the listed content objects this depth reads.
-
-    The others count as present at their listed size, which must be one an
-    object can have; the walk does not go through them.
-    """
+    """The keys of the listed content objects this depth reads; the others count as present
+    at their listed size (which must be one an object can have)."""
     depth = w.report.depth
     out = []
     for o in infos:
@@ -171,11 +143,7 @@ def _object_infos(w: ThreadWalk, has_key: bool | None) -> list[ObjectInfo]:
 
 
 def _read_manifests(w: ThreadWalk, got: list[tuple[str, Body]]) -> set[tuple[str, str, str]]:
-    """Decode the manifests read and note their references.
-
-    Returns:
-        The checkpoints of the manifests read, as parsed from their keys.
-    """
+    """Decode the manifests read and note their references; their checkpoints (from keys)."""
     report = w.report
     checkpoints: set[tuple[str, str, str]] = set()
     for key, body in got:
@@ -281,8 +249,8 @@ def _check_segment_counts(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
 def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
     """An encrypted thread without the key of its epoch: leftovers of a delete, or a problem.
 
-    After a delete the epoch it began has no key until its first write makes
-    one, before any object of it: all left is of ended epochs (spec §4.11).
+    A delete's new epoch has no key until its first write makes one, before
+    any object of it: all left is of ended epochs (spec §4.11).
     """
     if listing.epoch > 0 or not listing.manifests:
         report.shredded_leftovers += (

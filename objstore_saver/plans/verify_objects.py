@@ -1,9 +1,7 @@
-"""What verify learns of each content object, and how it reads them (spec §6.11).
+"""What verify learns of each content object, and how it reads keys (spec §6.11).
 
-Pure helpers of :mod:`objstore_saver.plans.verify`: the facts kept of a decoded
-object (kind, children, counts, located values), the references of entries
-split by where they are read, and the sub-plans that fetch keys in bounded
-batches.
+The facts kept of a decoded object, the references of entries split by where
+they are read, and the sub-plans that fetch keys in bounded batches.
 """
 
 from __future__ import annotations
@@ -53,13 +51,8 @@ class Facts:
 def facts_of(obj: StoredObject) -> Facts:
     """What verify keeps of a decoded object: its kind, children and counts.
 
-    Args:
-        obj: The decoded object.
-
-    Returns:
-        Its facts. A segment's located values are in ``located``, not in
-        ``children``; any other object's references are all children, read
-        at ``objects/<H>`` as readers do.
+    A segment's located values are in ``located``, not in ``children``; any
+    other object's references are all children, read at ``objects/<H>``.
     """
     children = child_refs(obj)
     if isinstance(obj, ValueObj):
@@ -103,12 +96,7 @@ Body = bytes | Unopened | None
 
 
 def opened(body: bytes | Unopened) -> bytes:
-    """The bytes of a body read.
-
-    Raises:
-        CorruptObjectError: the store could not open it (raised here, where a
-            decode's errors are handled).
-    """
+    """The bytes of a body read; raises the store's error where a decode's are handled."""
     if isinstance(body, Unopened):
         raise body.error
     return body
@@ -170,17 +158,11 @@ class EntryRefs:
 
 
 def split_refs(entries: Iterable[Entry]) -> EntryRefs:
-    """References of entries, split by where each is read (spec §4.0, §4.4).
+    """References of one manifest's or write's entries, split by where each is read.
 
     A segment located anywhere in ``entries`` is not read at ``objects/<H>``
-    (as readers resolve it: by digest); a located value reference is not,
-    while an unlocated one to the same value is.
-
-    Args:
-        entries: The entries of one manifest or write.
-
-    Returns:
-        The references, split.
+    (readers resolve it by digest); a located value reference is not, while
+    an unlocated one to the same value is (spec §4.0, §4.4).
     """
     entries = list(entries)
     lists = [e.obj for e in entries if isinstance(e, InlineList)]
@@ -206,14 +188,6 @@ def located_outside(digest: bytes, at: str, holder: str) -> str:
 
     Locations resolve in the namespace of a version-2 manifest (spec §4.0);
     a write, or a segment only a write's list refers to, has none.
-
-    Args:
-        digest: The value's address.
-        at: The checkpoint id its reference names.
-        holder: The key whose entries (or list) hold the reference.
-
-    Returns:
-        The detail of the problem.
     """
     return (
         f"locates value {digest.hex()} in checkpoint {at!r}, but is read through "

@@ -1,14 +1,9 @@
-"""The reference walk of one thread's ``verify`` (spec §6.11): what it has learnt, and
-how each reference is followed to its object.
+"""The reference walk of one thread's ``verify`` (spec §6.11).
 
-:class:`ThreadWalk` holds what :func:`~objstore_saver.plans.verify.verify_thread`
-learns of one thread: the objects wanted at ``objects/<H>``, the facts of each
-object read, what each manifest embeds, and the located segments and values
-still to resolve. The functions here add to it: :func:`note` records the
-references of a manifest's or a write's entries, :func:`take_embedded` and
-:func:`absorb` the objects read, :func:`resolve` finds located objects (in the
-manifest that embeds them, else alone) and :func:`follow` walks from the
-references to every object they reach. Problems go to the walk's report.
+:class:`ThreadWalk` holds what is learnt of one thread; :func:`note` records
+the references of entries, :func:`take_embedded` and :func:`absorb` the
+objects read, :func:`resolve` finds located objects (embedded, else alone)
+and :func:`follow` walks to every object the references reach.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from typing import Any
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import Entry, Manifest, SegmentRef
-from objstore_saver.format.locations import manifest_beside
+from objstore_saver.format.keys import manifest_beside
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, Unopened
 from objstore_saver.plans.threads import ThreadListing
@@ -145,13 +140,10 @@ def absorb(w: ThreadWalk, pairs: list[tuple[str, Body]]) -> None:
 def resolve(
     w: ThreadWalk, located: Iterable[Located]
 ) -> Generator[Batch, list[Any] | None, dict[bytes, str]]:
-    """Sub-plan: find located objects, given as (manifest, digest, kind, referrer).
+    """Sub-plan: find located objects, in a manifest read, else alone; digest → its manifest.
 
-    In the manifest that embeds them when it was read (no request), else
-    alone at ``objects/<H>``, where prune stores them before it deletes
-    their manifest (and a writer puts a value its manifest had no room
-    for): those are added to ``wanted``. Returns digest → the manifest
-    each was found in.
+    Prune stores what a manifest embeds alone before deleting it (and a
+    writer a value its manifest had no room for): those are added to ``wanted``.
     """
     located = list(located)
     found, fallback = _embedded_or_alone(w, located)
@@ -181,13 +173,10 @@ def resolve(
 def _embedded_or_alone(
     w: ThreadWalk, located: list[Located]
 ) -> tuple[dict[bytes, str], dict[tuple[str, bytes], tuple[str, str]]]:
-    """Located objects found in a manifest read, and those to look for alone.
+    """Located objects found in a manifest read (digest → it), and those to look for alone.
 
-    Returns:
-        digest → the manifest embedding it; and (manifest, digest) → (kind,
-        referrer) of those to read at ``objects/<H>``. A segment a manifest
-        read does not embed is reported here: only a value is stored alone
-        while its manifest is there.
+    A segment a manifest read does not embed is reported here: only a value
+    is stored alone while its manifest is there.
     """
     found: dict[bytes, str] = {}
     fallback: dict[tuple[str, bytes], tuple[str, str]] = {}  # → (kind, referrer)
@@ -209,12 +198,8 @@ def _embedded_or_alone(
 def _read_late_manifests(
     w: ThreadWalk, locations: set[str]
 ) -> Generator[Batch, list[Any] | None, None]:
-    """Sub-plan: the manifests named by ``locations`` the listing did not show.
-
-    An object neither embedded in a manifest read nor alone: that manifest may
-    have been written after the listing. Each is read once; what it embeds is
-    kept (not counted).
-    """
+    """Sub-plan: read once the manifests named by ``locations`` that were written after the
+    listing; what they embed is kept (not counted)."""
     listed = {o.key for o in w.listing.manifests}
     gone = sorted(locations - listed - w.embeds.keys() - w.fetched_late)
     w.fetched_late.update(gone)

@@ -1,36 +1,20 @@
-"""Sub-plans that write: values encoded into entries and content objects stored (spec §4, §6.1).
-
-The plans ``put`` and ``put_writes`` that use them are in
-:mod:`objstore_saver.plans.checkpoint_put`.
-"""
+"""Sub-plans that write: values encoded, content objects stored (§4, §6.1), and what a
+manifest about to be deleted embeds stored alone (§6.9 step 4)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 from objstore_saver.caches import message_keys
 from objstore_saver.caches.facts import ElementCache
 from objstore_saver.format import codec, keys, list_encoding, split_values, value_encoding
-from objstore_saver.format.codec import (
-    Encoded,
-    Inline,
-    InlineList,
-    PartObj,
-    Ref,
-)
+from objstore_saver.format.codec import Encoded, Inline, InlineList, Manifest, PartObj, Ref
 from objstore_saver.format.list_encoding import ElementKey, EncodedElement, element_key
 from objstore_saver.large_value_gate import Hold
 from objstore_saver.plans.context import Context
-from objstore_saver.plans.reading import (
-    entry_refs,
-)
-from objstore_saver.plans.requests import (
-    Batch,
-    ListKeys,
-    Put,
-    run_batch,
-)
+from objstore_saver.plans.reading import entry_refs
+from objstore_saver.plans.requests import Batch, ListKeys, Put, run_batch
 from objstore_saver.storage.base import PutMode
 
 #: Bytes of streamed part objects sent per batch while a large value is encoded.
@@ -61,21 +45,15 @@ def encode_value(
     locate: list_encoding.Locator | None = None,
     epoch: int = 0,
 ) -> Generator[Batch | Hold, list[Any] | None, Encoded]:
-    """Sub-plan: entry and objects for one value (spec §4).
+    """Sub-plan: entry and objects for one value (spec §4), of the thread's ``epoch``.
 
-    ``written_once`` is for the value of a pending write, whose entry is
-    stored in one object and never carried on to another: it is also inline
-    when its compressed payload is at most ``written_max`` bytes (spec §6.5
-    step 2).
-
-    Data larger than a part is streamed: its part objects are stored while
-    the compressor produces them (:func:`stream_large`), so the returned
-    :class:`Encoded` holds only small objects. A value holding a very large
-    message text is split (:func:`encode_split`, spec §4.4a): the serializer
-    never sees the text. The value is serialized under the saver's gate,
-    kept while large data is streamed (spec §6.1 step 2.2). ``locate``
-    places a list's element values (:class:`list_encoding.Locator`). The
-    objects belong to the thread's ``epoch`` (spec §4.11).
+    ``written_once``: a pending write's value, also inline when its compressed
+    payload is at most ``written_max`` bytes (spec §6.5 step 2). Data larger
+    than a part is streamed (:func:`stream_large`), so the :class:`Encoded`
+    holds only small objects; a very large message text is split
+    (:func:`encode_split`, spec §4.4a). The value is serialized under the
+    saver's gate, kept while large data is streamed (spec §6.1 step 2.2).
+    ``locate`` places a list's element values.
     """
     if not ctx.gate.try_acquire():
         yield Hold(ctx.gate)
@@ -120,20 +98,22 @@ def _encode_list(
     locate: list_encoding.Locator | None,
     epoch: int,
 ) -> Generator[Batch, list[Any] | None, Encoded | None]:
-    """Sub-plan of :func:`encode_value`: a list element by element (spec §4.4), or None.
+    """Sub-plan: a list element by element (spec §4.4), or None to store it as one value.
 
-    None when the list is stored as one value (small, or small elements) and
-    none of its elements holds a large text. Elements with large texts are
-    found first and split; the others are serialized, and those larger than
-    a part are streamed before the list is encoded. A pending write's list
-    (``written_max`` given) that compresses whole to at most ``written_max``
-    bytes is inline instead (spec §6.5 step 2).
+    Elements with large texts are split, those larger than a part streamed
+    first. A pending write's list (``written_max`` given) that compresses
+    whole to at most ``written_max`` bytes is inline instead (spec §6.5 step 2).
     """
     elements, found = _serialize_elements(ctx, value, split=split)
     if not found and not list_encoding.use_list_encoding(elements):
         return None
-    if written_max is not None and not found:
-        whole = _whole_list_inline(ctx, value, elements, written_max)
+    if (
+        written_max is not None
+        and not found
+        and sum(len(data) for _, data in elements) <= WRITE_LIST_WHOLE_MAX
+    ):
+        payload = codec.make_payload(*ctx.serde.dumps_typed(value))
+        whole = value_encoding.inline_written(payload, written_max)
         if whole is not None:
             return whole
     streamed: dict[ElementKey, EncodedElement] = {}
@@ -169,23 +149,13 @@ def _encode_list(
 WRITE_LIST_WHOLE_MAX = 4 * codec.WRITE_INLINE_MAX
 
 
-def _whole_list_inline(
-    ctx: Context, value: list[Any], elements: list[tuple[str, bytes]], limit: int
-) -> Encoded | None:
-    """The list as one inline entry, if it compresses to at most ``limit``; else None."""
-    if sum(len(data) for _, data in elements) > WRITE_LIST_WHOLE_MAX:
-        return None
-    return value_encoding.inline_written(codec.make_payload(*ctx.serde.dumps_typed(value)), limit)
-
-
 def _serialize_elements(
     ctx: Context, value: list[Any], *, split: bool
 ) -> tuple[list[tuple[str, bytes]], dict[int, list[tuple[split_values.Path, str]]]]:
     """Each element serialized, and the large texts of those to split (not serialized).
 
-    A message serialized before by this process, in the same state, is not
-    serialized again (:mod:`objstore_saver.caches.message_keys`): it was not split
-    then, and it holds the same text now.
+    A message serialized before in the same state (:mod:`~objstore_saver.caches.message_keys`)
+    is not serialized again: it was not split then, and holds the same text now.
     """
     memory = ctx.elements.serialized
     if message_keys.applies_to(ctx.serde):
@@ -226,9 +196,8 @@ def encode_split(
 ) -> Generator[Batch, list[Any] | None, Encoded]:
     """Sub-plan: a value with its large message texts stored apart (spec §4.4a).
 
-    Each text's parts are stored as they are made (:func:`stream_large`);
-    the value is serialized with those texts emptied. Returns the ``s``
-    entry and the small objects (split object, text containers, value).
+    Each text's parts are stored as made; the value is serialized with the
+    texts emptied. Returns the ``s`` entry and the small objects.
     """
     objects: dict[bytes, bytes] = {}
     refs: list[tuple[split_values.Path, Ref]] = []
@@ -253,12 +222,10 @@ def stream_large(
 ) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
     """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3).
 
-    ``stream`` is :func:`value_encoding.large_objects` or ``text_objects``.
     Parts go out create-only in batches of about :data:`STREAM_WINDOW` bytes
-    and are dropped once stored, so a put holds one window of parts, not the
-    whole value twice. Returns the entry and the container object (``parts``,
-    or ``value`` when the compressed data fits one part), which the caller
-    stores after its parts like any other object.
+    and are dropped once stored: a put holds one window of parts, not the
+    whole value twice. Returns the entry and the container object, which the
+    caller stores after its parts.
     """
     window: dict[bytes, Put] = {}
     pending = 0
@@ -287,16 +254,12 @@ def put_objects(
     *,
     parts: bool = False,
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
-    """Sub-plan: PUT content-addressed objects create-only, in parallel, and remember them.
+    """Sub-plan: PUT content-addressed objects (digest → PUT) create-only, and remember them.
 
-    ``puts`` maps each object's digest to its PUT. ``exists`` is success,
-    the key being the hash of the bytes; the object is then re-PUT in
-    overwrite mode with the same bytes, which renews its ``LastModified`` so
-    a pending sweep mark no longer applies to it (§6.9). Written objects are
-    remembered decoded, so reading them back costs no request; ``parts``
-    (a large value's part objects) are remembered only as stored. ``extra``
-    requests (run markers, a LIST) go in the same batch; their results are
-    returned.
+    An object found stored is PUT again (overwrite, the same bytes): that
+    renews its ``LastModified``, so a pending sweep mark no longer applies
+    (§6.9). Written objects are remembered decoded; ``parts`` only as stored.
+    ``extra`` requests go in the same batch; their results are returned.
     """
     created = yield from run_batch(*puts.values(), *extra)
     # An old object we did not write may be marked by a prune (§6.9): renew it.
@@ -329,19 +292,15 @@ def store_objects(
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
     """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
 
-    The walk starts at each entry and does not descend below an object known
-    to be stored (confirmed within ``ctx.belief_age``; in a distrusting
-    context none is): a stored container implies its children are (write
-    order). Parts
-    streamed by :func:`stream_large` are not among an :class:`Encoded`'s
-    children: they were stored before their container, in this attempt.
-    A segment or value in ``located`` is held by an earlier manifest, stored
-    with what it holds (that manifest was written after them); one in
-    ``embedded`` travels in the manifest about to be written, so only what
-    it holds is stored here. Locations apply where references carry them:
-    the entries themselves and the elements of their lists' segments; an
-    object reached from any other object is stored alone. ``extra``
-    requests go in the same batch; their results are returned.
+    The walk does not descend below an object known stored (within
+    ``ctx.belief_age``): a stored container implies its children are (write
+    order). Streamed parts are not among the children: they were stored
+    before their container. One in ``located`` is held by an earlier manifest
+    (written after what it holds); one in ``embedded`` travels in the
+    manifest about to be written, so only what it holds is stored. Locations
+    apply to the entries and their lists' segments' elements; an object
+    reached from any other object is stored alone. ``extra`` requests go in
+    the same batch; their results are returned.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -375,3 +334,26 @@ def store_objects(
     if not puts and not extra:
         return []
     return (yield from put_objects(ctx, pfx, puts, extra))
+
+
+def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
+    """The objects the manifests embed, by address."""
+    out: dict[bytes, bytes] = {}
+    for m in manifests:
+        out.update(codec.embedded_objects(m))
+    return out
+
+
+def store_embedded(
+    ctx: Context, pfx: str, objects: Mapping[bytes, bytes]
+) -> Generator[Batch, list[Any] | None, None]:
+    """Sub-plan: store what a manifest embeds alone at ``objects/<H>`` before it is deleted.
+
+    Later manifests may locate those objects in it; once it is gone readers
+    look at ``objects/<H>`` (spec §6.9 step 4). Every one is stored, reached
+    or not: from then on they are ordinary content objects, which a later
+    prune sweeps when nothing reaches them. Returns once every PUT succeeded:
+    only then may the manifests be deleted.
+    """
+    puts = {d: Put(keys.object_key_in(pfx, d), objects[d]) for d in sorted(objects)}
+    yield from put_objects(ctx, pfx, puts)

@@ -19,7 +19,7 @@ from objstore_saver import ObjectStoreSaver
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.format import codec, keys as k
 from objstore_saver.format.codec import digest_of
-from objstore_saver.format.locations import manifest_beside
+from objstore_saver.format.keys import manifest_beside
 from objstore_saver.storage import MeteredStore, ObjectStore, PutMode
 from objstore_saver.verify import Depth
 
