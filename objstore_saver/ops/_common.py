@@ -15,7 +15,7 @@ from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.storage.urls import redact_url, store_from_url
+from objstore_saver.storage.urls import store_from_url
 
 #: A plan of an operator job (request batches in, results out; run by a Driver).
 SubPlan = Generator[Any, list[Any] | None, Any]
@@ -100,18 +100,21 @@ def redact_error(exc: BaseException, secrets: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def secrets_kept_out(job: str, secrets: list[str]) -> Iterator[None]:
+def secrets_kept_out(
+    job: str,
+    secrets: list[str],
+    kept: tuple[type[ObjstoreSaverError], ...] = (ConfigurationError, JobError),
+) -> Iterator[None]:
     """Re-raise a job's errors with every secret removed.
 
-    A ``ConfigurationError`` or ``JobError`` keeps its type; any other error
+    An error of a ``kept`` type is raised again as that type; any other
     becomes a ``JobError`` saying ``<job> failed``.
     """
     try:
         yield
-    except ConfigurationError as exc:
-        raise ConfigurationError(redact(str(exc), secrets)) from None
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
+    except kept as exc:
+        kind = next(k for k in kept if isinstance(exc, k))
+        raise kind(redact(str(exc), secrets)) from None
     except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
         raise JobError(f"{job} failed: {redact_error(exc, secrets)}") from None
 
@@ -151,23 +154,11 @@ async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Dri
         driver.close()
 
 
-@contextlib.contextmanager
-def open_saver(config: OpsConfig) -> Iterator[ObjectStoreSaver]:
-    """A saver on the configured store, checked at construction."""
-    with ObjectStoreSaver.from_url(config.require_url()) as saver:
-        yield saver
-
-
 @contextlib.asynccontextmanager
 async def aopen_saver(config: OpsConfig) -> AsyncIterator[ObjectStoreSaver]:
-    """Async :func:`open_saver`: the check and the close run in a worker thread."""
+    """A saver on the configured store: the check and the close run in a worker thread."""
     saver = await asyncio.to_thread(ObjectStoreSaver.from_url, config.require_url())
     try:
         yield saver
     finally:
         await asyncio.to_thread(saver.close)
-
-
-def public_url(url: str | None) -> str | None:
-    """A URL fit for a report: no password."""
-    return None if url is None else redact_url(url)

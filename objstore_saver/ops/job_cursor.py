@@ -15,19 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import json
 import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.ops.fanout import Fanout, for_each
 from objstore_saver.ops.sharding import Shard
 from objstore_saver.plans.requests import Delete, Get, Put, run_one
 from objstore_saver.storage.base import PutMode
 
-__all__ = ["JOBS", "Cursor", "cursor_key"]
+__all__ = ["JOBS", "Cursor", "cursor_key", "for_each_resumable", "resumable_fields"]
+
+X = TypeVar("X")
+T = TypeVar("T")
 
 #: Key prefix of job cursors: written by operator jobs only, never read by a saver.
 JOBS = "jobs/"
@@ -60,6 +66,12 @@ class Cursor:
     _saved_at: float = field(default_factory=time.monotonic)
     _dirty: bool = False
     _saving: asyncio.Future[None] | None = None
+
+    @classmethod
+    def of(cls, job: str, description: str, shard: Shard) -> Cursor:
+        """The cursor of ``job`` on the source ``description`` (its key holds a hash of it)."""
+        source = hashlib.sha256(description.encode()).hexdigest()[:16]
+        return cls(cursor_key(job, source, shard), description)
 
     async def load(self, driver: Driver) -> None:
         """Read the stored cursor: the run starts after its position.
@@ -141,3 +153,78 @@ class Cursor:
             "threads_done_this_run": self._done,
             "updated": datetime.now(UTC).isoformat(),
         }
+
+
+async def for_each_resumable(
+    cursor: Cursor,
+    driver: Driver,
+    source: Callable[[], AsyncGenerator[X, None]],
+    work: Callable[[X], Awaitable[T]],
+    on_result: Callable[[X, T], None],
+    *,
+    position: Callable[[X], str],
+    token: Callable[[X], str],
+    shard: Shard,
+    keep: bool,
+    restart: bool,
+    apply: bool,
+    stats: Fanout,
+    failed: Callable[[T], bool] = lambda _result: False,
+    **fanout: Any,
+) -> bool:
+    """:func:`~objstore_saver.ops.fanout.for_each` keeping ``cursor``; True when it went
+    through its whole source.
+
+    Args:
+        cursor: Read first (unless ``restart``), then moved as items finish.
+        driver: Runs the cursor's requests.
+        source: Called once the cursor is read; it calls ``cursor.started`` on
+            each item, in its order (when ``keep``).
+        work: One item's work.
+        on_result: As :func:`~objstore_saver.ops.fanout.for_each`'s.
+        position: An item's position in the source's order.
+        token: What the shard owns an item by.
+        shard: Only its items are worked on; the others count as finished.
+        keep: False for named items (no resumable run): no cursor is read or written.
+        restart: Ignore the stored cursor.
+        apply: Only a run that writes stores its cursor.
+        stats: The run's counts (the source may count its LISTs into them).
+        failed: Whether a result holds the mark back (a resumed run tries it again).
+        fanout: ``concurrency``, ``name``, ``progress`` and ``should_cancel``.
+    """
+    if keep and not restart:
+        await cursor.load(driver)
+
+    def owns(item: X) -> bool:
+        mine = shard.owns(token(item))
+        if not mine and keep:
+            cursor.finished(position(item))
+        return mine
+
+    def done(item: X, result: T) -> None:
+        on_result(item, result)
+        if keep and not failed(result):
+            cursor.finished(position(item))
+            if apply:
+                cursor.save_soon(driver)
+
+    complete = False
+    try:
+        await for_each(source(), work, done, owns=owns, stats=stats, **fanout)
+        complete = not stats.cancelled
+    finally:
+        await cursor.end(driver, complete=complete, keep=keep and apply)
+    return complete
+
+
+def resumable_fields(
+    run: Fanout, complete: bool, shard: Shard, cursor: Cursor, keep: bool
+) -> dict[str, Any]:
+    """What a resumable job's report says of its run and its cursor."""
+    return {
+        "cancelled": run.cancelled,
+        "complete": complete,
+        "shard": str(shard),
+        "resumed_after": cursor.after,
+        "cursor": cursor.key if keep else None,
+    }

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import importlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -59,11 +58,6 @@ class Source:
     description: str
     threads: Callable[[str | None], AsyncGenerator[tuple[str, str], None]]
     checkpoints: Callable[[str], Awaitable[list[CheckpointTuple]]]
-
-    @property
-    def fingerprint(self) -> str:
-        """A short, stable name of the source (for its resume cursor's key)."""
-        return hashlib.sha256(self.description.encode()).hexdigest()[:16]
 
 
 def _saver_class(kind: str, module: str, name: str) -> Any:
