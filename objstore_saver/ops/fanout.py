@@ -39,6 +39,7 @@ __all__ = [
     "Target",
     "blocking",
     "check_concurrency",
+    "each",
     "for_each",
     "for_each_thread",
     "rate",
@@ -165,9 +166,10 @@ def counted(plan: Plan[Any], stats: Fanout) -> Plan[Any]:
         reply = yield step
 
 
-async def _named(thread_ids: Iterable[str]) -> AsyncGenerator[Target, None]:
-    for thread_id in thread_ids:
-        yield Target(keys.thread_prefix(thread_id), thread_id)
+async def each(items: Iterable[X]) -> AsyncGenerator[X, None]:
+    """The items as an async source of :func:`for_each`."""
+    for item in items:
+        yield item
 
 
 async def _scanned(scan: AsyncGenerator[Any, None]) -> AsyncGenerator[Target, None]:
@@ -304,7 +306,7 @@ async def for_each_thread(
         scan = scan_threads_ranged() if start_after is None else scan_threads(start_after)
         source = _scanned(driver.aiterate(counted(scan, stats)))
     else:
-        source = _named(thread_ids)
+        source = each(Target(keys.thread_prefix(t), t) for t in thread_ids)
     return await for_each(
         source,
         work,

@@ -12,11 +12,10 @@ keys each), never by one GET per item. ``store_sweep`` is a dry run unless
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import store_keys
 from objstore_saver.longterm import plans
@@ -41,8 +40,14 @@ from objstore_saver.ops._common import (
     no_progress,
     open_store,
 )
-from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
-from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
+from objstore_saver.ops.delete_coalescing import coalescing_driver
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    blocking,
+    check_concurrency,
+    each,
+    for_each,
+)
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 from objstore_saver.plans.tombstone_sweep import TOMBSTONE_WINDOW
@@ -92,6 +97,15 @@ def _states(
         if ns is not None and ns[:n] == prefix:
             out[ns] = group.state
     return out
+
+
+def store_objects(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: every item and index object under the listing of ``prefix`` (two LISTs,
+    all pages)."""
+    items = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
+    return items + (
+        yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
+    )
 
 
 def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
@@ -279,13 +293,8 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     ns = _labels("namespace prefix", prefix)
     config = config or OpsConfig.from_env()
 
-    def plan() -> SubPlan:
-        items = yield from plans.list_infos(store_keys.listing_prefix(ns, store_keys.ITEMS))
-        index = yield from plans.list_infos(store_keys.listing_prefix(ns, store_keys.INDEX))
-        return items + index
-
     with open_store(config) as (store, driver):
-        infos = driver.run(plan())
+        infos = driver.run(store_objects(ns))
     wanted = store_keys.namespace_path(ns) if ns else ""
     by_kind = {k: {"objects": 0, "bytes": 0} for k in KINDS}
     by_ns: dict[str, dict[str, Any]] = {}
@@ -524,33 +533,27 @@ async def astore_sweep(
         ]
         # The items in flight share DeleteObjects requests (each item's DELETE
         # still follows its record, as the sweep's plan orders them).
-        coalesced = DeleteCoalescingStore(store)
-        sweeper = Driver(coalesced, max_workers=16)
+        async with coalescing_driver(store) as sweeper:
 
-        async def items() -> AsyncGenerator[tuple[plans.Expired, Record | None], None]:
-            for pair in found:
-                yield pair
+            async def one(pair: tuple[plans.Expired, Record | None]) -> str:
+                if not apply:
+                    return "would delete"
+                deleted = await sweeper.arun(_sweep_one(ctx, *pair))
+                return "deleted" if deleted else "renewed"
 
-        async def one(pair: tuple[plans.Expired, Record | None]) -> str:
-            if not apply:
-                return "would delete"
-            deleted = await sweeper.arun(_sweep_one(ctx, *pair))
-            return "deleted" if deleted else "renewed"
+            def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
+                item = pair[0]
+                rows.append(
+                    {
+                        "namespace": list(item.namespace),
+                        "key": item.key,
+                        "expires_at": iso(item.expires_at_us),
+                        "action": action,
+                    }
+                )
 
-        def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
-            item = pair[0]
-            rows.append(
-                {
-                    "namespace": list(item.namespace),
-                    "key": item.key,
-                    "expires_at": iso(item.expires_at_us),
-                    "action": action,
-                }
-            )
-
-        try:
             run = await for_each(
-                items(),
+                each(found),
                 one,
                 done,
                 concurrency=concurrency,
@@ -559,9 +562,6 @@ async def astore_sweep(
                 progress=progress,
                 should_cancel=should_cancel if apply else None,
             )
-        finally:
-            sweeper.close()
-            await coalesced.aclose()  # nothing stays queued when the job ends
     rows.sort(key=lambda r: (r["namespace"], r["key"]))
     return {
         "store": store.location,

@@ -14,6 +14,7 @@ from typing import Any
 from objstore_saver import plans
 from objstore_saver.crypto.names import KEY_PREFIX
 from objstore_saver.format import codec, keys, store_keys
+from objstore_saver.longterm.plans import list_infos
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -50,11 +51,6 @@ def _iso(when: datetime | None) -> str | None:
 
 
 # --- threads ------------------------------------------------------------------------
-
-
-def thread_prefixes() -> SubPlan:
-    """Sub-plan: every thread prefix, by the saver's skip scan (spec §6.4)."""
-    return (yield from plans.thread_prefixes())
 
 
 def _summary(thread_id: str | None, listing: plans.ThreadListing) -> dict[str, Any]:
@@ -141,15 +137,7 @@ threads = blocking(athreads)
 def history_plan(thread_id: str) -> SubPlan:
     """Plan of :func:`history`."""
     pfx = keys.thread_prefix(thread_id)
-    page_keys: list[ObjectInfo] = []
-    after: str | None = None
-    prefix = keys.manifests_prefix(thread_id)
-    while True:
-        page = yield from run_one(ListKeys(prefix, after))
-        page_keys += page.objects
-        if not page.truncated or not page.objects:
-            break
-        after = page.objects[-1].key
+    page_keys = yield from list_infos(keys.manifests_prefix(thread_id))
     chosen = set(plans.checkpoint_manifests(o.key for o in page_keys))
     page_keys = [o for o in page_keys if o.key in chosen]
     rows: list[dict[str, Any]] = []
