@@ -14,6 +14,7 @@ from objstore_saver.cli.common import (
     ProgressBar,
     add_resumable_job_options,
     cancelled_mark,
+    job_options,
     resumed_note,
 )
 from objstore_saver.config import POSTGRES_URL
@@ -46,11 +47,7 @@ def _run_migrate(args: argparse.Namespace, config: OpsConfig, progress: Progress
         source,
         config=config,
         thread_ids=args.thread or None,
-        apply=args.apply,
-        concurrency=args.concurrency,
-        shard=args.shard,
-        restart=args.restart,
-        progress=progress,
+        **job_options(args, progress),
     )
     return report, EXIT_FOUND if report["diverged"] else EXIT_OK
 

@@ -14,6 +14,8 @@ from objstore_saver.cli.common import (
     ProgressBar,
     add_resumable_job_options,
     cancelled_mark,
+    job_options,
+    mode,
     resumed_note,
 )
 from objstore_saver.ops._common import OpsConfig
@@ -31,27 +33,16 @@ def _add_rekey_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_rekey(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = ops.rekey(
-        config,
-        apply=args.apply,
-        drop_old=args.drop_old,
-        restart=args.restart,
-        concurrency=args.concurrency,
-        shard=args.shard,
-        progress=progress,
-    )
+    report = ops.rekey(config, drop_old=args.drop_old, **job_options(args, progress))
     return report, EXIT_FOUND if report["errors"] else EXIT_OK
 
 
 def _render_rekey(r: dict[str, Any]) -> str:
     k = r["key_objects"]
     target = f"wrapped by {r['current_master_key']}" + (" alone" if r["drop_old"] else "")
-    if r["apply"]:
-        mode, rewrapped = "applied", "rewrapped"
-    else:
-        mode, rewrapped = "dry run (add --apply to rewrite)", "to rewrap"
+    rewrapped = "rewrapped" if r["apply"] else "to rewrap"
     lines = [
-        f"rekey {r['store']} (key objects in {r['key_store']}), {target}: {mode}"
+        f"rekey {r['store']} (key objects in {r['key_store']}), {target}: {mode(r, 'rewrite')}"
         + cancelled_mark(r),
         f"key objects: {k['scanned']} scanned, {k['rewrapped']} {rewrapped}, "
         f"{k['current']} current, {k['failed']} failed" + resumed_note(r),

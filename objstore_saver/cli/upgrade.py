@@ -14,6 +14,8 @@ from objstore_saver.cli.common import (
     ProgressBar,
     add_resumable_job_options,
     cancelled_mark,
+    job_options,
+    mode,
     resumed_note,
 )
 from objstore_saver.ops._common import OpsConfig
@@ -26,13 +28,7 @@ def _add_upgrade_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_upgrade(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
     report = ops.upgrade(
-        config=config,
-        thread_ids=args.thread or None,
-        apply=args.apply,
-        concurrency=args.concurrency,
-        shard=args.shard,
-        restart=args.restart,
-        progress=progress,
+        config=config, thread_ids=args.thread or None, **job_options(args, progress)
     )
     return report, EXIT_FOUND if report["errors"] else EXIT_OK
 
@@ -40,12 +36,11 @@ def _run_upgrade(args: argparse.Namespace, config: OpsConfig, progress: Progress
 def _render_upgrade(r: dict[str, Any]) -> str:
     t = r["threads"]
     if r["apply"]:
-        mode, upgraded, rewritten, deleted = "applied", "upgraded", "rewritten", "deleted"
+        upgraded, rewritten, deleted = "upgraded", "rewritten", "deleted"
     else:
-        mode = "dry run (add --apply to rewrite)"
         upgraded, rewritten, deleted = "to upgrade", "to rewrite", "to delete"
     lines = [
-        f"upgrade {r['store']} to format version 2: {mode}" + cancelled_mark(r),
+        f"upgrade {r['store']} to format version 2: {mode(r, 'rewrite')}" + cancelled_mark(r),
         f"threads:     {t['scanned']} scanned, {t['upgraded']} {upgraded}, "
         f"{t['current']} current, {t['failed']} failed" + resumed_note(r),
         f"checkpoints: {r['checkpoints_rewritten']} {rewritten}",
