@@ -119,6 +119,15 @@ def secrets_kept_out(
         raise JobError(f"{job} failed: {redact_error(exc, secrets)}") from None
 
 
+def tally(counts: dict[str, Any], name: str, size: int, **first: Any) -> dict[str, Any]:
+    """Count one object of ``size`` bytes in ``counts[name]``, made ``{**first, "objects",
+    "bytes"}`` when new; return it."""
+    slot = counts.setdefault(name, {**first, "objects": 0, "bytes": 0})
+    slot["objects"] += 1
+    slot["bytes"] += size
+    return slot
+
+
 def no_progress(done: int, total: int | None, item: str) -> None:
     """The default progress callback: report nothing."""
 

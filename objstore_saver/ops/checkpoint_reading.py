@@ -9,7 +9,7 @@ checkpoint stays readable).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -99,6 +99,11 @@ def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str, **seen: 
     return values, errors
 
 
+def subtrees(pfx: str, sealed: Iterable[tuple[bytes, int]]) -> list[dict[str, Any]]:
+    """``{"key", "elements"}`` of each object a list or a node names by its digest."""
+    return [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in sealed]
+
+
 def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -> list[Any]:
     """Where each segment of an inline list is: ``key``, ``digest``, ``elements``,
     ``embedded_in`` (the manifest that holds it, or None when it stands alone
@@ -163,7 +168,7 @@ def describe_entry(
         return {
             "stored": "inline list",
             "elements": o.count,
-            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in o.sealed],
+            "sealed": subtrees(pfx, o.sealed),
             "segments": describe_segments(entry, pfx, gone),
             "objects": [value_address(e, pfx, holder, gone) for e in o.tail if isinstance(e, Ref)],
         }

@@ -39,6 +39,7 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
     open_store,
+    tally,
 )
 from objstore_saver.ops.delete_coalescing import coalescing_driver
 from objstore_saver.ops.fanout import (
@@ -303,16 +304,9 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
         # a listing prefix may reach a sibling (hashed path lead): keep ns's own tree
         if wanted and path and path != wanted and not path.startswith(wanted + "/"):
             continue
-        by_kind[kind]["objects"] += 1
-        by_kind[kind]["bytes"] += info.size
-        row = by_ns.setdefault(
-            path, {"namespace": _labels_or_path(path), "objects": 0, "bytes": 0, "by_kind": {}}
-        )
-        row["objects"] += 1
-        row["bytes"] += info.size
-        cell = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
-        cell["objects"] += 1
-        cell["bytes"] += info.size
+        tally(by_kind, kind, info.size)
+        row = tally(by_ns, path, info.size, namespace=_labels_or_path(path))
+        tally(row.setdefault("by_kind", {}), kind, info.size)
     return {
         "store": store.location,
         "prefix": list(ns),

@@ -25,6 +25,7 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
     open_store,
+    tally,
 )
 from objstore_saver.ops.checkpoint_reading import (
     checkpoint_plan,
@@ -247,12 +248,8 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard
                 if not shard.owns(pfx[len(keys.THREADS) : -1]):
                     continue
                 kind = _kind_of(rest)
-                row = by_thread.setdefault(pfx, {"objects": 0, "bytes": 0, "by_kind": {}})
-                row["objects"] += 1
-                row["bytes"] += info.size
-                slot = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
-                slot["objects"] += 1
-                slot["bytes"] += info.size
+                row = tally(by_thread, pfx, info.size)
+                tally(row.setdefault("by_kind", {}), kind, info.size)
             elif shard.index != 0:
                 continue
             elif info.key.startswith(keys.RUNS):
@@ -263,19 +260,17 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard
                 kind = "encryption keys"  # key objects of encrypted threads (docs/encryption.md)
             else:
                 kind = "foreign"
-            agg = by_kind.setdefault(kind, {"objects": 0, "bytes": 0})
-            agg["objects"] += 1
-            agg["bytes"] += info.size
+            tally(by_kind, kind, info.size)
             total["objects"] += 1
             total["bytes"] += info.size
         progress(total["objects"], None, "objects listed")
         if not page.truncated or not page.objects:
             break
         after = page.objects[-1].key
-    rows = []
-    for pfx, row in by_thread.items():
-        tid = keys.untoken(pfx[len(keys.THREADS) : -1])
-        rows.append({"thread_id": tid, "prefix": pfx, **row})
+    rows = [
+        {"thread_id": keys.untoken(pfx[len(keys.THREADS) : -1]), "prefix": pfx, **row}
+        for pfx, row in by_thread.items()
+    ]
     rows.sort(key=lambda r: r["bytes"], reverse=True)
     return {
         "total": total,
