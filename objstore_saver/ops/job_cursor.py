@@ -131,17 +131,11 @@ class Cursor:
             await asyncio.gather(self._saving, return_exceptions=True)
         if not keep:
             return
-        if complete:
-            await self.clear(driver)
-        else:
+        if not complete:
             await self.save(driver, force=True)
-
-    async def clear(self, driver: Driver) -> None:
-        """Delete the stored cursor: the job went through its whole source.
-
-        The next run checks every thread again (a thread added to the source
-        since may sort before the mark).
-        """
+            return
+        # The whole source is done: the next run checks every thread again (a
+        # thread added to the source since may sort before the mark).
         self._dirty = False
         await driver.arun(run_one(Delete((self.key,))))
 
@@ -172,25 +166,16 @@ async def for_each_resumable(
     failed: Callable[[T], bool] = lambda _result: False,
     **fanout: Any,
 ) -> bool:
-    """:func:`~objstore_saver.ops.fanout.for_each` keeping ``cursor``; True when it went
-    through its whole source.
+    """:func:`~objstore_saver.ops.fanout.for_each` moving ``cursor``; True when the run
+    went through its whole source.
 
-    Args:
-        cursor: Read first (unless ``restart``), then moved as items finish.
-        driver: Runs the cursor's requests.
-        source: Called once the cursor is read; it calls ``cursor.started`` on
-            each item, in its order (when ``keep``).
-        work: One item's work.
-        on_result: As :func:`~objstore_saver.ops.fanout.for_each`'s.
-        position: An item's position in the source's order.
-        token: What the shard owns an item by.
-        shard: Only its items are worked on; the others count as finished.
-        keep: False for named items (no resumable run): no cursor is read or written.
-        restart: Ignore the stored cursor.
-        apply: Only a run that writes stores its cursor.
-        stats: The run's counts (the source may count its LISTs into them).
-        failed: Whether a result holds the mark back (a resumed run tries it again).
-        fanout: ``concurrency``, ``name``, ``progress`` and ``should_cancel``.
+    The cursor is read first (unless ``restart``); then ``source()``, which calls
+    ``cursor.started`` on each item in its order. An item ``shard`` does not own
+    (by its ``token``) counts as finished; a ``failed`` result holds the mark
+    back, so a resumed run tries it again. ``keep`` is False for named items (no
+    resumable run): no cursor is read or written, and only an ``apply`` run
+    stores one. ``fanout``: ``for_each``'s ``concurrency``, ``name``,
+    ``progress`` and ``should_cancel``.
     """
     if keep and not restart:
         await cursor.load(driver)

@@ -164,7 +164,7 @@ async def astore_delete(
             if labels is None and _may_be_under(path, ns):
                 got = await _hashed_labels(driver, found[path])
                 if isinstance(got, str):
-                    rows.append(_unreadable(path, got))
+                    rows.append(_row(path, clear.Cleared(()), "unreadable") | {"detail": got})
                     continue
                 labels = got
             if labels is not None and labels[: len(ns)] == ns:
@@ -176,17 +176,7 @@ async def astore_delete(
             return await driver.arun(clear.survey(target))
 
         def done(target: tuple[str, ...], got: clear.Cleared) -> None:
-            rows.append(
-                {
-                    "namespace": list(target),
-                    "items": got.items,
-                    "index_objects": got.index_objects,
-                    "rewritten": list(got.rewritten),
-                    "shredded": got.shredded,
-                    "clear": got.clear,
-                    "action": "deleted" if apply else "would delete",
-                }
-            )
+            rows.append(_row(list(target), got, "deleted" if apply else "would delete"))
 
         run = await for_each(
             each(sorted(set(targets))),
@@ -213,16 +203,15 @@ async def astore_delete(
     }
 
 
-def _unreadable(path: str, why: str) -> dict[str, Any]:
+def _row(namespace: list[str] | str, got: clear.Cleared, action: str) -> dict[str, Any]:
     return {
-        "namespace": path,
-        "items": 0,
-        "index_objects": 0,
-        "rewritten": [],
-        "shredded": False,
-        "clear": None,
-        "action": "unreadable",
-        "detail": why,
+        "namespace": namespace,
+        "items": got.items,
+        "index_objects": got.index_objects,
+        "rewritten": list(got.rewritten),
+        "shredded": got.shredded,
+        "clear": got.clear,
+        "action": action,
     }
 
 
