@@ -138,13 +138,14 @@ def never_cancel() -> bool:
 
 
 @contextlib.contextmanager
-def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
-    """The configured store, checked, and a driver to run plans on it.
+def open_store(config: OpsConfig | None) -> Iterator[tuple[ObjectStore, Driver]]:
+    """The configured store (None: from the environment), checked, and a driver to run
+    plans on it.
 
     With a master key in the environment, threads are opened with their keys
     (docs/encryption.md); without one, an encrypted object is an error naming it.
     """
-    store, _ = sealed(store_from_url(config.require_url()))
+    store, _ = sealed(store_from_url((config or OpsConfig.from_env()).require_url()))
     driver = Driver(store, max_workers=16)
     try:
         yield store, driver
@@ -153,9 +154,10 @@ def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
 
 
 @contextlib.asynccontextmanager
-async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Driver]]:
+async def aopen_store(config: OpsConfig | None) -> AsyncIterator[tuple[ObjectStore, Driver]]:
     """Async :func:`open_store`: the check runs in a worker thread, off the loop."""
-    store, _ = sealed(await asyncio.to_thread(store_from_url, config.require_url()))
+    url = (config or OpsConfig.from_env()).require_url()
+    store, _ = sealed(await asyncio.to_thread(store_from_url, url))
     driver = Driver(store, max_workers=16)
     try:
         yield store, driver
@@ -164,9 +166,11 @@ async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Dri
 
 
 @contextlib.asynccontextmanager
-async def aopen_saver(config: OpsConfig) -> AsyncIterator[ObjectStoreSaver]:
-    """A saver on the configured store: the check and the close run in a worker thread."""
-    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, config.require_url())
+async def aopen_saver(config: OpsConfig | None) -> AsyncIterator[ObjectStoreSaver]:
+    """A saver on the configured store (None: from the environment): the check and the
+    close run in a worker thread."""
+    url = (config or OpsConfig.from_env()).require_url()
+    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, url)
     try:
         yield saver
     finally:

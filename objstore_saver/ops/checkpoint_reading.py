@@ -45,21 +45,15 @@ def resolve_entries(
     ctx: plans.Context | None = None,
     gone: set[str] | None = None,
 ) -> SubPlan:
-    """Sub-plan: the JSON of each named entry, fetching the objects they reference.
-
-    Values are decoded structurally: nothing is unpickled.
+    """Sub-plan: the JSON of each entry of thread ``pfx`` by name, fetching the objects
+    they reference (decoded structurally: nothing is unpickled).
 
     Args:
-        pfx: The thread prefix the entries belong to.
-        entries: Entries by name (inline values or references to objects).
         referrer: The key that holds the entries, named in errors.
         ctx: The memory of objects already read (the manifest's own embedded
             segments, what an earlier call fetched); a new one if None.
         gone: Where to add the manifests that locate a segment but are
             deleted (prune stored their segments at ``objects/<H>``).
-
-    Returns:
-        The decoded value of each entry, by the same names.
 
     Raises:
         CorruptObjectError: a referenced object is missing or does not decode.

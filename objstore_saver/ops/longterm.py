@@ -193,7 +193,6 @@ def store_ls(
     ns = _labels("namespace prefix", prefix)
     if limit < 1 or offset < 0:
         raise JobError(f"limit must be at least 1 and offset at least 0, got {limit}, {offset}")
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         namespaces, rows = driver.run(_ls_plan(ns, round(clock() * 1e6)))
         page = rows[offset : offset + limit]
@@ -251,7 +250,6 @@ def store_get(
     ns = _labels("namespace", namespace)
     if not ns:
         raise JobError(f"namespace of key {key!r} is empty; give at least one label")
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         obj_key, rec, data = driver.run(get_plan(ns, key))
         if rec is None:
@@ -292,7 +290,6 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     characters) is shown by its path.
     """
     ns = _labels("namespace prefix", prefix)
-    config = config or OpsConfig.from_env()
 
     with open_store(config) as (store, driver):
         infos = driver.run(store_objects(ns))
@@ -510,7 +507,7 @@ async def astore_sweep(
         raise ConfigurationError(f"--tombstone-window cannot be negative, got {window:g} s")
     ctx = plans.StoreContext(clock=clock)
     rows: list[dict[str, Any]] = []
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
         found, bad, left = await driver.arun(_sweep_plan(ns, clock(), window, ctx.grace))
         left = [entry for entry in left if shard.owns(entry[0])]
         if apply:  # one DELETE round: a namespace whose markers go has no ended object

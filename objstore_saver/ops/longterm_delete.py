@@ -156,7 +156,7 @@ async def astore_delete(
         )
     ctx = plans.StoreContext(clock=clock)
     rows: list[dict[str, Any]] = []
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
         found = await driver.arun(_found(ns))
         targets: list[tuple[str, ...]] = []
         for path in sorted(found):

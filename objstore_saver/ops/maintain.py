@@ -157,7 +157,7 @@ async def aprune(
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
-    async with aopen_saver(config or OpsConfig.from_env()) as saver:
+    async with aopen_saver(config) as saver:
         ctx = saver.plan_context
         rules = plans.prune_rules(
             ctx,
@@ -262,7 +262,7 @@ async def averify(
     """
     check_concurrency(concurrency)
     report = VerifyReport(depth=Depth.of(read_data, read_data_subset))
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
 
         async def one(target: Target) -> None:
             await driver.arun(verify_thread(target.pfx, report, target.listing))
@@ -341,7 +341,7 @@ async def adelete_threads(
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # a bad id is refused before anything is deleted
     rows: list[dict[str, Any]] = []
-    async with aopen_saver(config or OpsConfig.from_env()) as saver:
+    async with aopen_saver(config) as saver:
         ctx = saver.plan_context
         async with coalescing_driver(saver.store) as driver:
 

@@ -284,7 +284,6 @@ def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
         JobError: nothing is stored at ``key``, or the manifest does not embed it.
         CorruptObjectError: the object does not decode as the format says.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         try:
             report, reason = driver.run(object_plan(key))

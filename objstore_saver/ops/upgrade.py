@@ -13,8 +13,6 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-
 from objstore_saver import plans
 from objstore_saver.driver import Driver
 from objstore_saver.errors import (
@@ -100,17 +98,8 @@ class _Old:
     write_keys: list[str]
     bodies: dict[str, bytes | None]
     effective: list[WriteObj]
+    #: The write slots ``<R>.w/`` holds: ``put_writes_calls`` stores the others.
     v2_slots: set[tuple[str, int]]
-
-    def calls(self, writes: list[tuple[str, str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
-        """The ``put_writes`` calls that store what ``<R>.w/`` lacks."""
-        return put_writes_calls(writes, self.v2_slots)
-
-    @property
-    def config(self) -> RunnableConfig:
-        """The checkpoint's config, as its ``put_writes`` calls take it."""
-        m = self.manifest
-        return checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
 
 
 def _rest(prefix: str, page: ListPage) -> SubPlan:
@@ -214,7 +203,9 @@ class _Job:
             return  # upgraded already (a killed run, another worker) or pruned meanwhile
         row.thread_id = old.manifest.thread_id
         if not self.apply:
-            calls = old.calls([(w.task_id, w.channel, w.value) for w in old.effective])
+            calls = put_writes_calls(
+                [(w.task_id, w.channel, w.value) for w in old.effective], old.v2_slots
+            )
             row.checkpoints += 1
             row.writes += sum(len(writes) for _, writes in calls)
             return
@@ -228,8 +219,10 @@ class _Job:
         )
         # pending_writes are the effective writes, in the same order.
         paths = {w.task_id: w.task_path for w in old.effective}
-        for task_id, writes in old.calls(list(tup.pending_writes or [])):
-            await self.saver.aput_writes(old.config, writes, task_id, paths.get(task_id, ""))
+        m = old.manifest
+        config = checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
+        for task_id, writes in put_writes_calls(list(tup.pending_writes or []), old.v2_slots):
+            await self.saver.aput_writes(config, writes, task_id, paths.get(task_id, ""))
             row.writes += len(writes)
         # Every channel version is new: the values are written as they read.
         await put_checkpoint(old.manifest.thread_id, tup, {}, self.saver)

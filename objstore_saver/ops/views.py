@@ -97,7 +97,7 @@ async def athreads(
     """
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
 
         async def summary(target: Target) -> dict[str, Any]:
             assert target.listing is not None  # a scan
@@ -178,7 +178,6 @@ def history(thread_id: str, config: OpsConfig | None = None) -> dict[str, Any]:
     Raises:
         JobError: the thread has no checkpoint.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         rows = driver.run(history_plan(thread_id))
     if not rows:
@@ -204,7 +203,6 @@ def show(
     Raises:
         JobError: no such checkpoint.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         report = driver.run(checkpoint_plan(thread_id, checkpoint_id, checkpoint_ns))
     if report is None:
@@ -301,7 +299,6 @@ def du(
         progress: Called after each page.
         should_cancel: Polled between pages; True stops cleanly.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         report = driver.run(du_plan(progress, should_cancel, shard))
         report["store"] = store.location
