@@ -30,7 +30,7 @@ from objstore_saver.ops.sharding import Shard
 from objstore_saver.plans.requests import Delete, Get, Put, run_one
 from objstore_saver.storage.base import PutMode
 
-__all__ = ["JOBS", "Cursor", "cursor_key", "for_each_resumable", "resumable_fields"]
+__all__ = ["JOBS", "Cursor", "for_each_resumable", "resumable_fields"]
 
 X = TypeVar("X")
 T = TypeVar("T")
@@ -39,11 +39,6 @@ T = TypeVar("T")
 JOBS = "jobs/"
 #: Seconds between two writes of a running job's cursor.
 SAVE_EVERY = 5.0
-
-
-def cursor_key(job: str, source: str, shard: Shard) -> str:
-    """``jobs/<job>/<source>/shard-<K>-of-<N>``: one cursor per job, source and shard."""
-    return f"{JOBS}{job}/{source}/shard-{shard.index}-of-{shard.count}"
 
 
 @dataclass
@@ -69,9 +64,10 @@ class Cursor:
 
     @classmethod
     def of(cls, job: str, description: str, shard: Shard) -> Cursor:
-        """The cursor of ``job`` on the source ``description`` (its key holds a hash of it)."""
+        """The cursor of ``job`` on the source ``description`` for ``shard``, at
+        ``jobs/<job>/<F>/shard-<K>-of-<N>`` (``<F>``: a hash of the description)."""
         source = hashlib.sha256(description.encode()).hexdigest()[:16]
-        return cls(cursor_key(job, source, shard), description)
+        return cls(f"{JOBS}{job}/{source}/shard-{shard.index}-of-{shard.count}", description)
 
     async def load(self, driver: Driver) -> None:
         """Read the stored cursor: the run starts after its position.
@@ -105,18 +101,21 @@ class Cursor:
             self._done += 1
             self._dirty = True
 
-    @property
-    def mark(self) -> str | None:
-        """The low-water mark: every thread up to it is done."""
-        return self._mark
-
     async def save(self, driver: Driver, *, force: bool = False) -> None:
         """Write the mark when it moved and ``SAVE_EVERY`` seconds passed (or ``force``)."""
         if not self._dirty or (not force and time.monotonic() - self._saved_at < SAVE_EVERY):
             return
         self._dirty = False
         self._saved_at = time.monotonic()
-        body = json.dumps(self.to_dict(), sort_keys=True).encode()
+        body = json.dumps(
+            {
+                "source": self.description,
+                "after": self._mark,
+                "threads_done_this_run": self._done,
+                "updated": datetime.now(UTC).isoformat(),
+            },
+            sort_keys=True,
+        ).encode()
         await driver.arun(run_one(Put(self.key, body, PutMode.OVERWRITE)))
 
     def save_soon(self, driver: Driver) -> None:
@@ -138,15 +137,6 @@ class Cursor:
         # thread added to the source since may sort before the mark).
         self._dirty = False
         await driver.arun(run_one(Delete((self.key,))))
-
-    def to_dict(self) -> dict[str, Any]:
-        """What the cursor object holds."""
-        return {
-            "source": self.description,
-            "after": self._mark,
-            "threads_done_this_run": self._done,
-            "updated": datetime.now(UTC).isoformat(),
-        }
 
 
 async def for_each_resumable(
