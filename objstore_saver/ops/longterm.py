@@ -79,34 +79,25 @@ def _labels_or_path(path: str) -> list[str] | str:
     return path if labels is None else list(labels)
 
 
-def _state(prefix: tuple[str, ...]) -> SubPlan:
-    """Sub-plan: the index state of every namespace under ``prefix`` (records by key)."""
-    groups = yield from plans.read_indexes(
-        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}"
-    )
-    return _states(prefix, groups)
+def _indexes(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: the index of every namespace under the listing of ``prefix``, by path."""
+    return plans.read_indexes(store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}")
 
 
 def _states(
     prefix: tuple[str, ...], groups: dict[str, plans.NamespaceIndex]
 ) -> dict[tuple[str, ...], dict[str, Record]]:
     """The states (records by key) of the namespaces of ``groups`` under ``prefix``."""
-    n = len(prefix)
-    out: dict[tuple[str, ...], dict[str, Record]] = {}
-    for group in groups.values():
-        ns = group.ns()
-        if ns is not None and ns[:n] == prefix:
-            out[ns] = group.state
-    return out
+    found = ((group.ns(), group.state) for group in groups.values())
+    return {ns: state for ns, state in found if ns is not None and ns[: len(prefix)] == prefix}
 
 
 def store_objects(prefix: tuple[str, ...]) -> SubPlan:
     """Sub-plan: every item and index object under the listing of ``prefix`` (two LISTs,
     all pages)."""
     items = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
-    return items + (
-        yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
-    )
+    index = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
+    return items + index
 
 
 def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
@@ -142,7 +133,7 @@ def item_rows(
 
 
 def _ls_plan(prefix: tuple[str, ...], now_us: int) -> SubPlan:
-    states = yield from _state(prefix)
+    states = _states(prefix, (yield from _indexes(prefix)))
     sizes = yield from _item_sizes(prefix)
     rows: list[dict[str, Any]] = []
     namespaces: list[dict[str, Any]] = []
@@ -324,9 +315,7 @@ def _sweep_plan(prefix: tuple[str, ...], now: float, window: float, grace: float
 
     Returns (expired items, unreadable keys, what namespace deletes left).
     """
-    groups = yield from plans.read_indexes(
-        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}"
-    )
+    groups = yield from _indexes(prefix)
     sizes = yield from _item_sizes(prefix)
     found, bad = yield from _sweep_candidates(prefix, _states(prefix, groups), sizes, now)
     left = yield from _clear_leftovers(prefix, groups, sizes, now, window, grace, bad)
