@@ -272,14 +272,10 @@ def run_command(
     bar = ProgressBar(stderr, args.command, enabled=not args.no_progress)
     try:
         report, code = command.run(args, config, bar)
-    except ConfigurationError as exc:
-        bar.close()
-        print(f"objstore-saver: error: {redact(str(exc), secrets)}", file=stderr)
-        return EXIT_USAGE
     except (ObjstoreSaverError, StorageError) as exc:
         bar.close()
         print(f"objstore-saver: error: {redact(str(exc), secrets)}", file=stderr)
-        return EXIT_ERROR
+        return EXIT_USAGE if isinstance(exc, ConfigurationError) else EXIT_ERROR
     bar.close()
     if args.json:
         stdout.write(redact(json.dumps(report, indent=2), secrets) + "\n")
