@@ -54,11 +54,7 @@ class OpsConfig:
 
     def secrets(self) -> list[str]:
         """Strings that must never appear in output (passwords of the URLs)."""
-        found = []
-        for url in (self.url, self.postgres_url):
-            if url:
-                found += _passwords(url)
-        return found
+        return [found for url in (self.url, self.postgres_url) if url for found in _passwords(url)]
 
     def require_url(self) -> str:
         """The object store URL, or a clear error naming the setting."""

@@ -170,7 +170,6 @@ async def aprune(
             idle_action=idle_action,
             tombstone_window=_seconds(tombstone_window),
         )
-
         async with coalescing_driver(saver.store) as driver:
 
             async def one(target: Target) -> dict[str, Any] | None:

@@ -1,7 +1,8 @@
 """Read-only jobs: ``threads``, ``history``, ``show``, ``du`` (``cat`` is in ``object_views``).
 
 Each job is a pure plan (a generator of request batches, like the saver's own
-in :mod:`objstore_saver.plans`) run by the blocking driver. Values are decoded
+in :mod:`objstore_saver.plans`) run by a driver (``threads`` fans out with
+:mod:`objstore_saver.ops.fanout`). Values are decoded
 structurally (:mod:`objstore_saver.ops.decode`): nothing is unpickled and no
 user class is imported.
 """
