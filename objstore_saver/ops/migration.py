@@ -63,11 +63,8 @@ class _Counts:
 def _stored_checkpoints(thread_id: str) -> SubPlan:
     """Sub-plan: {(namespace token, checkpoint id)} of the target, in key order."""
     found = yield from list_all(keys.manifests_prefix(thread_id))
-    out: list[tuple[str, str]] = []
-    for k in plans.checkpoint_manifests(found):
-        ns_tok, seg = keys.namespace_of_manifest_key(k)
-        out.append((ns_tok, keys.unreverse_id(seg)))
-    return out
+    listed = (keys.namespace_of_manifest_key(k) for k in plans.checkpoint_manifests(found))
+    return [(ns_tok, keys.unreverse_id(seg)) for ns_tok, seg in listed]
 
 
 def _stored_write_slots(thread_id: str, ns: str, cid: str) -> SubPlan:
@@ -129,13 +126,8 @@ async def _migrate_thread(
 
     # Divergence: per namespace, a target head the source lacks that does not
     # descend from the source's head (a thread merely continued is fine).
-    source_heads: dict[str, str] = {}
-    for t in tuples:
-        ns, cid = _conf(t)
-        source_heads[ns] = max(source_heads.get(ns, cid), cid)
-    target_heads: dict[str, str] = {}
-    for ns_tok, cid in stored:
-        target_heads.setdefault(ns_tok, cid)  # first listed is the newest
+    source_heads = dict(map(_conf, tuples))  # oldest first: a namespace's last is its head
+    target_heads = dict(reversed(stored))  # a namespace's first listed is its newest
     for ns, src_head in source_heads.items():
         tgt_head = target_heads.get(keys.token("checkpoint_ns", ns))
         known = {cid for (n, cid) in by_id if n == ns}
