@@ -175,10 +175,7 @@ def _listed_threads(
 
     async def threads(after: str | None) -> AsyncGenerator[tuple[str, str], None]:
         def every() -> list[str]:
-            seen: dict[str, None] = {}
-            for tup in saver.list(None):
-                seen.setdefault(str(tup.config["configurable"]["thread_id"]), None)
-            return sorted(seen)
+            return sorted({str(t.config["configurable"]["thread_id"]) for t in saver.list(None)})
 
         for thread_id in await asyncio.to_thread(every):
             if after is None or thread_id > after:
