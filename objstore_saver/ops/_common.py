@@ -1,4 +1,4 @@
-"""What every operator job shares: configuration, progress, cancellation, redaction."""
+"""What every operator job shares: configuration, progress, cancellation, redaction, tallies."""
 
 from __future__ import annotations
 

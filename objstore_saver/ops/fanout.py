@@ -276,7 +276,6 @@ async def for_each_thread(
 ) -> Fanout:
     """:func:`for_each` on every thread of the store (key ranges listed side by side by
     ``driver``), or on ``thread_ids``; only those ``shard`` owns."""
-    check_concurrency(concurrency)
     stats = Fanout()
     if thread_ids is None:
         source = _scanned(driver.aiterate(counted(scan_threads_ranged(), stats)))

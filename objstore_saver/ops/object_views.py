@@ -182,8 +182,7 @@ def describe_embedded(mkey: str, digest: bytes, body: bytes) -> dict[str, Any]:
     name = f"{mkey}{EMBEDDED_SEP}{digest.hex()}"
     codec.check_digest(body, digest, name)
     pfx, _ = keys.split_thread_key(mkey)
-    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey}
-    out["sha256_ok"] = True
+    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey, "sha256_ok": True}
     out.update(_content(codec.decode_object(body, name), pfx, name, mkey))
     return out
 
