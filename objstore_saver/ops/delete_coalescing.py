@@ -107,12 +107,9 @@ class _Request:
 
 
 class DeleteCoalescingStore(Layer):
-    """A store whose coroutine ``adelete`` shares requests between concurrent calls.
-
-    Every other request, and a blocking ``delete``, passes through unchanged.
-
-    Use it on one event loop, as ``async with DeleteCoalescingStore(store) as s``
-    (or call :meth:`aclose`).
+    """A store whose coroutine ``adelete`` shares requests between concurrent calls; use
+    it on one event loop, as ``async with DeleteCoalescingStore(store) as s`` (or call
+    :meth:`aclose`).
 
     Args:
         inner: The store doing the work.

@@ -184,10 +184,8 @@ async def for_each(
     should_cancel: Callable[[], bool] | None = None,
     stats: Fanout | None = None,
 ) -> Fanout:
-    """Run ``work`` on each item of ``source``, ``concurrency`` at once.
-
-    The source is read only as fast as the window frees, so a job holds the
-    window's items, whatever the source's size.
+    """Run ``work`` on each item of ``source``, ``concurrency`` at once (the source is
+    read only as fast as the window frees).
 
     Args:
         source: The items; closed when the run ends.
