@@ -169,10 +169,8 @@ def add_resumable_job_options(
 def job_options(args: argparse.Namespace, progress: ProgressBar) -> dict[str, Any]:
     """The job's keyword arguments of the options the command took (``apply``,
     ``restart``, ``concurrency``, ``shard``) and the progress bar."""
-    given = ("apply", "restart", "concurrency", "shard")
-    return {name: getattr(args, name) for name in given if hasattr(args, name)} | {
-        "progress": progress
-    }
+    names = ("apply", "restart", "concurrency", "shard")
+    return {n: getattr(args, n) for n in names if hasattr(args, n)} | {"progress": progress}
 
 
 def mode(report: dict[str, Any], verb: str = "delete") -> str:
