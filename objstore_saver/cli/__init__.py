@@ -12,9 +12,7 @@ handler and text renderer together) in the module of its kind:
 
 - :mod:`~objstore_saver.cli.reading`: ``threads``, ``history``, ``show``, ``cat``, ``du``
 - :mod:`~objstore_saver.cli.maintenance`: ``verify``, ``delete-thread``, ``prune``
-- :mod:`~objstore_saver.cli.migrate`: ``migrate``
-- :mod:`~objstore_saver.cli.upgrade`: ``upgrade``
-- :mod:`~objstore_saver.cli.rekey`: ``rekey``
+- :mod:`~objstore_saver.cli.jobs`: ``migrate``, ``upgrade``, ``rekey`` (resumable jobs)
 - :mod:`~objstore_saver.cli.serve`: ``serve``
 - :mod:`~objstore_saver.cli.store`: ``store ls|get|du``, ``store-sweep``, ``store-delete``
 - :mod:`~objstore_saver.cli.common`: global options, progress bar, exit codes, the runner
@@ -27,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from objstore_saver.cli import maintenance, reading
+from objstore_saver.cli import jobs, maintenance, reading
 from objstore_saver.cli.common import (
     EXIT_ERROR,
     EXIT_FOUND,
@@ -39,11 +37,8 @@ from objstore_saver.cli.common import (
     global_options,
     run_command,
 )
-from objstore_saver.cli.migrate import MIGRATE
-from objstore_saver.cli.rekey import REKEY
 from objstore_saver.cli.serve import SERVE
 from objstore_saver.cli.store import STORE, STORE_DELETE, STORE_SWEEP
-from objstore_saver.cli.upgrade import UPGRADE
 
 __all__ = [
     "COMMANDS",
@@ -63,9 +58,7 @@ __all__ = [
 COMMANDS: tuple[Command | CommandGroup, ...] = (
     *reading.COMMANDS,
     *maintenance.COMMANDS,
-    MIGRATE,
-    UPGRADE,
-    REKEY,
+    *jobs.COMMANDS,
     SERVE,
     STORE,
     STORE_SWEEP,

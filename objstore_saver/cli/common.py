@@ -133,12 +133,7 @@ def _shard(text: str) -> Shard:
 
 
 def add_scale_options(parser: argparse.ArgumentParser, *, concurrency: bool = True) -> None:
-    """``--shard K/N`` and (for jobs that work on threads at once) ``--concurrency N``.
-
-    Args:
-        parser: the command's parser.
-        concurrency: whether the command takes ``--concurrency``.
-    """
+    """``--shard K/N`` and (for jobs that work on threads at once) ``--concurrency N``."""
     if concurrency:
         parser.add_argument(
             "--concurrency",
@@ -160,13 +155,8 @@ def add_scale_options(parser: argparse.ArgumentParser, *, concurrency: bool = Tr
 def add_resumable_job_options(
     parser: argparse.ArgumentParser, *, apply_help: str, unit: str
 ) -> None:
-    """``--apply``, ``--restart`` and the scale options of a job that keeps a cursor.
-
-    Args:
-        parser: the command's parser.
-        apply_help: what ``--apply`` really does (the job is a dry run without it).
-        unit: what the job goes through in order (``thread``, ``key object``).
-    """
+    """``--apply`` (``apply_help``: what it really does), ``--restart`` (from the first
+    ``unit``) and the scale options of a job that keeps a cursor."""
     parser.add_argument("--apply", action="store_true", help=apply_help)
     parser.add_argument(
         "--restart",
@@ -174,6 +164,23 @@ def add_resumable_job_options(
         help=f"ignore the cursor an interrupted run left; start from the first {unit}",
     )
     add_scale_options(parser)
+
+
+def job_options(args: argparse.Namespace, progress: ProgressBar) -> dict[str, Any]:
+    """The job's keyword arguments of the options the command took (``apply``,
+    ``restart``, ``concurrency``, ``shard``) and the progress bar."""
+    names = ("apply", "restart", "concurrency", "shard")
+    return {n: getattr(args, n) for n in names if hasattr(args, n)} | {"progress": progress}
+
+
+def mode(report: dict[str, Any], verb: str = "delete") -> str:
+    """``applied``, or the dry run's note of what ``--apply`` would do."""
+    return "applied" if report["apply"] else f"dry run (add --apply to {verb})"
+
+
+def pairs(counts: dict[str, Any]) -> str:
+    """``name=value, ...``: a report's totals on one line."""
+    return ", ".join(f"{k}={v}" for k, v in counts.items())
 
 
 def cancelled_mark(report: dict[str, Any]) -> str:
@@ -188,11 +195,7 @@ def resumed_note(report: dict[str, Any]) -> str:
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``add_arguments`` of a command that takes only the global options.
-
-    Args:
-        parser: the command's parser, left as it is.
-    """
+    """The ``add_arguments`` of a command that takes only the global options."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,11 +239,7 @@ class CommandGroup:
 
 
 def global_options() -> argparse.ArgumentParser:
-    """The options every command takes, as a parent parser.
-
-    Returns:
-        A parser without ``--help`` holding ``--url``, ``--json`` and ``--no-progress``.
-    """
+    """``--url``, ``--json`` and ``--no-progress``: a parent parser without ``--help``."""
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
         "--url",
@@ -255,13 +254,8 @@ def global_options() -> argparse.ArgumentParser:
 def run_command(
     command: Command, args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO
 ) -> int:
-    """Run a parsed command and print its report, or its error, with no secret in either.
-
-    Args:
-        command: the command the arguments chose.
-        args: the parsed arguments, global options included.
-        stdout: where the report goes (text, or JSON with ``--json``).
-        stderr: where the progress bar and error messages go.
+    """Run a parsed command and print its report (text, or JSON with ``--json``) on
+    ``stdout``, or its error on ``stderr``, with no secret in either.
 
     Returns:
         The command's exit code; :data:`EXIT_USAGE` for bad configuration,
@@ -276,14 +270,10 @@ def run_command(
     bar = ProgressBar(stderr, args.command, enabled=not args.no_progress)
     try:
         report, code = command.run(args, config, bar)
-    except ConfigurationError as exc:
-        bar.close()
-        print(f"objstore-saver: error: {redact(str(exc), secrets)}", file=stderr)
-        return EXIT_USAGE
     except (ObjstoreSaverError, StorageError) as exc:
         bar.close()
         print(f"objstore-saver: error: {redact(str(exc), secrets)}", file=stderr)
-        return EXIT_ERROR
+        return EXIT_USAGE if isinstance(exc, ConfigurationError) else EXIT_ERROR
     bar.close()
     if args.json:
         stdout.write(redact(json.dumps(report, indent=2), secrets) + "\n")
@@ -293,31 +283,16 @@ def run_command(
 
 
 def human_size(n: float) -> str:
-    """A byte count for people: ``512 B``, ``1.5 KiB``, ..., at most GiB.
-
-    Args:
-        n: the number of bytes.
-
-    Returns:
-        The count in the largest unit below 1024 of it (GiB at most).
-    """
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    """A byte count for people: ``512 B``, ``1.5 KiB``, ..., at most GiB."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return str(n)
+    return f"{n:.1f} GiB"
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
-    """Rows as aligned text columns under a header.
-
-    Args:
-        rows: one sequence of cells per row, as many as ``header``; ``None`` prints empty.
-        header: the column titles.
-
-    Returns:
-        The lines, columns two spaces apart, trailing spaces stripped.
-    """
+    """Rows as aligned text columns (two spaces apart) under a header; ``None`` prints empty."""
     cells = [list(header)] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join(
@@ -326,12 +301,5 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
 
 
 def json_text(report: dict[str, Any]) -> str:
-    """The text rendering of a report that has no table: the report as indented JSON.
-
-    Args:
-        report: the command's report.
-
-    Returns:
-        The report as JSON, indented by two, keys in their order.
-    """
+    """The text rendering of a report that has no table: the report as indented JSON."""
     return json.dumps(report, indent=2, sort_keys=False)

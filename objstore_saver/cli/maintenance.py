@@ -16,6 +16,9 @@ from objstore_saver.cli.common import (
     cancelled_mark,
     duration,
     human_size,
+    job_options,
+    mode,
+    pairs,
 )
 from objstore_saver.errors import ConfigurationError
 from objstore_saver.ops._common import OpsConfig
@@ -54,11 +57,9 @@ def _run_verify(args: argparse.Namespace, config: OpsConfig, progress: ProgressB
     report = ops.verify(
         args.thread,
         config=config,
-        concurrency=args.concurrency,
-        shard=args.shard,
-        progress=progress,
         read_data=args.read_data,
         read_data_subset=args.read_data_subset,
+        **job_options(args, progress),
     )
     return report, EXIT_OK if report.get("ok") else EXIT_FOUND
 
@@ -98,14 +99,7 @@ def _run_delete_thread(
 ) -> Outcome:
     if len(args.thread) == 1 and args.shard == ALL:
         return ops.delete_thread(args.thread[0], apply=args.apply, config=config), EXIT_OK
-    report = ops.delete_threads(
-        args.thread,
-        apply=args.apply,
-        config=config,
-        concurrency=args.concurrency,
-        shard=args.shard,
-        progress=progress,
-    )
+    report = ops.delete_threads(args.thread, config=config, **job_options(args, progress))
     return report, EXIT_FOUND if report["threads_holding_nothing"] else EXIT_OK
 
 
@@ -195,11 +189,8 @@ def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         idle_for=args.idle_for,
         idle_action=args.idle_action.replace("-", "_"),
         tombstone_window=args.tombstone_window,
-        apply=args.apply,
         config=config,
-        concurrency=args.concurrency,
-        shard=args.shard,
-        progress=progress,
+        **job_options(args, progress),
     )
     return report, EXIT_OK
 
@@ -218,8 +209,8 @@ def _render_prune_row(t: dict[str, Any]) -> str:
     """One thread: why it was left alone, or its counts."""
     reason = t.get("left_alone")
     if reason is None:
-        counts = ", ".join(f"{k}={v}" for k, v in t.items() if k not in ("thread_id", "left_alone"))
-        return f"  {t['thread_id']!r}: {counts}"
+        counts = {k: v for k, v in t.items() if k not in ("thread_id", "left_alone")}
+        return f"  {t['thread_id']!r}: {pairs(counts)}"
     name, why = _LEFT_ALONE.get(reason, (reason, ""))
     if t.get("newest_root_at"):
         why += f"{'; ' if why else ''}newest root checkpoint {t['newest_root_at']}"
@@ -227,13 +218,12 @@ def _render_prune_row(t: dict[str, Any]) -> str:
 
 
 def _render_prune(r: dict[str, Any]) -> str:
-    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
     rules = f"keep_last={r['keep_last']} min_age={r['min_age']}s"
     if r.get("older_than") is not None:
         rules += f" older_than={r['older_than']:g}s"
     if r.get("idle_for") is not None:
         rules += f" idle_for={r['idle_for']:g}s idle_action={r['idle_action']}"
-    lines = [f"prune {r['store']} {rules}: {mode}" + cancelled_mark(r)]
+    lines = [f"prune {r['store']} {rules}: {mode(r)}" + cancelled_mark(r)]
     if r.get("idle_for") is not None:
         idle = r.get("threads_idle") or []
         lines.append(
@@ -248,7 +238,7 @@ def _render_prune(r: dict[str, Any]) -> str:
         by_reason = ", ".join(f"{n} {name}" for name, n in counts.items())
         lines.append(f"threads left alone: {len(alone)} ({by_reason})")
     lines += [_render_prune_row(t) for t in r["threads"]]
-    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    lines.append("totals: " + pairs(r["totals"]))
     return "\n".join(lines)
 
 

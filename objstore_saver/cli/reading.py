@@ -15,6 +15,7 @@ from objstore_saver.cli.common import (
     ProgressBar,
     add_scale_options,
     human_size,
+    job_options,
     json_text,
     table,
 )
@@ -22,8 +23,7 @@ from objstore_saver.ops._common import OpsConfig
 
 
 def _run_threads(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = ops.threads(config, concurrency=args.concurrency, shard=args.shard, progress=progress)
-    return report, EXIT_OK
+    return ops.threads(config, **job_options(args, progress)), EXIT_OK
 
 
 def _render_threads(r: dict[str, Any]) -> str:
@@ -173,7 +173,7 @@ def _add_du_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.du(config, shard=args.shard, progress=progress), EXIT_OK
+    return ops.du(config, **job_options(args, progress)), EXIT_OK
 
 
 def kind_lines(by_kind: Iterable[tuple[str, dict[str, int]]]) -> list[str]:

@@ -22,7 +22,10 @@ from objstore_saver.cli.common import (
     cancelled_mark,
     duration,
     human_size,
+    job_options,
     json_text,
+    mode,
+    pairs,
     table,
 )
 from objstore_saver.cli.reading import kind_lines
@@ -158,20 +161,16 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
     report = store_ops.store_sweep(
         args.labels,
-        apply=args.apply,
         config=config,
-        concurrency=args.concurrency,
-        shard=args.shard,
         tombstone_window=args.tombstone_window,
-        progress=progress,
+        **job_options(args, progress),
     )
     return report, EXIT_OK
 
 
 def _render_sweep(r: dict[str, Any]) -> str:
-    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
     scope = f"namespaces under {_ns(r['prefix'])}" if r["prefix"] else "every namespace"
-    head = f"store-sweep {r['store']}, {scope}: {mode}"
+    head = f"store-sweep {r['store']}, {scope}: {mode(r)}"
     lines = [head + cancelled_mark(r)]
     lines += [
         f"  {_ns(i['namespace'])} {json.dumps(i['key'], ensure_ascii=False)}: "
@@ -190,10 +189,9 @@ def _render_sweep(r: dict[str, Any]) -> str:
         + f", {c['action']}"
         for c in r["clears"]
     ]
-    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
-    cleared = r["clear_totals"]
-    if cleared["namespaces"]:
-        lines.append("deleted namespaces: " + ", ".join(f"{k}={v}" for k, v in cleared.items()))
+    lines.append("totals: " + pairs(r["totals"]))
+    if r["clear_totals"]["namespaces"]:
+        lines.append("deleted namespaces: " + pairs(r["clear_totals"]))
     return "\n".join(lines)
 
 
@@ -212,18 +210,15 @@ def _add_delete_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_delete(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = longterm_delete.store_delete(
-        args.labels, apply=args.apply, config=config, progress=progress
-    )
+    report = longterm_delete.store_delete(args.labels, config=config, **job_options(args, progress))
     # A namespace none of whose objects tells its labels was found and left alone.
     unreadable = any(n["action"] == "unreadable" for n in report["namespaces"])
     return report, EXIT_FOUND if unreadable else EXIT_OK
 
 
 def _render_delete(r: dict[str, Any]) -> str:
-    mode = "applied" if r["apply"] else "dry run (add --apply to delete)"
-    head = f"store-delete {r['store']}, {_ns(r['prefix'])} and the namespaces below it: {mode}"
-    lines = [head + cancelled_mark(r)]
+    head = f"store-delete {r['store']}, {_ns(r['prefix'])} and the namespaces below it"
+    lines = [f"{head}: {mode(r)}" + cancelled_mark(r)]
     rows = [
         [
             n["namespace"] if isinstance(n["namespace"], str) else _ns(n["namespace"]),
@@ -240,7 +235,7 @@ def _render_delete(r: dict[str, Any]) -> str:
         lines.append(table(rows, header))
     else:
         lines.append("  nothing to delete")
-    lines.append("totals: " + ", ".join(f"{k}={v}" for k, v in r["totals"].items()))
+    lines.append("totals: " + pairs(r["totals"]))
     return "\n".join(lines)
 
 

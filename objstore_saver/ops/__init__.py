@@ -17,7 +17,8 @@ The rooms: :mod:`.views` and :mod:`.object_views` (``threads``, ``history``,
 (``store-delete``). What jobs share: :mod:`._common` (configuration,
 progress, cancellation, redaction), :mod:`.fanout` (many threads at once),
 :mod:`.sharding` (workers that split a bucket), :mod:`.job_cursor` (where a
-job resumes) and :mod:`.delete_coalescing` (shared DeleteObjects requests).
+job resumes, and the run that moves it) and :mod:`.delete_coalescing` (shared
+DeleteObjects requests).
 
 Example (a daily retention job in an application's own scheduler)::
 

@@ -1,4 +1,4 @@
-"""What every operator job shares: configuration, progress, cancellation, redaction."""
+"""What every operator job shares: configuration, progress, cancellation, redaction, tallies."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
 from objstore_saver.saver import ObjectStoreSaver
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.storage.urls import redact_url, store_from_url
+from objstore_saver.storage.urls import store_from_url
 
 #: A plan of an operator job (request batches in, results out; run by a Driver).
 SubPlan = Generator[Any, list[Any] | None, Any]
@@ -54,11 +54,7 @@ class OpsConfig:
 
     def secrets(self) -> list[str]:
         """Strings that must never appear in output (passwords of the URLs)."""
-        found = []
-        for url in (self.url, self.postgres_url):
-            if url:
-                found += _passwords(url)
-        return found
+        return [found for url in (self.url, self.postgres_url) if url for found in _passwords(url)]
 
     def require_url(self) -> str:
         """The object store URL, or a clear error naming the setting."""
@@ -100,20 +96,32 @@ def redact_error(exc: BaseException, secrets: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def secrets_kept_out(job: str, secrets: list[str]) -> Iterator[None]:
+def secrets_kept_out(
+    job: str,
+    secrets: list[str],
+    kept: tuple[type[ObjstoreSaverError], ...] = (ConfigurationError, JobError),
+) -> Iterator[None]:
     """Re-raise a job's errors with every secret removed.
 
-    A ``ConfigurationError`` or ``JobError`` keeps its type; any other error
+    An error of a ``kept`` type is raised again as that type; any other
     becomes a ``JobError`` saying ``<job> failed``.
     """
     try:
         yield
-    except ConfigurationError as exc:
-        raise ConfigurationError(redact(str(exc), secrets)) from None
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
+    except kept as exc:
+        kind = next(k for k in kept if isinstance(exc, k))
+        raise kind(redact(str(exc), secrets)) from None
     except Exception as exc:  # noqa: BLE001 - re-raised, with the secrets removed
         raise JobError(f"{job} failed: {redact_error(exc, secrets)}") from None
+
+
+def tally(counts: dict[str, Any], name: str, size: int, **first: Any) -> dict[str, Any]:
+    """Count one object of ``size`` bytes in ``counts[name]``, made ``{**first, "objects",
+    "bytes"}`` when new; return it."""
+    slot = counts.setdefault(name, {**first, "objects": 0, "bytes": 0})
+    slot["objects"] += 1
+    slot["bytes"] += size
+    return slot
 
 
 def no_progress(done: int, total: int | None, item: str) -> None:
@@ -126,13 +134,14 @@ def never_cancel() -> bool:
 
 
 @contextlib.contextmanager
-def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
-    """The configured store, checked, and a driver to run plans on it.
+def open_store(config: OpsConfig | None) -> Iterator[tuple[ObjectStore, Driver]]:
+    """The configured store (None: from the environment), checked, and a driver to run
+    plans on it.
 
     With a master key in the environment, threads are opened with their keys
     (docs/encryption.md); without one, an encrypted object is an error naming it.
     """
-    store, _ = sealed(store_from_url(config.require_url()))
+    store, _ = sealed(store_from_url((config or OpsConfig.from_env()).require_url()))
     driver = Driver(store, max_workers=16)
     try:
         yield store, driver
@@ -141,9 +150,10 @@ def open_store(config: OpsConfig) -> Iterator[tuple[ObjectStore, Driver]]:
 
 
 @contextlib.asynccontextmanager
-async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Driver]]:
+async def aopen_store(config: OpsConfig | None) -> AsyncIterator[tuple[ObjectStore, Driver]]:
     """Async :func:`open_store`: the check runs in a worker thread, off the loop."""
-    store, _ = sealed(await asyncio.to_thread(store_from_url, config.require_url()))
+    url = (config or OpsConfig.from_env()).require_url()
+    store, _ = sealed(await asyncio.to_thread(store_from_url, url))
     driver = Driver(store, max_workers=16)
     try:
         yield store, driver
@@ -151,23 +161,13 @@ async def aopen_store(config: OpsConfig) -> AsyncIterator[tuple[ObjectStore, Dri
         driver.close()
 
 
-@contextlib.contextmanager
-def open_saver(config: OpsConfig) -> Iterator[ObjectStoreSaver]:
-    """A saver on the configured store, checked at construction."""
-    with ObjectStoreSaver.from_url(config.require_url()) as saver:
-        yield saver
-
-
 @contextlib.asynccontextmanager
-async def aopen_saver(config: OpsConfig) -> AsyncIterator[ObjectStoreSaver]:
-    """Async :func:`open_saver`: the check and the close run in a worker thread."""
-    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, config.require_url())
+async def aopen_saver(config: OpsConfig | None) -> AsyncIterator[ObjectStoreSaver]:
+    """A saver on the configured store (None: from the environment): the check and the
+    close run in a worker thread."""
+    url = (config or OpsConfig.from_env()).require_url()
+    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, url)
     try:
         yield saver
     finally:
         await asyncio.to_thread(saver.close)
-
-
-def public_url(url: str | None) -> str | None:
-    """A URL fit for a report: no password."""
-    return None if url is None else redact_url(url)

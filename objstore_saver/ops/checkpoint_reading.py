@@ -9,7 +9,7 @@ checkpoint stays readable).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -45,21 +45,15 @@ def resolve_entries(
     ctx: plans.Context | None = None,
     gone: set[str] | None = None,
 ) -> SubPlan:
-    """Sub-plan: the JSON of each named entry, fetching the objects they reference.
-
-    Values are decoded structurally: nothing is unpickled.
+    """Sub-plan: the JSON of each entry of thread ``pfx`` by name, fetching the objects
+    they reference (decoded structurally: nothing is unpickled).
 
     Args:
-        pfx: The thread prefix the entries belong to.
-        entries: Entries by name (inline values or references to objects).
         referrer: The key that holds the entries, named in errors.
         ctx: The memory of objects already read (the manifest's own embedded
             segments, what an earlier call fetched); a new one if None.
         gone: Where to add the manifests that locate a segment but are
             deleted (prune stored their segments at ``objects/<H>``).
-
-    Returns:
-        The decoded value of each entry, by the same names.
 
     Raises:
         CorruptObjectError: a referenced object is missing or does not decode.
@@ -97,6 +91,11 @@ def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str, **seen: 
         except CorruptObjectError as exc:
             errors[name] = error_of(exc)
     return values, errors
+
+
+def subtrees(pfx: str, sealed: Iterable[tuple[bytes, int]]) -> list[dict[str, Any]]:
+    """``{"key", "elements"}`` of each object a list or a node names by its digest."""
+    return [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in sealed]
 
 
 def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -> list[Any]:
@@ -163,7 +162,7 @@ def describe_entry(
         return {
             "stored": "inline list",
             "elements": o.count,
-            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in o.sealed],
+            "sealed": subtrees(pfx, o.sealed),
             "segments": describe_segments(entry, pfx, gone),
             "objects": [value_address(e, pfx, holder, gone) for e in o.tail if isinstance(e, Ref)],
         }

@@ -47,10 +47,12 @@ refused.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from objstore_saver.driver import Driver
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
     ObjectStore,
@@ -60,7 +62,7 @@ from objstore_saver.storage.base import (
 )
 from objstore_saver.storage.layer import Layer
 
-__all__ = ["DEFAULT_LINGER", "DeleteCoalescingStore"]
+__all__ = ["DEFAULT_LINGER", "DeleteCoalescingStore", "coalescing_driver"]
 
 #: Seconds the first keys of a request wait for other threads' keys before it
 #: is sent. A job's threads run the same plan on similar threads, so their
@@ -105,12 +107,9 @@ class _Request:
 
 
 class DeleteCoalescingStore(Layer):
-    """A store whose coroutine ``adelete`` shares requests between concurrent calls.
-
-    Every other request, and a blocking ``delete``, passes through unchanged.
-
-    Use it on one event loop, as ``async with DeleteCoalescingStore(store) as s``
-    (or call :meth:`aclose`).
+    """A store whose coroutine ``adelete`` shares requests between concurrent calls; use
+    it on one event loop, as ``async with DeleteCoalescingStore(store) as s`` (or call
+    :meth:`aclose`).
 
     Args:
         inner: The store doing the work.
@@ -255,3 +254,15 @@ class DeleteCoalescingStore(Layer):
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+@contextlib.asynccontextmanager
+async def coalescing_driver(store: ObjectStore) -> AsyncIterator[Driver]:
+    """A job's driver whose deletes share requests; nothing stays queued when it ends."""
+    coalesced = DeleteCoalescingStore(store)
+    driver = Driver(coalesced, max_workers=16)
+    try:
+        yield driver
+    finally:
+        driver.close()
+        await coalesced.aclose()

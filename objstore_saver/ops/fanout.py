@@ -30,7 +30,7 @@ from objstore_saver.errors import ConfigurationError
 from objstore_saver.format import keys
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Batch, Plan
-from objstore_saver.plans.scan import scan_threads, scan_threads_ranged
+from objstore_saver.plans.scan import scan_threads_ranged
 from objstore_saver.plans.threads import ThreadListing
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "Target",
     "blocking",
     "check_concurrency",
+    "each",
     "for_each",
     "for_each_thread",
     "rate",
@@ -135,11 +136,6 @@ class Fanout:
     cancelled: bool = False
     seconds: float = 0.0
 
-    @property
-    def rate(self) -> float:
-        """Threads done per second (:func:`rate`)."""
-        return rate(self.done, self.seconds)
-
     def to_dict(self) -> dict[str, Any]:
         """The counts for a report (a rate over a blink is noisy; the seconds say so)."""
         return {
@@ -148,7 +144,7 @@ class Fanout:
             "threads_skipped_other_shards": self.skipped,
             "lists": self.lists,
             "seconds": round(self.seconds, 3),
-            "threads_per_second": round(self.rate, 1),
+            "threads_per_second": round(rate(self.done, self.seconds), 1),
         }
 
 
@@ -165,9 +161,10 @@ def counted(plan: Plan[Any], stats: Fanout) -> Plan[Any]:
         reply = yield step
 
 
-async def _named(thread_ids: Iterable[str]) -> AsyncGenerator[Target, None]:
-    for thread_id in thread_ids:
-        yield Target(keys.thread_prefix(thread_id), thread_id)
+async def each(items: Iterable[X]) -> AsyncGenerator[X, None]:
+    """The items as an async source of :func:`for_each`."""
+    for item in items:
+        yield item
 
 
 async def _scanned(scan: AsyncGenerator[Any, None]) -> AsyncGenerator[Target, None]:
@@ -187,10 +184,8 @@ async def for_each(
     should_cancel: Callable[[], bool] | None = None,
     stats: Fanout | None = None,
 ) -> Fanout:
-    """Run ``work`` on each item of ``source``, ``concurrency`` at once.
-
-    The source is read only as fast as the window frees, so a job holds the
-    window's items, whatever the source's size.
+    """Run ``work`` on each item of ``source``, ``concurrency`` at once (the source is
+    read only as fast as the window frees).
 
     Args:
         source: The items; closed when the run ends.
@@ -274,37 +269,16 @@ async def for_each_thread(
     thread_ids: Iterable[str] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     shard: Shard = ALL,
-    start_after: str | None = None,
     progress: Callable[[int, int | None, str], None] | None = None,
     should_cancel: Callable[[], bool] | None = None,
 ) -> Fanout:
-    """Run ``work`` on every thread of the store (or the named ones), ``concurrency`` at once.
-
-    Args:
-        driver: Runs the listing plan.
-        work: A thread's work.
-        on_result: Called on the loop, in completion order, with each
-            thread and its result; the place to aggregate a report.
-        thread_ids: Threads to work on; None scans the whole store.
-        concurrency: Threads in flight at once.
-        shard: Only the threads this shard owns.
-        start_after: Resume a scan after this key or thread prefix.
-        progress: ``progress(done, total, thread)`` after each thread.
-        should_cancel: Polled before each thread is started.
-
-    Raises:
-        ConfigurationError: a bad ``concurrency``.
-        Exception: the first error of a thread's work or of the listing,
-            once the threads in flight have finished.
-    """
-    check_concurrency(concurrency)
+    """:func:`for_each` on every thread of the store (key ranges listed side by side by
+    ``driver``), or on ``thread_ids``; only those ``shard`` owns."""
     stats = Fanout()
     if thread_ids is None:
-        # Resuming needs key order (one flat listing); a whole scan lists ranges side by side.
-        scan = scan_threads_ranged() if start_after is None else scan_threads(start_after)
-        source = _scanned(driver.aiterate(counted(scan, stats)))
+        source = _scanned(driver.aiterate(counted(scan_threads_ranged(), stats)))
     else:
-        source = _named(thread_ids)
+        source = each(Target(keys.thread_prefix(t), t) for t in thread_ids)
     return await for_each(
         source,
         work,

@@ -15,29 +15,30 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import json
 import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError
+from objstore_saver.ops.fanout import Fanout, for_each
 from objstore_saver.ops.sharding import Shard
 from objstore_saver.plans.requests import Delete, Get, Put, run_one
 from objstore_saver.storage.base import PutMode
 
-__all__ = ["JOBS", "Cursor", "cursor_key"]
+__all__ = ["JOBS", "Cursor", "for_each_resumable", "resumable_fields"]
+
+X = TypeVar("X")
+T = TypeVar("T")
 
 #: Key prefix of job cursors: written by operator jobs only, never read by a saver.
 JOBS = "jobs/"
 #: Seconds between two writes of a running job's cursor.
 SAVE_EVERY = 5.0
-
-
-def cursor_key(job: str, source: str, shard: Shard) -> str:
-    """``jobs/<job>/<source>/shard-<K>-of-<N>``: one cursor per job, source and shard."""
-    return f"{JOBS}{job}/{source}/shard-{shard.index}-of-{shard.count}"
 
 
 @dataclass
@@ -60,6 +61,13 @@ class Cursor:
     _saved_at: float = field(default_factory=time.monotonic)
     _dirty: bool = False
     _saving: asyncio.Future[None] | None = None
+
+    @classmethod
+    def of(cls, job: str, description: str, shard: Shard) -> Cursor:
+        """The cursor of ``job`` on the source ``description`` for ``shard``, at
+        ``jobs/<job>/<F>/shard-<K>-of-<N>`` (``<F>``: a hash of the description)."""
+        source = hashlib.sha256(description.encode()).hexdigest()[:16]
+        return cls(f"{JOBS}{job}/{source}/shard-{shard.index}-of-{shard.count}", description)
 
     async def load(self, driver: Driver) -> None:
         """Read the stored cursor: the run starts after its position.
@@ -93,18 +101,21 @@ class Cursor:
             self._done += 1
             self._dirty = True
 
-    @property
-    def mark(self) -> str | None:
-        """The low-water mark: every thread up to it is done."""
-        return self._mark
-
     async def save(self, driver: Driver, *, force: bool = False) -> None:
         """Write the mark when it moved and ``SAVE_EVERY`` seconds passed (or ``force``)."""
         if not self._dirty or (not force and time.monotonic() - self._saved_at < SAVE_EVERY):
             return
         self._dirty = False
         self._saved_at = time.monotonic()
-        body = json.dumps(self.to_dict(), sort_keys=True).encode()
+        body = json.dumps(
+            {
+                "source": self.description,
+                "after": self._mark,
+                "threads_done_this_run": self._done,
+                "updated": datetime.now(UTC).isoformat(),
+            },
+            sort_keys=True,
+        ).encode()
         await driver.arun(run_one(Put(self.key, body, PutMode.OVERWRITE)))
 
     def save_soon(self, driver: Driver) -> None:
@@ -119,25 +130,76 @@ class Cursor:
             await asyncio.gather(self._saving, return_exceptions=True)
         if not keep:
             return
-        if complete:
-            await self.clear(driver)
-        else:
+        if not complete:
             await self.save(driver, force=True)
-
-    async def clear(self, driver: Driver) -> None:
-        """Delete the stored cursor: the job went through its whole source.
-
-        The next run checks every thread again (a thread added to the source
-        since may sort before the mark).
-        """
+            return
+        # The whole source is done: the next run checks every thread again (a
+        # thread added to the source since may sort before the mark).
         self._dirty = False
         await driver.arun(run_one(Delete((self.key,))))
 
-    def to_dict(self) -> dict[str, Any]:
-        """What the cursor object holds."""
-        return {
-            "source": self.description,
-            "after": self._mark,
-            "threads_done_this_run": self._done,
-            "updated": datetime.now(UTC).isoformat(),
-        }
+
+async def for_each_resumable(
+    cursor: Cursor,
+    driver: Driver,
+    source: Callable[[], AsyncGenerator[X, None]],
+    work: Callable[[X], Awaitable[T]],
+    on_result: Callable[[X, T], None],
+    *,
+    position: Callable[[X], str],
+    token: Callable[[X], str],
+    shard: Shard,
+    keep: bool,
+    restart: bool,
+    apply: bool,
+    stats: Fanout,
+    failed: Callable[[T], bool] = lambda _result: False,
+    **fanout: Any,
+) -> bool:
+    """:func:`~objstore_saver.ops.fanout.for_each` moving ``cursor``; True when the run
+    went through its whole source.
+
+    The cursor is read first (unless ``restart``); then ``source()``, which calls
+    ``cursor.started`` on each item in its order. An item ``shard`` does not own
+    (by its ``token``) counts as finished; a ``failed`` result holds the mark
+    back, so a resumed run tries it again. ``keep`` is False for named items (no
+    resumable run): no cursor is read or written, and only an ``apply`` run
+    stores one. ``fanout``: ``for_each``'s ``concurrency``, ``name``,
+    ``progress`` and ``should_cancel``.
+    """
+    if keep and not restart:
+        await cursor.load(driver)
+
+    def owns(item: X) -> bool:
+        mine = shard.owns(token(item))
+        if not mine and keep:
+            cursor.finished(position(item))
+        return mine
+
+    def done(item: X, result: T) -> None:
+        on_result(item, result)
+        if keep and not failed(result):
+            cursor.finished(position(item))
+            if apply:
+                cursor.save_soon(driver)
+
+    complete = False
+    try:
+        await for_each(source(), work, done, owns=owns, stats=stats, **fanout)
+        complete = not stats.cancelled
+    finally:
+        await cursor.end(driver, complete=complete, keep=keep and apply)
+    return complete
+
+
+def resumable_fields(
+    run: Fanout, complete: bool, shard: Shard, cursor: Cursor, keep: bool
+) -> dict[str, Any]:
+    """What a resumable job's report says of its run and its cursor."""
+    return {
+        "cancelled": run.cancelled,
+        "complete": complete,
+        "shard": str(shard),
+        "resumed_after": cursor.after,
+        "cursor": cursor.key if keep else None,
+    }

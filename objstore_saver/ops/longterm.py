@@ -12,11 +12,10 @@ keys each), never by one GET per item. ``store_sweep`` is a dry run unless
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import store_keys
 from objstore_saver.longterm import plans
@@ -40,9 +39,16 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
     open_store,
+    tally,
 )
-from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
-from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, blocking, check_concurrency, for_each
+from objstore_saver.ops.delete_coalescing import coalescing_driver
+from objstore_saver.ops.fanout import (
+    DEFAULT_CONCURRENCY,
+    blocking,
+    check_concurrency,
+    each,
+    for_each,
+)
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.prune_rules import TOMBSTONE_WINDOW
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
@@ -73,25 +79,25 @@ def _labels_or_path(path: str) -> list[str] | str:
     return path if labels is None else list(labels)
 
 
-def _state(prefix: tuple[str, ...]) -> SubPlan:
-    """Sub-plan: the index state of every namespace under ``prefix`` (records by key)."""
-    groups = yield from plans.read_indexes(
-        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}"
-    )
-    return _states(prefix, groups)
+def _indexes(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: the index of every namespace under the listing of ``prefix``, by path."""
+    return plans.read_indexes(store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}")
 
 
 def _states(
     prefix: tuple[str, ...], groups: dict[str, plans.NamespaceIndex]
 ) -> dict[tuple[str, ...], dict[str, Record]]:
     """The states (records by key) of the namespaces of ``groups`` under ``prefix``."""
-    n = len(prefix)
-    out: dict[tuple[str, ...], dict[str, Record]] = {}
-    for group in groups.values():
-        ns = group.ns()
-        if ns is not None and ns[:n] == prefix:
-            out[ns] = group.state
-    return out
+    found = ((group.ns(), group.state) for group in groups.values())
+    return {ns: state for ns, state in found if ns is not None and ns[: len(prefix)] == prefix}
+
+
+def store_objects(prefix: tuple[str, ...]) -> SubPlan:
+    """Sub-plan: every item and index object under the listing of ``prefix`` (two LISTs,
+    all pages)."""
+    items = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
+    index = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
+    return items + index
 
 
 def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
@@ -127,7 +133,7 @@ def item_rows(
 
 
 def _ls_plan(prefix: tuple[str, ...], now_us: int) -> SubPlan:
-    states = yield from _state(prefix)
+    states = _states(prefix, (yield from _indexes(prefix)))
     sizes = yield from _item_sizes(prefix)
     rows: list[dict[str, Any]] = []
     namespaces: list[dict[str, Any]] = []
@@ -178,7 +184,6 @@ def store_ls(
     ns = _labels("namespace prefix", prefix)
     if limit < 1 or offset < 0:
         raise JobError(f"limit must be at least 1 and offset at least 0, got {limit}, {offset}")
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         namespaces, rows = driver.run(_ls_plan(ns, round(clock() * 1e6)))
         page = rows[offset : offset + limit]
@@ -236,7 +241,6 @@ def store_get(
     ns = _labels("namespace", namespace)
     if not ns:
         raise JobError(f"namespace of key {key!r} is empty; give at least one label")
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         obj_key, rec, data = driver.run(get_plan(ns, key))
         if rec is None:
@@ -277,15 +281,9 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     characters) is shown by its path.
     """
     ns = _labels("namespace prefix", prefix)
-    config = config or OpsConfig.from_env()
-
-    def plan() -> SubPlan:
-        items = yield from plans.list_infos(store_keys.listing_prefix(ns, store_keys.ITEMS))
-        index = yield from plans.list_infos(store_keys.listing_prefix(ns, store_keys.INDEX))
-        return items + index
 
     with open_store(config) as (store, driver):
-        infos = driver.run(plan())
+        infos = driver.run(store_objects(ns))
     wanted = store_keys.namespace_path(ns) if ns else ""
     by_kind = {k: {"objects": 0, "bytes": 0} for k in KINDS}
     by_ns: dict[str, dict[str, Any]] = {}
@@ -294,16 +292,9 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
         # a listing prefix may reach a sibling (hashed path lead): keep ns's own tree
         if wanted and path and path != wanted and not path.startswith(wanted + "/"):
             continue
-        by_kind[kind]["objects"] += 1
-        by_kind[kind]["bytes"] += info.size
-        row = by_ns.setdefault(
-            path, {"namespace": _labels_or_path(path), "objects": 0, "bytes": 0, "by_kind": {}}
-        )
-        row["objects"] += 1
-        row["bytes"] += info.size
-        cell = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
-        cell["objects"] += 1
-        cell["bytes"] += info.size
+        tally(by_kind, kind, info.size)
+        row = tally(by_ns, path, info.size, namespace=_labels_or_path(path))
+        tally(row.setdefault("by_kind", {}), kind, info.size)
     return {
         "store": store.location,
         "prefix": list(ns),
@@ -324,9 +315,7 @@ def _sweep_plan(prefix: tuple[str, ...], now: float, window: float, grace: float
 
     Returns (expired items, unreadable keys, what namespace deletes left).
     """
-    groups = yield from plans.read_indexes(
-        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}"
-    )
+    groups = yield from _indexes(prefix)
     sizes = yield from _item_sizes(prefix)
     found, bad = yield from _sweep_candidates(prefix, _states(prefix, groups), sizes, now)
     left = yield from _clear_leftovers(prefix, groups, sizes, now, window, grace, bad)
@@ -507,7 +496,7 @@ async def astore_sweep(
         raise ConfigurationError(f"--tombstone-window cannot be negative, got {window:g} s")
     ctx = plans.StoreContext(clock=clock)
     rows: list[dict[str, Any]] = []
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
         found, bad, left = await driver.arun(_sweep_plan(ns, clock(), window, ctx.grace))
         left = [entry for entry in left if shard.owns(entry[0])]
         if apply:  # one DELETE round: a namespace whose markers go has no ended object
@@ -524,33 +513,27 @@ async def astore_sweep(
         ]
         # The items in flight share DeleteObjects requests (each item's DELETE
         # still follows its record, as the sweep's plan orders them).
-        coalesced = DeleteCoalescingStore(store)
-        sweeper = Driver(coalesced, max_workers=16)
+        async with coalescing_driver(store) as sweeper:
 
-        async def items() -> AsyncGenerator[tuple[plans.Expired, Record | None], None]:
-            for pair in found:
-                yield pair
+            async def one(pair: tuple[plans.Expired, Record | None]) -> str:
+                if not apply:
+                    return "would delete"
+                deleted = await sweeper.arun(_sweep_one(ctx, *pair))
+                return "deleted" if deleted else "renewed"
 
-        async def one(pair: tuple[plans.Expired, Record | None]) -> str:
-            if not apply:
-                return "would delete"
-            deleted = await sweeper.arun(_sweep_one(ctx, *pair))
-            return "deleted" if deleted else "renewed"
+            def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
+                item = pair[0]
+                rows.append(
+                    {
+                        "namespace": list(item.namespace),
+                        "key": item.key,
+                        "expires_at": iso(item.expires_at_us),
+                        "action": action,
+                    }
+                )
 
-        def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
-            item = pair[0]
-            rows.append(
-                {
-                    "namespace": list(item.namespace),
-                    "key": item.key,
-                    "expires_at": iso(item.expires_at_us),
-                    "action": action,
-                }
-            )
-
-        try:
             run = await for_each(
-                items(),
+                each(found),
                 one,
                 done,
                 concurrency=concurrency,
@@ -559,9 +542,6 @@ async def astore_sweep(
                 progress=progress,
                 should_cancel=should_cancel if apply else None,
             )
-        finally:
-            sweeper.close()
-            await coalesced.aclose()  # nothing stays queued when the job ends
     rows.sort(key=lambda r: (r["namespace"], r["key"]))
     return {
         "store": store.location,

@@ -11,7 +11,7 @@ refuses an empty prefix: the whole store is never deleted by accident.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from objstore_saver.driver import Driver
@@ -34,8 +34,8 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
 )
-from objstore_saver.ops.fanout import blocking, for_each
-from objstore_saver.ops.longterm import _labels
+from objstore_saver.ops.fanout import blocking, each, for_each
+from objstore_saver.ops.longterm import _labels, store_objects
 from objstore_saver.plans.requests import Get, run_one
 from objstore_saver.storage.base import ObjectInfo
 
@@ -59,10 +59,8 @@ _LABELS_OF: dict[str, Callable[[bytes, str], tuple[str, ...]]] = {
 def _found(prefix: tuple[str, ...]) -> SubPlan:
     """Sub-plan: every namespace path under the prefix's listing that holds an item or an
     index object other than a clear marker, with its objects (two LISTs, all pages)."""
-    items = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
-    index = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
     by_path: dict[str, list[ObjectInfo]] = {}
-    for info in [*items, *index]:
+    for info in (yield from store_objects(prefix)):
         path = store_keys.classify(info.key)[0]
         if path:
             by_path.setdefault(path, []).append(info)
@@ -158,7 +156,7 @@ async def astore_delete(
         )
     ctx = plans.StoreContext(clock=clock)
     rows: list[dict[str, Any]] = []
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
         found = await driver.arun(_found(ns))
         targets: list[tuple[str, ...]] = []
         for path in sorted(found):
@@ -166,15 +164,11 @@ async def astore_delete(
             if labels is None and _may_be_under(path, ns):
                 got = await _hashed_labels(driver, found[path])
                 if isinstance(got, str):
-                    rows.append(_unreadable(path, got))
+                    rows.append(_row(path, clear.Cleared(()), "unreadable") | {"detail": got})
                     continue
                 labels = got
             if labels is not None and labels[: len(ns)] == ns:
                 targets.append(labels)
-
-        async def source() -> AsyncGenerator[tuple[str, ...], None]:
-            for target in sorted(set(targets)):
-                yield target
 
         async def one(target: tuple[str, ...]) -> clear.Cleared:
             if apply:
@@ -182,20 +176,10 @@ async def astore_delete(
             return await driver.arun(clear.survey(target))
 
         def done(target: tuple[str, ...], got: clear.Cleared) -> None:
-            rows.append(
-                {
-                    "namespace": list(target),
-                    "items": got.items,
-                    "index_objects": got.index_objects,
-                    "rewritten": list(got.rewritten),
-                    "shredded": got.shredded,
-                    "clear": got.clear,
-                    "action": "deleted" if apply else "would delete",
-                }
-            )
+            rows.append(_row(list(target), got, "deleted" if apply else "would delete"))
 
         run = await for_each(
-            source(),
+            each(sorted(set(targets))),
             one,
             done,
             concurrency=DELETE_CONCURRENCY,
@@ -219,16 +203,15 @@ async def astore_delete(
     }
 
 
-def _unreadable(path: str, why: str) -> dict[str, Any]:
+def _row(namespace: list[str] | str, got: clear.Cleared, action: str) -> dict[str, Any]:
     return {
-        "namespace": path,
-        "items": 0,
-        "index_objects": 0,
-        "rewritten": [],
-        "shredded": False,
-        "clear": None,
-        "action": "unreadable",
-        "detail": why,
+        "namespace": namespace,
+        "items": got.items,
+        "index_objects": got.index_objects,
+        "rewritten": list(got.rewritten),
+        "shredded": got.shredded,
+        "clear": got.clear,
+        "action": action,
     }
 
 

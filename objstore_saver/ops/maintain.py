@@ -18,7 +18,6 @@ from datetime import timedelta
 from typing import Any
 
 from objstore_saver import plans
-from objstore_saver.driver import Driver
 from objstore_saver.format import keys
 from objstore_saver.longterm.verify import verify_store
 from objstore_saver.ops._common import (
@@ -31,7 +30,7 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
 )
-from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
+from objstore_saver.ops.delete_coalescing import coalescing_driver
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Target,
@@ -158,7 +157,7 @@ async def aprune(
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
-    async with aopen_saver(config or OpsConfig.from_env()) as saver:
+    async with aopen_saver(config) as saver:
         ctx = saver.plan_context
         rules = plans.prune_rules(
             ctx,
@@ -171,21 +170,19 @@ async def aprune(
             idle_action=idle_action,
             tombstone_window=_seconds(tombstone_window),
         )
-        coalesced = DeleteCoalescingStore(saver.store)
-        driver = Driver(coalesced, max_workers=16)
+        async with coalescing_driver(saver.store) as driver:
 
-        async def one(target: Target) -> dict[str, Any] | None:
-            thread_id = target.thread_id
-            if thread_id is None:
-                assert target.listing is not None  # a scanned thread
-                thread_id = await driver.arun(plans.thread_id_of(target.listing))
+            async def one(target: Target) -> dict[str, Any] | None:
+                thread_id = target.thread_id
                 if thread_id is None:
-                    return None  # a hashed token and no manifest: nothing a prune keeps
-            return await driver.arun(
-                plans.prune_thread(ctx, thread_id, "keep_latest", rules, target.listing)
-            )
+                    assert target.listing is not None  # a scanned thread
+                    thread_id = await driver.arun(plans.thread_id_of(target.listing))
+                    if thread_id is None:
+                        return None  # a hashed token and no manifest: nothing a prune keeps
+                return await driver.arun(
+                    plans.prune_thread(ctx, thread_id, "keep_latest", rules, target.listing)
+                )
 
-        try:
             run = await for_each_thread(
                 driver,
                 one,
@@ -196,16 +193,10 @@ async def aprune(
                 progress=progress,
                 should_cancel=should_cancel,
             )
-        finally:
-            driver.close()
-            await coalesced.aclose()  # nothing stays queued when the job ends
         # Versions left of destroyed key objects (a key store that keeps
         # versions): counted, and deleted with --apply, by shard 0 only.
-        key_versions = (
-            await _key_versions(saver.store, apply)
-            if not thread_ids and shard.index == 0 and not run.cancelled
-            else {}
-        )
+        whole = not thread_ids and shard.index == 0 and not run.cancelled
+        key_versions = await _key_versions(saver.store, apply) if whole else {}
         rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         totals: dict[str, int] = {}
         for row in rows:
@@ -270,7 +261,7 @@ async def averify(
     """
     check_concurrency(concurrency)
     report = VerifyReport(depth=Depth.of(read_data, read_data_subset))
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
 
         async def one(target: Target) -> None:
             await driver.arun(verify_thread(target.pfx, report, target.listing))
@@ -285,14 +276,11 @@ async def averify(
             progress=progress,
             should_cancel=should_cancel,
         )
+        key_versions: dict[str, Any] = {}
         # The long-term store's objects (spec §8) are checked once: by shard 0.
         if thread_id is None and shard.index == 0 and not run.cancelled:
             await driver.arun(verify_store(report, round(time.time() * 1e6)))
-        key_versions = (
-            await _key_versions(store, apply=False)
-            if thread_id is None and shard.index == 0 and not run.cancelled
-            else {}
-        )
+            key_versions = await _key_versions(store, apply=False)
     out = report.to_dict()
     out.update(key_versions)
     out.update(store=store.location, shard=str(shard), cancelled=run.cancelled, run=run.to_dict())
@@ -309,6 +297,10 @@ async def _key_versions(store: Any, apply: bool) -> dict[str, Any]:
     if layer is None:
         return {}
     return dict(await in_thread(layer.key_versions.sweep_retained, apply))
+
+
+#: What a thread holds, as ``delete_thread`` reports it (the bytes last).
+_HELD = ("checkpoints", "writes", "objects", "run_markers", "bytes")
 
 
 def _holdings(listing: plans.ThreadListing) -> dict[str, int]:
@@ -348,21 +340,19 @@ async def adelete_threads(
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # a bad id is refused before anything is deleted
     rows: list[dict[str, Any]] = []
-    async with aopen_saver(config or OpsConfig.from_env()) as saver:
+    async with aopen_saver(config) as saver:
         ctx = saver.plan_context
-        coalesced = DeleteCoalescingStore(saver.store)
-        driver = Driver(coalesced, max_workers=16)
+        async with coalescing_driver(saver.store) as driver:
 
-        async def one(target: Target) -> dict[str, Any]:
-            assert target.thread_id is not None  # named threads
-            listing = await driver.arun(plans.list_thread(target.pfx))
-            row = {"thread_id": target.thread_id, **_holdings(listing)}
-            held = any(row[k] for k in ("checkpoints", "writes", "objects", "run_markers"))
-            if apply and held:
-                await driver.arun(plans.delete_listing(ctx, target.thread_id, listing))
-            return {**row, "held": held, "deleted": apply and held}
+            async def one(target: Target) -> dict[str, Any]:
+                assert target.thread_id is not None  # named threads
+                listing = await driver.arun(plans.list_thread(target.pfx))
+                row = {"thread_id": target.thread_id, **_holdings(listing)}
+                held = any(row[k] for k in _HELD[:-1])
+                if apply and held:
+                    await driver.arun(plans.delete_listing(ctx, target.thread_id, listing))
+                return {**row, "held": held, "deleted": apply and held}
 
-        try:
             run = await for_each_thread(
                 driver,
                 one,
@@ -373,9 +363,6 @@ async def adelete_threads(
                 progress=progress,
                 should_cancel=should_cancel,
             )
-        finally:
-            driver.close()
-            await coalesced.aclose()  # nothing stays queued when the job ends
         rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         return {
             "store": saver.store.location,
@@ -384,10 +371,7 @@ async def adelete_threads(
             "shard": str(shard),
             "threads": rows,
             "threads_holding_nothing": [r["thread_id"] for r in rows if not r["held"]],
-            "totals": {
-                name: sum(r[name] for r in rows)
-                for name in ("checkpoints", "writes", "objects", "run_markers", "bytes")
-            },
+            "totals": {name: sum(r[name] for r in rows) for name in _HELD},
             "run": run.to_dict(),
         }
 
@@ -416,5 +400,5 @@ def delete_thread(
         "store": report["store"],
         "apply": apply,
         "deleted": row["deleted"],
-        **{k: row[k] for k in ("checkpoints", "writes", "objects", "run_markers", "bytes")},
+        **{k: row[k] for k in _HELD},
     }

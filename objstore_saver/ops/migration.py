@@ -34,17 +34,10 @@ from objstore_saver.ops._common import (
     aopen_saver,
     never_cancel,
     no_progress,
-    redact,
-    redact_error,
+    secrets_kept_out,
 )
-from objstore_saver.ops.fanout import (
-    DEFAULT_CONCURRENCY,
-    Fanout,
-    blocking,
-    check_concurrency,
-    for_each,
-)
-from objstore_saver.ops.job_cursor import Cursor, cursor_key
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, Fanout, blocking, check_concurrency
+from objstore_saver.ops.job_cursor import Cursor, for_each_resumable
 from objstore_saver.ops.migration_sources import SOURCES, open_source
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, list_all, run_batch
@@ -53,16 +46,14 @@ from objstore_saver.saver import ObjectStoreSaver
 __all__ = ["SOURCES", "amigrate", "migrate"]
 
 
+def _tally() -> dict[str, int]:
+    return {"source": 0, "present": 0, "missing": 0, "copied": 0}
+
+
 @dataclass
 class _Counts:
-    checkpoints_source: int = 0
-    checkpoints_present: int = 0
-    checkpoints_missing: int = 0
-    checkpoints_copied: int = 0
-    writes_source: int = 0
-    writes_present: int = 0
-    writes_missing: int = 0
-    writes_copied: int = 0
+    checkpoints: dict[str, int] = field(default_factory=_tally)
+    writes: dict[str, int] = field(default_factory=_tally)
     diverged: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -72,11 +63,8 @@ class _Counts:
 def _stored_checkpoints(thread_id: str) -> SubPlan:
     """Sub-plan: {(namespace token, checkpoint id)} of the target, in key order."""
     found = yield from list_all(keys.manifests_prefix(thread_id))
-    out: list[tuple[str, str]] = []
-    for k in plans.checkpoint_manifests(found):
-        ns_tok, seg = keys.namespace_of_manifest_key(k)
-        out.append((ns_tok, keys.unreverse_id(seg)))
-    return out
+    listed = (keys.namespace_of_manifest_key(k) for k in plans.checkpoint_manifests(found))
+    return [(ns_tok, keys.unreverse_id(seg)) for ns_tok, seg in listed]
 
 
 def _stored_write_slots(thread_id: str, ns: str, cid: str) -> SubPlan:
@@ -138,13 +126,8 @@ async def _migrate_thread(
 
     # Divergence: per namespace, a target head the source lacks that does not
     # descend from the source's head (a thread merely continued is fine).
-    source_heads: dict[str, str] = {}
-    for t in tuples:
-        ns, cid = _conf(t)
-        source_heads[ns] = max(source_heads.get(ns, cid), cid)
-    target_heads: dict[str, str] = {}
-    for ns_tok, cid in stored:
-        target_heads.setdefault(ns_tok, cid)  # first listed is the newest
+    source_heads = dict(map(_conf, tuples))  # oldest first: a namespace's last is its head
+    target_heads = dict(reversed(stored))  # a namespace's first listed is its newest
     for ns, src_head in source_heads.items():
         tgt_head = target_heads.get(keys.token("checkpoint_ns", ns))
         known = {cid for (n, cid) in by_id if n == ns}
@@ -207,17 +190,17 @@ class _ThreadCopy:
         """Put one checkpoint if the target lacks it; its missing writes go on meanwhile."""
         counts = self.counts
         ns, cid = _conf(tup)
-        counts.checkpoints_source += 1
+        counts.checkpoints["source"] += 1
         present = (keys.token("checkpoint_ns", ns), cid) in self.stored
         if present:
-            counts.checkpoints_present += 1
+            counts.checkpoints["present"] += 1
         else:
-            counts.checkpoints_missing += 1
+            counts.checkpoints["missing"] += 1
             if self.apply:
                 await put_checkpoint(self.thread_id, tup, self.by_id, self.target)
-                counts.checkpoints_copied += 1
+                counts.checkpoints["copied"] += 1
         writes = list(tup.pending_writes or [])
-        counts.writes_source += len(writes)
+        counts.writes["source"] += len(writes)
         if not writes:
             return
         slots: set[tuple[str, int]] = set()
@@ -225,8 +208,8 @@ class _ThreadCopy:
             slots = await self.driver.arun(_stored_write_slots(self.thread_id, ns, cid))
         missing = put_writes_calls(writes, slots)
         n_missing = sum(len(w) for _, w in missing)
-        counts.writes_present += len(writes) - n_missing
-        counts.writes_missing += n_missing
+        counts.writes["present"] += len(writes) - n_missing
+        counts.writes["missing"] += n_missing
         if self.apply and missing:
             config: RunnableConfig = {
                 "configurable": {
@@ -242,7 +225,7 @@ class _ThreadCopy:
     ) -> None:
         for task_id, task_writes in missing:
             await self.target.aput_writes(config, task_writes, task_id)
-            self.counts.writes_copied += len(task_writes)
+            self.counts.writes["copied"] += len(task_writes)
 
 
 async def put_checkpoint(
@@ -312,123 +295,72 @@ async def amigrate(
     """
     check_concurrency(concurrency)
     config = config or OpsConfig.from_env()
-    secrets = config.secrets()
-    try:
-        return await _run(
-            source_kind,
-            source,
-            config,
-            thread_ids,
-            apply,
-            concurrency,
-            shard,
-            restart,
-            progress,
-            should_cancel,
-        )
-    except JobError as exc:
-        raise JobError(redact(str(exc), secrets)) from None
-    except Exception as exc:  # noqa: BLE001 - re-raised, with the source's secrets removed
-        raise JobError(f"migration failed: {redact_error(exc, secrets)}") from None
+    counts = _Counts()
+    run = Fanout()
+    # Named threads are not a resumable run: no cursor is read or written.
+    keep_cursor = thread_ids is None
+    with secrets_kept_out("migration", config.secrets(), kept=(JobError,)):
+        async with (
+            aopen_saver(config) as target,
+            open_source(source_kind, source, config, concurrency) as src,
+        ):
+            driver = Driver(target.store, max_workers=16)
+            cursor = Cursor.of("migrate", src.description, shard)
+
+            async def positions() -> AsyncGenerator[tuple[str, str], None]:
+                if thread_ids is not None:
+                    for thread_id in thread_ids:
+                        yield thread_id, thread_id
+                    return
+                async for item in src.threads(cursor.after):
+                    cursor.started(item[0])
+                    yield item
+
+            async def one(item: tuple[str, str]) -> None:
+                tuples = await src.checkpoints(item[1])
+                await _migrate_thread(item[1], tuples, target, driver, counts, apply)
+
+            try:
+                complete = await for_each_resumable(
+                    cursor,
+                    driver,
+                    positions,
+                    one,
+                    lambda _item, _none: None,
+                    position=lambda item: item[0],
+                    token=lambda item: keys.token("thread_id", item[1]),
+                    shard=shard,
+                    keep=keep_cursor,
+                    restart=restart,
+                    apply=apply,
+                    stats=run,
+                    concurrency=concurrency,
+                    name=lambda item: item[1],
+                    progress=progress,
+                    should_cancel=should_cancel,
+                )
+            finally:
+                driver.close()
+    return {
+        "source": src.description,
+        "target": target.store.location,
+        "apply": apply,
+        "cancelled": run.cancelled,
+        "shard": str(shard),
+        "resumed_after": cursor.after,
+        "cursor": cursor.key if keep_cursor else None,
+        "complete": complete,
+        "threads": {"source": run.found - run.skipped, "done": run.done},
+        "checkpoints": counts.checkpoints,
+        "writes": counts.writes,
+        "diverged": sorted(counts.diverged, key=lambda d: (d["thread_id"], d["checkpoint_ns"])),
+        "run": {
+            **run.to_dict(),
+            "checkpoints_per_second": round(
+                counts.checkpoints["source"] / run.seconds if run.seconds else 0.0, 1
+            ),
+        },
+    }
 
 
 migrate = blocking(amigrate)
-
-
-async def _run(
-    source_kind: str,
-    source: str | None,
-    config: OpsConfig,
-    thread_ids: list[str] | None,
-    apply: bool,
-    concurrency: int,
-    shard: Shard,
-    restart: bool,
-    progress: ProgressCallback,
-    should_cancel: CancelCheck,
-) -> dict[str, Any]:
-    counts = _Counts()
-    async with (
-        aopen_saver(config) as target,
-        open_source(source_kind, source, config, concurrency) as src,
-    ):
-        driver = Driver(target.store, max_workers=16)
-        cursor = Cursor(cursor_key("migrate", src.fingerprint, shard), src.description)
-        # Named threads are not a resumable run: no cursor is read or written.
-        keep_cursor = thread_ids is None
-        if keep_cursor and not restart:
-            await cursor.load(driver)
-
-        async def positions() -> AsyncGenerator[tuple[str, str], None]:
-            if thread_ids is not None:
-                for thread_id in thread_ids:
-                    yield thread_id, thread_id
-                return
-            async for item in src.threads(cursor.after):
-                cursor.started(item[0])
-                yield item
-
-        def owns(item: tuple[str, str]) -> bool:
-            mine = shard.owns(keys.token("thread_id", item[1]))
-            if not mine and keep_cursor:
-                cursor.finished(item[0])
-            return mine
-
-        async def one(item: tuple[str, str]) -> None:
-            tuples = await src.checkpoints(item[1])
-            await _migrate_thread(item[1], tuples, target, driver, counts, apply)
-
-        def done(item: tuple[str, str], result: None) -> None:
-            if keep_cursor:
-                cursor.finished(item[0])
-                if apply:
-                    cursor.save_soon(driver)
-
-        run = Fanout()
-        complete = False
-        try:
-            run = await for_each(
-                positions(),
-                one,
-                done,
-                concurrency=concurrency,
-                owns=owns,
-                name=lambda item: item[1],
-                progress=progress,
-                should_cancel=should_cancel,
-                stats=run,
-            )
-            complete = not run.cancelled
-        finally:
-            await cursor.end(driver, complete=complete, keep=keep_cursor and apply)
-            driver.close()
-        return {
-            "source": src.description,
-            "target": target.store.location,
-            "apply": apply,
-            "cancelled": run.cancelled,
-            "shard": str(shard),
-            "resumed_after": cursor.after,
-            "cursor": cursor.key if keep_cursor else None,
-            "complete": complete,
-            "threads": {"source": run.found - run.skipped, "done": run.done},
-            "checkpoints": {
-                "source": counts.checkpoints_source,
-                "present": counts.checkpoints_present,
-                "missing": counts.checkpoints_missing,
-                "copied": counts.checkpoints_copied,
-            },
-            "writes": {
-                "source": counts.writes_source,
-                "present": counts.writes_present,
-                "missing": counts.writes_missing,
-                "copied": counts.writes_copied,
-            },
-            "diverged": sorted(counts.diverged, key=lambda d: (d["thread_id"], d["checkpoint_ns"])),
-            "run": {
-                **run.to_dict(),
-                "checkpoints_per_second": round(
-                    counts.checkpoints_source / run.seconds if run.seconds else 0.0, 1
-                ),
-            },
-        }

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import importlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -59,11 +58,6 @@ class Source:
     description: str
     threads: Callable[[str | None], AsyncGenerator[tuple[str, str], None]]
     checkpoints: Callable[[str], Awaitable[list[CheckpointTuple]]]
-
-    @property
-    def fingerprint(self) -> str:
-        """A short, stable name of the source (for its resume cursor's key)."""
-        return hashlib.sha256(self.description.encode()).hexdigest()[:16]
 
 
 def _saver_class(kind: str, module: str, name: str) -> Any:
@@ -181,10 +175,7 @@ def _listed_threads(
 
     async def threads(after: str | None) -> AsyncGenerator[tuple[str, str], None]:
         def every() -> list[str]:
-            seen: dict[str, None] = {}
-            for tup in saver.list(None):
-                seen.setdefault(str(tup.config["configurable"]["thread_id"]), None)
-            return sorted(seen)
+            return sorted({str(t.config["configurable"]["thread_id"]) for t in saver.list(None)})
 
         for thread_id in await asyncio.to_thread(every):
             if after is None or thread_id > after:

@@ -24,15 +24,8 @@ from objstore_saver.format.codec import (
     StoredObject,
     ValueObj,
 )
-from objstore_saver.ops._common import (
-    JobError,
-    OpsConfig,
-    SubPlan,
-    open_store,
-)
-from objstore_saver.ops.checkpoint_reading import (
-    value_address,
-)
+from objstore_saver.ops._common import JobError, OpsConfig, SubPlan, open_store
+from objstore_saver.ops.checkpoint_reading import subtrees, value_address
 from objstore_saver.ops.decode import decode_payload, jsonable
 from objstore_saver.plans.requests import Get, run_one
 
@@ -56,9 +49,7 @@ def _raw_entry(raw: Entry, pfx: str, holder: str | None = None) -> Any:
     if isinstance(raw, InlineList):
         return {
             "inline list": raw.obj.count,
-            "subtrees": [
-                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in raw.obj.sealed
-            ],
+            "subtrees": subtrees(pfx, raw.obj.sealed),
             # Where the list says each segment is: "located_in" a manifest
             # that embeds it (read it with "cat <manifest key>#<digest>"),
             # or None when it stands alone at "key".
@@ -145,10 +136,11 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         return out
     if section == "writes":
         ws = codec.decode_writes(body, key)
-        if codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["k"] == "writes":
+        raw = codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)
+        if raw["k"] == "writes":
             out.update(
                 kind="writes",
-                format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
+                format=raw["f"],
                 task_id=ws[0].task_id,
                 task_path=ws[0].task_path,
                 writes=[
@@ -160,7 +152,7 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
         w = ws[0]
         out.update(
             kind="write",
-            format=codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)["f"],
+            format=raw["f"],
             task_id=w.task_id,
             task_path=w.task_path,
             idx=w.idx,
@@ -190,8 +182,7 @@ def describe_embedded(mkey: str, digest: bytes, body: bytes) -> dict[str, Any]:
     name = f"{mkey}{EMBEDDED_SEP}{digest.hex()}"
     codec.check_digest(body, digest, name)
     pfx, _ = keys.split_thread_key(mkey)
-    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey}
-    out["sha256_ok"] = True
+    out: dict[str, Any] = {"key": name, "bytes": len(body), "embedded_in": mkey, "sha256_ok": True}
     out.update(_content(codec.decode_object(body, name), pfx, name, mkey))
     return out
 
@@ -223,7 +214,7 @@ def _content(obj: StoredObject, pfx: str, key: str, holder: str | None = None) -
         return {
             "kind": "list",
             "elements": obj.count,
-            "sealed": [{"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.sealed],
+            "sealed": subtrees(pfx, obj.sealed),
             "tail": [_raw_entry(e, pfx) for e in obj.tail],
         }
     if isinstance(obj, SplitObj):
@@ -233,12 +224,7 @@ def _content(obj: StoredObject, pfx: str, key: str, holder: str | None = None) -
             "texts": [{"path": list(p), **_raw_entry(ref, pfx)} for p, ref in obj.holes],
         }
     if isinstance(obj, NodeObj):
-        return {
-            "kind": "node",
-            "subtrees": [
-                {"key": keys.object_key_in(pfx, d), "elements": n} for d, n in obj.subtrees
-            ],
-        }
+        return {"kind": "node", "subtrees": subtrees(pfx, obj.subtrees)}
     if isinstance(obj, SegmentObj):
         return {"kind": "segment", "elements": [_raw_entry(e, pfx, holder) for e in obj.items]}
     return {"kind": "chunk", "elements": [_raw_entry(e, pfx) for e in obj.items]}
@@ -297,7 +283,6 @@ def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
         JobError: nothing is stored at ``key``, or the manifest does not embed it.
         CorruptObjectError: the object does not decode as the format says.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         try:
             report, reason = driver.run(object_plan(key))
@@ -306,9 +291,6 @@ def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
         if report is None:
             raise JobError(f"{reason} in {store.location}")
         return report
-
-
-# --- du ----------------------------------------------------------------------------------------
 
 
 __all__ = [

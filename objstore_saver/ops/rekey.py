@@ -9,7 +9,6 @@ a saver's keys in memory stay right. Idempotent and resumable
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,14 +42,8 @@ from objstore_saver.ops._common import (
     redact_error,
     secrets_kept_out,
 )
-from objstore_saver.ops.fanout import (
-    DEFAULT_CONCURRENCY,
-    Fanout,
-    blocking,
-    check_concurrency,
-    for_each,
-)
-from objstore_saver.ops.job_cursor import Cursor, cursor_key
+from objstore_saver.ops.fanout import DEFAULT_CONCURRENCY, Fanout, blocking, check_concurrency
+from objstore_saver.ops.job_cursor import Cursor, for_each_resumable, resumable_fields
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.storage.base import MAX_LIST_PAGE, ObjectInfo, ObjectStore, PutMode, in_thread
 from objstore_saver.storage.urls import store_from_url
@@ -253,77 +246,57 @@ async def _run(
     should_cancel: CancelCheck,
 ) -> dict[str, Any]:
     """The job on given stores (the tests' entry point: stores wrapped, requests counted)."""
-    source = cursor_source(job.masters[0].name, job.drop_old)
-    source_key = hashlib.sha256(source.encode()).hexdigest()[:16]
     driver = Driver(job.key_store, max_workers=2)  # the cursor's requests
-    cursor = Cursor(cursor_key("rekey", source_key, shard), source)
+    cursor = Cursor.of("rekey", cursor_source(job.masters[0].name, job.drop_old), shard)
     rows: list[_Row] = []
     run = Fanout()
-    complete = False
+
+    async def listed() -> AsyncGenerator[ObjectInfo, None]:
+        after, store = cursor.after, job.key_store
+        while True:  # one flat listing, in key order: the cursor's mark needs it
+            page = await store.alist(KEY_OBJECTS, start_after=after, limit=MAX_LIST_PAGE)
+            run.lists += 1
+            for o in page.objects:
+                cursor.started(o.key)
+                yield o
+            if not page.truncated or not page.objects:
+                return
+            after = page.objects[-1].key
+
+    def name(o: ObjectInfo) -> str:
+        scope = scope_of_key_object(o.key)
+        if scope is None or scope.startswith(STORE_SCOPE):
+            return o.key
+        token, epoch = split_scope(scope)
+        thread = keys.untoken(token) or token
+        return thread if epoch == 0 else f"{thread} (epoch {epoch})"
+
     try:
-        if not restart:
-            await cursor.load(driver)
-
-        async def listed() -> AsyncGenerator[ObjectInfo, None]:
-            after, store = cursor.after, job.key_store
-            while True:  # one flat listing, in key order: the cursor's mark needs it
-                page = await store.alist(KEY_OBJECTS, start_after=after, limit=MAX_LIST_PAGE)
-                run.lists += 1
-                for o in page.objects:
-                    cursor.started(o.key)
-                    yield o
-                if not page.truncated or not page.objects:
-                    return
-                after = page.objects[-1].key
-
-        def owns(o: ObjectInfo) -> bool:
-            mine = shard.owns(o.key[len(KEY_OBJECTS) :])
-            if not mine:
-                cursor.finished(o.key)
-            return mine
-
-        def done(o: ObjectInfo, row: _Row) -> None:
-            rows.append(row)
-            # A failed key object holds the mark back: a resumed run tries it again.
-            if row.status != "failed":
-                cursor.finished(o.key)
-                if job.apply:
-                    cursor.save_soon(driver)
-
-        def name(o: ObjectInfo) -> str:
-            scope = scope_of_key_object(o.key)
-            if scope is None or scope.startswith(STORE_SCOPE):
-                return o.key
-            token, epoch = split_scope(scope)
-            thread = keys.untoken(token) or token
-            return thread if epoch == 0 else f"{thread} (epoch {epoch})"
-
-        await for_each(
-            listed(),
+        complete = await for_each_resumable(
+            cursor,
+            driver,
+            listed,
             job.key_object,
-            done,
+            lambda _o, row: rows.append(row),
+            position=lambda o: o.key,
+            token=lambda o: o.key[len(KEY_OBJECTS) :],
+            shard=shard,
+            keep=True,
+            restart=restart,
+            apply=job.apply,
+            stats=run,
+            failed=lambda row: row.status == "failed",
             concurrency=concurrency,
-            owns=owns,
             name=name,
             progress=progress,
             should_cancel=should_cancel,
-            stats=run,
         )
-        complete = not run.cancelled
     finally:
-        try:
-            await cursor.end(driver, complete=complete, keep=job.apply)
-        finally:
-            driver.close()
-    return _report(job, rows, run, shard, cursor, complete)
-
-
-def _report(
-    job: _Job, rows: list[_Row], run: Fanout, shard: Shard, cursor: Cursor, complete: bool
-) -> dict[str, Any]:
+        driver.close()
     status = [r.status for r in rows]
     failed = sorted((r for r in rows if r.error is not None), key=lambda r: r.key)
     secrets = list(job.secrets)
+    counted = ("rewrapped", "current", "failed", "dropped_deleted", "vanished")
     return {
         "store": redact(job.data.location, secrets),
         "key_store": redact(job.key_store.location, secrets),
@@ -331,19 +304,8 @@ def _report(
         "apply": job.apply,
         "dry_run": not job.apply,
         "drop_old": job.drop_old,
-        "cancelled": run.cancelled,
-        "complete": complete,
-        "shard": str(shard),
-        "resumed_after": cursor.after,
-        "cursor": cursor.key,
-        "key_objects": {
-            "scanned": len(rows),
-            "rewrapped": status.count("rewrapped"),
-            "current": status.count("current"),
-            "failed": status.count("failed"),
-            "dropped_deleted": status.count("dropped_deleted"),
-            "vanished": status.count("vanished"),
-        },
+        **resumable_fields(run, complete, shard, cursor, keep=True),
+        "key_objects": {"scanned": len(rows), **{s: status.count(s) for s in counted}},
         "errors": [{"key": r.key, "error": r.error} for r in failed],
         "run": run.to_dict(),
     }

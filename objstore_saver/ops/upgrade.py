@@ -9,12 +9,9 @@ fails that thread alone, which keeps all its keys.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
-
-from langchain_core.runnables import RunnableConfig
 
 from objstore_saver import plans
 from objstore_saver.driver import Driver
@@ -38,7 +35,7 @@ from objstore_saver.ops._common import (
     redact_error,
     secrets_kept_out,
 )
-from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
+from objstore_saver.ops.delete_coalescing import coalescing_driver
 from objstore_saver.ops.fanout import (
     DEFAULT_CONCURRENCY,
     Fanout,
@@ -46,9 +43,8 @@ from objstore_saver.ops.fanout import (
     blocking,
     check_concurrency,
     counted,
-    for_each,
 )
-from objstore_saver.ops.job_cursor import Cursor, cursor_key
+from objstore_saver.ops.job_cursor import Cursor, for_each_resumable, resumable_fields
 from objstore_saver.ops.migration import put_checkpoint
 from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.requests import Get, ListKeys, list_all, run_batch
@@ -60,8 +56,6 @@ __all__ = ["LEFT_FOR_PRUNE", "aupgrade", "upgrade"]
 
 #: What the cursor reads: the bucket itself, whatever URL names it.
 SOURCE = "version-1 threads of this bucket"
-#: The ``<F>`` of the cursor's key (16 hex digits, as a migration source's).
-SOURCE_KEY = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
 #: Said in every report: what the job does not delete.
 LEFT_FOR_PRUNE = (
     "version-1 list, node, chunk and value objects stay; those no checkpoint reaches "
@@ -104,17 +98,8 @@ class _Old:
     write_keys: list[str]
     bodies: dict[str, bytes | None]
     effective: list[WriteObj]
+    #: The write slots ``<R>.w/`` holds: ``put_writes_calls`` stores the others.
     v2_slots: set[tuple[str, int]]
-
-    def calls(self, writes: list[tuple[str, str, Any]]) -> list[tuple[str, list[tuple[str, Any]]]]:
-        """The ``put_writes`` calls that store what ``<R>.w/`` lacks."""
-        return put_writes_calls(writes, self.v2_slots)
-
-    @property
-    def config(self) -> RunnableConfig:
-        """The checkpoint's config, as its ``put_writes`` calls take it."""
-        m = self.manifest
-        return checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
 
 
 def _rest(prefix: str, page: ListPage) -> SubPlan:
@@ -218,7 +203,9 @@ class _Job:
             return  # upgraded already (a killed run, another worker) or pruned meanwhile
         row.thread_id = old.manifest.thread_id
         if not self.apply:
-            calls = old.calls([(w.task_id, w.channel, w.value) for w in old.effective])
+            calls = put_writes_calls(
+                [(w.task_id, w.channel, w.value) for w in old.effective], old.v2_slots
+            )
             row.checkpoints += 1
             row.writes += sum(len(writes) for _, writes in calls)
             return
@@ -232,8 +219,10 @@ class _Job:
         )
         # pending_writes are the effective writes, in the same order.
         paths = {w.task_id: w.task_path for w in old.effective}
-        for task_id, writes in old.calls(list(tup.pending_writes or [])):
-            await self.saver.aput_writes(old.config, writes, task_id, paths.get(task_id, ""))
+        m = old.manifest
+        config = checkpoint_config(m.thread_id, m.checkpoint_ns, m.checkpoint_id)
+        for task_id, writes in put_writes_calls(list(tup.pending_writes or []), old.v2_slots):
+            await self.saver.aput_writes(config, writes, task_id, paths.get(task_id, ""))
             row.writes += len(writes)
         # Every channel version is new: the values are written as they read.
         await put_checkpoint(old.manifest.thread_id, tup, {}, self.saver)
@@ -280,112 +269,55 @@ async def aupgrade(
     """
     check_concurrency(concurrency)
     config = config or OpsConfig.from_env()
-    secrets = config.secrets()
-    with secrets_kept_out("upgrade", secrets):
-        return await _run(
-            config, thread_ids, apply, concurrency, shard, restart, progress, should_cancel
-        )
-
-
-upgrade = blocking(aupgrade)
-
-
-async def _run(
-    config: OpsConfig,
-    thread_ids: list[str] | None,
-    apply: bool,
-    concurrency: int,
-    shard: Shard,
-    restart: bool,
-    progress: ProgressCallback,
-    should_cancel: CancelCheck,
-) -> dict[str, Any]:
     rows: list[_Row] = []
-    async with aopen_saver(config) as saver:
-        coalesced = DeleteCoalescingStore(saver.store)
-        driver = Driver(coalesced, max_workers=16)
-        job = _Job(saver, driver, apply, config.secrets())
-        cursor = Cursor(cursor_key("upgrade", SOURCE_KEY, shard), SOURCE)
-        # Named threads are not a resumable run: no cursor is read or written.
-        keep_cursor = thread_ids is None
-        if keep_cursor and not restart:
-            await cursor.load(driver)
-        run = Fanout()
+    run = Fanout()
+    # Named threads are not a resumable run: no cursor is read or written.
+    keep_cursor = thread_ids is None
+    with secrets_kept_out("upgrade", config.secrets()):
+        async with aopen_saver(config) as saver, coalescing_driver(saver.store) as driver:
+            job = _Job(saver, driver, apply, config.secrets())
+            cursor = Cursor.of("upgrade", SOURCE, shard)
 
-        async def targets() -> AsyncGenerator[Target, None]:
-            if thread_ids is not None:
-                for thread_id in thread_ids:
-                    yield Target(keys.thread_prefix(thread_id), thread_id)
-                return
-            start = None if cursor.after is None else _past(cursor.after)
-            # One flat listing, in key order: the cursor's mark needs it.
-            async for listing in driver.aiterate(counted(plans.scan_threads(start), run)):
-                cursor.started(listing.pfx)
-                yield Target(listing.pfx, listing=listing)
+            async def targets() -> AsyncGenerator[Target, None]:
+                if thread_ids is not None:
+                    for thread_id in thread_ids:
+                        yield Target(keys.thread_prefix(thread_id), thread_id)
+                    return
+                start = None if cursor.after is None else _past(cursor.after)
+                # One flat listing, in key order: the cursor's mark needs it.
+                async for listing in driver.aiterate(counted(plans.scan_threads(start), run)):
+                    cursor.started(listing.pfx)
+                    yield Target(listing.pfx, listing=listing)
 
-        def owns(target: Target) -> bool:
-            mine = shard.owns(target.token)
-            if not mine and keep_cursor:
-                cursor.finished(target.pfx)
-            return mine
-
-        def done(target: Target, row: _Row) -> None:
-            rows.append(row)
-            # A failed thread holds the mark back: a resumed run tries it again.
-            if keep_cursor and row.status != "failed":
-                cursor.finished(target.pfx)
-                if apply:
-                    cursor.save_soon(driver)
-
-        complete = False
-        try:
-            await for_each(
-                targets(),
+            complete = await for_each_resumable(
+                cursor,
+                driver,
+                targets,
                 job.thread,
-                done,
+                lambda _target, row: rows.append(row),
+                position=lambda target: target.pfx,
+                token=lambda target: target.token,
+                shard=shard,
+                keep=keep_cursor,
+                restart=restart,
+                apply=apply,
+                stats=run,
+                failed=lambda row: row.status == "failed",
                 concurrency=concurrency,
-                owns=owns,
                 name=lambda target: target.name,
                 progress=progress,
                 should_cancel=should_cancel,
-                stats=run,
             )
-            complete = not run.cancelled
-        finally:
-            try:
-                await cursor.end(driver, complete=complete, keep=keep_cursor and apply)
-            finally:
-                driver.close()
-                await coalesced.aclose()  # nothing stays queued when the job ends
-        return _report(saver.store.location, rows, run, apply, shard, cursor, keep_cursor, complete)
-
-
-def _report(
-    store: str,
-    rows: list[_Row],
-    run: Fanout,
-    apply: bool,
-    shard: Shard,
-    cursor: Cursor,
-    keep_cursor: bool,
-    complete: bool,
-) -> dict[str, Any]:
     status = [r.status for r in rows]
     failed = sorted((r for r in rows if r.error is not None), key=lambda r: r.thread_id)
     return {
-        "store": store,
+        "store": saver.store.location,
         "apply": apply,
         "dry_run": not apply,
-        "cancelled": run.cancelled,
-        "complete": complete,
-        "shard": str(shard),
-        "resumed_after": cursor.after,
-        "cursor": cursor.key if keep_cursor else None,
+        **resumable_fields(run, complete, shard, cursor, keep_cursor),
         "threads": {
             "scanned": len(rows),
-            "upgraded": status.count("upgraded"),
-            "current": status.count("current"),
-            "failed": status.count("failed"),
+            **{name: status.count(name) for name in ("upgraded", "current", "failed")},
         },
         "checkpoints_rewritten": sum(r.checkpoints for r in rows),
         "writes_rewritten": sum(r.writes for r in rows),
@@ -394,3 +326,6 @@ def _report(
         "left_for_prune": LEFT_FOR_PRUNE,
         "run": run.to_dict(),
     }
+
+
+upgrade = blocking(aupgrade)

@@ -1,7 +1,8 @@
 """Read-only jobs: ``threads``, ``history``, ``show``, ``du`` (``cat`` is in ``object_views``).
 
 Each job is a pure plan (a generator of request batches, like the saver's own
-in :mod:`objstore_saver.plans`) run by the blocking driver. Values are decoded
+in :mod:`objstore_saver.plans`) run by a driver (``threads`` fans out with
+:mod:`objstore_saver.ops.fanout`). Values are decoded
 structurally (:mod:`objstore_saver.ops.decode`): nothing is unpickled and no
 user class is imported.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from objstore_saver import plans
 from objstore_saver.crypto.names import KEY_PREFIX
 from objstore_saver.format import codec, keys, store_keys
+from objstore_saver.longterm.plans import list_infos
 from objstore_saver.ops._common import (
     CancelCheck,
     JobError,
@@ -24,6 +26,7 @@ from objstore_saver.ops._common import (
     never_cancel,
     no_progress,
     open_store,
+    tally,
 )
 from objstore_saver.ops.checkpoint_reading import (
     checkpoint_plan,
@@ -50,11 +53,6 @@ def _iso(when: datetime | None) -> str | None:
 
 
 # --- threads ------------------------------------------------------------------------
-
-
-def thread_prefixes() -> SubPlan:
-    """Sub-plan: every thread prefix, by the saver's skip scan (spec §6.4)."""
-    return (yield from plans.thread_prefixes())
 
 
 def _summary(thread_id: str | None, listing: plans.ThreadListing) -> dict[str, Any]:
@@ -100,7 +98,7 @@ async def athreads(
     """
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
-    async with aopen_store(config or OpsConfig.from_env()) as (store, driver):
+    async with aopen_store(config) as (store, driver):
 
         async def summary(target: Target) -> dict[str, Any]:
             assert target.listing is not None  # a scan
@@ -141,15 +139,7 @@ threads = blocking(athreads)
 def history_plan(thread_id: str) -> SubPlan:
     """Plan of :func:`history`."""
     pfx = keys.thread_prefix(thread_id)
-    page_keys: list[ObjectInfo] = []
-    after: str | None = None
-    prefix = keys.manifests_prefix(thread_id)
-    while True:
-        page = yield from run_one(ListKeys(prefix, after))
-        page_keys += page.objects
-        if not page.truncated or not page.objects:
-            break
-        after = page.objects[-1].key
+    page_keys = yield from list_infos(keys.manifests_prefix(thread_id))
     chosen = set(plans.checkpoint_manifests(o.key for o in page_keys))
     page_keys = [o for o in page_keys if o.key in chosen]
     rows: list[dict[str, Any]] = []
@@ -189,7 +179,6 @@ def history(thread_id: str, config: OpsConfig | None = None) -> dict[str, Any]:
     Raises:
         JobError: the thread has no checkpoint.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         rows = driver.run(history_plan(thread_id))
     if not rows:
@@ -215,7 +204,6 @@ def show(
     Raises:
         JobError: no such checkpoint.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         report = driver.run(checkpoint_plan(thread_id, checkpoint_id, checkpoint_ns))
     if report is None:
@@ -259,12 +247,8 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard
                 if not shard.owns(pfx[len(keys.THREADS) : -1]):
                     continue
                 kind = _kind_of(rest)
-                row = by_thread.setdefault(pfx, {"objects": 0, "bytes": 0, "by_kind": {}})
-                row["objects"] += 1
-                row["bytes"] += info.size
-                slot = row["by_kind"].setdefault(kind, {"objects": 0, "bytes": 0})
-                slot["objects"] += 1
-                slot["bytes"] += info.size
+                row = tally(by_thread, pfx, info.size)
+                tally(row.setdefault("by_kind", {}), kind, info.size)
             elif shard.index != 0:
                 continue
             elif info.key.startswith(keys.RUNS):
@@ -275,19 +259,17 @@ def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard
                 kind = "encryption keys"  # key objects of encrypted threads (docs/encryption.md)
             else:
                 kind = "foreign"
-            agg = by_kind.setdefault(kind, {"objects": 0, "bytes": 0})
-            agg["objects"] += 1
-            agg["bytes"] += info.size
+            tally(by_kind, kind, info.size)
             total["objects"] += 1
             total["bytes"] += info.size
         progress(total["objects"], None, "objects listed")
         if not page.truncated or not page.objects:
             break
         after = page.objects[-1].key
-    rows = []
-    for pfx, row in by_thread.items():
-        tid = keys.untoken(pfx[len(keys.THREADS) : -1])
-        rows.append({"thread_id": tid, "prefix": pfx, **row})
+    rows = [
+        {"thread_id": keys.untoken(pfx[len(keys.THREADS) : -1]), "prefix": pfx, **row}
+        for pfx, row in by_thread.items()
+    ]
     rows.sort(key=lambda r: r["bytes"], reverse=True)
     return {
         "total": total,
@@ -318,7 +300,6 @@ def du(
         progress: Called after each page.
         should_cancel: Polled between pages; True stops cleanly.
     """
-    config = config or OpsConfig.from_env()
     with open_store(config) as (store, driver):
         report = driver.run(du_plan(progress, should_cancel, shard))
         report["store"] = store.location

@@ -32,7 +32,7 @@ from ops_helpers import chat
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.format import codec, keys as k
-from objstore_saver.ops import OpsConfig, adelete_threads, aprune, maintain
+from objstore_saver.ops import OpsConfig, adelete_threads, aprune, delete_coalescing, maintain
 from objstore_saver.ops.delete_coalescing import DeleteCoalescingStore
 from objstore_saver.storage import LocalStore, MeteredStore, ObjectStore
 from objstore_saver.storage.base import (
@@ -343,7 +343,7 @@ def _jobs_on(store: ObjectStore, linger: float | None) -> Any:
         mp.setattr(maintain, "aopen_saver", opened)
         if linger is not None:
             mp.setattr(
-                maintain,
+                delete_coalescing,
                 "DeleteCoalescingStore",
                 functools.partial(DeleteCoalescingStore, linger=linger),
             )
