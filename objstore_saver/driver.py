@@ -7,6 +7,8 @@ caller's thread) or, when the store sends ahead (:class:`SendsAhead`) and the
 requests and answers are small, writes them all from the caller's thread and
 reads the answers after (no thread hop); the asyncio driver awaits the store's
 coroutines. A batch's ``meanwhile`` work runs while its requests are in flight.
+A batch that fails has its first error raised inside the plan, which may
+handle it (a replica's reader passes over a checkpoint still arriving).
 A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`,
 which counts each batch's outcomes and, when its span records, traces the requests.
 """
@@ -116,20 +118,23 @@ class Driver:
         if call is not None:
             call.start()
         reply: list[Any] | None = None
+        error: Exception | None = None
         try:
             while True:
                 try:
-                    step = plan.send(reply)
+                    step = plan.send(reply) if error is None else plan.throw(error)
                 except StopIteration as done:
                     value = done.value
                     break
+                reply, error = None, None
                 if isinstance(step, Batch):
-                    reply = self._run_batch(step, call)
+                    try:
+                        reply = self._run_batch(step, call)
+                    except Exception as exc:  # noqa: BLE001 -- raised inside the plan, which may handle it
+                        error = exc
                 elif isinstance(step, Emit):
-                    reply = None
                     yield step.item
                 elif isinstance(step, Hold):
-                    reply = None
                     step.gate.acquire()
                 else:
                     raise TypeError(f"not a plan step: {step!r}")
@@ -193,20 +198,23 @@ class Driver:
         if call is not None:
             call.start()
         reply: list[Any] | None = None
+        error: Exception | None = None
         try:
             while True:
                 try:
-                    step = plan.send(reply)
+                    step = plan.send(reply) if error is None else plan.throw(error)
                 except StopIteration as done:
                     value = done.value
                     break
+                reply, error = None, None
                 if isinstance(step, Batch):
-                    reply = await self._arun_batch(step, call)
+                    try:
+                        reply = await self._arun_batch(step, call)
+                    except Exception as exc:  # noqa: BLE001 -- raised inside the plan, which may handle it
+                        error = exc
                 elif isinstance(step, Emit):
-                    reply = None
                     yield step.item
                 elif isinstance(step, Hold):
-                    reply = None
                     await step.gate.aacquire()
                 else:
                     raise TypeError(f"not a plan step: {step!r}")

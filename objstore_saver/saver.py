@@ -29,6 +29,7 @@ from objstore_saver.constructors import OnObjectStore
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
+from objstore_saver.errors import ConfigurationError
 from objstore_saver.plans.requests import Plan
 from objstore_saver.plans.verify_report import VerifyReport
 from objstore_saver.storage.base import ObjectStore, sealing_layer
@@ -40,6 +41,28 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: What a saver method builds: its plan, and the attributes of its telemetry call.
 _Built = tuple[Plan[T], dict[str, Any]]
+
+
+def replica_lag_seconds(value: timedelta | float | None) -> float | None:
+    """``replica_lag`` in seconds (None: not a replica).
+
+    Raises:
+        ConfigurationError: not a positive duration.
+    """
+    if value is None:
+        return None
+    try:
+        seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"replica_lag must be a duration (seconds or a timedelta), not {value!r}"
+        ) from exc
+    if not seconds > 0:
+        raise ConfigurationError(
+            f"replica_lag must be a positive duration, not {value!r}: it is how long an "
+            "object may arrive after what references it on a replica (docs/replication.md)"
+        )
+    return seconds
 
 
 def _planned(build: Callable[..., _Built[Any]]) -> Any:
@@ -120,6 +143,12 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             default) for the environment's ``OBJSTORE_SAVER_ENCRYPTION_KEY``
             if set, ``False`` for none. An encrypting saver refuses to read
             a thread written in clear, and the reverse.
+        replica_lag: The bucket is a replica that receives objects this long
+            (a ``timedelta`` or seconds; S3 RTC: 15 minutes) after what
+            references them: a checkpoint whose objects are not all there yet
+            is read as not replicated yet, and the newest complete one is the
+            latest (``docs/replication.md``). ``None`` (the default): a
+            missing object is corruption and raises.
 
     Example:
         >>> saver = ObjectStoreSaver.from_directory("./agent-memory")
@@ -139,8 +168,10 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         reuse_window: timedelta = timedelta(seconds=plans.REUSE_WINDOW),
         tracer_provider: TracerProvider | None = None,
         client_encryption: ClientEncryption | bool | None = None,
+        replica_lag: timedelta | float | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        lag = replica_lag_seconds(replica_lag)
         if sweep_delay < reuse_window:
             raise ValueError(
                 f"sweep_delay ({sweep_delay}) must be at least reuse_window ({reuse_window}): "
@@ -160,6 +191,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             objects=ObjectCache(object_cache_bytes),
             entries=EntryCache(remembered_checkpoints),
             reuse_window=reuse_window.total_seconds(),
+            replica_lag=lag,
         )
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> ObjectStoreSaver:

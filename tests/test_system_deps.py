@@ -22,6 +22,7 @@ def _no_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
         ("browser", "apt-get install chromium"),
         ("postgres", "apt-get install postgresql"),
         ("openssl", "apt-get install openssl"),
+        ("rclone", "apt-get install rclone"),
     ],
 )
 def test_missing_skips_naming_the_program_and_its_install_command(name: str, install: str) -> None:
@@ -51,7 +52,7 @@ def test_requiring_one_program_leaves_the_other_optional(monkeypatch: pytest.Mon
 
 def test_an_unknown_requirement_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(REQUIRE_ENV, "browser,chrome")
-    with pytest.raises(pytest.UsageError, match=r"\['chrome'\].*browser, openssl, postgres or all"):
+    with pytest.raises(pytest.UsageError, match=r"\['chrome'\].*browser, openssl, postgres, rclone or all"):
         system_deps.required()
 
 

@@ -60,6 +60,9 @@ class Context:
     seqs: SeqSource = field(default_factory=lambda: SeqSource())
     #: One large serialized value alive at a time (spec §6.1 step 2.2).
     gate: LargeValueGate = field(default_factory=LargeValueGate)
+    #: Seconds an object may arrive after what references it: the bucket is a
+    #: replica (spec §6.16); None: it is not, and a missing object is corruption.
+    replica_lag: float | None = None
 
     #: How long a remembered fact is trusted, and how long a put may take: W/2.
     trust_age: float = field(init=False)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
+from objstore_saver.errors import MissingObjectError, ThreadKeyMissingError
 from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.format.keys import Scope, scope_of
@@ -27,6 +29,7 @@ from objstore_saver.plans.requests import (
     Get,
     ListKeys,
     list_all,
+    list_infos,
     run_batch,
     run_batch_while,
     run_one,
@@ -74,6 +77,8 @@ class _Head:
     """The namespace's tombstones, as the listing showed them."""
     last_key: str
     """Its last listed key: a listing for an older head starts after it."""
+    written: datetime
+    """Its manifest's ``LastModified`` in the listing."""
 
 
 def _head_of(
@@ -103,13 +108,13 @@ def _head_of(
                 break  # its keys may go on past this page
             group_keys = [o.key for o in group]
             manifests = checkpoint_manifests(group_keys)
-            if manifests and not any(
-                o.key == manifests[0] and ended.written_before(o) for o in group
-            ):
+            manifest = next((o for o in group if manifests and o.key == manifests[0]), None)
+            if manifest is not None and not ended.written_before(manifest):
                 writes = [
                     k for k in group_keys if k.startswith(ns_pfx + seg + keys.V2_WRITES_SUFFIX)
                 ]
-                head = _Head(keys.unreverse_id(seg), manifests[0], writes, ended, group_keys[-1])
+                cid, at = keys.unreverse_id(seg), manifest.last_modified
+                head = _Head(cid, manifest.key, writes, ended, group_keys[-1], at)
                 return head, ended
         else:
             if not truncated or not page.objects:
@@ -145,7 +150,12 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
             return guessed
         head: _Head | None = guessed
         while head is not None:
-            found = yield from _read_head(ctx, head, None, head.ended.at_least(floor))
+            try:
+                found = yield from _read_head(ctx, head, None, head.ended.at_least(floor))
+            except ARRIVING:
+                if not arriving(ctx, head.written):
+                    raise
+                found = None  # still arriving on this replica (spec §6.16)
             if isinstance(found, CheckpointTuple):
                 ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
                 return found
@@ -158,8 +168,32 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
         return None
     ctx.epochs.saw_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, found.manifest.epoch)
     manifest = (found.manifest_key, found.manifest)
-    tuples = yield from read_tuples(ctx, [manifest], [config], [found.write_keys])
+    try:
+        tuples = yield from read_tuples(ctx, [manifest], [config], [found.write_keys])
+    except ARRIVING:
+        if not arriving(ctx, found.written):
+            raise
+        return None  # not all here yet on this replica: as if not replicated (spec §6.16)
     return tuples[0]
+
+
+#: What reading a checkpoint raises when something it references is not in the bucket.
+ARRIVING = (MissingObjectError, ThreadKeyMissingError)
+
+
+def arriving(ctx: Context, written: datetime | None) -> bool:
+    """Whether a checkpoint whose manifest was stored at ``written`` may still be arriving.
+
+    Only on a replica (``ctx.replica_lag`` set): objects arrive one by one,
+    in no order, up to the lag after the manifest that references them, so a
+    checkpoint missing an object within the lag is passed over as not yet
+    replicated (spec §6.16). Later, or on a bucket that is no replica, a
+    missing object is corruption. ``written`` None: listed after this read
+    began, so just stored.
+    """
+    if ctx.replica_lag is None:
+        return False
+    return written is None or ctx.wall_clock() - written.timestamp() <= ctx.replica_lag
 
 
 @dataclass(frozen=True)
@@ -171,6 +205,8 @@ class FoundCheckpoint:
     manifest: Manifest
     write_keys: list[str]
     """Of both versions' places for a version-1 checkpoint (spec §4.7)."""
+    written: datetime | None = None
+    """Its manifest's ``LastModified`` in the listing (None: not listed yet)."""
 
 
 def find_checkpoint(
@@ -190,9 +226,10 @@ def find_checkpoint(
         ListKeys(keys.tombstones_prefix(thread_id, checkpoint_ns), limit=1),
     )
     ended = tombstones_in(tombs.objects, Ended.none()).at_least(floor)
-    listed = [o.key for o in page.objects]
+    infos = page.objects
     if page.truncated:
-        listed += yield from list_all(ckey, listed[-1])
+        infos = infos + (yield from list_infos(ckey, infos[-1].key))
+    listed = [o.key for o in infos]
     writes = [k for k in listed if k.startswith(ckey + keys.V2_WRITES_SUFFIX)]
     if body is None:
         mkey = keys.v1_manifest_key(thread_id, checkpoint_ns, checkpoint_id)
@@ -207,7 +244,8 @@ def find_checkpoint(
     if manifest.version == 1:
         old = keys.writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
         writes = (yield from list_all(old)) + writes
-    return FoundCheckpoint(mkey, body, manifest, writes)
+    written = next((o.last_modified for o in infos if o.key == mkey), None)
+    return FoundCheckpoint(mkey, body, manifest, writes, written)
 
 
 class _EndedEpoch:
@@ -278,7 +316,13 @@ def _guessed_latest(
         return head, ended
     if error is not None:
         raise error
-    tuples = yield from read_tuples(ctx, [(mkey, manifest)], [None], [head.write_keys], [values])
+    try:
+        read = read_tuples(ctx, [(mkey, manifest)], [None], [head.write_keys], [values])
+        tuples = yield from read
+    except ARRIVING:
+        if not arriving(ctx, head.written):
+            raise
+        return head, ended  # a listed write is still arriving: read as any head
     return tuples[0], ended
 
 
@@ -331,8 +375,8 @@ def list_checkpoints(
                 ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1),
             )
             tombstones = [o.key for o in tombs.objects]
-            listed = [o.key for o in listed.objects] + (
-                (yield from list_all(prefix + keys.reverse_id(only_id), listed.objects[-1].key))
+            infos = listed.objects + (
+                (yield from list_infos(prefix + keys.reverse_id(only_id), listed.objects[-1].key))
                 if listed.truncated
                 else []
             )
@@ -340,7 +384,8 @@ def list_checkpoints(
             if start_after is not None:
                 tombs = yield from run_one(ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1))
                 tombstones = [o.key for o in tombs.objects]
-            listed = yield from list_all(prefix, start_after)
+            infos = yield from list_infos(prefix, start_after)
+        listed = [o.key for o in infos]
         # Of every namespace listed (a whole thread's listing holds them all):
         # a manifest of an epoch a tombstone ended is not returned (spec §6.4).
         thread_id = keys.untoken(keys.split_thread_key(prefix)[0][len(keys.THREADS) : -1])
@@ -355,29 +400,51 @@ def list_checkpoints(
             if (before_id is not None and cid >= before_id) or (only_id and cid != only_id):
                 continue
             candidates.append(k)
-        for start in range(0, len(candidates), LIST_READ_AHEAD):
-            group = candidates[start : start + LIST_READ_AHEAD]
-            bodies = yield from run_batch(*(Get(k) for k in group))
-            matched: list[tuple[str, Manifest]] = []
-            for k, body in zip(group, bodies, strict=True):
-                if body is None:
-                    continue  # deleted since it was listed (or never existed for only_id)
-                m = decode_checked_manifest(body, k)
-                ctx.epochs.saw_checkpoint(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.epoch)
-                if m.epoch < current:
-                    continue  # a late write of an ended epoch (spec §4.11)
-                if filter:
-                    md = yield from read_metadata(ctx, m, k)
-                    if not all(md.get(fk) == fv for fk, fv in filter.items()):
-                        continue
-                matched.append((k, m))
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        break
-            tuples = yield from read_tuples(ctx, matched)
+        # On a replica one checkpoint at a time: one still arriving is passed over alone.
+        ahead = LIST_READ_AHEAD if ctx.replica_lag is None else 1
+        written = {o.key: o.last_modified for o in infos} if ctx.replica_lag is not None else {}
+        for start in range(0, len(candidates), ahead):
+            group = candidates[start : start + ahead]
+            try:
+                tuples = yield from _listed_tuples(ctx, group, current, filter, remaining)
+            except ARRIVING:
+                if not arriving(ctx, written.get(group[0])):
+                    raise
+                continue  # still arriving on this replica (spec §6.16)
             for tup in tuples:
                 yield Emit(tup)
-            if remaining == 0:
-                return None
+            if remaining is not None:
+                remaining -= len(tuples)
+                if remaining == 0:
+                    return None
     return None
+
+
+def _listed_tuples(
+    ctx: Context,
+    group: list[str],
+    current: int,
+    filter: dict[str, Any] | None,
+    remaining: int | None,
+) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
+    """Sub-plan: the tuples of listed manifests of the epoch in force, matching ``filter``.
+
+    At most ``remaining`` of them; the manifests are read in one round.
+    """
+    bodies = yield from run_batch(*(Get(k) for k in group))
+    matched: list[tuple[str, Manifest]] = []
+    for k, body in zip(group, bodies, strict=True):
+        if body is None:
+            continue  # deleted since it was listed (or never existed for only_id)
+        m = decode_checked_manifest(body, k)
+        ctx.epochs.saw_checkpoint(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.epoch)
+        if m.epoch < current:
+            continue  # a late write of an ended epoch (spec §4.11)
+        if filter:
+            md = yield from read_metadata(ctx, m, k)
+            if not all(md.get(fk) == fv for fk, fv in filter.items()):
+                continue
+        matched.append((k, m))
+        if remaining is not None and len(matched) == remaining:
+            break
+    return (yield from read_tuples(ctx, matched))

@@ -1,6 +1,6 @@
 """What the tests need from the machine besides Python packages, and what happens without it.
 
-Three suites need programs that ``pip install -e '.[test]'`` cannot provide:
+Four suites need programs that ``pip install -e '.[test]'`` cannot provide:
 
 * ``browser``: Debian's Chromium, which Playwright drives by path in the
   viewer's browser tests (no browser is ever downloaded);
@@ -8,7 +8,9 @@ Three suites need programs that ``pip install -e '.[test]'`` cannot provide:
   ``pg_server.py`` starts a server on loopback (migrations from PostgreSQL,
   the fallback saver, ``POSTGRES_URL`` checkpointers);
 * ``openssl``: the ``openssl`` program, which makes a private CA and a
-  server certificate for the TLS tests (``http_servers.make_ca``).
+  server certificate for the TLS tests (``http_servers.make_ca``);
+* ``rclone``: Debian's ``rclone``, the replicator of the tests that read a
+  bucket copied by a tool run on a schedule (docs/replication.md).
 
 A test needing a missing one is skipped, with a reason naming the program and
 the command that installs it, so that the README's second command passes on a
@@ -55,6 +57,11 @@ REQUIREMENTS = {
         what="the openssl program",
         install="apt-get install openssl",
         needed_by="the TLS tests with a private CA",
+    ),
+    "rclone": Requirement(
+        what="rclone",
+        install="apt-get install rclone",
+        needed_by="the tests of a bucket replicated by rclone",
     ),
 }
 

@@ -1,0 +1,162 @@
+"""Reading a replica while its objects arrive one by one (spec §6.16, docs/replication.md).
+
+A graph writes in one region (``east``); :class:`Replicator` copies the
+bucket's objects to the other (``west``) one by one, in random order, with
+lag; a saver there, told the bucket is a replica (``replica_lag``), is
+probed between copies. It never raises and returns only checkpoints the
+source wrote, equal to the source's (pending writes may be fewer).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from helpers.backends import Backend
+from langchain_core.messages import HumanMessage
+from replicas import cfg, encryption, ids, messages, noisy_chat, open_saver, same
+
+from objstore_saver import ObjectStoreSaver
+from objstore_saver.errors import ConfigurationError, MissingObjectError
+from objstore_saver.testing.replication import BothWays, Replicator
+
+pytestmark = pytest.mark.backends("local", "s3-lean")
+__all__ = ["encryption"]  # the fixture, imported for pytest to find
+
+
+def test_a_replica_reader_never_raises_and_returns_what_the_source_wrote(
+    backend: Backend, encryption: Any
+) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    rep = Replicator(east, west, seed=17, max_lag=3, per_tick=4)
+    rng = random.Random(5)
+    probes = found = behind_most = 0
+    with (
+        open_saver(east, encryption) as writer,
+        open_saver(west, encryption, replica_lag=3600) as reader,
+    ):
+        graph = noisy_chat(writer, seed=1)
+        for turn in range(10):
+            graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
+            history = [t.config["configurable"]["checkpoint_id"] for t in writer.list(cfg("t"))]
+            for _ in range(rng.randint(4, 9)):
+                rep.tick()
+                probes += 1
+                latest = reader.get_tuple(cfg("t"))
+                if latest is None:
+                    continue
+                found += 1
+                cid = latest.config["configurable"]["checkpoint_id"]
+                assert cid in history, "the replica returned a checkpoint the source never wrote"
+                behind_most = max(behind_most, history.index(cid))
+                same(latest, writer.get_tuple(cfg("t", cid)))
+                old = rng.choice(history)
+                by_id = reader.get_tuple(cfg("t", old))
+                if by_id is not None:
+                    same(by_id, writer.get_tuple(cfg("t", old)))
+            for tup in reader.list(cfg("t"), limit=5):
+                cid = tup.config["configurable"]["checkpoint_id"]
+                same(tup, writer.get_tuple(cfg("t", cid)))
+        rep.drain()
+        head = writer.get_tuple(cfg("t"))
+        assert head is not None
+        caught_up = reader.get_tuple(cfg("t"))
+        assert caught_up is not None
+        assert caught_up.config == head.config
+        same(caught_up, head)
+        assert len(list(reader.list(cfg("t")))) == len(list(writer.list(cfg("t"))))
+    assert probes >= 40 and found > probes // 2
+    # Held back by checkpoints still arriving, never more than the thread holds.
+    assert behind_most < len(history)
+
+
+def test_manifests_before_their_objects_raise_unless_the_bucket_is_a_replica(
+    backend: Backend,
+) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    with open_saver(east, False) as writer:
+        graph = noisy_chat(writer, seed=1, big=400 * 1024)
+        for turn in range(2):
+            graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
+        first = list(writer.list(cfg("t")))[-1]
+    # The manifests and writes have arrived, the content objects not yet.
+    Replicator(east, west, prefix="threads/_t/checkpoints/", seed=0, max_lag=0).drain()
+    with open_saver(west, False) as plain, pytest.raises(MissingObjectError):
+        plain.get_tuple(cfg("t"))
+    with open_saver(west, False, replica_lag=3600) as replica:
+        newest_complete = replica.get_tuple(cfg("t"))
+        assert newest_complete is not None
+        same(newest_complete, first)
+        assert newest_complete.config == first.config
+        assert [t.config for t in replica.list(cfg("t"))] == [first.config]
+
+
+def test_an_object_missing_longer_than_the_lag_is_corruption(backend: Backend) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    with open_saver(east, False) as writer:
+        graph = noisy_chat(writer, seed=1, big=400 * 1024)  # parts: never embedded
+        for turn in range(2):
+            graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
+    Replicator(east, west, seed=0, max_lag=0).drain()
+    big = [o.key for o in west.list("threads/", limit=1000).objects if "/objects/" in o.key]
+    assert big, "the big answer is an object of its own"
+    west.delete(big)  # never arrives
+    with open_saver(west, False, replica_lag=3600) as patient:
+        # The newest complete checkpoint: the input of turn 0 (step -1). Step 0
+        # holds the big answer as its pending write, every later one as a value.
+        older = patient.get_tuple(cfg("t"))
+        assert older is not None
+        assert older.metadata["step"] == -1
+        assert "messages" not in older.checkpoint["channel_values"]
+    with open_saver(west, False, replica_lag=1e-3) as strict, pytest.raises(MissingObjectError):
+        strict.get_tuple(cfg("t"))
+
+
+@pytest.mark.parametrize("bad", [0, -5, float("nan"), "soon"])
+def test_a_replica_lag_that_is_no_positive_duration_is_refused(backend: Backend, bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="replica_lag"):
+        ObjectStoreSaver(backend.store("west/"), client_encryption=False, replica_lag=bad)
+
+
+def test_failover_then_heal_loses_nothing_and_both_regions_agree(
+    backend: Backend, encryption: Any
+) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    pair = BothWays.between(east, west, seed=23, max_lag=3, per_tick=5)
+    with (
+        open_saver(east, encryption, replica_lag=3600) as in_east,
+        open_saver(west, encryption, replica_lag=3600) as in_west,
+    ):
+        east_graph, west_graph = noisy_chat(in_east, seed=1), noisy_chat(in_west, seed=2)
+        for turn in range(4):
+            east_graph.invoke({"messages": [HumanMessage(f"e{turn}", id=f"e{turn}")]}, cfg("t"))
+            pair.tick()
+        with pair.partitioned():
+            # East goes on, unheard; west fails over and continues from the
+            # newest checkpoint that is complete there.
+            for turn in range(4, 7):
+                east_graph.invoke({"messages": [HumanMessage(f"e{turn}", id=f"e{turn}")]}, cfg("t"))
+            resumed = in_west.get_tuple(cfg("t"))
+            assert resumed is not None
+            for turn in range(3):
+                west_graph.invoke({"messages": [HumanMessage(f"w{turn}", id=f"w{turn}")]}, cfg("t"))
+            east_tail = in_east.get_tuple(cfg("t"))
+            west_head = in_west.get_tuple(cfg("t"))
+            assert east_tail is not None and west_head is not None
+            written = ids(in_east, "t") | ids(in_west, "t")
+        pair.drain()
+        assert pair.a_to_b.conflicts == [] and pair.b_to_a.conflicts == []
+        # Every checkpoint either region wrote is in both.
+        assert ids(in_east, "t") == ids(in_west, "t") == written
+        # The newer branch is the head in both; the other region's tail is history.
+        for saver in (in_east, in_west):
+            head = saver.get_tuple(cfg("t"))
+            assert head is not None and head.config == west_head.config
+            assert messages(head) == messages(west_head)
+            assert messages(head)[-2:] == ["w2", "ai-" + str(len(messages(head)) - 1)]
+            tail = saver.get_tuple(east_tail.config)
+            assert tail is not None and messages(tail) == messages(east_tail)
+            assert saver.verify().ok
+        resumed_at = messages(resumed)
+        assert messages(west_head)[: len(resumed_at)] == resumed_at
