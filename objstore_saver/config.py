@@ -34,7 +34,12 @@ from objstore_saver.errors import ConfigurationError
 from objstore_saver.fallback import FallbackSaver
 from objstore_saver.longterm.store import ObjectStoreStore
 from objstore_saver.saver import AsyncObjectStoreSaver, ObjectStoreSaver
-from objstore_saver.server_settings import describe_ttl, store_options, thread_ttl
+from objstore_saver.server_settings import (
+    checkpointer_options,
+    describe_ttl,
+    store_options,
+    thread_ttl,
+)
 from objstore_saver.storage.urls import StoreURL, parse_url, redact_url, store_from_url
 
 __all__ = [
@@ -268,7 +273,9 @@ async def langgraph_checkpointer(
     Args:
         settings: The ``checkpointer`` block of ``langgraph.json``. The server
             (langgraph-api 0.16) passes nothing; the block is then read from
-            ``LANGGRAPH_CHECKPOINTER``, which the server sets.
+            ``LANGGRAPH_CHECKPOINTER``, which the server sets. Its
+            ``replica_lag`` (seconds) marks the bucket a replica
+            (``docs/replication.md``).
 
     Raises:
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is not set or invalid, or a
@@ -277,9 +284,10 @@ async def langgraph_checkpointer(
     """
     url = _server_url("checkpointer")
     ttl = thread_ttl(settings)
+    options = checkpointer_options(settings)
     # The server enters this on its event loop: the bucket check and the
     # shutdown of the saver's pool block, so they run in a worker thread.
-    saver = await asyncio.to_thread(AsyncObjectStoreSaver.from_url, url)
+    saver = await asyncio.to_thread(AsyncObjectStoreSaver.from_url, url, **options)
     logger.info("checkpointer: LangGraph server uses the object store %s", saver.store.location)
     if ttl is not None:
         level, message = describe_ttl(ttl)

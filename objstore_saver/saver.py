@@ -172,6 +172,11 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
     ) -> None:
         super().__init__(serde=serde)
         lag = replica_lag_seconds(replica_lag)
+        if lag is not None and lag >= sweep_delay.total_seconds():
+            raise ConfigurationError(
+                f"replica_lag ({lag:g} s) must be shorter than sweep_delay ({sweep_delay}): "
+                "a prune's sweep would delete an object whose manifest is still arriving"
+            )
         if sweep_delay < reuse_window:
             raise ValueError(
                 f"sweep_delay ({sweep_delay}) must be at least reuse_window ({reuse_window}): "
@@ -424,7 +429,12 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
             when ``report.problems`` names a key at fault.
         """
         threads = None if thread_id is None else [thread_id]
-        plan = fsck.verify(threads, read_data=read_data, read_data_subset=read_data_subset)
+        plan = fsck.verify(
+            threads,
+            read_data=read_data,
+            read_data_subset=read_data_subset,
+            replica_lag=self._ctx.replica_lag,
+        )
         return plan, {"thread_id": thread_id}
 
     @_planned

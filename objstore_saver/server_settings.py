@@ -104,6 +104,28 @@ def checkpointer_block(environ: Mapping[str, str] | None = None) -> dict[str, An
     return block
 
 
+def checkpointer_options(block: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The saver options of the ``checkpointer`` block: ``replica_lag`` (seconds).
+
+    ``"replica_lag": 900`` tells the saver its bucket is a replica whose
+    objects arrive up to 15 minutes after what references them
+    (``docs/replication.md``). The block is :func:`checkpointer_block` when
+    not given.
+
+    Raises:
+        ConfigurationError: ``replica_lag`` is not a positive number of seconds.
+    """
+    block = checkpointer_block() if block is None else block
+    if "replica_lag" not in block:
+        return {}
+    lag = block["replica_lag"]
+    if isinstance(lag, bool) or not isinstance(lag, int | float) or not lag > 0:
+        raise ConfigurationError(
+            f"checkpointer.replica_lag must be a positive number of seconds, not {lag!r}"
+        )
+    return {"replica_lag": float(lag)}
+
+
 def store_options(
     settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:

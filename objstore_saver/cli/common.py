@@ -246,6 +246,13 @@ def global_options() -> argparse.ArgumentParser:
         help=f"object store URL (default ${OBJSTORE_SAVER_URL}): "
         "s3://bucket/prefix?endpoint_url=...&region=... or file:///dir",
     )
+    options.add_argument(
+        "--replica-lag",
+        type=float,
+        metavar="SECONDS",
+        help="the store is a replica whose objects arrive up to SECONDS after what "
+        "references them (default $OBJSTORE_SAVER_REPLICA_LAG; docs/replication.md)",
+    )
     options.add_argument("--json", action="store_true", help="print the report as JSON")
     options.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return options
@@ -262,7 +269,11 @@ def run_command(
         :data:`EXIT_ERROR` for an error while running.
     """
     try:
-        config = OpsConfig.from_env(url=args.url, postgres_url=getattr(args, "source_url", None))
+        config = OpsConfig.from_env(
+            url=args.url,
+            postgres_url=getattr(args, "source_url", None),
+            replica_lag=args.replica_lag,
+        )
     except (TypeError, ValueError) as exc:
         print(f"objstore-saver: error: {exc}", file=stderr)
         return EXIT_USAGE

@@ -202,6 +202,7 @@ _LEFT_ALONE = {
         "a sweep mark younger than the sweep delay; a run after it ripens prunes the thread",
     ),
     "not_idle": ("not idle", "written within --idle-for"),
+    "arriving": ("arriving", "a replica's thread written within its replica lag"),
 }
 
 

@@ -37,17 +37,29 @@ class OpsConfig:
         url: The object store the jobs work on (``OBJSTORE_SAVER_URL``).
         postgres_url: The PostgreSQL database a migration reads
             (``POSTGRES_URL``). Never shown: ``repr`` and reports redact it.
+        replica_lag: Seconds: the store is a replica whose objects arrive up to
+            this long after what references them (``OBJSTORE_SAVER_REPLICA_LAG``,
+            ``--replica-lag``; docs/replication.md): the jobs leave alone what is
+            still arriving.
     """
 
     url: str | None = None
     postgres_url: str | None = field(default=None, repr=False)
+    replica_lag: float | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpsConfig:
-        """Read ``OBJSTORE_SAVER_URL`` and ``POSTGRES_URL``; non-None overrides win."""
+        """Read ``OBJSTORE_SAVER_URL``, ``POSTGRES_URL`` and ``OBJSTORE_SAVER_REPLICA_LAG``;
+        non-None overrides win.
+
+        Raises:
+            ConfigurationError: the replica lag is not a positive number of seconds.
+        """
+        lag = environment_url(REPLICA_LAG, environ)
         values: dict[str, Any] = {
             "url": environment_url(OBJSTORE_SAVER_URL, environ) or None,
             "postgres_url": environment_url(POSTGRES_URL, environ) or None,
+            "replica_lag": _seconds(REPLICA_LAG, lag) if lag else None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -64,6 +76,20 @@ class OpsConfig:
                 "(s3://bucket/prefix?endpoint_url=...&region=... or file:///dir)"
             )
         return self.url
+
+
+#: The environment variable of :attr:`OpsConfig.replica_lag`.
+REPLICA_LAG = "OBJSTORE_SAVER_REPLICA_LAG"
+
+
+def _seconds(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
 
 
 _CONNINFO_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
@@ -165,8 +191,9 @@ async def aopen_store(config: OpsConfig | None) -> AsyncIterator[tuple[ObjectSto
 async def aopen_saver(config: OpsConfig | None) -> AsyncIterator[ObjectStoreSaver]:
     """A saver on the configured store (None: from the environment): the check and the
     close run in a worker thread."""
-    url = (config or OpsConfig.from_env()).require_url()
-    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, url)
+    config = config or OpsConfig.from_env()
+    url = config.require_url()
+    saver = await asyncio.to_thread(ObjectStoreSaver.from_url, url, replica_lag=config.replica_lag)
     try:
         yield saver
     finally:

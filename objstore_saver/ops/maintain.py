@@ -42,6 +42,7 @@ from objstore_saver.ops.sharding import ALL, Shard
 from objstore_saver.plans.verify import verify_thread
 from objstore_saver.plans.verify_report import Depth, VerifyReport
 from objstore_saver.storage.base import in_thread, sealing_layer
+from objstore_saver.verify import arriving_since
 
 #: Defaults of the daily retention job (docs/runbooks.md).
 DEFAULT_KEEP_LAST = 20
@@ -151,8 +152,10 @@ async def aprune(
         "threads_deferred", "apply", "cancelled", "shard", "run": {rate...}, ...}``.
         A thread left alone says why in its report's ``left_alone``:
         ``"deferred"`` (a sweep mark younger than the sweep delay; the thread
-        is also named in ``threads_deferred``) or ``"not_idle"`` (``idle_for``
-        without ``keep_last``, and the thread was written within it).
+        is also named in ``threads_deferred``), ``"arriving"`` (on a replica,
+        written within the replica lag; also in ``threads_deferred``) or
+        ``"not_idle"`` (``idle_for`` without ``keep_last``, and the thread was
+        written within it).
     """
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
@@ -261,10 +264,12 @@ async def averify(
     """
     check_concurrency(concurrency)
     report = VerifyReport(depth=Depth.of(read_data, read_data_subset))
+    config = config or OpsConfig.from_env()
+    since = arriving_since(config.replica_lag)
     async with aopen_store(config) as (store, driver):
 
         async def one(target: Target) -> None:
-            await driver.arun(verify_thread(target.pfx, report, target.listing))
+            await driver.arun(verify_thread(target.pfx, report, target.listing, since))
 
         run = await for_each_thread(
             driver,

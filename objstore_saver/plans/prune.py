@@ -223,6 +223,13 @@ def _prune_thread(
         stats.deferred = True
         stats.left_alone = "deferred"
         return stats
+    lag = ctx.replica_lag
+    if lag is not None and listing.written_after(r.now - timedelta(seconds=lag)):
+        # On a replica, what references a missing object may be complete within
+        # the lag: the thread waits for a run after it (spec §6.16).
+        stats.deferred = True
+        stats.left_alone = "arriving"
+        return stats
     young_after = None if r.older_than is None else r.now - r.older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.
     seen: dict[str, Manifest] = {}  # manifests the epoch check read: not read twice
@@ -239,8 +246,9 @@ def _prune_thread(
     ]
     # LangGraph may store a checkpoint's writes before its manifest (the put
     # runs in the background): only a write older than the reuse window is an
-    # orphan, as only an object that old is swept.
-    orphan_age = max(r.min_age, timedelta(seconds=ctx.reuse_window))
+    # orphan, as only an object that old is swept. On a replica a manifest
+    # may also arrive up to the lag after its writes (spec §6.16).
+    orphan_age = max(r.min_age, timedelta(seconds=ctx.reuse_window + (ctx.replica_lag or 0)))
     orphans = yield from _orphan_writes(pfx, listing, r.now - orphan_age)
     other_writes = [
         o.key

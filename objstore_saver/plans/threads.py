@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from objstore_saver.errors import (
@@ -57,6 +58,14 @@ class ThreadListing:
     def epoch(self) -> int:
         """The thread's epoch as its tombstones show it: the greatest begun, 0 if none."""
         return max(((keys.tombstone_epoch_of(o.key) or 0) for o in self.tombstones), default=0)
+
+    def written_after(self, since: datetime) -> bool:
+        """Whether a manifest, a write or a content object was stored after ``since``."""
+        return any(
+            o.last_modified > since
+            for infos in (self.manifests, self.writes, self.objects)
+            for o in infos
+        )
 
     @property
     def namespaces(self) -> list[str]:

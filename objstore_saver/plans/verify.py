@@ -12,6 +12,7 @@ also checks the long-term store.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
@@ -35,7 +36,9 @@ from objstore_saver.storage.base import ObjectInfo
 
 
 def verify_threads(
-    thread_ids: Sequence[str] | None = None, report: VerifyReport | None = None
+    thread_ids: Sequence[str] | None = None,
+    report: VerifyReport | None = None,
+    arriving_since: datetime | None = None,
 ) -> Generator[Batch, list[Any] | None, VerifyReport]:
     """Plan: spec §6.11 for checkpoints, of the named threads (default all); the report."""
     report = VerifyReport() if report is None else report
@@ -44,12 +47,15 @@ def verify_threads(
     else:
         prefixes = [keys.thread_prefix(t) for t in thread_ids]
     for pfx in prefixes:
-        yield from verify_thread(pfx, report)
+        yield from verify_thread(pfx, report, arriving_since=arriving_since)
     return report
 
 
 def verify_thread(
-    pfx: str, report: VerifyReport, listing: ThreadListing | None = None
+    pfx: str,
+    report: VerifyReport,
+    listing: ThreadListing | None = None,
+    arriving_since: datetime | None = None,
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: check every key under one thread prefix, adding to ``report``.
 
@@ -57,11 +63,27 @@ def verify_thread(
     resolved in the manifest that embeds it, or at ``objects/<H>`` when the
     manifest is gone (prune stored it there first) or, for a value, does not
     embed it (kept under 1 MiB): only both missing is a problem. ``listing``:
-    the thread's keys when the caller listed them.
+    the thread's keys when the caller listed them. ``arriving_since``: on a
+    replica, now minus its lag: in a thread with a key stored after it, what
+    is missing is counted as ``arriving``, not as problems (spec §6.16).
     """
     report.threads += 1
     if listing is None:
         listing = yield from list_thread_keys(pfx)
+    before = len(report.problems)
+    try:
+        yield from _verify_listed(pfx, report, listing)
+    finally:
+        if arriving_since is not None and listing.written_after(arriving_since):
+            mine = report.problems[before:]
+            kept = [p for p in mine if p.kind != "missing"]
+            report.arriving += len(mine) - len(kept)
+            report.problems[before:] = kept
+
+
+def _verify_listed(
+    pfx: str, report: VerifyReport, listing: ThreadListing
+) -> Generator[Batch, list[Any] | None, None]:
     has_key = yield from run_one(KeyState(pfx, listing.epoch))
     if has_key is False:
         _keyless(listing, report)

@@ -125,6 +125,9 @@ class VerifyReport:
     orphan_objects: int | None = 0
     orphan_bytes: int | None = 0
     orphan_writes: int = 0
+    #: On a replica (spec §6.16): objects referenced and not there yet, in
+    #: threads written within the replica lag. Not problems: still arriving.
+    arriving: int = 0
     #: Manifests of epochs a tombstone ended (spec §4.11): late writes, or what a
     #: delete that stopped left. Never read; the next delete or prune removes them.
     ended_manifests: int = 0

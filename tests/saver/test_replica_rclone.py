@@ -58,7 +58,7 @@ def test_a_replica_copied_by_rclone_reads_through_and_converges(
     probes = found = 0
     with (
         open_saver(east, encryption) as writer,
-        open_saver(west, encryption, replica_lag=3600) as reader,
+        open_saver(west, encryption, replica_lag=900) as reader,
     ):
         graph = noisy_chat(writer, seed=3)
         for turn in range(6):
@@ -105,5 +105,5 @@ def test_without_the_setting_an_rclone_copy_in_progress_can_be_corruption(
     assert done.returncode == 0, done.stderr
     with open_saver(west, False) as plain, pytest.raises(MissingObjectError):
         plain.get_tuple(cfg("t"))
-    with open_saver(west, False, replica_lag=3600) as replica:
+    with open_saver(west, False, replica_lag=900) as replica:
         assert replica.get_tuple(cfg("t")) is not None

@@ -34,7 +34,7 @@ def test_a_replica_reader_never_raises_and_returns_what_the_source_wrote(
     probes = found = behind_most = 0
     with (
         open_saver(east, encryption) as writer,
-        open_saver(west, encryption, replica_lag=3600) as reader,
+        open_saver(west, encryption, replica_lag=900) as reader,
     ):
         graph = noisy_chat(writer, seed=1)
         for turn in range(10):
@@ -84,7 +84,7 @@ def test_manifests_before_their_objects_raise_unless_the_bucket_is_a_replica(
     Replicator(east, west, prefix="threads/_t/checkpoints/", seed=0, max_lag=0).drain()
     with open_saver(west, False) as plain, pytest.raises(MissingObjectError):
         plain.get_tuple(cfg("t"))
-    with open_saver(west, False, replica_lag=3600) as replica:
+    with open_saver(west, False, replica_lag=900) as replica:
         newest_complete = replica.get_tuple(cfg("t"))
         assert newest_complete is not None
         same(newest_complete, first)
@@ -102,7 +102,7 @@ def test_an_object_missing_longer_than_the_lag_is_corruption(backend: Backend) -
     big = [o.key for o in west.list("threads/", limit=1000).objects if "/objects/" in o.key]
     assert big, "the big answer is an object of its own"
     west.delete(big)  # never arrives
-    with open_saver(west, False, replica_lag=3600) as patient:
+    with open_saver(west, False, replica_lag=900) as patient:
         # The newest complete checkpoint: the input of turn 0 (step -1). Step 0
         # holds the big answer as its pending write, every later one as a value.
         older = patient.get_tuple(cfg("t"))
@@ -125,8 +125,8 @@ def test_failover_then_heal_loses_nothing_and_both_regions_agree(
     east, west = backend.store("east/"), backend.store("west/")
     pair = BothWays.between(east, west, seed=23, max_lag=3, per_tick=5)
     with (
-        open_saver(east, encryption, replica_lag=3600) as in_east,
-        open_saver(west, encryption, replica_lag=3600) as in_west,
+        open_saver(east, encryption, replica_lag=900) as in_east,
+        open_saver(west, encryption, replica_lag=900) as in_west,
     ):
         east_graph, west_graph = noisy_chat(in_east, seed=1), noisy_chat(in_west, seed=2)
         for turn in range(4):
@@ -160,3 +160,49 @@ def test_failover_then_heal_loses_nothing_and_both_regions_agree(
             assert saver.verify().ok
         resumed_at = messages(resumed)
         assert messages(west_head)[: len(resumed_at)] == resumed_at
+
+
+def test_region_local_prune_and_verify_leave_what_is_still_arriving(backend: Backend) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    with open_saver(east, False) as writer:
+        chat = noisy_chat(writer, seed=1, big=400 * 1024)
+        for turn in range(3):
+            chat.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
+    Replicator(east, west, prefix="threads/_t/checkpoints/", seed=0, max_lag=0).drain()
+    with open_saver(west, False, replica_lag=900) as replica:
+        report = replica.verify()
+        assert report.ok and report.arriving > 0
+        pruned = replica.prune(["t"], keep_last=1, min_age=0)
+        assert pruned["threads"][0]["left_alone"] == "arriving"
+        assert pruned["checkpoints_deleted"] == 0
+    with open_saver(west, False) as plain:  # not a replica: the same state is corruption
+        report = plain.verify()
+        assert not report.ok and {p.kind for p in report.problems} == {"missing"}
+    Replicator(east, west, seed=0, max_lag=0).drain()
+    with open_saver(west, False, replica_lag=900) as replica:
+        report = replica.verify()
+        assert report.ok and report.arriving == 0
+
+
+def test_the_jobs_and_the_command_line_take_the_replica_lag(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from objstore_saver import ops
+    from objstore_saver.cli import main
+
+    east, west = backend.store("east/"), backend.store("west/")
+    with open_saver(east, False) as writer:
+        chat = noisy_chat(writer, seed=1, big=400 * 1024)
+        chat.invoke({"messages": [HumanMessage("turn 0", id="h0")]}, cfg("t"))
+    Replicator(east, west, prefix="threads/_t/checkpoints/", seed=0, max_lag=0).drain()
+    url = backend.url("west/")
+    monkeypatch.setenv("OBJSTORE_SAVER_REPLICA_LAG", "900")
+    report = ops.verify(config=ops.OpsConfig.from_env(url=url))
+    assert report["ok"] and report["arriving"] > 0
+    monkeypatch.delenv("OBJSTORE_SAVER_REPLICA_LAG")
+    assert not ops.verify(config=ops.OpsConfig.from_env(url=url))["ok"]
+    assert main(["verify", "--url", url, "--replica-lag", "900", "--json", "--no-progress"]) == 0
+    assert main(["verify", "--url", url, "--json", "--no-progress"]) != 0
+    monkeypatch.setenv("OBJSTORE_SAVER_REPLICA_LAG", "soon")
+    with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_REPLICA_LAG"):
+        ops.OpsConfig.from_env(url=url)

@@ -271,6 +271,23 @@ async def test_langgraph_checkpointer_yields_an_async_saver(
     assert [m.content for m in state.values["messages"]] == ["hi", "echo hi"]
 
 
+async def test_langgraph_json_marks_the_bucket_a_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OBJSTORE_SAVER_URL", f"file://{tmp_path}/lg")
+    monkeypatch.setenv("LANGGRAPH_CHECKPOINTER", '{"replica_lag": 900}')
+    async with langgraph_checkpointer() as saver:
+        assert saver.plan_context.replica_lag == 900.0
+    monkeypatch.delenv("LANGGRAPH_CHECKPOINTER")
+    async with langgraph_checkpointer() as saver:
+        assert saver.plan_context.replica_lag is None
+    for bad in ("0", "-1", '"15m"', "true"):
+        monkeypatch.setenv("LANGGRAPH_CHECKPOINTER", f'{{"replica_lag": {bad}}}')
+        with pytest.raises(ConfigurationError, match="checkpointer.replica_lag"):
+            async with langgraph_checkpointer():
+                pass
+
+
 async def test_langgraph_checkpointer_needs_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OBJSTORE_SAVER_URL", raising=False)
     with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_URL"):
