@@ -6,6 +6,7 @@ saver stores exactly the same messages.
 
 from __future__ import annotations
 
+import base64
 import operator
 import random
 from collections.abc import Callable
@@ -101,6 +102,35 @@ def chat_graph(checkpointer: Any, script: Script = SEED) -> Any:
     builder = StateGraph(MessagesState)
     builder.add_node("bot", bot)
     builder.add_edge(START, "bot")
+    return builder.compile(checkpointer=checkpointer)
+
+
+#: Every fourth answer of :func:`noisy_chat_graph` is this large: objects of its own.
+NOISY_BIG_EVERY, NOISY_BIG_BYTES = 4, 48 * 1024
+
+
+def noise(n: int, rng: random.Random) -> str:
+    """``n`` characters that do not compress (base64 of random bytes)."""
+    return base64.b64encode(rng.randbytes(n)).decode()[:n]
+
+
+def noisy_chat_graph(checkpointer: Any, seed: int, big: int = NOISY_BIG_BYTES) -> Any:
+    """``START -> bot``: answers that do not compress, every fourth one ``big`` characters.
+
+    Values travel as objects embedded in manifests or stored alone (a big
+    answer: parts of its own), which is what a replica receives out of order.
+    """
+    rng = random.Random(seed)
+
+    def bot(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        size = big if n % (2 * NOISY_BIG_EVERY) == 1 else 600
+        return {"messages": [AIMessage(noise(size, rng), id=f"ai-{n}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("bot", bot)
+    builder.add_edge(START, "bot")
+    builder.add_edge("bot", END)
     return builder.compile(checkpointer=checkpointer)
 
 

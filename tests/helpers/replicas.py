@@ -1,48 +1,22 @@
-"""What the replication tests share: a chat whose answers do not compress, and checks.
+"""What the replication tests share: savers on two regions, and checks.
 
 A graph writes in one region (``east/`` of the test's bucket or directory);
 a replicator copies its objects to the other (``west/``); a saver there is
-told the bucket is a replica (``replica_lag``).
+told the bucket is a replica (``replica_lag``). The chat is the benchmark's
+(:func:`bench.graphs.noisy_chat_graph`): answers that do not compress.
 """
 
 from __future__ import annotations
 
-import base64
 import os
-import random
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
 
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
-
-#: Every fourth answer is a tool result too large to embed: objects of its own.
-BIG_EVERY, BIG_BYTES = 4, 48 * 1024
-
-
-def noise(n: int, rng: random.Random) -> str:
-    """Text that does not compress: values travel as embedded or separate objects."""
-    return base64.b64encode(rng.randbytes(n)).decode()[:n]
-
-
-def noisy_chat(saver: ObjectStoreSaver, seed: int, big: int = BIG_BYTES) -> Any:
-    rng = random.Random(seed)
-
-    def bot(state: MessagesState) -> dict[str, Any]:
-        n = len(state["messages"])
-        size = big if n % (2 * BIG_EVERY) == 1 else 600
-        return {"messages": [AIMessage(noise(size, rng), id=f"ai-{n}")]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("bot", bot)
-    builder.add_edge(START, "bot")
-    builder.add_edge("bot", END)
-    return builder.compile(checkpointer=saver)
 
 
 def cfg(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:

@@ -17,8 +17,9 @@ import pytest
 import system_deps
 from helpers.backends import Backend
 from langchain_core.messages import HumanMessage
-from replicas import cfg, encryption, ids, noisy_chat, open_saver, same
+from replicas import cfg, encryption, ids, open_saver, same
 
+from bench.graphs import noisy_chat_graph
 from objstore_saver.errors import MissingObjectError
 
 pytestmark = pytest.mark.backends("s3-lean")
@@ -60,7 +61,7 @@ def test_a_replica_copied_by_rclone_reads_through_and_converges(
         open_saver(east, encryption) as writer,
         open_saver(west, encryption, replica_lag=900) as reader,
     ):
-        graph = noisy_chat(writer, seed=3)
+        graph = noisy_chat_graph(writer, seed=3)
         for turn in range(6):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
             copying = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
@@ -97,7 +98,7 @@ def test_without_the_setting_an_rclone_copy_in_progress_can_be_corruption(
     command, env = _rclone(backend)
     east, west = backend.store("east/"), backend.store("west/")
     with open_saver(east, False) as writer:
-        graph = noisy_chat(writer, seed=3, big=400 * 1024)
+        graph = noisy_chat_graph(writer, seed=3, big=400 * 1024)
         for turn in range(2):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
     only_checkpoints = [*command, "--include", "/threads/*/checkpoints/**"]

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from helpers.backends import Backend
 from langchain_core.messages import HumanMessage
-from replicas import cfg, encryption, ids, messages, noisy_chat, open_saver, same
+from replicas import cfg, encryption, ids, messages, open_saver, same
 
+from bench.graphs import noisy_chat_graph
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.errors import ConfigurationError, MissingObjectError
 from objstore_saver.testing.replication import BothWays, Replicator
@@ -36,7 +37,7 @@ def test_a_replica_reader_never_raises_and_returns_what_the_source_wrote(
         open_saver(east, encryption) as writer,
         open_saver(west, encryption, replica_lag=900) as reader,
     ):
-        graph = noisy_chat(writer, seed=1)
+        graph = noisy_chat_graph(writer, seed=1)
         for turn in range(10):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
             history = [t.config["configurable"]["checkpoint_id"] for t in writer.list(cfg("t"))]
@@ -76,7 +77,7 @@ def test_manifests_before_their_objects_raise_unless_the_bucket_is_a_replica(
 ) -> None:
     east, west = backend.store("east/"), backend.store("west/")
     with open_saver(east, False) as writer:
-        graph = noisy_chat(writer, seed=1, big=400 * 1024)
+        graph = noisy_chat_graph(writer, seed=1, big=400 * 1024)
         for turn in range(2):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
         first = list(writer.list(cfg("t")))[-1]
@@ -95,7 +96,7 @@ def test_manifests_before_their_objects_raise_unless_the_bucket_is_a_replica(
 def test_an_object_missing_longer_than_the_lag_is_corruption(backend: Backend) -> None:
     east, west = backend.store("east/"), backend.store("west/")
     with open_saver(east, False) as writer:
-        graph = noisy_chat(writer, seed=1, big=400 * 1024)  # parts: never embedded
+        graph = noisy_chat_graph(writer, seed=1, big=400 * 1024)  # parts: never embedded
         for turn in range(2):
             graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
     Replicator(east, west, seed=0, max_lag=0).drain()
@@ -128,7 +129,8 @@ def test_failover_then_heal_loses_nothing_and_both_regions_agree(
         open_saver(east, encryption, replica_lag=900) as in_east,
         open_saver(west, encryption, replica_lag=900) as in_west,
     ):
-        east_graph, west_graph = noisy_chat(in_east, seed=1), noisy_chat(in_west, seed=2)
+        east_graph = noisy_chat_graph(in_east, seed=1)
+        west_graph = noisy_chat_graph(in_west, seed=2)
         for turn in range(4):
             east_graph.invoke({"messages": [HumanMessage(f"e{turn}", id=f"e{turn}")]}, cfg("t"))
             pair.tick()
@@ -165,7 +167,7 @@ def test_failover_then_heal_loses_nothing_and_both_regions_agree(
 def test_region_local_prune_and_verify_leave_what_is_still_arriving(backend: Backend) -> None:
     east, west = backend.store("east/"), backend.store("west/")
     with open_saver(east, False) as writer:
-        chat = noisy_chat(writer, seed=1, big=400 * 1024)
+        chat = noisy_chat_graph(writer, seed=1, big=400 * 1024)
         for turn in range(3):
             chat.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, cfg("t"))
     Replicator(east, west, prefix="threads/_t/checkpoints/", seed=0, max_lag=0).drain()
@@ -192,7 +194,7 @@ def test_the_jobs_and_the_command_line_take_the_replica_lag(
 
     east, west = backend.store("east/"), backend.store("west/")
     with open_saver(east, False) as writer:
-        chat = noisy_chat(writer, seed=1, big=400 * 1024)
+        chat = noisy_chat_graph(writer, seed=1, big=400 * 1024)
         chat.invoke({"messages": [HumanMessage("turn 0", id="h0")]}, cfg("t"))
     Replicator(east, west, prefix="threads/_t/checkpoints/", seed=0, max_lag=0).drain()
     url = backend.url("west/")

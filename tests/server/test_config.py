@@ -283,7 +283,7 @@ async def test_langgraph_json_marks_the_bucket_a_replica(
         assert saver.plan_context.replica_lag is None
     for bad in ("0", "-1", '"15m"', "true"):
         monkeypatch.setenv("LANGGRAPH_CHECKPOINTER", f'{{"replica_lag": {bad}}}')
-        with pytest.raises(ConfigurationError, match="checkpointer.replica_lag"):
+        with pytest.raises(ConfigurationError, match=r"checkpointer\.replica_lag"):
             async with langgraph_checkpointer():
                 pass
 
