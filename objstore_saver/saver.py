@@ -186,6 +186,8 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         self.store = store
         # Its counters are part of stats(): its key objects' requests, the envelopes' bytes.
         self._sealing = sealing_layer(store)
+        if self._sealing is not None and lag is not None:
+            self._sealing.replica = True
         self.prune_grace = prune_grace
         self.sweep_delay = sweep_delay
         self._driver = Driver(store, max_workers=max_workers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report import costs, operations
+from bench.report import costs, operations, replicas
 from bench.report.results import MIB, OURS, Results, server_flag
 from bench.report.targets import targets
 
@@ -35,6 +35,7 @@ def figures(d: Results) -> dict[str, Any]:
         "delete": _delete(d),
         "concurrency": _concurrency(d),
         "operations": operations.section(d),
+        "replicas": replicas.section(d),
         "failures": (
             ["workload", "saver", "error"],
             [[w, d.labels.get(s, s), e.replace("|", "\\|")] for w, s, e in d.errors()],

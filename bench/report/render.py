@@ -125,6 +125,11 @@ def render(f: dict[str, Any], t: Template | None = None) -> str:
         out += [t.fill("operations.shards"), table(*ops["shards"]["table"])]
         out += [t.fill("operations.memory", **ops["memory"]), table(*ops["memory"]["table"])]
 
+    rep = f["replicas"]
+    if rep is not None:
+        out += [t.fill("replicas", **rep), table(*rep["readers"])]
+        out += [t.fill("replicas.failover"), table(*rep["failovers"])]
+
     if f["failures"][1]:
         out += [t.fill("failures"), table(*f["failures"])]
 

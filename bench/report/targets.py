@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.pricing import by_class
-from bench.report import operations
+from bench.report import operations, replicas
 from bench.report.results import ENCRYPTED, MIB, OURS, Results
 
 SAME_TRIP = "postgres-rtt"
@@ -133,6 +133,7 @@ def targets(d: Results) -> list[dict[str, Any]]:
         )
     encryption_targets(d, add)
     operations.add_targets(d, add)
+    replicas.add_targets(d, add)
     return out
 
 

@@ -19,7 +19,15 @@ from typing import Any
 
 from bench import graphs
 from bench.savers import Env, Handle, ObjstoreS3Encrypted, SaverSpec
-from bench.workloads import agent, chat, concurrency, large_value, long_thread, operations
+from bench.workloads import (
+    agent,
+    chat,
+    concurrency,
+    large_value,
+    long_thread,
+    operations,
+    replicas,
+)
 from bench.workloads.common import settle
 from bench.workloads.sizes import Sizes
 
@@ -217,6 +225,16 @@ WORKLOADS: tuple[Workload, ...] = (
         "threads (checkpoints) per second, requests per thread, projections to "
         "1,000,000 threads, two shards against one, peak memory at N and 10 x N threads",
         each_saver=operations.run_operations,
+        savers=("objstore-s3",),
+    ),
+    Workload(
+        "8",
+        "replicated bucket",
+        "a chat written in one bucket and copied to another object by object, in random "
+        "order, with lag, while a replica reader is probed (clear and encrypted): errors, "
+        "wrong answers and staleness over 2,000 probes; a failover with both regions "
+        "writing, then healing: checkpoints lost; rclone as the replicator",
+        each_saver=replicas.run_replicas,
         savers=("objstore-s3",),
     ),
 )

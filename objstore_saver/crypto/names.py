@@ -5,7 +5,8 @@ Imports nothing of :mod:`objstore_saver.crypto`: every module of it may use them
 
 from __future__ import annotations
 
-from objstore_saver.format.keys import untoken
+from objstore_saver.format import store_keys
+from objstore_saver.format.keys import THREADS, untoken
 
 #: Environment variable holding one master key (``base64`` of 32 bytes, or ``kms:<key id>``).
 KEY_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEY"
@@ -104,3 +105,27 @@ def namespace_scope(path: str) -> str:
 def scope_path(scope: str) -> str:
     """The namespace path ``<P>`` of a namespace scope ``store/<P>``."""
     return scope[len(STORE_SCOPE) :]
+
+
+def epoch_keys_prefix(scope: str) -> str:
+    """What the key objects of a scope's epochs above 0 start with.
+
+    ``keys/threads/<T>%e`` for a thread, ``keys/store/<P>%e`` for a namespace.
+    """
+    if scope.startswith(STORE_SCOPE):
+        return KEY_PREFIX + scope + EPOCH_MARK
+    return key_object_key(scope) + EPOCH_MARK
+
+
+def scope_of_prefix(prefix: str) -> str:
+    """The thread token of ``threads/<T>/``, or the scope of ``store/ix/<P>/x/``."""
+    path = store_keys.index_prefix_path(prefix)
+    return namespace_scope(path) if path is not None else token_of_prefix(prefix)
+
+
+def token_of_prefix(thread_prefix: str) -> str:
+    """The token ``<T>`` of a thread prefix ``threads/<T>/``."""
+    token = thread_prefix.removeprefix(THREADS)
+    if token == thread_prefix or not token.endswith("/") or "/" in token[:-1] or token == "/":
+        raise ValueError(f"not a thread prefix: {thread_prefix!r}")
+    return token[:-1]

@@ -23,16 +23,18 @@ from objstore_saver.crypto import sealing
 from objstore_saver.crypto.key_versions import KeyVersions
 from objstore_saver.crypto.master_keys import MasterKey
 from objstore_saver.crypto.names import (
-    EPOCH_MARK,
     KEY_PREFIX,
     STORE_SCOPE,
+    epoch_keys_prefix,
     epoch_scope,
     key_object_key,
     namespace_scope,
     scope_of_key_object,
+    scope_of_prefix,
     scope_owner,
     scope_path,
     split_scope,
+    token_of_prefix,
 )
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import (
@@ -41,7 +43,12 @@ from objstore_saver.crypto.thread_keys import (
     new_thread_key,
     open_key_object,
 )
-from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError, ThreadKeyMissingError
+from objstore_saver.errors import (
+    CorruptObjectError,
+    ObjectNotFoundError,
+    ThreadKeyError,
+    ThreadKeyMissingError,
+)
 from objstore_saver.format import keys, store_keys
 from objstore_saver.plans.requests import execute
 from objstore_saver.storage import steps
@@ -219,6 +226,9 @@ class SealingStore(KeyLayer):
         #: What this layer adds to the requests above it: its key objects'
         #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
         self.counters = Counters()
+        #: The store is a replica (spec §6.16): a thread that holds objects
+        #: already gets no new key here; its own is arriving.
+        self.replica = False
         #: Every version of a destroyed key object goes too, where the key store keeps them.
         self._versions = KeyVersions(self._key_store, self.counters)
         #: The steps of each storage request on this layer under the protocol's
@@ -299,6 +309,16 @@ class SealingStore(KeyLayer):
 
     def _load(self, scope: str, create: bool) -> ThreadKey | None:
         name = key_object_key(scope)
+        if create and self.replica and self._arriving_key(scope):
+            data = self._key_request(Get(name))
+            if data is None:
+                raise ThreadKeyError(
+                    keys.untoken(scope) or scope,
+                    name,
+                    "not arrived on this replica yet, though the thread's checkpoints "
+                    "have: a write now would make a second key (docs/replication.md)",
+                )
+            return self._remember(open_key_object(data, name, scope, self._masters))
         if create:
             # A scope's first write makes its key; a writer that meets one uses it.
             fresh = new_thread_key(scope)
@@ -309,6 +329,18 @@ class SealingStore(KeyLayer):
         if data is None:
             return None
         return self._remember(open_key_object(data, name, scope, self._masters))
+
+    def _arriving_key(self, scope: str) -> bool:
+        """On a replica: whether the never-deleted thread ``scope`` holds objects already.
+
+        Its key object then exists in the region that wrote them and is
+        arriving here: creating another would make two keys of one thread.
+        """
+        token, epoch = split_scope(scope)
+        if epoch or "/" in token:
+            return False  # a deleted thread's new epoch, or a store namespace
+        listed = execute(self._inner, ListKeys(keys.THREADS + token + "/", limit=1))
+        return bool(listed.objects)
 
     def _key_request(self, op: Put | Get) -> Any:
         """One request for a key object (a GET finds None, a taken CREATE False), counted."""
@@ -477,8 +509,8 @@ class SealingStore(KeyLayer):
         unreadable; the key of epoch ``below`` (a new conversation's or
         namespace life's, spec §4.11, §8.4.9) is left alone.
         """
-        token = _scope_of_prefix(prefix)
-        listing = ListKeys(_epoch_keys_prefix(token))
+        token = scope_of_prefix(prefix)
+        listing = ListKeys(epoch_keys_prefix(token))
         page = self._key_store.list(listing.prefix)
         self.counters.record([listing], [page])
         self._key_store.delete(self._shredded(token, below, page))
@@ -486,8 +518,8 @@ class SealingStore(KeyLayer):
 
     async def ashred(self, prefix: str, below: int) -> None:
         """Coroutine twin of :meth:`shred`."""
-        token = _scope_of_prefix(prefix)
-        listing = ListKeys(_epoch_keys_prefix(token))
+        token = scope_of_prefix(prefix)
+        listing = ListKeys(epoch_keys_prefix(token))
         page = await self._key_store.alist(listing.prefix)
         self.counters.record([listing], [page])
         await self._key_store.adelete(self._shredded(token, below, page))
@@ -526,12 +558,12 @@ class SealingStore(KeyLayer):
 
     def has_key(self, thread_prefix: str, epoch: int = 0) -> bool:
         """Whether the thread ``threads/<T>/`` has its key of ``epoch`` (loaded if not known)."""
-        scope = epoch_scope(_token_of_prefix(thread_prefix), epoch)
+        scope = epoch_scope(token_of_prefix(thread_prefix), epoch)
         return self._key(scope, create=False) is not None
 
     async def ahas_key(self, thread_prefix: str, epoch: int = 0) -> bool:
         """Coroutine twin of :meth:`has_key`."""
-        scope = epoch_scope(_token_of_prefix(thread_prefix), epoch)
+        scope = epoch_scope(token_of_prefix(thread_prefix), epoch)
         return await self._akey(scope, create=False) is not None
 
 
@@ -544,29 +576,6 @@ class _SealingStoreAhead(SealingStore):
         assert isinstance(inner, SendsAhead)
         request_steps = call(self._steps_of, request)
         return steps.send_ahead(request_steps, self._perform, inner.send_ahead, (NeedKey,))
-
-
-def _epoch_keys_prefix(scope: str) -> str:
-    """What the key objects of a scope's epochs above 0 start with.
-
-    ``keys/threads/<T>%e`` for a thread, ``keys/store/<P>%e`` for a namespace.
-    """
-    if scope.startswith(STORE_SCOPE):
-        return KEY_PREFIX + scope + EPOCH_MARK
-    return key_object_key(scope) + EPOCH_MARK
-
-
-def _scope_of_prefix(prefix: str) -> str:
-    """The thread token of ``threads/<T>/``, or the scope of ``store/ix/<P>/x/``."""
-    path = store_keys.index_prefix_path(prefix)
-    return namespace_scope(path) if path is not None else _token_of_prefix(prefix)
-
-
-def _token_of_prefix(thread_prefix: str) -> str:
-    where = thread_of(thread_prefix)
-    if where is None or where[2]:
-        raise ValueError(f"not a thread prefix: {thread_prefix!r}")
-    return where[1]
 
 
 def _cut(data: bytes, byte_range: tuple[int, int] | None) -> bytes:

@@ -21,6 +21,44 @@ from bench.report.results import OURS, Results
 LATEST = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
 
 
+def _reader(probes: int, errors: int = 0, **more: Any) -> dict[str, Any]:
+    row = {
+        "probes": probes,
+        "errors": errors,
+        "wrong": 0,
+        "empty": 3,
+        "behind_mean": 0.25,
+        "behind_max": 3,
+        "at_head": probes - 40,
+        "ms_per_probe": 12.5,
+        "first_error": "MissingObjectError: gone" if errors else "",
+    }
+    return row | more
+
+
+#: A workload 8 row as ``bench.workloads.replicas`` writes it.
+W8 = {
+    "lag_s": 900.0,
+    "clear": _reader(2112, turns=30, checkpoints=90, converged=True, copied=400, conflicts=0),
+    "encrypted": _reader(2112, turns=30, checkpoints=90, converged=True, copied=410, conflicts=0),
+    "failover": {
+        "written": 42,
+        "lost": 0,
+        "heads_agree": True,
+        "verify_clean": True,
+        "conflicts": 0,
+    },
+    "failover_encrypted": {
+        "written": 42,
+        "lost": 0,
+        "heads_agree": True,
+        "verify_clean": True,
+        "conflicts": 0,
+    },
+    "rclone": _reader(60, lost=0),
+}
+
+
 def _page(doc: dict[str, Any], template: Template | None = None, *, alone: bool = True) -> str:
     d = Results(copy.deepcopy(doc))
     if alone:
@@ -161,8 +199,28 @@ def test_every_block_of_the_template_is_used() -> None:
     r5 = other["results"]["5"][OURS]
     r5["storage_identical_to_before_thread"] = False
     r5["verify"]["ok"] = False
+    other["results"]["8"] = {OURS: copy.deepcopy(W8)}
+    other["results"]["8"][OURS]["clear"] = _reader(2112, errors=1, turns=30, checkpoints=90)
     _page(other, template)
     assert used == set(template.blocks)
+
+
+def test_workload_8_reports_its_probes_failovers_and_targets() -> None:
+    doc = copy.deepcopy(LATEST)
+    doc["results"]["8"] = {OURS: copy.deepcopy(W8)}
+    page = _page(doc)
+    assert "## Workload 8: a replicated bucket (30 turns, 90 checkpoints)" in page
+    assert "| replicator, in clear | 2,112 | 0 | 0 | 3 | 2,072 | 0.25 | 3 | 12.5 |" in page
+    assert "| encrypted | 42 | 0 | yes | yes | 0 |" in page
+    met = [line for line in page.splitlines() if line.startswith("| W8") and "| met |" in line]
+    assert len(met) == 5, met
+    doc["results"]["8"][OURS]["failover"]["lost"] = 2
+    doc["results"]["8"][OURS]["encrypted"] = _reader(1500, turns=30, checkpoints=90)
+    page = _page(doc)
+    assert (
+        "- **W8 failover and heal, in clear: 0 checkpoints lost: not met** (2 lost of 42)" in page
+    )
+    assert "over ≥ 2,000 probes: not met** (0 errors, 0 wrong, 1,500 probes)" in page
 
 
 def test_a_template_names_each_block_once() -> None:

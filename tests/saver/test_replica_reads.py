@@ -9,6 +9,7 @@ source wrote, equal to the source's (pending writes may be fewer).
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -19,6 +20,8 @@ from replicas import cfg, encryption, ids, messages, open_saver, same
 
 from bench.graphs import noisy_chat_graph
 from objstore_saver import ObjectStoreSaver
+from objstore_saver.crypto import ClientEncryption
+from objstore_saver.crypto.master_keys import LocalMasterKey
 from objstore_saver.errors import ConfigurationError, MissingObjectError
 from objstore_saver.testing.replication import BothWays, Replicator
 
@@ -134,6 +137,11 @@ def test_failover_then_heal_loses_nothing_and_both_regions_agree(
         for turn in range(4):
             east_graph.invoke({"messages": [HumanMessage(f"e{turn}", id=f"e{turn}")]}, cfg("t"))
             pair.tick()
+        # Fail over once a checkpoint is complete there (docs/replication.md).
+        for _ in range(1000):
+            if in_west.get_tuple(cfg("t")) is not None:
+                break
+            pair.tick()
         with pair.partitioned():
             # East goes on, unheard; west fails over and continues from the
             # newest checkpoint that is complete there.
@@ -208,3 +216,29 @@ def test_the_jobs_and_the_command_line_take_the_replica_lag(
     monkeypatch.setenv("OBJSTORE_SAVER_REPLICA_LAG", "soon")
     with pytest.raises(ConfigurationError, match="OBJSTORE_SAVER_REPLICA_LAG"):
         ops.OpsConfig.from_env(url=url)
+
+
+def test_a_replica_makes_no_second_key_for_a_thread_whose_key_is_arriving(
+    backend: Backend,
+) -> None:
+    from objstore_saver.errors import ThreadKeyError
+
+    master = LocalMasterKey(os.urandom(32))
+    east, west = backend.store("east/"), backend.store("west/")
+    with ObjectStoreSaver(east, client_encryption=ClientEncryption.of(master)) as writer:
+        chat = noisy_chat_graph(writer, seed=1)
+        chat.invoke({"messages": [HumanMessage("turn 0", id="h0")]}, cfg("t"))
+    # The thread's objects have arrived, its key object (keys/threads/_t) not.
+    Replicator(east, west, prefix="threads/", seed=0, max_lag=0).drain()
+    settings = ClientEncryption.of(master)
+    with ObjectStoreSaver(west, client_encryption=settings, replica_lag=900) as replica:
+        assert replica.get_tuple(cfg("t")) is None  # nothing complete yet
+        chat = noisy_chat_graph(replica, seed=2)
+        with pytest.raises(ThreadKeyError, match="not arrived on this replica"):
+            chat.invoke({"messages": [HumanMessage("w0", id="w0")]}, cfg("t"))
+        assert not [o.key for o in west.list("keys/", limit=10).objects]
+        # A thread the bucket holds nothing of is new: it gets its key.
+        chat.invoke({"messages": [HumanMessage("n0", id="n0")]}, cfg("new"))
+    Replicator(east, west, seed=0, max_lag=0).drain()
+    with ObjectStoreSaver(west, client_encryption=settings, replica_lag=900) as replica:
+        assert replica.get_tuple(cfg("t")) is not None  # the key arrived: complete
