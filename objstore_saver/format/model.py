@@ -37,8 +37,10 @@ NODE_FANOUT = 4
 SEGMENT_MERGE = 2
 #: Most elements of one list segment: ``CHUNK_LEN * 2**8``.
 SEGMENT_MAX_LEN = CHUNK_LEN * SEGMENT_MERGE**8
-#: Segments merge only while their entries together encode to at most this.
-SEGMENT_MAX_BYTES = 256 * 1024
+#: Segments merge only while their entries together encode to at most this:
+#: a merge embeds the new segment in its turn's manifest, so a turn of a thread
+#: however long writes at most this plus its own entries (under 256 KB).
+SEGMENT_MAX_BYTES = 128 * 1024
 #: Lists whose elements average less than this are stored as one value.
 LIST_MIN_MEAN_ELEMENT = 256
 #: A manifest larger than this moves its largest inline entries to objects.

@@ -83,15 +83,27 @@ def test_segments_merge_by_twos_up_to_2048_elements(n: int) -> None:
     assert [g.count for g in lst.segments] == _expected_counts(n)
 
 
-def test_segments_stop_merging_past_256_kib() -> None:
+def test_segments_stop_merging_past_128_kib() -> None:
     # Incompressible 128-byte elements stay inline (about 142 bytes an entry):
-    # two 1,024-element segments weigh 290 KB, over the merge limit.
+    # two 512-element segments weigh 145 KB, over the merge limit.
     elements = [("bytes", random.Random(i).randbytes(128)) for i in range(2048)]
     enc = list_encoding.encode_list(elements)
     lst = _list(enc)
-    assert [g.count for g in lst.segments] == [1024] * 2
+    assert [g.count for g in lst.segments] == [512] * 4
     assert all(isinstance(e, codec.Inline) for e in _flatten(enc, lst))
     assert max(len(b) for b in enc.objects.values()) <= codec.SEGMENT_MAX_BYTES
+
+
+def test_a_long_list_never_makes_a_segment_over_the_merge_limit() -> None:
+    # Seed-chat-sized messages (about 110 bytes an entry), as a thread of 3,000
+    # turns holds: the largest segment, what one turn's merge writes, stays
+    # under 128 KiB however long the list grows.
+    rng = random.Random(5)
+    elements = [("bytes", rng.randbytes(96)) for _ in range(6000)]
+    enc = list_encoding.encode_list(elements)
+    lst = _list(enc)
+    assert max(g.count for g in lst.segments) == 1024
+    assert max(len(b) for b in enc.objects.values()) <= codec.SEGMENT_MAX_BYTES < 128 * 1024 + 1
 
 
 def test_appending_keeps_every_segment_and_writes_only_what_is_new() -> None:
