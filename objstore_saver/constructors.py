@@ -18,9 +18,11 @@ import difflib
 import inspect
 import os
 from collections.abc import Collection
+from datetime import timedelta
 from typing import Any, Self
 
 from objstore_saver.driver import Driver
+from objstore_saver.errors import ConfigurationError
 from objstore_saver.storage.base import ObjectStore
 from objstore_saver.storage.local import LocalStore
 from objstore_saver.storage.s3 import Boto3S3Store, S3Encryption
@@ -207,3 +209,25 @@ class OnObjectStore:
 
     async def __aexit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def replica_lag_seconds(value: timedelta | float | None) -> float | None:
+    """``replica_lag`` in seconds (None: not a replica).
+
+    Raises:
+        ConfigurationError: not a positive duration.
+    """
+    if value is None:
+        return None
+    try:
+        seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"replica_lag must be a duration (seconds or a timedelta), not {value!r}"
+        ) from exc
+    if not seconds > 0:
+        raise ConfigurationError(
+            f"replica_lag must be a positive duration, not {value!r}: it is how long an "
+            "object may arrive after what references it on a replica (docs/replication.md)"
+        )
+    return seconds

@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
 
 from objstore_saver import plans, verify as fsck
 from objstore_saver.caches.facts import EntryCache, ObjectCache
-from objstore_saver.constructors import OnObjectStore
+from objstore_saver.constructors import OnObjectStore, replica_lag_seconds
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
@@ -41,28 +41,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: What a saver method builds: its plan, and the attributes of its telemetry call.
 _Built = tuple[Plan[T], dict[str, Any]]
-
-
-def replica_lag_seconds(value: timedelta | float | None) -> float | None:
-    """``replica_lag`` in seconds (None: not a replica).
-
-    Raises:
-        ConfigurationError: not a positive duration.
-    """
-    if value is None:
-        return None
-    try:
-        seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(
-            f"replica_lag must be a duration (seconds or a timedelta), not {value!r}"
-        ) from exc
-    if not seconds > 0:
-        raise ConfigurationError(
-            f"replica_lag must be a positive duration, not {value!r}: it is how long an "
-            "object may arrive after what references it on a replica (docs/replication.md)"
-        )
-    return seconds
 
 
 def _planned(build: Callable[..., _Built[Any]]) -> Any:

@@ -115,13 +115,16 @@ def checkpointer_options(block: Mapping[str, Any] | None = None) -> dict[str, An
     Raises:
         ConfigurationError: ``replica_lag`` is not a positive number of seconds.
     """
-    block = checkpointer_block() if block is None else block
+    return _replica_lag(checkpointer_block() if block is None else block, "checkpointer")
+
+
+def _replica_lag(block: Mapping[str, Any], name: str) -> dict[str, Any]:
     if "replica_lag" not in block:
         return {}
     lag = block["replica_lag"]
     if isinstance(lag, bool) or not isinstance(lag, int | float) or not lag > 0:
         raise ConfigurationError(
-            f"checkpointer.replica_lag must be a positive number of seconds, not {lag!r}"
+            f"{name}.replica_lag must be a positive number of seconds, not {lag!r}"
         )
     return {"replica_lag": float(lag)}
 
@@ -130,7 +133,8 @@ def store_options(
     settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The :class:`~objstore_saver.ObjectStoreStore` options of the ``store`` block
-    (``ttl``, ``index``); the block is read from ``LANGGRAPH_STORE`` when not given.
+    (``ttl``, ``index``, ``replica_lag``); the block is read from ``LANGGRAPH_STORE``
+    when not given.
 
     Raises:
         ConfigurationError: the block is not JSON or not an object.
@@ -141,7 +145,10 @@ def store_options(
         raise ConfigurationError(
             f"the store block of langgraph.json must be an object: {settings!r}"
         )
-    return {name: dict(settings[name]) for name in ("ttl", "index") if settings.get(name)}
+    options: dict[str, Any] = {
+        name: dict(settings[name]) for name in ("ttl", "index") if settings.get(name)
+    }
+    return options | _replica_lag(settings, "store")
 
 
 def _number(source: str, name: str, value: object, *, integer: bool = False) -> float | None:

@@ -315,8 +315,9 @@ class SealingStore(KeyLayer):
                 raise ThreadKeyError(
                     keys.untoken(scope) or scope,
                     name,
-                    "not arrived on this replica yet, though the thread's checkpoints "
-                    "have: a write now would make a second key (docs/replication.md)",
+                    "not arrived on this replica yet, though objects it seals have: "
+                    "a write now would make a second key (docs/replication.md)",
+                    owner=scope_owner(scope),
                 )
             return self._remember(open_key_object(data, name, scope, self._masters))
         if create:
@@ -331,16 +332,19 @@ class SealingStore(KeyLayer):
         return self._remember(open_key_object(data, name, scope, self._masters))
 
     def _arriving_key(self, scope: str) -> bool:
-        """On a replica: whether the never-deleted thread ``scope`` holds objects already.
+        """On a replica: whether the never-deleted thread or namespace ``scope`` holds objects.
 
         Its key object then exists in the region that wrote them and is
-        arriving here: creating another would make two keys of one thread.
+        arriving here: creating another would make two keys of one scope.
         """
         token, epoch = split_scope(scope)
-        if epoch or "/" in token:
-            return False  # a deleted thread's new epoch, or a store namespace
-        listed = execute(self._inner, ListKeys(keys.THREADS + token + "/", limit=1))
-        return bool(listed.objects)
+        if epoch:
+            return False  # a new epoch after a delete: its key is this writer's to make
+        if token.startswith(STORE_SCOPE):
+            prefix = store_keys.INDEX + scope_path(token) + "/x/"
+        else:
+            prefix = keys.THREADS + token + "/"
+        return bool(execute(self._inner, ListKeys(prefix, limit=1)).objects)
 
     def _key_request(self, op: Put | Get) -> Any:
         """One request for a key object (a GET finds None, a taken CREATE False), counted."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from objstore_saver.errors import CorruptObjectError
+from objstore_saver.errors import CorruptObjectError, ThreadKeyMissingError
 from objstore_saver.format import store_keys
 from objstore_saver.longterm.records import (
     DEL,
@@ -57,6 +57,8 @@ class StoreContext:
     retention: float = 3600.0
     compact_after: int = COMPACT_AFTER
     wall: Callable[[], float] = time.time
+    #: On a replica, seconds an object may arrive after the rest (else None).
+    replica_lag: float | None = None
     versions: store_keys.Versions = field(init=False)
     #: Per namespace path, the newest clear (§8.4.9) this context has listed
     #: (``""``: listed, none). A path it never listed is absent.
@@ -101,19 +103,19 @@ class NamespaceIndex:
     @property
     def cleared(self) -> str:
         """The newest clear's version, ``""`` if none is listed."""
-        return max((_name(i.key) for i in self.clears), default="")
+        return max((record_name(i.key) for i in self.clears), default="")
 
     def settle(self) -> None:
         """Move what the newest clear ended (spec §8.3) from the lists to ``ended``."""
         c = self.cleared
         if not c:
             return
-        self.ended += [i for i in self.clears if _name(i.key) < c]
-        self.ended += [i for i in self.records if store_keys.name_version(_name(i.key)) < c]
-        self.ended += [i for i in self.snapshots if not _of_clear(_name(i.key), c)]
-        self.clears = [i for i in self.clears if _name(i.key) >= c]
-        self.records = [i for i in self.records if store_keys.name_version(_name(i.key)) >= c]
-        self.snapshots = [i for i in self.snapshots if _of_clear(_name(i.key), c)]
+        self.ended += [i for i in self.clears if record_name(i.key) < c]
+        self.ended += [i for i in self.records if store_keys.name_version(record_name(i.key)) < c]
+        self.ended += [i for i in self.snapshots if not _of_clear(record_name(i.key), c)]
+        self.clears = [i for i in self.clears if record_name(i.key) >= c]
+        self.records = [i for i in self.records if store_keys.name_version(record_name(i.key)) >= c]
+        self.snapshots = [i for i in self.snapshots if _of_clear(record_name(i.key), c)]
 
     def fold(self, rec: Record) -> None:
         """Fold a record read into the state, unless the newest clear ended it."""
@@ -135,7 +137,7 @@ class NamespaceIndex:
         return sorted((r for r in self.state.values() if r.live(now_us)), key=lambda r: r.cv)
 
 
-def _name(key: str) -> str:
+def record_name(key: str) -> str:
     return key.rsplit("/", 1)[1]
 
 
@@ -216,7 +218,7 @@ def read_indexes(
             (g, info)
             for g in groups.values()
             for info in g.records
-            if _name(info.key) not in g.covered
+            if record_name(info.key) not in g.covered
         ]
         got = yield from run_batch(*(Get(info.key) for _, info in wanted))
         if any(data is None for data in got):
@@ -231,14 +233,30 @@ def read_indexes(
 
 
 def get_items(
-    wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int
+    wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int, replica: bool = False
 ) -> Plan[list[Record | None]]:
     """§8.4.2 step 1 for several items: one GET each, all in one concurrent batch.
 
-    Returns, in the order asked, each live item or None when absent or expired.
+    Returns, in the order asked, each live item or None when absent or expired;
+    on a ``replica``, also when its namespace's key has not arrived.
     """
-    got = yield from run_batch(*(Get(store_keys.item_key(ns, key)) for ns, key in wanted))
+    gets = [Get(store_keys.item_key(ns, key)) for ns, key in wanted]
+    try:
+        got = yield from run_batch(*gets)
+    except ThreadKeyMissingError:
+        if not replica:
+            raise
+        got = []
+        for get in gets:
+            got.append((yield from _arrived(get)))
     return [_live_item(data, ns, key, now_us) for (ns, key), data in zip(wanted, got, strict=True)]
+
+
+def _arrived(get: Get) -> Plan[bytes | None]:
+    try:
+        return (yield from run_one(get))
+    except ThreadKeyMissingError:
+        return None  # the namespace's key is still arriving: its items too
 
 
 def _live_item(
@@ -259,7 +277,7 @@ def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -
     if page.truncated and infos:
         infos += yield from list_infos(store_keys.clears_prefix(namespace), infos[-1].key)
     ctx.saw_clear(
-        store_keys.namespace_path(namespace), max((_name(i.key) for i in infos), default="")
+        store_keys.namespace_path(namespace), max((record_name(i.key) for i in infos), default="")
     )
 
 
@@ -273,61 +291,6 @@ def learn_clears(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[None]:
 def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record | None]:
     """§8.4.2 step 1: exactly one GET; None when absent or expired."""
     return (yield from get_items([(namespace, key)], now_us))[0]
-
-
-def search_candidates(namespace_prefix: tuple[str, ...], now_us: int) -> Plan[list[Record]]:
-    """§8.4.4 steps 1-4 without the filter: live items under a prefix, in result order."""
-    groups = yield from read_indexes(
-        store_keys.listing_prefix(namespace_prefix), f"namespace prefix {namespace_prefix!r}"
-    )
-    n = len(namespace_prefix)
-    by_ns: dict[tuple[str, ...], list[Record]] = {}
-    for group in groups.values():
-        ns = group.ns()
-        if ns is None or ns[:n] != tuple(namespace_prefix):
-            continue
-        by_ns.setdefault(ns, []).extend(group.live(now_us))
-    return [rec for ns in sorted(by_ns) for rec in sorted(by_ns[ns], key=lambda r: r.cv)]
-
-
-def surely_live(group: NamespaceIndex) -> bool:
-    """§8.4.5 step 2 from the listing alone: a live item without TTL is certain.
-
-    True when the path is readable and either the latest record of some key
-    after the newest snapshot is a put without TTL, or the snapshot holds more
-    items without TTL than there are keys with a later record.
-    """
-    if store_keys.path_labels(group.path) is None:
-        return False
-    newest = group.newest_snapshot
-    base = store_keys.name_version(_name(newest.key)) if newest else ""
-    permanent = store_keys.snapshot_permanent(_name(newest.key)) if newest else 0
-    latest: dict[str, str] = {}
-    for info in sorted(group.records, key=lambda i: _name(i.key)):
-        name = _name(info.key)
-        if store_keys.name_version(name) > base:
-            latest[store_keys.record_hash(name)] = store_keys.record_op(name)
-    if store_keys.PERMANENT in latest.values():
-        return True
-    return permanent > len(latest)
-
-
-def live_namespaces(prefix: tuple[str, ...], now_us: int) -> Plan[list[tuple[str, ...]]]:
-    """§8.4.5 steps 1-2: the namespaces under ``prefix`` that hold a live item."""
-    groups = yield from read_indexes(
-        store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}", skip=surely_live
-    )
-    found = set()
-    for group in groups.values():
-        if surely_live(group):
-            labels = store_keys.path_labels(group.path)
-            assert labels is not None
-            found.add(labels)
-            continue
-        ns = group.ns()
-        if ns is not None and group.live(now_us):
-            found.add(ns)
-    return sorted(ns for ns in found if ns[: len(prefix)] == tuple(prefix))
 
 
 # --- writes --------------------------------------------------------------------
@@ -442,7 +405,9 @@ def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
     """Put step 5: make the item object hold the newest record of its key."""
     h = store_keys.key_hash(rec.key)
     newer = [
-        i.key for i in infos if store_keys.record_hash(_name(i.key)) == h and _name(i.key) > name
+        i.key
+        for i in infos
+        if store_keys.record_hash(record_name(i.key)) == h and record_name(i.key) > name
     ]
     if not newer:
         return
@@ -462,7 +427,9 @@ def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
 
 def _needs_compaction(ctx: StoreContext, group: NamespaceIndex) -> bool:
     newest = group.newest_snapshot
-    after = [i for i in group.records if newest is None or _name(i.key) > _name(newest.key)]
+    after = [
+        i for i in group.records if newest is None or record_name(i.key) > record_name(newest.key)
+    ]
     return len(after) > ctx.compact_after
 
 
@@ -480,7 +447,7 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
         for rec in snap.records:
             if rec.v >= group.cleared:
                 fold(state, rec)
-    todo = [i for i in group.records if _name(i.key) not in covered]
+    todo = [i for i in group.records if record_name(i.key) not in covered]
     got = yield from run_batch(*(Get(i.key) for i in todo))
     if any(data is None for data in got):
         return None
@@ -494,8 +461,8 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
         for r in sorted(state.values(), key=lambda r: r.cv)
         if r.op == PUT or store_keys.version_nanos(r.v) >= horizon
     ]
-    listed = {_name(i.key) for i in group.records}
-    new_cov = sorted((covered | {_name(i.key) for i in todo}) & listed)
+    listed = {record_name(i.key) for i in group.records}
+    new_cov = sorted((covered | {record_name(i.key) for i in todo}) & listed)
     permanent = sum(1 for r in kept if r.op == PUT and r.ttl is None)
     version = ctx.next_version(store_keys.namespace_path(ns))
     snap_key = (
@@ -525,7 +492,7 @@ def _collect(
         if data is None:
             return
         covered = decode_snapshot(data, settled.key).covered
-    doomed = [i.key for i in group.records if _name(i.key) in covered]
+    doomed = [i.key for i in group.records if record_name(i.key) in covered]
     doomed += [i.key for i in group.snapshots if i.key < settled.key]
     doomed += ended
     if doomed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from langgraph.store.base import (
@@ -32,15 +33,15 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from objstore_saver.constructors import OnObjectStore
+from objstore_saver.constructors import OnObjectStore, replica_lag_seconds
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.driver import Driver
-from objstore_saver.longterm import plans, query
+from objstore_saver.longterm import plans, query, searches
 from objstore_saver.longterm.clear import Cleared, clear_namespace
 from objstore_saver.longterm.records import Record, encode_value, to_datetime
 from objstore_saver.plans.requests import Plan
-from objstore_saver.storage.base import ObjectStore
+from objstore_saver.storage.base import ObjectStore, sealing_layer
 
 
 @dataclass
@@ -78,6 +79,10 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
             ``OBJSTORE_SAVER_ENCRYPTION_KEY(S)`` as the saver does, or
             ``False`` to store in clear. A store that seals already (a
             saver's) is used as it is.
+        replica_lag: The bucket is a replica whose objects arrive up to this
+            long (seconds or a ``timedelta``) after the rest: a namespace whose
+            key has not arrived reads as not replicated yet, and a write to it
+            is refused (docs/replication.md).
 
     Example:
         >>> store = ObjectStoreStore.from_directory("./memories")
@@ -97,8 +102,13 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         index_grace: float = 60.0,
         compact_after: int = plans.COMPACT_AFTER,
         client_encryption: ClientEncryption | bool | None = None,
+        replica_lag: timedelta | float | None = None,
     ) -> None:
+        lag = replica_lag_seconds(replica_lag)
         store, self.client_encryption = sealed(store, client_encryption)
+        layer = sealing_layer(store)
+        if layer is not None and lag is not None:
+            layer.replica = True
         self.store = store
         self.ttl_config = ttl
         self.index_config = dict(index) if index else None
@@ -109,7 +119,9 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
                 (p, tokenize_path(p) if p != "$" else "$") for p in (index.get("fields") or ["$"])
             ]
         self._driver = Driver(store, max_workers=max_workers)
-        self._ctx = plans.StoreContext(clock=clock, grace=index_grace, compact_after=compact_after)
+        self._ctx = plans.StoreContext(
+            clock=clock, grace=index_grace, compact_after=compact_after, replica_lag=lag
+        )
 
     # --- BaseStore -----------------------------------------------------------
 
@@ -223,7 +235,11 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         query_vectors = dict(zip(prep.queries, queries, strict=True))
         gets = [(i, op) for i, op in enumerate(prep.ops) if isinstance(op, GetOp)]
         now = self._ctx.now()
-        found = yield from plans.get_items([(tuple(op.namespace), op.key) for _, op in gets], now)
+        found = yield from plans.get_items(
+            [(tuple(op.namespace), op.key) for _, op in gets],
+            now,
+            self._ctx.replica_lag is not None,
+        )
         for (i, op), rec in zip(gets, found, strict=True):
             if rec is not None and op.refresh_ttl and rec.ttl is not None:
                 rec = yield from plans.refresh_item(self._ctx, rec)
@@ -271,7 +287,7 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
 
     def _search(self, op: SearchOp, query_vector: Sequence[float] | None) -> Plan[list[SearchItem]]:
         ns = tuple(op.namespace_prefix)
-        candidates = yield from plans.search_candidates(ns, self._ctx.now())
+        candidates = yield from searches.search_candidates(self._ctx, ns, self._ctx.now())
         kept = [r for r in candidates if query.passes(r, op.filter)]
         ranked = query.page(kept, query_vector, op.offset, op.limit)
         out: list[SearchItem] = []
@@ -290,7 +306,7 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
                         break
                     literal.append(label)
                 break
-        found = yield from plans.live_namespaces(tuple(literal), self._ctx.now())
+        found = yield from searches.live_namespaces(self._ctx, tuple(literal), self._ctx.now())
         conds = op.match_conditions or ()
         chosen = [ns for ns in found if all(_matches(c, ns) for c in conds)]
         if op.max_depth is not None:
