@@ -12,11 +12,13 @@ before or after the thread it ends.
 at a time (:meth:`Replicator.tick`) so a test decides the moment, or on a
 thread of its own (:meth:`Replicator.running`) while a graph writes. Two
 replicators, one each way, make an active-active pair (:class:`BothWays`);
-:meth:`Replicator.partitioned` stops one from copying. Objects are copied
-create-only: a key the target already holds is left alone, and if it holds
-other bytes the key is recorded in :attr:`Replicator.conflicts` (S3 would
-keep whichever copy landed last; the saver's format never writes one key
-twice with different bytes, so a conflict is a finding).
+:meth:`Replicator.partitioned` stops one from copying. Each new version of
+a key is copied, as S3 copies each new object version: a key the target holds
+with the same bytes is left alone (so a pair does not copy back what it
+copied), and one it holds with other bytes is overwritten, the last copy
+winning, and recorded in :attr:`Replicator.conflicts` (the checkpoints'
+format never writes one key twice with different bytes, so there a conflict
+is a finding).
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from objstore_saver.storage.base import ObjectExistsError, ObjectNotFoundError, ObjectStore, PutMode
+from objstore_saver.storage.base import (
+    ObjectExistsError,
+    ObjectInfo,
+    ObjectNotFoundError,
+    ObjectStore,
+    PutMode,
+)
 
 __all__ = ["BothWays", "Replicator", "ReplicatorStats"]
 
@@ -50,8 +58,12 @@ class ReplicatorStats:
 @dataclass
 class _Seen:
     due: int
-    """The tick from which the object may be copied (its lag)."""
+    """The tick from which the object's version may be copied (its lag)."""
+    version: tuple[int, float]
+    """The version listed last: size and ``LastModified``."""
     copied: bool = False
+    sent: bytes | None = None
+    """The bytes this replicator last wrote to the target at the key."""
 
 
 @dataclass
@@ -80,7 +92,7 @@ class Replicator:
     deletes: bool = False
     stats: ReplicatorStats = field(default_factory=ReplicatorStats)
     conflicts: list[str] = field(default_factory=list)
-    """Keys the target held with other bytes than the source's."""
+    """Keys the target held with other bytes than the source's (then overwritten)."""
     _seen: dict[str, _Seen] = field(default_factory=dict, repr=False)
     _paused: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -103,10 +115,14 @@ class Replicator:
                 return 0
             self.stats.ticks += 1
             now = self.stats.ticks
-            listed = set(_all_keys(self.source, self.prefix))
-            for key in listed:
-                if key not in self._seen:
-                    self._seen[key] = _Seen(due=now + self._rng.randint(0, self.max_lag))
+            listing = {o.key: (o.size, o.last_modified.timestamp()) for o in _all_infos(self)}
+            listed = set(listing)
+            for key, version in listing.items():
+                seen = self._seen.get(key)
+                if seen is None or seen.version != version:
+                    # New, or a new version of it (a key written again): copied after its lag.
+                    due = now + self._rng.randint(0, self.max_lag)
+                    self._seen[key] = _Seen(due, version, sent=seen and seen.sent)
             due = [k for k, s in self._seen.items() if not s.copied and s.due <= now]
             self._rng.shuffle(due)
             if self.per_tick is not None:
@@ -197,11 +213,16 @@ class Replicator:
         try:
             self.target.put(key, data, PutMode.CREATE)
         except ObjectExistsError:
-            if self.target.get(key) == data:
-                self.stats.already_there += 1
-            else:
+            there = self.target.get(key)
+            if there == data:
+                self.stats.already_there += 1  # written there, or copied the other way
+                return False
+            if there != seen.sent:
+                # Written in both regions with other bytes: like S3, the copy
+                # becomes the target's version (the last to land wins).
                 self.conflicts.append(key)
-            return False
+            self.target.put(key, data, PutMode.OVERWRITE)
+        seen.sent = data
         self.stats.copied += 1
         return True
 
@@ -252,11 +273,11 @@ class BothWays:
             yield
 
 
-def _all_keys(store: ObjectStore, prefix: str) -> Iterator[str]:
+def _all_infos(rep: Replicator) -> Iterator[ObjectInfo]:
     after: str | None = None
     while True:
-        page = store.list(prefix, start_after=after)
-        yield from (o.key for o in page.objects)
+        page = rep.source.list(rep.prefix, start_after=after)
+        yield from page.objects
         if not page.truncated or not page.objects:
             return
         after = page.objects[-1].key

@@ -107,7 +107,21 @@ def test_one_key_written_twice_with_other_bytes_is_a_conflict(backend: Backend) 
     rep = Replicator(east, west, seed=0, max_lag=0)
     rep.drain()
     assert rep.conflicts == ["threads/t/k"]
-    assert west.get("threads/t/k") == b"west"  # create-only: the target's own stays
+    assert west.get("threads/t/k") == b"east"  # as on S3: the copy that lands last wins
+
+
+def test_a_key_written_again_is_copied_again_and_a_pair_settles(backend: Backend) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    pair = BothWays.between(east, west, seed=3, max_lag=1)
+    east.put("store/it/k", b"first", PutMode.OVERWRITE)
+    pair.drain()
+    assert west.get("store/it/k") == b"first"
+    east.put("store/it/k", b"second, longer", PutMode.OVERWRITE)
+    pair.drain()
+    assert west.get("store/it/k") == b"second, longer"
+    for _ in range(5):  # settled: nothing goes back and forth
+        assert pair.tick() == 0
+    assert pair.a_to_b.conflicts == [] and pair.b_to_a.conflicts == []
 
 
 @pytest.mark.backends("local", "s3-lean")
