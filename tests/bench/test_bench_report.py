@@ -153,13 +153,14 @@ def test_a_missed_target_is_explained_from_the_same_run() -> None:
 
 def test_the_report_leaves_out_what_the_run_lacks() -> None:
     doc = copy.deepcopy(LATEST)
-    for w in ("2", "5", "6a", "6b", "7"):
-        del doc["results"][w]
+    for w in ("2", "5", "6a", "6b", "7", "8"):
+        doc["results"].pop(w, None)
     page = _page(doc, alone=False)
     assert "## Workload 1: seed chat, 30 turns" in page and "## Workload 3:" in page
     assert "## Workload 2" not in page and "## Workload 6" not in page
     assert "W6 " not in page and "separate run" not in page
     assert "Workload 7" not in page and "W7 " not in page
+    assert "Workload 8" not in page and "W8 " not in page
 
 
 def test_workload_7_without_its_migration_keeps_the_rest() -> None:

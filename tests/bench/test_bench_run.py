@@ -12,7 +12,7 @@ from bench.workloads.registry import BY_ID, IDS, WORKLOADS, Workload
 
 
 def test_registry_declares_each_workload_once_with_one_runner() -> None:
-    assert IDS == ("1", "1b", "2", "3", "4", "6a", "6b", "7")
+    assert IDS == ("1", "1b", "2", "3", "4", "6a", "6b", "7", "8")
     assert len({w.id for w in WORKLOADS}) == len(WORKLOADS)
     for w in WORKLOADS:
         assert (w.each_saver is None) != (w.all_savers is None), w.id
@@ -21,6 +21,7 @@ def test_registry_declares_each_workload_once_with_one_runner() -> None:
     assert BY_ID["2"].sections == ("2", "5")
     assert BY_ID["3"].prepare is not None
     assert BY_ID["7"].savers == ("objstore-s3",) and BY_ID["7"].each_saver is not None
+    assert BY_ID["8"].savers == ("objstore-s3",) and BY_ID["8"].each_saver is not None
     with pytest.raises(ValueError, match="exactly one"):
         Workload("x", "t", "m")
 
@@ -95,7 +96,7 @@ def test_all_savers_at_once_and_postgres_down() -> None:
 
 def test_unknown_workload_is_refused_with_the_known_ids(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        run.main(["--workloads", "1,8", "--report-only"])
-    assert "unknown workload(s) ['8']; known: ['1', '1b', '2', '3', '4', '6a', '6b', '7']" in (
+        run.main(["--workloads", "1,9", "--report-only"])
+    assert "unknown workload(s) ['9']; known: ['1', '1b', '2', '3', '4', '6a', '6b', '7', '8']" in (
         capsys.readouterr().err
     )

@@ -118,6 +118,7 @@ def test_the_encrypted_saver_runs_where_encryption_may_change_a_figure() -> None
         "6a": True,
         "6b": True,
         "7": False,
+        "8": False,  # encrypts within its own row (its clear and encrypted probes)
     }
 
 
