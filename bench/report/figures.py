@@ -126,7 +126,8 @@ def _headlines(d: Results) -> dict[str, Any]:
             "turns": w5["deleted_thread_turns"],
             "requests": w5["delete"]["total_requests"],
             "left": w5.get("objects_left_of_thread", "-"),
-            "untouched": bool(w5.get("storage_identical_to_before_thread")),
+            "untouched": bool(w5.get("neighbours_unchanged"))
+            and not w5.get("neighbour_objects_changed"),
         }
     return out
 

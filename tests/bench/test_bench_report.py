@@ -199,6 +199,7 @@ def test_every_block_of_the_template_is_used() -> None:
     }
     r5 = other["results"]["5"][OURS]
     r5["storage_identical_to_before_thread"] = False
+    r5["neighbours_unchanged"] = False
     r5["verify"]["ok"] = False
     other["results"]["8"] = {OURS: copy.deepcopy(W8)}
     other["results"]["8"][OURS]["clear"] = _reader(2112, errors=1, turns=30, checkpoints=90)
