@@ -211,8 +211,11 @@ class OnObjectStore:
         self.close()
 
 
-def replica_lag_seconds(value: timedelta | float | None) -> float | None:
-    """``replica_lag`` in seconds (None: not a replica).
+def replica_lag_seconds(
+    value: timedelta | float | str | None, setting: str = "replica_lag"
+) -> float | None:
+    """A replica lag in seconds (None: not a replica), from the constructors,
+    ``langgraph.json`` or the environment; ``setting`` names it in errors.
 
     Raises:
         ConfigurationError: not a positive duration.
@@ -220,14 +223,16 @@ def replica_lag_seconds(value: timedelta | float | None) -> float | None:
     if value is None:
         return None
     try:
+        if isinstance(value, bool):
+            raise TypeError("a boolean is no duration")
         seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(
-            f"replica_lag must be a duration (seconds or a timedelta), not {value!r}"
+            f"{setting} must be a duration (seconds or a timedelta), not {value!r}"
         ) from exc
     if not seconds > 0:
         raise ConfigurationError(
-            f"replica_lag must be a positive duration, not {value!r}: it is how long an "
+            f"{setting} must be a positive duration, not {value!r}: it is how long an "
             "object may arrive after what references it on a replica (docs/replication.md)"
         )
     return seconds

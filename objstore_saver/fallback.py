@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import functools
 from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -32,7 +31,7 @@ from langgraph.checkpoint.base import (
 
 from objstore_saver.caches.facts import BoundedSet
 from objstore_saver.format import keys
-from objstore_saver.saver import ObjectStoreSaver
+from objstore_saver.saver import ObjectStoreSaver, with_twin
 from objstore_saver.storage import steps
 
 __all__ = ["FallbackSaver", "put_writes_calls"]
@@ -123,7 +122,7 @@ def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
         async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
             return await steps.arun(plan(self, *args, **kwargs), self._aperform)
 
-    return _with_twin(plan, method, twin)
+    return with_twin(plan, method, twin)
 
 
 def _bucket(blocking: Callable[..., Any], coroutine: Callable[..., Any]) -> Any:
@@ -137,17 +136,7 @@ def _bucket(blocking: Callable[..., Any], coroutine: Callable[..., Any]) -> Any:
 
     method.__name__ = method.__qualname__ = blocking.__name__
     method.__doc__ = f"The bucket's ``{blocking.__name__}``."
-    return _with_twin(method, method, twin)
-
-
-def _with_twin(like: Callable[..., Any], method: Any, twin: Any) -> Any:
-    functools.update_wrapper(method, like)
-    functools.update_wrapper(twin, like)
-    twin.__name__ = "a" + like.__name__
-    twin.__qualname__ = like.__qualname__.removesuffix(like.__name__) + twin.__name__
-    twin.__doc__ = f"Async :meth:`{like.__name__}`."
-    method.twin = twin
-    return method
+    return with_twin(method, method, twin)
 
 
 def _ids(config: RunnableConfig) -> tuple[str, str, str | None]:

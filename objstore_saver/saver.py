@@ -75,12 +75,20 @@ def _planned(build: Callable[..., _Built[Any]]) -> Any:
             plan, attrs = build(self, *args, **kwargs)
             return await self._driver.arun(plan, self._call(aname, **attrs))
 
-    functools.update_wrapper(method, build)
-    functools.update_wrapper(twin, build)
-    twin.__name__ = aname
-    twin.__qualname__ = build.__qualname__.removesuffix(name) + aname
-    twin.__doc__ = f"Async :meth:`{name}`."
-    method.twin = twin  # type: ignore[attr-defined]
+    return with_twin(build, method, twin)
+
+
+def with_twin(like: Callable[..., Any], method: Any, twin: Any) -> Any:
+    """``method`` named and documented as ``like``, its coroutine twin as ``method.twin``.
+
+    The twin is named ``"a" + like.__name__`` (the ``aget_tuple`` of ``get_tuple``).
+    """
+    functools.update_wrapper(method, like)
+    functools.update_wrapper(twin, like)
+    twin.__name__ = "a" + like.__name__
+    twin.__qualname__ = like.__qualname__.removesuffix(like.__name__) + twin.__name__
+    twin.__doc__ = f"Async :meth:`{like.__name__}`."
+    method.twin = twin
     return method
 
 

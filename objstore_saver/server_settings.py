@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from objstore_saver.constructors import replica_lag_seconds
 from objstore_saver.errors import ConfigurationError
 
 __all__ = [
@@ -121,12 +122,7 @@ def checkpointer_options(block: Mapping[str, Any] | None = None) -> dict[str, An
 def _replica_lag(block: Mapping[str, Any], name: str) -> dict[str, Any]:
     if "replica_lag" not in block:
         return {}
-    lag = block["replica_lag"]
-    if isinstance(lag, bool) or not isinstance(lag, int | float) or not lag > 0:
-        raise ConfigurationError(
-            f"{name}.replica_lag must be a positive number of seconds, not {lag!r}"
-        )
-    return {"replica_lag": float(lag)}
+    return {"replica_lag": replica_lag_seconds(block["replica_lag"], f"{name}.replica_lag")}
 
 
 def store_options(

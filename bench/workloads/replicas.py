@@ -35,7 +35,7 @@ from objstore_saver import ObjectStoreSaver
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
 from objstore_saver.storage import LeanS3Store
-from objstore_saver.testing.replication import BothWays, Replicator
+from objstore_saver.testing.replication import BothWays, Replicator, rclone_copy
 
 #: The replica's bound: S3 Replication Time Control's 15 minutes.
 LAG_S = 900.0
@@ -54,11 +54,13 @@ def _at(checkpoint_id: str) -> dict[str, Any]:
     return {"configurable": THREAD["configurable"] | {"checkpoint_id": checkpoint_id}}
 
 
-def _equal(replica: Any, source: Any) -> bool:
+def same_checkpoint(replica: Any, source: Any) -> bool:
+    """Whether a replica's tuple is the source's checkpoint, its pending writes a subset."""
     writes = {(w[0], w[1]) for w in source.pending_writes or []}
     return (
         replica.checkpoint == source.checkpoint
         and replica.metadata == source.metadata
+        and replica.parent_config == source.parent_config
         and {(w[0], w[1]) for w in replica.pending_writes or []} <= writes
     )
 
@@ -89,7 +91,7 @@ class Probes:
             return
         cid = got.config["configurable"]["checkpoint_id"]
         source = writer.get_tuple(_at(cid))
-        if cid not in history or source is None or not _equal(got, source):
+        if cid not in history or source is None or not same_checkpoint(got, source):
             self.wrong += 1
             return
         self.behind.append(history.index(cid))
@@ -187,17 +189,15 @@ def _rclone(env: Env, turns: int) -> dict[str, Any]:
     if exe is None:
         return {"error": "rclone is not installed (apt-get install rclone)"}
     east_b, west_b = env.new_bucket("rclone-east"), env.new_bucket("rclone-west")
-    rc_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
-        "RCLONE_CONFIG_REGION_TYPE": "s3",
-        "RCLONE_CONFIG_REGION_PROVIDER": "Other",
-        "RCLONE_CONFIG_REGION_ENDPOINT": env.s3_url,
-        "RCLONE_CONFIG_REGION_REGION": REGION,
-        "RCLONE_CONFIG_REGION_ACCESS_KEY_ID": env.keys[0],
-        "RCLONE_CONFIG_REGION_SECRET_ACCESS_KEY": env.keys[1],
-        "RCLONE_CONFIG_REGION_FORCE_PATH_STYLE": "true",
-    }
-    command = [exe, "copy", f"region:{east_b}", f"region:{west_b}", "--immutable", "--checksum"]
-    command += ["--s3-no-check-bucket", "--transfers", "8"]
+    command, rc_env = rclone_copy(
+        east_b,
+        west_b,
+        endpoint_url=env.s3_url,
+        region=REGION,
+        access_key=env.keys[0],
+        secret_key=env.keys[1],
+        rclone=exe,
+    )
     probes = Probes()
     east, west = _store(env, east_b), _store(env, west_b)
     with _saver(east, None) as writer, _saver(west, None, replica_lag=LAG_S) as reader:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, environment_url
+from objstore_saver.constructors import replica_lag_seconds
 from objstore_saver.crypto.layer import sealed
 from objstore_saver.driver import Driver
 from objstore_saver.errors import ConfigurationError, ObjstoreSaverError
@@ -59,7 +60,7 @@ class OpsConfig:
         values: dict[str, Any] = {
             "url": environment_url(OBJSTORE_SAVER_URL, environ) or None,
             "postgres_url": environment_url(POSTGRES_URL, environ) or None,
-            "replica_lag": _seconds(REPLICA_LAG, lag) if lag else None,
+            "replica_lag": replica_lag_seconds(lag or None, REPLICA_LAG),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -80,16 +81,6 @@ class OpsConfig:
 
 #: The environment variable of :attr:`OpsConfig.replica_lag`.
 REPLICA_LAG = "OBJSTORE_SAVER_REPLICA_LAG"
-
-
-def _seconds(name: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise ConfigurationError(f"{name} must be a positive number of seconds, not {raw!r}")
-    return value
 
 
 _CONNINFO_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)

@@ -71,14 +71,12 @@ def verify_thread(
     if listing is None:
         listing = yield from list_thread_keys(pfx)
     before = len(report.problems)
-    try:
-        yield from _verify_listed(pfx, report, listing)
-    finally:
-        if arriving_since is not None and listing.written_after(arriving_since):
-            mine = report.problems[before:]
-            kept = [p for p in mine if p.kind != "missing"]
-            report.arriving += len(mine) - len(kept)
-            report.problems[before:] = kept
+    yield from _verify_listed(pfx, report, listing)
+    if arriving_since is not None and listing.written_after(arriving_since):
+        mine = report.problems[before:]
+        kept = [p for p in mine if p.kind != "missing"]
+        report.arriving += len(mine) - len(kept)
+        report.problems[before:] = kept
 
 
 def _verify_listed(

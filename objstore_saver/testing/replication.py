@@ -24,6 +24,7 @@ is a finding).
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import threading
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from objstore_saver.storage.base import (
     PutMode,
 )
 
-__all__ = ["BothWays", "Replicator", "ReplicatorStats"]
+__all__ = ["BothWays", "Replicator", "ReplicatorStats", "rclone_copy"]
 
 
 @dataclass
@@ -281,3 +282,38 @@ def _all_infos(rep: Replicator) -> Iterator[ObjectInfo]:
         if not page.truncated or not page.objects:
             return
         after = page.objects[-1].key
+
+
+#: The flags of ``rclone copy`` that matter (docs/replication.md): ``copy``,
+#: never ``sync`` (a sync deletes what the other region wrote); ``--immutable``
+#: fails rather than overwrite a key that differs; ``--checksum`` compares by
+#: hash, not by modification time.
+RCLONE_FLAGS = ("--immutable", "--checksum", "--s3-no-check-bucket", "--transfers", "8")
+
+
+def rclone_copy(
+    source: str,
+    target: str,
+    *,
+    endpoint_url: str,
+    region: str,
+    access_key: str,
+    secret_key: str,
+    rclone: str = "rclone",
+) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of ``rclone copy`` from ``source`` to ``target`` on S3.
+
+    ``source`` and ``target`` are ``bucket/prefix`` paths of one endpoint. The
+    environment configures rclone's remote and drops the AWS SDK's variables
+    (rclone reads them too: a CA bundle set for another client breaks it).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
+        "RCLONE_CONFIG_REGION_TYPE": "s3",
+        "RCLONE_CONFIG_REGION_PROVIDER": "Other",
+        "RCLONE_CONFIG_REGION_ENDPOINT": endpoint_url,
+        "RCLONE_CONFIG_REGION_REGION": region,
+        "RCLONE_CONFIG_REGION_ACCESS_KEY_ID": access_key,
+        "RCLONE_CONFIG_REGION_SECRET_ACCESS_KEY": secret_key,
+        "RCLONE_CONFIG_REGION_FORCE_PATH_STYLE": "true",
+    }
+    return [rclone, "copy", f"region:{source}", f"region:{target}", *RCLONE_FLAGS], env

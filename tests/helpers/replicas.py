@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bench.workloads.replicas import same_checkpoint
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
@@ -43,11 +44,7 @@ def open_saver(store: Any, encryption: Any, **options: Any) -> ObjectStoreSaver:
 
 def same(replica: Any, source: Any) -> None:
     """The replica's tuple is the source's checkpoint; its pending writes a subset."""
-    assert replica.checkpoint == source.checkpoint
-    assert replica.metadata == source.metadata
-    assert replica.parent_config == source.parent_config
-    source_writes = {(w[0], w[1]) for w in source.pending_writes or []}
-    assert {(w[0], w[1]) for w in replica.pending_writes or []} <= source_writes
+    assert same_checkpoint(replica, source), (replica, source)
 
 
 def ids(saver: ObjectStoreSaver, thread: str) -> set[str]:

@@ -8,7 +8,6 @@ checkpoints. On S3 endpoints only (moto here, Ceph RGW in CI's second pass).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from typing import Any
@@ -21,14 +20,10 @@ from replicas import cfg, encryption, ids, open_saver, same
 
 from bench.graphs import noisy_chat_graph
 from objstore_saver.errors import MissingObjectError
+from objstore_saver.testing.replication import rclone_copy
 
 pytestmark = pytest.mark.backends("s3-lean")
 __all__ = ["encryption"]  # the fixture, imported for pytest to find
-
-#: The flags that matter (docs/replication.md): copy, never sync (a sync deletes
-#: what the other region wrote); --immutable fails rather than overwrite a key
-#: that differs; --checksum compares by hash, not by modification time.
-FLAGS = ("--immutable", "--checksum", "--s3-no-check-bucket", "--transfers", "8")
 
 
 def _rclone(backend: Backend) -> tuple[list[str], dict[str, str]]:
@@ -36,19 +31,15 @@ def _rclone(backend: Backend) -> tuple[list[str], dict[str, str]]:
     exe = shutil.which("rclone") or system_deps.missing("rclone")
     endpoint = backend.endpoint
     assert endpoint is not None and backend.bucket is not None
-    # rclone reads the AWS SDK's variables too (a CA bundle another test set):
-    # the endpoint's own settings only.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
-        "RCLONE_CONFIG_REGION_TYPE": "s3",
-        "RCLONE_CONFIG_REGION_PROVIDER": "Other",
-        "RCLONE_CONFIG_REGION_ENDPOINT": endpoint.url,
-        "RCLONE_CONFIG_REGION_REGION": endpoint.region,
-        "RCLONE_CONFIG_REGION_ACCESS_KEY_ID": endpoint.access_key or "test",
-        "RCLONE_CONFIG_REGION_SECRET_ACCESS_KEY": endpoint.secret_key or "test",
-        "RCLONE_CONFIG_REGION_FORCE_PATH_STYLE": "true",
-    }
-    bucket = backend.bucket
-    return [exe, "copy", f"region:{bucket}/east", f"region:{bucket}/west", *FLAGS], env
+    return rclone_copy(
+        f"{backend.bucket}/east",
+        f"{backend.bucket}/west",
+        endpoint_url=endpoint.url,
+        region=endpoint.region,
+        access_key=endpoint.access_key or "test",
+        secret_key=endpoint.secret_key or "test",
+        rclone=exe,
+    )
 
 
 def test_a_replica_copied_by_rclone_reads_through_and_converges(
