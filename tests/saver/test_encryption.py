@@ -57,14 +57,19 @@ LARGE = "secret attachment " + bytes(range(256)).hex() * 1200
 
 
 def _chat(
-    saver: Any, thread: str, turns: int = TURNS, start: int = 0, large: bool = False
+    saver: Any,
+    thread: str,
+    turns: int = TURNS,
+    start: int = 0,
+    large: bool = False,
+    durability: str = "async",
 ) -> list[Any]:
     graph = chat_graph(saver)
     for t in range(start, start + turns):
         text = f"secret question {thread} {t} " + "q" * 200
         if large and t == start:
             text += LARGE
-        graph.invoke({"messages": [("user", text)]}, _cfg(thread))
+        graph.invoke({"messages": [("user", text)]}, _cfg(thread), durability=durability)
     return list(graph.get_state(_cfg(thread)).values["messages"])
 
 
@@ -199,8 +204,10 @@ def test_a_moved_or_swapped_object_is_an_error_never_a_value(attack: str, tmp_pa
     raw = LocalStore(tmp_path / "s")
     settings = _settings()
     with ObjectStoreSaver(raw, client_encryption=settings) as saver:
-        _chat(saver, "t1", turns=3, large=True)
-        _chat(saver, "t2", turns=3)
+        # Sync durability: LangGraph's default writes a checkpoint while the next
+        # step runs, so which objects a run leaves would depend on the timing.
+        _chat(saver, "t1", turns=3, large=True, durability="sync")
+        _chat(saver, "t2", turns=3, durability="sync")
     stored = _everything(raw)
     manifests = sorted(k for k in stored if k.startswith("threads/_t1/") and k.endswith(".2"))
     # The objects a reader of every checkpoint GETs (an object no read reaches,
@@ -210,12 +217,13 @@ def test_a_moved_or_swapped_object_is_an_error_never_a_value(attack: str, tmp_pa
         for t in reader.list(_cfg("t1")):
             reader.get_tuple({"configurable": {**t.config["configurable"]}})
     read = {e.key for e in reading.log if e.op == "get"}
-    objects = sorted(k for k in stored if k.startswith("threads/_t1/objects/") and k in read)
+    objects = sorted(k for k in stored if k.startswith("threads/_t1/objects/"))
+    reached = [k for k in objects if k in read]
     if attack == "manifest swapped":
         raw.put(manifests[0], stored[manifests[1]])  # the newest now holds another's bytes
     elif attack == "object moved":
-        assert len(objects) >= 2
-        raw.put(objects[0], stored[objects[1]])
+        assert reached and len(objects) >= 2
+        raw.put(reached[0], stored[next(k for k in objects if k != reached[0])])
     else:
         other = sorted(k for k in stored if k.startswith("threads/_t2/") and k.endswith(".2"))
         raw.put(manifests[0], stored[other[0]])
