@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from objstore_saver.errors import CorruptObjectError, ThreadKeyMissingError
+from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import store_keys
 from objstore_saver.longterm.records import (
     DEL,
@@ -233,30 +233,14 @@ def read_indexes(
 
 
 def get_items(
-    wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int, replica: bool = False
+    wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int
 ) -> Plan[list[Record | None]]:
     """§8.4.2 step 1 for several items: one GET each, all in one concurrent batch.
 
-    Returns, in the order asked, each live item or None when absent or expired;
-    on a ``replica``, also when its namespace's key has not arrived.
+    Returns, in the order asked, each live item or None when absent or expired.
     """
-    gets = [Get(store_keys.item_key(ns, key)) for ns, key in wanted]
-    try:
-        got = yield from run_batch(*gets)
-    except ThreadKeyMissingError:
-        if not replica:
-            raise
-        got = []
-        for get in gets:
-            got.append((yield from _arrived(get)))
+    got = yield from run_batch(*(Get(store_keys.item_key(ns, key)) for ns, key in wanted))
     return [_live_item(data, ns, key, now_us) for (ns, key), data in zip(wanted, got, strict=True)]
-
-
-def _arrived(get: Get) -> Plan[bytes | None]:
-    try:
-        return (yield from run_one(get))
-    except ThreadKeyMissingError:
-        return None  # the namespace's key is still arriving: its items too
 
 
 def _live_item(

@@ -1,4 +1,5 @@
-"""The long-term store's searches (spec §8.4.4, §8.4.5): live items and namespaces under a prefix.
+"""The long-term store's reads of its index (spec §8.4.4, §8.4.5): live items and namespaces
+under a prefix, and on a replica the items a ``get`` asks for.
 
 On a replica (``StoreContext.replica_lag``, docs/replication.md) a namespace
 whose key object has not arrived, while its index objects have within the
@@ -7,7 +8,7 @@ lag, reads as not replicated yet.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from objstore_saver.crypto.names import STORE_SCOPE, scope_of_key_object, scope_path, split_scope
 from objstore_saver.errors import ThreadKeyMissingError
@@ -119,3 +120,24 @@ def live_namespaces(
         if ns is not None and group.live(now_us):
             found.add(ns)
     return sorted(ns for ns in found if ns[: len(prefix)] == tuple(prefix))
+
+
+def indexed_items(
+    ctx: StoreContext, wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int
+) -> Plan[list[Record | None]]:
+    """§8.4.2 on a replica: each item as its namespace's index holds it, None if not live.
+
+    Two regions that wrote one item meet in its index as two records, the
+    newer version winning, while its item object holds whichever copy landed
+    last (spec §6.16): read from the index, ``get`` agrees with ``search`` in
+    both regions.
+    """
+    states: dict[tuple[str, ...], dict[str, Record]] = {}
+    for ns in dict.fromkeys(ns for ns, _ in wanted):
+        groups = yield from read_arrived_indexes(
+            ctx, store_keys.index_prefix(ns), f"namespace {ns!r}"
+        )
+        group = groups.get(store_keys.namespace_path(ns))
+        states[ns] = {} if group is None else group.state
+    found = [states[ns].get(key) for ns, key in wanted]
+    return [rec if rec is not None and rec.live(now_us) else None for rec in found]

@@ -81,8 +81,9 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
             saver's) is used as it is.
         replica_lag: The bucket is a replica whose objects arrive up to this
             long (seconds or a ``timedelta``) after the rest: a namespace whose
-            key has not arrived reads as not replicated yet, and a write to it
-            is refused (docs/replication.md).
+            key has not arrived reads as not replicated yet, a write to it is
+            refused, and ``get`` reads the namespace's index (the newer of
+            two regions' writes wins, as in ``search``; docs/replication.md).
 
     Example:
         >>> store = ObjectStoreStore.from_directory("./memories")
@@ -235,11 +236,11 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         query_vectors = dict(zip(prep.queries, queries, strict=True))
         gets = [(i, op) for i, op in enumerate(prep.ops) if isinstance(op, GetOp)]
         now = self._ctx.now()
-        found = yield from plans.get_items(
-            [(tuple(op.namespace), op.key) for _, op in gets],
-            now,
-            self._ctx.replica_lag is not None,
-        )
+        wanted = [(tuple(op.namespace), op.key) for _, op in gets]
+        if self._ctx.replica_lag is None:
+            found = yield from plans.get_items(wanted, now)
+        else:
+            found = yield from searches.indexed_items(self._ctx, wanted, now)
         for (i, op), rec in zip(gets, found, strict=True):
             if rec is not None and op.refresh_ttl and rec.ttl is not None:
                 rec = yield from plans.refresh_item(self._ctx, rec)

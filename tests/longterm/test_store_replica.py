@@ -20,7 +20,7 @@ from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
 from objstore_saver.errors import ConfigurationError, ThreadKeyError, ThreadKeyMissingError
 from objstore_saver.server_settings import store_options
-from objstore_saver.testing.replication import Replicator
+from objstore_saver.testing.replication import BothWays, Replicator
 
 pytestmark = pytest.mark.backends("local", "s3-lean")
 
@@ -79,6 +79,38 @@ def test_the_key_of_a_namespace_still_arriving_is_not_made_twice(backend: Backen
     Replicator(east, west, seed=0, max_lag=0).drain()
     with ObjectStoreStore(west, client_encryption=settings, replica_lag=900) as replica:
         assert [it.value for it in replica.search(NS)] == [{"text": "first"}]
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["clear", "encrypted"])
+def test_an_item_written_in_both_regions_reads_as_the_newer_write_in_both(
+    backend: Backend, encrypted: bool
+) -> None:
+    master = LocalMasterKey(os.urandom(32))
+
+    def settings() -> ClientEncryption | bool:
+        return ClientEncryption.of(master) if encrypted else False
+
+    east, west = backend.store("east/"), backend.store("west/")
+    pair = BothWays.between(east, west, seed=2, max_lag=0)
+    with ObjectStoreStore(east, client_encryption=settings()) as first:
+        first.put(NS, "shared", {"text": "before the partition"})
+    pair.drain()
+    with pair.partitioned():
+        with ObjectStoreStore(east, client_encryption=settings()) as older:
+            older.put(NS, "shared", {"text": "east, older"})
+        with ObjectStoreStore(west, client_encryption=settings()) as newer:
+            newer.put(NS, "shared", {"text": "west, newer"})
+    # East to west first: each region's item object ends up holding the older
+    # write (the copy that landed last), while each index holds both records.
+    pair.a_to_b.drain()
+    pair.b_to_a.drain()
+    pair.drain()
+    assert pair.a_to_b.conflicts  # the item object is one key written in both regions
+    for region in (east, west):
+        with ObjectStoreStore(region, client_encryption=settings(), replica_lag=900) as store:
+            got = store.get(NS, "shared")
+            assert got is not None and got.value == {"text": "west, newer"}
+            assert [it.value for it in store.search(NS)] == [{"text": "west, newer"}]
 
 
 def test_langgraph_json_sets_the_stores_replica_lag() -> None:
