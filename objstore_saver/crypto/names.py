@@ -51,6 +51,32 @@ def split_scope(scope: str) -> tuple[str, int]:
     return scope, 0
 
 
+#: Between a scope and a data key's id (16 hex digits) in the name of a
+#: second key object of the scope, ``<scope>%r<id>`` (spec §6.16): the key a
+#: replica's writer makes, under a name no other region's writer uses.
+SECOND_MARK = "%r"
+_KEY_ID_HEX = 16
+
+
+def second_key_object_key(scope: str, key_id: bytes) -> str:
+    """Key of a second key object: ``keys/threads/<T>%r<id>``, ``keys/store/<P>%r<id>/k``."""
+    return key_object_key(f"{scope}{SECOND_MARK}{key_id.hex()}")
+
+
+def seconds_prefix(scope: str) -> str:
+    """What the names of a scope's second key objects start with."""
+    if scope.startswith(STORE_SCOPE):
+        return KEY_PREFIX + scope + SECOND_MARK
+    return key_object_key(scope) + SECOND_MARK
+
+
+def _without_second(scope: str) -> str:
+    base, mark, key_id = scope.rpartition(SECOND_MARK)
+    if mark and base and len(key_id) == _KEY_ID_HEX and not key_id.strip("0123456789abcdef"):
+        return base
+    return scope
+
+
 def key_object_key(scope: str) -> str:
     """Key of a key object in the key store.
 
@@ -65,17 +91,18 @@ def key_object_key(scope: str) -> str:
 
 
 def scope_of_key_object(key: str) -> str | None:
-    """The scope of a key object's key (see :func:`key_object_key`), else None."""
+    """The scope of a key object's key, or of a second key object's (see
+    :func:`key_object_key`, :func:`second_key_object_key`), else None."""
     token = token_of_key_object(key)
     if token is not None:
-        return token
+        return _without_second(token)
     scope = key[len(KEY_PREFIX) : -len(_STORE_KEY_LEAF)]
     if (
         key.startswith(KEY_PREFIX + STORE_SCOPE)
         and key.endswith(_STORE_KEY_LEAF)
         and len(scope) > len(STORE_SCOPE)
     ):
-        return scope
+        return _without_second(scope)
     return None
 
 
@@ -107,14 +134,14 @@ def scope_path(scope: str) -> str:
     return scope[len(STORE_SCOPE) :]
 
 
-def epoch_keys_prefix(scope: str) -> str:
-    """What the key objects of a scope's epochs above 0 start with.
+def marked_keys_prefix(scope: str) -> str:
+    """What the key objects of a scope's epochs above 0 and its second key objects start with.
 
-    ``keys/threads/<T>%e`` for a thread, ``keys/store/<P>%e`` for a namespace.
+    ``keys/threads/<T>%`` for a thread, ``keys/store/<P>%`` for a namespace.
     """
     if scope.startswith(STORE_SCOPE):
-        return KEY_PREFIX + scope + EPOCH_MARK
-    return key_object_key(scope) + EPOCH_MARK
+        return KEY_PREFIX + scope + "%"
+    return key_object_key(scope) + "%"
 
 
 def scope_of_prefix(prefix: str) -> str:

@@ -21,13 +21,12 @@ from typing import Any, cast
 
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.key_versions import KeyVersions
-from objstore_saver.crypto.master_keys import MasterKey
 from objstore_saver.crypto.names import (
     KEY_PREFIX,
     STORE_SCOPE,
-    epoch_keys_prefix,
     epoch_scope,
     key_object_key,
+    marked_keys_prefix,
     namespace_scope,
     scope_of_key_object,
     scope_of_prefix,
@@ -36,21 +35,11 @@ from objstore_saver.crypto.names import (
     split_scope,
     token_of_prefix,
 )
+from objstore_saver.crypto.scope_keys import KEYS_KEPT, ScopeKeys
 from objstore_saver.crypto.settings import ClientEncryption
-from objstore_saver.crypto.thread_keys import (
-    ThreadKey,
-    encode_key_object,
-    new_thread_key,
-    open_key_object,
-)
-from objstore_saver.errors import (
-    CorruptObjectError,
-    ObjectNotFoundError,
-    ThreadKeyError,
-    ThreadKeyMissingError,
-)
+from objstore_saver.crypto.thread_keys import ThreadKey
+from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError
 from objstore_saver.format import keys, store_keys
-from objstore_saver.plans.requests import execute
 from objstore_saver.storage import steps
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
@@ -74,9 +63,6 @@ from objstore_saver.storage.requests import (
     call,
 )
 from objstore_saver.telemetry import Counters
-
-#: Keys kept in memory (a thread's key is read once per process while it is used).
-KEYS_KEPT = 100_000
 
 # --- where a sealed object belongs: the scope whose key seals it (spec §4.10, §8.4.9) ---
 
@@ -172,9 +158,16 @@ class NeedKey:
     create: bool
 
 
-#: A step of a request: a key it needs, or a storage request value to send to
-#: the wrapped store (its answer comes back, or its error is raised inside).
-_Step = NeedKey | StorageRequest
+@dataclass(frozen=True, slots=True)
+class NeedRing:
+    """A step of a request: every key of ``scope`` by id, read again (spec §6.16)."""
+
+    scope: str
+
+
+#: A step of a request: the keys it needs, or a storage request value to send
+#: to the wrapped store (its answer comes back, or its error is raised inside).
+_Step = NeedKey | NeedRing | StorageRequest
 _Request = Generator[_Step, Any, Any]
 
 
@@ -213,10 +206,7 @@ class SealingStore(KeyLayer):
     def __init__(self, inner: ObjectStore, settings: ClientEncryption) -> None:
         super().__init__(inner)
         self.settings = settings
-        self._masters: tuple[MasterKey, ...] = settings.master_keys
         self._key_store: ObjectStore = settings.key_store or inner
-        self._keys: OrderedDict[str, ThreadKey] = OrderedDict()
-        self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         #: The greatest epoch of each thread (token) this layer has seen: in a
         #: tombstone listed or stored, or in an object it opened (spec §4.11).
@@ -226,9 +216,9 @@ class SealingStore(KeyLayer):
         #: What this layer adds to the requests above it: its key objects'
         #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
         self.counters = Counters()
-        #: The store is a replica (spec §6.16): a thread that holds objects
-        #: already gets no new key here; its own is arriving.
-        self.replica = False
+        self._scopes = ScopeKeys(inner, self._key_store, settings.master_keys, self.counters)
+        #: Listed content objects that another key of their scope named: key -> stored name.
+        self._other_names: OrderedDict[str, str] = OrderedDict()
         #: Every version of a destroyed key object goes too, where the key store keeps them.
         self._versions = KeyVersions(self._key_store, self.counters)
         #: The steps of each storage request on this layer under the protocol's
@@ -238,23 +228,20 @@ class SealingStore(KeyLayer):
         )
         self._steps_of = cast(Handles, builders)
 
+    @property
+    def replica(self) -> bool:
+        """The store is a replica (spec §6.16): keys are made as :mod:`.scope_keys` says."""
+        return self._scopes.replica
+
+    @replica.setter
+    def replica(self, value: bool) -> None:
+        self._scopes.replica = value
+
     # --- keys of threads and of store namespaces ------------------------------------
-
-    def _known(self, scope: str) -> ThreadKey | None:
-        with self._lock:
-            return self._keys.get(scope)
-
-    def _remember(self, key: ThreadKey) -> ThreadKey:
-        with self._lock:
-            self._keys[key.thread_id] = key
-            while len(self._keys) > KEYS_KEPT:
-                self._keys.popitem(last=False)
-        return key
 
     def forget(self, scope: str) -> None:
         """Drop a scope's key from memory (it was shredded)."""
-        with self._lock:
-            self._keys.pop(scope, None)
+        self._scopes.forget(scope, shredded=True)
 
     def saw_epoch(self, token: str, epoch: int) -> None:
         """Learn that the thread ``token`` is in ``epoch`` at least (spec §4.11)."""
@@ -285,88 +272,6 @@ class SealingStore(KeyLayer):
             if clear is not None:
                 self.saw_epoch(namespace_scope(clear[0]), clear[1])
 
-    def _key(self, scope: str, create: bool) -> ThreadKey | None:
-        """A thread's or store namespace's key; None: no key object, and ``create`` is false.
-
-        One load per scope at a time in this process: concurrent first
-        writes of a thread (a put's parallel objects) wait for one key
-        object, rather than racing to create several.
-        """
-        known = self._known(scope)
-        if known is not None:
-            return known
-        with self._lock:
-            loading = self._loading.setdefault(scope, threading.Lock())
-        with loading:
-            known = self._known(scope)
-            if known is not None:
-                return known
-            try:
-                return self._load(scope, create)
-            finally:
-                with self._lock:
-                    self._loading.pop(scope, None)
-
-    def _load(self, scope: str, create: bool) -> ThreadKey | None:
-        name = key_object_key(scope)
-        if create and self.replica and self._arriving_key(scope):
-            data = self._key_request(Get(name))
-            if data is None:
-                raise ThreadKeyError(
-                    keys.untoken(scope) or scope,
-                    name,
-                    "not arrived on this replica yet, though objects it seals have: "
-                    "a write now would make a second key (docs/replication.md)",
-                    owner=scope_owner(scope),
-                )
-            return self._remember(open_key_object(data, name, scope, self._masters))
-        if create:
-            # A scope's first write makes its key; a writer that meets one uses it.
-            fresh = new_thread_key(scope)
-            body = encode_key_object(fresh, self._masters[:1])
-            if self._key_request(Put(name, body, PutMode.CREATE)):
-                return self._remember(fresh)
-        data = self._key_request(Get(name))
-        if data is None:
-            return None
-        return self._remember(open_key_object(data, name, scope, self._masters))
-
-    def _arriving_key(self, scope: str) -> bool:
-        """On a replica: whether the never-deleted thread or namespace ``scope`` holds objects.
-
-        Its key object then exists in the region that wrote them and is
-        arriving here: creating another would make two keys of one scope.
-        """
-        token, epoch = split_scope(scope)
-        if epoch:
-            return False  # a new epoch after a delete: its key is this writer's to make
-        if token.startswith(STORE_SCOPE):
-            prefix = store_keys.INDEX + scope_path(token) + "/x/"
-        else:
-            prefix = keys.THREADS + token + "/"
-        return bool(execute(self._inner, ListKeys(prefix, limit=1)).objects)
-
-    def _key_request(self, op: Put | Get) -> Any:
-        """One request for a key object (a GET finds None, a taken CREATE False), counted."""
-        try:
-            outcome = execute(self._key_store, op)
-        except Exception as exc:
-            self.counters.record([op], [exc])
-            raise
-        self.counters.record([op], [outcome])
-        return outcome
-
-    async def _akey(self, scope: str, create: bool) -> ThreadKey | None:
-        # Once per scope and process: the blocking load in a worker thread
-        # (a KMS call blocks too), under the same single-flight lock.
-        return self._known(scope) or await in_thread(self._key, scope, create)
-
-    def _missing(self, scope: str) -> ThreadKeyMissingError:
-        token, _ = split_scope(scope)
-        return ThreadKeyMissingError(
-            keys.untoken(token) or token, key_object_key(scope), owner=scope_owner(scope)
-        )
-
     # --- the requests, free of I/O ----------------------------------------------------
 
     def _put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> _Request:
@@ -390,19 +295,26 @@ class SealingStore(KeyLayer):
             scope = self._writing_scope(route.scope)
             thread = yield NeedKey(scope, False)
             if thread is None:
-                raise self._missing(scope)
+                raise self._scopes.missing(scope)
             stored = route.stored(thread, key)
-            data = yield from self._get_stored(stored, key)
+            try:
+                data = yield from self._get_stored(stored, key)
+            except ObjectNotFoundError:
+                # Stored by a writer with another key of the scope (spec §6.16), or missing.
+                found = yield from self._under_another_key(route, scope, thread, key)
+                if found is None:
+                    raise
+                thread, stored, data = found
         else:
             stored = key
             data = yield from self._get_stored(key, key)
-            # The envelope names the epoch whose key sealed it.
+            # The envelope names the epoch and the data key that sealed it.
             try:
-                epoch = sealing.envelope_epoch(data, key)
+                epoch, sealed_by = sealing.envelope_key(data, key)
             except CorruptObjectError:
                 # Not sealed: in a scope written in clear (it has no key), or planted.
                 if (yield NeedKey(self._writing_scope(route.scope), False)) is None:
-                    raise self._missing(self._writing_scope(route.scope)) from None
+                    raise self._scopes.missing(self._writing_scope(route.scope)) from None
                 raise
             if route.is_thread:
                 self.saw_epoch(route.scope, epoch)
@@ -420,10 +332,29 @@ class SealingStore(KeyLayer):
                     # the epoch in force it is not there (spec §4.11, §8.4.9).
                     raise ObjectNotFoundError(self.location, key)
                 # Without a key object, a present object was shredded or written in clear.
-                raise self._missing(scope)
+                raise self._scopes.missing(scope)
+            if sealed_by is not None and sealed_by != thread.key_id:
+                # Another key of the scope (spec §6.16); none: opening names both keys.
+                ring = yield NeedRing(scope)
+                thread = ring.get(sealed_by, thread)
         opened = _cut(route.open(thread, data, stored), byte_range)
         self.counters.add_bytes(received=len(data) - len(opened))
         return opened
+
+    def _under_another_key(
+        self, route: Route, scope: str, tried: ThreadKey, key: str
+    ) -> Generator[_Step, Any, tuple[ThreadKey, str, bytes] | None]:
+        """A content object under its name by another key of the scope; None if under none."""
+        ring = yield NeedRing(scope)
+        for other in ring.values():
+            if other.key_id == tried.key_id:
+                continue
+            stored = route.stored(other, key)
+            try:
+                return other, stored, (yield from self._get_stored(stored, key))
+            except ObjectNotFoundError:
+                continue
+        return None
 
     def _get_stored(self, stored: str, key: str) -> Generator[_Step, Any, bytes]:
         try:
@@ -437,49 +368,74 @@ class SealingStore(KeyLayer):
         route = Route.of(start_after)
         after = start_after
         if route is not None and route.digest is not None and start_after is not None:
-            after = route.stored(
+            after = self._other_names.get(start_after) or route.stored(
                 (yield NeedKey(self._writing_scope(route.scope), False)), start_after
             )
         page: ListPage = yield (ListKeys(prefix, after, limit))
         self._learn(o.key for o in page.objects)
         listed = [(o, thread_of(o.key)) for o in page.objects]
         objects = {w[1] for _, w in listed if w is not None and w[2].startswith(OBJECTS)}
-        thread_keys = {}
+        rings: dict[str, list[ThreadKey]] = {}
         for token in objects:
-            thread_keys[token] = yield NeedKey(self._writing_scope(token), False)
-        out: list[ObjectInfo] = []
-        for o, where in listed:
-            thread = thread_keys.get(where[1]) if where is not None else None
-            if where is not None and thread is not None and where[2].startswith(OBJECTS):
-                # A name another epoch's key made stays as stored: nothing of
-                # the epoch in force reaches it.
-                d = sealing.opened_name(thread, where[2][len(OBJECTS) :])
-                if d is not None:
-                    o = ObjectInfo(where[0] + OBJECTS + d.hex(), o.size, o.last_modified)
-            out.append(o)
-        return ListPage(out, page.truncated)
+            thread = yield NeedKey(self._writing_scope(token), False)
+            rings[token] = [] if thread is None else [thread]
+        out: list[ObjectInfo | None] = [None] * len(listed)
+        unopened = []
+        for i, (o, where) in enumerate(listed):
+            if where is not None and where[2].startswith(OBJECTS) and rings[where[1]]:
+                opened = _opened_info(rings[where[1]], o, where)
+                if opened is None:
+                    unopened.append(i)
+                    continue
+                o = opened
+            out[i] = o
+        for token in {listed[i][1][1] for i in unopened}:  # type: ignore[index]
+            ring = yield NeedRing(self._writing_scope(token))
+            rings[token] = list(ring.values())
+        for i in unopened:
+            o, where = listed[i]
+            assert where is not None
+            # A name no key of the scope made (an ended epoch's) stays as stored.
+            opened = _opened_info(rings[where[1]], o, where)
+            if opened is not None:
+                self._remember_name(opened.key, o.key)
+            out[i] = opened or o
+        return ListPage([o for o in out if o is not None], page.truncated)
+
+    def _remember_name(self, key: str, stored: str) -> None:
+        """Where a content object another key of its scope named is stored (spec §6.16)."""
+        with self._lock:
+            self._other_names[key] = stored
+            while len(self._other_names) > KEYS_KEPT:
+                self._other_names.popitem(last=False)
 
     def _delete(self, keys_: Sequence[str]) -> _Request:
         stored = []
         for k in keys_:
             route = Route.of(k)
             if route is not None and route.digest is not None:
-                k = route.stored((yield NeedKey(self._writing_scope(route.scope), False)), k)
+                k = self._other_names.get(k) or route.stored(
+                    (yield NeedKey(self._writing_scope(route.scope), False)), k
+                )
             stored.append(k)
         return (yield (Delete(tuple(stored))))
 
     # --- how one step is performed (storage/steps.py runs the requests) -------------
 
     def _perform(self, step: _Step) -> Any:
-        """A key, loaded if not known, or the wrapped store's answer to a request."""
+        """A scope's key or keys, loaded if not known, or the wrapped store's answer."""
         if isinstance(step, NeedKey):
-            return self._key(step.scope, step.create)
+            return self._scopes.key(step.scope, step.create)
+        if isinstance(step, NeedRing):
+            return self._scopes.ring(step.scope)
         return call(self._inner, step)
 
     async def _aperform(self, step: _Step) -> Any:
         """Coroutine twin of :meth:`_perform`."""
         if isinstance(step, NeedKey):
-            return await self._akey(step.scope, step.create)
+            return await self._scopes.akey(step.scope, step.create)
+        if isinstance(step, NeedRing):
+            return await self._scopes.aring(step.scope)
         return await acall(self._inner, step)
 
     # --- blocking requests and coroutines: each request's steps, run by storage/steps.py ---
@@ -514,7 +470,7 @@ class SealingStore(KeyLayer):
         namespace life's, spec §4.11, §8.4.9) is left alone.
         """
         token = scope_of_prefix(prefix)
-        listing = ListKeys(epoch_keys_prefix(token))
+        listing = ListKeys(marked_keys_prefix(token))
         page = self._key_store.list(listing.prefix)
         self.counters.record([listing], [page])
         self._key_store.delete(self._shredded(token, below, page))
@@ -523,7 +479,7 @@ class SealingStore(KeyLayer):
     async def ashred(self, prefix: str, below: int) -> None:
         """Coroutine twin of :meth:`shred`."""
         token = scope_of_prefix(prefix)
-        listing = ListKeys(epoch_keys_prefix(token))
+        listing = ListKeys(marked_keys_prefix(token))
         page = await self._key_store.alist(listing.prefix)
         self.counters.record([listing], [page])
         await self._key_store.adelete(self._shredded(token, below, page))
@@ -547,28 +503,28 @@ class SealingStore(KeyLayer):
         self._versions.destroy(listed, doomed, scope_owner(token))
 
     def _shredded(self, token: str, below: int, page: ListPage) -> list[str]:
-        """The key objects a shred deletes, forgotten here first."""
-        scopes = [token] + [
-            scope
+        """The key objects a shred deletes (second ones too), forgotten here first."""
+        doomed = [key_object_key(token)] + [
+            o.key
             for o in page.objects
             if (scope := scope_of_key_object(o.key))
             and split_scope(scope)[0] == token
-            and 0 < split_scope(scope)[1] < below
+            and split_scope(scope)[1] < below
         ]
-        for scope in scopes:
+        for scope in {token} | {scope_of_key_object(k) or token for k in doomed}:
             self.forget(scope)
         self.saw_epoch(token, below)
-        return [key_object_key(scope) for scope in scopes]
+        return doomed
 
     def has_key(self, thread_prefix: str, epoch: int = 0) -> bool:
         """Whether the thread ``threads/<T>/`` has its key of ``epoch`` (loaded if not known)."""
         scope = epoch_scope(token_of_prefix(thread_prefix), epoch)
-        return self._key(scope, create=False) is not None
+        return self._scopes.key(scope, create=False) is not None
 
     async def ahas_key(self, thread_prefix: str, epoch: int = 0) -> bool:
         """Coroutine twin of :meth:`has_key`."""
         scope = epoch_scope(token_of_prefix(thread_prefix), epoch)
-        return await self._akey(scope, create=False) is not None
+        return await self._scopes.akey(scope, create=False) is not None
 
 
 class _SealingStoreAhead(SealingStore):
@@ -580,6 +536,17 @@ class _SealingStoreAhead(SealingStore):
         assert isinstance(inner, SendsAhead)
         request_steps = call(self._steps_of, request)
         return steps.send_ahead(request_steps, self._perform, inner.send_ahead, (NeedKey,))
+
+
+def _opened_info(
+    ring: Sequence[ThreadKey], info: ObjectInfo, where: tuple[str, str, str]
+) -> ObjectInfo | None:
+    """A listed content object named by its address, with the first key that made its name."""
+    for thread in ring:
+        d = sealing.opened_name(thread, where[2][len(OBJECTS) :])
+        if d is not None:
+            return ObjectInfo(where[0] + OBJECTS + d.hex(), info.size, info.last_modified)
+    return None
 
 
 def _cut(data: bytes, byte_range: tuple[int, int] | None) -> bytes:

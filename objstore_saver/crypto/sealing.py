@@ -56,10 +56,11 @@ def _envelope(ciphertext: bytes, thread: ThreadKey) -> bytes:
     return codec.pack_object(fields)
 
 
-def envelope_epoch(data: bytes, key: str) -> int:
-    """The thread's epoch whose key sealed an object (field ``e``, 0 if absent; spec §4.10).
+def envelope_key(data: bytes, key: str) -> tuple[int, bytes | None]:
+    """The thread's epoch whose key sealed an object (field ``e``, 0 if absent; spec §4.10),
+    and the id of that data key (field ``i``; None in envelopes sealed before it was named).
 
-    Read without any key: it chooses the key that opens the object.
+    Read without any key: they choose the key that opens the object.
 
     Raises:
         CorruptObjectError: not a sealed envelope (named by ``key``).
@@ -68,7 +69,8 @@ def envelope_epoch(data: bytes, key: str) -> int:
     epoch = obj.get("e", 0)
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
         raise CorruptObjectError(key, f"a sealed object's epoch is {epoch!r:.40}")
-    return epoch
+    sealed_by = obj.get("i")
+    return epoch, sealed_by if isinstance(sealed_by, bytes) else None
 
 
 def is_sealed(data: bytes) -> bool:
