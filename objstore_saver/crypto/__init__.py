@@ -9,9 +9,11 @@ settings (:mod:`~objstore_saver.crypto.settings`) import without the
 :mod:`~objstore_saver.crypto.sealing` (envelopes and sealed names) and
 :mod:`~objstore_saver.crypto.sealed_store`, the sealing layer (which routes
 each key to the scope whose key seals it), put in front of a store by
-:mod:`~objstore_saver.crypto.layer`. :mod:`~objstore_saver.crypto.names` names
+:mod:`~objstore_saver.crypto.layer`; :mod:`~objstore_saver.crypto.scope_keys`
+loads and makes the scopes' keys. :mod:`~objstore_saver.crypto.names` names
 the settings, scopes and key objects (an epoch's key: ``<T>%e<n>``,
-``store/<P>%e<n>``); :mod:`~objstore_saver.crypto.key_versions` destroys every
+``store/<P>%e<n>``; a replica's second key: ``<scope>%r<key id>``);
+:mod:`~objstore_saver.crypto.key_versions` destroys every
 version of a key object where the key store keeps versions.
 """
 
