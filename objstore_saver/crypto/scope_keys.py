@@ -65,7 +65,8 @@ class ScopeKeys:
         self._masters = tuple(masters)
         self._counters = counters
         #: The key each scope's writes use (its key object's, else a second one).
-        self._keys: OrderedDict[str, ThreadKey] = OrderedDict()
+        #: Read without the lock on the hot path (a dict read is atomic).
+        self.held: OrderedDict[str, ThreadKey] = OrderedDict()
         #: Every key of a scope by id, for the scopes whose objects met another key.
         self._rings: OrderedDict[str, dict[bytes, ThreadKey]] = OrderedDict()
         #: Scopes a shred destroyed here: ended epochs never get a key again.
@@ -80,18 +81,18 @@ class ScopeKeys:
     def known(self, scope: str) -> ThreadKey | None:
         """The scope's key, if this process holds it."""
         with self._lock:
-            return self._keys.get(scope)
+            return self.held.get(scope)
 
     def _remember(self, key: ThreadKey) -> ThreadKey:
         with self._lock:
-            self._keys[key.thread_id] = key
-            _trim(self._keys)
+            self.held[key.thread_id] = key
+            _trim(self.held)
         return key
 
     def forget(self, scope: str, shredded: bool = False) -> None:
         """Drop a scope's keys from memory; ``shredded``: its key objects are destroyed."""
         with self._lock:
-            self._keys.pop(scope, None)
+            self.held.pop(scope, None)
             self._rings.pop(scope, None)
             if shredded:
                 self._shredded[scope] = None
@@ -156,7 +157,7 @@ class ScopeKeys:
         """The keys of a scope other than its writing key that this process has met."""
         with self._lock:
             ring = self._rings.get(scope, {})
-            current = self._keys.get(scope)
+            current = self.held.get(scope)
         return [k for k in ring.values() if current is None or k.key_id != current.key_id]
 
     def _load(self, scope: str, create: bool) -> ThreadKey | None:

@@ -425,7 +425,7 @@ class SealingStore(KeyLayer):
     def _perform(self, step: _Step) -> Any:
         """A scope's key or keys, loaded if not known, or the wrapped store's answer."""
         if isinstance(step, NeedKey):
-            return self._scopes.key(step.scope, step.create)
+            return self._scopes.held.get(step.scope) or self._scopes.key(step.scope, step.create)
         if isinstance(step, NeedRing):
             return self._scopes.ring(step.scope)
         return call(self._inner, step)
@@ -433,7 +433,8 @@ class SealingStore(KeyLayer):
     async def _aperform(self, step: _Step) -> Any:
         """Coroutine twin of :meth:`_perform`."""
         if isinstance(step, NeedKey):
-            return await self._scopes.akey(step.scope, step.create)
+            held = self._scopes.held.get(step.scope)
+            return held or await self._scopes.akey(step.scope, step.create)
         if isinstance(step, NeedRing):
             return await self._scopes.aring(step.scope)
         return await acall(self._inner, step)
