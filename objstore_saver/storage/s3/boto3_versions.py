@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from objstore_saver.storage import versions as versions_module
 from objstore_saver.storage.base import MAX_DELETE_BATCH
@@ -16,11 +16,10 @@ from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Reten
 class Boto3Versions:
     """Object versions through the boto3 client of an :class:`Boto3S3Store` (mixed into it)."""
 
-    # Of the store this is mixed into: its client, bucket and prefix, and its
-    # ``_full_key``, ``_invoke`` and ``_error``.
+    # Of the store this is mixed into.
     _client: Any
-    _bucket: str
-    _prefix: str
+    bucket: str
+    prefix: str
     _full_key: Any
     _invoke: Any
     _error: Any
@@ -29,44 +28,36 @@ class Boto3Versions:
         """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and
         ``GetObjectLockConfiguration`` when versioning was ever on)."""
         c = self._client
-        try:
-            answer = self._invoke(
-                c.get_bucket_versioning, "get versioning", None, Bucket=self._bucket
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "get versioning") from exc
+        answer = self._invoke(c.get_bucket_versioning, "get versioning", None, Bucket=self.bucket)
         status = answer.get("Status") or ""
         if not status:
             return Retention(versioning="", object_lock=False)
         try:
             lock = self._invoke(
-                c.get_object_lock_configuration, "get object lock", None, Bucket=self._bucket
+                c.get_object_lock_configuration,
+                "get object lock",
+                None,
+                ClientError,
+                Bucket=self.bucket,
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in NO_OBJECT_LOCK_CODES:
                 return Retention(versioning=status, object_lock=False)
-            raise self._error(exc, "get object lock") from exc
-        except BotoCoreError as exc:
             raise self._error(exc, "get object lock") from exc
         enabled = lock.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
         return Retention(versioning=status, object_lock=enabled)
 
     def versions(self, prefix: str) -> list[ObjectVersion]:
         """Every version and delete marker under ``prefix`` (``ListObjectVersions``, every page)."""
-        skip = len(self._prefix)
+        skip = len(self.prefix)
         found: list[ObjectVersion] = []
         args: dict[str, Any] = {
-            "Bucket": self._bucket,
-            "Prefix": self._prefix + prefix,
+            "Bucket": self.bucket,
+            "Prefix": self.prefix + prefix,
             "MaxKeys": versions_module.PAGE_SIZE,
         }
         while True:
-            try:
-                page = self._invoke(
-                    self._client.list_object_versions, "list versions", prefix, **args
-                )
-            except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, "list versions", prefix) from exc
+            page = self._invoke(self._client.list_object_versions, "list versions", prefix, **args)
             for field, marker in (("Versions", False), ("DeleteMarkers", True)):
                 found.extend(
                     ObjectVersion(
@@ -92,16 +83,13 @@ class Boto3Versions:
         for i in range(0, len(versions), MAX_DELETE_BATCH):
             batch = versions[i : i + MAX_DELETE_BATCH]
             objects = [{"Key": self._full_key(v.key), "VersionId": v.version_id} for v in batch]
-            try:
-                answer = self._invoke(
-                    self._client.delete_objects,
-                    "delete versions",
-                    batch[0].key,
-                    Bucket=self._bucket,
-                    Delete={"Objects": objects, "Quiet": True},
-                )
-            except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, "delete versions", batch[0].key) from exc
+            answer = self._invoke(
+                self._client.delete_objects,
+                "delete versions",
+                batch[0].key,
+                Bucket=self.bucket,
+                Delete={"Objects": objects, "Quiet": True},
+            )
             errors = [
                 (e.get("Key", ""), e.get("VersionId", ""), e.get("Code", ""), e.get("Message", ""))
                 for e in answer.get("Errors") or []

@@ -1,14 +1,10 @@
-"""Where the lean S3 transport sends a bucket's requests: the host and path of its addressing.
+"""Where an S3 store's requests go, and how both transports' stores describe themselves.
 
-The region and the addressing style come resolved (:mod:`.settings`).
-
-Hosts on AWS come from botocore's own S3 endpoint rule set and partition data
-(``botocore/data/partitions.json``), with the same inputs a botocore client
-gives them: the region, FIPS and dual-stack settings, the ``us-east-1``
-global endpoint choice and the addressing style. So China
-(``amazonaws.com.cn``), GovCloud and the ISO partitions get the hosts boto3
-would use, and nothing here spells ``amazonaws.com``. A configured endpoint
-(MinIO, Ceph...) is addressed here, path style unless asked otherwise.
+The lean transport's hosts on AWS come from botocore's own S3 endpoint rule
+set and partition data, with the inputs a botocore client gives them (region,
+FIPS, dual-stack, the ``us-east-1`` global endpoint, the addressing style): so
+China, GovCloud and the ISO partitions get the hosts boto3 would use. A
+configured endpoint (MinIO, Ceph...) is path style unless asked otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +19,13 @@ from botocore.loaders import create_loader
 
 from objstore_saver.storage.base import RequestFacts
 from objstore_saver.storage.s3.protocol import Addressing
-from objstore_saver.storage.s3.settings import checked_endpoint, endpoint_variants, public_url
+from objstore_saver.storage.s3.settings import (
+    S3Encryption,
+    S3Settings,
+    checked_endpoint,
+    endpoint_variants,
+    public_url,
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -137,3 +139,41 @@ def request_facts(
     if region:
         common["cloud.region"] = region
     return RequestFacts("S3", s3=True, key_prefix=prefix, attributes=common)
+
+
+class S3StoreFacts:
+    """What both S3 stores say of themselves: their settings and location."""
+
+    _settings: S3Settings
+    _location: str
+
+    @property
+    def bucket(self) -> str:
+        """Bucket name."""
+        return self._settings.bucket
+
+    @property
+    def prefix(self) -> str:
+        """Normalized key prefix, ``""`` or ending with ``/``."""
+        return self._settings.prefix
+
+    @property
+    def encryption(self) -> S3Encryption | None:
+        """The server-side encryption of every object, ``None`` for the bucket's default."""
+        return self._settings.encryption
+
+    @property
+    def settings(self) -> S3Settings:
+        """What the store was built with (settings not given are read at construction)."""
+        return self._settings
+
+    @property
+    def location(self) -> str:
+        """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
+        return self._location
+
+    def __repr__(self) -> str:
+        shown = f"{type(self).__name__}({self._location!r}"
+        if self.encryption is None:
+            return f"{shown})"
+        return f"{shown}, encryption={self.encryption!r})"

@@ -31,7 +31,7 @@ from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.requests import StorageRequest, call
 from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
-from objstore_saver.storage.s3.endpoints import request_facts, resolve_addressing
+from objstore_saver.storage.s3.endpoints import S3StoreFacts, request_facts, resolve_addressing
 from objstore_saver.storage.s3.network import network_for
 from objstore_saver.storage.s3.protocol import (
     BucketRegionError,
@@ -43,7 +43,6 @@ from objstore_saver.storage.s3.protocol import (
 from objstore_saver.storage.s3.retry import RetryPolicy
 from objstore_saver.storage.s3.settings import (
     DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS,
-    S3Encryption,
     S3Settings,
     configured_endpoint,
     configured_region,
@@ -56,7 +55,7 @@ from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Reten
 _USER_AGENT = "objstore-saver-lean-s3"
 
 
-class LeanS3Store:
+class LeanS3Store(S3StoreFacts):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
     Same behaviour, errors and messages as :class:`Boto3S3Store`, at a fraction of
@@ -124,9 +123,9 @@ class LeanS3Store:
         }
         self._network = network_for(addressing.scheme, addressing.host, **self._network_options)
         self._move_lock = threading.Lock()
-        location = f"s3://{bucket}/{settings.prefix}"
+        self._location = f"s3://{bucket}/{settings.prefix}"
         if endpoint_url is not None:
-            location += f" at {addressing.public_url}"
+            self._location += f" at {addressing.public_url}"
         self._credentials = CredentialChain(
             session, f"S3 bucket {bucket!r} at {addressing.public_url}"
         )
@@ -136,7 +135,7 @@ class LeanS3Store:
             addressing=addressing,
             signer=Signer(region_name),
             credentials=self._credentials,
-            location=location,
+            location=self._location,
             encryption=settings.encryption,
             extra_put_headers=dict(settings.extra_put_headers),
             extra_get_headers=dict(settings.extra_get_headers),
@@ -157,16 +156,6 @@ class LeanS3Store:
     # --- description -----------------------------------------------------------------
 
     @property
-    def bucket(self) -> str:
-        """Bucket name."""
-        return self._protocol.bucket
-
-    @property
-    def prefix(self) -> str:
-        """Normalized key prefix, ``""`` or ending with ``/``."""
-        return self._protocol.prefix
-
-    @property
     def region(self) -> str:
         """Region the requests are signed for (the bucket's, once an answer named it)."""
         return self._protocol.region
@@ -175,11 +164,6 @@ class LeanS3Store:
     def endpoint(self) -> str:
         """The endpoint requests go to, without user info."""
         return self._protocol.addressing.public_url
-
-    @property
-    def encryption(self) -> S3Encryption | None:
-        """The server-side encryption of every object, ``None`` for the bucket's default."""
-        return self._protocol.encryption
 
     @property
     def retry(self) -> RetryPolicy:
@@ -191,24 +175,9 @@ class LeanS3Store:
         """``(connect_timeout, read_timeout)`` in seconds."""
         return self._settings.client.connect_timeout, self._settings.client.read_timeout
 
-    @property
-    def settings(self) -> S3Settings:
-        """What the store was built with (settings not given are read at construction)."""
-        return self._settings
-
-    @property
-    def location(self) -> str:
-        """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
-        return self._protocol.location
-
     def request_facts(self) -> RequestFacts:
         """Requests named ``S3.PutObject``..., with the AWS SDK's attributes."""
         return request_facts(self.prefix, self.bucket, self.endpoint, self.region)
-
-    def __repr__(self) -> str:
-        if self.encryption is None:
-            return f"LeanS3Store({self.location!r})"
-        return f"LeanS3Store({self.location!r}, encryption={self.encryption!r})"
 
     # --- transports --------------------------------------------------------------------
 
