@@ -1,12 +1,9 @@
 """A store layer as one hook around request values, blocking and async alike.
 
-A layer that only observes or alters requests on their way down (metering,
-fault injection) subclasses :class:`Layer` and writes one context manager,
-:meth:`Layer.around`: it sees the request value before it goes down, the
-answer (or the error) after, and may raise instead. The eight protocol
-methods, blocking and coroutines, build the request value and run it
-through that one hook; a layer that must do more for one kind of request
-(coalescing deletes) overrides that method alone.
+A layer that observes or alters requests on their way down (metering, fault
+injection) writes one context manager, :meth:`Layer.around`, which sees the
+request value before it goes down and the answer (or error) after; the eight
+protocol methods run every request through it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""A lean S3 backend: SigV4 signed here, HTTP/1.1 sent by the standard library, sync and async.
+"""A lean S3 backend: sends what the pure plans of ``protocol.py`` yield, sync and async.
 
-This module only sends what the pure plans of ``protocol.py`` yield, on the
-blocking pool (``sync_pool.py``) or on the event loop (``async_pool.py``, no
-thread hop). Why this design won over boto3, aiobotocore and obstore is in
-``docs/transport.md``.
+Requests go on the blocking pool (``sync_pool.py``) or on the event loop
+(``async_pool.py``, no thread hop); why this design is in ``docs/transport.md``.
 """
 
 from __future__ import annotations
@@ -213,8 +211,7 @@ class LeanS3Store(S3StoreFacts):
     def _move(self, moved: BucketRegionError) -> None:
         """Follow the bucket to its region's host: new pools there, requests signed for it.
 
-        Nothing the refused request asked for was done: the caller starts its
-        operation again. The event loops' pools are made anew on their next request.
+        The refused request did nothing: the caller starts its operation again.
         """
         with self._move_lock:
             if self._protocol.addressing == moved.addressing:
@@ -298,61 +295,28 @@ class LeanS3Store(S3StoreFacts):
         if pool is not None:
             await pool.close()
 
-    # --- the protocol, blocking ---------------------------------------------------------
+    # --- the protocol, blocking: the errors and messages of Boto3S3Store's -------------------
 
     def check(self) -> None:
-        """Check that the bucket exists and the credentials may use it (``HeadBucket``).
-
-        Raises:
-            StoreUnavailableError: the bucket is missing, access is denied or
-                the endpoint cannot be reached.
-        """
+        """Check that the bucket exists and the credentials may use it (``HeadBucket``)."""
         self._run(self._protocol.check)
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Store ``data`` at ``key`` with one ``PutObject`` (see :meth:`Boto3S3Store.put`).
-
-        Raises:
-            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
-            InvalidKeyError: the key is invalid or too long with the prefix.
-            EncryptionNotConfirmedError: the answer does not confirm ``encryption``.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """Store ``data`` at ``key`` with one ``PutObject`` (``CREATE``: ``If-None-Match: *``)."""
         self._run(partial(self._protocol.put, key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Return the object at ``key``, or bytes ``[start, end)`` of it.
-
-        Raises:
-            ObjectNotFoundError: nothing is stored at ``key``.
-            InvalidKeyError: the key is invalid.
-            ValueError: the byte range is not ``0 <= start <= end``.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """Return the object at ``key``, or bytes ``[start, end)`` of it."""
         return self._run(partial(self._protocol.get, key, byte_range))
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (one request).
-
-        Raises:
-            ValueError: ``limit`` is out of range.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (one request)."""
         return self._run(partial(self._protocol.list, prefix, start_after, limit))
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request.
-
-        Raises:
-            InvalidKeyError: a key is invalid; nothing is deleted.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: S3 reported an error for a key (named with its code).
-        """
+        """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request."""
         self._run(partial(self._protocol.delete, keys))
 
     # --- the protocol, on the event loop ---------------------------------------------------
