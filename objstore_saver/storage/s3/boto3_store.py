@@ -122,11 +122,7 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync, Boto3Versions):
             :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
             (its bucket and prefix included; then no other option).
         **options: The settings by name, as :meth:`S3Settings.from_options`
-            takes them (``endpoint_url``, ``region_name``, ``max_attempts``,
-            ``retry_mode``, ``connect_timeout``, ``read_timeout``,
-            ``max_pool_connections``, ``encryption``, ``extra_put_args``,
-            ``extra_get_args``, ``addressing_style``, ``proxies``, ``verify``,
-            ``ca_bundle``); each is documented on :class:`S3Settings`,
+            takes them; each is documented on :class:`S3Settings`,
             :class:`ClientSettings` or :class:`RetrySettings`.
 
     Raises:
@@ -258,12 +254,8 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync, Boto3Versions):
     def check(self) -> None:
         """Check that the bucket exists and the credentials may use it (``HeadBucket``).
 
-        A connection that cannot be opened (refused, unreachable, connect
-        timeout) fails at once, not retried; other failures are retried.
-
-        Raises:
-            StoreUnavailableError: the bucket is missing, access is denied or
-                the endpoint cannot be reached.
+        StoreUnavailableError if not; a connection that cannot be opened fails
+        at once, not retried.
         """
         _CHECKING.active = True
         try:

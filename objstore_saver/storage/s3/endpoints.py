@@ -49,14 +49,9 @@ def aws_addressing(
 ) -> Addressing:
     """How a bucket on AWS itself is addressed, as botocore's rule set says.
 
-    ``auto`` is virtual-hosted where the bucket name allows it (a dotted name
-    would break the TLS wildcard: path style then); ``path`` forces path style;
-    ``virtual`` is ``auto`` here (the rule set never puts a dotted bucket in an
-    ``https`` host).
-
-    Raises:
-        ValueError: the rule set refuses the combination (an invalid region,
-            FIPS in a partition without it...), with its reason.
+    ``auto`` and ``virtual`` are virtual-hosted where the bucket name allows it
+    (path style for a dotted name); ``path`` forces path style. ValueError,
+    with the rule set's reason, when it refuses the combination.
     """
     try:
         resolved = _s3_rules().resolve_endpoint(
@@ -80,17 +75,8 @@ def aws_addressing(
 def custom_addressing(
     bucket: str, endpoint_url: str, style: str = "auto", source: str = "endpoint_url"
 ) -> Addressing:
-    """How a bucket on a configured endpoint (MinIO, Ceph...) is addressed.
-
-    Path style (``endpoint/bucket``) unless ``style`` is ``virtual``
-    (``bucket.host``); ``auto`` is path style with an endpoint, which
-    S3-compatible servers need.
-
-    Raises:
-        ValueError: the URL carries user info or is not an http(s) URL, or a
-            dotted bucket is asked for virtual-hosted over https; the message
-            names ``source`` and the URL without credentials.
-    """
+    """How a bucket on a configured endpoint (MinIO, Ceph...) is addressed: path style
+    (``endpoint/bucket``) unless ``style`` is ``virtual`` (``bucket.host``)."""
     parts = checked_endpoint(endpoint_url, source)
     path = parts.path.rstrip("/")
     if style == "virtual":

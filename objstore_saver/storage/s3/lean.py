@@ -57,38 +57,29 @@ class LeanS3Store(S3StoreFacts):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
     Same behaviour, errors and messages as :class:`Boto3S3Store`, at a fraction of
-    its client CPU per request; the coroutines ``aput``/``aget``/``alist``/
-    ``adelete`` run on the event loop without a thread. Needs nothing beyond
-    the standard library and botocore (for credentials).
+    its client CPU per request; the coroutines run on the event loop without a
+    thread. Needs nothing beyond the standard library and botocore.
 
     Args:
         bucket: Bucket name.
         prefix: Key prefix of every object; normalized to ``""`` or a string
             ending with ``/``.
-        settings: Everything but the bucket and prefix can come as one
+        settings: Everything as one
             :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
             (its bucket and prefix included; then no other option).
         session: A ``boto3.Session`` or ``botocore.session.Session`` whose
             credential chain signs the requests (and whose profile the
-            settings not given are read from); default a new botocore
-            session (environment, shared files, roles).
+            settings not given are read from); default a new botocore session.
         **options: The settings by name, as :meth:`S3Settings.from_options`
-            takes them (``endpoint_url``, ``region_name``, ``max_attempts``,
-            ``backoff_base``, ``connect_timeout``, ``read_timeout``,
-            ``max_pool_connections``, ``max_connections``, ``encryption``,
-            ``extra_put_headers``, ``extra_get_headers``, ``addressing_style``,
-            ``proxies``, ``verify``, ``ca_bundle``); each is documented on
-            :class:`S3Settings`, :class:`ClientSettings` or
-            :class:`RetrySettings`, with where it is read when not given.
+            takes them; each is documented on :class:`S3Settings`,
+            :class:`ClientSettings` or :class:`RetrySettings`.
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
         TypeError: an option this store does not take.
-        ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
-            a ``ConfigurationError``), an option is out of range, the extra
-            headers set what ``encryption`` sets, the endpoint or proxy URL is
-            unusable, or botocore's endpoint rules know no host for the region
-            (FIPS in China, say).
+        ValueError: an option is out of range or contradicts another, the
+            bucket is empty or a directory bucket, the endpoint or proxy URL is
+            unusable, or botocore's rules know no host for the region.
         ConfigurationError: a CA bundle file is missing or unusable (a
             ``ValueError`` too), naming the path.
     """
