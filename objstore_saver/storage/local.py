@@ -210,7 +210,6 @@ class LocalStore(ThreadedAsync):
         return True
 
     def _write_temp(self, directory: str, data: bytes) -> str:
-        """Write ``data`` to a new temporary file in ``directory``; return its path."""
         tmp = os.path.join(directory, _temp_names.next())
         fd = os.open(tmp, _TEMP_FLAGS, 0o666)
         done = False
@@ -365,7 +364,6 @@ class LocalStore(ThreadedAsync):
         return ListPage(objects=objects, truncated=truncated)
 
     def _prune(self, directory: str) -> None:
-        """Remove ``directory`` and its ancestors below the root while empty."""
         while directory != self._root and directory.startswith(self._root + os.sep):
             try:
                 os.rmdir(directory)

@@ -96,7 +96,6 @@ def send_ahead(
 
 
 def _finish(steps: Steps[S, T], perform: Callable[[S], Any], read: Callable[[], Any]) -> T:
-    """Read the answer of the step sent ahead, then run the rest of ``steps``."""
     try:
         answer = read()
     except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it

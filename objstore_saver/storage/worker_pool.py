@@ -58,7 +58,6 @@ class _Inbox:
                 self._scheduled = False
 
     def _collect(self) -> None:
-        """Resolve every posted future (runs on the loop)."""
         with self._lock:
             items = list(self._items)
             self._items.clear()

@@ -37,7 +37,6 @@ async def read_chunked(reader: asyncio.StreamReader) -> bytes:
 
 
 async def _receive(reader: asyncio.StreamReader, answer: AnswerReader) -> HttpResponse:
-    """Feed ``answer`` what the stream brings until it holds a whole answer."""
     while True:
         data = await reader.read(_RECV)
         if not data:
@@ -75,7 +74,6 @@ class AsyncConnectionPool(CappedPool):
             return self._connect_failed(exc)
 
     async def _open(self) -> _Conn:
-        """A new connection to the origin (through the proxy's tunnel, if any)."""
         host, port = self._dial
         if not self._tunnel:
             return await asyncio.open_connection(host, port, ssl=self._ssl, limit=MAX_HEAD_BYTES)

@@ -179,7 +179,6 @@ class AnswerReader:
         raise ProtocolError("connection closed by the server inside an answer")
 
     def _run(self, buf: bytes, pos: int) -> HttpResponse | None:
-        """Read from ``buf[pos:]`` as far as it goes."""
         size = len(buf)
         while True:
             state = self._state
@@ -286,7 +285,6 @@ class AnswerReader:
             self._state = _TRAILERS
 
     def _trailer(self, line: bytes) -> None:
-        """Check (and skip) one trailer line."""
         self._trailers += 1
         if self._trailers > MAX_TRAILERS:
             raise ProtocolError(f"more than {MAX_TRAILERS} trailer lines")

@@ -144,7 +144,6 @@ class CappedPool:
         return head.encode("latin-1")
 
     def _connect_head(self) -> bytes:
-        """The ``CONNECT`` request opening a tunnel to the origin through the proxy."""
         head = f"CONNECT {self._authority} HTTP/1.1\r\nhost: {self._authority}\r\n"
         if self._proxy is not None and self._proxy.authorization is not None:
             head += f"proxy-authorization: {self._proxy.authorization}\r\n"
@@ -309,7 +308,6 @@ class ConnectionPool(CappedPool):
         self._lock = threading.Lock()
 
     def _take(self) -> _Connection | None:
-        """An idle connection still open, or ``None``."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
@@ -323,7 +321,6 @@ class ConnectionPool(CappedPool):
             conn.close()
 
     def _connect(self) -> _Connection:
-        """A new connection to the origin (through the proxy's tunnel, if any)."""
         sock = socket.create_connection(self._dial, timeout=self._connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -423,7 +420,6 @@ class ConnectionPool(CappedPool):
         return conn, request
 
     def _read(self, written: tuple[_Connection, HttpRequest] | TransportFailure) -> Reply:
-        """Read the answer to a written request and free its slot."""
         try:
             if isinstance(written, TransportFailure):
                 return written

@@ -41,7 +41,6 @@ class CredentialChain:
         )
 
     def _resolved_source(self) -> Any:
-        """botocore's credentials object, looked up through the chain once."""
         source = self._source
         if source is None:
             try:

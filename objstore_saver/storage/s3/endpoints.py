@@ -30,7 +30,6 @@ from objstore_saver.storage.s3.settings import (
 
 @functools.lru_cache(maxsize=1)
 def _s3_rules() -> EndpointProvider:
-    """botocore's S3 endpoint rule set over its partition data (loaded once)."""
     loader = create_loader()
     return EndpointProvider(
         ruleset_data=loader.load_service_model("s3", "endpoint-rule-set-1"),
