@@ -5,8 +5,8 @@ mean (:mod:`.rules`), where requests go and how a store describes itself
 (:mod:`.endpoints`). :class:`LeanS3Store` (:mod:`.lean`) runs the pure plans
 of :mod:`.protocol` and :mod:`.version_requests`, retried by :mod:`.retry`,
 signed by :mod:`.sigv4` with :mod:`.credentials`, reaching the bucket as
-:mod:`.network` says; :class:`Boto3S3Store` is :mod:`.boto3_store`,
-:mod:`.boto3_client` and :mod:`.boto3_versions`.
+:mod:`.network` says; :class:`Boto3S3Store` is :mod:`.boto3_store` (objects
+and versions) and :mod:`.boto3_client`.
 """
 
 from objstore_saver.storage.s3.boto3_store import Boto3S3Store, S3Store

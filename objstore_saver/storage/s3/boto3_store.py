@@ -1,4 +1,4 @@
-"""A backend on an S3-compatible bucket, optionally under a key prefix.
+"""A backend on an S3-compatible bucket through boto3's client: objects and their versions.
 
 Create-only puts use ``If-None-Match: *`` (conditional writes), so the bucket
 must be on AWS S3 or a server that implements them. Differences between
@@ -29,6 +29,7 @@ from botocore.exceptions import (
     ProxyConnectionError,
 )
 
+from objstore_saver.storage import versions as versions_module
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
     MAX_LIST_PAGE,
@@ -44,10 +45,10 @@ from objstore_saver.storage.base import (
     validate_key,
 )
 from objstore_saver.storage.s3.boto3_client import build_client, send_puts_without_waiting
-from objstore_saver.storage.s3.boto3_versions import Boto3Versions
 from objstore_saver.storage.s3.endpoints import S3StoreFacts, request_facts
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
+    NO_OBJECT_LOCK_CODES,
     UNREACHED_NOTE,
     answer_error,
     conflict_wait,
@@ -66,6 +67,7 @@ from objstore_saver.storage.s3.settings import (
     public_url,
     store_settings,
 )
+from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Retention, refused_of
 
 #: botocore errors raised before any response arrives: nothing could be reached or signed.
 _UNREACHABLE = (
@@ -103,7 +105,7 @@ def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
 
 
-class Boto3S3Store(S3StoreFacts, ThreadedAsync, Boto3Versions):
+class Boto3S3Store(S3StoreFacts, ThreadedAsync):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket.
 
     Keys given to the store are relative to ``prefix``; listings return them
@@ -413,6 +415,81 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync, Boto3Versions):
             ]
             if errors:
                 raise delete_refused(self._location, self.prefix, errors)
+
+    # --- object versions (storage/versions.py) ---------------------------------------
+
+    def retention(self) -> Retention:
+        """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and
+        ``GetObjectLockConfiguration`` when versioning was ever on)."""
+        c = self._client
+        answer = self._invoke(c.get_bucket_versioning, "get versioning", None, Bucket=self.bucket)
+        status = answer.get("Status") or ""
+        if not status:
+            return Retention(versioning="", object_lock=False)
+        try:
+            lock = self._invoke(
+                c.get_object_lock_configuration,
+                "get object lock",
+                None,
+                ClientError,
+                Bucket=self.bucket,
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in NO_OBJECT_LOCK_CODES:
+                return Retention(versioning=status, object_lock=False)
+            raise self._error(exc, "get object lock") from exc
+        enabled = lock.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
+        return Retention(versioning=status, object_lock=enabled)
+
+    def versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker under ``prefix`` (``ListObjectVersions``, every page)."""
+        skip = len(self.prefix)
+        found: list[ObjectVersion] = []
+        args: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self.prefix + prefix,
+            "MaxKeys": versions_module.PAGE_SIZE,
+        }
+        while True:
+            page = self._invoke(self._client.list_object_versions, "list versions", prefix, **args)
+            for field, marker in (("Versions", False), ("DeleteMarkers", True)):
+                found.extend(
+                    ObjectVersion(
+                        key=item["Key"][skip:],
+                        version_id=item.get("VersionId") or "null",
+                        delete_marker=marker,
+                        latest=bool(item.get("IsLatest")),
+                    )
+                    for item in page.get(field, [])
+                )
+            if not page.get("IsTruncated") or not page.get("NextKeyMarker"):
+                return found
+            args["KeyMarker"] = page["NextKeyMarker"]
+            if page.get("NextVersionIdMarker"):
+                args["VersionIdMarker"] = page["NextVersionIdMarker"]
+            else:
+                args.pop("VersionIdMarker", None)
+
+    def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
+        """Delete these versions for good (``DeleteObjects``, 1,000 a request);
+        return those the bucket refused (Object Lock)."""
+        refused: list[RefusedVersion] = []
+        for i in range(0, len(versions), MAX_DELETE_BATCH):
+            batch = versions[i : i + MAX_DELETE_BATCH]
+            objects = [{"Key": self._full_key(v.key), "VersionId": v.version_id} for v in batch]
+            answer = self._invoke(
+                self._client.delete_objects,
+                "delete versions",
+                batch[0].key,
+                Bucket=self.bucket,
+                Delete={"Objects": objects, "Quiet": True},
+            )
+            errors = [
+                (e.get("Key", ""), e.get("VersionId", ""), e.get("Code", ""), e.get("Message", ""))
+                for e in answer.get("Errors") or []
+            ]
+            refused += refused_of(batch, self._full_key, errors)
+        return refused
 
 
 #: The name this transport had while it was the only one; kept so that code
