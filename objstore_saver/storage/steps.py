@@ -26,7 +26,7 @@ def run(
     answer: Any = None,
     error: Exception | None = None,
 ) -> T:
-    """Carry out ``steps``, each step with the blocking ``perform``; what the generator returns.
+    """Carry out ``steps`` with the blocking ``perform``; what the generator returns.
 
     ``answer`` or ``error``: what its last step came to, when it was begun elsewhere.
     """

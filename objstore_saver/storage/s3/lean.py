@@ -253,12 +253,8 @@ class LeanS3Store(S3StoreFacts):
         return steps.run(make(), self._perform)
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
-        """Send the first HTTP request of ``request`` (a storage request value) now.
-
-        Returns the function, to be called once, that waits for its answer and
-        returns (or raises) what the blocking call would; retries, and a request
-        that finds no free connection slot at once, run inside it.
-        """
+        """Send the first HTTP request of ``request`` now (see :class:`~..requests.SendsAhead`);
+        retries, and a request that finds no free connection slot, run when it is read."""
         make: Callable[[], Exchange[Any]] = partial(call, self._protocol, request)
         begun = steps.send_ahead(make(), self._perform, self._ahead)
         return lambda: self._run(make, begun)
