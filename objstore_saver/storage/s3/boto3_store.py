@@ -416,8 +416,6 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
             if errors:
                 raise delete_refused(self._location, self.prefix, errors)
 
-    # --- object versions (storage/versions.py) ---------------------------------------
-
     def retention(self) -> Retention:
         """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and
         ``GetObjectLockConfiguration`` when versioning was ever on)."""

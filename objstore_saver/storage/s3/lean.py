@@ -142,8 +142,6 @@ class LeanS3Store(S3StoreFacts):
             weakref.WeakKeyDictionary()
         )
 
-    # --- description -----------------------------------------------------------------
-
     @property
     def region(self) -> str:
         """Region the requests are signed for (the bucket's, once an answer named it)."""
@@ -167,8 +165,6 @@ class LeanS3Store(S3StoreFacts):
     def request_facts(self) -> RequestFacts:
         """Requests named ``S3.PutObject``..., with the AWS SDK's attributes."""
         return request_facts(self.prefix, self.bucket, self.endpoint, self.region)
-
-    # --- transports --------------------------------------------------------------------
 
     def _pool_options(self) -> dict[str, Any]:
         client = self._settings.client
@@ -216,8 +212,6 @@ class LeanS3Store(S3StoreFacts):
             self._aio = weakref.WeakKeyDictionary()
             self._protocol.use_region(moved.bucket_region, where)
         old.close()
-
-    # --- carrying out an exchange (storage/steps.py runs it) ----------------------------
 
     def _perform(self, step: HttpRequest | Sleep) -> Reply | None:
         if isinstance(step, Sleep):
@@ -282,8 +276,6 @@ class LeanS3Store(S3StoreFacts):
         if pool is not None:
             await pool.close()
 
-    # --- the protocol, blocking: the errors and messages of Boto3S3Store's -------------------
-
     def check(self) -> None:
         """Check that the bucket exists and the credentials may use it (``HeadBucket``)."""
         self._run(self._protocol.check)
@@ -306,8 +298,6 @@ class LeanS3Store(S3StoreFacts):
         """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request."""
         self._run(partial(self._protocol.delete, keys))
 
-    # --- the protocol, on the event loop ---------------------------------------------------
-
     async def acheck(self) -> None:
         """Coroutine of :meth:`check`."""
         await self._arun(self._protocol.check)
@@ -329,8 +319,6 @@ class LeanS3Store(S3StoreFacts):
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine of :meth:`delete`."""
         await self._arun(partial(self._protocol.delete, keys))
-
-    # --- object versions (storage/versions.py) ----------------------------------------------
 
     def retention(self) -> Retention:
         """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and

@@ -137,30 +137,25 @@ def delete_body(full_keys: Sequence[str], version_ids: Sequence[str] = ()) -> by
     return f"<Delete><Quiet>true</Quiet>{objects}</Delete>".encode()
 
 
+#: The HTTP header of each server-side encryption field of boto3's requests and answers.
+_SSE_HEADERS = {
+    "ServerSideEncryption": "x-amz-server-side-encryption",
+    "SSEKMSKeyId": "x-amz-server-side-encryption-aws-kms-key-id",
+    "SSECustomerAlgorithm": "x-amz-server-side-encryption-customer-algorithm",
+    "SSECustomerKey": "x-amz-server-side-encryption-customer-key",
+    "SSECustomerKeyMD5": "x-amz-server-side-encryption-customer-key-md5",
+}
+
+
 def encryption_headers(encryption: S3Encryption | None, *, put: bool) -> dict[str, str]:
     """The SSE request headers of a PUT (``put=True``) or a GET."""
     if encryption is None:
         return {}
     args = encryption.put_args() if put else encryption.get_args()
-    headers: dict[str, str] = {}
-    if "ServerSideEncryption" in args:
-        headers["x-amz-server-side-encryption"] = args["ServerSideEncryption"]
-    if "SSEKMSKeyId" in args:
-        headers["x-amz-server-side-encryption-aws-kms-key-id"] = args["SSEKMSKeyId"]
     if "SSECustomerKey" in args:
-        key: bytes = args["SSECustomerKey"]
-        headers["x-amz-server-side-encryption-customer-algorithm"] = args["SSECustomerAlgorithm"]
-        headers["x-amz-server-side-encryption-customer-key"] = base64.b64encode(key).decode()
-        headers["x-amz-server-side-encryption-customer-key-md5"] = str(encryption.customer_key_md5)
-    return headers
-
-
-#: The headers of a PUT answer reporting its encryption, by ``put_object`` response field.
-_SSE_ANSWER = {
-    "ServerSideEncryption": "x-amz-server-side-encryption",
-    "SSECustomerAlgorithm": "x-amz-server-side-encryption-customer-algorithm",
-    "SSECustomerKeyMD5": "x-amz-server-side-encryption-customer-key-md5",
-}
+        args["SSECustomerKey"] = base64.b64encode(args["SSECustomerKey"]).decode()
+        args["SSECustomerKeyMD5"] = str(encryption.customer_key_md5)
+    return {_SSE_HEADERS[name]: value for name, value in args.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,7 +425,7 @@ class S3Protocol:
                 lambda: self.request("PUT", full, headers=headers, body=data), "put", key
             )
             if isinstance(reply, HttpResponse) and reply.status == 200:
-                reported = {field: reply.headers.get(name) for field, name in _SSE_ANSWER.items()}
+                reported = {field: reply.headers.get(name) for field, name in _SSE_HEADERS.items()}
                 if self.encryption is not None and not self.encryption.confirmed_by(reported):
                     raise self.encryption.not_confirmed(key, self.location)
                 return
