@@ -212,7 +212,6 @@ class LocalStore(ThreadedAsync):
     def _write_temp(self, directory: str, data: bytes) -> str:
         tmp = os.path.join(directory, _temp_names.next())
         fd = os.open(tmp, _TEMP_FLAGS, 0o666)
-        done = False
         try:
             try:
                 view = memoryview(data)
@@ -222,10 +221,9 @@ class LocalStore(ThreadedAsync):
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            done = True
-        finally:
-            if not done:
-                _unlink_quiet(tmp)
+        except BaseException:
+            _unlink_quiet(tmp)
+            raise
         return tmp
 
     def _commit(self, tmp: str, target: str, key: str, mode: PutMode) -> None:

@@ -185,11 +185,10 @@ class LeanS3Store(S3StoreFacts):
         """The connection pool of the running loop (connections are loop-bound)."""
         loop = asyncio.get_running_loop()
         pool = self._aio.get(loop)
-        if pool is not None:
-            return pool
-        addressing = self._protocol.addressing
-        pool = AsyncConnectionPool(addressing.scheme, addressing.host, **self._pool_options())
-        self._aio[loop] = pool
+        if pool is None:
+            where = self._protocol.addressing
+            pool = AsyncConnectionPool(where.scheme, where.host, **self._pool_options())
+            self._aio[loop] = pool
         return pool
 
     async def _asend(self, request: HttpRequest) -> Reply:
