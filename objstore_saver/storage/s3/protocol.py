@@ -425,8 +425,9 @@ class S3Protocol:
                 lambda: self.request("PUT", full, headers=headers, body=data), "put", key
             )
             if isinstance(reply, HttpResponse) and reply.status == 200:
-                reported = {field: reply.headers.get(name) for field, name in _SSE_HEADERS.items()}
-                if self.encryption is not None and not self.encryption.confirmed_by(reported):
+                if self.encryption is not None and not self.encryption.confirmed_by(
+                    {field: reply.headers.get(name) for field, name in _SSE_HEADERS.items()}
+                ):
                     raise self.encryption.not_confirmed(key, self.location)
                 return
             if mode is PutMode.CREATE and isinstance(reply, HttpResponse):
