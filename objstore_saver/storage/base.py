@@ -1,12 +1,8 @@
-"""The storage protocol every backend implements.
+"""The storage protocol every backend implements: ``put``, ``get``, ``list``, ``delete``.
 
-A backend is a flat namespace of immutable-by-convention objects addressed by
-ASCII keys, with four operations: ``put`` (create-only or overwrite), ``get``
-(whole or a byte range), ``list`` (one page of keys under a prefix, ascending,
-from a start key) and a batched ``delete``. Each is a blocking, thread-safe
-method and a coroutine (``aput``...) with the same arguments, results and
-errors; a backend without a native async client (the local directory, boto3)
-inherits :class:`ThreadedAsync`, the one place blocking calls move to threads.
+Each operation is a blocking, thread-safe method and a coroutine (``aput``...)
+with the same arguments, results and errors; a backend without a native async
+client (the local directory, boto3) inherits :class:`ThreadedAsync`.
 """
 
 from __future__ import annotations
@@ -64,8 +60,6 @@ class ListPage:
 MAX_DELETE_BATCH = 1000
 #: Default and largest page size of ``list``.
 MAX_LIST_PAGE = 1000
-
-
 #: Longest key, in bytes (keys are ASCII, so also in characters).
 MAX_KEY_BYTES = 1024
 
@@ -110,11 +104,7 @@ def validate_key(key: str, prefix: str = "") -> str:
 
 
 def validate_byte_range(byte_range: tuple[int, int]) -> tuple[int, int]:
-    """Return ``(start, end)`` of a ``get`` byte range after checking it.
-
-    Raises:
-        ValueError: not two integers with ``0 <= start <= end``.
-    """
+    """``(start, end)`` of a ``get`` byte range (ValueError unless ``0 <= start <= end``)."""
     start, end = byte_range
     if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
         raise ValueError(f"invalid byte range {byte_range!r}: need integers 0 <= start <= end")
@@ -193,32 +183,24 @@ BLOCKING_WORKERS = 64
 
 
 async def in_thread(call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run a blocking storage call in the shared worker pool, with the caller's context.
-
-    The pool is larger than the loop's default executor, and its hand-off leaner
-    than ``run_in_executor`` (:mod:`objstore_saver.storage.worker_pool`).
-    """
+    """Run a blocking storage call in the shared worker pool, with the caller's context."""
     if kwargs:
         call = functools.partial(call, **kwargs)
     return await shared_pool(BLOCKING_WORKERS).submit(call, args)
 
 
 class ThreadedAsync:
-    """The coroutine operations of a backend whose client only blocks, each run
-    through :func:`in_thread` so the loop never waits on the disk or the network."""
+    """The coroutines of a backend whose client only blocks, each run through :func:`in_thread`."""
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Run :meth:`put` in a worker thread."""
         await in_thread(self.put, key, data, mode)  # type: ignore[attr-defined]
 
     async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Run :meth:`get` in a worker thread."""
         return await in_thread(self.get, key, byte_range)  # type: ignore[attr-defined]
 
     async def alist(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """Run :meth:`list` in a worker thread."""
         return await in_thread(
             self.list,  # type: ignore[attr-defined]
             prefix,
@@ -227,7 +209,6 @@ class ThreadedAsync:
         )
 
     async def adelete(self, keys: Sequence[str]) -> None:
-        """Run :meth:`delete` in a worker thread."""
         await in_thread(self.delete, list(keys))  # type: ignore[attr-defined]
 
 
@@ -235,12 +216,9 @@ class ThreadedAsync:
 class RequestFacts:
     """How a backend's requests are named in telemetry (OpenTelemetry's conventions).
 
-    Attributes:
-        service: The span name's service: ``S3``, ``LocalStore``...
-        s3: Requests are S3 operations (``rpc.method``, ``aws.s3.key``).
-        key_prefix: What the backend puts before every key (an S3 prefix).
-        file_root: The directory of a local backend (``file.path``).
-        attributes: Attributes every request span carries.
+    ``service`` names the span (``S3``...); ``s3``: requests are S3 operations;
+    ``key_prefix``: what goes before every key; ``file_root``: a local
+    backend's directory; ``attributes``: what every request span carries.
     """
 
     service: str
@@ -258,8 +236,7 @@ class DescribesRequests(Protocol):
 
 
 class StoreWrapper:
-    """Base of stores that wrap another one (metering, fault injection); subclasses
-    implement the four requests."""
+    """Base of stores that wrap another one (metering, fault injection)."""
 
     def __init__(self, inner: ObjectStore) -> None:
         self._inner = inner
@@ -291,9 +268,8 @@ def layers(store: ObjectStore) -> Iterator[ObjectStore]:
 class KeyLayer(StoreWrapper):
     """The layer that holds keys: client-side encryption's sealing layer.
 
-    :class:`~objstore_saver.crypto.sealed_store.SealingStore` is the one
-    subclass. It is declared here, with the protocol, so that the plans'
-    key requests (``Shred``, ``KeyState``) and the saver find it in a stack
+    Its one subclass is :class:`~objstore_saver.crypto.sealed_store.SealingStore`;
+    declared here so the plans and the saver find it in a stack
     (:func:`sealing_layer`) without importing the encryption code.
     """
 
@@ -322,8 +298,5 @@ class KeyLayer(StoreWrapper):
 
 
 def sealing_layer(store: ObjectStore) -> KeyLayer | None:
-    """The client-side encryption layer of a store stack, or None.
-
-    It may sit under other wrappers (a meter, a delete-coalescing layer).
-    """
+    """The client-side encryption layer of a store stack (under any other wrappers), or None."""
     return next((layer for layer in layers(store) if isinstance(layer, KeyLayer)), None)

@@ -1,12 +1,9 @@
 """A store layer as one hook around request values, blocking and async alike.
 
-A layer that only observes or alters requests on their way down (metering,
-fault injection) subclasses :class:`Layer` and writes one context manager,
-:meth:`Layer.around`: it sees the request value before it goes down, the
-answer (or the error) after, and may raise instead. The eight protocol
-methods, blocking and coroutines, build the request value and run it
-through that one hook; a layer that must do more for one kind of request
-(coalescing deletes) overrides that method alone.
+A layer that observes or alters requests on their way down (metering, fault
+injection) writes one context manager, :meth:`Layer.around`, which sees the
+request value before it goes down and the answer (or error) after; the eight
+protocol methods run every request through it.
 """
 
 from __future__ import annotations
@@ -57,41 +54,33 @@ class Layer(StoreWrapper):
         return answer.value
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Put an object through the layer."""
         self._forward(Put(key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Get an object through the layer."""
         data: bytes = self._forward(Get(key, byte_range))
         return data
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List a page through the layer."""
         page: ListPage = self._forward(ListKeys(prefix, start_after, limit))
         return page
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete keys through the layer."""
         self._forward(Delete(tuple(keys)))
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Coroutine twin of :meth:`put`."""
         await self._aforward(Put(key, data, mode))
 
     async def aget(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Coroutine twin of :meth:`get`."""
         data: bytes = await self._aforward(Get(key, byte_range))
         return data
 
     async def alist(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """Coroutine twin of :meth:`list`."""
         page: ListPage = await self._aforward(ListKeys(prefix, start_after, limit))
         return page
 
     async def adelete(self, keys: Sequence[str]) -> None:
-        """Coroutine twin of :meth:`delete`."""
         await self._aforward(Delete(tuple(keys)))

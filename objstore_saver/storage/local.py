@@ -3,12 +3,8 @@
 Writes go to a temporary file in the target's directory, then are linked
 (create-only) or renamed (overwrite) into place: a reader never sees a partial
 object. Temporary names contain ``#``, outside the key alphabet: they never
-collide with a key and listings skip them. A put makes only the system calls
-its guarantees need (spec §2); parent directories are looked at only when the
-temporary file cannot be created.
-
-A key cannot be both an object and a directory of other keys (``a`` and
-``a/b``), and every segment must fit in a file name (255 bytes).
+collide with a key and listings skip them. A key cannot be both an object and
+a directory of other keys, and every segment must fit in a file name.
 """
 
 from __future__ import annotations
@@ -53,10 +49,9 @@ _READ_CHUNK = 1 << 16
 class _TempNames:
     """Names of temporary files: ``#``, a random token of this process, a counter.
 
-    The token is drawn again in a forked child, so two processes (or a parent
-    and its child) writing into one directory never pick the same name; within
-    a process the counter, advanced under the GIL, keeps names distinct. This
-    costs no system call, where a random name per file costs one.
+    The token is drawn again in a forked child, so two processes never pick
+    the same name; within a process the counter, advanced under the GIL,
+    keeps names distinct.
     """
 
     def __init__(self) -> None:
@@ -115,9 +110,8 @@ def _fsync_dir(path: str) -> None:
 def _scan(path: str, dir_key: str) -> Iterator[tuple[str, bool, str]]:
     """Entries of one directory as ``(sort key, is_dir, path)``, ascending.
 
-    A directory sorts as its name plus ``/``: every key below it starts with
-    that string, so the whole subtree sits at that position in byte order
-    (``a-c`` < ``a/b`` because ``-`` < ``/``).
+    A directory sorts as its name plus ``/``, the start of every key below it,
+    so its subtree sits at that position in byte order (``a-c`` < ``a/b``).
     """
     try:
         with os.scandir(path) as it:
@@ -138,9 +132,8 @@ def _scan(path: str, dir_key: str) -> Iterator[tuple[str, bool, str]]:
 class LocalStore(ThreadedAsync):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on a local directory.
 
-    Thread-safe and safe for several processes sharing the directory: creates
-    are atomic (``link`` fails if the target exists) and overwrites replace
-    the file in one ``rename``.
+    Safe for threads and for processes sharing the directory (atomic ``link``
+    and ``rename``).
 
     Args:
         root: Directory holding the objects; created if missing.
@@ -189,8 +182,7 @@ class LocalStore(ThreadedAsync):
         )
 
     def _make_parents(self, key: str) -> list[str]:
-        """Create the missing directories of ``key``, bottom-up first (a new directory
-        under an existing one costs one ``mkdir``); return those this call created."""
+        """Create the missing directories of ``key``; return those this call created."""
         created: list[str] = []
         missing: list[str] = []
         path = os.path.dirname(self._path(key))
@@ -218,10 +210,8 @@ class LocalStore(ThreadedAsync):
         return True
 
     def _write_temp(self, directory: str, data: bytes) -> str:
-        """Write ``data`` to a new temporary file in ``directory``; return its path."""
         tmp = os.path.join(directory, _temp_names.next())
         fd = os.open(tmp, _TEMP_FLAGS, 0o666)
-        done = False
         try:
             try:
                 view = memoryview(data)
@@ -231,10 +221,9 @@ class LocalStore(ThreadedAsync):
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            done = True
-        finally:
-            if not done:
-                _unlink_quiet(tmp)
+        except BaseException:
+            _unlink_quiet(tmp)
+            raise
         return tmp
 
     def _commit(self, tmp: str, target: str, key: str, mode: PutMode) -> None:
@@ -256,10 +245,8 @@ class LocalStore(ThreadedAsync):
 
         Raises:
             ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
-            InvalidKeyError: the key is outside the key alphabet or a segment
-                is too long for a file name.
-            StorageError: the key or one of its directories is stored as the
-                other kind (object vs. directory).
+            InvalidKeyError: the key is invalid or a segment too long for a file name.
+            StorageError: the key or a directory of it is stored as the other kind.
         """
         target = self._path(key)
         parent = os.path.dirname(target)
@@ -290,14 +277,10 @@ class LocalStore(ThreadedAsync):
         )
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Return the object at ``key``, or bytes ``[start, end)`` of it.
-
-        ``end`` past the object's size is clamped to it; a range starting at or
-        past the end returns ``b""``.
+        """Return the object at ``key``, or bytes ``[start, end)`` of it (``end`` clamped).
 
         Raises:
             ObjectNotFoundError: nothing is stored at ``key``.
-            InvalidKeyError: the key is outside the key alphabet.
             ValueError: the byte range is not ``0 <= start <= end``.
         """
         path = self._path(key)
@@ -361,9 +344,6 @@ class LocalStore(ThreadedAsync):
         """List up to ``limit`` (1 to 1,000) keys after ``start_after`` under ``prefix``.
 
         ``truncated`` is true exactly when more keys follow.
-
-        Raises:
-            ValueError: ``limit`` is out of range.
         """
         if not 1 <= limit <= MAX_LIST_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_LIST_PAGE}, got {limit}")
@@ -382,7 +362,6 @@ class LocalStore(ThreadedAsync):
         return ListPage(objects=objects, truncated=truncated)
 
     def _prune(self, directory: str) -> None:
-        """Remove ``directory`` and its ancestors below the root while empty."""
         while directory != self._root and directory.startswith(self._root + os.sep):
             try:
                 os.rmdir(directory)
@@ -398,8 +377,7 @@ class LocalStore(ThreadedAsync):
     def delete(self, keys: Sequence[str]) -> None:
         """Delete the given keys (holding nothing is no error), then emptied directories.
 
-        Raises:
-            InvalidKeyError: a key is outside the key alphabet; nothing is deleted.
+        An invalid key raises InvalidKeyError before anything is deleted.
         """
         paths = [self._path(key) for key in keys]
         parents = set()

@@ -1,9 +1,5 @@
-"""A wrapper counting the requests and bytes a store is asked for.
-
-Counts are what an S3 bill would show: one request per ``put``, ``get`` and
-``list`` call and one per 1,000 keys of a ``delete``, whether or not the call
-succeeded.
-"""
+"""A wrapper counting the requests and bytes a store is asked for, as an S3 bill would:
+one request per ``put``, ``get`` and ``list`` and one per 1,000 keys of a ``delete``."""
 
 from __future__ import annotations
 
@@ -145,8 +141,7 @@ class MeteredStore(Layer):
                 requests = -(-len(keys) // MAX_DELETE_BATCH)
                 self._add([LogEntry("delete", k, 0) for k in keys], delete_requests=requests)
 
-    # --- object versions (storage/versions.py): forwarded and counted where the
-    # inner store keeps them; none, at no request, where it does not.
+    # Object versions: forwarded and counted where the inner store keeps them.
 
     def retention(self) -> Retention:
         """The inner store's versioning state: one GET, two when versioning is on."""

@@ -1,11 +1,8 @@
-"""The four requests of the storage protocol as values, and how a store carries one out.
+"""The four requests of the storage protocol as frozen values, and how a store carries one out.
 
-A request is a frozen value (:class:`Get`, :class:`Put`, :class:`ListKeys`,
-:class:`Delete`); :func:`call` and :func:`acall` carry it out with a store's
-blocking methods or its coroutines, and a store that sends ahead
-(:class:`SendsAhead`) takes the same value. Plans
-yield these values, store layers pass them on: no layer names a method by a
-string.
+Plans yield these values and store layers pass them on: :func:`call` and
+:func:`acall` carry one out, a store that sends ahead (:class:`SendsAhead`)
+takes it too.
 """
 
 from __future__ import annotations
@@ -58,12 +55,8 @@ StorageRequest = Get | Put | ListKeys | Delete
 
 
 class Handles(Protocol):
-    """Whatever has the protocol's four blocking methods: a store, or step builders.
-
-    The S3 plans (:class:`~objstore_saver.storage.s3.protocol.S3Protocol`) and the
-    sealing layer's step builders have them too, so :func:`call` turns a request
-    value into its generator of steps (:mod:`~objstore_saver.storage.steps`).
-    """
+    """Whatever has the protocol's four blocking methods: a store, or step builders
+    (the S3 plans, the sealing layer's), for which :func:`call` makes a generator of steps."""
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> Any: ...
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> Any: ...
@@ -106,11 +99,8 @@ async def acall(store: ObjectStore, request: StorageRequest) -> Any:
 class SendsAhead(Protocol):
     """A backend that can send a blocking request before its answer is awaited (optional).
 
-    ``send_ahead(Get(key))`` (a :mod:`~objstore_saver.storage.requests`
-    value) sends what ``get(key)`` would send and returns the function that
-    waits for the answer and returns (or raises) what ``get(key)`` would; it
-    must be called exactly once. The blocking driver uses it to send a batch
-    from one thread, with no thread hop.
+    ``send_ahead(Get(key))`` sends what ``get(key)`` would and returns the
+    function (to call exactly once) that returns or raises what it would.
     """
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]: ...

@@ -1,14 +1,10 @@
 """One runner for the generators a store layer writes its requests as.
 
 A layer writes each request once, as a generator that yields steps (frozen
-values: a storage request to the store below, an HTTP request, a wait, a key
-it needs) and receives each step's answer; a step that fails has its error
-raised inside the generator, which may name it or let it through; what the
-generator returns is the request's result. The layer says how one step is
-performed, blocking and as a coroutine, and this runner does the rest:
-:func:`run` blocks, :func:`arun` awaits, :func:`send_ahead` starts the
-request now and finishes it when its answer is read. Sync, async and
-send-ahead are never three copies of a layer's loop.
+values) and receives each step's answer, or has its error raised inside it;
+what it returns is the request's result. :func:`run` blocks, :func:`arun`
+awaits, :func:`send_ahead` starts the request now and finishes it when its
+answer is read.
 """
 
 from __future__ import annotations
@@ -30,7 +26,7 @@ def run(
     answer: Any = None,
     error: Exception | None = None,
 ) -> T:
-    """Carry out ``steps``, each step with the blocking ``perform``; what the generator returns.
+    """Carry out ``steps`` with the blocking ``perform``; what the generator returns.
 
     ``answer`` or ``error``: what its last step came to, when it was begun elsewhere.
     """
@@ -68,14 +64,12 @@ def send_ahead(
     ahead: Callable[[S], Callable[[], Any] | None],
     now: tuple[type, ...] = (),
 ) -> Callable[[], T]:
-    """Start ``steps`` now and send its first step ahead; the returned function finishes it.
+    """Start ``steps`` now and send its first step ahead; the returned function (called
+    once) finishes it, returning or raising what :func:`run` would.
 
-    Steps of the types in ``now`` are performed at once with ``perform``.
-    The first other step goes to ``ahead``, which sends it and returns the
-    function reading its answer, or None when it cannot send it now (the
-    step is then performed when the answer is read). The returned function
-    must be called once: it returns, or raises, what :func:`run` would; an
-    error met while starting is raised there too.
+    Steps of the types in ``now`` are performed at once. The first other step
+    goes to ``ahead``, which sends it and returns the function reading its
+    answer, or None when it cannot (the step is then performed when read).
     """
     answer: Any = None
     error: Exception | None = None
@@ -102,7 +96,6 @@ def send_ahead(
 
 
 def _finish(steps: Steps[S, T], perform: Callable[[S], Any], read: Callable[[], Any]) -> T:
-    """Read the answer of the step sent ahead, then run the rest of ``steps``."""
     try:
         answer = read()
     except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it

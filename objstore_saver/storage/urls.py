@@ -1,11 +1,7 @@
-"""Opening a store: from a URL (``s3://bucket/prefix?endpoint_url=...&region=...``,
-``file:///path``) or from a bucket and its options, on the transport they name.
+"""Opening a store: from a URL (``s3://bucket/prefix?...``, ``file:///path``) or a bucket.
 
-:func:`parse_url` checks a URL and :func:`store_from_url` builds the
-:class:`~objstore_saver.storage.ObjectStore` it names. URLs never carry
-secrets (S3 credentials come from boto3's chain) nor proxies (the environment
-or the ``proxies`` option); an endpoint the URL does not name is resolved by
-the transport (:func:`~objstore_saver.storage.s3.settings.configured_endpoint`).
+:func:`parse_url` checks a URL and :func:`store_from_url` builds the store it
+names. URLs never carry secrets nor proxies.
 """
 
 from __future__ import annotations
@@ -83,11 +79,7 @@ class StoreURL:
 
 
 def redact_url(url: str) -> str:
-    """Return ``url`` with any password (or whole user info) replaced by ``***``.
-
-    Works for ``postgresql://user:pw@host/db`` style URLs and leaves other
-    text unchanged; used before a URL goes into a message or a report.
-    """
+    """Return ``url`` with any password replaced by ``***`` (other text unchanged)."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -225,8 +217,6 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
                 f"{', '.join(sorted(given))} do not apply to it"
             )
         return LocalStore(spec.path)
-    # Without endpoint_url in the URL, the transport resolves the configured
-    # endpoint itself (AWS_ENDPOINT_URL_S3...), as a store built directly does.
     in_url = {
         name: value
         for name, value in (
@@ -252,21 +242,8 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
 def open_s3_store(
     bucket: str, prefix: str = "", *, transport: str = "lean", **options: Any
 ) -> LeanS3Store | Boto3S3Store:
-    """An S3 store on the named transport: the one function ``from_url`` and ``from_bucket`` call.
-
-    Args:
-        bucket: Bucket name.
-        prefix: Key prefix of every object.
-        transport: ``"lean"`` (:class:`LeanS3Store`, native async) or
-            ``"boto3"`` (:class:`Boto3S3Store`).
-        **options: :data:`~objstore_saver.storage.s3.settings.S3_OPTIONS`;
-            ``None`` values keep the defaults. ``retry_mode`` other than
-            ``"standard"`` needs ``boto3``.
-
-    Raises:
-        ValueError: an unknown transport, ``retry_mode`` with the lean one, or
-            an option of one transport with the other.
-    """
+    """An S3 store on the named transport (``lean`` or ``boto3``); ``from_url`` and
+    ``from_bucket`` call it. ``options``: :data:`~.s3.settings.S3_OPTIONS`, ``None`` kept."""
     session = options.pop("session", None)
     if transport == "boto3" and session is not None:
         options["session"] = session  # refused, naming it

@@ -1,9 +1,8 @@
 """Object versions of a bucket that keeps them (S3 versioning, Object Lock).
 
-Content a DELETE removes stays in a versioned bucket as a noncurrent
-version. Destroying a thread's key object there means deleting every
+Destroying a thread's key object in a versioned bucket means deleting every
 version of it (docs/encryption.md, "Shredding"): the S3 stores offer the
-requests below; the local directory store keeps no versions and does not.
+requests below; the local directory store keeps no versions.
 """
 
 from __future__ import annotations
@@ -25,13 +24,8 @@ def pages_of(versions: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Retention:
-    """What a bucket keeps of deleted and overwritten objects.
-
-    Args:
-        versioning: ``Enabled``, ``Suspended`` or ``""`` (never enabled).
-        object_lock: Object Lock is configured: versions may be undeletable
-            until their retention ends.
-    """
+    """What a bucket keeps: ``versioning`` (``Enabled``, ``Suspended`` or ``""``, never
+    enabled) and ``object_lock`` (versions may be undeletable until retention ends)."""
 
     versioning: str
     object_lock: bool
@@ -72,11 +66,7 @@ class RefusedVersion:
 
 @runtime_checkable
 class VersionedStore(Protocol):
-    """The requests on object versions an S3 store offers.
-
-    Blocking only: a delete's coroutine runs its shred's version requests
-    in a worker thread, once per delete, beside the delete's own requests.
-    """
+    """The requests on object versions an S3 store offers (blocking only)."""
 
     def retention(self) -> Retention:
         """The bucket's versioning and Object Lock state (one or two GETs)."""
@@ -92,11 +82,8 @@ class VersionedStore(Protocol):
 
 
 def versioned_layer(store: ObjectStore) -> VersionedStore | None:
-    """The outermost layer of ``store`` offering object versions, when the store at
-    the bottom (an S3 store) keeps them; None over a local directory.
-
-    A wrapper (a meter) offers them by forwarding: alone it is no versioned store.
-    """
+    """The outermost layer of ``store`` offering object versions when the store at the
+    bottom keeps them (a wrapper only forwards them); None over a local directory."""
     stack = list(layers(store))
     if not isinstance(stack[-1], VersionedStore):
         return None
@@ -135,9 +122,6 @@ def refused_of(
     Each error is ``(full key, version id, code, message)``. Some servers
     (moto) leave the version id out: the error then stands for the key's
     next version of the batch not yet matched.
-
-    Raises:
-        StorageError: an error names a version the batch does not hold.
     """
     unmatched = {(full_key(v.key), v.version_id): v for v in batch}
     refused: list[RefusedVersion] = []

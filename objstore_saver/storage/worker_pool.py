@@ -1,16 +1,12 @@
 """Worker threads that run blocking storage calls for coroutines.
 
-``loop.run_in_executor`` costs, per call, a :class:`concurrent.futures.Future`,
-an asyncio future chained to it and one wake-up of the loop: a visible share
-of a turn's CPU with 64 conversations on the local store (docs/profile.md,
-"Local store, 64 async"). This pool hands each call to a worker on a plain
-queue and returns its outcome through a per-loop inbox: outcomes posted before
-the loop collects the earlier ones need no other wake-up.
+Leaner than ``loop.run_in_executor`` (docs/profile.md, "Local store, 64
+async"): each call goes to a worker on a plain queue and its outcome comes
+back through a per-loop inbox, where outcomes posted before the loop collects
+the earlier ones need no other wake-up.
 
-Workers are daemon threads: a call still running when the interpreter exits
-is abandoned, like a request whose connection drops. Every store operation is
-atomic (a put is a temporary file linked or renamed into place, an S3 request
-is one request), so an abandoned call leaves nothing half-written behind.
+Workers are daemon threads: a call still running at exit is abandoned. Every
+store operation is atomic, so an abandoned call leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -62,7 +58,6 @@ class _Inbox:
                 self._scheduled = False
 
     def _collect(self) -> None:
-        """Resolve every posted future (runs on the loop)."""
         with self._lock:
             items = list(self._items)
             self._items.clear()
@@ -77,12 +72,7 @@ class _Inbox:
 
 
 class WorkerPool:
-    """Up to ``max_workers`` threads running blocking calls for coroutines.
-
-    Args:
-        max_workers: Most threads; one is started when a call finds none idle.
-        name: Prefix of the threads' names.
-    """
+    """Up to ``max_workers`` threads (named ``name-N``) running blocking calls for coroutines."""
 
     def __init__(self, max_workers: int, name: str) -> None:
         if max_workers < 1:
@@ -110,10 +100,8 @@ class WorkerPool:
         return inbox
 
     def submit(self, call: Callable[..., Any], args: tuple[Any, ...]) -> asyncio.Future[Any]:
-        """Run ``call(*args)`` in a worker, in a copy of the caller's context.
-
-        Must be called on a running event loop; returns a future of that loop.
-        """
+        """Run ``call(*args)`` in a worker, in a copy of the caller's context; a future of
+        the running loop."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._jobs.put((self._inbox(loop), future, contextvars.copy_context(), call, args))

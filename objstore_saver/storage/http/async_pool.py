@@ -1,10 +1,7 @@
-"""A small keep-alive pool of asyncio stream connections speaking HTTP/1.1 to one origin.
+"""The asyncio twin of ``sync_pool.py``: keep-alive stream connections to one origin.
 
-The async side of the lean S3 transport, the twin of ``sync_pool.py``: one
-request per connection at a time, answers read by the same strict
-:class:`~.reader.AnswerReader` (this module only moves bytes and keeps the
-deadline). It never retries; a failed request is reported to the caller's
-retry policy. Connections belong to the event loop that opened them.
+Answers are read by the same :class:`~.reader.AnswerReader`; it never
+retries. Connections belong to the event loop that opened them.
 """
 
 from __future__ import annotations
@@ -26,16 +23,7 @@ _RECV = 256 * 1024
 
 
 async def read_chunked(reader: asyncio.StreamReader) -> bytes:
-    """A chunked body read to its last chunk (trailers checked and skipped), the chunks joined.
-
-    Reads no byte past the body (the stream may carry another message), with
-    the rules of :class:`~.reader.AnswerReader`.
-
-    Raises:
-        ValueError: the chunked framing is broken.
-        asyncio.IncompleteReadError: the stream ended inside the body.
-        asyncio.LimitOverrunError: a line is longer than the stream's limit.
-    """
+    """A chunked body read to its last chunk, no byte past it; ValueError for broken framing."""
     body = AnswerReader.chunked_body()
     while True:
         wanted = body.wanted
@@ -49,7 +37,6 @@ async def read_chunked(reader: asyncio.StreamReader) -> bytes:
 
 
 async def _receive(reader: asyncio.StreamReader, answer: AnswerReader) -> HttpResponse:
-    """Feed ``answer`` what the stream brings until it holds a whole answer."""
     while True:
         data = await reader.read(_RECV)
         if not data:
@@ -60,11 +47,7 @@ async def _receive(reader: asyncio.StreamReader, answer: AnswerReader) -> HttpRe
 
 
 class AsyncConnectionPool(CappedPool):
-    """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open.
-
-    A burst of coroutines never opens more sockets than the cap; the blocking
-    twin is ``sync_pool.ConnectionPool``. Arguments: :class:`~.sync_pool.CappedPool`.
-    """
+    """Connections to ``scheme://host`` on one event loop, at most ``max_connections`` open."""
 
     def _setup(self) -> None:
         self._slots = asyncio.Semaphore(self._max_connections)
@@ -91,7 +74,6 @@ class AsyncConnectionPool(CappedPool):
             return self._connect_failed(exc)
 
     async def _open(self) -> _Conn:
-        """A new connection to the origin (through the proxy's tunnel, if any)."""
         host, port = self._dial
         if not self._tunnel:
             return await asyncio.open_connection(host, port, ssl=self._ssl, limit=MAX_HEAD_BYTES)
@@ -111,10 +93,7 @@ class AsyncConnectionPool(CappedPool):
         return reader, writer
 
     async def send(self, request: HttpRequest) -> Reply:
-        """Send one request and read the whole answer; failures become :class:`TransportFailure`.
-
-        Waits for a free slot first when ``max_connections`` requests are busy.
-        """
+        """Send one request and read the whole answer; failures become :class:`TransportFailure`."""
         if self._slots.locked():
             try:
                 async with asyncio.timeout(self._wait_timeout):

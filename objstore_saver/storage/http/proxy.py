@@ -1,9 +1,7 @@
 """A forward proxy a pool reaches its origin through.
 
-Plain ``http`` origins are asked through the proxy in absolute form
-(``GET http://host/path``); ``https`` origins through a ``CONNECT`` tunnel, in
-which TLS is then spoken with the origin itself, so the proxy never sees the
-request or its signature.
+Plain ``http`` origins are asked through it in absolute form; ``https`` ones
+through a ``CONNECT`` tunnel, so the proxy never sees the request.
 """
 
 from __future__ import annotations
@@ -15,14 +13,7 @@ from urllib.parse import unquote, urlsplit
 
 @dataclass(frozen=True, slots=True)
 class Proxy:
-    """Where a forward proxy listens and how to authenticate to it.
-
-    Attributes:
-        host: The proxy's host name or address.
-        port: Its port.
-        authorization: The ``Proxy-Authorization`` header value, if the URL
-            carried a user; never shown by ``repr``.
-    """
+    """Where a forward proxy listens, and its ``Proxy-Authorization`` (never in ``repr``)."""
 
     host: str
     port: int
@@ -32,12 +23,9 @@ class Proxy:
     def from_url(cls, url: str) -> Proxy:
         """The proxy of a URL such as ``http://user:pass@proxy.internal:3128``.
 
-        A URL without a scheme is taken as ``http://``, as curl and botocore
-        do. Only ``http`` proxies are supported (the tunnel carries TLS).
-
-        Raises:
-            ValueError: the URL is not an ``http`` proxy URL with a host; the
-                message names the proxy without its credentials.
+        A URL without a scheme is taken as ``http://``, as curl and botocore do;
+        another scheme, or no host, is a ValueError naming the proxy without
+        its credentials.
         """
         text = url if "://" in url else f"http://{url}"
         parts = urlsplit(text)

@@ -1,11 +1,8 @@
 """Reading HTTP/1.1 answers, sans I/O: one strict reader both pools feed bytes to.
 
-:class:`AnswerReader` is given the bytes a connection received, in pieces of
-any size, and says when it holds a whole answer; the pools only move bytes
-and keep the deadline, so the framing rules (docs/transport.md, "One strict
-reader") exist once, here. Anything else raises :class:`ProtocolError`
-saying what was wrong; the pool then closes the connection and reports a
-transport failure.
+The framing rules (docs/transport.md, "One strict reader") exist once, here;
+anything else raises :class:`ProtocolError`, and the pool reports a transport
+failure.
 """
 
 from __future__ import annotations
@@ -53,9 +50,6 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
 
     Repeated headers are joined by ``, ``. An HTTP/1.0 answer without
     ``keep-alive`` gets ``connection: close``: its server closes the connection.
-
-    Raises:
-        ProtocolError: the status line or a header line breaks the rules above.
     """
     text = head.decode("latin-1")
     first, _, fields = text.partition("\r\n")
@@ -100,14 +94,10 @@ class AnswerReader:
     """The answer to one request, read from the bytes a connection receives.
 
     Call :meth:`feed` with every piece received (in order) until it returns
-    the answer; call :meth:`end` when the connection reaches its end instead.
-    After the answer, :attr:`leftover` holds the bytes received past it and
-    :attr:`reusable` says whether the connection may carry another request.
-
-    Args:
-        bodiless: The answer has no body whatever its headers say (the
-            request was ``HEAD``, or a ``CONNECT`` whose 2xx opens a tunnel).
-        max_body: Most body bytes accepted (see :data:`MAX_BODY_BYTES`).
+    the answer, or :meth:`end` when the connection ends. Then :attr:`leftover`
+    holds the bytes past it and :attr:`reusable` says whether the connection
+    may carry another request. ``bodiless``: no body whatever the headers say
+    (``HEAD``, or a ``CONNECT`` whose 2xx opens a tunnel).
     """
 
     __slots__ = (
@@ -143,10 +133,7 @@ class AnswerReader:
 
     @classmethod
     def chunked_body(cls, max_body: int = MAX_BODY_BYTES) -> AnswerReader:
-        """A reader past the head of a chunked answer: it reads the chunks only.
-
-        Its answer has status 0 and no headers; the body is the joined chunks.
-        """
+        """A reader past the head of a chunked answer (its answer: status 0, the chunks)."""
         reader = cls(max_body=max_body)
         reader._state = _CHUNK_SIZE
         reader._headers = {"transfer-encoding": "chunked"}
@@ -173,21 +160,13 @@ class AnswerReader:
         return 0
 
     def feed(self, data: bytes) -> HttpResponse | None:
-        """Take the next bytes received; the answer once it is whole, else None.
-
-        Raises:
-            ProtocolError: the answer breaks a framing rule or a cap.
-        """
+        """Take the next bytes received; the answer once it is whole, else None."""
         buf = self._buf + data if self._buf else data
         self._buf = b""
         return self._run(buf, 0)
 
     def end(self) -> HttpResponse:
-        """The connection reached its end: the answer if it was complete.
-
-        Raises:
-            ProtocolError: the answer was cut short (or never began).
-        """
+        """The connection reached its end: the answer if it was complete, else ProtocolError."""
         if self._state == _UNTIL_CLOSE:
             self._state = _DONE
             return self._answer(b"")
@@ -199,10 +178,7 @@ class AnswerReader:
             )
         raise ProtocolError("connection closed by the server inside an answer")
 
-    # --- the state machine ----------------------------------------------------------
-
     def _run(self, buf: bytes, pos: int) -> HttpResponse | None:
-        """Read from ``buf[pos:]`` as far as it goes."""
         size = len(buf)
         while True:
             state = self._state
@@ -309,7 +285,6 @@ class AnswerReader:
             self._state = _TRAILERS
 
     def _trailer(self, line: bytes) -> None:
-        """Check (and skip) one trailer line."""
         self._trailers += 1
         if self._trailers > MAX_TRAILERS:
             raise ProtocolError(f"more than {MAX_TRAILERS} trailer lines")

@@ -1,15 +1,10 @@
 """The blocking HTTP/1.1 connection pool, and what it shares with the asyncio one.
 
-:class:`CappedPool` holds what both pools share: one origin, its timeouts,
-at most ``max_idle`` connections kept between requests and at most
-``max_connections`` open at once, the request head and the failures they
-report. :class:`ConnectionPool` is the blocking one (``async_pool.py`` the
-asyncio twin): a thread-safe keep-alive pool of plain sockets. A request is
-written as one head (plus the body) with ``sendall`` and the answer is read
-into a buffer of the connection's own: no ``http.client`` (whose answer
-parsing goes through ``email.parser``), about half its CPU per request
-(``docs/transport.md``). It never retries: a failed request is reported to
-the caller's retry policy, which knows whether a resend is safe.
+:class:`CappedPool` holds what both pools share: one origin, its timeouts and
+caps, the request head and the failures they report. :class:`ConnectionPool`
+is a thread-safe keep-alive pool of plain sockets, without ``http.client``
+(about half its CPU per request, ``docs/transport.md``). It never retries: a
+failed request is reported to the caller's retry policy.
 """
 
 from __future__ import annotations
@@ -45,31 +40,13 @@ JOINED_BODY_MAX = 64 * 1024
 class CappedPool:
     """Address, timeouts, connection cap and busy gauge of a connection pool.
 
-    A request beyond ``max_connections`` waits for another to finish (at most
-    ``wait_timeout``; then it fails as not sent), so a burst of requests never
-    opens more sockets than the cap.
-
-    Args:
-        scheme: ``http`` or ``https``.
-        host: ``host[:port]``.
-        connect_timeout: Seconds to open a connection (TLS handshake included).
-        read_timeout: Seconds to wait for each read of an answer.
-        max_idle: Connections kept open between requests.
-        max_connections: Connections open at once (busy and idle together);
-            default 64.
-        wait_timeout: Seconds a request waits for a free connection; default
-            ``read_timeout``.
-        extra_headers: Headers added to every request (e.g. ``user-agent``).
-        tls: The TLS context of ``https`` connections (its trust store);
-            default the system's (``ssl.create_default_context()``).
-        proxy: A forward proxy to reach the origin through; default none.
-            ``http`` origins are asked through it in absolute form, ``https``
-            ones through a ``CONNECT`` tunnel (TLS with the origin inside).
-        max_body: Most bytes of an answer's body accepted (default
-            :data:`~.reader.MAX_BODY_BYTES`); a longer one is a transport failure.
-
-    Raises:
-        ValueError: an extra header's name or value holds CR, LF or NUL.
+    A request beyond ``max_connections`` (busy and idle together) waits for
+    another to finish, at most ``wait_timeout`` (default ``read_timeout``),
+    then fails as not sent. ``max_idle`` connections are kept between
+    requests; ``tls`` defaults to the system's trust; ``proxy`` is a forward
+    proxy (``https`` origins through a ``CONNECT`` tunnel); a body over
+    ``max_body`` is a transport failure. ValueError: an extra header holds
+    CR, LF or NUL.
     """
 
     def __init__(
@@ -126,8 +103,7 @@ class CappedPool:
         self._fixed_lines = len(extra) + 2
         self._setup()
 
-    def _setup(self) -> None:
-        """Make the pool's slot semaphore and idle list."""
+    def _setup(self) -> None:  # the pool's slot semaphore and idle list
         raise NotImplementedError
 
     @property
@@ -145,11 +121,8 @@ class CappedPool:
         self._peak_busy = max(self._peak_busy, self._busy)
 
     def _head_bytes(self, request: HttpRequest) -> bytes:
-        """The request line and headers (with the pool's extra ones), ready to send.
-
-        A CR, LF or NUL anywhere (or a space in the method or target), which would
-        change the request's framing, raises ValueError naming the header.
-        """
+        """The request line and headers, ready to send; ValueError naming a header whose
+        CR, LF or NUL (or a space in the method or target) would change the framing."""
         headers = request.headers
         head = f"{request.method} {self._target_prefix}{request.target} HTTP/1.1\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in headers.items()
@@ -171,7 +144,6 @@ class CappedPool:
         return head.encode("latin-1")
 
     def _connect_head(self) -> bytes:
-        """The ``CONNECT`` request opening a tunnel to the origin through the proxy."""
         head = f"CONNECT {self._authority} HTTP/1.1\r\nhost: {self._authority}\r\n"
         if self._proxy is not None and self._proxy.authorization is not None:
             head += f"proxy-authorization: {self._proxy.authorization}\r\n"
@@ -218,10 +190,7 @@ class CappedPool:
         return TransportFailure(f"{type(exc).__name__}: {exc}")
 
     def _connect_failed(self, exc: OSError) -> TransportFailure:
-        """The failure of a connection that could not be opened: never sent.
-
-        An untrusted certificate reads ``CertificateError: ...``: no retry will change it.
-        """
+        """The failure of a connection that could not be opened: never sent."""
         where = f"{self._authority}" + (f" via {self._proxy_name()}" if self._proxy else "")
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or str(exc)
@@ -331,11 +300,7 @@ class _Connection:
 
 
 class ConnectionPool(CappedPool):
-    """Blocking connections to ``scheme://host``, at most ``max_connections`` open.
-
-    Many threads sending at once never open more sockets than the cap; the
-    async twin is ``async_pool.AsyncConnectionPool``. Arguments: :class:`CappedPool`.
-    """
+    """Blocking connections to ``scheme://host``, at most ``max_connections`` open (thread-safe)."""
 
     def _setup(self) -> None:
         self._slots = threading.BoundedSemaphore(self._max_connections)
@@ -343,7 +308,6 @@ class ConnectionPool(CappedPool):
         self._lock = threading.Lock()
 
     def _take(self) -> _Connection | None:
-        """An idle connection still open, or ``None``."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
@@ -357,7 +321,6 @@ class ConnectionPool(CappedPool):
             conn.close()
 
     def _connect(self) -> _Connection:
-        """A new connection to the origin (through the proxy's tunnel, if any)."""
         sock = socket.create_connection(self._dial, timeout=self._connect_timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -406,21 +369,16 @@ class ConnectionPool(CappedPool):
         conn.close()
 
     def send(self, request: HttpRequest) -> Reply:
-        """Send one request and read the whole answer; failures become :class:`TransportFailure`.
-
-        Waits for a free slot first when ``max_connections`` requests are busy.
-        """
+        """Send one request and read the whole answer; failures become :class:`TransportFailure`."""
         if not self._slots.acquire(timeout=self._wait_timeout):
             return self._no_slot()
         return self._read(self._write(request))
 
     def send_ahead(self, request: HttpRequest) -> Callable[[], Reply] | None:
-        """Write one request now; return the function that reads its answer.
+        """Write one request now; return the function (to call exactly once) reading its answer.
 
-        The caller must call that function exactly once (it frees the
-        connection slot). None, with nothing sent, when no slot is free at
-        once: a thread holding slots for answers it has not read yet never
-        waits for another.
+        None, with nothing sent, when no slot is free at once: a thread holding
+        slots for answers it has not read yet never waits for another.
         """
         if not self._slots.acquire(blocking=False):
             return None
@@ -462,7 +420,6 @@ class ConnectionPool(CappedPool):
         return conn, request
 
     def _read(self, written: tuple[_Connection, HttpRequest] | TransportFailure) -> Reply:
-        """Read the answer to a written request and free its slot."""
         try:
             if isinstance(written, TransportFailure):
                 return written
@@ -494,11 +451,8 @@ class ConnectionPool(CappedPool):
         return answer
 
     def _receive(self, conn: _Connection, reader: AnswerReader) -> HttpResponse:
-        """Read one answer within one deadline: ``read_timeout`` for all of it.
-
-        Once less than half of it is left, each ``recv`` waits at most what is
-        left: a server trickling bytes cannot hold the request much past it.
-        """
+        """Read one answer within ``read_timeout`` for all of it: once less than half is
+        left, each ``recv`` waits at most what is left (a trickling server cannot hold it)."""
         sock = conn.sock
         deadline = time.monotonic() + self._read_timeout
         while True:

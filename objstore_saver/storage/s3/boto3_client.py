@@ -40,12 +40,7 @@ def _drop_expect_header(request: Any, **_: Any) -> None:
 
 
 def build_client(settings: S3Settings) -> Any:
-    """A boto3 S3 client with the bounded retries and timeouts of ``settings``.
-
-    The endpoint, addressing style and CA bundle are resolved as the lean
-    transport resolves them (:mod:`.settings`), so both transports reach the
-    same server the same way.
-    """
+    """A boto3 S3 client with the bounded retries and timeouts of ``settings``."""
     retry, network = settings.retry, settings.client
     options: dict[str, Any] = {
         "retries": {"mode": retry.retry_mode, "total_max_attempts": retry.max_attempts},

@@ -1,4 +1,4 @@
-"""A backend on an S3-compatible bucket, optionally under a key prefix.
+"""A backend on an S3-compatible bucket through boto3's client: objects and their versions.
 
 Create-only puts use ``If-None-Match: *`` (conditional writes), so the bucket
 must be on AWS S3 or a server that implements them. Differences between
@@ -29,6 +29,7 @@ from botocore.exceptions import (
     ProxyConnectionError,
 )
 
+from objstore_saver.storage import versions as versions_module
 from objstore_saver.storage.base import (
     MAX_DELETE_BATCH,
     MAX_LIST_PAGE,
@@ -44,10 +45,10 @@ from objstore_saver.storage.base import (
     validate_key,
 )
 from objstore_saver.storage.s3.boto3_client import build_client, send_puts_without_waiting
-from objstore_saver.storage.s3.boto3_versions import Boto3Versions
-from objstore_saver.storage.s3.endpoints import request_facts
+from objstore_saver.storage.s3.endpoints import S3StoreFacts, request_facts
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
+    NO_OBJECT_LOCK_CODES,
     UNREACHED_NOTE,
     answer_error,
     conflict_wait,
@@ -66,6 +67,7 @@ from objstore_saver.storage.s3.settings import (
     public_url,
     store_settings,
 )
+from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Retention, refused_of
 
 #: botocore errors raised before any response arrives: nothing could be reached or signed.
 _UNREACHABLE = (
@@ -103,7 +105,7 @@ def _status(exc: ClientError) -> int | None:
     return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
 
 
-class Boto3S3Store(ThreadedAsync, Boto3Versions):
+class Boto3S3Store(S3StoreFacts, ThreadedAsync):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket.
 
     Keys given to the store are relative to ``prefix``; listings return them
@@ -122,11 +124,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
             (its bucket and prefix included; then no other option).
         **options: The settings by name, as :meth:`S3Settings.from_options`
-            takes them (``endpoint_url``, ``region_name``, ``max_attempts``,
-            ``retry_mode``, ``connect_timeout``, ``read_timeout``,
-            ``max_pool_connections``, ``encryption``, ``extra_put_args``,
-            ``extra_get_args``, ``addressing_style``, ``proxies``, ``verify``,
-            ``ca_bundle``); each is documented on :class:`S3Settings`,
+            takes them; each is documented on :class:`S3Settings`,
             :class:`ClientSettings` or :class:`RetrySettings`.
 
     Raises:
@@ -160,7 +158,6 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         self._settings = settings
         if client is None:
             client = build_client(settings)
-        self._encryption = settings.encryption
         self._extra_put_args = dict(settings.extra_put_args)
         self._extra_get_args = dict(settings.extra_get_args)
         send_puts_without_waiting(client)
@@ -168,15 +165,12 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             "needs-retry.s3.HeadBucket", _check_fails_fast, unique_id=_CHECK_HOOK_ID
         )
         self._client = client
-        self._bucket = settings.bucket
-        self._prefix = settings.prefix
         self._endpoint = public_url(client.meta.endpoint_url)
-        location = f"s3://{self._bucket}/{self._prefix}"
+        self._location = f"s3://{settings.bucket}/{settings.prefix}"
         if settings.endpoint_url is not None or not urlsplit(self._endpoint).netloc.endswith(
             ".amazonaws.com"
         ):
-            location += f" at {self._endpoint}"
-        self._location = location
+            self._location += f" at {self._endpoint}"
 
     @classmethod
     def from_client(
@@ -195,43 +189,13 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         """The boto3 S3 client."""
         return self._client
 
-    @property
-    def bucket(self) -> str:
-        """Bucket name."""
-        return self._bucket
-
-    @property
-    def settings(self) -> S3Settings:
-        """What the store was built with (the client's own when one was passed)."""
-        return self._settings
-
-    @property
-    def prefix(self) -> str:
-        """Normalized key prefix, ``""`` or ending with ``/``."""
-        return self._prefix
-
-    @property
-    def encryption(self) -> S3Encryption | None:
-        """The server-side encryption of every object, ``None`` for the bucket's default."""
-        return self._encryption
-
-    @property
-    def location(self) -> str:
-        """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
-        return self._location
-
     def request_facts(self) -> RequestFacts:
         """Requests named ``S3.PutObject``..., with the AWS SDK's attributes."""
         meta = self.client.meta
         return request_facts(self.prefix, self.bucket, meta.endpoint_url, meta.region_name)
 
-    def __repr__(self) -> str:
-        if self._encryption is None:
-            return f"Boto3S3Store({self._location!r})"
-        return f"Boto3S3Store({self._location!r}, encryption={self._encryption!r})"
-
     def _full_key(self, key: str) -> str:
-        return validate_key(key, self._prefix)
+        return validate_key(key, self.prefix)
 
     def _error(
         self, exc: Exception, operation: str, key: str | None = None, note: str = ""
@@ -240,7 +204,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         subject = f" of key {key!r}" if key is not None else ""
         if isinstance(exc, ClientError):
             return answer_error(
-                bucket=self._bucket,
+                bucket=self.bucket,
                 endpoint=self._endpoint,
                 location=self._location,
                 operation=operation,
@@ -259,7 +223,7 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             )
         if isinstance(exc, _UNREACHABLE):
             return unreachable_error(
-                bucket=self._bucket,
+                bucket=self.bucket,
                 endpoint=self._endpoint,
                 operation=operation,
                 key=key,
@@ -270,8 +234,10 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             f"S3 {operation}{subject} in {self._location} failed: {type(exc).__name__}: {exc}"
         )
 
-    def _invoke(self, method: Any, operation: str, key: str | None, **args: Any) -> Any:
-        """Call a client method; a refused parameter raises a StorageError.
+    def _invoke(
+        self, method: Any, operation: str, key: str | None, handled: Any = (), **args: Any
+    ) -> Any:
+        """Call a client method; a botocore error not in ``handled`` raises its StorageError.
 
         botocore's ParamValidationError quotes the values, an SSE-C key among
         them: ours names the parameters only and is raised outside the handler,
@@ -281,21 +247,27 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             return method(**args)
         except ParamValidationError as exc:
             error = self._error(exc, operation, key)
+        except handled:
+            raise
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, operation, key) from exc
         raise error
 
     def check(self) -> None:
         """Check that the bucket exists and the credentials may use it (``HeadBucket``).
 
-        A connection that cannot be opened (refused, unreachable, connect
-        timeout) fails at once, not retried; other failures are retried.
-
-        Raises:
-            StoreUnavailableError: the bucket is missing, access is denied or
-                the endpoint cannot be reached.
+        StoreUnavailableError if not; a connection that cannot be opened fails
+        at once, not retried.
         """
         _CHECKING.active = True
         try:
-            self._invoke(self._client.head_bucket, "check", None, Bucket=self._bucket)
+            self._invoke(
+                self._client.head_bucket,
+                "check",
+                None,
+                (ClientError, BotoCoreError),
+                Bucket=self.bucket,
+            )
         except (ClientError, BotoCoreError) as exc:
             note = ""
             if isinstance(exc, _NOT_CONNECTED):
@@ -321,15 +293,15 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        args = {**self._extra_put_args, "Bucket": self._bucket, "Key": self._full_key(key)}
-        if self._encryption is not None:
-            args.update(self._encryption.put_args())
+        args = {**self._extra_put_args, "Bucket": self.bucket, "Key": self._full_key(key)}
+        if self.encryption is not None:
+            args.update(self.encryption.put_args())
         args["Body"] = data
         if mode is PutMode.CREATE:
             args["IfNoneMatch"] = "*"
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                response = self._invoke(self._client.put_object, "put", key, **args)
+                response = self._invoke(self._client.put_object, "put", key, ClientError, **args)
             except ClientError as exc:
                 code, status = _code(exc), _status(exc)
                 if mode is PutMode.CREATE and create_refused(status, code):
@@ -347,10 +319,8 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
                     time.sleep(conflict_wait(attempt))
                     continue
                 raise self._error(exc, "put", key) from exc
-            except BotoCoreError as exc:
-                raise self._error(exc, "put", key) from exc
-            if self._encryption is not None and not self._encryption.confirmed_by(response):
-                raise self._encryption.not_confirmed(key, self._location)
+            if self.encryption is not None and not self.encryption.confirmed_by(response):
+                raise self.encryption.not_confirmed(key, self._location)
             return
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
@@ -366,16 +336,16 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
             StoreUnavailableError: the bucket cannot be used.
             StorageError: any other failure.
         """
-        args = {**self._extra_get_args, "Bucket": self._bucket, "Key": self._full_key(key)}
-        if self._encryption is not None:
-            args.update(self._encryption.get_args())
+        args = {**self._extra_get_args, "Bucket": self.bucket, "Key": self._full_key(key)}
+        if self.encryption is not None:
+            args.update(self.encryption.get_args())
         if byte_range is not None:
             start, end = validate_byte_range(byte_range)
             # An empty range cannot be expressed in HTTP; ask for one byte so
             # the object's existence is still checked, then drop it.
             args["Range"] = f"bytes={start}-{max(start, end - 1)}"
         try:
-            response = self._invoke(self._client.get_object, "get", key, **args)
+            response = self._invoke(self._client.get_object, "get", key, ClientError, **args)
             body = response["Body"].read()
         except ClientError as exc:
             code, status = _code(exc), _status(exc)
@@ -383,8 +353,6 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
                 raise ObjectNotFoundError(self._location, key) from None
             if byte_range is not None and range_past_end(status, code):
                 return b""
-            raise self._error(exc, "get", key) from exc
-        except BotoCoreError as exc:
             raise self._error(exc, "get", key) from exc
         if byte_range is None:
             return body
@@ -405,17 +373,14 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         if not 1 <= limit <= MAX_LIST_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_LIST_PAGE}, got {limit}")
         args: dict[str, Any] = {
-            "Bucket": self._bucket,
-            "Prefix": self._prefix + prefix,
+            "Bucket": self.bucket,
+            "Prefix": self.prefix + prefix,
             "MaxKeys": limit,
         }
         if start_after:
-            args["StartAfter"] = self._prefix + start_after
-        try:
-            response = self._invoke(self._client.list_objects_v2, "list", prefix, **args)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._error(exc, "list", prefix) from exc
-        skip = len(self._prefix)
+            args["StartAfter"] = self.prefix + start_after
+        response = self._invoke(self._client.list_objects_v2, "list", prefix, **args)
+        skip = len(self.prefix)
         objects = [
             ObjectInfo(
                 key=item["Key"][skip:],
@@ -437,22 +402,92 @@ class Boto3S3Store(ThreadedAsync, Boto3Versions):
         full_keys = [self._full_key(key) for key in keys]
         for i in range(0, len(full_keys), MAX_DELETE_BATCH):
             batch = full_keys[i : i + MAX_DELETE_BATCH]
-            try:
-                response = self._invoke(
-                    self._client.delete_objects,
-                    "delete",
-                    keys[i],
-                    Bucket=self._bucket,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
-                )
-            except (ClientError, BotoCoreError) as exc:
-                raise self._error(exc, "delete", keys[i]) from exc
+            response = self._invoke(
+                self._client.delete_objects,
+                "delete",
+                keys[i],
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+            )
             errors = [
                 (e.get("Key", ""), e.get("Code", "Unknown"), e.get("Message", ""))
                 for e in response.get("Errors") or []
             ]
             if errors:
-                raise delete_refused(self._location, self._prefix, errors)
+                raise delete_refused(self._location, self.prefix, errors)
+
+    def retention(self) -> Retention:
+        """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and
+        ``GetObjectLockConfiguration`` when versioning was ever on)."""
+        c = self._client
+        answer = self._invoke(c.get_bucket_versioning, "get versioning", None, Bucket=self.bucket)
+        status = answer.get("Status") or ""
+        if not status:
+            return Retention(versioning="", object_lock=False)
+        try:
+            lock = self._invoke(
+                c.get_object_lock_configuration,
+                "get object lock",
+                None,
+                ClientError,
+                Bucket=self.bucket,
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in NO_OBJECT_LOCK_CODES:
+                return Retention(versioning=status, object_lock=False)
+            raise self._error(exc, "get object lock") from exc
+        enabled = lock.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
+        return Retention(versioning=status, object_lock=enabled)
+
+    def versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker under ``prefix`` (``ListObjectVersions``, every page)."""
+        skip = len(self.prefix)
+        found: list[ObjectVersion] = []
+        args: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self.prefix + prefix,
+            "MaxKeys": versions_module.PAGE_SIZE,
+        }
+        while True:
+            page = self._invoke(self._client.list_object_versions, "list versions", prefix, **args)
+            for field, marker in (("Versions", False), ("DeleteMarkers", True)):
+                found.extend(
+                    ObjectVersion(
+                        key=item["Key"][skip:],
+                        version_id=item.get("VersionId") or "null",
+                        delete_marker=marker,
+                        latest=bool(item.get("IsLatest")),
+                    )
+                    for item in page.get(field, [])
+                )
+            if not page.get("IsTruncated") or not page.get("NextKeyMarker"):
+                return found
+            args["KeyMarker"] = page["NextKeyMarker"]
+            if page.get("NextVersionIdMarker"):
+                args["VersionIdMarker"] = page["NextVersionIdMarker"]
+            else:
+                args.pop("VersionIdMarker", None)
+
+    def delete_versions(self, versions: Sequence[ObjectVersion]) -> list[RefusedVersion]:
+        """Delete these versions for good (``DeleteObjects``, 1,000 a request);
+        return those the bucket refused (Object Lock)."""
+        refused: list[RefusedVersion] = []
+        for i in range(0, len(versions), MAX_DELETE_BATCH):
+            batch = versions[i : i + MAX_DELETE_BATCH]
+            objects = [{"Key": self._full_key(v.key), "VersionId": v.version_id} for v in batch]
+            answer = self._invoke(
+                self._client.delete_objects,
+                "delete versions",
+                batch[0].key,
+                Bucket=self.bucket,
+                Delete={"Objects": objects, "Quiet": True},
+            )
+            errors = [
+                (e.get("Key", ""), e.get("VersionId", ""), e.get("Code", ""), e.get("Message", ""))
+                for e in answer.get("Errors") or []
+            ]
+            refused += refused_of(batch, self._full_key, errors)
+        return refused
 
 
 #: The name this transport had while it was the only one; kept so that code

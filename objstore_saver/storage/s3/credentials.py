@@ -1,10 +1,8 @@
 """The lean S3 transport's credentials: botocore's chain, refreshed off the event loop.
 
-botocore resolves credentials and refreshes temporary ones itself, in the
-thread that asks for them. A coroutine must not hold the event loop while a
-role is assumed or the metadata service answers, so
-:meth:`CredentialChain.ready` does it in a worker thread, one at a time:
-coroutines (of any loop) that need it meanwhile wait for that one refresh.
+A coroutine must not hold the event loop while a role is assumed or the
+metadata service answers, so :meth:`CredentialChain.ready` refreshes in a
+worker thread, one at a time: coroutines (of any loop) wait for that one.
 """
 
 from __future__ import annotations
@@ -24,13 +22,8 @@ class CredentialChain:
     """Frozen credentials from a botocore/boto3 session, resolved at first use.
 
     Calling the chain returns the current frozen copy (resolving or refreshing
-    in the calling thread when botocore says it is due). Coroutines await
-    :meth:`ready` first, so the call then finds nothing left to do.
-
-    Args:
-        session: A ``boto3.Session`` or ``botocore.session.Session``.
-        where: What the credentials are for, as errors name it (the bucket
-            and endpoint).
+    in the calling thread when due); coroutines await :meth:`ready` first.
+    ``where`` names the bucket and endpoint in errors.
     """
 
     def __init__(self, session: Any, where: str) -> None:
@@ -48,7 +41,6 @@ class CredentialChain:
         )
 
     def _resolved_source(self) -> Any:
-        """botocore's credentials object, looked up through the chain once."""
         source = self._source
         if source is None:
             try:
@@ -64,13 +56,7 @@ class CredentialChain:
         return source
 
     def __call__(self) -> Credentials:
-        """The credentials to sign the next request with.
-
-        Raises:
-            StoreUnavailableError: no credentials are configured, or they
-                could not be resolved or refreshed (the botocore error is
-                chained).
-        """
+        """The credentials to sign the next request with (else StoreUnavailableError)."""
         source = self._resolved_source()
         try:
             current = source.get_frozen_credentials()
@@ -100,11 +86,7 @@ class CredentialChain:
         """Resolve or refresh the credentials in a worker thread if it is due.
 
         At most one refresh runs at a time: a coroutine arriving while one is
-        under way waits for it. Cancelling a waiter does not cancel the
-        refresh.
-
-        Raises:
-            StoreUnavailableError: as the call does.
+        under way waits for it. Cancelling a waiter does not cancel the refresh.
         """
         if not self.refresh_due():
             return

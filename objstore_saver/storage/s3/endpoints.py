@@ -1,14 +1,10 @@
-"""Where the lean S3 transport sends a bucket's requests: the host and path of its addressing.
+"""Where an S3 store's requests go, and how both transports' stores describe themselves.
 
-The region and the addressing style come resolved (:mod:`.settings`).
-
-Hosts on AWS come from botocore's own S3 endpoint rule set and partition data
-(``botocore/data/partitions.json``), with the same inputs a botocore client
-gives them: the region, FIPS and dual-stack settings, the ``us-east-1``
-global endpoint choice and the addressing style. So China
-(``amazonaws.com.cn``), GovCloud and the ISO partitions get the hosts boto3
-would use, and nothing here spells ``amazonaws.com``. A configured endpoint
-(MinIO, Ceph...) is addressed here, path style unless asked otherwise.
+The lean transport's hosts on AWS come from botocore's own S3 endpoint rule
+set and partition data, with the inputs a botocore client gives them (region,
+FIPS, dual-stack, the ``us-east-1`` global endpoint, the addressing style): so
+China, GovCloud and the ISO partitions get the hosts boto3 would use. A
+configured endpoint (MinIO, Ceph...) is path style unless asked otherwise.
 """
 
 from __future__ import annotations
@@ -23,12 +19,17 @@ from botocore.loaders import create_loader
 
 from objstore_saver.storage.base import RequestFacts
 from objstore_saver.storage.s3.protocol import Addressing
-from objstore_saver.storage.s3.settings import checked_endpoint, endpoint_variants, public_url
+from objstore_saver.storage.s3.settings import (
+    S3Encryption,
+    S3Settings,
+    checked_endpoint,
+    endpoint_variants,
+    public_url,
+)
 
 
 @functools.lru_cache(maxsize=1)
 def _s3_rules() -> EndpointProvider:
-    """botocore's S3 endpoint rule set over its partition data (loaded once)."""
     loader = create_loader()
     return EndpointProvider(
         ruleset_data=loader.load_service_model("s3", "endpoint-rule-set-1"),
@@ -47,14 +48,9 @@ def aws_addressing(
 ) -> Addressing:
     """How a bucket on AWS itself is addressed, as botocore's rule set says.
 
-    ``auto`` is virtual-hosted where the bucket name allows it (a dotted name
-    would break the TLS wildcard: path style then); ``path`` forces path style;
-    ``virtual`` is ``auto`` here (the rule set never puts a dotted bucket in an
-    ``https`` host).
-
-    Raises:
-        ValueError: the rule set refuses the combination (an invalid region,
-            FIPS in a partition without it...), with its reason.
+    ``auto`` and ``virtual`` are virtual-hosted where the bucket name allows it
+    (path style for a dotted name); ``path`` forces path style. ValueError,
+    with the rule set's reason, when it refuses the combination.
     """
     try:
         resolved = _s3_rules().resolve_endpoint(
@@ -78,17 +74,8 @@ def aws_addressing(
 def custom_addressing(
     bucket: str, endpoint_url: str, style: str = "auto", source: str = "endpoint_url"
 ) -> Addressing:
-    """How a bucket on a configured endpoint (MinIO, Ceph...) is addressed.
-
-    Path style (``endpoint/bucket``) unless ``style`` is ``virtual``
-    (``bucket.host``); ``auto`` is path style with an endpoint, which
-    S3-compatible servers need.
-
-    Raises:
-        ValueError: the URL carries user info or is not an http(s) URL, or a
-            dotted bucket is asked for virtual-hosted over https; the message
-            names ``source`` and the URL without credentials.
-    """
+    """How a bucket on a configured endpoint (MinIO, Ceph...) is addressed: path style
+    (``endpoint/bucket``) unless ``style`` is ``virtual`` (``bucket.host``)."""
     parts = checked_endpoint(endpoint_url, source)
     path = parts.path.rstrip("/")
     if style == "virtual":
@@ -137,3 +124,41 @@ def request_facts(
     if region:
         common["cloud.region"] = region
     return RequestFacts("S3", s3=True, key_prefix=prefix, attributes=common)
+
+
+class S3StoreFacts:
+    """What both S3 stores say of themselves: their settings and location."""
+
+    _settings: S3Settings
+    _location: str
+
+    @property
+    def bucket(self) -> str:
+        """Bucket name."""
+        return self._settings.bucket
+
+    @property
+    def prefix(self) -> str:
+        """Normalized key prefix, ``""`` or ending with ``/``."""
+        return self._settings.prefix
+
+    @property
+    def encryption(self) -> S3Encryption | None:
+        """The server-side encryption of every object, ``None`` for the bucket's default."""
+        return self._settings.encryption
+
+    @property
+    def settings(self) -> S3Settings:
+        """What the store was built with (settings not given are read at construction)."""
+        return self._settings
+
+    @property
+    def location(self) -> str:
+        """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
+        return self._location
+
+    def __repr__(self) -> str:
+        shown = f"{type(self).__name__}({self._location!r}"
+        if self.encryption is None:
+            return f"{shown})"
+        return f"{shown}, encryption={self.encryption!r})"

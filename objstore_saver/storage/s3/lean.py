@@ -1,9 +1,7 @@
-"""A lean S3 backend: SigV4 signed here, HTTP/1.1 sent by the standard library, sync and async.
+"""A lean S3 backend: sends what the pure plans of ``protocol.py`` yield, sync and async.
 
-This module only sends what the pure plans of ``protocol.py`` yield, on the
-blocking pool (``sync_pool.py``) or on the event loop (``async_pool.py``, no
-thread hop). Why this design won over boto3, aiobotocore and obstore is in
-``docs/transport.md``.
+Requests go on the blocking pool (``sync_pool.py``) or on the event loop
+(``async_pool.py``, no thread hop); why this design is in ``docs/transport.md``.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from objstore_saver.storage.http.sync_pool import ConnectionPool
 from objstore_saver.storage.requests import StorageRequest, call
 from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
-from objstore_saver.storage.s3.endpoints import request_facts, resolve_addressing
+from objstore_saver.storage.s3.endpoints import S3StoreFacts, request_facts, resolve_addressing
 from objstore_saver.storage.s3.network import network_for
 from objstore_saver.storage.s3.protocol import (
     BucketRegionError,
@@ -43,7 +41,6 @@ from objstore_saver.storage.s3.protocol import (
 from objstore_saver.storage.s3.retry import RetryPolicy
 from objstore_saver.storage.s3.settings import (
     DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS,
-    S3Encryption,
     S3Settings,
     configured_endpoint,
     configured_region,
@@ -56,42 +53,33 @@ from objstore_saver.storage.versions import ObjectVersion, RefusedVersion, Reten
 _USER_AGENT = "objstore-saver-lean-s3"
 
 
-class LeanS3Store:
+class LeanS3Store(S3StoreFacts):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
     Same behaviour, errors and messages as :class:`Boto3S3Store`, at a fraction of
-    its client CPU per request; the coroutines ``aput``/``aget``/``alist``/
-    ``adelete`` run on the event loop without a thread. Needs nothing beyond
-    the standard library and botocore (for credentials).
+    its client CPU per request; the coroutines run on the event loop without a
+    thread. Needs nothing beyond the standard library and botocore.
 
     Args:
         bucket: Bucket name.
         prefix: Key prefix of every object; normalized to ``""`` or a string
             ending with ``/``.
-        settings: Everything but the bucket and prefix can come as one
+        settings: Everything as one
             :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
             (its bucket and prefix included; then no other option).
         session: A ``boto3.Session`` or ``botocore.session.Session`` whose
             credential chain signs the requests (and whose profile the
-            settings not given are read from); default a new botocore
-            session (environment, shared files, roles).
+            settings not given are read from); default a new botocore session.
         **options: The settings by name, as :meth:`S3Settings.from_options`
-            takes them (``endpoint_url``, ``region_name``, ``max_attempts``,
-            ``backoff_base``, ``connect_timeout``, ``read_timeout``,
-            ``max_pool_connections``, ``max_connections``, ``encryption``,
-            ``extra_put_headers``, ``extra_get_headers``, ``addressing_style``,
-            ``proxies``, ``verify``, ``ca_bundle``); each is documented on
-            :class:`S3Settings`, :class:`ClientSettings` or
-            :class:`RetrySettings`, with where it is read when not given.
+            takes them; each is documented on :class:`S3Settings`,
+            :class:`ClientSettings` or :class:`RetrySettings`.
 
     Raises:
         InvalidKeyError: the prefix is not made of valid key segments.
         TypeError: an option this store does not take.
-        ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
-            a ``ConfigurationError``), an option is out of range, the extra
-            headers set what ``encryption`` sets, the endpoint or proxy URL is
-            unusable, or botocore's endpoint rules know no host for the region
-            (FIPS in China, say).
+        ValueError: an option is out of range or contradicts another, the
+            bucket is empty or a directory bucket, the endpoint or proxy URL is
+            unusable, or botocore's rules know no host for the region.
         ConfigurationError: a CA bundle file is missing or unusable (a
             ``ValueError`` too), naming the path.
     """
@@ -124,9 +112,9 @@ class LeanS3Store:
         }
         self._network = network_for(addressing.scheme, addressing.host, **self._network_options)
         self._move_lock = threading.Lock()
-        location = f"s3://{bucket}/{settings.prefix}"
+        self._location = f"s3://{bucket}/{settings.prefix}"
         if endpoint_url is not None:
-            location += f" at {addressing.public_url}"
+            self._location += f" at {addressing.public_url}"
         self._credentials = CredentialChain(
             session, f"S3 bucket {bucket!r} at {addressing.public_url}"
         )
@@ -136,7 +124,7 @@ class LeanS3Store:
             addressing=addressing,
             signer=Signer(region_name),
             credentials=self._credentials,
-            location=location,
+            location=self._location,
             encryption=settings.encryption,
             extra_put_headers=dict(settings.extra_put_headers),
             extra_get_headers=dict(settings.extra_get_headers),
@@ -154,18 +142,6 @@ class LeanS3Store:
             weakref.WeakKeyDictionary()
         )
 
-    # --- description -----------------------------------------------------------------
-
-    @property
-    def bucket(self) -> str:
-        """Bucket name."""
-        return self._protocol.bucket
-
-    @property
-    def prefix(self) -> str:
-        """Normalized key prefix, ``""`` or ending with ``/``."""
-        return self._protocol.prefix
-
     @property
     def region(self) -> str:
         """Region the requests are signed for (the bucket's, once an answer named it)."""
@@ -177,11 +153,6 @@ class LeanS3Store:
         return self._protocol.addressing.public_url
 
     @property
-    def encryption(self) -> S3Encryption | None:
-        """The server-side encryption of every object, ``None`` for the bucket's default."""
-        return self._protocol.encryption
-
-    @property
     def retry(self) -> RetryPolicy:
         """Attempts and backoff of every request."""
         return self._protocol.retry
@@ -191,26 +162,9 @@ class LeanS3Store:
         """``(connect_timeout, read_timeout)`` in seconds."""
         return self._settings.client.connect_timeout, self._settings.client.read_timeout
 
-    @property
-    def settings(self) -> S3Settings:
-        """What the store was built with (settings not given are read at construction)."""
-        return self._settings
-
-    @property
-    def location(self) -> str:
-        """``s3://bucket/prefix``, plus `` at <endpoint>`` for a custom endpoint."""
-        return self._protocol.location
-
     def request_facts(self) -> RequestFacts:
         """Requests named ``S3.PutObject``..., with the AWS SDK's attributes."""
         return request_facts(self.prefix, self.bucket, self.endpoint, self.region)
-
-    def __repr__(self) -> str:
-        if self.encryption is None:
-            return f"LeanS3Store({self.location!r})"
-        return f"LeanS3Store({self.location!r}, encryption={self.encryption!r})"
-
-    # --- transports --------------------------------------------------------------------
 
     def _pool_options(self) -> dict[str, Any]:
         client = self._settings.client
@@ -231,11 +185,10 @@ class LeanS3Store:
         """The connection pool of the running loop (connections are loop-bound)."""
         loop = asyncio.get_running_loop()
         pool = self._aio.get(loop)
-        if pool is not None:
-            return pool
-        addressing = self._protocol.addressing
-        pool = AsyncConnectionPool(addressing.scheme, addressing.host, **self._pool_options())
-        self._aio[loop] = pool
+        if pool is None:
+            where = self._protocol.addressing
+            pool = AsyncConnectionPool(where.scheme, where.host, **self._pool_options())
+            self._aio[loop] = pool
         return pool
 
     async def _asend(self, request: HttpRequest) -> Reply:
@@ -244,8 +197,7 @@ class LeanS3Store:
     def _move(self, moved: BucketRegionError) -> None:
         """Follow the bucket to its region's host: new pools there, requests signed for it.
 
-        Nothing the refused request asked for was done: the caller starts its
-        operation again. The event loops' pools are made anew on their next request.
+        The refused request did nothing: the caller starts its operation again.
         """
         with self._move_lock:
             if self._protocol.addressing == moved.addressing:
@@ -259,8 +211,6 @@ class LeanS3Store:
             self._aio = weakref.WeakKeyDictionary()
             self._protocol.use_region(moved.bucket_region, where)
         old.close()
-
-    # --- carrying out an exchange (storage/steps.py runs it) ----------------------------
 
     def _perform(self, step: HttpRequest | Sleep) -> Reply | None:
         if isinstance(step, Sleep):
@@ -296,12 +246,8 @@ class LeanS3Store:
         return steps.run(make(), self._perform)
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
-        """Send the first HTTP request of ``request`` (a storage request value) now.
-
-        Returns the function, to be called once, that waits for its answer and
-        returns (or raises) what the blocking call would; retries, and a request
-        that finds no free connection slot at once, run inside it.
-        """
+        """Send the first HTTP request of ``request`` now (see :class:`~..requests.SendsAhead`);
+        retries, and a request that finds no free connection slot, run when it is read."""
         make: Callable[[], Exchange[Any]] = partial(call, self._protocol, request)
         begun = steps.send_ahead(make(), self._perform, self._ahead)
         return lambda: self._run(make, begun)
@@ -329,64 +275,27 @@ class LeanS3Store:
         if pool is not None:
             await pool.close()
 
-    # --- the protocol, blocking ---------------------------------------------------------
-
     def check(self) -> None:
-        """Check that the bucket exists and the credentials may use it (``HeadBucket``).
-
-        Raises:
-            StoreUnavailableError: the bucket is missing, access is denied or
-                the endpoint cannot be reached.
-        """
+        """Check that the bucket exists and the credentials may use it (``HeadBucket``)."""
         self._run(self._protocol.check)
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Store ``data`` at ``key`` with one ``PutObject`` (see :meth:`Boto3S3Store.put`).
-
-        Raises:
-            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
-            InvalidKeyError: the key is invalid or too long with the prefix.
-            EncryptionNotConfirmedError: the answer does not confirm ``encryption``.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """Store ``data`` at ``key`` with one ``PutObject`` (``CREATE``: ``If-None-Match: *``)."""
         self._run(partial(self._protocol.put, key, data, mode))
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Return the object at ``key``, or bytes ``[start, end)`` of it.
-
-        Raises:
-            ObjectNotFoundError: nothing is stored at ``key``.
-            InvalidKeyError: the key is invalid.
-            ValueError: the byte range is not ``0 <= start <= end``.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """Return the object at ``key``, or bytes ``[start, end)`` of it."""
         return self._run(partial(self._protocol.get, key, byte_range))
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (one request).
-
-        Raises:
-            ValueError: ``limit`` is out of range.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (one request)."""
         return self._run(partial(self._protocol.list, prefix, start_after, limit))
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request.
-
-        Raises:
-            InvalidKeyError: a key is invalid; nothing is deleted.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: S3 reported an error for a key (named with its code).
-        """
+        """Delete the keys with quiet ``DeleteObjects``, 1,000 keys per request."""
         self._run(partial(self._protocol.delete, keys))
-
-    # --- the protocol, on the event loop ---------------------------------------------------
 
     async def acheck(self) -> None:
         """Coroutine of :meth:`check`."""
@@ -409,8 +318,6 @@ class LeanS3Store:
     async def adelete(self, keys: Sequence[str]) -> None:
         """Coroutine of :meth:`delete`."""
         await self._arun(partial(self._protocol.delete, keys))
-
-    # --- object versions (storage/versions.py) ----------------------------------------------
 
     def retention(self) -> Retention:
         """The bucket's versioning and Object Lock state (``GetBucketVersioning``, and

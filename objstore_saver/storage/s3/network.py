@@ -1,8 +1,6 @@
 """How the lean S3 transport reaches an origin: which forward proxy, which TLS trust.
 
-One entry point, :func:`network_for`, pure resolution. The rules (botocore's
-choice of proxy, ``NO_PROXY`` matching, TLS trust) are docs/configuration.md,
-"Network: proxies and TLS (S3)", and docs/transport.md, "Using it".
+The rules are docs/configuration.md, "Network: proxies and TLS (S3)".
 """
 
 from __future__ import annotations
@@ -23,13 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 def no_proxy_matches(host: str, port: int, no_proxy: str) -> bool:
-    """Whether a ``NO_PROXY`` list exempts ``host:port`` from the proxy.
-
-    Args:
-        host: The origin's host name or address (IPv6 with or without brackets).
-        port: The origin's port.
-        no_proxy: The list, entries separated by commas (spaces around ignored).
-    """
+    """Whether a ``NO_PROXY`` list (comma-separated) exempts ``host:port`` from the proxy."""
     host = host.strip("[]").rstrip(".").lower()
     try:
         address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
@@ -79,19 +71,10 @@ def proxy_for(
     proxies: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str | None, str]:
-    """The proxy URL an origin is reached through, and where it was configured.
+    """``(url, source)`` of the proxy an origin is reached through, or ``(None, reason)``.
 
-    Args:
-        scheme: The origin's scheme, ``http`` or ``https``.
-        host: The origin's host.
-        port: The origin's port.
-        proxies: botocore's ``proxies`` mapping; when given, it alone decides.
-        environ: The environment to read (default ``os.environ``).
-
-    Returns:
-        ``(url, source)``, or ``(None, reason)`` when no proxy is used; the
-        source is ``proxies['https']`` or the variable as it is set
-        (``HTTPS_PROXY`` or ``https_proxy``).
+    ``proxies`` (botocore's mapping), when given, alone decides; else the
+    environment's variables (``source`` names the one set).
     """
     if proxies is not None:
         url = proxies.get(scheme)
@@ -109,8 +92,7 @@ def proxy_for(
 
 def _environment_proxies(env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """``(value, variable)`` of the ``*_proxy`` variables by scheme, read as
-    :func:`urllib.request.getproxies_environment` reads them (lower case wins,
-    ``HTTP_PROXY`` ignored under CGI)."""
+    :func:`urllib.request.getproxies_environment` reads them."""
     found: dict[str, tuple[str, str]] = {}
     for name, value in env.items():
         lowered = name.lower()
@@ -172,15 +154,10 @@ def network_for(
 ) -> Network:
     """The TLS context and proxy of the pools reaching ``scheme://host`` (``host[:port]``).
 
-    The options are those of :func:`proxy_for` and :func:`trust_choice`. The
-    TLS context is ``None`` for an ``http`` origin, whose trust settings are not
-    read (a stale ``AWS_CA_BUNDLE`` does not stop a plain-HTTP MinIO).
-
-    Raises:
-        ConfigurationError: a CA bundle is missing or unusable, or the proxy
-            URL is not an ``http://`` proxy (naming the variable or option
-            it came from).
-        ValueError: the trust options contradict each other.
+    The options are those of :func:`proxy_for` and :func:`trust_choice`. An
+    ``http`` origin's trust settings are not read (a stale ``AWS_CA_BUNDLE``
+    does not stop a plain-HTTP MinIO). ConfigurationError: an unusable CA
+    bundle or proxy URL, naming where it came from.
     """
     parts = urlsplit(f"{scheme}://{host}")
     port = parts.port or (443 if scheme == "https" else 80)

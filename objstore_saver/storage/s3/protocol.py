@@ -2,8 +2,7 @@
 
 Each operation is a generator that yields signed :class:`HttpRequest` or
 :class:`Sleep` steps, receives a :class:`Reply` for each, and returns the
-result or raises the storage error; ``lean.py`` performs the steps through
-``storage/steps.py``. Retries, lost-response handling and error mapping exist once.
+result or raises the storage error; ``lean.py`` performs the steps.
 """
 
 from __future__ import annotations
@@ -76,15 +75,9 @@ Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
 class BucketRegionError(StoreUnavailableError):
     """The bucket is in another region, whose requests go to another host.
 
-    The plans cannot move the connection pools: the store's runner may catch
-    this, reconnect to ``addressing``, call :meth:`S3Protocol.use_region` and
-    start the operation again (the refused request did nothing).
-
-    Args:
-        message: What happened and what to configure.
-        region: The region the refused request was signed for.
-        bucket_region: The region the answer names.
-        addressing: Where the bucket's requests must go for that region.
+    The plans cannot move the connection pools: the store's runner catches
+    this, reconnects to ``addressing`` (for ``bucket_region``; ``region`` was
+    signed for) and starts the operation again (the refused request did nothing).
     """
 
     def __init__(
@@ -144,45 +137,32 @@ def delete_body(full_keys: Sequence[str], version_ids: Sequence[str] = ()) -> by
     return f"<Delete><Quiet>true</Quiet>{objects}</Delete>".encode()
 
 
+#: The HTTP header of each server-side encryption field of boto3's requests and answers.
+_SSE_HEADERS = {
+    "ServerSideEncryption": "x-amz-server-side-encryption",
+    "SSEKMSKeyId": "x-amz-server-side-encryption-aws-kms-key-id",
+    "SSECustomerAlgorithm": "x-amz-server-side-encryption-customer-algorithm",
+    "SSECustomerKey": "x-amz-server-side-encryption-customer-key",
+    "SSECustomerKeyMD5": "x-amz-server-side-encryption-customer-key-md5",
+}
+
+
 def encryption_headers(encryption: S3Encryption | None, *, put: bool) -> dict[str, str]:
     """The SSE request headers of a PUT (``put=True``) or a GET."""
     if encryption is None:
         return {}
     args = encryption.put_args() if put else encryption.get_args()
-    headers: dict[str, str] = {}
-    if "ServerSideEncryption" in args:
-        headers["x-amz-server-side-encryption"] = args["ServerSideEncryption"]
-    if "SSEKMSKeyId" in args:
-        headers["x-amz-server-side-encryption-aws-kms-key-id"] = args["SSEKMSKeyId"]
     if "SSECustomerKey" in args:
-        key: bytes = args["SSECustomerKey"]
-        headers["x-amz-server-side-encryption-customer-algorithm"] = args["SSECustomerAlgorithm"]
-        headers["x-amz-server-side-encryption-customer-key"] = base64.b64encode(key).decode()
-        headers["x-amz-server-side-encryption-customer-key-md5"] = str(encryption.customer_key_md5)
-    return headers
-
-
-def encryption_confirmed(encryption: S3Encryption, headers: dict[str, str]) -> bool:
-    """Whether a PUT answer's headers report ``encryption``."""
-    return encryption.confirmed_by(
-        {
-            "ServerSideEncryption": headers.get("x-amz-server-side-encryption"),
-            "SSECustomerAlgorithm": headers.get("x-amz-server-side-encryption-customer-algorithm"),
-            "SSECustomerKeyMD5": headers.get("x-amz-server-side-encryption-customer-key-md5"),
-        }
-    )
+        args["SSECustomerKey"] = base64.b64encode(args["SSECustomerKey"]).decode()
+        args["SSECustomerKeyMD5"] = str(encryption.customer_key_md5)
+    return {_SSE_HEADERS[name]: value for name, value in args.items()}
 
 
 @dataclass(frozen=True, slots=True)
 class Addressing:
-    """Where requests for one bucket go.
-
-    Args:
-        scheme: ``http`` or ``https``.
-        host: ``Host`` header, with the port when it is not the scheme's default.
-        base_path: ``/bucket`` (path style) or ``""`` (virtual-hosted style).
-        public_url: The endpoint as errors show it (never with user info).
-    """
+    """Where requests for one bucket go: ``host`` (the ``Host`` header, with a
+    non-default port), ``base_path`` (``/bucket`` path style, ``""`` virtual-hosted)
+    and ``public_url`` (the endpoint as errors show it, never with user info)."""
 
     scheme: str
     host: str
@@ -206,22 +186,13 @@ class S3Protocol:
     """Builds, signs and interprets the requests of one bucket and prefix.
 
     Args:
-        bucket: Bucket name.
-        prefix: Normalized key prefix (``""`` or ending with ``/``).
-        addressing: Where requests go.
-        signer: SigV4 signer of the bucket's region.
         credentials: Returns the credentials to sign the next request with;
             raises :class:`StoreUnavailableError` when there are none.
         location: ``s3://bucket/prefix ...`` as messages show it.
-        encryption: SSE of every object, or ``None``.
-        extra_put_headers: Extra headers of every PUT.
-        extra_get_headers: Extra headers of every GET.
-        retry: Retry policy.
         clock: Current UTC time (tests pin it).
-        relocate: Where the bucket's requests go in another region: an AWS
-            host names its region, so following the bucket means another
-            host. ``None`` for a custom endpoint, where a wrong-region answer
-            only changes the signature.
+        relocate: Where the bucket's requests go in another region (an AWS
+            host names its region); ``None`` for a custom endpoint, where a
+            wrong-region answer only changes the signature.
     """
 
     def __init__(
@@ -253,8 +224,6 @@ class S3Protocol:
         self._put_headers = {**extra_put_headers, **encryption_headers(encryption, put=True)}
         self._get_headers = {**extra_get_headers, **encryption_headers(encryption, put=False)}
 
-    # --- request building ------------------------------------------------------
-
     def full_key(self, key: str) -> str:
         """``prefix + key`` after checking both fit the key rules."""
         return validate_key(key, self.prefix)
@@ -284,8 +253,6 @@ class S3Protocol:
         )
         return HttpRequest(method, f"{path}?{qs}" if qs else path, hdrs, body)
 
-    # --- error mapping -----------------------------------------------------------
-
     def error(
         self, reply: Reply, operation: str, key: str | None = None, note: str = ""
     ) -> StorageError:
@@ -313,8 +280,6 @@ class S3Protocol:
             note=note,
         )
 
-    # --- the bucket's region ------------------------------------------------------
-
     @property
     def region(self) -> str:
         """The region requests are signed for now."""
@@ -327,11 +292,8 @@ class S3Protocol:
             self.addressing = addressing
 
     def _redirect(self, request: HttpRequest, reply: Reply, operation: str) -> str | None:
-        """The region to re-sign ``request`` for after a wrong-region ``reply``, or ``None``.
-
-        Remembered for every later request; :class:`BucketRegionError` when the
-        requests must go to another host.
-        """
+        """The region to re-sign ``request`` for after a wrong-region ``reply`` (kept for
+        later requests), or ``None``; :class:`BucketRegionError` when the host changes."""
         if not isinstance(reply, HttpResponse):
             return None
         region = redirect_region(reply)
@@ -379,8 +341,6 @@ class S3Protocol:
             f"{error_code(reply)[0]}, HTTP {reply.status}); set region_name to the bucket's region"
         )
 
-    # --- the exchange with retries ----------------------------------------------
-
     def exchange(
         self,
         build: Callable[[], HttpRequest],
@@ -389,29 +349,19 @@ class S3Protocol:
         *,
         retry_unreached: bool = True,
     ) -> Exchange[tuple[Reply, int]]:
-        """Send a request until it gets a final answer or attempts run out.
+        """Send a request until it gets a final answer or attempts run out; the last
+        reply (retryable or not) and the number of attempts.
 
         A retry waits its backoff and takes its cost from the store's retry
-        quota; a 2xx answer gives back what the last retry took (1 when there
-        was none). One wrong-region answer is followed: the request is signed
-        again, at once, for the region the answer names (not an attempt).
+        quota (a StorageError when it is empty); a 2xx answer gives back what
+        the last retry took (1 when there was none). One wrong-region answer is
+        followed: the request is signed again, at once, for the region the
+        answer names (not an attempt); a second is a StoreUnavailableError.
 
         Args:
             build: Builds and signs the request, anew for each attempt.
-            operation: The operation, as error messages name it.
-            key: The key or prefix, as error messages name it.
             retry_unreached: False: a connection that could not be opened
                 (refused, unreachable, connect timeout) ends the exchange.
-
-        Returns:
-            The last reply and the number of attempts made. A reply that is
-            still retryable after the last attempt is returned as is.
-
-        Raises:
-            StorageError: the reply was retryable but the retry quota is empty
-                (mapped like the reply, saying so).
-            StoreUnavailableError: a second wrong-region answer.
-            BucketRegionError: the bucket's region is served by another host.
         """
         attempt = 0
         taken = 0
@@ -455,8 +405,6 @@ class S3Protocol:
                 )
             yield Sleep(self.retry.delay(attempt))
 
-    # --- operations ----------------------------------------------------------------
-
     def check(self) -> Exchange[None]:
         """``HeadBucket``; a connection that cannot be opened fails at once, not retried."""
         reply, _ = yield from self.exchange(
@@ -477,8 +425,8 @@ class S3Protocol:
                 lambda: self.request("PUT", full, headers=headers, body=data), "put", key
             )
             if isinstance(reply, HttpResponse) and reply.status == 200:
-                if self.encryption is not None and not encryption_confirmed(
-                    self.encryption, reply.headers
+                if self.encryption is not None and not self.encryption.confirmed_by(
+                    {field: reply.headers.get(name) for field, name in _SSE_HEADERS.items()}
                 ):
                     raise self.encryption.not_confirmed(key, self.location)
                 return

@@ -67,11 +67,8 @@ _PLAIN_OUTCOMES = frozenset({304, 404, 412, 416})
 class RetryQuota:
     """The retry budget of one store, shared by every thread and event loop using it.
 
-    Thread-safe: each change holds a lock for a few instructions and never
-    waits, so coroutines on an event loop may use it too.
-
-    Args:
-        capacity: Units when full (and at the start).
+    Each change holds a lock for a few instructions and never waits, so
+    coroutines on an event loop may use it too.
     """
 
     def __init__(self, capacity: int = QUOTA_CAPACITY) -> None:
@@ -96,16 +93,8 @@ class RetryQuota:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Bounded attempts, capped fully jittered exponential backoff and a retry quota.
-
-    Args:
-        max_attempts: Attempts per request, the first included.
-        backoff_base: Largest wait before the second attempt, in seconds; it
-            doubles per attempt.
-        backoff_cap: Largest wait between two attempts, in seconds.
-        rng: Source of the jitter.
-        quota: The retry budget; one per policy, so one per store.
-    """
+    """Bounded attempts, capped fully jittered exponential backoff and a retry quota
+    (one per policy, so one per store); ``backoff_base`` doubles per attempt."""
 
     max_attempts: int = 5
     backoff_base: float = DEFAULT_BACKOFF_BASE

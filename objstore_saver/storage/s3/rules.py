@@ -1,10 +1,7 @@
 """What S3's answers mean, for both transports: error codes, redirects, bucket names.
 
-The lean transport reads status and code from the answer it parsed, boto3's
-from the ``ClientError`` botocore raised; both then ask the functions here
-what the answer means (the key is missing, a create-only put lost, the range
-is past the end, the bucket cannot be used) and build their errors here, so
-the two transports cannot drift apart.
+Both transports ask the functions here what a status and code mean and build
+their errors here, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -57,8 +54,7 @@ def create_refused(status: int | None, code: str) -> bool:
 def create_raced(status: int | None, code: str) -> bool:
     """A create-only put met another conditional write to the key in flight (HTTP 409).
 
-    Once that write settles, another attempt gets 412 (it won) or succeeds
-    (it failed): worth :data:`CONFLICT_RETRIES` short waits.
+    Once that write settles, another attempt gets 412 or succeeds: worth short waits.
     """
     return code == "ConditionalRequestConflict"
 
@@ -92,10 +88,8 @@ def answer_error(
 ) -> StorageError:
     """The error for an S3 error answer no rule above turned into a result.
 
-    A code or status meaning the bucket cannot be used (and any failed
-    ``check``) is a :class:`StoreUnavailableError` naming bucket and endpoint;
-    anything else a :class:`StorageError` naming the operation, key and store.
-    ``note`` is appended after ``; ``.
+    StoreUnavailableError when the bucket cannot be used (or a ``check``
+    failed), else StorageError; ``note`` is appended after ``; ``.
     """
     after = f"; {note}" if note else ""
     subject = f" of key {key!r}" if key is not None else ""
@@ -129,10 +123,7 @@ def create_bucket_hint(bucket: str, endpoint: str) -> str:
 
 
 def delete_refused(location: str, prefix: str, errors: Sequence[tuple[str, ...]]) -> StorageError:
-    """The error for the per-key errors of a ``DeleteObjects`` answer.
-
-    Each error is ``(full key, code, message)``, or with the version id after the key.
-    """
+    """The error for the per-key errors ``(full key, [version id,] code, message)``."""
     key, *_, code, message = errors[0]
     key = key.removeprefix(prefix)
     more = f" (and {len(errors) - 1} more keys)" if len(errors) > 1 else ""
@@ -196,14 +187,7 @@ def is_wrong_region(response: HttpResponse) -> bool:
 
 
 def redirect_region(response: HttpResponse) -> str | None:
-    """The region a wrong-region answer names, or ``None``.
-
-    A wrong-region answer is a 301, 302 or 307, a ``PermanentRedirect``, or a
-    400 ``AuthorizationHeaderMalformed`` (signed for the wrong region); the
-    region comes from the ``x-amz-bucket-region`` header, else from the
-    ``<Region>`` element of the error XML. ``None`` when the answer is not
-    one of these or names no valid region.
-    """
+    """The valid region a wrong-region answer names (header, else error XML), or ``None``."""
     if not is_wrong_region(response):
         return None
     region = response.headers.get("x-amz-bucket-region") or _error_field(response, "Region")
@@ -227,14 +211,8 @@ DIRECTORY_BUCKET_SUFFIX = "--x-s3"
 
 
 def check_bucket(bucket: str) -> None:
-    """Refuse a bucket name neither transport can serve.
-
-    Raises:
-        ConfigurationError: ``bucket`` is empty, or an S3 Express One Zone
-            directory bucket (name ending ``--x-s3``): those list keys in no
-            particular order, and the latest-checkpoint lookup relies on
-            ``ListObjectsV2`` returning keys in ascending order.
-    """
+    """Refuse (ConfigurationError) an empty bucket name or a directory bucket's, which
+    lists keys in no particular order."""
     if not bucket:
         raise ConfigurationError("bucket must not be empty")
     if bucket.endswith(DIRECTORY_BUCKET_SUFFIX):

@@ -1,14 +1,10 @@
 """Every S3 setting, resolved in one place, into three named frozen objects.
 
-Both transports and every constructor (``from_url``, ``from_bucket``, the CLI,
-the jobs, the LangGraph server entry points) build their store from an
-:class:`S3Settings` (bucket, prefix, endpoint, region, addressing style,
-:class:`S3Encryption`, extra headers or arguments), which holds a
-:class:`ClientSettings` (timeouts, pool, proxies, TLS trust) and a
-:class:`RetrySettings`. A setting left ``None`` is resolved when the store is
-built, here, in boto3's order (the ``configured_*`` functions,
-:func:`endpoint_variants`, :func:`trust_choice`); only the proxy of an origin
-is chosen per host (:mod:`.network`).
+Both transports and every constructor build their store from an
+:class:`S3Settings`, which holds a :class:`ClientSettings` (timeouts, pool,
+proxies, TLS trust) and a :class:`RetrySettings`. A setting left ``None`` is
+resolved when the store is built, here, in boto3's order; only the proxy of
+an origin is chosen per host (:mod:`.network`).
 """
 
 from __future__ import annotations
@@ -166,7 +162,10 @@ class S3Settings:
     def __post_init__(self) -> None:
         check_bucket(self.bucket)
         object.__setattr__(self, "prefix", bucket_prefix(self.prefix))
-        checked_encryption(self.encryption)
+        if self.encryption is not None and not isinstance(self.encryption, S3Encryption):
+            raise ValueError(
+                f"encryption must be an S3Encryption, not {type(self.encryption).__name__}"
+            )
         for name in ("extra_put_headers", "extra_get_headers"):
             headers = {k.lower(): v for k, v in getattr(self, name).items()}
             object.__setattr__(self, name, headers)
@@ -200,8 +199,7 @@ class S3Settings:
 
         Raises:
             TypeError: an option no S3 store takes.
-            ValueError: an unknown transport, an option of the other transport,
-                or an option out of range (the message names it).
+            ValueError: an unknown transport, an option of the other one, or out of range.
         """
         given = {name: value for name, value in options.items() if value is not None}
         check_transport(transport, given)
@@ -293,11 +291,7 @@ def store_settings(
     settings: S3Settings | None,
     options: dict[str, Any],
 ) -> S3Settings:
-    """What a store of ``transport`` is built with: ``settings``, or its keyword options.
-
-    Raises:
-        TypeError: an option ``owner`` does not take, or options beside ``settings``.
-    """
+    """What a store of ``transport`` is built with: ``settings``, or its keyword options."""
     if settings is None:
         unexpected = sorted(set(options) - STORE_OPTIONS[transport])
         if unexpected:
@@ -329,13 +323,6 @@ def bucket_prefix(prefix: str) -> str:
     return prefix.rstrip("/") + "/"
 
 
-def checked_encryption(encryption: Any) -> S3Encryption | None:
-    """``encryption`` if it is ``None`` or an :class:`S3Encryption`, else ValueError."""
-    if encryption is not None and not isinstance(encryption, S3Encryption):
-        raise ValueError(f"encryption must be an S3Encryption, not {type(encryption).__name__}")
-    return encryption
-
-
 def positive_seconds(name: str, value: Any) -> float:
     """``value`` as seconds if it is a finite positive number, else ValueError naming ``name``."""
     if (
@@ -360,19 +347,12 @@ def botocore_session(session: Any) -> Any:
 
 
 def configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | None, str]:
-    """The endpoint an S3 store talks to and the name of where it came from.
+    """The endpoint an S3 store talks to and the name of where it came from, in boto3's order.
 
-    The one place both transports resolve it, in boto3's order: the argument,
-    then ``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then the config
-    file's services section (``s3 = endpoint_url = ...`` in the section the
-    profile's ``services`` names), then the profile's own ``endpoint_url``,
-    then none (AWS itself). All but the argument are ignored when
-    ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` (or the profile's
-    ``ignore_configured_endpoint_urls``) is true, as in boto3.
-
-    Raises:
-        ConfigurationError: the profile names a services section the config
-            file does not have.
+    The argument, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the config
+    file's services section the profile names (ConfigurationError if missing),
+    the profile's ``endpoint_url``, else none (AWS itself); all but the
+    argument ignored when ``ignore_configured_endpoint_urls`` is set.
     """
     if endpoint_url is not None:
         return endpoint_url, "endpoint_url"
@@ -402,11 +382,7 @@ def configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | N
 
 
 def checked_endpoint(endpoint_url: str, source: str = "endpoint_url") -> SplitResult:
-    """The parts of an endpoint URL both transports can use.
-
-    Raises:
-        ValueError: user info in the URL, or not http(s); naming ``source`` and the URL.
-    """
+    """The parts of an endpoint URL; ValueError naming ``source`` for user info or not http(s)."""
     parts = urlsplit(endpoint_url)
     if parts.username is not None or parts.password is not None:
         raise ValueError(
@@ -419,12 +395,8 @@ def checked_endpoint(endpoint_url: str, source: str = "endpoint_url") -> SplitRe
 
 
 def configured_region(region_name: str | None, session: Any) -> str:
-    """The region requests are signed for.
-
-    Precedence: the argument, then a region set on the session object itself,
-    then ``AWS_REGION``, then ``AWS_DEFAULT_REGION``, then the profile's
-    ``region``, then ``us-east-1``.
-    """
+    """The region requests are signed for: the argument, the session's own, ``AWS_REGION``,
+    ``AWS_DEFAULT_REGION``, the profile's, else ``us-east-1``."""
     if region_name is not None:
         return region_name
     core = botocore_session(session)
@@ -440,8 +412,7 @@ def s3_config(session: Any) -> dict[str, Any]:
 
 
 def configured_style(argument: str | None, session: Any) -> tuple[str, str]:
-    """The addressing style and where it came from: the argument, the profile's
-    ``s3 = addressing_style = ...``, else ``auto`` (ValueError for another style)."""
+    """The addressing style and its source: the argument, the profile's, else ``auto``."""
     if argument is not None:
         style, source = argument, "addressing_style"
     else:
@@ -455,18 +426,8 @@ def configured_style(argument: str | None, session: Any) -> tuple[str, str]:
 
 
 def endpoint_variants(session: Any) -> dict[str, bool]:
-    """The rule set's FIPS, dual-stack and ``us-east-1`` global endpoint inputs.
-
-    ``UseFIPS``: ``AWS_USE_FIPS_ENDPOINT`` or the profile's
-    ``use_fips_endpoint``. ``UseDualStack``: the profile's ``s3``
-    ``use_dualstack_endpoint``, else ``AWS_USE_DUALSTACK_ENDPOINT`` or the
-    profile's ``use_dualstack_endpoint``. ``UseGlobalEndpoint``:
-    ``AWS_S3_US_EAST_1_REGIONAL_ENDPOINT`` / ``s3.us_east_1_regional_endpoint``
-    is ``legacy`` (botocore's default); it only matters in ``us-east-1``.
-
-    Raises:
-        ValueError: ``us_east_1_regional_endpoint`` is not ``legacy`` or ``regional``.
-    """
+    """The rule set's ``UseFIPS``, ``UseDualStack`` and ``UseGlobalEndpoint`` inputs, as
+    botocore reads them (the profile's ``s3`` section first for dual-stack)."""
     core = botocore_session(session)
     s3 = s3_config(session)
     dualstack = s3.get("use_dualstack_endpoint")
@@ -486,13 +447,8 @@ def endpoint_variants(session: Any) -> dict[str, bool]:
 
 @dataclass(frozen=True, slots=True)
 class TrustChoice:
-    """How ``https`` origins are verified.
-
-    Attributes:
-        verify: ``False`` only when verification is explicitly turned off.
-        bundle: The CA bundle file replacing the system's trust store, if any.
-        source: Where the choice came from (an option or variable name).
-    """
+    """How ``https`` origins are verified: ``verify`` (False only when turned off), the
+    CA ``bundle`` replacing the system's trust store, and the ``source`` of the choice."""
 
     verify: bool
     bundle: str | None
@@ -509,19 +465,8 @@ def trust_choice(
 
     ``verify=False`` (no verification) or a ``verify`` path, else
     ``ca_bundle``, else ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``,
-    else ``REQUESTS_CA_BUNDLE``, else the system's trust store.
-
-    Args:
-        verify: ``False`` to turn verification off, a path to a CA bundle, or
-            ``True``/``None`` for the configured trust.
-        ca_bundle: A CA bundle path (botocore's ``ca_bundle``).
-        session: A boto3/botocore session whose profile may set ``ca_bundle``.
-        environ: The environment to read (default ``os.environ``).
-
-    Raises:
-        ValueError: ``verify`` is not a bool, a path or ``None``; ``verify``
-            and ``ca_bundle`` name different files; or verification is off
-            while a bundle is given.
+    else ``REQUESTS_CA_BUNDLE``, else the system's trust store. ValueError
+    when ``verify`` and ``ca_bundle`` contradict each other.
     """
     env = os.environ if environ is None else environ
     if verify is not None and not isinstance(verify, bool | str):

@@ -1,10 +1,7 @@
-"""AWS Signature Version 4 for S3 requests, pure functions and no I/O.
+"""AWS Signature Version 4 for S3 requests, no I/O, written from the public description.
 
-Written from the public SigV4 description: a canonical request (method, path,
-sorted query, signed headers, payload hash) is hashed into a string to sign,
-which an HMAC chain derived from the secret key signs. Only what the lean S3
-transport sends is covered: header-based auth, a known payload hash, path
-segments already percent-encoded by the caller.
+Only what the lean S3 transport sends is covered: header-based auth, a known
+payload hash, path segments already percent-encoded by the caller.
 """
 
 from __future__ import annotations
@@ -50,12 +47,7 @@ def canonical_query(params: Mapping[str, str]) -> str:
 
 
 class Signer:
-    """Signs requests for one region and service, caching the derived key per day.
-
-    Args:
-        region: Region of the bucket, e.g. ``us-east-1``.
-        service: Service name in the credential scope (``s3``).
-    """
+    """Signs requests for one region and service, caching the derived key per day."""
 
     __slots__ = ("_key_cache", "region", "service")
 
@@ -87,16 +79,9 @@ class Signer:
     ) -> None:
         """Add ``x-amz-date``, the content hash, the token and ``authorization`` to ``headers``.
 
-        Args:
-            method: HTTP method.
-            host: ``Host`` header value (with ``:port`` when not the default).
-            path: Request path, already percent-encoded.
-            query: Query string as built by :func:`canonical_query`.
-            headers: Lower-case header names; every ``x-amz-*``, ``content-md5``
-                and ``host`` header is signed. Updated in place.
-            payload_sha256: Hex SHA-256 of the body.
-            credentials: The keys to sign with.
-            now: Time of the request, UTC.
+        ``headers`` have lower-case names; every ``x-amz-*``, ``content-md5``,
+        ``content-type`` and ``host`` header is signed. ``path`` is already
+        percent-encoded, ``query`` built by :func:`canonical_query`.
         """
         stamp = now.strftime("%Y%m%dT%H%M%SZ")
         day = stamp[:8]

@@ -1,8 +1,4 @@
-"""Server-side encryption of an S3 store's objects: SSE-S3, SSE-KMS or SSE-C.
-
-One :class:`S3Encryption` value says which; both transports send its
-arguments with every PUT (and GET, for SSE-C) and check the answer confirms it.
-"""
+"""Server-side encryption of an S3 store's objects: SSE-S3, SSE-KMS or SSE-C."""
 
 from __future__ import annotations
 

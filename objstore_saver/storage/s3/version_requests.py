@@ -1,9 +1,4 @@
-"""The lean transport's requests on object versions, as pure plans (see ``protocol.py``).
-
-``GetBucketVersioning`` and ``GetObjectLockConfiguration`` read what the
-bucket keeps; ``ListObjectVersions`` pages through the versions under a
-prefix; ``DeleteObjects`` with version ids deletes versions for good.
-"""
+"""The lean transport's requests on object versions, as pure plans (see ``protocol.py``)."""
 
 from __future__ import annotations
 
