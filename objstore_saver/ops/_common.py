@@ -159,11 +159,8 @@ def open_store(config: OpsConfig | None) -> Iterator[tuple[ObjectStore, Driver]]
     (docs/encryption.md); without one, an encrypted object is an error naming it.
     """
     store, _ = sealed(store_from_url((config or OpsConfig.from_env()).require_url()))
-    driver = Driver(store, max_workers=16)
-    try:
+    with contextlib.closing(Driver(store, max_workers=16)) as driver:
         yield store, driver
-    finally:
-        driver.close()
 
 
 @contextlib.asynccontextmanager
@@ -171,11 +168,8 @@ async def aopen_store(config: OpsConfig | None) -> AsyncIterator[tuple[ObjectSto
     """Async :func:`open_store`: the check runs in a worker thread, off the loop."""
     url = (config or OpsConfig.from_env()).require_url()
     store, _ = sealed(await asyncio.to_thread(store_from_url, url))
-    driver = Driver(store, max_workers=16)
-    try:
+    with contextlib.closing(Driver(store, max_workers=16)) as driver:
         yield store, driver
-    finally:
-        driver.close()
 
 
 @contextlib.asynccontextmanager
