@@ -8,6 +8,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, environment_url
 from objstore_saver.constructors import replica_lag_seconds
@@ -87,15 +88,11 @@ _CONNINFO_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IG
 
 
 def _passwords(url: str) -> list[str]:
-    out: list[str] = []
+    out = [match.group(1).strip("'") for match in _CONNINFO_PASSWORD.finditer(url)]
     with contextlib.suppress(ValueError):
-        from urllib.parse import unquote, urlsplit
-
         parts = urlsplit(url)
         if parts.password:
-            out += [parts.password, unquote(parts.password)]
-    for match in _CONNINFO_PASSWORD.finditer(url):
-        out.append(match.group(1).strip("'"))
+            out[:0] = [parts.password, unquote(parts.password)]
     return [s for s in out if s]
 
 
