@@ -11,19 +11,12 @@ from objstore_saver import ops
 from objstore_saver.cli.common import (
     EXIT_OK,
     Command,
-    Outcome,
-    ProgressBar,
     add_scale_options,
     human_size,
     job_options,
     json_text,
     table,
 )
-from objstore_saver.ops._common import OpsConfig
-
-
-def _run_threads(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.threads(config, **job_options(args, progress)), EXIT_OK
 
 
 def _render_threads(r: dict[str, Any]) -> str:
@@ -38,29 +31,20 @@ def _render_threads(r: dict[str, Any]) -> str:
         ]
         for t in r["threads"]
     ]
-    head = f"{r['count']} threads in {r['store']}"
-    return (
-        head
-        + "\n"
-        + table(rows, ["THREAD", "CHECKPOINTS", "WRITES", "OBJECTS", "SIZE", "LAST UPDATE"])
-    )
+    header = ["THREAD", "CHECKPOINTS", "WRITES", "OBJECTS", "SIZE", "LAST UPDATE"]
+    return f"{r['count']} threads in {r['store']}\n" + table(rows, header)
 
 
 THREADS = Command(
     name="threads",
     help="list threads with counts and sizes",
     add_arguments=add_scale_options,
-    run=_run_threads,
+    run=lambda args, config, progress: (
+        ops.threads(config, **job_options(args, progress)),
+        EXIT_OK,
+    ),
     render=_render_threads,
 )
-
-
-def _add_history_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("thread")
-
-
-def _run_history(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.history(args.thread, config), EXIT_OK
 
 
 def _render_history(r: dict[str, Any]) -> str:
@@ -83,8 +67,8 @@ def _render_history(r: dict[str, Any]) -> str:
 HISTORY = Command(
     name="history",
     help="checkpoints of a thread, newest first",
-    add_arguments=_add_history_arguments,
-    run=_run_history,
+    add_arguments=lambda parser: parser.add_argument("thread"),
+    run=lambda args, config, progress: (ops.history(args.thread, config), EXIT_OK),
     render=_render_history,
 )
 
@@ -93,11 +77,6 @@ def _add_show_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("thread")
     parser.add_argument("checkpoint", nargs="?", help="checkpoint id (default: the latest)")
     parser.add_argument("--ns", default="", help="checkpoint namespace (default: the root graph)")
-
-
-def _run_show(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = ops.show(args.thread, args.checkpoint, checkpoint_ns=args.ns, config=config)
-    return report, EXIT_OK
 
 
 def _render_show(r: dict[str, Any]) -> str:
@@ -140,7 +119,10 @@ SHOW = Command(
     name="show",
     help="a checkpoint decoded to JSON (no unpickling)",
     add_arguments=_add_show_arguments,
-    run=_run_show,
+    run=lambda args, config, progress: (
+        ops.show(args.thread, args.checkpoint, checkpoint_ns=args.ns, config=config),
+        EXIT_OK,
+    ),
     render=_render_show,
 )
 
@@ -155,25 +137,13 @@ def _add_cat_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_cat(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.cat(args.key, config), EXIT_OK
-
-
 CAT = Command(
     name="cat",
     help="any stored object, decoded",
     add_arguments=_add_cat_arguments,
-    run=_run_cat,
+    run=lambda args, config, progress: (ops.cat(args.key, config), EXIT_OK),
     render=json_text,
 )
-
-
-def _add_du_arguments(parser: argparse.ArgumentParser) -> None:
-    add_scale_options(parser, concurrency=False)
-
-
-def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return ops.du(config, **job_options(args, progress)), EXIT_OK
 
 
 def kind_lines(by_kind: Iterable[tuple[str, dict[str, int]]]) -> list[str]:
@@ -204,8 +174,8 @@ DU = Command(
     name="du",
     help="objects and bytes by thread and by kind (objects embedded in manifests count "
     "within their manifests' bytes)",
-    add_arguments=_add_du_arguments,
-    run=_run_du,
+    add_arguments=lambda parser: add_scale_options(parser, concurrency=False),
+    run=lambda args, config, progress: (ops.du(config, **job_options(args, progress)), EXIT_OK),
     render=_render_du,
 )
 

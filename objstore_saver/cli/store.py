@@ -47,11 +47,6 @@ def _add_ls_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--offset", type=int, default=0, help="items skipped (the page's start)")
 
 
-def _run_ls(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = store_ops.store_ls(args.labels, limit=args.limit, offset=args.offset, config=config)
-    return report, EXIT_OK
-
-
 def _render_ls(r: dict[str, Any]) -> str:
     lines = [f"{len(r['namespaces'])} namespaces under {_ns(r['prefix'])} in {r['store']}"]
     lines += [
@@ -81,36 +76,26 @@ STORE_LS = Command(
     name="ls",
     help="namespaces and items under a prefix",
     add_arguments=_add_ls_arguments,
-    run=_run_ls,
+    run=lambda args, config, progress: (
+        store_ops.store_ls(args.labels, limit=args.limit, offset=args.offset, config=config),
+        EXIT_OK,
+    ),
     render=_render_ls,
 )
-
-
-def _add_get_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "labels", nargs="+", metavar="LABEL... KEY", help=_LABELS + "; the last is the key"
-    )
-
-
-def _run_get(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return store_ops.store_get(args.labels[:-1], args.labels[-1], config=config), EXIT_OK
 
 
 STORE_GET = Command(
     name="get",
     help="one item, its value decoded as JSON",
-    add_arguments=_add_get_arguments,
-    run=_run_get,
+    add_arguments=lambda parser: parser.add_argument(
+        "labels", nargs="+", metavar="LABEL... KEY", help=_LABELS + "; the last is the key"
+    ),
+    run=lambda args, config, progress: (
+        store_ops.store_get(args.labels[:-1], args.labels[-1], config=config),
+        EXIT_OK,
+    ),
     render=json_text,
 )
-
-
-def _add_du_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: everything")
-
-
-def _run_du(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    return store_ops.store_du(args.labels, config=config), EXIT_OK
 
 
 def _render_du(r: dict[str, Any]) -> str:
@@ -129,8 +114,10 @@ def _render_du(r: dict[str, Any]) -> str:
 STORE_DU = Command(
     name="du",
     help="objects and bytes by kind and namespace",
-    add_arguments=_add_du_arguments,
-    run=_run_du,
+    add_arguments=lambda parser: parser.add_argument(
+        "labels", nargs="*", metavar="LABEL", help=_LABELS + "; none: everything"
+    ),
+    run=lambda args, config, progress: (store_ops.store_du(args.labels, config=config), EXIT_OK),
     render=_render_du,
 )
 

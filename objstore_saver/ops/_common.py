@@ -8,6 +8,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from objstore_saver.config import OBJSTORE_SAVER_URL, POSTGRES_URL, environment_url
 from objstore_saver.constructors import replica_lag_seconds
@@ -87,15 +88,11 @@ _CONNINFO_PASSWORD = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IG
 
 
 def _passwords(url: str) -> list[str]:
-    out: list[str] = []
+    out = [match.group(1).strip("'") for match in _CONNINFO_PASSWORD.finditer(url)]
     with contextlib.suppress(ValueError):
-        from urllib.parse import unquote, urlsplit
-
         parts = urlsplit(url)
         if parts.password:
-            out += [parts.password, unquote(parts.password)]
-    for match in _CONNINFO_PASSWORD.finditer(url):
-        out.append(match.group(1).strip("'"))
+            out[:0] = [parts.password, unquote(parts.password)]
     return [s for s in out if s]
 
 
@@ -159,11 +156,8 @@ def open_store(config: OpsConfig | None) -> Iterator[tuple[ObjectStore, Driver]]
     (docs/encryption.md); without one, an encrypted object is an error naming it.
     """
     store, _ = sealed(store_from_url((config or OpsConfig.from_env()).require_url()))
-    driver = Driver(store, max_workers=16)
-    try:
+    with contextlib.closing(Driver(store, max_workers=16)) as driver:
         yield store, driver
-    finally:
-        driver.close()
 
 
 @contextlib.asynccontextmanager
@@ -171,11 +165,8 @@ async def aopen_store(config: OpsConfig | None) -> AsyncIterator[tuple[ObjectSto
     """Async :func:`open_store`: the check runs in a worker thread, off the loop."""
     url = (config or OpsConfig.from_env()).require_url()
     store, _ = sealed(await asyncio.to_thread(store_from_url, url))
-    driver = Driver(store, max_workers=16)
-    try:
+    with contextlib.closing(Driver(store, max_workers=16)) as driver:
         yield store, driver
-    finally:
-        driver.close()
 
 
 @contextlib.asynccontextmanager

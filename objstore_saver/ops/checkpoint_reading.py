@@ -135,9 +135,7 @@ def value_address(ref: Ref, pfx: str, holder: str | None, gone: Collection[str] 
     return keys.object_key_in(pfx, ref.digest)
 
 
-def describe_entry(
-    entry: Entry, pfx: str, gone: Collection[str] = (), holder: str | None = None
-) -> dict[str, Any]:
+def describe_entry(entry: Entry, pfx: str, gone: Collection[str], holder: str) -> dict[str, Any]:
     """How an entry is stored: inline (type, encoding, size) or the key of its object.
 
     An inline list names its sealed subtrees (version 1), its segments
@@ -171,7 +169,7 @@ def describe_entry(
     if entry.at is None:
         return {"stored": kind, "key": key}
     inside = key.rpartition("#")[0] or None
-    located = keys.manifest_beside(holder, entry.at) if holder is not None else None
+    located = keys.manifest_beside(holder, entry.at)
     return {"stored": kind, "key": key, "embedded_in": inside, "located_in": located}
 
 

@@ -259,10 +259,6 @@ class DeleteCoalescingStore(Layer):
 @contextlib.asynccontextmanager
 async def coalescing_driver(store: ObjectStore) -> AsyncIterator[Driver]:
     """A job's driver whose deletes share requests; nothing stays queued when it ends."""
-    coalesced = DeleteCoalescingStore(store)
-    driver = Driver(coalesced, max_workers=16)
-    try:
-        yield driver
-    finally:
-        driver.close()
-        await coalesced.aclose()
+    async with DeleteCoalescingStore(store) as coalesced:
+        with contextlib.closing(Driver(coalesced, max_workers=16)) as driver:
+            yield driver

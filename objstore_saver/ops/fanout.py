@@ -167,11 +167,6 @@ async def each(items: Iterable[X]) -> AsyncGenerator[X, None]:
         yield item
 
 
-async def _scanned(scan: AsyncGenerator[Any, None]) -> AsyncGenerator[Target, None]:
-    async for listing in scan:
-        yield Target(listing.pfx, listing=listing)
-
-
 async def for_each(
     source: AsyncGenerator[X, None],
     work: Callable[[X], Awaitable[T]],
@@ -275,8 +270,10 @@ async def for_each_thread(
     """:func:`for_each` on every thread of the store (key ranges listed side by side by
     ``driver``), or on ``thread_ids``; only those ``shard`` owns."""
     stats = Fanout()
+    source: AsyncGenerator[Target, None]
     if thread_ids is None:
-        source = _scanned(driver.aiterate(counted(scan_threads_ranged(), stats)))
+        scan = driver.aiterate(counted(scan_threads_ranged(), stats))
+        source = (Target(listing.pfx, listing=listing) async for listing in scan)
     else:
         source = each(Target(keys.thread_prefix(t), t) for t in thread_ids)
     return await for_each(

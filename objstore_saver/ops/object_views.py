@@ -137,29 +137,20 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
     if section == "writes":
         ws = codec.decode_writes(body, key)
         raw = codec.unpack_object(body, key, versions=codec.CHECKPOINT_VERSIONS)
-        if raw["k"] == "writes":
-            out.update(
-                kind="writes",
-                format=raw["f"],
-                task_id=ws[0].task_id,
-                task_path=ws[0].task_path,
-                writes=[
-                    {"idx": w.idx, "channel": w.channel, "value": _raw_entry(w.value, pfx)}
-                    for w in ws
-                ],
-            )
-            return out
+        group = raw["k"] == "writes"
         w = ws[0]
         out.update(
-            kind="write",
+            kind="writes" if group else "write",
             format=raw["f"],
             task_id=w.task_id,
             task_path=w.task_path,
-            idx=w.idx,
-            seq=w.seq,
-            channel=w.channel,
-            value=_raw_entry(w.value, pfx),
         )
+        if group:
+            out["writes"] = [
+                {"idx": w.idx, "channel": w.channel, "value": _raw_entry(w.value, pfx)} for w in ws
+            ]
+        else:
+            out.update(idx=w.idx, seq=w.seq, channel=w.channel, value=_raw_entry(w.value, pfx))
         return out
     if section != "objects":
         # A section this reader does not model: show its MessagePack map as it is.

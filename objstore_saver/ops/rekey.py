@@ -9,6 +9,7 @@ a saver's keys in memory stay right. Idempotent and resumable
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -246,7 +247,6 @@ async def _run(
     should_cancel: CancelCheck,
 ) -> dict[str, Any]:
     """The job on given stores (the tests' entry point: stores wrapped, requests counted)."""
-    driver = Driver(job.key_store, max_workers=2)  # the cursor's requests
     cursor = Cursor.of("rekey", cursor_source(job.masters[0].name, job.drop_old), shard)
     rows: list[_Row] = []
     run = Fanout()
@@ -271,7 +271,8 @@ async def _run(
         thread = keys.untoken(token) or token
         return thread if epoch == 0 else f"{thread} (epoch {epoch})"
 
-    try:
+    # The driver carries the cursor's requests only.
+    with contextlib.closing(Driver(job.key_store, max_workers=2)) as driver:
         complete = await for_each_resumable(
             cursor,
             driver,
@@ -291,8 +292,6 @@ async def _run(
             progress=progress,
             should_cancel=should_cancel,
         )
-    finally:
-        driver.close()
     status = [r.status for r in rows]
     failed = sorted((r for r in rows if r.error is not None), key=lambda r: r.key)
     secrets = list(job.secrets)
