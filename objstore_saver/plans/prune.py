@@ -38,6 +38,8 @@ from objstore_saver.plans.threads import (
     ThreadListing,
     delete_keys,
     delete_listing,
+    digest_of_key,
+    hex_name,
     list_thread,
     list_thread_keys,
     oldest_first,
@@ -49,29 +51,6 @@ from objstore_saver.storage.base import ObjectInfo
 def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
     counters = metadata.get("counters_since_delta_snapshot") or {}
     return set(counters) if isinstance(counters, Mapping) else set()
-
-
-def _digest_of_key(key: str) -> bytes:
-    return bytes.fromhex(key.rsplit("/", 1)[1])
-
-
-def _addressed(key: str) -> bool:
-    """Whether an object's name is its address (64 hex digits)."""
-    return _hex_name(key, 64)
-
-
-def _sealed_by_an_ended_epoch(key: str) -> bool:
-    """A sealed name (96 hex digits) left sealed: made by the key of an ended epoch (§4.10-11).
-
-    The sealing layer names an object by its address again when the key in
-    force made its name; a delete destroyed the ended epochs' keys.
-    """
-    return _hex_name(key, keys.SEALED_NAME_LEN)
-
-
-def _hex_name(key: str, length: int) -> bool:
-    name = key.rsplit("/", 1)[1]
-    return len(name) == length and not name.strip("0123456789abcdef")
 
 
 def _checkpoint_of(key: str) -> tuple[str, str, str]:
@@ -293,14 +272,14 @@ def _prune_thread(
         victims = [
             o
             for o in current
-            if _addressed(o.key)
-            and (d := _digest_of_key(o.key)) in marked_at
+            if hex_name(o.key, 64)
+            and (d := digest_of_key(o.key)) in marked_at
             and d not in everything
             # Renewed (re-PUT by a writer) since it was marked: not a candidate.
             # Strictly older: LastModified has one-second resolution on S3.
             and o.last_modified < marked_at[d]
         ]
-        swept = {_digest_of_key(o.key) for o in victims}
+        swept = {digest_of_key(o.key) for o in victims}
         stats.objects_swept = len(victims)
         stats.bytes_swept = sum(o.size for o in victims)
         stats.marks_executed = len(listing.marks)
@@ -325,8 +304,10 @@ def _prune_thread(
             doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
         )
         yield from delete_keys(doomed_writes + sorted(orphans))
-    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them.
-    leftovers = [o for o in listing.objects if _sealed_by_an_ended_epoch(o.key)]
+    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them. The
+    # sealing layer names an object by its address again when the key in force
+    # made its name; a delete destroyed the ended epochs' keys.
+    leftovers = [o for o in listing.objects if hex_name(o.key, keys.SEALED_NAME_LEN)]
     stats.objects_swept += len(leftovers)
     stats.bytes_swept += sum(o.size for o in leftovers)
     if leftovers and not r.dry_run:
@@ -336,8 +317,8 @@ def _prune_thread(
     candidates = [
         o
         for o in listing.objects
-        if _addressed(o.key)
-        and (d := _digest_of_key(o.key)) not in live
+        if hex_name(o.key, 64)
+        and (d := digest_of_key(o.key)) not in live
         and d not in swept
         and o.last_modified <= r.now - r.min_age
     ]
@@ -345,7 +326,7 @@ def _prune_thread(
     stats.bytes_marked = sum(o.size for o in candidates)
     if candidates and not r.dry_run:
         key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
-        yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
+        yield from run_one(Put(key, codec.encode_mark([digest_of_key(o.key) for o in candidates])))
     return stats
 
 
@@ -467,15 +448,7 @@ def prune(
 
 def _written(listing: ThreadListing) -> bool:
     """Whether a listed thread holds anything but tombstones."""
-    return bool(
-        listing.manifests
-        or listing.superseded
-        or listing.writes
-        or listing.objects
-        or listing.runs
-        or listing.marks
-        or listing.unknown
-    )
+    return len(listing.every()) > len(listing.tombstones)
 
 
 def sweep_tombstones(

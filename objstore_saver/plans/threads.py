@@ -135,6 +135,17 @@ class ThreadListing:
         )
 
 
+def hex_name(key: str, length: int) -> bool:
+    """Whether a key's last part is ``length`` lowercase hex digits (64: an address)."""
+    name = key.rsplit("/", 1)[1]
+    return len(name) == length and not name.strip("0123456789abcdef")
+
+
+def digest_of_key(key: str) -> bytes:
+    """The digest an ``objects/<H>`` key names."""
+    return bytes.fromhex(key.rsplit("/", 1)[1])
+
+
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
     """Sub-plan: every key of a thread, sorted by kind, the unknown ones included."""
     listing = ThreadListing(pfx)
