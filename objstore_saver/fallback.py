@@ -224,10 +224,8 @@ class FallbackSaver(BaseCheckpointSaver[str]):
             SaverCall(NEW, LIST, (config,), options),
             SaverCall(OLD, LIST, (config,), options),
         ]
-        seen = {(_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) for t in new}
-        merged = new + [
-            t for t in old if (_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) not in seen
-        ]
+        seen = {(*_ids(t.config)[:2], _id_of(t)) for t in new}
+        merged = new + [t for t in old if (*_ids(t.config)[:2], _id_of(t)) not in seen]
         merged.sort(key=_id_of, reverse=True)
         return merged if limit is None else merged[:limit]
 
