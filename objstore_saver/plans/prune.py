@@ -19,9 +19,9 @@ from objstore_saver.plans.epochs import ended_manifests
 from objstore_saver.plans.prune_rules import PruneStats, Rules, prune_report, prune_rules
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
-    decode_checked_manifest,
     fetch_entries,
     read_checkpoint_manifest,
+    read_manifests,
     read_metadata,
 )
 from objstore_saver.plans.requests import (
@@ -56,25 +56,6 @@ def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
 def _checkpoint_of(key: str) -> tuple[str, str, str]:
     """The checkpoint a manifest or pending-write key (of either version) belongs to."""
     return keys.parse_checkpoint_key(key).checkpoint
-
-
-def _read_manifests(
-    ctx: Context, manifest_keys: Sequence[str], known: Mapping[str, Manifest] | None = None
-) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out.
-
-    Those in ``known`` (read earlier in the same prune) cost no request.
-    """
-    known = known or {}
-    out: dict[str, Manifest] = {k: known[k] for k in manifest_keys if k in known}
-    wanted = [k for k in manifest_keys if k not in known]
-    for start in range(0, len(wanted), LIST_READ_AHEAD * 4):
-        group = wanted[start : start + LIST_READ_AHEAD * 4]
-        bodies = yield from run_batch(*(Get(k) for k in group))
-        for k, body in zip(group, bodies, strict=True):
-            if body is not None:
-                out[k] = decode_checked_manifest(body, k)
-    return out
 
 
 def _reach(
@@ -147,7 +128,7 @@ def _select_kept(
     picked = set(chosen)  # the age rule holds in every namespace, whatever the run
     chosen += [o.key for infos in by_ns.values() for o in infos if young(o) and o.key not in picked]
 
-    kept = yield from _read_manifests(ctx, chosen, known)
+    kept = yield from read_manifests(chosen, known)
     # Keep the ancestors a DeltaChannel of a kept checkpoint replays, up to its seed.
     for key, m in list(kept.items()):
         pending = _delta_channels((yield from read_metadata(ctx, m, key))) - set(m.channels)
@@ -244,7 +225,7 @@ def _prune_thread(
         # Step 3, the sweep, runs before this run deletes any manifest: what the
         # doomed checkpoints reach is still referenced, and only marked next.
         everything = set(live)
-        doomed_manifests = yield from _read_manifests(ctx, doomed, seen)
+        doomed_manifests = yield from read_manifests(doomed, seen)
         everything |= yield from _reach(ctx, pfx, doomed_manifests.items(), doomed_writes)
         # Manifests and writes that appeared since the listing (after its objects).
         listed = {o.key for o in listing.manifests} | {o.key for o in listing.writes}
@@ -252,7 +233,7 @@ def _prune_thread(
         fresh_manifests = checkpoint_manifests(fresh)
         fresh_writes = [k for k in fresh if keys.parse_checkpoint_key(k).kind == "write"]
         fresh_writes += yield from list_all(pfx + "writes/")
-        newer = yield from _read_manifests(ctx, [k for k in fresh_manifests if k not in listed])
+        newer = yield from read_manifests([k for k in fresh_manifests if k not in listed])
         newer_reach = yield from _reach(
             ctx, pfx, newer.items(), [k for k in fresh_writes if k not in listed]
         )
@@ -292,7 +273,7 @@ def _prune_thread(
     # manifest embeds is stored alone before it goes (kept ones may locate it there).
     if doomed_manifests is None:  # a version-1 manifest embeds nothing: not read
         v2 = [k for k in doomed if keys.parse_checkpoint_key(k).version == 2]
-        doomed_manifests = yield from _read_manifests(ctx, v2, seen)
+        doomed_manifests = yield from read_manifests(v2, seen)
     # A manifest deleted since it was listed is left out: whatever deleted it
     # stored its objects first, or deleted the whole thread.
     extracted = embedded_in(doomed_manifests.values())
