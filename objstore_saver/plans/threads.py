@@ -326,8 +326,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
             thread_tok = index_key.rsplit("/", 1)[1]
             pfx = f"{keys.THREADS}{thread_tok}/"
             manifest_keys = checkpoint_manifests((yield from list_all(pfx + "checkpoints/")))
-            doomed: list[Manifest] = []
-            doomed_keys: list[str] = []
+            doomed: list[tuple[str, Manifest]] = []
             for start in range(0, len(manifest_keys), LIST_READ_AHEAD):
                 group = manifest_keys[start : start + LIST_READ_AHEAD]
                 bodies = yield from run_batch(*(Get(k) for k in group))
@@ -337,14 +336,12 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                     m = decode_checked_manifest(body, k)
                     md = yield from read_metadata(ctx, m, k)
                     if md.get("run_id") == run_id:
-                        doomed.append(m)
-                        doomed_keys.append(k)
-            yield from store_embedded(ctx, pfx, embedded_in(doomed))
+                        doomed.append((k, m))
+            yield from store_embedded(ctx, pfx, embedded_in(m for _, m in doomed))
+            doomed_keys = [k for k, _ in doomed]
             ctx.entries.forget(doomed_keys)  # before deleting, as in delete_thread
             yield from delete_keys(list(reversed(doomed_keys)))
-            listed_writes = yield from list_write_keys(
-                [(k, m) for k, m in zip(doomed_keys, doomed, strict=True)]
-            )
+            listed_writes = yield from list_write_keys(doomed)
             yield from delete_keys([k for ks in listed_writes for k in ks])
             marker = f"{pfx}runs/{keys.token('run_id', run_id)}"
             yield from delete_keys([marker, index_key])
