@@ -72,11 +72,7 @@ def environment_url(name: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def _server_url(role: str) -> str:
-    """``OBJSTORE_SAVER_URL`` for a LangGraph server's custom ``role``.
-
-    Raises:
-        ConfigurationError: it is not set.
-    """
+    """``OBJSTORE_SAVER_URL`` for a LangGraph server's custom ``role``; it must be set."""
     url = environment_url(OBJSTORE_SAVER_URL)
     if not url:
         raise ConfigurationError(

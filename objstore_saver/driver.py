@@ -283,7 +283,6 @@ def _small_both_ways(op: Op) -> bool:
 
 
 def _answered(answer: Callable[[], Any]) -> Any:
-    """A request's result, or its error."""
     try:
         return answer()
     except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled

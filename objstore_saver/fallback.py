@@ -69,34 +69,16 @@ SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
 
 def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's blocking API (a listing as a list)."""
-    a, kw = call.args, call.kwargs
-    match call.method:
-        case SaverMethod.GET_TUPLE:
-            return saver.get_tuple(*a, **kw)
-        case SaverMethod.LIST:
-            return list(saver.list(*a, **kw))
-        case SaverMethod.PUT:
-            return saver.put(*a, **kw)
-        case SaverMethod.PUT_WRITES:
-            return saver.put_writes(*a, **kw)
-        case SaverMethod.DELETE_THREAD:
-            return saver.delete_thread(*a, **kw)
+    result = getattr(saver, call.method.value)(*call.args, **call.kwargs)
+    return list(result) if call.method is LIST else result
 
 
 async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's async API (a listing as a list)."""
-    a, kw = call.args, call.kwargs
-    match call.method:
-        case SaverMethod.GET_TUPLE:
-            return await saver.aget_tuple(*a, **kw)
-        case SaverMethod.LIST:
-            return [t async for t in saver.alist(*a, **kw)]
-        case SaverMethod.PUT:
-            return await saver.aput(*a, **kw)
-        case SaverMethod.PUT_WRITES:
-            return await saver.aput_writes(*a, **kw)
-        case SaverMethod.DELETE_THREAD:
-            return await saver.adelete_thread(*a, **kw)
+    method = getattr(saver, "a" + call.method.value)
+    if call.method is LIST:
+        return [t async for t in method(*call.args, **call.kwargs)]
+    return await method(*call.args, **call.kwargs)
 
 
 def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
@@ -242,10 +224,8 @@ class FallbackSaver(BaseCheckpointSaver[str]):
             SaverCall(NEW, LIST, (config,), options),
             SaverCall(OLD, LIST, (config,), options),
         ]
-        seen = {(_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) for t in new}
-        merged = new + [
-            t for t in old if (_ids(t.config)[0], _ids(t.config)[1], _id_of(t)) not in seen
-        ]
+        seen = {(*_ids(t.config)[:2], _id_of(t)) for t in new}
+        merged = new + [t for t in old if (*_ids(t.config)[:2], _id_of(t)) not in seen]
         merged.sort(key=_id_of, reverse=True)
         return merged if limit is None else merged[:limit]
 

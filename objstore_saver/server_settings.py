@@ -76,11 +76,7 @@ class ThreadTTL:
 
 
 def _json_setting(name: str, env: Mapping[str, str]) -> Any:
-    """The JSON value of the variable ``name``, or ``{}`` when it is not set.
-
-    Raises:
-        ConfigurationError: it is not JSON.
-    """
+    """The JSON value of the variable ``name``, or ``{}`` when it is not set."""
     raw = env.get(name, "").strip()
     if not raw:
         return {}

@@ -179,15 +179,11 @@ class Counters:
         self._call_errors: dict[str, int] = {}
         self._tally = Tally()
 
-    def call(self, method: str) -> None:
-        """Count a call of ``method``."""
+    def call(self, method: str, *, failed: bool = False) -> None:
+        """Count a call of ``method`` (``failed``: one that raised)."""
+        counts = self._call_errors if failed else self._calls
         with self._lock:
-            self._calls[method] = self._calls.get(method, 0) + 1
-
-    def call_error(self, method: str) -> None:
-        """Count a call of ``method`` that raised."""
-        with self._lock:
-            self._call_errors[method] = self._call_errors.get(method, 0) + 1
+            counts[method] = counts.get(method, 0) + 1
 
     def record(self, ops: Sequence[Op], outcomes: Sequence[Any]) -> None:
         """Count the requests of one batch and their outcomes."""
@@ -447,7 +443,7 @@ class Call:
         ``CheckpointTuple``'s, or a put's config's) goes on the span.
         """
         if error is not None:
-            self.telemetry.counters.call_error(self.method)
+            self.telemetry.counters.call(self.method, failed=True)
         span = self.span
         if span is None:
             return

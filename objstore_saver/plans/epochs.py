@@ -16,8 +16,8 @@ from objstore_saver.format import keys
 from objstore_saver.format.codec import Manifest
 from objstore_saver.format.keys import Scope
 from objstore_saver.plans.context import Context
-from objstore_saver.plans.reading import decode_checked_manifest, read_checkpoint_manifest
-from objstore_saver.plans.requests import Batch, Get, ListKeys, run_batch
+from objstore_saver.plans.reading import read_checkpoint_manifest, read_manifests
+from objstore_saver.plans.requests import Batch, ListKeys
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
 #: A manifest stored this long before a tombstone of its namespace was
@@ -111,17 +111,8 @@ def ended_manifests(
         return set()
     dead = {o.key for o in listing_manifests if ended.written_before(o)}
     later = [o.key for o in listing_manifests if o.key not in dead]
-    for start in range(0, len(later), READ_GROUP):
-        group = later[start : start + READ_GROUP]
-        bodies = yield from run_batch(*(Get(k) for k in group))
-        for k, body in zip(group, bodies, strict=True):
-            manifest = None if body is None else decode_checked_manifest(body, k)
-            if manifest is None or not ended.live(manifest):
-                dead.add(k)
-            elif read is not None:
-                read[k] = manifest
+    got = yield from read_manifests(later)
+    dead.update(k for k in later if k not in got or not ended.live(got[k]))
+    if read is not None:
+        read.update((k, m) for k, m in got.items() if ended.live(m))
     return dead
-
-
-#: Manifests an epoch check reads in parallel.
-READ_GROUP = 64

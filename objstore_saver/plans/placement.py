@@ -125,13 +125,10 @@ class Placement:
 
     def _parent_segment_locations(self) -> dict[bytes, str | None]:
         """Segment digest → location (a manifest key, None: alone) in the parent's lists."""
-        where: dict[bytes, str | None] = {}
-        if self.parent is not None:
-            for e in self.parent.entries.values():
-                if isinstance(e, InlineList):
-                    for g in e.obj.segments:
-                        where[g.digest] = g.loc
-        return where
+        entries = self.parent.entries.values() if self.parent is not None else ()
+        return {
+            g.digest: g.loc for e in entries if isinstance(e, InlineList) for g in e.obj.segments
+        }
 
 
 def recall_segments(

@@ -19,9 +19,9 @@ from objstore_saver.plans.epochs import ended_manifests
 from objstore_saver.plans.prune_rules import PruneStats, Rules, prune_report, prune_rules
 from objstore_saver.plans.reading import (
     checkpoint_manifests,
-    decode_checked_manifest,
     fetch_entries,
     read_checkpoint_manifest,
+    read_manifests,
     read_metadata,
 )
 from objstore_saver.plans.requests import (
@@ -38,6 +38,8 @@ from objstore_saver.plans.threads import (
     ThreadListing,
     delete_keys,
     delete_listing,
+    digest_of_key,
+    hex_name,
     list_thread,
     list_thread_keys,
     oldest_first,
@@ -51,51 +53,9 @@ def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
     return set(counters) if isinstance(counters, Mapping) else set()
 
 
-def _digest_of_key(key: str) -> bytes:
-    return bytes.fromhex(key.rsplit("/", 1)[1])
-
-
-def _addressed(key: str) -> bool:
-    """Whether an object's name is its address (64 hex digits)."""
-    return _hex_name(key, 64)
-
-
-def _sealed_by_an_ended_epoch(key: str) -> bool:
-    """A sealed name (96 hex digits) left sealed: made by the key of an ended epoch (§4.10-11).
-
-    The sealing layer names an object by its address again when the key in
-    force made its name; a delete destroyed the ended epochs' keys.
-    """
-    return _hex_name(key, keys.SEALED_NAME_LEN)
-
-
-def _hex_name(key: str, length: int) -> bool:
-    name = key.rsplit("/", 1)[1]
-    return len(name) == length and not name.strip("0123456789abcdef")
-
-
 def _checkpoint_of(key: str) -> tuple[str, str, str]:
     """The checkpoint a manifest or pending-write key (of either version) belongs to."""
     return keys.parse_checkpoint_key(key).checkpoint
-
-
-def _read_manifests(
-    ctx: Context, manifest_keys: Sequence[str], known: Mapping[str, Manifest] | None = None
-) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out.
-
-    Those in ``known`` (read earlier in the same prune) cost no request.
-    """
-    known = known or {}
-    out: dict[str, Manifest] = {k: known[k] for k in manifest_keys if k in known}
-    wanted = [k for k in manifest_keys if k not in known]
-    for start in range(0, len(wanted), LIST_READ_AHEAD * 4):
-        group = wanted[start : start + LIST_READ_AHEAD * 4]
-        bodies = yield from run_batch(*(Get(k) for k in group))
-        for k, body in zip(group, bodies, strict=True):
-            if body is not None:
-                out[k] = decode_checked_manifest(body, k)
-    return out
 
 
 def _reach(
@@ -168,7 +128,7 @@ def _select_kept(
     picked = set(chosen)  # the age rule holds in every namespace, whatever the run
     chosen += [o.key for infos in by_ns.values() for o in infos if young(o) and o.key not in picked]
 
-    kept = yield from _read_manifests(ctx, chosen, known)
+    kept = yield from read_manifests(chosen, known)
     # Keep the ancestors a DeltaChannel of a kept checkpoint replays, up to its seed.
     for key, m in list(kept.items()):
         pending = _delta_channels((yield from read_metadata(ctx, m, key))) - set(m.channels)
@@ -265,7 +225,7 @@ def _prune_thread(
         # Step 3, the sweep, runs before this run deletes any manifest: what the
         # doomed checkpoints reach is still referenced, and only marked next.
         everything = set(live)
-        doomed_manifests = yield from _read_manifests(ctx, doomed, seen)
+        doomed_manifests = yield from read_manifests(doomed, seen)
         everything |= yield from _reach(ctx, pfx, doomed_manifests.items(), doomed_writes)
         # Manifests and writes that appeared since the listing (after its objects).
         listed = {o.key for o in listing.manifests} | {o.key for o in listing.writes}
@@ -273,7 +233,7 @@ def _prune_thread(
         fresh_manifests = checkpoint_manifests(fresh)
         fresh_writes = [k for k in fresh if keys.parse_checkpoint_key(k).kind == "write"]
         fresh_writes += yield from list_all(pfx + "writes/")
-        newer = yield from _read_manifests(ctx, [k for k in fresh_manifests if k not in listed])
+        newer = yield from read_manifests([k for k in fresh_manifests if k not in listed])
         newer_reach = yield from _reach(
             ctx, pfx, newer.items(), [k for k in fresh_writes if k not in listed]
         )
@@ -293,14 +253,14 @@ def _prune_thread(
         victims = [
             o
             for o in current
-            if _addressed(o.key)
-            and (d := _digest_of_key(o.key)) in marked_at
+            if hex_name(o.key, 64)
+            and (d := digest_of_key(o.key)) in marked_at
             and d not in everything
             # Renewed (re-PUT by a writer) since it was marked: not a candidate.
             # Strictly older: LastModified has one-second resolution on S3.
             and o.last_modified < marked_at[d]
         ]
-        swept = {_digest_of_key(o.key) for o in victims}
+        swept = {digest_of_key(o.key) for o in victims}
         stats.objects_swept = len(victims)
         stats.bytes_swept = sum(o.size for o in victims)
         stats.marks_executed = len(listing.marks)
@@ -313,7 +273,7 @@ def _prune_thread(
     # manifest embeds is stored alone before it goes (kept ones may locate it there).
     if doomed_manifests is None:  # a version-1 manifest embeds nothing: not read
         v2 = [k for k in doomed if keys.parse_checkpoint_key(k).version == 2]
-        doomed_manifests = yield from _read_manifests(ctx, v2, seen)
+        doomed_manifests = yield from read_manifests(v2, seen)
     # A manifest deleted since it was listed is left out: whatever deleted it
     # stored its objects first, or deleted the whole thread.
     extracted = embedded_in(doomed_manifests.values())
@@ -325,8 +285,10 @@ def _prune_thread(
             doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
         )
         yield from delete_keys(doomed_writes + sorted(orphans))
-    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them.
-    leftovers = [o for o in listing.objects if _sealed_by_an_ended_epoch(o.key)]
+    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them. The
+    # sealing layer names an object by its address again when the key in force
+    # made its name; a delete destroyed the ended epochs' keys.
+    leftovers = [o for o in listing.objects if hex_name(o.key, keys.SEALED_NAME_LEN)]
     stats.objects_swept += len(leftovers)
     stats.bytes_swept += sum(o.size for o in leftovers)
     if leftovers and not r.dry_run:
@@ -336,8 +298,8 @@ def _prune_thread(
     candidates = [
         o
         for o in listing.objects
-        if _addressed(o.key)
-        and (d := _digest_of_key(o.key)) not in live
+        if hex_name(o.key, 64)
+        and (d := digest_of_key(o.key)) not in live
         and d not in swept
         and o.last_modified <= r.now - r.min_age
     ]
@@ -345,7 +307,7 @@ def _prune_thread(
     stats.bytes_marked = sum(o.size for o in candidates)
     if candidates and not r.dry_run:
         key = keys.mark_key(thread_id, time.time_ns(), os.urandom(4).hex())
-        yield from run_one(Put(key, codec.encode_mark([_digest_of_key(o.key) for o in candidates])))
+        yield from run_one(Put(key, codec.encode_mark([digest_of_key(o.key) for o in candidates])))
     return stats
 
 
@@ -467,15 +429,7 @@ def prune(
 
 def _written(listing: ThreadListing) -> bool:
     """Whether a listed thread holds anything but tombstones."""
-    return bool(
-        listing.manifests
-        or listing.superseded
-        or listing.writes
-        or listing.objects
-        or listing.runs
-        or listing.marks
-        or listing.unknown
-    )
+    return len(listing.every()) > len(listing.tombstones)
 
 
 def sweep_tombstones(

@@ -153,18 +153,7 @@ def prune_rules(
 
 
 def prune_report(strategy: str, rules: Rules, threads: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report of a prune from its rows (totals, deferred and idle threads, the rows)."""
-    return {
-        **prune_summary(strategy, rules),
-        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
-        "threads_idle": [t["thread_id"] for t in threads if t["idle"]],
-        **{name: sum(t[name] for t in threads) for name in PRUNE_TOTALS},
-        "threads": threads,
-    }
-
-
-def prune_summary(strategy: str, rules: Rules) -> dict[str, Any]:
-    """What a prune report says of its rules."""
+    """A prune's report: its rules, totals, deferred and idle threads, and its rows."""
     return {
         "strategy": strategy,
         "dry_run": rules.dry_run,
@@ -175,4 +164,8 @@ def prune_summary(strategy: str, rules: Rules) -> dict[str, Any]:
         "older_than_seconds": _seconds(rules.older_than),
         "idle_for_seconds": _seconds(rules.idle_for),
         "idle_action": rules.idle_action,
+        "threads_deferred": [t["thread_id"] for t in threads if t["deferred"]],
+        "threads_idle": [t["thread_id"] for t in threads if t["idle"]],
+        **{name: sum(t[name] for t in threads) for name in PRUNE_TOTALS},
+        "threads": threads,
     }

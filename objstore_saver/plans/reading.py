@@ -27,7 +27,7 @@ from objstore_saver.format.codec import (
     ValueObj,
     WriteObj,
 )
-from objstore_saver.plans.context import Context
+from objstore_saver.plans.context import LIST_READ_AHEAD, Context
 from objstore_saver.plans.requests import (
     Batch,
     Get,
@@ -369,6 +369,25 @@ def read_checkpoint_manifest(
         if data is not None:
             return key, decode_checked_manifest(data, key)
     return None
+
+
+def read_manifests(
+    manifest_keys: Sequence[str], known: Mapping[str, Manifest] | None = None
+) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
+    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out.
+
+    Those in ``known`` (read earlier by the same job) cost no request.
+    """
+    known = known or {}
+    out: dict[str, Manifest] = {k: known[k] for k in manifest_keys if k in known}
+    wanted = [k for k in manifest_keys if k not in known]
+    for start in range(0, len(wanted), LIST_READ_AHEAD * 4):
+        group = wanted[start : start + LIST_READ_AHEAD * 4]
+        bodies = yield from run_batch(*(Get(k) for k in group))
+        for k, body in zip(group, bodies, strict=True):
+            if body is not None:
+                out[k] = decode_checked_manifest(body, k)
+    return out
 
 
 def checkpoint_manifests(listed: Iterable[str]) -> list[str]:

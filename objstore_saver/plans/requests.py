@@ -99,10 +99,8 @@ def shredder(store: ObjectStore) -> Any:
 
 
 def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:
-    """The result a plan expects when a GET finds nothing or a create-only PUT finds a value.
-
-    Also a GET's unopened object when the plan asked for it (``unopened_as_result``).
-    """
+    """The result a plan expects when a GET finds nothing or a create-only PUT finds a value,
+    or a GET's unopened object when the plan asked for it (``unopened_as_result``)."""
     if isinstance(op, Get) and isinstance(exc, ObjectNotFoundError):
         return None
     if isinstance(op, Put) and isinstance(exc, ObjectExistsError):

@@ -23,7 +23,7 @@ from typing import Any
 
 from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import keys
-from objstore_saver.plans.requests import Batch, Emit, ListKeys, run_batch, run_one
+from objstore_saver.plans.requests import Batch, Emit, ListKeys, run_batch
 from objstore_saver.plans.threads import ThreadListing
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage
 
@@ -89,9 +89,10 @@ def scan_threads(
 
 
 def _list_ranges(
-    active: list[_Range], page_size: int
+    active: list[_Range], page_size: int, *, once: bool = False
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
-    """Sub-plan: list the ranges side by side, one page of each a round; the LISTs sent."""
+    """Sub-plan: list the ranges side by side, one page of each a round (``once``: one
+    round); the LISTs sent."""
     lists = 0
     while active:
         pages = yield from run_batch(
@@ -103,7 +104,7 @@ def _list_ranges(
             _file(rng, page, ready)
         for listing in ready:
             yield Emit(listing)
-        active = [rng for rng in active if not rng.done]
+        active = [] if once else [rng for rng in active if not rng.done]
     return lists
 
 
@@ -119,13 +120,8 @@ def scan_threads_ranged(
     Threads come out in no particular order across ranges. Returns the
     number of LISTs.
     """
-    first_page = yield from run_one(ListKeys(keys.THREADS, None, page_size))
-    lists = 1
     head = _Range(None, None)
-    ready: list[ThreadListing] = []
-    _file(head, first_page, ready)
-    for listing in ready:
-        yield Emit(listing)
+    lists = yield from _list_ranges([head], page_size, once=True)
     if head.done:
         return lists
     assert head.after is not None  # a truncated page holds keys

@@ -135,6 +135,17 @@ class ThreadListing:
         )
 
 
+def hex_name(key: str, length: int) -> bool:
+    """Whether a key's last part is ``length`` lowercase hex digits (64: an address)."""
+    name = key.rsplit("/", 1)[1]
+    return len(name) == length and not name.strip("0123456789abcdef")
+
+
+def digest_of_key(key: str) -> bytes:
+    """The digest an ``objects/<H>`` key names."""
+    return bytes.fromhex(key.rsplit("/", 1)[1])
+
+
 def list_thread_keys(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
     """Sub-plan: every key of a thread, sorted by kind, the unknown ones included."""
     listing = ThreadListing(pfx)
@@ -315,8 +326,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
             thread_tok = index_key.rsplit("/", 1)[1]
             pfx = f"{keys.THREADS}{thread_tok}/"
             manifest_keys = checkpoint_manifests((yield from list_all(pfx + "checkpoints/")))
-            doomed: list[Manifest] = []
-            doomed_keys: list[str] = []
+            doomed: list[tuple[str, Manifest]] = []
             for start in range(0, len(manifest_keys), LIST_READ_AHEAD):
                 group = manifest_keys[start : start + LIST_READ_AHEAD]
                 bodies = yield from run_batch(*(Get(k) for k in group))
@@ -326,14 +336,12 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
                     m = decode_checked_manifest(body, k)
                     md = yield from read_metadata(ctx, m, k)
                     if md.get("run_id") == run_id:
-                        doomed.append(m)
-                        doomed_keys.append(k)
-            yield from store_embedded(ctx, pfx, embedded_in(doomed))
+                        doomed.append((k, m))
+            yield from store_embedded(ctx, pfx, embedded_in(m for _, m in doomed))
+            doomed_keys = [k for k, _ in doomed]
             ctx.entries.forget(doomed_keys)  # before deleting, as in delete_thread
             yield from delete_keys(list(reversed(doomed_keys)))
-            listed_writes = yield from list_write_keys(
-                [(k, m) for k, m in zip(doomed_keys, doomed, strict=True)]
-            )
+            listed_writes = yield from list_write_keys(doomed)
             yield from delete_keys([k for ks in listed_writes for k in ks])
             marker = f"{pfx}runs/{keys.token('run_id', run_id)}"
             yield from delete_keys([marker, index_key])

@@ -20,7 +20,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.plans.lookup import thread_prefixes
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, KeyState, run_one
-from objstore_saver.plans.threads import ThreadListing, list_thread_keys
+from objstore_saver.plans.threads import ThreadListing, digest_of_key, hex_name, list_thread_keys
 from objstore_saver.plans.verify_objects import Body, Facts, fetch_groups, held_in, opened
 from objstore_saver.plans.verify_report import Problem, VerifyReport
 from objstore_saver.plans.verify_walk import (
@@ -138,7 +138,7 @@ def _objects_to_read(w: ThreadWalk, infos: list[ObjectInfo]) -> list[str]:
             out.append(o.key)
             continue
         w.report.objects_not_read += 1
-        w.sizes[bytes.fromhex(o.key.rsplit("/", 1)[1])] = o.size
+        w.sizes[digest_of_key(o.key)] = o.size
         if not 0 < o.size <= _MAX_LISTED:
             w.problem(o.key, "shape", f"listed at {o.size} bytes: every object is 1 byte to 2 MiB")
     return out
@@ -148,9 +148,8 @@ def _object_infos(w: ThreadWalk, has_key: bool | None) -> list[ObjectInfo]:
     """The listed ``objects/<H>`` of content objects; the others are counted or reported."""
     out = []
     for o in w.listing.objects:
-        name = o.key.rsplit("/", 1)[1]
-        if len(name) != 64 or name.strip("0123456789abcdef"):
-            sealed = len(name) == keys.SEALED_NAME_LEN and not name.strip("0123456789abcdef")
+        if not hex_name(o.key, 64):
+            sealed = hex_name(o.key, keys.SEALED_NAME_LEN)
             if sealed and has_key and w.listing.epoch > 0:
                 # Sealed by an ended epoch's destroyed key (spec §4.11).
                 w.report.shredded_leftovers += 1

@@ -6,6 +6,7 @@ they are read, and the sub-plans that fetch keys in bounded batches.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,12 +130,8 @@ def fetch_groups(
     if sum(len(g) for g in groups) <= GET_BATCH:
         every = [k for g in groups for k in g]
         bodies = yield from run_batch(*(_get(k) for k in every))
-        pairs = list(zip(every, bodies, strict=True))
-        out, start = [], 0
-        for g in groups:
-            out.append(pairs[start : start + len(g)])
-            start += len(g)
-        return out
+        pairs = iter(zip(every, bodies, strict=True))
+        return [list(itertools.islice(pairs, len(g))) for g in groups]
     out = []
     for g in groups:
         out.append((yield from fetch(g)))

@@ -18,7 +18,7 @@ from objstore_saver.format.codec import Entry, Manifest, SegmentRef
 from objstore_saver.format.keys import manifest_beside
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, Unopened
-from objstore_saver.plans.threads import ThreadListing
+from objstore_saver.plans.threads import ThreadListing, digest_of_key
 from objstore_saver.plans.verify_objects import (
     Body,
     Facts,
@@ -116,7 +116,7 @@ def absorb(w: ThreadWalk, pairs: list[tuple[str, Body]]) -> None:
     for key, body in pairs:
         if body is None:
             continue
-        digest = bytes.fromhex(key.rsplit("/", 1)[1])
+        digest = digest_of_key(key)
         report.objects += 1
         if isinstance(body, Unopened):  # an encrypted store's: altered or moved
             w.sizes[digest] = 0
