@@ -69,16 +69,34 @@ SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
 
 def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's blocking API (a listing as a list)."""
-    result = getattr(saver, call.method.value)(*call.args, **call.kwargs)
-    return list(result) if call.method is LIST else result
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return saver.get_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return list(saver.list(*a, **kw))
+        case SaverMethod.PUT:
+            return saver.put(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return saver.put_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return saver.delete_thread(*a, **kw)
 
 
 async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's async API (a listing as a list)."""
-    method = getattr(saver, "a" + call.method.value)
-    if call.method is LIST:
-        return [t async for t in method(*call.args, **call.kwargs)]
-    return await method(*call.args, **call.kwargs)
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return await saver.aget_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return [t async for t in saver.alist(*a, **kw)]
+        case SaverMethod.PUT:
+            return await saver.aput(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return await saver.aput_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return await saver.adelete_thread(*a, **kw)
 
 
 def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
