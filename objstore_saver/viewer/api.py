@@ -325,27 +325,13 @@ class Viewer:
             raise NotFoundError(str(exc)) from exc
 
     def threads(self, search: str = "", after: str | None = None, limit: int = 50) -> Any:
-        """One page of threads (see :func:`threads_page_plan`)."""
         return self._run(threads_page_plan(search, after, _limit(limit)))
 
     def thread(self, thread_id: str, after: str | None = None, limit: int = 50) -> Any:
-        """One page of a thread's checkpoints and their tree.
-
-        Raises:
-            NotFoundError: the thread has no checkpoint.
-        """
         return self._run(thread_page_plan(thread_id, after, _limit(limit)))
 
     def checkpoint(self, thread_id: str, checkpoint_id: str | None, ns: str = "") -> Any:
-        """A checkpoint decoded to JSON, as ``show`` gives it (nothing unpickled).
-
-        A part whose object is corrupt is named in ``errors`` and the rest is
-        decoded (see :func:`~objstore_saver.ops.checkpoint_reading.checkpoint_plan`).
-
-        Raises:
-            NotFoundError: no such checkpoint.
-            CorruptObjectError: its manifest does not decode.
-        """
+        """A checkpoint decoded to JSON as ``show`` gives it, its corrupt parts in ``errors``."""
         report = self._run(checkpoint_plan(thread_id, checkpoint_id, ns, collect_errors=True))
         if report is None:
             what = "the latest checkpoint" if checkpoint_id is None else f"{checkpoint_id!r}"
@@ -361,17 +347,7 @@ class Viewer:
         return diff_of(self.checkpoint(thread_id, old_id, ns), new)
 
     def object(self, key: str) -> Any:
-        """Any stored object decoded (content-addressed ones checked against their hash).
-
-        ``<manifest key>#<hex>`` is the object of that SHA-256 embedded in the
-        manifest (a list segment, format version 2); see
-        :func:`~objstore_saver.ops.object_views.object_plan`.
-
-        Raises:
-            NotFoundError: nothing at ``key``, or the manifest does not embed it.
-            BadRequestError: ``#`` not followed by a SHA-256.
-            CorruptObjectError: the object does not decode or hash as it must.
-        """
+        """Any stored object decoded (see :func:`~objstore_saver.ops.object_views.object_plan`)."""
         self._check_key(key)
         try:
             report, reason = self._run(object_plan(key))
@@ -382,11 +358,7 @@ class Viewer:
         return report
 
     def referrers(self, key: str, after: str | None = None, limit: int = REFERRER_MANIFESTS) -> Any:
-        """Manifests and objects of the thread that reference object ``key`` (one scan page).
-
-        Raises:
-            BadRequestError: ``key`` is not an object key, or ``after`` not a manifest key of it.
-        """
+        """Manifests and objects of the thread that reference object ``key`` (one scan page)."""
         self._check_key(key)
         try:
             return self._run(referrers_plan(key, after, _limit(limit)))
@@ -399,14 +371,10 @@ class Viewer:
             raise BadRequestError(f"key {key!r} is not a key of the store")
 
     def du(self) -> Any:
-        """Objects and bytes of the whole store by kind and by thread (``du``).
-
-        The one view that lists every key: one LIST per 1,000 keys.
-        """
+        """``du`` of the whole store: the one view that lists every key."""
         return self._run(du_plan(no_progress, never_cancel))
 
     def storage(self, thread_id: str) -> Any:
-        """Objects by kind and a verify report of one thread."""
         return self._run(thread_storage_plan(thread_id))
 
     # --- the long-term store (spec §8) -----------------------------------------------------
@@ -414,20 +382,10 @@ class Viewer:
     def store_namespaces(
         self, prefix: tuple[str, ...] = (), after: str | None = None, limit: int = 50
     ) -> Any:
-        """One page of long-term store namespaces under ``prefix`` with item counts.
-
-        See :func:`~objstore_saver.viewer.longterm.namespaces_plan`.
-        """
         plan = longterm.namespaces_plan(prefix, after, _limit(limit), to_micros(time.time()))
         return self._run(plan)
 
     def store_namespace(self, namespace: tuple[str, ...], offset: int = 0, limit: int = 50) -> Any:
-        """One page of a namespace's items from its index (no GET per item).
-
-        Raises:
-            NotFoundError: the namespace holds no item.
-            BadRequestError: an empty namespace or a negative offset.
-        """
         if not namespace:
             raise BadRequestError("give the namespace as one 'label' parameter per label")
         if offset < 0:
@@ -436,12 +394,6 @@ class Viewer:
         return self._run(plan)
 
     def store_item(self, namespace: tuple[str, ...], key: str) -> Any:
-        """One item decoded, with its index records (one GET of the item, no TTL refresh).
-
-        Raises:
-            NotFoundError: no such item (names namespace and key).
-            CorruptObjectError: the item object does not decode.
-        """
         if not namespace:
             raise BadRequestError(f"namespace of key {key!r} is empty: give 'label' parameters")
         return self._run(longterm.item_plan(namespace, key, to_micros(time.time())))

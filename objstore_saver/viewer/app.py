@@ -8,6 +8,7 @@ blocking driver.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import ipaddress
 from collections.abc import AsyncIterator, Callable
@@ -138,27 +139,28 @@ def create_app(
             r.query_params.get("q", ""), r.query_params.get("after") or None, _int(r, "limit", 50)
         )
 
-    def thread_view(r: Request, prefix: str) -> tuple[str, str, Any]:
+    def thread_view(r: Request, prefix: str) -> tuple[Callable[[Any], str], Any]:
+        """A page under a thread: its HTML renderer and its data."""
         tid, *rest = _segments(r, prefix)
         ns = r.query_params.get("ns", "")
         match rest:
             case []:
                 after = r.query_params.get("after") or None
-                return "thread", tid, viewer.thread(tid, after, _int(r, "limit", 50))
+                return pages.thread_page, viewer.thread(tid, after, _int(r, "limit", 50))
             case ["latest"]:
-                return "checkpoint", tid, viewer.checkpoint(tid, None, ns)
+                return pages.checkpoint_page, viewer.checkpoint(tid, None, ns)
             case ["checkpoints", cid]:
-                return "checkpoint", tid, viewer.checkpoint(tid, cid, ns)
+                return pages.checkpoint_page, viewer.checkpoint(tid, cid, ns)
             case ["diff", cid]:
                 against = r.query_params.get("against") or None
-                return "diff", tid, viewer.diff(tid, cid, against, ns)
+                return functools.partial(pages.diff_page, tid), viewer.diff(tid, cid, against, ns)
         raise NotFoundError(f"no page at {r.url.path!r}")
 
-    def one_thread(r: Request, prefix: str) -> str:
+    def storage(r: Request, prefix: str) -> Any:
         segs = _segments(r, prefix)
         if len(segs) != 1:
             raise NotFoundError(f"no page at {r.url.path!r}")
-        return segs[0]
+        return viewer.storage(segs[0])
 
     def one_object(r: Request, prefix: str) -> Any:
         key = "/".join(_segments(r, prefix))
@@ -168,57 +170,44 @@ def create_app(
             report["referrers"] = viewer.referrers(key, after, _int(r, "limit", REFERRER_MANIFESTS))
         return report
 
-    def store_namespaces(r: Request) -> Any:
+    def store_namespaces(r: Request, _: str) -> Any:
         after = r.query_params.get("after") or None
         return viewer.store_namespaces(_labels(r), after, _int(r, "limit", 50))
 
-    def store_namespace(r: Request) -> Any:
+    def store_namespace(r: Request, _: str) -> Any:
         return viewer.store_namespace(_labels(r), _int(r, "offset", 0), _int(r, "limit", 50))
 
-    def store_item(r: Request) -> Any:
+    def store_item(r: Request, _: str) -> Any:
         return viewer.store_item(_labels(r), _key(r))
 
-    renderers: dict[str, Callable[[str, Any], str]] = {
-        "thread": lambda tid, data: pages.thread_page(data),
-        "checkpoint": lambda tid, data: pages.checkpoint_page(data),
-        "diff": pages.diff_page,
-    }
+    def page_and_api(
+        path: str, render: Callable[[Any], str], view: Callable[[Request, str], Any]
+    ) -> list[Route]:
+        """The page at ``path`` and its JSON at ``/api`` + ``path``; ``view`` gets the path's
+        part before its parameter (what :func:`_segments` cuts off)."""
+        cut = path.partition("{")[0]
+        return [
+            Route("/api" + path, handle(None, lambda r: view(r, "/api" + cut))),
+            Route(path, handle(render, lambda r: view(r, cut))),
+        ]
 
     routes = [
         Route("/api/threads", handle(None, threads)),
-        Route(
-            "/api/threads/{rest:path}", handle(None, lambda r: thread_view(r, "/api/threads/")[2])
-        ),
-        Route(
-            "/api/objects/{key:path}",
-            handle(None, lambda r: one_object(r, "/api/objects/")),
-        ),
-        Route(
-            "/api/storage/{rest:path}",
-            handle(None, lambda r: viewer.storage(one_thread(r, "/api/storage/"))),
-        ),
-        Route("/api/storage", handle(None, lambda r: viewer.du())),
-        Route("/api/store", handle(None, store_namespaces)),
-        Route("/api/store/ns", handle(None, store_namespace)),
-        Route("/api/store/item", handle(None, store_item)),
-        Route("/store", handle(store_pages.store_page, store_namespaces)),
-        Route("/store/ns", handle(store_pages.namespace_page, store_namespace)),
-        Route("/store/item", handle(store_pages.item_page, store_item)),
         Route("/", handle(pages.threads_page, threads)),
         Route("/threads", lambda r: RedirectResponse("/")),
         Route(
+            "/api/threads/{rest:path}", handle(None, lambda r: thread_view(r, "/api/threads/")[1])
+        ),
+        Route(
             "/threads/{rest:path}",
-            handle(lambda v: renderers[v[0]](v[1], v[2]), lambda r: thread_view(r, "/threads/")),
+            handle(lambda v: v[0](v[1]), lambda r: thread_view(r, "/threads/")),
         ),
-        Route(
-            "/objects/{key:path}",
-            handle(pages.object_page, lambda r: one_object(r, "/objects/")),
-        ),
-        Route(
-            "/storage/{rest:path}",
-            handle(pages.storage_page, lambda r: viewer.storage(one_thread(r, "/storage/"))),
-        ),
-        Route("/storage", handle(pages.du_page, lambda r: viewer.du())),
+        *page_and_api("/objects/{key:path}", pages.object_page, one_object),
+        *page_and_api("/storage/{rest:path}", pages.storage_page, storage),
+        *page_and_api("/storage", pages.du_page, lambda r, _: viewer.du()),
+        *page_and_api("/store", store_pages.store_page, store_namespaces),
+        *page_and_api("/store/ns", store_pages.namespace_page, store_namespace),
+        *page_and_api("/store/item", store_pages.item_page, store_item),
     ]
     middleware = [Middleware(TokenMiddleware, token=token)] if token else []
 
