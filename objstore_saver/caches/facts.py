@@ -76,10 +76,7 @@ class ObjectCache:
         self._cost[key] = cost
         self._bytes += cost
         while self._bytes > self.max_bytes and self._items:
-            old_key, _ = self._items.popitem(last=False)
-            self._bytes -= self._cost.pop(old_key)
-            self._seen.pop(old_key, None)
-            self._embedded.discard(old_key)
+            self._drop(next(iter(self._items)))
 
     def _drop(self, key: tuple[str, bytes]) -> None:
         del self._items[key]

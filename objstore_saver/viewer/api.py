@@ -206,24 +206,18 @@ def thread_page_plan(thread_id: str, after: str | None, limit: int) -> SubPlan:
             if row is not None:
                 rows.append(row)
     tree = tree_of(rows)
-    forks = sum(1 for n in _walk(tree) if len(n["children"]) > 1)
     return {
         "thread_id": thread_id,
         "checkpoints": rows,
         "tree": tree,
-        "forks": forks,
+        "forks": _forks(tree),
         "next": cursor,
     }
 
 
-def _walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    stack = list(nodes)
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack += n["children"] + n["subgraphs"]
-    return out
+def _forks(nodes: list[dict[str, Any]]) -> int:
+    """Checkpoints with more than one child in these trees."""
+    return sum((len(n["children"]) > 1) + _forks(n["children"] + n["subgraphs"]) for n in nodes)
 
 
 # --- diff -----------------------------------------------------------------------------------
