@@ -11,6 +11,7 @@ import contextlib
 import functools
 import hmac
 import ipaddress
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import unquote
@@ -22,13 +23,20 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from objstore_saver.errors import CorruptObjectError
-from objstore_saver.ops._common import redact
+from objstore_saver.driver import Driver
+from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError
+from objstore_saver.longterm.records import to_micros
+from objstore_saver.ops._common import SubPlan, never_cancel, no_progress, redact
+from objstore_saver.ops.checkpoint_reading import checkpoint_plan
+from objstore_saver.ops.object_views import object_plan
+from objstore_saver.ops.views import du_plan
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.viewer import pages, store_pages
-from objstore_saver.viewer.api import BadRequestError, NotFoundError, Viewer
-from objstore_saver.viewer.reading import REFERRER_MANIFESTS
+from objstore_saver.viewer import api, longterm, pages, store_pages
+from objstore_saver.viewer.api import BadRequestError, NotFoundError
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS, referrers_plan
 
+#: Largest page a client may ask for.
+MAX_PAGE = 200
 #: Environment variable holding the token (``--token`` wins).
 TOKEN_ENV = "OBJSTORE_SAVER_VIEWER_TOKEN"
 #: Cookie set from a ``?token=`` link so the pages' own links keep working.
@@ -57,6 +65,12 @@ class TokenMiddleware(BaseHTTPMiddleware):
         if request.query_params.get("token"):
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
         return response
+
+
+def _page(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise BadRequestError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    return limit
 
 
 def _int(request: Request, name: str, default: int) -> int:
@@ -108,7 +122,7 @@ def create_app(
         token: When given, every request must carry it.
         secrets: Strings never to show (passwords in the configured URL).
     """
-    viewer = Viewer(store)
+    driver = Driver(store, max_workers=16)
     hidden = list(secrets or [])
 
     def handle(render: Callable[[Any], str] | None, view: Callable[[Request], Any]) -> Any:
@@ -134,10 +148,30 @@ def create_app(
             return JSONResponse({"error": message, "key": key}, status_code=status)
         return HTMLResponse(pages.error_page(status, message, key), status_code=status)
 
+    def run(plan: SubPlan, *, value_error: bool = False) -> Any:
+        """Run a view's plan; with ``value_error`` a ValueError is the request's fault (400)."""
+        try:
+            return driver.run(plan)
+        except InvalidIdentifierError as exc:
+            raise BadRequestError(str(exc)) from exc
+        except longterm.StoreLookupError as exc:
+            raise NotFoundError(str(exc)) from exc
+        except ValueError as exc:
+            if not value_error:
+                raise
+            raise BadRequestError(str(exc)) from exc
+
     def threads(r: Request) -> Any:
-        return viewer.threads(
-            r.query_params.get("q", ""), r.query_params.get("after") or None, _int(r, "limit", 50)
-        )
+        search, after = r.query_params.get("q", ""), r.query_params.get("after") or None
+        return run(api.threads_page_plan(search, after, _page(_int(r, "limit", 50))))
+
+    def checkpoint(tid: str, cid: str | None, ns: str) -> Any:
+        """A checkpoint decoded to JSON as ``show`` gives it, its corrupt parts in ``errors``."""
+        report = run(checkpoint_plan(tid, cid, ns, collect_errors=True))
+        if report is None:
+            what = "the latest checkpoint" if cid is None else f"{cid!r}"
+            raise NotFoundError(f"thread {tid!r} (namespace {ns!r}) has no checkpoint {what}")
+        return report
 
     def thread_view(r: Request, prefix: str) -> tuple[Callable[[Any], str], Any]:
         """A page under a thread: its HTML renderer and its data."""
@@ -145,40 +179,60 @@ def create_app(
         ns = r.query_params.get("ns", "")
         match rest:
             case []:
-                after = r.query_params.get("after") or None
-                return pages.thread_page, viewer.thread(tid, after, _int(r, "limit", 50))
+                after, limit = r.query_params.get("after") or None, _int(r, "limit", 50)
+                return pages.thread_page, run(api.thread_page_plan(tid, after, _page(limit)))
             case ["latest"]:
-                return pages.checkpoint_page, viewer.checkpoint(tid, None, ns)
+                return pages.checkpoint_page, checkpoint(tid, None, ns)
             case ["checkpoints", cid]:
-                return pages.checkpoint_page, viewer.checkpoint(tid, cid, ns)
+                return pages.checkpoint_page, checkpoint(tid, cid, ns)
             case ["diff", cid]:
                 against = r.query_params.get("against") or None
-                return functools.partial(pages.diff_page, tid), viewer.diff(tid, cid, against, ns)
+                new = checkpoint(tid, cid, ns)
+                old_id = against or new["parent_checkpoint_id"]
+                if old_id is None:
+                    raise NotFoundError(f"checkpoint {cid!r} of thread {tid!r} has no parent")
+                diff = api.diff_of(checkpoint(tid, old_id, ns), new)
+                return functools.partial(pages.diff_page, tid), diff
         raise NotFoundError(f"no page at {r.url.path!r}")
 
     def storage(r: Request, prefix: str) -> Any:
         segs = _segments(r, prefix)
         if len(segs) != 1:
             raise NotFoundError(f"no page at {r.url.path!r}")
-        return viewer.storage(segs[0])
+        return run(api.thread_storage_plan(segs[0]))
 
     def one_object(r: Request, prefix: str) -> Any:
         key = "/".join(_segments(r, prefix))
-        report = viewer.object(key)
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise BadRequestError(f"key {key!r} is not a key of the store")
+        report, reason = run(object_plan(key), value_error=True)
+        if report is None:
+            raise NotFoundError(reason)
         if r.query_params.get("referrers"):
             after = r.query_params.get("after") or None
-            report["referrers"] = viewer.referrers(key, after, _int(r, "limit", REFERRER_MANIFESTS))
+            limit = _page(_int(r, "limit", REFERRER_MANIFESTS))
+            report["referrers"] = run(referrers_plan(key, after, limit), value_error=True)
         return report
 
     def store_namespaces(r: Request, _: str) -> Any:
         after = r.query_params.get("after") or None
-        return viewer.store_namespaces(_labels(r), after, _int(r, "limit", 50))
+        limit = _page(_int(r, "limit", 50))
+        return run(longterm.namespaces_plan(_labels(r), after, limit, to_micros(time.time())))
 
     def store_namespace(r: Request, _: str) -> Any:
-        return viewer.store_namespace(_labels(r), _int(r, "offset", 0), _int(r, "limit", 50))
+        namespace, offset, limit = _labels(r), _int(r, "offset", 0), _int(r, "limit", 50)
+        if not namespace:
+            raise BadRequestError("give the namespace as one 'label' parameter per label")
+        if offset < 0:
+            raise BadRequestError(f"offset must be at least 0, got {offset}")
+        plan = longterm.namespace_plan(namespace, offset, _page(limit), to_micros(time.time()))
+        return run(plan)
 
     def store_item(r: Request, _: str) -> Any:
-        return viewer.store_item(_labels(r), _key(r))
+        namespace, key = _labels(r), _key(r)
+        if not namespace:
+            raise BadRequestError(f"namespace of key {key!r} is empty: give 'label' parameters")
+        return run(longterm.item_plan(namespace, key, to_micros(time.time())))
 
     def page_and_api(
         path: str, render: Callable[[Any], str], view: Callable[[Request, str], Any]
@@ -204,7 +258,9 @@ def create_app(
         ),
         *page_and_api("/objects/{key:path}", pages.object_page, one_object),
         *page_and_api("/storage/{rest:path}", pages.storage_page, storage),
-        *page_and_api("/storage", pages.du_page, lambda r, _: viewer.du()),
+        *page_and_api(
+            "/storage", pages.du_page, lambda r, _: run(du_plan(no_progress, never_cancel))
+        ),
         *page_and_api("/store", store_pages.store_page, store_namespaces),
         *page_and_api("/store/ns", store_pages.namespace_page, store_namespace),
         *page_and_api("/store/item", store_pages.item_page, store_item),
@@ -216,11 +272,9 @@ def create_app(
         try:
             yield
         finally:
-            viewer.close()
+            driver.close()
 
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
-    app.state.viewer = viewer
-    return app
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
 def is_loopback(host: str) -> bool:

@@ -60,6 +60,11 @@ def object_href(key: str) -> str:
     return href("/objects/" + "/".join(q(seg) for seg in key.split("/")))
 
 
+def next_link(url: str | None, label: str) -> str:
+    """The link to the next page of a listing, or nothing on its last page."""
+    return f'<p><a id="next" href="{url}">{label}</a></p>' if url else ""
+
+
 def page(title: str, body: str, status_note: str = "") -> str:
     """A whole HTML document."""
     nav = (
@@ -95,10 +100,7 @@ def threads_page(r: dict[str, Any]) -> str:
             f"<tr><td>{link}</td><td>{count}</td><td>{_size(t['bytes'], t['bytes_at_least'])}"
             f"</td><td>{text(t['last_update'] or '-')}</td></tr>"
         )
-    nxt = ""
-    if r["next"]:
-        link = href("/", q=r["search"] or None, after=r["next"])
-        nxt = f'<p><a id="next" href="{link}">next page</a></p>'
+    nxt = next_link(r["next"] and href("/", q=r["search"] or None, after=r["next"]), "next page")
     form = (
         f'<form action="/"><input name="q" value="{html.escape(r["search"], quote=True)}" '
         'placeholder="thread id prefix"><button>search</button></form>'
@@ -143,10 +145,7 @@ def thread_page(r: dict[str, Any]) -> str:
     """The thread page: this page of checkpoints as a tree by parent link."""
     tid = r["thread_id"]
     tree = "".join(_node(tid, n) for n in r["tree"])
-    nxt = ""
-    if r["next"]:
-        link = href("/threads/" + q(tid), after=r["next"])
-        nxt = f'<p><a id="next" href="{link}">older checkpoints</a></p>'
+    nxt = next_link(r["next"] and href("/threads/" + q(tid), after=r["next"]), "older checkpoints")
     storage = f'<p><a href="{href("/storage/" + q(tid))}">storage and verify</a></p>'
     head = f"<p>{len(r['checkpoints'])} checkpoints on this page, {r['forks']} forks</p>"
     return page(f"Thread {tid}", head + storage + f"<ul>{tree}</ul>" + nxt)

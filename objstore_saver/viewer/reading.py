@@ -125,20 +125,13 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
                     objects.append({"key": name, "kind": _kind(obj), "embedded_in": info.key})
             named = {"checkpoint": m.checkpoint, "metadata": m.metadata, **m.channels}
             for name, e in named.items():
-                if isinstance(e, InlineList):
-                    # An inline list refers to its subtrees and tail elements itself.
-                    for tag, child in plans.child_refs(e.obj):
-                        if child == digest:
-                            manifests.append({"key": info.key, "entry": name})
-                        elif tag in ("l", "p", "s"):
-                            containers.setdefault(child, tag)
-                    continue
-                if not isinstance(e, Ref):
-                    continue
-                if e.digest == digest:
-                    manifests.append({"key": info.key, "entry": name})
-                elif e.tag in ("l", "p", "s"):
-                    containers.setdefault(e.digest, e.tag)
+                # An inline list refers to its subtrees and tail elements itself.
+                refs = plans.child_refs(e.obj) if isinstance(e, InlineList) else []
+                for tag, child in [(e.tag, e.digest)] if isinstance(e, Ref) else refs:
+                    if child == digest:
+                        manifests.append({"key": info.key, "entry": name})
+                    elif tag in ("l", "p", "s"):
+                        containers.setdefault(child, tag)
     order = sorted(containers)
     okeys = [keys.object_key_in(pfx, d) for d in order]
     bodies: list[Any] = []
