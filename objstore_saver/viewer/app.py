@@ -112,6 +112,33 @@ def _segments(request: Request, prefix: str) -> list[str]:
     return [unquote(seg) for seg in path[len(prefix) :].split("/")]
 
 
+def _endpoint(
+    render: Callable[[Any], str] | None, view: Callable[[Request], Any], hidden: list[str]
+) -> Callable[[Request], Response]:
+    """A page (``render``: its HTML) or, without ``render``, its JSON; ``hidden`` never shown."""
+
+    def error(status: int, message: str, key: str | None = None) -> Response:
+        message = redact(message, hidden)
+        if render is None:
+            return JSONResponse({"error": message, "key": key}, status_code=status)
+        return HTMLResponse(pages.error_page(status, message, key), status_code=status)
+
+    def endpoint(request: Request) -> Response:
+        try:
+            result = view(request)
+        except NotFoundError as exc:
+            return error(404, str(exc))
+        except BadRequestError as exc:
+            return error(400, str(exc))
+        except CorruptObjectError as exc:
+            return error(422, exc.reason, exc.key)
+        if render is None:
+            return JSONResponse(result)
+        return HTMLResponse(redact(render(result), hidden))
+
+    return endpoint
+
+
 def create_app(
     store: ObjectStore, *, token: str | None = None, secrets: list[str] | None = None
 ) -> Starlette:
@@ -123,30 +150,7 @@ def create_app(
         secrets: Strings never to show (passwords in the configured URL).
     """
     driver = Driver(store, max_workers=16)
-    hidden = list(secrets or [])
-
-    def handle(render: Callable[[Any], str] | None, view: Callable[[Request], Any]) -> Any:
-        def endpoint(request: Request) -> Response:
-            api = render is None
-            try:
-                result = view(request)
-            except NotFoundError as exc:
-                return _error(api, 404, str(exc))
-            except BadRequestError as exc:
-                return _error(api, 400, str(exc))
-            except CorruptObjectError as exc:
-                return _error(api, 422, exc.reason, exc.key)
-            if api:
-                return JSONResponse(result)
-            return HTMLResponse(redact(render(result), hidden))
-
-        return endpoint
-
-    def _error(api: bool, status: int, message: str, key: str | None = None) -> Response:
-        message = redact(message, hidden)
-        if api:
-            return JSONResponse({"error": message, "key": key}, status_code=status)
-        return HTMLResponse(pages.error_page(status, message, key), status_code=status)
+    handle = functools.partial(_endpoint, hidden=list(secrets or []))
 
     def run(plan: SubPlan, *, value_error: bool = False) -> Any:
         """Run a view's plan; with ``value_error`` a ValueError is the request's fault (400)."""

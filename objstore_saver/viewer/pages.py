@@ -249,17 +249,11 @@ def checkpoint_page(r: dict[str, Any]) -> str:
     parts.append("<h2>Channels</h2>")
     for name, value in r["channel_values"].items():
         where = r["storage"][name]
-        obj = ""
-        if "key" in where:
-            obj = f' (<a href="{object_href(where["key"])}">object</a>)'
-        elif where.get("sealed") or where.get("objects"):  # a list inline in the manifest
-            links = [s["key"] for s in where.get("sealed", [])] + where.get("objects", [])
-            obj = (
-                " ("
-                + ", ".join(f'<a href="{object_href(k)}">object</a>' for k in links[:20])
-                + ("…" if len(links) > 20 else "")
-                + ")"
-            )
+        # An object, or the objects of a list inline in the manifest.
+        links = [s["key"] for s in where.get("sealed", [])] + where.get("objects", [])
+        links = [where["key"]] if "key" in where else links
+        obj = ", ".join(f'<a href="{object_href(k)}">object</a>' for k in links[:20])
+        obj = f" ({obj}{'…' if len(links) > 20 else ''})" if links else ""
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
         if where.get("segments"):
             parts.append(_segments(where["segments"]))
