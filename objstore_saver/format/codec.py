@@ -121,9 +121,13 @@ def entry_to_msgpack(
         return ["i", p.type, p.encoding, p.data]
     if isinstance(entry, InlineList):
         o = entry.obj
-        sealed: list[list[Any]] = [list(pair) for pair in o.sealed]  # [digest, count] pairs
-        sealed += [[g.digest, g.count, relative_loc(g.loc, holder)] for g in o.segments]
-        return ["L", o.count, sealed, [entry_to_msgpack(e, holder, holder_id) for e in o.tail]]
+        sealed: list[list[Any]] = list(map(list, o.sealed))  # [digest, count] pairs
+        for g in o.segments:
+            sealed.append([g.digest, g.count, relative_loc(g.loc, holder)])
+        tail = []
+        for e in o.tail:
+            tail.append(entry_to_msgpack(e, holder, holder_id))
+        return ["L", o.count, sealed, tail]
     if entry.at is not None:
         return [entry.tag, entry.digest, stored_at(entry.at, holder_id)]
     return [entry.tag, entry.digest]
@@ -153,7 +157,9 @@ def encode_manifest(
     ``epoch`` is the thread's epoch (field ``ep``, written when not 0, §4.11).
     """
     own = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
-    stored = {k: entry_to_msgpack(channels[k], own, checkpoint_id) for k in sorted(channels)}
+    stored = {}
+    for k in sorted(channels):
+        stored[k] = entry_to_msgpack(channels[k], own, checkpoint_id)
     fields: dict[str, Any] = {
         "f": CHECKPOINT_FORMAT_VERSION,
         "k": "manifest",

@@ -193,6 +193,8 @@ def tombstone_epoch_of(key: str) -> int | None:
     parts = key.split("/")
     if len(parts) != 5 or parts[0] + "/" != THREADS or parts[2] != "checkpoints":
         return None
+    if not parts[4].startswith(TOMBSTONE_MARK):  # a manifest or a write: the usual key
+        return None
     return tombstone_epoch(parts[4])
 
 
