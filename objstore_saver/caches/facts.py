@@ -7,7 +7,7 @@
 * :class:`HeadCache`, :class:`EpochCache`: the newest checkpoint and the
   epochs this process saw (by count).
 * :class:`ElementCache`, with its :class:`SealedCache` and
-  :class:`SerializedCache`: list elements, sealed chunks and nodes, and
+  :class:`SerializedCache`: list elements, segments, and
   messages already encoded, so a growing list encodes only what is new.
 
 A delete or prune run by this process forgets the thread it touched. Every
@@ -357,7 +357,7 @@ class ElementCache(_PureCache[ElementKey, EncodedElement]):
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         super().__init__(max_bytes)
         self.sealed = SealedCache(max_bytes)
-        """Chunks and nodes of the lists encoded, with a budget of its own."""
+        """Segments of the lists encoded, with a budget of its own."""
         self.serialized = SerializedCache(max_bytes)
         """Serialized messages by state key, with a budget of its own."""
 
@@ -366,11 +366,9 @@ class ElementCache(_PureCache[ElementKey, EncodedElement]):
 
 
 class SealedCache(_PureCache[SealedKey, SealedObject]):
-    """Sealed chunks and nodes by what they hold (element keys, subtree digests).
+    """List segments by what they hold (:data:`~objstore_saver.format.list_encoding.SealedKey`).
 
-    A chunk's bytes are a function of its elements' serialized bytes, a
-    node's of its subtrees' digests. It saves packing and hashing every
-    sealed object of a long list at each checkpoint.
+    It saves packing and hashing every segment of a long list at each checkpoint.
     """
 
     def _cost(self, key: SealedKey, value: SealedObject) -> int:

@@ -44,9 +44,9 @@ def block(value: Any) -> str:
     return f'<pre dir="ltr">{text(s, MAX_JSON)}</pre>'
 
 
-def href(path: str, **params: Any) -> str:
-    """An escaped link target: path segments quoted, parameters encoded."""
-    query = urlencode({k: v for k, v in params.items() if v is not None})
+def href(path: str, *pairs: tuple[str, Any], **params: Any) -> str:
+    """An escaped link target: parameters (``pairs``, then ``params`` but None) encoded."""
+    query = urlencode([*pairs, *((k, v) for k, v in params.items() if v is not None)])
     return html.escape(path + ("?" + query if query else ""), quote=True)
 
 

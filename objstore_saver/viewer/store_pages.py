@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import html
 from typing import Any
-from urllib.parse import urlencode
 
-from objstore_saver.viewer.pages import block, next_link, page, text
+from objstore_saver.viewer.pages import block, href, next_link, page, text
 
 #: Characters of one label shown before it is cut.
 LABEL_CHARS = 120
@@ -21,10 +20,7 @@ OPS = {"p": "put", "t": "put with TTL", "d": "delete"}
 
 def store_href(path: str, labels: list[str], **params: Any) -> str:
     """An escaped link to a store page: the namespace as one ``label`` per label."""
-    pairs = [("label", label) for label in labels]
-    pairs += [(k, v) for k, v in params.items() if v is not None]
-    query = urlencode(pairs)
-    return html.escape(path + ("?" + query if query else ""), quote=True)
+    return href(path, *(("label", label) for label in labels), **params)
 
 
 def labels_text(labels: list[str] | None) -> str:
