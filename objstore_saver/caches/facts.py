@@ -276,15 +276,11 @@ class EpochCache:
         raises the floor, keeping the last confirmation time.
         """
         with self._lock:
-            known = self._threads.get(thread_id)
-            now = self.clock()
-            if known is None:
-                self._threads[thread_id] = (epoch, now if confirmed else -float("inf"))
-            else:
-                seen = now if confirmed else known[1]
-                self._threads[thread_id] = (max(epoch, known[0]), seen)
+            known = self._threads.get(thread_id, (epoch, -float("inf")))
+            seen = self.clock() if confirmed else known[1]
+            self._threads[thread_id] = (max(epoch, known[0]), seen)
             _touched(self._threads, thread_id, self.max_items)
-            return known is not None and epoch > known[0]
+            return epoch > known[0]
 
     def of_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> int | None:
         with self._lock:
