@@ -230,9 +230,7 @@ class HeadCache:
         """Record a checkpoint seen newest or written (the greater id is kept)."""
         key = (thread_id, checkpoint_ns)
         with self._lock:
-            known = self._items.get(key)
-            if known is None or checkpoint_id > known:
-                self._items[key] = checkpoint_id
+            self._items[key] = max(checkpoint_id, self._items.get(key, checkpoint_id))
             _touched(self._items, key, self.max_items)
 
     def forget_thread(self, thread_id: str) -> None:
