@@ -5,7 +5,7 @@
   out first, under the caches here.
 * :mod:`~objstore_saver.caches.facts`: what a saver knows is stored (objects,
   checkpoints' entries, heads) and what it already encoded (list elements,
-  sealed chunks, serialized messages), with the reuse window of spec §6.9.
+  segments, serialized messages), with the reuse window of spec §6.9.
 * :mod:`~objstore_saver.caches.message_keys`: the state keys under which a
   LangChain message's serialized bytes are cached.
 

@@ -7,7 +7,7 @@
 * :class:`HeadCache`, :class:`EpochCache`: the newest checkpoint and the
   epochs this process saw (by count).
 * :class:`ElementCache`, with its :class:`SealedCache` and
-  :class:`SerializedCache`: list elements, sealed chunks and nodes, and
+  :class:`SerializedCache`: list elements, segments, and
   messages already encoded, so a growing list encodes only what is new.
 
 A delete or prune run by this process forgets the thread it touched. Every
@@ -76,10 +76,7 @@ class ObjectCache:
         self._cost[key] = cost
         self._bytes += cost
         while self._bytes > self.max_bytes and self._items:
-            old_key, _ = self._items.popitem(last=False)
-            self._bytes -= self._cost.pop(old_key)
-            self._seen.pop(old_key, None)
-            self._embedded.discard(old_key)
+            self._drop(next(iter(self._items)))
 
     def _drop(self, key: tuple[str, bytes]) -> None:
         del self._items[key]
@@ -233,9 +230,7 @@ class HeadCache:
         """Record a checkpoint seen newest or written (the greater id is kept)."""
         key = (thread_id, checkpoint_ns)
         with self._lock:
-            known = self._items.get(key)
-            if known is None or checkpoint_id > known:
-                self._items[key] = checkpoint_id
+            self._items[key] = max(checkpoint_id, self._items.get(key, checkpoint_id))
             _touched(self._items, key, self.max_items)
 
     def forget_thread(self, thread_id: str) -> None:
@@ -279,15 +274,11 @@ class EpochCache:
         raises the floor, keeping the last confirmation time.
         """
         with self._lock:
-            known = self._threads.get(thread_id)
-            now = self.clock()
-            if known is None:
-                self._threads[thread_id] = (epoch, now if confirmed else -float("inf"))
-            else:
-                seen = now if confirmed else known[1]
-                self._threads[thread_id] = (max(epoch, known[0]), seen)
+            known = self._threads.get(thread_id, (epoch, -float("inf")))
+            seen = self.clock() if confirmed else known[1]
+            self._threads[thread_id] = (max(epoch, known[0]), seen)
             _touched(self._threads, thread_id, self.max_items)
-            return known is not None and epoch > known[0]
+            return epoch > known[0]
 
     def of_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> int | None:
         with self._lock:
@@ -360,7 +351,7 @@ class ElementCache(_PureCache[ElementKey, EncodedElement]):
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         super().__init__(max_bytes)
         self.sealed = SealedCache(max_bytes)
-        """Chunks and nodes of the lists encoded, with a budget of its own."""
+        """Segments of the lists encoded, with a budget of its own."""
         self.serialized = SerializedCache(max_bytes)
         """Serialized messages by state key, with a budget of its own."""
 
@@ -369,11 +360,9 @@ class ElementCache(_PureCache[ElementKey, EncodedElement]):
 
 
 class SealedCache(_PureCache[SealedKey, SealedObject]):
-    """Sealed chunks and nodes by what they hold (element keys, subtree digests).
+    """List segments by what they hold (:data:`~objstore_saver.format.list_encoding.SealedKey`).
 
-    A chunk's bytes are a function of its elements' serialized bytes, a
-    node's of its subtrees' digests. It saves packing and hashing every
-    sealed object of a long list at each checkpoint.
+    It saves packing and hashing every segment of a long list at each checkpoint.
     """
 
     def _cost(self, key: SealedKey, value: SealedObject) -> int:

@@ -61,11 +61,7 @@ def state_key(value: Any) -> StateKey | None:
     without computed fields, for a message holding anything but plain data,
     and for a message larger than :data:`STATE_MAX`.
     """
-    return known_pairs([value], _nothing)[0][0]
-
-
-def _nothing(_key: StateKey) -> None:
-    return None
+    return known_pairs([value], lambda _key: None)[0][0]
 
 
 def known_pairs(

@@ -1,6 +1,6 @@
 """A thread-safe map with a byte budget, oldest entries out first.
 
-It holds pure-function caches (encoded elements, sealed chunks, serialized
+It holds pure-function caches (encoded elements, list segments, serialized
 messages, decompressed payloads): an entry never goes stale, so first in,
 first out is enough and a read takes no lock.
 """

@@ -229,17 +229,13 @@ def write_key(
 
 def _task_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
     """What the keys of a task's version-2 writes and write groups start with."""
-    cpfx = checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
-    return cpfx + token("task_id", task_id)
+    return checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id) + token(
+        "task_id", task_id
+    )
 
 
 GROUP_SUFFIX_MAX = 29
 """Longest index list of a write group key: never longer than a special write's suffix."""
-
-
-def group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
-    """The ``<L>`` of a write group key (spec §4.7): ascending indexes joined by ``~``."""
-    return "~".join(str(i) for i in indexes)
 
 
 def write_group_key(
@@ -251,12 +247,12 @@ def write_group_key(
 
 
 def write_group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
-    """The part of a write group key after the task token: ``<L>``, or ``h`` and a hash.
+    """The part of a write group key after the task token (spec §4.7).
 
-    ``<L>`` (:func:`group_suffix`) when it has at most :data:`GROUP_SUFFIX_MAX`
-    characters, else ``h`` and 16 hex digits of its SHA-256.
+    ``<L>``, the ascending indexes joined by ``~``, when it has at most
+    :data:`GROUP_SUFFIX_MAX` characters, else ``h`` and 16 hex digits of its SHA-256.
     """
-    suffix = group_suffix(indexes)
+    suffix = "~".join(str(i) for i in indexes)
     if len(suffix) > GROUP_SUFFIX_MAX:
         suffix = "h" + hashlib.sha256(suffix.encode()).hexdigest()[:16]
     return suffix
@@ -425,21 +421,31 @@ def _uuid_bytes(checkpoint_id: str) -> bytes | None:
     return raw.bytes if str(raw) == checkpoint_id else None
 
 
+def _location_id(raw: Any, key: str, what: str) -> str:
+    """The checkpoint id a stored location names: a UUID's 16 bytes, or the id itself."""
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return str(uuid.UUID(bytes=raw))
+    problem = f"{what} location {raw!r:.80} is not a checkpoint id"
+    if isinstance(raw, str) and raw:
+        try:
+            reverse_id(raw)
+        except InvalidIdentifierError as exc:
+            raise CorruptObjectError(key, problem) from exc
+        return raw
+    raise CorruptObjectError(key, problem)
+
+
 def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
     if raw is None:
         return None
     if raw == "":
         return holder
-    if isinstance(raw, bytes) and len(raw) == 16:
-        raw = str(uuid.UUID(bytes=raw))
-    if not isinstance(raw, str) or not is_manifest_v2_key(holder):
-        raise CorruptObjectError(key, f"a segment's location {raw!r:.80} is not a checkpoint id")
-    try:
-        return manifest_beside(holder, raw)
-    except InvalidIdentifierError as exc:
+    checkpoint_id = _location_id(raw, key, "a segment's")
+    if not is_manifest_v2_key(holder):
         raise CorruptObjectError(
-            key, f"a segment's location {raw!r:.80} is not a checkpoint id"
-        ) from exc
+            key, f"a segment's location {checkpoint_id!r:.80} is not a checkpoint id"
+        )
+    return manifest_beside(holder, checkpoint_id)
 
 
 def stored_at(at: str, holder_id: str | None) -> str | bytes:
@@ -461,17 +467,7 @@ def read_at(raw: Any, holder_key: str, key: str) -> str:
         if not is_manifest_v2_key(holder_key):
             raise CorruptObjectError(key, "a value located '' (here) outside a manifest")
         return checkpoint_id_of_manifest_key(holder_key)
-    if isinstance(raw, bytes) and len(raw) == 16:
-        return str(uuid.UUID(bytes=raw))
-    if isinstance(raw, str) and raw:
-        try:
-            reverse_id(raw)
-        except InvalidIdentifierError as exc:
-            raise CorruptObjectError(
-                key, f"a value's location {raw!r:.80} is not a checkpoint id"
-            ) from exc
-        return raw
-    raise CorruptObjectError(key, f"a value's location {raw!r:.80} is not a checkpoint id")
+    return _location_id(raw, key, "a value's")
 
 
 def manifest_beside(manifest: str, checkpoint_id: str) -> str:

@@ -198,7 +198,7 @@ def encode_list(
         group = elements[start : start + codec.CHUNK_LEN]
         key: SealedKey = ("g", *group, *salt)
         sealed = sealed_cache.get(key) if sealed_cache is not None else None
-        if locate is not None and (sealed is None or sealed.children):
+        if sealed is None or (locate is not None and sealed.children):
             # A segment is a function of its elements and of where their values are.
             found = [encoded(pair) for pair in group]
             items = [_located(e, locate) for e in found]
@@ -207,15 +207,8 @@ def encode_list(
                 key = (*key, "@", where)
                 sealed = sealed_cache.get(key) if sealed_cache is not None else None
             if sealed is None:
-                sealed = _segment(
-                    [one(e, i) for e, i in zip(found, items, strict=True)],
-                    key,
-                    sealed_cache,
-                    epoch,
-                )
-        elif sealed is None:
-            members = [one(e, e.item) for e in map(encoded, group)]
-            sealed = _segment(members, key, sealed_cache, epoch)
+                members = [one(e, i) for e, i in zip(found, items, strict=True)]
+                sealed = _segment(members, key, sealed_cache, epoch)
         run.append(sealed)
         while _mergeable(run):
             members = run[-codec.SEGMENT_MERGE :]

@@ -47,14 +47,13 @@ LIST_MIN_MEAN_ELEMENT = 256
 MANIFEST_BUDGET = 1024 * 1024
 
 
+#: Element counts of a segment: ``CHUNK_LEN`` merged up to ``SEGMENT_MAX_LEN`` (level 8).
+_SEGMENT_COUNTS = frozenset(CHUNK_LEN * SEGMENT_MERGE**level for level in range(9))
+
+
 def is_segment_count(n: object) -> bool:
     """Whether ``n`` elements make a segment: ``CHUNK_LEN * 2**l``, at most ``SEGMENT_MAX_LEN``."""
-    if not isinstance(n, int) or isinstance(n, bool):
-        return False
-    size = CHUNK_LEN
-    while size < n:
-        size *= SEGMENT_MERGE
-    return size == n and n <= SEGMENT_MAX_LEN
+    return isinstance(n, int) and n in _SEGMENT_COUNTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,15 +41,7 @@ def splits_for(serde: SerializerProtocol) -> bool:
 
 
 def find_holes(value: Any) -> list[tuple[Path, str]]:
-    """Paths of the messages with a text longer than :data:`SPLIT_MIN`, and the texts."""
-    found: list[tuple[Path, str]] = []
-    if _worth_walking(type(value)):
-        _walk(value, (), found)
-    return found
-
-
-def holes_of_element(value: Any) -> list[tuple[Path, str]]:
-    """:func:`find_holes` of one list element, cheaply when it is a small message.
+    """Paths of the messages with a text longer than :data:`SPLIT_MIN`, and the texts.
 
     A long conversation's messages are searched at every put, so the common
     case (a small message) stays a few lookups.

@@ -170,7 +170,7 @@ def _serialize_elements(
             elements.append(known)
             continue
         key = state_keys[i]
-        holes = split_values.holes_of_element(e) if split else None
+        holes = split_values.find_holes(e) if split else None
         if holes:
             found[i] = holes
             elements.append((_SPLIT_ELEMENT, b""))

@@ -9,31 +9,19 @@ not grow with the number of threads or checkpoints. Nothing here writes.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 from urllib.parse import quote
 
 from objstore_saver import plans
-from objstore_saver.driver import Driver
-from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError, ObjstoreSaverError
+from objstore_saver.errors import CorruptObjectError, ObjstoreSaverError
 from objstore_saver.format import codec, keys
-from objstore_saver.longterm.records import to_micros
-from objstore_saver.ops._common import SubPlan, never_cancel, no_progress
-from objstore_saver.ops.checkpoint_reading import (
-    checkpoint_plan,
-    manifest_context,
-    resolve_entries,
-)
-from objstore_saver.ops.object_views import object_plan
-from objstore_saver.ops.views import READ_AHEAD, du_plan
+from objstore_saver.ops._common import SubPlan
+from objstore_saver.ops.checkpoint_reading import manifest_context, resolve_entries
+from objstore_saver.ops.views import READ_AHEAD
 from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
-from objstore_saver.storage.base import ObjectStore
 from objstore_saver.verify import verify as verify_plan
-from objstore_saver.viewer import longterm
-from objstore_saver.viewer.reading import REFERRER_MANIFESTS, manifest_page, referrers_plan
+from objstore_saver.viewer.reading import manifest_page
 
-#: Largest page a client may ask for.
-MAX_PAGE = 200
 #: Keys of one thread listed for its row on the threads page (one LIST page).
 ROW_LISTING = 1000
 
@@ -44,12 +32,6 @@ class NotFoundError(ObjstoreSaverError):
 
 class BadRequestError(ObjstoreSaverError):
     """A parameter of the request is invalid (HTTP 400); the message names it."""
-
-
-def _limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_PAGE:
-        raise BadRequestError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
-    return limit
 
 
 # --- threads ------------------------------------------------------------------------------
@@ -206,24 +188,18 @@ def thread_page_plan(thread_id: str, after: str | None, limit: int) -> SubPlan:
             if row is not None:
                 rows.append(row)
     tree = tree_of(rows)
-    forks = sum(1 for n in _walk(tree) if len(n["children"]) > 1)
     return {
         "thread_id": thread_id,
         "checkpoints": rows,
         "tree": tree,
-        "forks": forks,
+        "forks": _forks(tree),
         "next": cursor,
     }
 
 
-def _walk(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    stack = list(nodes)
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack += n["children"] + n["subgraphs"]
-    return out
+def _forks(nodes: list[dict[str, Any]]) -> int:
+    """Checkpoints with more than one child in these trees."""
+    return sum((len(n["children"]) > 1) + _forks(n["children"] + n["subgraphs"]) for n in nodes)
 
 
 # --- diff -----------------------------------------------------------------------------------
@@ -296,152 +272,3 @@ def thread_storage_plan(thread_id: str) -> SubPlan:
         },
         "verify": report.to_dict(),
     }
-
-
-# --- the views, run --------------------------------------------------------------------------
-
-
-class Viewer:
-    """The views over one store, each run by a blocking driver (thread-safe).
-
-    Args:
-        store: The store to read. The viewer only sends GET and LIST.
-    """
-
-    def __init__(self, store: ObjectStore) -> None:
-        self.store = store
-        self._driver = Driver(store, max_workers=16)
-
-    def close(self) -> None:
-        """Stop the driver's worker threads."""
-        self._driver.close()
-
-    def _run(self, plan: SubPlan) -> Any:
-        try:
-            return self._driver.run(plan)
-        except InvalidIdentifierError as exc:
-            raise BadRequestError(str(exc)) from exc
-        except longterm.StoreLookupError as exc:
-            raise NotFoundError(str(exc)) from exc
-
-    def threads(self, search: str = "", after: str | None = None, limit: int = 50) -> Any:
-        """One page of threads (see :func:`threads_page_plan`)."""
-        return self._run(threads_page_plan(search, after, _limit(limit)))
-
-    def thread(self, thread_id: str, after: str | None = None, limit: int = 50) -> Any:
-        """One page of a thread's checkpoints and their tree.
-
-        Raises:
-            NotFoundError: the thread has no checkpoint.
-        """
-        return self._run(thread_page_plan(thread_id, after, _limit(limit)))
-
-    def checkpoint(self, thread_id: str, checkpoint_id: str | None, ns: str = "") -> Any:
-        """A checkpoint decoded to JSON, as ``show`` gives it (nothing unpickled).
-
-        A part whose object is corrupt is named in ``errors`` and the rest is
-        decoded (see :func:`~objstore_saver.ops.checkpoint_reading.checkpoint_plan`).
-
-        Raises:
-            NotFoundError: no such checkpoint.
-            CorruptObjectError: its manifest does not decode.
-        """
-        report = self._run(checkpoint_plan(thread_id, checkpoint_id, ns, collect_errors=True))
-        if report is None:
-            what = "the latest checkpoint" if checkpoint_id is None else f"{checkpoint_id!r}"
-            raise NotFoundError(f"thread {thread_id!r} (namespace {ns!r}) has no checkpoint {what}")
-        return report
-
-    def diff(self, thread_id: str, new_id: str, old_id: str | None = None, ns: str = "") -> Any:
-        """Diff of checkpoint ``new_id`` against ``old_id`` (default: its parent)."""
-        new = self.checkpoint(thread_id, new_id, ns)
-        old_id = old_id or new["parent_checkpoint_id"]
-        if old_id is None:
-            raise NotFoundError(f"checkpoint {new_id!r} of thread {thread_id!r} has no parent")
-        return diff_of(self.checkpoint(thread_id, old_id, ns), new)
-
-    def object(self, key: str) -> Any:
-        """Any stored object decoded (content-addressed ones checked against their hash).
-
-        ``<manifest key>#<hex>`` is the object of that SHA-256 embedded in the
-        manifest (a list segment, format version 2); see
-        :func:`~objstore_saver.ops.object_views.object_plan`.
-
-        Raises:
-            NotFoundError: nothing at ``key``, or the manifest does not embed it.
-            BadRequestError: ``#`` not followed by a SHA-256.
-            CorruptObjectError: the object does not decode or hash as it must.
-        """
-        self._check_key(key)
-        try:
-            report, reason = self._run(object_plan(key))
-        except ValueError as exc:
-            raise BadRequestError(str(exc)) from exc
-        if report is None:
-            raise NotFoundError(reason)
-        return report
-
-    def referrers(self, key: str, after: str | None = None, limit: int = REFERRER_MANIFESTS) -> Any:
-        """Manifests and objects of the thread that reference object ``key`` (one scan page).
-
-        Raises:
-            BadRequestError: ``key`` is not an object key, or ``after`` not a manifest key of it.
-        """
-        self._check_key(key)
-        try:
-            return self._run(referrers_plan(key, after, _limit(limit)))
-        except ValueError as exc:
-            raise BadRequestError(str(exc)) from exc
-
-    @staticmethod
-    def _check_key(key: str) -> None:
-        if not key or key.startswith("/") or ".." in key.split("/"):
-            raise BadRequestError(f"key {key!r} is not a key of the store")
-
-    def du(self) -> Any:
-        """Objects and bytes of the whole store by kind and by thread (``du``).
-
-        The one view that lists every key: one LIST per 1,000 keys.
-        """
-        return self._run(du_plan(no_progress, never_cancel))
-
-    def storage(self, thread_id: str) -> Any:
-        """Objects by kind and a verify report of one thread."""
-        return self._run(thread_storage_plan(thread_id))
-
-    # --- the long-term store (spec §8) -----------------------------------------------------
-
-    def store_namespaces(
-        self, prefix: tuple[str, ...] = (), after: str | None = None, limit: int = 50
-    ) -> Any:
-        """One page of long-term store namespaces under ``prefix`` with item counts.
-
-        See :func:`~objstore_saver.viewer.longterm.namespaces_plan`.
-        """
-        plan = longterm.namespaces_plan(prefix, after, _limit(limit), to_micros(time.time()))
-        return self._run(plan)
-
-    def store_namespace(self, namespace: tuple[str, ...], offset: int = 0, limit: int = 50) -> Any:
-        """One page of a namespace's items from its index (no GET per item).
-
-        Raises:
-            NotFoundError: the namespace holds no item.
-            BadRequestError: an empty namespace or a negative offset.
-        """
-        if not namespace:
-            raise BadRequestError("give the namespace as one 'label' parameter per label")
-        if offset < 0:
-            raise BadRequestError(f"offset must be at least 0, got {offset}")
-        plan = longterm.namespace_plan(namespace, offset, _limit(limit), to_micros(time.time()))
-        return self._run(plan)
-
-    def store_item(self, namespace: tuple[str, ...], key: str) -> Any:
-        """One item decoded, with its index records (one GET of the item, no TTL refresh).
-
-        Raises:
-            NotFoundError: no such item (names namespace and key).
-            CorruptObjectError: the item object does not decode.
-        """
-        if not namespace:
-            raise BadRequestError(f"namespace of key {key!r} is empty: give 'label' parameters")
-        return self._run(longterm.item_plan(namespace, key, to_micros(time.time())))

@@ -8,8 +8,10 @@ blocking driver.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import ipaddress
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import unquote
@@ -21,13 +23,20 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from objstore_saver.errors import CorruptObjectError
-from objstore_saver.ops._common import redact
+from objstore_saver.driver import Driver
+from objstore_saver.errors import CorruptObjectError, InvalidIdentifierError
+from objstore_saver.longterm.records import to_micros
+from objstore_saver.ops._common import SubPlan, never_cancel, no_progress, redact
+from objstore_saver.ops.checkpoint_reading import checkpoint_plan
+from objstore_saver.ops.object_views import object_plan
+from objstore_saver.ops.views import du_plan
 from objstore_saver.storage.base import ObjectStore
-from objstore_saver.viewer import pages, store_pages
-from objstore_saver.viewer.api import BadRequestError, NotFoundError, Viewer
-from objstore_saver.viewer.reading import REFERRER_MANIFESTS
+from objstore_saver.viewer import api, longterm, pages, store_pages
+from objstore_saver.viewer.api import BadRequestError, NotFoundError
+from objstore_saver.viewer.reading import REFERRER_MANIFESTS, referrers_plan
 
+#: Largest page a client may ask for.
+MAX_PAGE = 200
 #: Environment variable holding the token (``--token`` wins).
 TOKEN_ENV = "OBJSTORE_SAVER_VIEWER_TOKEN"
 #: Cookie set from a ``?token=`` link so the pages' own links keep working.
@@ -56,6 +65,12 @@ class TokenMiddleware(BaseHTTPMiddleware):
         if request.query_params.get("token"):
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
         return response
+
+
+def _page(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise BadRequestError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    return limit
 
 
 def _int(request: Request, name: str, default: int) -> int:
@@ -97,6 +112,33 @@ def _segments(request: Request, prefix: str) -> list[str]:
     return [unquote(seg) for seg in path[len(prefix) :].split("/")]
 
 
+def _endpoint(
+    render: Callable[[Any], str] | None, view: Callable[[Request], Any], hidden: list[str]
+) -> Callable[[Request], Response]:
+    """A page (``render``: its HTML) or, without ``render``, its JSON; ``hidden`` never shown."""
+
+    def error(status: int, message: str, key: str | None = None) -> Response:
+        message = redact(message, hidden)
+        if render is None:
+            return JSONResponse({"error": message, "key": key}, status_code=status)
+        return HTMLResponse(pages.error_page(status, message, key), status_code=status)
+
+    def endpoint(request: Request) -> Response:
+        try:
+            result = view(request)
+        except NotFoundError as exc:
+            return error(404, str(exc))
+        except BadRequestError as exc:
+            return error(400, str(exc))
+        except CorruptObjectError as exc:
+            return error(422, exc.reason, exc.key)
+        if render is None:
+            return JSONResponse(result)
+        return HTMLResponse(redact(render(result), hidden))
+
+    return endpoint
+
+
 def create_app(
     store: ObjectStore, *, token: str | None = None, secrets: list[str] | None = None
 ) -> Starlette:
@@ -107,118 +149,125 @@ def create_app(
         token: When given, every request must carry it.
         secrets: Strings never to show (passwords in the configured URL).
     """
-    viewer = Viewer(store)
-    hidden = list(secrets or [])
+    driver = Driver(store, max_workers=16)
+    handle = functools.partial(_endpoint, hidden=list(secrets or []))
 
-    def handle(render: Callable[[Any], str] | None, view: Callable[[Request], Any]) -> Any:
-        def endpoint(request: Request) -> Response:
-            api = render is None
-            try:
-                result = view(request)
-            except NotFoundError as exc:
-                return _error(api, 404, str(exc))
-            except BadRequestError as exc:
-                return _error(api, 400, str(exc))
-            except CorruptObjectError as exc:
-                return _error(api, 422, exc.reason, exc.key)
-            if api:
-                return JSONResponse(result)
-            return HTMLResponse(redact(render(result), hidden))
-
-        return endpoint
-
-    def _error(api: bool, status: int, message: str, key: str | None = None) -> Response:
-        message = redact(message, hidden)
-        if api:
-            return JSONResponse({"error": message, "key": key}, status_code=status)
-        return HTMLResponse(pages.error_page(status, message, key), status_code=status)
+    def run(plan: SubPlan, *, value_error: bool = False) -> Any:
+        """Run a view's plan; with ``value_error`` a ValueError is the request's fault (400)."""
+        try:
+            return driver.run(plan)
+        except InvalidIdentifierError as exc:
+            raise BadRequestError(str(exc)) from exc
+        except longterm.StoreLookupError as exc:
+            raise NotFoundError(str(exc)) from exc
+        except ValueError as exc:
+            if not value_error:
+                raise
+            raise BadRequestError(str(exc)) from exc
 
     def threads(r: Request) -> Any:
-        return viewer.threads(
-            r.query_params.get("q", ""), r.query_params.get("after") or None, _int(r, "limit", 50)
-        )
+        search, after = r.query_params.get("q", ""), r.query_params.get("after") or None
+        return run(api.threads_page_plan(search, after, _page(_int(r, "limit", 50))))
 
-    def thread_view(r: Request, prefix: str) -> tuple[str, str, Any]:
+    def checkpoint(tid: str, cid: str | None, ns: str) -> Any:
+        """A checkpoint decoded to JSON as ``show`` gives it, its corrupt parts in ``errors``."""
+        report = run(checkpoint_plan(tid, cid, ns, collect_errors=True))
+        if report is None:
+            what = "the latest checkpoint" if cid is None else f"{cid!r}"
+            raise NotFoundError(f"thread {tid!r} (namespace {ns!r}) has no checkpoint {what}")
+        return report
+
+    def thread_view(r: Request, prefix: str) -> tuple[Callable[[Any], str], Any]:
+        """A page under a thread: its HTML renderer and its data."""
         tid, *rest = _segments(r, prefix)
         ns = r.query_params.get("ns", "")
         match rest:
             case []:
-                after = r.query_params.get("after") or None
-                return "thread", tid, viewer.thread(tid, after, _int(r, "limit", 50))
+                after, limit = r.query_params.get("after") or None, _int(r, "limit", 50)
+                return pages.thread_page, run(api.thread_page_plan(tid, after, _page(limit)))
             case ["latest"]:
-                return "checkpoint", tid, viewer.checkpoint(tid, None, ns)
+                return pages.checkpoint_page, checkpoint(tid, None, ns)
             case ["checkpoints", cid]:
-                return "checkpoint", tid, viewer.checkpoint(tid, cid, ns)
+                return pages.checkpoint_page, checkpoint(tid, cid, ns)
             case ["diff", cid]:
                 against = r.query_params.get("against") or None
-                return "diff", tid, viewer.diff(tid, cid, against, ns)
+                new = checkpoint(tid, cid, ns)
+                old_id = against or new["parent_checkpoint_id"]
+                if old_id is None:
+                    raise NotFoundError(f"checkpoint {cid!r} of thread {tid!r} has no parent")
+                diff = api.diff_of(checkpoint(tid, old_id, ns), new)
+                return functools.partial(pages.diff_page, tid), diff
         raise NotFoundError(f"no page at {r.url.path!r}")
 
-    def one_thread(r: Request, prefix: str) -> str:
+    def storage(r: Request, prefix: str) -> Any:
         segs = _segments(r, prefix)
         if len(segs) != 1:
             raise NotFoundError(f"no page at {r.url.path!r}")
-        return segs[0]
+        return run(api.thread_storage_plan(segs[0]))
 
     def one_object(r: Request, prefix: str) -> Any:
         key = "/".join(_segments(r, prefix))
-        report = viewer.object(key)
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise BadRequestError(f"key {key!r} is not a key of the store")
+        report, reason = run(object_plan(key), value_error=True)
+        if report is None:
+            raise NotFoundError(reason)
         if r.query_params.get("referrers"):
             after = r.query_params.get("after") or None
-            report["referrers"] = viewer.referrers(key, after, _int(r, "limit", REFERRER_MANIFESTS))
+            limit = _page(_int(r, "limit", REFERRER_MANIFESTS))
+            report["referrers"] = run(referrers_plan(key, after, limit), value_error=True)
         return report
 
-    def store_namespaces(r: Request) -> Any:
+    def store_namespaces(r: Request, _: str) -> Any:
         after = r.query_params.get("after") or None
-        return viewer.store_namespaces(_labels(r), after, _int(r, "limit", 50))
+        limit = _page(_int(r, "limit", 50))
+        return run(longterm.namespaces_plan(_labels(r), after, limit, to_micros(time.time())))
 
-    def store_namespace(r: Request) -> Any:
-        return viewer.store_namespace(_labels(r), _int(r, "offset", 0), _int(r, "limit", 50))
+    def store_namespace(r: Request, _: str) -> Any:
+        namespace, offset, limit = _labels(r), _int(r, "offset", 0), _int(r, "limit", 50)
+        if not namespace:
+            raise BadRequestError("give the namespace as one 'label' parameter per label")
+        if offset < 0:
+            raise BadRequestError(f"offset must be at least 0, got {offset}")
+        plan = longterm.namespace_plan(namespace, offset, _page(limit), to_micros(time.time()))
+        return run(plan)
 
-    def store_item(r: Request) -> Any:
-        return viewer.store_item(_labels(r), _key(r))
+    def store_item(r: Request, _: str) -> Any:
+        namespace, key = _labels(r), _key(r)
+        if not namespace:
+            raise BadRequestError(f"namespace of key {key!r} is empty: give 'label' parameters")
+        return run(longterm.item_plan(namespace, key, to_micros(time.time())))
 
-    renderers: dict[str, Callable[[str, Any], str]] = {
-        "thread": lambda tid, data: pages.thread_page(data),
-        "checkpoint": lambda tid, data: pages.checkpoint_page(data),
-        "diff": pages.diff_page,
-    }
+    def page_and_api(
+        path: str, render: Callable[[Any], str], view: Callable[[Request, str], Any]
+    ) -> list[Route]:
+        """The page at ``path`` and its JSON at ``/api`` + ``path``; ``view`` gets the path's
+        part before its parameter (what :func:`_segments` cuts off)."""
+        cut = path.partition("{")[0]
+        return [
+            Route("/api" + path, handle(None, lambda r: view(r, "/api" + cut))),
+            Route(path, handle(render, lambda r: view(r, cut))),
+        ]
 
     routes = [
         Route("/api/threads", handle(None, threads)),
-        Route(
-            "/api/threads/{rest:path}", handle(None, lambda r: thread_view(r, "/api/threads/")[2])
-        ),
-        Route(
-            "/api/objects/{key:path}",
-            handle(None, lambda r: one_object(r, "/api/objects/")),
-        ),
-        Route(
-            "/api/storage/{rest:path}",
-            handle(None, lambda r: viewer.storage(one_thread(r, "/api/storage/"))),
-        ),
-        Route("/api/storage", handle(None, lambda r: viewer.du())),
-        Route("/api/store", handle(None, store_namespaces)),
-        Route("/api/store/ns", handle(None, store_namespace)),
-        Route("/api/store/item", handle(None, store_item)),
-        Route("/store", handle(store_pages.store_page, store_namespaces)),
-        Route("/store/ns", handle(store_pages.namespace_page, store_namespace)),
-        Route("/store/item", handle(store_pages.item_page, store_item)),
         Route("/", handle(pages.threads_page, threads)),
         Route("/threads", lambda r: RedirectResponse("/")),
         Route(
+            "/api/threads/{rest:path}", handle(None, lambda r: thread_view(r, "/api/threads/")[1])
+        ),
+        Route(
             "/threads/{rest:path}",
-            handle(lambda v: renderers[v[0]](v[1], v[2]), lambda r: thread_view(r, "/threads/")),
+            handle(lambda v: v[0](v[1]), lambda r: thread_view(r, "/threads/")),
         ),
-        Route(
-            "/objects/{key:path}",
-            handle(pages.object_page, lambda r: one_object(r, "/objects/")),
+        *page_and_api("/objects/{key:path}", pages.object_page, one_object),
+        *page_and_api("/storage/{rest:path}", pages.storage_page, storage),
+        *page_and_api(
+            "/storage", pages.du_page, lambda r, _: run(du_plan(no_progress, never_cancel))
         ),
-        Route(
-            "/storage/{rest:path}",
-            handle(pages.storage_page, lambda r: viewer.storage(one_thread(r, "/storage/"))),
-        ),
-        Route("/storage", handle(pages.du_page, lambda r: viewer.du())),
+        *page_and_api("/store", store_pages.store_page, store_namespaces),
+        *page_and_api("/store/ns", store_pages.namespace_page, store_namespace),
+        *page_and_api("/store/item", store_pages.item_page, store_item),
     ]
     middleware = [Middleware(TokenMiddleware, token=token)] if token else []
 
@@ -227,11 +276,9 @@ def create_app(
         try:
             yield
         finally:
-            viewer.close()
+            driver.close()
 
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
-    app.state.viewer = viewer
-    return app
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
 def is_loopback(host: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from objstore_saver.format import store_keys
 from objstore_saver.longterm import plans
-from objstore_saver.longterm.records import PUT, Record, decode_snapshot
+from objstore_saver.longterm.records import PUT, decode_snapshot
 from objstore_saver.ops._common import SubPlan
 from objstore_saver.ops.longterm import get_plan, iso, item_rows
 from objstore_saver.plans.requests import Get, run_one
@@ -35,16 +35,6 @@ def preview(value: Any) -> str:
     """The start of a value's JSON text (raw text: pages escape it)."""
     s = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return s if len(s) <= PREVIEW else s[:PREVIEW] + "…"
-
-
-def _row_counts(ns: tuple[str, ...] | None, state: dict[str, Record], now_us: int) -> dict:
-    puts = [r for r in state.values() if r.op == PUT]
-    live = sum(r.live(now_us) for r in puts)
-    return {
-        "namespace": None if ns is None else list(ns),
-        "items": live,
-        "expired": len(puts) - live,
-    }
 
 
 def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_us: int) -> SubPlan:
@@ -84,9 +74,12 @@ def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_
         ns = group.ns()
         if ns is None or ns[:n] != prefix:
             continue
-        row = _row_counts(ns, group.state, now_us)
-        if row["items"] or row["expired"]:
-            rows.append(dict(row, path=path))
+        puts = [r for r in group.state.values() if r.op == PUT]
+        live = sum(r.live(now_us) for r in puts)
+        if puts:
+            rows.append(
+                {"namespace": list(ns), "items": live, "expired": len(puts) - live, "path": path}
+            )
     return {
         "prefix": list(prefix),
         "namespaces": rows,
@@ -127,11 +120,6 @@ def namespace_plan(namespace: tuple[str, ...], offset: int, limit: int, now_us: 
         "offset": offset,
         "next_offset": offset + limit if offset + limit < len(rows) else None,
     }
-
-
-def _vector(path: str, raw: bytes) -> dict[str, Any]:
-    # spec §8.2: dims float32 little-endian; the numbers themselves are not shown
-    return {"field": path, "dims": len(raw) // 4, "bytes": len(raw)}
 
 
 def _membership(namespace: Sequence[str], key: str) -> SubPlan:
@@ -201,7 +189,10 @@ def item_plan(namespace: tuple[str, ...], key: str, now_us: int) -> SubPlan:
         "ttl_minutes": rec.ttl,
         "expires_at": iso(rec.ea),
         "expired": not rec.live(now_us),
-        "vectors": [_vector(p, b) for p, b in sorted(rec.vec.items())],
+        # spec §8.2: dims float32 little-endian; the numbers themselves are not shown
+        "vectors": [
+            {"field": p, "dims": len(b) // 4, "bytes": len(b)} for p, b in sorted(rec.vec.items())
+        ],
         "index_records": records,
         "snapshot": snapshot,
     }

@@ -44,9 +44,9 @@ def block(value: Any) -> str:
     return f'<pre dir="ltr">{text(s, MAX_JSON)}</pre>'
 
 
-def href(path: str, **params: Any) -> str:
-    """An escaped link target: path segments quoted, parameters encoded."""
-    query = urlencode({k: v for k, v in params.items() if v is not None})
+def href(path: str, *pairs: tuple[str, Any], **params: Any) -> str:
+    """An escaped link target: parameters (``pairs``, then ``params`` but None) encoded."""
+    query = urlencode([*pairs, *((k, v) for k, v in params.items() if v is not None)])
     return html.escape(path + ("?" + query if query else ""), quote=True)
 
 
@@ -58,6 +58,11 @@ def q(segment: str) -> str:
 def object_href(key: str) -> str:
     """The link to an object's page, each key segment quoted (tokens hold "%")."""
     return href("/objects/" + "/".join(q(seg) for seg in key.split("/")))
+
+
+def next_link(url: str | None, label: str) -> str:
+    """The link to the next page of a listing, or nothing on its last page."""
+    return f'<p><a id="next" href="{url}">{label}</a></p>' if url else ""
 
 
 def page(title: str, body: str, status_note: str = "") -> str:
@@ -95,10 +100,7 @@ def threads_page(r: dict[str, Any]) -> str:
             f"<tr><td>{link}</td><td>{count}</td><td>{_size(t['bytes'], t['bytes_at_least'])}"
             f"</td><td>{text(t['last_update'] or '-')}</td></tr>"
         )
-    nxt = ""
-    if r["next"]:
-        link = href("/", q=r["search"] or None, after=r["next"])
-        nxt = f'<p><a id="next" href="{link}">next page</a></p>'
+    nxt = next_link(r["next"] and href("/", q=r["search"] or None, after=r["next"]), "next page")
     form = (
         f'<form action="/"><input name="q" value="{html.escape(r["search"], quote=True)}" '
         'placeholder="thread id prefix"><button>search</button></form>'
@@ -143,10 +145,7 @@ def thread_page(r: dict[str, Any]) -> str:
     """The thread page: this page of checkpoints as a tree by parent link."""
     tid = r["thread_id"]
     tree = "".join(_node(tid, n) for n in r["tree"])
-    nxt = ""
-    if r["next"]:
-        link = href("/threads/" + q(tid), after=r["next"])
-        nxt = f'<p><a id="next" href="{link}">older checkpoints</a></p>'
+    nxt = next_link(r["next"] and href("/threads/" + q(tid), after=r["next"]), "older checkpoints")
     storage = f'<p><a href="{href("/storage/" + q(tid))}">storage and verify</a></p>'
     head = f"<p>{len(r['checkpoints'])} checkpoints on this page, {r['forks']} forks</p>"
     return page(f"Thread {tid}", head + storage + f"<ul>{tree}</ul>" + nxt)
@@ -250,17 +249,11 @@ def checkpoint_page(r: dict[str, Any]) -> str:
     parts.append("<h2>Channels</h2>")
     for name, value in r["channel_values"].items():
         where = r["storage"][name]
-        obj = ""
-        if "key" in where:
-            obj = f' (<a href="{object_href(where["key"])}">object</a>)'
-        elif where.get("sealed") or where.get("objects"):  # a list inline in the manifest
-            links = [s["key"] for s in where.get("sealed", [])] + where.get("objects", [])
-            obj = (
-                " ("
-                + ", ".join(f'<a href="{object_href(k)}">object</a>' for k in links[:20])
-                + ("…" if len(links) > 20 else "")
-                + ")"
-            )
+        # An object, or the objects of a list inline in the manifest.
+        links = [s["key"] for s in where.get("sealed", [])] + where.get("objects", [])
+        links = [where["key"]] if "key" in where else links
+        obj = ", ".join(f'<a href="{object_href(k)}">object</a>' for k in links[:20])
+        obj = f" ({obj}{'…' if len(links) > 20 else ''})" if links else ""
         parts.append(f"<h3>{text(name, 200)} <small>{text(where['stored'])}{obj}</small></h3>")
         if where.get("segments"):
             parts.append(_segments(where["segments"]))

@@ -102,6 +102,19 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     problems: list[dict[str, str]] = []
     objects: list[dict[str, str]] = []
     embedded = 0
+
+    def scan(body: bytes, name: str, tag: str | None, check: bytes | None, **where: str) -> None:
+        """Note the object ``name`` if it references the object; ``check``: its own digest."""
+        try:
+            if check is not None:
+                codec.check_digest(body, check, name)
+            obj = codec.decode_object(body, name, tag)
+        except CorruptObjectError as exc:
+            problems.append(error_of(exc))
+            return
+        if digest in _children(obj):
+            objects.append({"key": name, "kind": _kind(obj), **where})
+
     for start in range(0, len(infos), READ_AHEAD):
         group = infos[start : start + READ_AHEAD]
         bodies = yield from run_batch(*(Get(o.key) for o in group))
@@ -115,46 +128,24 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
                 continue
             for d, held in codec.embedded_objects(m).items():
                 embedded += 1
-                name = f"{info.key}#{d.hex()}"
-                try:
-                    obj = codec.decode_object(held, name)
-                except CorruptObjectError as exc:
-                    problems.append(error_of(exc))
-                    continue
-                if digest in _children(obj):
-                    objects.append({"key": name, "kind": _kind(obj), "embedded_in": info.key})
+                scan(held, f"{info.key}#{d.hex()}", None, None, embedded_in=info.key)
             named = {"checkpoint": m.checkpoint, "metadata": m.metadata, **m.channels}
             for name, e in named.items():
-                if isinstance(e, InlineList):
-                    # An inline list refers to its subtrees and tail elements itself.
-                    for tag, child in plans.child_refs(e.obj):
-                        if child == digest:
-                            manifests.append({"key": info.key, "entry": name})
-                        elif tag in ("l", "p", "s"):
-                            containers.setdefault(child, tag)
-                    continue
-                if not isinstance(e, Ref):
-                    continue
-                if e.digest == digest:
-                    manifests.append({"key": info.key, "entry": name})
-                elif e.tag in ("l", "p", "s"):
-                    containers.setdefault(e.digest, e.tag)
+                # An inline list refers to its subtrees and tail elements itself.
+                refs = plans.child_refs(e.obj) if isinstance(e, InlineList) else []
+                for tag, child in [(e.tag, e.digest)] if isinstance(e, Ref) else refs:
+                    if child == digest:
+                        manifests.append({"key": info.key, "entry": name})
+                    elif tag in ("l", "p", "s"):
+                        containers.setdefault(child, tag)
     order = sorted(containers)
     okeys = [keys.object_key_in(pfx, d) for d in order]
     bodies: list[Any] = []
     if okeys:
         bodies = yield from run_batch(*(Get(k) for k in okeys))
     for d, k, body in zip(order, okeys, bodies, strict=True):
-        if body is None:
-            continue
-        try:
-            codec.check_digest(body, d, k)
-            obj = codec.decode_object(body, k, containers[d])
-        except CorruptObjectError as exc:
-            problems.append(error_of(exc))
-            continue
-        if digest in _children(obj):
-            objects.append({"key": k, "kind": _kind(obj)})
+        if body is not None:
+            scan(body, k, containers[d], d)
     return {
         "key": key,
         "manifests": manifests,

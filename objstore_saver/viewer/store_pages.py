@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import html
 from typing import Any
-from urllib.parse import urlencode
 
-from objstore_saver.viewer.pages import block, page, text
+from objstore_saver.viewer.pages import block, href, next_link, page, text
 
 #: Characters of one label shown before it is cut.
 LABEL_CHARS = 120
@@ -21,10 +20,7 @@ OPS = {"p": "put", "t": "put with TTL", "d": "delete"}
 
 def store_href(path: str, labels: list[str], **params: Any) -> str:
     """An escaped link to a store page: the namespace as one ``label`` per label."""
-    pairs = [("label", label) for label in labels]
-    pairs += [(k, v) for k, v in params.items() if v is not None]
-    query = urlencode(pairs)
-    return html.escape(path + ("?" + query if query else ""), quote=True)
+    return href(path, *(("label", label) for label in labels), **params)
 
 
 def labels_text(labels: list[str] | None) -> str:
@@ -55,10 +51,7 @@ def store_page(r: dict[str, Any]) -> str:
             f'<tr><td><a class="ns" href="{link}">{labels_text(ns["namespace"])}</a></td>'
             f"<td>{ns['items']}</td><td>{ns['expired']}</td></tr>"
         )
-    nxt = ""
-    if r["next"]:
-        link = store_href("/store", r["prefix"], after=r["next"])
-        nxt = f'<p><a id="next" href="{link}">next page</a></p>'
+    nxt = next_link(r["next"] and store_href("/store", r["prefix"], after=r["next"]), "next page")
     under = f"<p>under {labels_text(r['prefix'])}</p>" if r["prefix"] else ""
     table = (
         '<table id="namespaces"><tr><th>namespace</th><th>live items</th>'
@@ -83,10 +76,10 @@ def namespace_page(r: dict[str, Any]) -> str:
             f"<td>{text(it['expires_at'] or '-')}</td>"
             f'<td><code dir="auto">{text(it["preview"], 200)}</code></td></tr>'
         )
-    nxt = ""
-    if r["next_offset"] is not None:
-        link = store_href("/store/ns", labels, offset=r["next_offset"])
-        nxt = f'<p><a id="next" href="{link}">more items</a></p>'
+    more = r["next_offset"] is not None
+    nxt = next_link(
+        store_href("/store/ns", labels, offset=r["next_offset"]) if more else None, "more items"
+    )
     head = (
         f"<p>namespace {labels_text(labels)}: {r['live']} live items, "
         f"{r['expired']} expired (not swept yet)</p>"
