@@ -7,7 +7,7 @@ on, so the bucket's head always descends from the old head and ``migrate``
 later completes the thread's older history behind it, with nothing diverged.
 
 The logic is written once, as plans of saver calls (:class:`SaverCall`); the step
-runner (:mod:`~objstore_saver.storage.steps`) carries them out against the two
+runner (:func:`~objstore_saver.storage.requests.run_steps`) carries them out against the two
 savers, blocking or on the event loop.
 """
 
@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import (
 from objstore_saver.caches.facts import BoundedSet
 from objstore_saver.format import keys
 from objstore_saver.saver import ObjectStoreSaver, with_twin
-from objstore_saver.storage import steps
+from objstore_saver.storage.requests import arun_steps, run_steps
 
 __all__ = ["FallbackSaver", "put_writes_calls"]
 
@@ -108,19 +108,19 @@ def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
     if plan.__name__ == "list":
 
         def method(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
-            yield from steps.run(plan(self, *args, **kwargs), self._perform)
+            yield from run_steps(plan(self, *args, **kwargs), self._perform)
 
         async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
-            for tup in await steps.arun(plan(self, *args, **kwargs), self._aperform):
+            for tup in await arun_steps(plan(self, *args, **kwargs), self._aperform):
                 yield tup
 
     else:
 
         def method(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
-            return steps.run(plan(self, *args, **kwargs), self._perform)
+            return run_steps(plan(self, *args, **kwargs), self._perform)
 
         async def twin(self: FallbackSaver, *args: Any, **kwargs: Any) -> Any:
-            return await steps.arun(plan(self, *args, **kwargs), self._aperform)
+            return await arun_steps(plan(self, *args, **kwargs), self._aperform)
 
     return with_twin(plan, method, twin)
 

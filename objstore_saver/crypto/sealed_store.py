@@ -40,7 +40,6 @@ from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError
 from objstore_saver.format import keys, store_keys
-from objstore_saver.storage import steps
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     KeyLayer,
@@ -60,7 +59,10 @@ from objstore_saver.storage.requests import (
     SendsAhead,
     StorageRequest,
     acall,
+    arun_steps,
     call,
+    run_steps,
+    send_steps_ahead,
 )
 from objstore_saver.telemetry import Counters
 
@@ -175,10 +177,10 @@ def _run_both(steps_of: Callable[..., _Request], doc: str) -> tuple[Any, Any]:
     """The blocking method and the coroutine that run the request ``steps_of`` builds."""
 
     def method(self: SealingStore, *args: Any, **kwargs: Any) -> Any:
-        return steps.run(steps_of(self, *args, **kwargs), self._perform)
+        return run_steps(steps_of(self, *args, **kwargs), self._perform)
 
     async def coroutine(self: SealingStore, *args: Any, **kwargs: Any) -> Any:
-        return await steps.arun(steps_of(self, *args, **kwargs), self._aperform)
+        return await arun_steps(steps_of(self, *args, **kwargs), self._aperform)
 
     name = steps_of.__name__.removeprefix("_")
     for made, made_name in ((method, name), (coroutine, "a" + name)):
@@ -196,7 +198,7 @@ class SealingStore(KeyLayer):
     Each request is one generator (``_put`` ... ``_delete``): it asks for the
     keys it needs and for the wrapped store's requests, and computes the rest.
     The blocking methods, the coroutines and ``send_ahead`` hand it to the
-    step runner (:mod:`~objstore_saver.storage.steps`) with :meth:`_perform`.
+    step runners of :mod:`~objstore_saver.storage.requests` with :meth:`_perform`.
 
     Args:
         inner: The store of the data.
@@ -420,7 +422,7 @@ class SealingStore(KeyLayer):
             stored.append(k)
         return (yield (Delete(tuple(stored))))
 
-    # --- how one step is performed (storage/steps.py runs the requests) -------------
+    # --- how one step is performed (storage/requests.py runs the requests) ----------
 
     def _perform(self, step: _Step) -> Any:
         """A scope's key or keys, loaded if not known, or the wrapped store's answer."""
@@ -439,7 +441,7 @@ class SealingStore(KeyLayer):
             return await self._scopes.aring(step.scope)
         return await acall(self._inner, step)
 
-    # --- blocking requests and coroutines: each request's steps, run by storage/steps.py ---
+    # --- blocking requests and coroutines: each request's steps, run by storage/requests.py
 
     put, aput = _run_both(
         _put, "Seal ``data`` with its thread's key (made at the thread's first write) and store it."
@@ -536,7 +538,7 @@ class _SealingStoreAhead(SealingStore):
         inner = self._inner
         assert isinstance(inner, SendsAhead)
         request_steps = call(self._steps_of, request)
-        return steps.send_ahead(request_steps, self._perform, inner.send_ahead, (NeedKey,))
+        return send_steps_ahead(request_steps, self._perform, inner.send_ahead, (NeedKey,))
 
 
 def _opened_info(

@@ -5,9 +5,9 @@
 * :mod:`.local`: a local directory; :mod:`.s3`: S3-compatible buckets, over
   the lean transport (:mod:`.http`) or boto3;
 * :mod:`.versions`: object versions and Object Lock, where a bucket keeps them;
-* :mod:`.requests`: the four requests as values, carried out on a store;
-* :mod:`.steps`: the one runner of a layer's requests written as generators
-  of steps (blocking, asyncio, send-ahead);
+* :mod:`.requests`: the four requests as values, carried out on a store, and
+  the one runner of a layer's requests written as generators of steps
+  (blocking, asyncio, send-ahead);
 * :mod:`.layer`: a store layer as one hook around request values;
 * :mod:`.metered`: a layer counting requests and bytes;
 * :mod:`.urls`: a store from ``s3://`` or ``file://``, or a bucket on a transport;

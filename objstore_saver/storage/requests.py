@@ -1,15 +1,26 @@
-"""The four requests of the storage protocol as frozen values, and how a store carries one out.
+"""The storage protocol's requests as frozen values, and how they are carried out.
 
-Plans yield these values and store layers pass them on: :func:`call` and
-:func:`acall` carry one out, a store that sends ahead (:class:`SendsAhead`)
-takes it too.
+Plans yield the four requests and store layers pass them on: :func:`call`
+and :func:`acall` carry one out on a store, and a store that sends ahead
+(:class:`SendsAhead`) takes it too.
+
+A layer writes each of its requests once, as a generator that yields steps
+(frozen values: a storage request to the store below, an HTTP exchange, a
+wait, a key it needs) and receives each step's answer; a step that fails has
+its error raised inside the generator, which may name it or let it through;
+what the generator returns is the request's result. The layer says how one
+step is performed, blocking and as a coroutine, and the runners do the rest:
+:func:`run_steps` blocks, :func:`arun_steps` awaits, :func:`send_steps_ahead`
+starts the request now and finishes it when its answer is read. Sync, async
+and send-ahead are never three copies of a layer's loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, ObjectStore, PutMode
 
@@ -104,3 +115,99 @@ class SendsAhead(Protocol):
     """
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]: ...
+
+
+# --- the runners of a layer's generators of steps ---------------------------------
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+#: A request as steps: yields steps of type ``S``, receives their answers, returns a ``T``.
+Steps = Generator[S, Any, T]
+
+
+def run_steps(
+    steps: Steps[S, T],
+    perform: Callable[[S], Any],
+    answer: Any = None,
+    error: Exception | None = None,
+) -> T:
+    """Carry out ``steps`` with the blocking ``perform``; what the generator returns.
+
+    ``answer`` or ``error``: what its last step came to, when it was begun elsewhere.
+    """
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        try:
+            answer = perform(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
+
+
+async def arun_steps(steps: Steps[S, T], perform: Callable[[S], Awaitable[Any]]) -> T:
+    """Coroutine twin of :func:`run_steps`: each step with the coroutine ``perform``."""
+    answer: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        answer, error = None, None
+        try:
+            answer = await perform(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
+
+
+def send_steps_ahead(
+    steps: Steps[S, T],
+    perform: Callable[[S], Any],
+    ahead: Callable[[S], Callable[[], Any] | None],
+    now: tuple[type, ...] = (),
+) -> Callable[[], T]:
+    """Start ``steps`` now and send its first step ahead; the returned function (called
+    once) finishes it, returning or raising what :func:`run_steps` would.
+
+    Steps of the types in ``now`` are performed at once. The first other step
+    goes to ``ahead``, which sends it and returns the function reading its
+    answer, or None when it cannot (the step is then performed when read).
+    """
+    answer: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            step = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            value: T = stop.value
+            return lambda: value
+        except Exception as exc:  # noqa: BLE001 -- raised where the answer is read
+            return functools.partial(_raise, exc)
+        answer, error = None, None
+        try:
+            if isinstance(step, now):
+                answer = perform(step)
+                continue
+            read = ahead(step)
+        except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+            error = exc
+            continue
+        if read is None:
+            read = functools.partial(perform, step)
+        return functools.partial(_finish, steps, perform, read)
+
+
+def _finish(steps: Steps[S, T], perform: Callable[[S], Any], read: Callable[[], Any]) -> T:
+    try:
+        answer = read()
+    except Exception as exc:  # noqa: BLE001 -- raised inside the generator, which may name it
+        return run_steps(steps, perform, error=exc)
+    return run_steps(steps, perform, answer)
+
+
+def _raise(error: Exception) -> Any:
+    raise error

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from objstore_saver.storage import steps
+from objstore_saver.storage.requests import arun_steps, run_steps, send_steps_ahead
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ async def _aperform(step: Local | Remote) -> int:
 def test_run_and_arun_answer_alike_and_raise_a_step_error_inside() -> None:
     blocking: list[Any] = []
     awaited: list[Any] = []
-    assert steps.run(_request(blocking), _perform) == 10 + 100
-    assert asyncio.run(steps.arun(_request(awaited), _aperform)) == 10 + 100
+    assert run_steps(_request(blocking), _perform) == 10 + 100
+    assert asyncio.run(arun_steps(_request(awaited), _aperform)) == 10 + 100
     assert [type(e) for e in blocking] == [type(e) for e in awaited] == [KeyError]
 
 
@@ -62,7 +62,7 @@ def test_send_ahead_performs_now_steps_at_once_and_sends_the_first_other_ahead()
         sent.append(step)
         return lambda: 7
 
-    finish = steps.send_ahead(_request([]), perform, ahead, (Local,))
+    finish = send_steps_ahead(_request([]), perform, ahead, (Local,))
     assert performed == [Local(1)] and sent == [Remote(10)]
     assert finish() == 10 + 7
     assert performed == [Local(1), Remote(-1)]
@@ -75,7 +75,7 @@ def test_a_step_not_sent_ahead_is_performed_when_the_answer_is_read() -> None:
         performed.append(step)
         return _perform(step)
 
-    finish = steps.send_ahead(_request([]), perform, lambda step: None)
+    finish = send_steps_ahead(_request([]), perform, lambda step: None)
     assert performed == []
     assert finish() == 10 + 100
 
@@ -85,7 +85,7 @@ def test_an_error_while_starting_is_raised_when_the_answer_is_read() -> None:
         raise ValueError("bad request")
         yield Remote(0)
 
-    finish = steps.send_ahead(broken(), _perform, lambda step: None)
+    finish = send_steps_ahead(broken(), _perform, lambda step: None)
     with pytest.raises(ValueError, match="bad request"):
         finish()
 
@@ -104,5 +104,5 @@ def test_an_error_reading_the_answer_is_raised_inside_the_generator() -> None:
     def fail() -> Any:
         raise OSError("lost")
 
-    assert steps.send_ahead(request(), _perform, lambda step: fail)() == "named"
+    assert send_steps_ahead(request(), _perform, lambda step: fail)() == "named"
     assert [str(e) for e in log] == ["lost"]

@@ -16,7 +16,6 @@ from typing import Any
 
 import botocore.session
 
-from objstore_saver.storage import steps
 from objstore_saver.storage.base import (
     MAX_LIST_PAGE,
     ListPage,
@@ -26,7 +25,13 @@ from objstore_saver.storage.base import (
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
-from objstore_saver.storage.requests import StorageRequest, call
+from objstore_saver.storage.requests import (
+    StorageRequest,
+    arun_steps,
+    call,
+    run_steps,
+    send_steps_ahead,
+)
 from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
 from objstore_saver.storage.s3.endpoints import S3StoreFacts, request_facts, resolve_addressing
@@ -240,30 +245,30 @@ class LeanS3Store(S3StoreFacts):
         """Carry out ``make()``'s exchange (or finish ``begun``, one already sent ahead),
         following the bucket once to another region's host."""
         try:
-            return steps.run(make(), self._perform) if begun is None else begun()
+            return run_steps(make(), self._perform) if begun is None else begun()
         except BucketRegionError as moved:
             self._move(moved)
-        return steps.run(make(), self._perform)
+        return run_steps(make(), self._perform)
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
         """Send the first HTTP request of ``request`` now (see :class:`~..requests.SendsAhead`);
         retries, and a request that finds no free connection slot, run when it is read."""
         make: Callable[[], Exchange[Any]] = partial(call, self._protocol, request)
-        begun = steps.send_ahead(make(), self._perform, self._ahead)
+        begun = send_steps_ahead(make(), self._perform, self._ahead)
         return lambda: self._run(make, begun)
 
     async def _arun(self, make: Callable[[], Exchange[T]]) -> T:
         """Carry out ``make()``'s exchange on the running loop, following the bucket once."""
         try:
             await self._signable()
-            return await steps.arun(make(), self._aperform)
+            return await arun_steps(make(), self._aperform)
         except BucketRegionError as moved:
             old = self._aio.get(asyncio.get_running_loop())
             self._move(moved)
             if old is not None:
                 await old.close()
         await self._signable()
-        return await steps.arun(make(), self._aperform)
+        return await arun_steps(make(), self._aperform)
 
     def close(self) -> None:
         """Close the blocking pool's idle connections (the store stays usable)."""
