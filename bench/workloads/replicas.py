@@ -75,6 +75,20 @@ def same_checkpoint(replica: Any, source: Any) -> bool:
     )
 
 
+def wrong_tuple(got: Any, writer: ObjectStoreSaver, history: list[str], config: Any) -> str:
+    """Why a replica's answer ``got`` to ``get_tuple(config)`` is wrong ("" when it is the
+    source's checkpoint of the same id and namespace, ``history`` the source's ids there)."""
+    c = got.config["configurable"]
+    if c["checkpoint_ns"] != config["configurable"]["checkpoint_ns"]:
+        return f"namespace {c['checkpoint_ns']!r} for {config['configurable']['checkpoint_ns']!r}"
+    if c["checkpoint_id"] not in history:
+        return f"checkpoint {c['checkpoint_id']} the source never wrote there"
+    source = writer.get_tuple(_at(c["checkpoint_id"], config))
+    if source is None or not same_checkpoint(got, source):
+        return f"checkpoint {c['checkpoint_id']} differs from the source's"
+    return ""
+
+
 #: What :meth:`Probes.timed` returns for a read that raised.
 _FAILED = object()
 
@@ -86,7 +100,7 @@ class Probes:
         self.count = self.errors = self.wrong = self.empty = 0
         self.behind: list[int] = []
         self.seconds = 0.0
-        self.first_error = ""
+        self.first_error = self.first_wrong = ""
 
     def probe(
         self,
@@ -95,23 +109,23 @@ class Probes:
         history: list[str],
         config: dict[str, Any] = THREAD,
     ) -> None:
-        """One ``get_tuple`` of the replica (the thread's namespace of ``config``), checked
-        against the source's checkpoint of the same id and namespace."""
+        """One ``get_tuple`` of the replica (the thread's namespace of ``config``), judged by
+        :func:`wrong_tuple`."""
         got = self.timed(reader.get_tuple, config)
         if got is _FAILED:
             return
         if got is None:
             self.empty += 1
             return
-        cid = got.config["configurable"]["checkpoint_id"]
-        source = writer.get_tuple(_at(cid, config))
-        same_ns = (
-            got.config["configurable"]["checkpoint_ns"] == config["configurable"]["checkpoint_ns"]
-        )
-        if cid not in history or source is None or not same_ns or not same_checkpoint(got, source):
+        self.judge(wrong_tuple(got, writer, history, config), history, got.config)
+
+    def judge(self, wrong: str, history: list[str], config: dict[str, Any]) -> None:
+        """Count an answer: ``wrong`` (why, or "" when right), else how far it is behind."""
+        if wrong:
             self.wrong += 1
+            self.first_wrong = self.first_wrong or wrong[:300]
             return
-        self.behind.append(history.index(cid))
+        self.behind.append(history.index(config["configurable"]["checkpoint_id"]))
 
     def timed(self, read: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``read(*args, **kwargs)``, counted and timed; :data:`_FAILED` when it raised."""
@@ -137,6 +151,7 @@ class Probes:
             "at_head": sum(1 for b in self.behind if b == 0),
             "ms_per_probe": self.seconds / max(1, self.count) * 1000,
             "first_error": self.first_error,
+            "first_wrong": self.first_wrong,
         }
 
 
@@ -192,12 +207,14 @@ def histories(writer: ObjectStoreSaver) -> dict[str, list[str]]:
 
 
 class Expected(BaseCheckpointSaver):
-    """A read-only checkpointer of one tuple per namespace: the source's checkpoints with the
-    replica's pending writes, from which the source's graph shows what a replica graph should."""
+    """What a replica's graph should show: a read-only checkpointer of one tuple per namespace
+    (the source's checkpoints with the replica's pending writes) under a graph built by
+    ``graph``, which shows its state from them."""
 
-    def __init__(self) -> None:
+    def __init__(self, graph: Callable[[Any], Any]) -> None:
         super().__init__()
         self.tuples: dict[str, CheckpointTuple] = {}
+        self.graph = graph(self)
 
     def hold(self, replica: CheckpointTuple, source: CheckpointTuple) -> None:
         """Hold ``source`` with only the pending writes ``replica`` has."""
@@ -213,11 +230,7 @@ class Expected(BaseCheckpointSaver):
 
 def same_state(replica: Any, expected: Any) -> bool:
     """Whether two ``get_state(subgraphs=True)`` snapshots show the same checkpoints and state."""
-    if (replica.config is None) != (expected.config is None):
-        return False
-    pinned = [
-        (s.config or {}).get("configurable", {}).get("checkpoint_id") for s in (replica, expected)
-    ]
+    pinned = [s.config["configurable"].get("checkpoint_id") for s in (replica, expected)]
     subs = [[t.state for t in s.tasks if t.state is not None] for s in (replica, expected)]
     return (
         pinned[0] == pinned[1]
@@ -235,44 +248,54 @@ def _pin(config: dict[str, Any]) -> dict[str, Any]:
     return {"configurable": {k: c[k] for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}}
 
 
+def wrong_state(
+    snap: Any,
+    reader: ObjectStoreSaver,
+    writer: ObjectStoreSaver,
+    expected: Expected,
+    hist: dict[str, list[str]],
+) -> str:
+    """Why a replica graph's ``get_state(subgraphs=True)`` snapshot ``snap`` is wrong ("" when
+    right; ``hist``: the source's ids by namespace, newest first).
+
+    Right when its checkpoint and each subgraph's are ones the source wrote in
+    their namespaces, equal to the source's, and the snapshot is the one the
+    source's graph shows from the source's checkpoints with the replica's
+    pending writes (the latest state applies the writes of the finished tasks).
+    """
+    expected.tuples.clear()
+    for state in [snap, *(t.state for t in snap.tasks if t.state is not None)]:
+        c = state.config["configurable"]
+        if "checkpoint_id" not in c:
+            continue  # a subgraph none of whose checkpoints is complete here yet
+        mine = reader.get_tuple(_pin(state.config))
+        if mine is None:
+            return f"{c['checkpoint_ns']!r} {c['checkpoint_id']}: not complete on a second read"
+        wrong = wrong_tuple(mine, writer, hist.get(c["checkpoint_ns"], []), state.config)
+        if wrong:
+            return wrong
+        expected.hold(mine, writer.get_tuple(_pin(state.config)))
+    if not same_state(snap, expected.graph.get_state(AGENT, subgraphs=True)):
+        return f"the state at {snap.config['configurable']['checkpoint_id']} differs"
+    return ""
+
+
 def probe_state(
     probes: Probes,
     replica_graph: Any,
     reader: ObjectStoreSaver,
     writer: ObjectStoreSaver,
-    expected: tuple[Expected, Any],
+    expected: Expected,
     hist: dict[str, list[str]],
 ) -> None:
-    """One ``get_state(subgraphs=True)`` of the replica graph, counted in ``probes``.
-
-    Right when its checkpoint and each subgraph's are ones the source wrote in
-    their namespaces, equal to the source's, and the snapshot is the one the
-    source's graph (``expected``: the checkpointer and a graph on it) shows
-    from the source's checkpoints with the replica's pending writes (the
-    latest state applies the writes of the tasks that finished).
-    """
+    """One ``get_state(subgraphs=True)`` of the replica graph, judged by :func:`wrong_state`."""
     snap = probes.timed(replica_graph.get_state, AGENT, subgraphs=True)
     if snap is _FAILED:
         return
     if snap.metadata is None:  # no checkpoint yet
         probes.empty += 1
         return
-    held, graph = expected
-    held.tuples.clear()
-    for state in [snap, *(t.state for t in snap.tasks if t.state is not None)]:
-        c = state.config["configurable"]
-        if "checkpoint_id" not in c:
-            continue  # a subgraph none of whose checkpoints is complete here yet
-        mine, theirs = reader.get_tuple(_pin(state.config)), writer.get_tuple(_pin(state.config))
-        known = c["checkpoint_id"] in hist.get(c["checkpoint_ns"], [])
-        if not known or mine is None or theirs is None or not same_checkpoint(mine, theirs):
-            probes.wrong += 1
-            return
-        held.hold(mine, theirs)
-    if not same_state(snap, graph.get_state(AGENT, subgraphs=True)):
-        probes.wrong += 1
-        return
-    probes.behind.append(hist[""].index(snap.config["configurable"]["checkpoint_id"]))
+    probes.judge(wrong_state(snap, reader, writer, expected, hist), hist[""], snap.config)
 
 
 def _agent_shape(writer: ObjectStoreSaver, hist: dict[str, list[str]]) -> dict[str, Any]:
@@ -303,8 +326,7 @@ def _probed_agent(
     per_invoke = probes_wanted // (2 * turns) + 1
     with _saver(east, encryption) as writer, _saver(west, encryption, replica_lag=LAG_S) as reader:
         graph, replica_graph = noisy_agent_graph(writer, seed=8), noisy_agent_graph(reader, seed=8)
-        held = Expected()
-        expected = (held, noisy_agent_graph(held, seed=8))
+        expected = Expected(lambda saver: noisy_agent_graph(saver, seed=8))
         for turn in range(turns):
             # A turn stops at the subgraph's interrupt; the second invocation resumes it.
             human = {"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}
