@@ -341,8 +341,11 @@ def _probed_agent(
                     if kind == "state":
                         probe_state(kinds[kind], replica_graph, reader, writer, expected, hist)
                         continue
-                    # The subgraph run being written half the time, an older one else.
-                    ns = "" if kind == "root" else rng.choice([subgraphs[-1], *subgraphs])
+                    # The subgraph run being written half the time, any one else.
+                    newest = rng.random() < 0.5
+                    ns = (
+                        "" if kind == "root" else subgraphs[-1] if newest else rng.choice(subgraphs)
+                    )
                     kinds[kind].probe(reader, writer, hist[ns], _in(ns))
         rep.drain()
         converged = all(
