@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.types import Send
+from langgraph.types import Send, interrupt
 
 SEED_SYSTEM = "You are Chat. " + "rule " * 300
 
@@ -131,6 +131,81 @@ def noisy_chat_graph(checkpointer: Any, seed: int, big: int = NOISY_BIG_BYTES) -
     builder.add_node("bot", bot)
     builder.add_edge(START, "bot")
     builder.add_edge("bot", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+#: :func:`noisy_agent_graph`'s workers a turn: one superstep, one ``put_writes`` each.
+NOISY_WORKERS = 3
+
+
+class NoisyAgentState(MessagesState):
+    """:func:`noisy_agent_graph`'s state: the chat and the workers' notes (a reducer)."""
+
+    notes: Annotated[list[str], operator.add]
+
+
+class NoisyTask(MessagesState):
+    """What a ``Send`` hands one of :func:`noisy_agent_graph`'s workers."""
+
+    task: int
+
+
+def noisy_agent_graph(checkpointer: Any, seed: int, big: int = NOISY_BIG_BYTES) -> Any:
+    """A subgraph, an interrupt and parallel writes, with answers that do not compress.
+
+    ``START -> plan -> Send to NOISY_WORKERS workers -> review -> answer``.
+    The workers run in one superstep and each appends a note to the same
+    reducer channel (several ``put_writes`` a step). ``review`` is a subgraph
+    (its checkpoints in a namespace of their own) whose second node calls
+    :func:`langgraph.types.interrupt`: every turn is two invocations, the
+    input and then ``Command(resume=...)``. Every other turn's plan is
+    ``big`` characters (parts of its own). Each text is drawn from a
+    generator seeded by ``seed``, the turn and the node, so a node that
+    runs again on resume writes the same.
+    """
+
+    def text(state: MessagesState, node: str, size: int) -> str:
+        return noise(size, random.Random(f"{seed}/{_turn_of(state)}/{node}"))
+
+    def draft(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(text(state, "draft", 500), id=f"draft-{_turn_of(state)}")]}
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        verdict = interrupt({"draft": state["messages"][-1].id})
+        return {"messages": [AIMessage(f"review: {verdict}", id=f"review-{_turn_of(state)}")]}
+
+    sub = StateGraph(MessagesState)
+    sub.add_node("draft", draft)
+    sub.add_node("ask", ask)
+    sub.add_edge(START, "draft")
+    sub.add_edge("draft", "ask")
+    sub.add_edge("ask", END)
+
+    def plan(state: NoisyAgentState) -> dict[str, Any]:
+        size = big if _turn_of(state) % 2 == 1 else 600
+        return {"messages": [AIMessage(text(state, "plan", size), id=f"plan-{_turn_of(state)}")]}
+
+    def fan_out(state: NoisyAgentState) -> list[Send]:
+        return [
+            Send("worker", {"messages": state["messages"], "task": i}) for i in range(NOISY_WORKERS)
+        ]
+
+    def worker(state: NoisyTask) -> dict[str, Any]:
+        return {"notes": [text(state, f"worker-{state['task']}", 300)]}
+
+    def answer(state: NoisyAgentState) -> dict[str, Any]:
+        return {"messages": [AIMessage(text(state, "answer", 600), id=f"answer-{_turn_of(state)}")]}
+
+    builder = StateGraph(NoisyAgentState)
+    builder.add_node("plan", plan)
+    builder.add_node("worker", worker)
+    builder.add_node("review", sub.compile())
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan_out, ["worker"])
+    builder.add_edge("worker", "review")
+    builder.add_edge("review", "answer")
+    builder.add_edge("answer", END)
     return builder.compile(checkpointer=checkpointer)
 
 

@@ -128,6 +128,8 @@ def render(f: dict[str, Any], t: Template | None = None) -> str:
     rep = f["replicas"]
     if rep is not None:
         out += [t.fill("replicas", **rep), table(*rep["readers"])]
+        if rep["agent"] is not None:
+            out += [t.fill("replicas.agent", **rep["agent"]), table(*rep["agent"]["table"])]
         out += [t.fill("replicas.failover"), table(*rep["failovers"])]
 
     if f["failures"][1]:

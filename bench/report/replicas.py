@@ -20,6 +20,13 @@ READERS = {
     "rclone": "`rclone copy`, in clear",
 }
 FAILOVERS = {"failover": "in clear", "failover_encrypted": "encrypted"}
+#: The agent's probe runs (the row's ``agent`` key) and what each kind of probe reads.
+AGENT_MODES = {"clear": "in clear", "encrypted": "encrypted"}
+AGENT_PROBES = {
+    "root": "`get_tuple`, root namespace",
+    "subgraphs": "`get_tuple`, a subgraph's namespace",
+    "state": "`get_state(subgraphs=True)`",
+}
 
 
 def _reader_row(label: str, r: dict[str, Any]) -> list[Any]:
@@ -79,6 +86,27 @@ def section(d: Results) -> dict[str, Any] | None:
         "checkpoints": clear["checkpoints"],
         "readers": readers,
         "failovers": failovers,
+        "agent": _agent(r.get("agent")),
+    }
+
+
+def _agent(a: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The agent's placeholders and table; None when the run has none."""
+    if not a:
+        return None
+    first = a["clear"]
+    rows = [
+        _reader_row(f"{label}, {mode}", a[m][k])
+        for m, mode in AGENT_MODES.items()
+        if m in a
+        for k, label in AGENT_PROBES.items()
+    ]
+    header = ["probe", "probes", "errors", "wrong", "no checkpoint yet", "at the source's head"]
+    header += ["checkpoints behind, mean", "max", "ms a probe"]
+    shape = ("turns", "checkpoints", "subgraph_checkpoints", "namespaces", "interrupts")
+    return {k: first[k] for k in shape} | {
+        "parallel_writes": first["parallel_writes"],
+        "table": (header, rows),
     }
 
 
@@ -106,6 +134,21 @@ def add_targets(d: Results, add: Add) -> None:
             + (f", {p['lost']} lost" if "lost" in p else ""),
             f"{p['behind_mean']:.2f} checkpoints behind on average, at most {p['behind_max']}",
             reason=lambda p=p: ("w8_reads", {"first_error": p["first_error"] or "none"}),
+        )
+    for mode, label in AGENT_MODES.items():
+        a = (r.get("agent") or {}).get(mode)
+        if a is None:
+            continue
+        kinds = [a[k] for k in AGENT_PROBES]
+        probes, errors, wrong = (sum(p[f] for p in kinds) for f in ("probes", "errors", "wrong"))
+        first_error = next((p["first_error"] for p in kinds if p["first_error"]), "none")
+        add(
+            f"W8 replica reads of the agent (subgraph, interrupt, parallel writes), {label}: "
+            f"0 errors and 0 wrong answers over ≥ {PROBES:,} probes",
+            errors == 0 and wrong == 0 and probes >= PROBES,
+            f"{errors} errors, {wrong} wrong, {probes:,} probes",
+            f"at most {max(p['behind_max'] for p in kinds)} checkpoints behind",
+            reason=lambda e=first_error: ("w8_reads", {"first_error": e}),
         )
     for key, label in FAILOVERS.items():
         f = r.get(key)

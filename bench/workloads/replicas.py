@@ -10,6 +10,12 @@ random moments), in clear and encrypted. Each answer is compared with what
 checkpoint is a failure; staleness is how many checkpoints the answer is
 behind ``east``'s head.
 
+The same probes run over an agent (:func:`bench.graphs.noisy_agent_graph`)
+with a subgraph, an interrupt in it and parallel writes: ``get_tuple`` of the
+root namespace and of the subgraphs' namespaces, and ``get_state(config,
+subgraphs=True)`` of the graph on ``west``, each compared with ``east``'s
+checkpoint of the same id and namespace.
+
 Then a failover: ``east`` and ``west`` are cut off, both write to the same
 thread (``west`` from its newest complete checkpoint), then replicate both
 ways until settled; a checkpoint either region wrote and either bucket lacks
@@ -24,11 +30,15 @@ import random
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.types import Command
 
-from bench.graphs import noisy_chat_graph
+from bench.graphs import noisy_agent_graph, noisy_chat_graph
 from bench.savers import REGION, Env, SaverSpec
 from bench.workloads.sizes import QUICK, Sizes
 from objstore_saver import ObjectStoreSaver
@@ -50,8 +60,8 @@ def _saver(store: Any, encryption: ClientEncryption | None, **options: Any) -> O
     return ObjectStoreSaver(store, client_encryption=encryption or False, **options)
 
 
-def _at(checkpoint_id: str) -> dict[str, Any]:
-    return {"configurable": THREAD["configurable"] | {"checkpoint_id": checkpoint_id}}
+def _at(checkpoint_id: str, config: dict[str, Any] = THREAD) -> dict[str, Any]:
+    return {"configurable": config["configurable"] | {"checkpoint_id": checkpoint_id}}
 
 
 def same_checkpoint(replica: Any, source: Any) -> bool:
@@ -65,6 +75,24 @@ def same_checkpoint(replica: Any, source: Any) -> bool:
     )
 
 
+def wrong_tuple(got: Any, writer: ObjectStoreSaver, history: list[str], config: Any) -> str:
+    """Why a replica's answer ``got`` to ``get_tuple(config)`` is wrong ("" when it is the
+    source's checkpoint of the same id and namespace, ``history`` the source's ids there)."""
+    c = got.config["configurable"]
+    if c["checkpoint_ns"] != config["configurable"]["checkpoint_ns"]:
+        return f"namespace {c['checkpoint_ns']!r} for {config['configurable']['checkpoint_ns']!r}"
+    if c["checkpoint_id"] not in history:
+        return f"checkpoint {c['checkpoint_id']} the source never wrote there"
+    source = writer.get_tuple(_at(c["checkpoint_id"], config))
+    if source is None or not same_checkpoint(got, source):
+        return f"checkpoint {c['checkpoint_id']} differs from the source's"
+    return ""
+
+
+#: What :meth:`Probes.timed` returns for a read that raised.
+_FAILED = object()
+
+
 class Probes:
     """What the probes of a replica found."""
 
@@ -72,29 +100,45 @@ class Probes:
         self.count = self.errors = self.wrong = self.empty = 0
         self.behind: list[int] = []
         self.seconds = 0.0
-        self.first_error = ""
+        self.first_error = self.first_wrong = ""
 
-    def probe(self, reader: ObjectStoreSaver, writer: ObjectStoreSaver, history: list[str]) -> None:
-        """One ``get_tuple`` of the replica, checked against the source."""
-        self.count += 1
-        t0 = time.perf_counter()
-        try:
-            got = reader.get_tuple(THREAD)
-        except Exception as exc:  # noqa: BLE001 -- counted: the figure is how many
-            self.errors += 1
-            self.first_error = self.first_error or f"{type(exc).__name__}: {exc}"[:300]
+    def probe(
+        self,
+        reader: ObjectStoreSaver,
+        writer: ObjectStoreSaver,
+        history: list[str],
+        config: dict[str, Any] = THREAD,
+    ) -> None:
+        """One ``get_tuple`` of the replica (the thread's namespace of ``config``), judged by
+        :func:`wrong_tuple`."""
+        got = self.timed(reader.get_tuple, config)
+        if got is _FAILED:
             return
-        finally:
-            self.seconds += time.perf_counter() - t0
         if got is None:
             self.empty += 1
             return
-        cid = got.config["configurable"]["checkpoint_id"]
-        source = writer.get_tuple(_at(cid))
-        if cid not in history or source is None or not same_checkpoint(got, source):
+        self.judge(wrong_tuple(got, writer, history, config), history, got.config)
+
+    def judge(self, wrong: str, history: list[str], config: dict[str, Any]) -> None:
+        """Count an answer: ``wrong`` (why, or "" when right), else how far it is behind."""
+        if wrong:
             self.wrong += 1
+            self.first_wrong = self.first_wrong or wrong[:300]
             return
-        self.behind.append(history.index(cid))
+        self.behind.append(history.index(config["configurable"]["checkpoint_id"]))
+
+    def timed(self, read: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``read(*args, **kwargs)``, counted and timed; :data:`_FAILED` when it raised."""
+        self.count += 1
+        t0 = time.perf_counter()
+        try:
+            return read(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 -- counted: the figure is how many
+            self.errors += 1
+            self.first_error = self.first_error or f"{type(exc).__name__}: {exc}"[:300]
+            return _FAILED
+        finally:
+            self.seconds += time.perf_counter() - t0
 
     def row(self) -> dict[str, Any]:
         return {
@@ -107,6 +151,7 @@ class Probes:
             "at_head": sum(1 for b in self.behind if b == 0),
             "ms_per_probe": self.seconds / max(1, self.count) * 1000,
             "first_error": self.first_error,
+            "first_wrong": self.first_wrong,
         }
 
 
@@ -142,6 +187,183 @@ def _probed_chat(
         "copied": rep.stats.copied,
         "conflicts": len(rep.conflicts),
     }
+
+
+#: The agent's thread; each ``review`` run has a namespace of its own under it.
+AGENT = {"configurable": {"thread_id": "replicated-agent", "checkpoint_ns": ""}}
+
+
+def _in(ns: str) -> dict[str, Any]:
+    return {"configurable": AGENT["configurable"] | {"checkpoint_ns": ns}}
+
+
+def histories(writer: ObjectStoreSaver) -> dict[str, list[str]]:
+    """Each namespace of the agent's thread in the source: its checkpoint ids, newest first."""
+    out: dict[str, list[str]] = {}
+    for t in writer.list({"configurable": {"thread_id": AGENT["configurable"]["thread_id"]}}):
+        c = t.config["configurable"]
+        out.setdefault(c["checkpoint_ns"], []).append(c["checkpoint_id"])
+    return {ns: sorted(ids, reverse=True) for ns, ids in out.items()}
+
+
+class Expected(BaseCheckpointSaver):
+    """What a replica's graph should show: a read-only checkpointer of one tuple per namespace
+    (the source's checkpoints with the replica's pending writes) under a graph built by
+    ``graph``, which shows its state from them."""
+
+    def __init__(self, graph: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.tuples: dict[str, CheckpointTuple] = {}
+        self.graph = graph(self)
+
+    def hold(self, replica: CheckpointTuple, source: CheckpointTuple) -> None:
+        """Hold ``source`` with only the pending writes ``replica`` has."""
+        have = {(w[0], w[1]) for w in replica.pending_writes or []}
+        writes = [w for w in source.pending_writes or [] if (w[0], w[1]) in have]
+        self.tuples[source.config["configurable"]["checkpoint_ns"]] = source._replace(
+            pending_writes=writes
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.tuples.get(config["configurable"].get("checkpoint_ns", ""))
+
+
+def same_state(replica: Any, expected: Any) -> bool:
+    """Whether two ``get_state(subgraphs=True)`` snapshots show the same checkpoints and state."""
+    pinned = [s.config["configurable"].get("checkpoint_id") for s in (replica, expected)]
+    subs = [[t.state for t in s.tasks if t.state is not None] for s in (replica, expected)]
+    return (
+        pinned[0] == pinned[1]
+        and replica.values == expected.values
+        and replica.next == expected.next
+        and replica.metadata == expected.metadata
+        and [i.id for i in replica.interrupts] == [i.id for i in expected.interrupts]
+        and len(subs[0]) == len(subs[1])
+        and all(same_state(a, b) for a, b in zip(*subs, strict=True))
+    )
+
+
+def _pin(config: dict[str, Any]) -> dict[str, Any]:
+    c = config["configurable"]
+    return {"configurable": {k: c[k] for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}}
+
+
+def wrong_state(
+    snap: Any,
+    reader: ObjectStoreSaver,
+    writer: ObjectStoreSaver,
+    expected: Expected,
+    hist: dict[str, list[str]],
+) -> str:
+    """Why a replica graph's ``get_state(subgraphs=True)`` snapshot ``snap`` is wrong ("" when
+    right; ``hist``: the source's ids by namespace, newest first).
+
+    Right when its checkpoint and each subgraph's are ones the source wrote in
+    their namespaces, equal to the source's, and the snapshot is the one the
+    source's graph shows from the source's checkpoints with the replica's
+    pending writes (the latest state applies the writes of the finished tasks).
+    """
+    expected.tuples.clear()
+    for state in [snap, *(t.state for t in snap.tasks if t.state is not None)]:
+        c = state.config["configurable"]
+        if "checkpoint_id" not in c:
+            continue  # a subgraph none of whose checkpoints is complete here yet
+        mine = reader.get_tuple(_pin(state.config))
+        if mine is None:
+            return f"{c['checkpoint_ns']!r} {c['checkpoint_id']}: not complete on a second read"
+        wrong = wrong_tuple(mine, writer, hist.get(c["checkpoint_ns"], []), state.config)
+        if wrong:
+            return wrong
+        expected.hold(mine, writer.get_tuple(_pin(state.config)))
+    if not same_state(snap, expected.graph.get_state(AGENT, subgraphs=True)):
+        return f"the state at {snap.config['configurable']['checkpoint_id']} differs"
+    return ""
+
+
+def probe_state(
+    probes: Probes,
+    replica_graph: Any,
+    reader: ObjectStoreSaver,
+    writer: ObjectStoreSaver,
+    expected: Expected,
+    hist: dict[str, list[str]],
+) -> None:
+    """One ``get_state(subgraphs=True)`` of the replica graph, judged by :func:`wrong_state`."""
+    snap = probes.timed(replica_graph.get_state, AGENT, subgraphs=True)
+    if snap is _FAILED:
+        return
+    if snap.metadata is None:  # no checkpoint yet
+        probes.empty += 1
+        return
+    probes.judge(wrong_state(snap, reader, writer, expected, hist), hist[""], snap.config)
+
+
+def _agent_shape(writer: ObjectStoreSaver, hist: dict[str, list[str]]) -> dict[str, Any]:
+    """What the source holds of the agent: checkpoints, namespaces, interrupts, parallel writes."""
+    interrupts = parallel = 0
+    for tup in writer.list(AGENT):
+        channels = [w[1] for w in tup.pending_writes or []]
+        interrupts += "__interrupt__" in channels
+        parallel = max(parallel, len({w[0] for w in tup.pending_writes or [] if w[1] == "notes"}))
+    return {
+        "checkpoints": len(hist.get("", [])),
+        "subgraph_checkpoints": sum(len(ids) for ns, ids in hist.items() if ns),
+        "namespaces": sum(1 for ns in hist if ns),
+        "interrupts": interrupts,
+        "parallel_writes": parallel,
+    }
+
+
+def _probed_agent(
+    env: Env, turns: int, probes_wanted: int, encryption: ClientEncryption | None
+) -> dict[str, Any]:
+    """The probes of :func:`_probed_chat` over :func:`bench.graphs.noisy_agent_graph`: the
+    root namespace, the subgraphs' namespaces and ``get_state(subgraphs=True)``."""
+    east, west = (_store(env, env.new_bucket(f"agent-{r}")) for r in ("east", "west"))
+    rep = Replicator(east, west, seed=8, max_lag=3, per_tick=1)
+    rng = random.Random(8)
+    kinds = {"root": Probes(), "subgraphs": Probes(), "state": Probes()}
+    per_invoke = probes_wanted // (2 * turns) + 1
+    with _saver(east, encryption) as writer, _saver(west, encryption, replica_lag=LAG_S) as reader:
+        graph, replica_graph = noisy_agent_graph(writer, seed=8), noisy_agent_graph(reader, seed=8)
+        expected = Expected(lambda saver: noisy_agent_graph(saver, seed=8))
+        for turn in range(turns):
+            # A turn stops at the subgraph's interrupt; the second invocation resumes it.
+            human = {"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}
+            for given in (human, Command(resume=f"approved {turn}")):
+                graph.invoke(given, AGENT)
+                hist = histories(writer)
+                subgraphs = sorted((ns for ns in hist if ns), key=lambda ns: hist[ns][0])
+                for _ in range(per_invoke):
+                    if rng.random() < 0.3:
+                        rep.tick()
+                    kind = rng.choice(list(kinds))
+                    if kind == "state":
+                        probe_state(kinds[kind], replica_graph, reader, writer, expected, hist)
+                        continue
+                    # The subgraph run being written half the time, any one else.
+                    newest = rng.random() < 0.5
+                    ns = (
+                        "" if kind == "root" else subgraphs[-1] if newest else rng.choice(subgraphs)
+                    )
+                    kinds[kind].probe(reader, writer, hist[ns], _in(ns))
+        rep.drain()
+        converged = all(
+            (a := reader.get_tuple(_in(ns))) is not None
+            and a.config == writer.get_tuple(_in(ns)).config
+            for ns in hist
+        )
+        shape = _agent_shape(writer, hist)
+    return (
+        {k: p.row() for k, p in kinds.items()}
+        | shape
+        | {
+            "turns": turns,
+            "converged": converged,
+            "copied": rep.stats.copied,
+            "conflicts": len(rep.conflicts),
+        }
+    )
 
 
 def _failover(env: Env, encryption: ClientEncryption | None) -> dict[str, Any]:
@@ -221,12 +443,21 @@ def _rclone(env: Env, turns: int) -> dict[str, Any]:
 
 def run_replicas(spec: SaverSpec, env: Env, sizes: Sizes, _: Any = None) -> dict[str, Any]:
     """Workload 8's row for objstore-saver on S3 (the replicas are its own buckets)."""
-    turns = 12 if sizes.chat_turns == QUICK.chat_turns else 30
-    return measure_replicas(env, turns=turns, probes=2_100, rclone_turns=8)
+    quick = sizes.chat_turns == QUICK.chat_turns
+    return measure_replicas(
+        env,
+        turns=12 if quick else 30,
+        probes=2_100,
+        rclone_turns=8,
+        agent_turns=4 if quick else 10,
+    )
 
 
-def measure_replicas(env: Env, *, turns: int, probes: int, rclone_turns: int) -> dict[str, Any]:
-    """Probes of a replica over a chat of ``turns`` (about ``probes`` of them, in clear and
+def measure_replicas(
+    env: Env, *, turns: int, probes: int, rclone_turns: int, agent_turns: int
+) -> dict[str, Any]:
+    """Probes of a replica over a chat of ``turns`` and over ``agent_turns`` of the agent with a
+    subgraph, an interrupt and parallel writes (about ``probes`` of each, in clear and
     encrypted), the failovers, and ``rclone_turns`` turns copied by rclone."""
 
     def key() -> ClientEncryption:
@@ -239,4 +470,8 @@ def measure_replicas(env: Env, *, turns: int, probes: int, rclone_turns: int) ->
         "failover": _failover(env, None),
         "failover_encrypted": _failover(env, key()),
         "rclone": _rclone(env, rclone_turns),
+        "agent": {
+            "clear": _probed_agent(env, agent_turns, probes, None),
+            "encrypted": _probed_agent(env, agent_turns, probes, key()),
+        },
     }

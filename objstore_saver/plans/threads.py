@@ -247,7 +247,7 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     # An encrypted thread's key goes next: once it is gone, no copy of the
     # thread's objects (a backup, a replica, a noncurrent version) can be
     # read, whether or not the sweep below completes.
-    yield from run_one(Shred(pfx, epoch))
+    shredded = yield from run_one(Shred(pfx, epoch))
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests,
     # with the tombstones this one supersedes.
@@ -258,6 +258,13 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
         *batched_deletes([o.key for o in listing.marks]),
         *batched_deletes(older),
     )
+    if shredded and listing.objects:
+        # The listing named the content objects by the ended epoch's key, now
+        # destroyed: those names no longer reach them. Listed again they keep
+        # their sealed names, which no key in force opens (spec §4.11).
+        again = yield from list_infos(pfx + "objects/")
+        sealed = [o.key for o in again if len(o.key.rsplit("/", 1)[1]) == keys.SEALED_NAME_LEN]
+        yield from run_batch(*batched_deletes(sealed))
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
     # Destroyed again at the end: a key a rekey wrote back while the sweep ran
     # (it read the key object before the first destroy), or a late writer

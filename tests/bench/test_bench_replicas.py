@@ -13,12 +13,18 @@ from bench.workloads import replicas
 
 
 def test_a_small_run_fills_every_part_of_the_row(env: Env) -> None:
-    row = replicas.measure_replicas(env, turns=3, probes=45, rclone_turns=2)
+    row = replicas.measure_replicas(env, turns=3, probes=45, rclone_turns=2, agent_turns=2)
     for mode in ("clear", "encrypted"):
         r = row[mode]
         assert r["probes"] >= 45 and r["converged"], mode
         assert (r["errors"], r["wrong"], r["conflicts"]) == (0, 0, 0), r
         assert r["at_head"] + r["empty"] <= r["probes"]
+        agent = row["agent"][mode]
+        assert agent["converged"] and agent["conflicts"] == 0, agent
+        assert (agent["namespaces"], agent["interrupts"], agent["parallel_writes"]) == (2, 2, 3)
+        assert sum(agent[k]["probes"] for k in ("root", "subgraphs", "state")) >= 45, agent
+        for kind in ("root", "subgraphs", "state"):
+            assert (agent[kind]["errors"], agent[kind]["wrong"]) == (0, 0), (kind, agent[kind])
     for mode in ("failover", "failover_encrypted"):
         f = row[mode]
         assert f["written"] > 0 and f["lost"] == 0 and f["heads_agree"] and f["verify_clean"], f

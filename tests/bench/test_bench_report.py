@@ -56,6 +56,21 @@ W8 = {
         "conflicts": 0,
     },
     "rclone": _reader(60, lost=0),
+    "agent": {
+        mode: {kind: _reader(704) for kind in ("root", "subgraphs", "state")}
+        | {
+            "turns": 10,
+            "checkpoints": 120,
+            "subgraph_checkpoints": 80,
+            "namespaces": 10,
+            "interrupts": 10,
+            "parallel_writes": 3,
+            "converged": True,
+            "copied": 500,
+            "conflicts": 0,
+        }
+        for mode in ("clear", "encrypted")
+    },
 }
 
 
@@ -214,8 +229,10 @@ def test_workload_8_reports_its_probes_failovers_and_targets() -> None:
     assert "## Workload 8: a replicated bucket (30 turns, 90 checkpoints)" in page
     assert "| replicator, in clear | 2,112 | 0 | 0 | 3 | 2,072 | 0.25 | 3 | 12.5 |" in page
     assert "| encrypted | 42 | 0 | yes | yes | 0 |" in page
+    assert "over an agent (10 turns, 120 root checkpoints,\n80 more in 10 subgraph" in page
+    assert "| `get_state(subgraphs=True)`, encrypted | 704 | 0 | 0 | 3 | 664 |" in page
     met = [line for line in page.splitlines() if line.startswith("| W8") and "| met |" in line]
-    assert len(met) == 5, met
+    assert len(met) == 7, met
     doc["results"]["8"][OURS]["failover"]["lost"] = 2
     doc["results"]["8"][OURS]["encrypted"] = _reader(1500, turns=30, checkpoints=90)
     page = _page(doc)
@@ -223,6 +240,15 @@ def test_workload_8_reports_its_probes_failovers_and_targets() -> None:
         "- **W8 failover and heal, in clear: 0 checkpoints lost: not met** (2 lost of 42)" in page
     )
     assert "over ≥ 2,000 probes: not met** (0 errors, 0 wrong, 1,500 probes)" in page
+    doc["results"]["8"][OURS]["agent"]["clear"]["state"] = _reader(704, errors=1)
+    page = _page(doc)
+    assert (
+        "parallel writes), in clear: 0 errors and 0 wrong answers over ≥ 2,000 probes: not met** "
+        "(1 errors, 0 wrong, 2,112 probes)" in page
+    )
+    assert "The first error: MissingObjectError: gone." in page
+    del doc["results"]["8"][OURS]["agent"]
+    assert "over an agent" not in _page(doc)
 
 
 def test_a_template_names_each_block_once() -> None:

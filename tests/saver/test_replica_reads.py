@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import random
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from helpers.backends import Backend
 from langchain_core.messages import HumanMessage
+from langgraph.types import Command
 from replicas import cfg, encryption, ids, messages, open_saver, same
 
-from bench.graphs import noisy_chat_graph
+from bench.graphs import noisy_agent_graph, noisy_chat_graph
+from bench.workloads.replicas import AGENT, Expected, histories, wrong_state, wrong_tuple
 from objstore_saver import ObjectStoreSaver
 from objstore_saver.crypto import ClientEncryption
 from objstore_saver.crypto.master_keys import LocalMasterKey
@@ -73,6 +77,63 @@ def test_a_replica_reader_never_raises_and_returns_what_the_source_wrote(
         same(caught_up, head)
         assert len(list(reader.list(cfg("t")))) == len(list(writer.list(cfg("t"))))
     assert probes >= 40 and found > probes // 2
+
+
+def _agent_turn(graph: Any, turn: int) -> Iterator[None]:
+    """One turn of :func:`noisy_agent_graph`: to the subgraph's interrupt, then resumed."""
+    graph.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, AGENT)
+    yield
+    graph.invoke(Command(resume=f"approved {turn}"), AGENT)
+    yield
+
+
+def _in(ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    at = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
+    return {"configurable": AGENT["configurable"] | {"checkpoint_ns": ns} | at}
+
+
+def test_a_replica_reader_of_subgraphs_interrupts_and_parallel_writes_is_never_wrong(
+    backend: Backend, encryption: Any
+) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    rep = Replicator(east, west, seed=31, max_lag=3, per_tick=3)
+    rng = random.Random(6)
+    answers = {"root": 0, "subgraph": 0, "state": 0}
+    with (
+        open_saver(east, encryption) as writer,
+        open_saver(west, encryption, replica_lag=900) as reader,
+    ):
+        graph, replica_graph = noisy_agent_graph(writer, seed=1), noisy_agent_graph(reader, seed=1)
+        expected = Expected(lambda saver: noisy_agent_graph(saver, seed=1))
+        for turn in range(3):
+            for _ in _agent_turn(graph, turn):
+                hist = histories(writer)
+                newest = max((ns for ns in hist if ns), key=lambda ns: hist[ns][0])
+                for _ in range(rng.randint(3, 5)):
+                    rep.tick()
+                    for kind, ns in (("root", ""), ("subgraph", newest), ("subgraph", None)):
+                        ns = rng.choice(sorted(n for n in hist if n)) if ns is None else ns
+                        got = reader.get_tuple(_in(ns))
+                        if got is not None:
+                            answers[kind] += 1
+                            assert not wrong_tuple(got, writer, hist[ns], _in(ns))
+                    snap = replica_graph.get_state(AGENT, subgraphs=True)
+                    if snap.metadata is not None:
+                        answers["state"] += 1
+                        assert not wrong_state(snap, reader, writer, expected, hist)
+        rep.drain()
+        for ns in hist:  # caught up: every namespace's head
+            head, caught_up = writer.get_tuple(_in(ns)), reader.get_tuple(_in(ns))
+            assert head is not None and caught_up is not None and caught_up.config == head.config
+        # Three turns: three subgraph runs, each interrupted; three parallel writes a step.
+        assert len(hist) == 4
+        tuples = list(writer.list(AGENT))
+        assert sum(any(w[1] == "__interrupt__" for w in t.pending_writes) for t in tuples) == 3
+        assert max(sum(w[1] == "notes" for w in t.pending_writes) for t in tuples) == 3
+        assert (
+            replica_graph.get_state(AGENT, subgraphs=True).values == graph.get_state(AGENT).values
+        )
+    assert min(answers.values()) >= 10, answers
 
 
 def test_manifests_before_their_objects_raise_unless_the_bucket_is_a_replica(
@@ -242,3 +303,74 @@ def test_a_replica_makes_no_second_key_for_a_thread_whose_key_is_arriving(
     Replicator(east, west, seed=0, max_lag=0).drain()
     with ObjectStoreSaver(west, client_encryption=settings, replica_lag=900) as replica:
         assert replica.get_tuple(cfg("t")) is not None  # the key arrived: complete
+
+
+def _thread_keys(store: Any, thread: str) -> list[str]:
+    """Every key under the thread's prefix but its tombstones."""
+    from objstore_saver.format.keys import is_tombstone_key, thread_prefix
+
+    held = store.list(thread_prefix(thread), limit=1000).objects
+    return [o.key for o in held if not is_tombstone_key(o.key)]
+
+
+@pytest.mark.parametrize(
+    ("replicated", "cleanup"), [("all", "delete_thread"), ("part", "prune")], ids=str
+)
+def test_a_delete_travels_as_its_tombstone_and_the_replica_then_sweeps(
+    backend: Backend, encryption: Any, replicated: str, cleanup: str
+) -> None:
+    east, west = backend.store("east/"), backend.store("west/")
+    rep = Replicator(east, west, seed=13, max_lag=2, per_tick=4)
+    thread = AGENT["configurable"]["thread_id"]
+    with open_saver(east, encryption) as in_east:
+        for turn in range(2):
+            for _ in _agent_turn(noisy_agent_graph(in_east, seed=1), turn):
+                pass
+        noisy_chat_graph(in_east, seed=2).invoke({"messages": [HumanMessage("hi")]}, cfg("other"))
+        old = histories(in_east)
+        if replicated == "all":
+            rep.drain()
+        else:  # the delete comes while the thread is still arriving
+            for _ in range(3):
+                rep.tick()
+        in_east.delete_thread(thread)
+        assert _thread_keys(east, thread) == []
+    # Deletes are not replicated: the tombstone travels, the old objects stay.
+    rep.drain()
+    assert _thread_keys(west, thread), "west still holds the deleted conversation"
+    with open_saver(west, encryption, replica_lag=900) as in_west:
+        for ns, ids in old.items():
+            assert in_west.get_tuple(_in(ns)) is None, ns
+            assert list(in_west.list(_in(ns))) == [], ns
+            assert all(in_west.get_tuple(_in(ns, i)) is None for i in ids), ns
+        assert list(in_west.list({"configurable": {"thread_id": thread}})) == []
+        assert noisy_agent_graph(in_west, seed=1).get_state(AGENT).metadata is None
+        assert in_west.get_tuple(cfg("other")) is not None  # the neighbour is untouched
+        assert in_west.verify().ok
+    if cleanup == "delete_thread":
+        with open_saver(west, encryption, replica_lag=900) as in_west:
+            in_west.delete_thread(thread)
+        assert _thread_keys(west, thread) == []
+    else:
+        # West's prune leaves the thread while its objects may be arriving
+        # (spec §6.16), then removes the ended conversation's checkpoints and
+        # writes and marks its objects for the sweep.
+        with open_saver(west, encryption, replica_lag=900) as in_west:
+            report = in_west.prune([thread], keep_last=1, min_age=0)
+            assert report["threads"][0]["left_alone"] == "arriving"
+        time.sleep(1.1)
+        with open_saver(west, encryption, replica_lag=1.0) as in_west:
+            report = in_west.prune([thread], keep_last=1, min_age=0)
+        assert report["checkpoints_kept"] == 0 and report["checkpoints_deleted"] > 0, report
+        # Writes whose checkpoint never arrived are orphans, left until older
+        # than the reuse window and the lag (spec §6.9); no manifest is left.
+        left = [k for k in _thread_keys(west, thread) if "/checkpoints/" in k]
+        assert all(".w/" in k for k in left), left
+    # A new conversation on the same thread id in west.
+    with open_saver(west, encryption, replica_lag=900) as in_west:
+        chat = noisy_chat_graph(in_west, seed=3)
+        chat.invoke({"messages": [HumanMessage("again", id="w0")]}, cfg(thread))
+        head = in_west.get_tuple(cfg(thread))
+        assert head is not None and messages(head) == ["w0", "ai-1"]
+        assert len(list(in_west.list({"configurable": {"thread_id": thread}}))) == 3
+        assert in_west.verify().ok
