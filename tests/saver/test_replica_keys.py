@@ -12,6 +12,7 @@ names: nothing either region wrote is lost.
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -90,6 +91,9 @@ def test_a_thread_begun_in_both_regions_keeps_both_regions_checkpoints(backend: 
                 assert reader.verify().ok
     # Each region's jobs see both keys' objects as the thread's: prune keeps
     # what the kept checkpoints reach, and a delete takes both keys.
+    # S3's LastModified has one-second resolution, and the sweep takes only
+    # objects stored strictly before their mark (spec §6.9).
+    time.sleep(1.1)
     with saver(west) as in_west:
         first = _prune(in_west, timedelta(0))
         assert first["checkpoints_deleted"] > 0 and first["objects_marked"] > 0
