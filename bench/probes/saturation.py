@@ -29,7 +29,7 @@ from typing import Any
 from bench import graphs
 from bench.savers import ALL_SAVERS, Env
 from bench.server import BACKENDS, DEFAULT_BACKEND, ServerProcess
-from bench.workloads.common import cfg, settle
+from bench.workloads.common import cfg, settle, task_children
 from bench.workloads.sizes import FULL
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -47,9 +47,7 @@ def tree_cpu(pid: int) -> dict[str, float]:
             name = stat[stat.index("(") + 1 : stat.rindex(")")]
             fields = stat[stat.rindex(")") + 2 :].split()
             out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _TICK
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(k) for k in f.read().split()]
+            todo += task_children(p)
         except FileNotFoundError:  # the process exited meanwhile
             continue
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -163,3 +164,23 @@ def measured_step(handle: Handle) -> Iterator[Step]:
     yield step
     step.cpu_s, step.wall_s = time.process_time() - cpu0, time.perf_counter() - w0
     step.reading = handle.meter.snapshot() - r0
+
+
+def task_children(pid: int) -> list[int]:
+    """The child processes of every thread of ``pid`` (Linux's ``/proc``).
+
+    A thread or process that exits while they are read has none: the
+    benchmark's own worker threads come and go during a reading.
+    """
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # the process exited meanwhile
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(k) for k in f.read().split()]
+        except FileNotFoundError:  # the thread exited meanwhile
+            continue
+    return out

@@ -38,7 +38,7 @@ from typing import Any
 from bench.meters import ProxyMeter, Reading, set_proxy_delay
 from bench.savers import REGION, Env, SaverSpec
 from bench.workloads import ops_seed
-from bench.workloads.common import Delay, describe, settle
+from bench.workloads.common import Delay, describe, settle, task_children
 from bench.workloads.ops_child import PRUNE
 from bench.workloads.sizes import QUICK, Sizes
 from objstore_saver import ops
@@ -111,9 +111,7 @@ def tree_cpu(pid: int) -> dict[str, float]:
             fields = stat[stat.rindex(")") + 2 :].split()
             ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
             out[name] = out.get(name, 0.0) + ticks / _TICK
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(k) for k in f.read().split()]
+            todo += task_children(p)
         except FileNotFoundError:  # the process exited meanwhile
             continue
     return out
@@ -121,13 +119,8 @@ def tree_cpu(pid: int) -> dict[str, float]:
 
 def service_pids() -> list[int]:
     """This process's children that serve the benchmark: ``bench.server`` and PostgreSQL."""
-    me = os.getpid()
-    children: list[int] = []
-    for task in os.listdir(f"/proc/{me}/task"):
-        with open(f"/proc/{me}/task/{task}/children") as f:
-            children += [int(p) for p in f.read().split()]
     found = []
-    for pid in children:
+    for pid in task_children(os.getpid()):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 words = f.read().split(b"\0")
