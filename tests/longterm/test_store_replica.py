@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 
 import pytest
 from helpers.backends import Backend
@@ -27,15 +28,17 @@ pytestmark = pytest.mark.backends("local", "s3-lean")
 NS = ("users", "u1", "memories")
 
 
+def _settings_of(encrypted: bool) -> Callable[[], ClientEncryption | bool]:
+    """The encryption settings of each store a test opens: one master key, or none."""
+    master = LocalMasterKey(os.urandom(32))
+    return lambda: ClientEncryption.of(master) if encrypted else False
+
+
 @pytest.mark.parametrize("encrypted", [False, True], ids=["clear", "encrypted"])
 def test_a_replica_store_reads_through_while_items_arrive(
     backend: Backend, encrypted: bool
 ) -> None:
-    master = LocalMasterKey(os.urandom(32))
-
-    def settings() -> ClientEncryption | bool:
-        return ClientEncryption.of(master) if encrypted else False
-
+    settings = _settings_of(encrypted)
     east, west = backend.store("east/"), backend.store("west/")
     rep = Replicator(east, west, seed=4, max_lag=2, per_tick=1)
     rng = random.Random(4)
@@ -85,11 +88,7 @@ def test_the_key_of_a_namespace_still_arriving_is_not_made_twice(backend: Backen
 def test_an_item_written_in_both_regions_reads_as_the_newer_write_in_both(
     backend: Backend, encrypted: bool
 ) -> None:
-    master = LocalMasterKey(os.urandom(32))
-
-    def settings() -> ClientEncryption | bool:
-        return ClientEncryption.of(master) if encrypted else False
-
+    settings = _settings_of(encrypted)
     east, west = backend.store("east/"), backend.store("west/")
     pair = BothWays.between(east, west, seed=2, max_lag=0)
     with ObjectStoreStore(east, client_encryption=settings()) as first:
