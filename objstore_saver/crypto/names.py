@@ -70,6 +70,19 @@ def seconds_prefix(scope: str) -> str:
     return key_object_key(scope) + SECOND_MARK
 
 
+def second_key_id(key: str, scope: str) -> bytes | None:
+    """The data key id naming ``key`` when it is a second key object of ``scope``, else None."""
+    prefix = seconds_prefix(scope)
+    hex_id = key[len(prefix) : len(prefix) + _KEY_ID_HEX]
+    if not key.startswith(prefix) or len(hex_id) != _KEY_ID_HEX:
+        return None
+    try:
+        key_id = bytes.fromhex(hex_id)
+    except ValueError:
+        return None
+    return key_id if key == second_key_object_key(scope, key_id) else None
+
+
 def _without_second(scope: str) -> str:
     base, mark, key_id = scope.rpartition(SECOND_MARK)
     if mark and base and len(key_id) == _KEY_ID_HEX and not key_id.strip("0123456789abcdef"):

@@ -16,12 +16,11 @@ from typing import Any
 
 from objstore_saver.crypto.master_keys import MasterKey
 from objstore_saver.crypto.names import (
-    SECOND_MARK,
     STORE_SCOPE,
     key_object_key,
-    scope_of_key_object,
     scope_owner,
     scope_path,
+    second_key_id,
     second_key_object_key,
     seconds_prefix,
     split_scope,
@@ -153,13 +152,6 @@ class ScopeKeys:
         """Coroutine twin of :meth:`ring`."""
         return await in_thread(self.ring, scope)
 
-    def cached_ring(self, scope: str) -> list[ThreadKey]:
-        """The keys of a scope other than its writing key that this process has met."""
-        with self._lock:
-            ring = self._rings.get(scope, {})
-            current = self.held.get(scope)
-        return [k for k in ring.values() if current is None or k.key_id != current.key_id]
-
     def _load(self, scope: str, create: bool) -> ThreadKey | None:
         name = key_object_key(scope)
         if create and self.replica:
@@ -210,11 +202,11 @@ class ScopeKeys:
         page = self._request(ListKeys(seconds_prefix(scope)))
         out = []
         for info in page.objects:
-            if scope_of_key_object(info.key) != scope:
+            key_id = second_key_id(info.key, scope)
+            if key_id is None:
                 raise CorruptObjectError(
                     info.key, f"not a second key object of {scope_owner(scope)}"
                 )
-            key_id = bytes.fromhex(info.key.removesuffix("/k").rsplit(SECOND_MARK, 1)[1])
             if key_id in have:
                 continue
             data = self._request(Get(info.key))

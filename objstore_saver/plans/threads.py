@@ -263,7 +263,7 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
         # destroyed: those names no longer reach them. Listed again they keep
         # their sealed names, which no key in force opens (spec §4.11).
         again = yield from list_infos(pfx + "objects/")
-        sealed = [o.key for o in again if len(o.key.rsplit("/", 1)[1]) == keys.SEALED_NAME_LEN]
+        sealed = [o.key for o in again if hex_name(o.key, keys.SEALED_NAME_LEN)]
         yield from run_batch(*batched_deletes(sealed))
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
     # Destroyed again at the end: a key a rekey wrote back while the sweep ran
