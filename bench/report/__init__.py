@@ -22,16 +22,10 @@ from bench.report.results import Results
 
 
 def write(doc: dict[str, Any], root: Path) -> list[Path]:
-    """Write ``docs/benchmarks.md`` and the plots under ``root``; return the paths.
-
-    If ``bench/results/long-objstore-s3.json`` exists (workload 2 alone for
-    objstore-saver on S3 with a longer cap), its long thread is reported too,
-    labelled as a separate run.
-    """
+    """Write ``docs/benchmarks.md`` and the plots under ``root``; return the paths."""
     from bench.report.plots import plots
 
     d = Results(doc)
-    d.load_supplement(root)
     made = plots(d, root / "docs" / "img")
     md = root / "docs" / "benchmarks.md"
     md.write_text(render(figures(d)))

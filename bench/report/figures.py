@@ -12,13 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report import costs, operations, replicas
-from bench.report.results import MIB, OURS, Results, server_flag
+from bench.report.results import MIB, OURS, Results, ops, server_flag
 from bench.report.targets import targets
-
-
-def ops(requests: dict[str, int]) -> str:
-    """Requests by operation, ``"GET 2, PUT 7"``; ``-`` when there are none."""
-    return ", ".join(f"{op} {n}" for op, n in sorted(requests.items())) or "-"
 
 
 def figures(d: Results) -> dict[str, Any]:
@@ -68,7 +63,7 @@ def _intro(d: Results) -> dict[str, Any]:
 
 def _headlines(d: Results) -> dict[str, Any]:
     """The figures people compare first; a headline is None when the run lacks them."""
-    out: dict[str, Any] = dict.fromkeys(("w1", "w1b", "w2", "w2_alone", "w3", "w5"))
+    out: dict[str, Any] = dict.fromkeys(("w1", "w1b", "w2", "w3", "w5"))
     out["w7"] = operations.headline(d)
     w1 = {s: r for s in d.savers if (r := d.ok("1", s))}
     if OURS in w1:
@@ -98,18 +93,6 @@ def _headlines(d: Results) -> dict[str, Any]:
                 for s, r in w2.items()
                 if r["stopped_by_cap"]
             ],
-        }
-    sup = d.supplement
-    if sup is not None and sup["points"]:
-        last = max(sup["points"], key=int)
-        p = sup["points"][last]
-        out["w2_alone"] = {
-            "turns": sup["turns_done"],
-            "last": last,
-            "lookup_requests": p["lookup"]["total_requests"],
-            "turn_requests": p["invoke"]["total_requests"],
-            "kib_last": sup["bytes_per_turn"][int(last) - 1] / 1024,
-            "kib_10": sup["bytes_per_turn"][9] / 1024,
         }
     w3 = {s: r for s in d.savers if (r := d.ok("3", s))}
     if OURS in w3:
@@ -217,45 +200,6 @@ def _long_thread(d: Results) -> dict[str, Any] | None:
         "long_cap_s": sizes["long_cap_s"],
         "delay_ms": sizes["delay_ms"],
         "table": (header, table),
-        "alone": _long_alone(d),
-    }
-
-
-def _long_alone(d: Results) -> dict[str, Any] | None:
-    """Workload 2 of objstore-saver on S3 from its separate, longer run."""
-    sup = d.supplement
-    if sup is None:
-        return None
-    server = d.supplement_server or d.s3_server
-    rows = []
-    for p, v in sorted(sup["points"].items(), key=lambda kv: int(kv[0])):
-        inv = v.get("invoke", {})
-        rows.append(
-            [
-                p,
-                ops(v["lookup"]["requests"]),
-                f"{v['lookup']['wall_s'] * 1000:.0f}",
-                inv.get("total_requests", "-"),
-                f"{inv['wall_s'] * 1000:.0f}" if inv else "-",
-                f"{inv['server_s'] * 1000:.0f}" if inv else "-",
-                f"{sup['bytes_per_turn'][int(p) - 1] / 1024:.1f}",
-            ]
-        )
-    header = [
-        "turn",
-        "lookup requests",
-        "lookup ms",
-        "turn requests",
-        "turn ms",
-        "S3 server ms in turn",
-        "KiB written",
-    ]
-    return {
-        "turns": sup["turns_done"],
-        "server": server,
-        "cap_s": sup["cap_s"],
-        "flag": server_flag(server),
-        "table": (header, rows),
     }
 
 

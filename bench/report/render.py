@@ -91,8 +91,6 @@ def render(f: dict[str, Any], t: Template | None = None) -> str:
     long = f["long_thread"]
     if long is not None:
         out += [t.fill("long_thread", **long), table(*long["table"]), t.fill("long_thread.plot")]
-        if long["alone"] is not None:
-            out += [t.fill("long_thread.alone", **long["alone"]), table(*long["alone"]["table"])]
 
     large = f["large_value"]
     if large is not None:
@@ -151,8 +149,6 @@ def _headlines(h: dict[str, Any], t: Template) -> list[str]:
         reached = "; ".join(t.fill("headline.w2.reached", **c) for c in h["w2"]["capped"])
         capped = t.fill("headline.w2.capped", reached=reached) if reached else ""
         items.append(t.fill("headline.w2", **(h["w2"] | {"capped": capped})))
-    if h["w2_alone"]:
-        items.append(t.fill("headline.w2_alone", **h["w2_alone"]))
     if h["w3"]:
         items.append(t.fill("headline.w3", **h["w3"]))
     if h["w5"]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 MIB = 2**20
@@ -12,8 +10,10 @@ OURS = "objstore-s3"
 ENCRYPTED = "objstore-s3-encrypted"
 """objstore-saver on S3 with client-side encryption, which the encryption targets compare."""
 
-SUPPLEMENT = Path("bench") / "results" / "long-objstore-s3.json"
-"""Workload 2 alone for objstore-saver on S3 with a longer cap, reported if present."""
+
+def ops(requests: dict[str, int]) -> str:
+    """Requests by operation, ``"GET 2, PUT 7"``; ``-`` when there are none."""
+    return ", ".join(f"{op} {n}" for op, n in sorted(requests.items())) or "-"
 
 
 def s3_server(doc: dict[str, Any]) -> str:
@@ -42,23 +42,8 @@ class Results:
         self.savers = list(doc["savers"])
         self.labels = {k: v["label"] for k, v in doc["savers"].items()}
         self.sizes = doc["sizes"]
-        self.supplement: dict[str, Any] | None = None
-        """Workload 2 of objstore-saver on S3 from a separate, longer run, if any."""
         self.s3_server = s3_server(doc)
         """The S3 server behind the metering proxy in this run."""
-        self.supplement_server = ""
-        """The S3 server of the separate workload 2 run."""
-
-    def load_supplement(self, root: Path) -> None:
-        """Read :data:`SUPPLEMENT` under ``root``, if it exists and its row did not fail."""
-        path = root / SUPPLEMENT
-        if not path.exists():
-            return
-        extra = json.loads(path.read_text())
-        self.supplement = extra["results"]["2"].get(OURS)
-        self.supplement_server = s3_server(extra)
-        if self.supplement is not None and "error" in self.supplement:
-            self.supplement = None
 
     def rows(self, workload: str) -> dict[str, Any]:
         """Every saver's row of a workload (error rows included)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.pricing import by_class
 from bench.report import operations, replicas
-from bench.report.results import ENCRYPTED, MIB, OURS, Results
+from bench.report.results import ENCRYPTED, MIB, OURS, Results, ops
 
 SAME_TRIP = "postgres-rtt"
 """PostgresSaver whose queries wait the S3 requests' injected round trip (workload 6)."""
@@ -80,15 +80,8 @@ def targets(d: Results) -> list[dict[str, Any]]:
             "-" if fl is None else f"{fl:.3f}",
             reason=lambda: ("w1_flat", {}),
         )
-    _long_targets(d.ok("2", OURS), add, "", d.s3_server)
-    if d.supplement is not None:
-        server = d.supplement_server or d.s3_server
-        _long_targets(
-            d.supplement,
-            add,
-            f"separate run of workload 2 alone on {server}, cap {d.supplement['cap_s']:.0f} s",
-            server,
-        )
+    _long_targets(d.ok("2", OURS), add, d.s3_server)
+    flat_thread_targets(d, add)
     w3 = d.ok("3", OURS)
     if w3:
         add(
@@ -313,7 +306,7 @@ def _rounds_note(us: dict[str, Any], pg: dict[str, Any]) -> str:
     )
 
 
-def _long_targets(w2: dict[str, Any] | None, add: Any, note: str, server: str) -> None:
+def _long_targets(w2: dict[str, Any] | None, add: Add, server: str) -> None:
     if w2 and len(w2["points"]) == 1:
         only = next(iter(w2["points"]))
         add(
@@ -331,7 +324,6 @@ def _long_targets(w2: dict[str, Any] | None, add: Any, note: str, server: str) -
             f"W2 lookup requests equal at turn {first} and {last}",
             la == lb,
             f"{la} vs {lb} at {reached}",
-            note,
         )
         if "invoke" in pts[first] and "invoke" in pts[last]:
             ia, ib = pts[first]["invoke"]["wall_s"], pts[last]["invoke"]["wall_s"]
@@ -340,7 +332,6 @@ def _long_targets(w2: dict[str, Any] | None, add: Any, note: str, server: str) -
                 f"W2 turn latency at {last} ≤ 1.2x turn {first}",
                 ib <= 1.2 * ia,
                 f"{ib * 1000:.0f} ms vs {ia * 1000:.0f} ms ({ib / ia:.2f}x)",
-                note,
                 reason=lambda: (
                     "w2_latency",
                     {
@@ -356,6 +347,72 @@ def _long_targets(w2: dict[str, Any] | None, add: Any, note: str, server: str) -
                     },
                 ),
             )
+
+
+LONG_BYTES_RATIO = 1.1
+"""Workload 2: mean bytes a turn over turns 951-1000 ÷ over turns 11-60, at most this."""
+LARGEST_TURN = 256_000
+"""Workload 2: bytes written by any one turn, at most this (256 KB)."""
+LONG_CPU_RATIO = 1.2
+"""Workload 2: (CPU a turn ÷ InMemorySaver's) at turn 1000 ÷ the same at turn 10, at most this."""
+
+
+def flat_thread_targets(d: Results, add: Add) -> None:
+    """Workload 2's long thread stays flat: bytes a turn, the largest turn, CPU over LangGraph's.
+
+    The bytes come from the first objstore-saver row that played all 1,000
+    turns (S3 first; the local directory writes the same bodies).
+    """
+    full = [s for s in (OURS, "objstore-local") if (r := d.ok("2", s)) and r["turns_done"] >= 1000]
+    if full:
+        w2, where = d.ok("2", full[0]), "" if full[0] == OURS else ", local directory"
+        written = w2["bytes_per_turn"]
+        early, late = sum(written[10:60]) / 50, sum(written[950:1000]) / 50
+        add(
+            f"W2 bytes a turn over turns 951-1000 ≤ {LONG_BYTES_RATIO}x turns 11-60",
+            late <= LONG_BYTES_RATIO * early,
+            f"{late / early:.3f}x ({late:,.0f} vs {early:,.0f} bytes)",
+            f"merges included{where}",
+            reason=lambda: ("w2_bytes", {"largest": _largest_turns(written)}),
+        )
+        top = max(written)
+        add(
+            "W2 no turn writes more than 256 KB",
+            top <= LARGEST_TURN,
+            f"largest {top / 1000:.1f} KB (turn {written.index(top) + 1})",
+            f"1,000 turns{where}",
+        )
+    ours, memory = d.ok("2", OURS), d.ok("2", "inmemory")
+    if not (ours and memory):
+        return
+    ratio = {}
+    for n in ("10", "1000"):
+        turns = [r["points"].get(n, {}).get("invoke", {}).get("cpu_s") for r in (ours, memory)]
+        if None not in turns:
+            ratio[n] = turns[0] / turns[1]
+    if len(ratio) == 2:
+        growth = ratio["1000"] / ratio["10"]
+        add(
+            f"W2 CPU a turn over InMemorySaver's at turn 1000 ≤ {LONG_CPU_RATIO}x at turn 10",
+            growth <= LONG_CPU_RATIO,
+            f"{growth:.2f}x ({ratio['1000']:.2f}x vs {ratio['10']:.2f}x)",
+            "this process's CPU for the whole turn; LangGraph itself handles the whole history",
+        )
+    cold = ours.get("cold_resume")
+    if cold:
+        add(
+            f"W2 cold resume at turn {ours['turns_done']:,} (no threshold)",
+            None,
+            f"{cold['total_requests']} requests ({ops(cold['requests'])}), "
+            f"{cold['bytes_received'] / 1024:.0f} KiB read, {cold['wall_s'] * 1000:.0f} ms",
+            f"a fresh saver's latest read, {d.sizes['delay_ms']} ms a request",
+        )
+
+
+def _largest_turns(written: list[int]) -> str:
+    """The five largest turns of a long thread, as "turn: KB" items."""
+    top = sorted(range(len(written)), key=lambda i: -written[i])[:5]
+    return ", ".join(f"{i + 1}: {written[i] / 1000:.1f} KB" for i in sorted(top))
 
 
 def _w1b_bytes(d: Results) -> Reason:

@@ -48,13 +48,14 @@ def measured(handle: Handle, fn: Callable[[], Any]) -> tuple[Any, dict[str, Any]
     """Run ``fn`` and return its result with what the saver did meanwhile."""
     calls0 = handle.calls.snapshot()
     r0 = handle.meter.begin()
-    w0 = time.perf_counter()
+    w0, c0 = time.perf_counter(), time.process_time()
     result = fn()
-    wall = time.perf_counter() - w0
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     d = handle.meter.snapshot() - r0
     calls1 = handle.calls.snapshot()
     row = d.to_dict()
     row["wall_s"] = wall
+    row["cpu_s"] = cpu
     row["saver_calls"] = {k: calls1.get(k, 0) - calls0.get(k, 0) for k in calls1}
     return result, row
 
@@ -111,13 +112,18 @@ def bytes_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact(row: dict[str, Any]) -> dict[str, Any]:
-    """A measured call's requests, bytes and times, without its saver calls."""
+    """A measured call's requests, bytes and times, without its saver calls.
+
+    ``cpu_s`` is this process's CPU during the call (the saver's and
+    LangGraph's; the S3 server and the metering proxy run elsewhere).
+    """
     return {
         "requests": row["requests"],
         "total_requests": row["total_requests"],
         "bytes_sent": row["bytes_sent"],
         "bytes_received": row["bytes_received"],
         "wall_s": row["wall_s"],
+        "cpu_s": row["cpu_s"],
         "server_s": row["server_s"],
     }
 

@@ -84,6 +84,8 @@ def run_long_and_delete(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, di
         long["requests_per_turn"] = [r["total_requests"] for r in rows]
         long["meter"] = h.meter.kind
         long["simulated_latency"] = h.simulated_latency
+        if cold := _cold_resume(h, env, sizes):
+            long["cold_resume"] = cold
 
         # Workload 5a: delete the long thread.
         written = h.listing() if h.listing else None
@@ -123,6 +125,28 @@ def run_long_and_delete(spec: SaverSpec, env: Env, sizes: Sizes) -> dict[str, di
                 "orphan_objects": report.orphan_objects,
             }
     return {"long": long, "delete": dele}
+
+
+def _cold_resume(h: Handle, env: Env, sizes: Sizes) -> dict[str, Any] | None:
+    """A fresh objstore-saver's latest read of the long thread, as a new process's resume.
+
+    Only for objstore-saver in clear: a second saver on the same store
+    remembers nothing of the thread (an encrypted store's layer would carry
+    its held keys over).
+    """
+    from objstore_saver import ObjectStoreSaver
+
+    saver = h.saver
+    if not isinstance(saver, ObjectStoreSaver) or saver.client_encryption:
+        return None
+    with (
+        ObjectStoreSaver(saver.store, client_encryption=False) as cold,
+        Delay(env, sizes.delay_ms),
+    ):
+        got, row = measured(h, lambda: cold.get_tuple(cfg("t")))
+    out = compact(row)
+    out["messages"] = len(got.checkpoint["channel_values"]["messages"]) if got else 0
+    return out
 
 
 KEEP_LAST = 20
