@@ -51,6 +51,8 @@ CHILD = (sys.executable, "-m", "bench.workloads.ops_child")
 
 #: The memory measurement's runs: two jobs, and the store's listing alone (a control).
 MEMORY_JOBS = ("verify", "threads", "list")
+#: What ``verify``'s report counts as read (content objects: ``objects``), kept with its figures.
+VERIFY_READS = ("manifests", "writes", "objects", "store_items", "store_index_objects")
 #: The scale the projections are for.
 PROJECTED_THREADS = 1_000_000
 PROJECTED_CHECKPOINTS = 3_000_000
@@ -306,6 +308,7 @@ def _bucket_jobs(env: Env, probe: Probe, o: OpsSizes, delay_ms: float) -> dict[s
         rep, jobs["verify"] = probe.measure(lambda: ops.verify(config=main), _threads_done)
         _expect(rep["ok"] and rep["manifests"] == n * o.checkpoints, "verify: not ok")
         jobs["verify"]["depth"] = rep["depth"]
+        jobs["verify"]["read"] = {k: rep[k] for k in VERIFY_READS}
         # The same verify with no injected round trip: what the server and this
         # process allow when waiting costs nothing.
         set_proxy_delay(env.proxy_url, 0)

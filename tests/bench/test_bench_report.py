@@ -104,6 +104,14 @@ def _miss_every_target(doc: dict[str, Any]) -> dict[str, Any]:
     for job in ("threads", "verify", "prune_apply", "delete_threads"):
         w7["jobs"][job]["cpu_ms_per_thread"] = 5.0
     w7["jobs"]["du"]["threads_per_second"] = 100.0
+    n = w7["jobs"]["verify"]["threads"]
+    w7["jobs"]["verify"]["read"] = {
+        "manifests": 3 * n,
+        "writes": 2 * n,
+        "objects": n,
+        "store_items": 0,
+        "store_index_objects": 0,
+    }
     w7["migrate"]["one"]["cpu_s"] *= 10
     w7["two_prune"]["cpu_s"] = w7["jobs"]["prune_apply"]["cpu_s"] * 3
     w7["migrate"]["two"]["cpu_s"] = w7["migrate"]["one"]["cpu_s"] * 3
@@ -118,8 +126,8 @@ def test_the_committed_page_is_the_committed_results_rendered() -> None:
 def test_a_missed_target_is_explained_from_the_same_run() -> None:
     page = _page(_miss_every_target(LATEST))
     notes = [line for line in page.splitlines() if line.startswith("- **") and "not met" in line]
-    # every target of the run (9 of them workload 7's, 4 workload 6's, 5 workload 2's)
-    assert len(notes) == 24
+    # every target of the run (10 of them workload 7's, 4 workload 6's, 5 workload 2's)
+    assert len(notes) == 25
     by_target = {n.split(": not met")[0][4:]: n for n in notes}
     assert "saw-tooth" in by_target["W1 flatness ≤ 1.1"]
     assert "KiB of new text" in by_target["W1b bytes ≤ 4x raw new-message bytes"]
@@ -155,7 +163,12 @@ def test_a_missed_target_is_explained_from_the_same_run() -> None:
     )
     assert "LISTs for" in by_target["W7 `threads` ≤ 0.2 ms client CPU a thread"]
     assert "LISTs for" in by_target["W7 `du` ≥ 131 threads/s (its rate before the jobs' fan-out)"]
-    for label in ("`verify` ≤ 3.1 requests a thread", "`verify` ≤ 0.5 ms client CPU a thread"):
+    n = LATEST["results"]["7"][OURS]["jobs"]["verify"]["threads"]
+    assert by_target["W7 `verify` reads no content object"].endswith(f"({n:,} read).")
+    for label in (
+        "`verify` ≤ 3.1 requests a thread for its checkpoints",
+        "`verify` ≤ 0.5 ms client CPU a thread",
+    ):
         verify = by_target[f"W7 {label}"]
         assert "requests a thread" in verify and "With no injected round trip" in verify
     for job in ("prune --keep-last 1 --apply", "delete_threads --apply"):
@@ -306,3 +319,24 @@ def test_a_cold_resume_of_the_long_thread_is_reported_with_its_requests() -> Non
     }
     row = next(line for line in _page(doc).splitlines() if "W2 cold resume" in line)
     assert "6 requests (GetObject 5, ListObjectsV2 1), 40 KiB read, 90 ms" in row
+
+
+def test_verify_requests_are_split_into_the_threads_checkpoints_writes_and_store_records() -> None:
+    doc = copy.deepcopy(LATEST)
+    verify = doc["results"]["7"][OURS]["jobs"]["verify"]
+    n = verify["threads"]
+    verify["requests_per_thread"] = {"GetObject": 7.0, "ListObjectsV2": 0.034}
+    verify["read"] = {
+        "manifests": 3 * n,
+        "writes": 2 * n,
+        "objects": 0,
+        "store_items": n,
+        "store_index_objects": n,
+    }
+    rows = {line.split(" | ")[0]: line for line in _page(doc).splitlines() if "W7 `verify`" in line}
+    assert rows["| W7 `verify` reads no content object"].startswith(
+        "| W7 `verify` reads no content object | met | 0 read |"
+    )
+    checkpoints = rows["| W7 `verify` ≤ 3.1 requests a thread for its checkpoints"]
+    assert "| met | 3.03 (LIST 0.034, GET of manifests 3.0) |" in checkpoints
+    assert "pending writes: GET 2.0" in checkpoints and "records: GET 2.0 a thread" in checkpoints
