@@ -187,9 +187,6 @@ def _reason(target: dict[str, Any], t: Template) -> str:
         return ""
     key, f = target["reason"]
     name = f"reason.{key}"
-    if key == "w2_latency":
-        moto = " " + t.fill(f"{name}.moto") if f["moto"] else ""
-        return t.fill(name, **(f | {"moto": moto}))
     if key == "w3_peak":
         peak = f["postgres_peak"]
         return t.fill(name) + ("" if peak is None else " " + t.fill(f"{name}.postgres", peak=peak))
