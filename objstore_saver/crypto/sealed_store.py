@@ -93,8 +93,10 @@ class Route:
 
     pfx: str
     scope: str
-    rest: str
-    #: The address of ``objects/<64 hex>``; None for a keyed object (manifest, write, item...).
+    #: What its sealed bytes are bound to (:func:`.sealing.seal`): a content object's
+    #: address, else the key's name within its scope (a manifest, a write, an item...).
+    bound_to: bytes | str
+    #: The address of ``objects/<64 hex>``; None for a keyed object.
     digest: bytes | None
 
     @property
@@ -110,26 +112,17 @@ class Route:
         where = thread_of(key)
         if where is None:
             return namespace_route(key)
-        if where[2].startswith(_RUNS) or keys.is_tombstone_key(key):
-            return None
         pfx, token, rest = where
-        return cls(pfx, token, rest, _address(rest))
+        if rest.startswith(_RUNS) or keys.tombstone_epoch_of(key) is not None:
+            return None
+        digest = _address(rest)
+        return cls(pfx, token, rest if digest is None else digest, digest)
 
     def stored(self, thread: ThreadKey | None, key: str) -> str:
         """Where ``key`` is stored: a content object under its sealed name (when the key is had)."""
         if self.digest is None or thread is None:
             return key
         return self.pfx + OBJECTS + sealing.sealed_name(thread, self.digest)
-
-    def seal(self, thread: ThreadKey, data: bytes) -> bytes:
-        if self.digest is not None:
-            return sealing.seal_object(thread, self.digest, data)
-        return sealing.seal_keyed(thread, self.rest, data)
-
-    def open(self, thread: ThreadKey, data: bytes, stored: str) -> bytes:
-        if self.digest is not None:
-            return sealing.open_object(thread, self.digest, data, stored)
-        return sealing.open_keyed(thread, self.rest, data, stored)
 
 
 def namespace_route(key: str) -> Route | None:
@@ -284,7 +277,7 @@ class SealingStore(KeyLayer):
             self._learn([key])
             return (yield (Put(key, data, mode)))
         thread = yield NeedKey(self._writing_scope(route.scope), True)
-        body = route.seal(thread, data)
+        body = sealing.seal(thread, route.bound_to, data)
         self.counters.add_bytes(sent=len(body) - len(data))
         return (yield (Put(route.stored(thread, key), body, mode)))
 
@@ -339,7 +332,7 @@ class SealingStore(KeyLayer):
                 # Another key of the scope (spec §6.16); none: opening names both keys.
                 ring = yield NeedRing(scope)
                 thread = ring.get(sealed_by, thread)
-        opened = _cut(route.open(thread, data, stored), byte_range)
+        opened = _cut(sealing.unseal(thread, route.bound_to, data, stored), byte_range)
         self.counters.add_bytes(received=len(data) - len(opened))
         return opened
 

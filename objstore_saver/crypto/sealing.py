@@ -47,15 +47,6 @@ def opened_name(thread: ThreadKey, name: str) -> bytes | None:
         return None
 
 
-def _envelope(ciphertext: bytes, thread: ThreadKey) -> bytes:
-    fields: dict[str, object] = {"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM}
-    fields["i"] = thread.key_id
-    if thread.epoch:
-        fields["e"] = thread.epoch
-    fields["c"] = ciphertext
-    return codec.pack_object(fields)
-
-
 def envelope_key(data: bytes, key: str) -> tuple[int, bytes | None]:
     """The thread's epoch whose key sealed an object (field ``e``, 0 if absent; spec §4.10),
     and the id of that data key (field ``i``; None in envelopes sealed before it was named).
@@ -103,9 +94,33 @@ def _envelope_fields(data: bytes, key: str) -> dict[str, object]:
     return obj
 
 
-def _opened(
-    thread: ThreadKey, siv: AESSIV, ad: list[bytes], data: bytes, key: str, bound_to: str
-) -> bytes:
+def _bound(thread: ThreadKey, at: bytes | str) -> tuple[AESSIV, list[bytes]]:
+    """The cipher and associated data that bind a sealed object to the thread and to its
+    address (a content object, ``at`` bytes) or to its name in the thread (``at`` a str)."""
+    if isinstance(at, bytes):
+        return thread.object_siv, [_LABEL, b"obj", thread.thread_id.encode(), at]
+    return thread.keyed_siv, [_LABEL, b"key", thread.thread_id.encode(), at.encode()]
+
+
+def seal(thread: ThreadKey, at: bytes | str, plaintext: bytes) -> bytes:
+    """The stored bytes of a content object whose address is ``at`` (bytes), or of a keyed
+    object (manifest, write, item...) whose name in the thread is ``at`` (a str)."""
+    siv, ad = _bound(thread, at)
+    fields: dict[str, object] = {"f": SEALED_VERSION, "k": "sealed", "a": ALGORITHM}
+    fields["i"] = thread.key_id
+    if thread.epoch:
+        fields["e"] = thread.epoch
+    fields["c"] = siv.encrypt(plaintext, ad)
+    return codec.pack_object(fields)
+
+
+def unseal(thread: ThreadKey, at: bytes | str, data: bytes, key: str) -> bytes:
+    """The plaintext of an object sealed for the address or name ``at`` (see :func:`seal`).
+
+    Raises:
+        CorruptObjectError: not sealed, sealed for another thread, address or name,
+            or altered (named by ``key``).
+    """
     fields = _envelope_fields(data, key)
     sealed_by = fields.get("i")  # absent in envelopes sealed before it was named
     if sealed_by is not None and sealed_by != thread.key_id:
@@ -117,53 +132,13 @@ def _opened(
             "(moved from another thread or namespace, or objects under two keys: a key "
             "object replaced, or objects restored from another copy)",
         )
+    siv, ad = _bound(thread, at)
     try:
         return siv.decrypt(_ciphertext(fields, key), ad)
     except InvalidTag as exc:
+        bound_to = "at this address" if isinstance(at, bytes) else "under this name"
         raise CorruptObjectError(
             key,
             f"does not open with the key of its thread (or store namespace) {bound_to} "
             "(moved, altered, or another thread's or namespace's)",
         ) from exc
-
-
-def _object_ad(thread: ThreadKey, digest: bytes) -> list[bytes]:
-    return [_LABEL, b"obj", thread.thread_id.encode(), digest]
-
-
-def _keyed_ad(thread: ThreadKey, name: str) -> list[bytes]:
-    return [_LABEL, b"key", thread.thread_id.encode(), name.encode()]
-
-
-def seal_object(thread: ThreadKey, digest: bytes, plaintext: bytes) -> bytes:
-    """The stored bytes of a content object whose address is ``digest``."""
-    sealed = thread.object_siv.encrypt(plaintext, _object_ad(thread, digest))
-    return _envelope(sealed, thread)
-
-
-def open_object(thread: ThreadKey, digest: bytes, data: bytes, key: str) -> bytes:
-    """The plaintext of a content object sealed for the address ``digest``.
-
-    Raises:
-        CorruptObjectError: not sealed, sealed for another thread or address,
-            or altered (named by ``key``).
-    """
-    return _opened(
-        thread, thread.object_siv, _object_ad(thread, digest), data, key, "at this address"
-    )
-
-
-def seal_keyed(thread: ThreadKey, name: str, plaintext: bytes) -> bytes:
-    """The stored bytes of a keyed object (manifest, write) at ``name``, its key in the thread."""
-    sealed = thread.keyed_siv.encrypt(plaintext, _keyed_ad(thread, name))
-    return _envelope(sealed, thread)
-
-
-def open_keyed(thread: ThreadKey, name: str, data: bytes, key: str) -> bytes:
-    """The plaintext of a keyed object sealed for ``name``.
-
-    Raises:
-        CorruptObjectError: not sealed, or sealed for another key or thread, or
-            altered (named by ``key``).
-    """
-    return _opened(thread, thread.keyed_siv, _keyed_ad(thread, name), data, key, "under this name")

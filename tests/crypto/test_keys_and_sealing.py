@@ -29,12 +29,10 @@ from objstore_saver.crypto.master_keys import (
 )
 from objstore_saver.crypto.sealing import (
     is_sealed,
-    open_keyed,
-    open_object,
     opened_name,
-    seal_keyed,
-    seal_object,
+    seal,
     sealed_name,
+    unseal,
 )
 from objstore_saver.crypto.thread_keys import (
     ThreadKey,
@@ -218,11 +216,11 @@ def test_equal_plaintexts_give_equal_objects_within_a_thread_only() -> None:
     name = sealed_name(t1, d)
     assert sealed_name(t1, d) == name and sealed_name(t2, d) != name
     assert len(name) == 96 and d.hex() not in name
-    sealed = seal_object(t1, d, plain)
-    assert seal_object(t1, d, plain) == sealed  # deterministic: stored once
-    assert seal_object(t2, d, plain) != sealed
+    sealed = seal(t1, d, plain)
+    assert seal(t1, d, plain) == sealed  # deterministic: stored once
+    assert seal(t2, d, plain) != sealed
     assert b"hello world" not in sealed and is_sealed(sealed) and not is_sealed(plain)
-    assert open_object(t1, d, sealed, "objects/x") == plain
+    assert unseal(t1, d, sealed, "objects/x") == plain
 
 
 def test_a_sealed_name_opens_to_its_address_with_its_thread_key_only() -> None:
@@ -242,7 +240,7 @@ def test_a_sealed_object_opens_only_where_and_as_it_was_sealed(attack: str) -> N
     plain = msgpack.packb({"f": 1, "k": "value", "p": ["msgpack", "raw", b"one"]})
     other = msgpack.packb({"f": 1, "k": "value", "p": ["msgpack", "raw", b"two"]})
     d = hashlib.sha256(plain).digest()
-    sealed = seal_object(t1, d, plain)
+    sealed = seal(t1, d, plain)
     cases = {
         "moved": (t1, hashlib.sha256(other).digest(), sealed),
         "other thread": (t2, d, sealed),
@@ -252,20 +250,20 @@ def test_a_sealed_object_opens_only_where_and_as_it_was_sealed(attack: str) -> N
     }
     thread, digest, data = cases[attack]
     with pytest.raises(CorruptObjectError) as info:
-        open_object(thread, digest, data, "threads/_t1/objects/ab")
+        unseal(thread, digest, data, "threads/_t1/objects/ab")
     assert info.value.key == "threads/_t1/objects/ab"
 
 
 def test_a_keyed_object_is_bound_to_its_name() -> None:
     t = new_thread_key("t1")
     manifest = msgpack.packb({"f": 2, "k": "manifest", "thread_id": "t1"})
-    sealed = seal_keyed(t, "checkpoints/_/a~.2", manifest)
-    assert seal_keyed(t, "checkpoints/_/a~.2", manifest) == sealed  # a retried PUT matches
-    assert open_keyed(t, "checkpoints/_/a~.2", sealed, "k") == manifest
+    sealed = seal(t, "checkpoints/_/a~.2", manifest)
+    assert seal(t, "checkpoints/_/a~.2", manifest) == sealed  # a retried PUT matches
+    assert unseal(t, "checkpoints/_/a~.2", sealed, "k") == manifest
     with pytest.raises(CorruptObjectError):
-        open_keyed(t, "checkpoints/_/b~.2", sealed, "k")  # swapped to another checkpoint
+        unseal(t, "checkpoints/_/b~.2", sealed, "k")  # swapped to another checkpoint
     with pytest.raises(CorruptObjectError, match="plain object"):
-        open_keyed(t, "checkpoints/_/a~.2", manifest, "k")
+        unseal(t, "checkpoints/_/a~.2", manifest, "k")
 
 
 # --- the sealing layer's requests sent ahead ---------------------------------------------------
