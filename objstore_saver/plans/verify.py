@@ -100,13 +100,15 @@ def _verify_listed(
     absorb(w, got_objects)
     found_in: dict[bytes, str] = {}
     refs = list(w.segment_refs)
-    while refs:
+    while True:
         # Lists' segments and indexes, then what those indexes hold, level by level.
         located = [(g.loc, g.digest, LIST_KIND[g.index], r) for r, g in refs if g.loc is not None]
         found_in |= yield from resolve(w, located)
-        # Walk from the manifests and writes.
+        # Walk from the manifests and writes (and the indexes' references).
         yield from follow(w)
         refs = index_refs(w, refs)
+        if not refs:
+            break
         w.segment_refs += refs
     _locate_segment_values(w, found_in)
     yield from resolve(w, ((loc, d, "value", referrer) for loc, d, referrer in w.values))

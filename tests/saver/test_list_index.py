@@ -253,3 +253,87 @@ def test_an_index_count_that_disagrees_is_a_shape_problem(tmp_path: Path) -> Non
         with pytest.raises(Exception, match="index does not hold"):
             saver.get_tuple({"configurable": {"thread_id": "t"}})
     assert raw  # the index's own manifest is untouched
+
+
+# --- lists written before indexes ------------------------------------------------------
+
+#: What releases before indexes made of 427 elements: merges up to 2,048, every
+#: segment's reference in the entry (53 runs of 8 = 0b110101: 256, 128, 32, 8).
+OLD_COUNTS = (256, 128, 32, 8)
+
+
+def _old_layout_thread(store: ObjectStore, thread: str) -> tuple[dict, list[bytes]]:
+    """A checkpoint stored as releases before indexes stored it, built from the entry shapes.
+
+    Its list's four segments are embedded in its manifest and located there
+    (``""``); their element entries are inline payloads.
+    """
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from objstore_saver.format import value_encoding
+
+    serde = JsonPlusSerializer()
+    n = sum(OLD_COUNTS) + 3
+    values = [b"old element %d " % i + b"y" * 280 for i in range(n)]
+    entries = [["i", *codec.make_payload(*serde.dumps_typed(v)).to_msgpack()] for v in values]
+    cid = "1f0a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8"
+    mkey = k.manifest_key(thread, "", cid)
+    bodies, refs, start = [], [], 0
+    for count in OLD_COUNTS:
+        body = codec.pack_object({"f": 2, "k": "segment", "x": entries[start : start + count]})
+        bodies.append(body)
+        refs.append(codec.SegmentRef(codec.digest_of(body), count, mkey))
+        start += count
+    tail = tuple(codec.decode_entry(e, "tail") for e in entries[start:])
+    listed = codec.InlineList(codec.ListObj(n, (), tail, tuple(refs)))
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"items": n}
+    bare = {key: v for key, v in cp.items() if key not in ("id", "channel_values")}
+    store.put(
+        mkey,
+        codec.encode_manifest(
+            thread_id=thread,
+            checkpoint_ns="",
+            checkpoint_id=cid,
+            parent_checkpoint_id=None,
+            checkpoint=value_encoding.encode_serialized(*serde.dumps_typed(bare)).entry,
+            metadata=value_encoding.encode_serialized(*serde.dumps_typed({})).entry,
+            channels={"items": listed},
+            embedded=bodies,
+        ),
+    )
+    # The entry as stored: references of 256 and 128 elements, no index.
+    raw = msgpack.unpackb(store.get(mkey), raw=False)["channels"]["items"]
+    assert [r[1:] for r in raw[2]] == [[c, ""] for c in OLD_COUNTS]
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cid}}
+    return config, values
+
+
+@pytest.mark.backends("local", *S3_BACKENDS)
+def test_a_list_of_the_layout_before_indexes_reads_and_grows(backend: Backend) -> None:
+    store = backend.store("old/")
+    config, values = _old_layout_thread(store, "t")
+    assert _items(store, config) == values
+    with ObjectStoreSaver(store) as saver:
+        assert saver.verify("t", read_data=True).ok
+    # A put on top re-encodes the list in the current layout: full segments
+    # of 64 under a root index, and reads back whole.
+    with ObjectStoreSaver(store) as writer:
+        grown = [*values, b"new element"]
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"items": grown}
+        cp["channel_versions"] = {"items": len(grown)}
+        new = writer.put(config, cp, {}, {"items": len(grown)})  # type: ignore[arg-type]
+    manifests = _manifests(store, "t")
+    head = manifests[k.manifest_key("t", "", new["configurable"]["checkpoint_id"])]
+    entry = head.channels["items"]
+    assert isinstance(entry, InlineList)
+    assert [(g.count, g.index) for g in entry.obj.segments] == [
+        (384, True),
+        (32, False),
+        (8, False),
+    ]
+    assert _items(store, {"configurable": {"thread_id": "t"}}) == grown
+    assert _items(store, config) == values
+    with ObjectStoreSaver(store) as saver:
+        assert saver.verify("t", read_data=True).ok
