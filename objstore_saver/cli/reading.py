@@ -102,7 +102,7 @@ def _render_show(r: dict[str, Any]) -> str:
         else:
             lines.append(f"  {name} ({where}): {json.dumps(value)[:200]}")
         lines += [
-            f"    segment of {g['elements']} "
+            f"    {g.get('kind', 'segment')} of {g['elements']} "
             + (f"in {g['embedded_in']}#{g['digest']}" if g["embedded_in"] else f"at {g['key']}")
             for g in r["storage"][name].get("segments", [])
         ]

@@ -26,11 +26,13 @@ from objstore_saver.format.model import (
     COMPRESS_MIN as COMPRESS_MIN,
     ELEMENT_INLINE_MAX as ELEMENT_INLINE_MAX,
     FORMAT_VERSION as FORMAT_VERSION,
+    INDEX_FANOUT as INDEX_FANOUT,
     INLINE_MAX as INLINE_MAX,
     LIST_MIN_MEAN_ELEMENT as LIST_MIN_MEAN_ELEMENT,
     MANIFEST_BUDGET as MANIFEST_BUDGET,
     NODE_FANOUT as NODE_FANOUT,
     PART_SIZE as PART_SIZE,
+    SEGMENT_FULL_LEN as SEGMENT_FULL_LEN,
     SEGMENT_MAX_BYTES as SEGMENT_MAX_BYTES,
     SEGMENT_MAX_LEN as SEGMENT_MAX_LEN,
     SEGMENT_MERGE as SEGMENT_MERGE,
@@ -38,6 +40,8 @@ from objstore_saver.format.model import (
     ChunkObj as ChunkObj,
     Encoded as Encoded,
     Entry as Entry,
+    IndexObj as IndexObj,
+    IndexRef as IndexRef,
     Inline as Inline,
     InlineList as InlineList,
     ListObj as ListObj,
@@ -123,7 +127,7 @@ def entry_to_msgpack(
         o = entry.obj
         sealed: list[list[Any]] = list(map(list, o.sealed))  # [digest, count] pairs
         for g in o.segments:
-            sealed.append([g.digest, g.count, relative_loc(g.loc, holder)])
+            sealed.append([g.digest, g.count, relative_loc(g.loc, holder), *INDEX_TAG[g.index]])
         tail = []
         for e in o.tail:
             tail.append(entry_to_msgpack(e, holder, holder_id))
@@ -363,10 +367,36 @@ def _is_pair(raw: Any) -> bool:
     return isinstance(raw, list) and len(raw) == 2
 
 
-def _segment_ref(raw: Any, key: str, holder: str) -> SegmentRef:
+#: What follows ``[H, count, L]`` in a reference to an index, or to a segment (spec §4.4).
+INDEX_TAG: dict[bool, tuple[str, ...]] = {True: ("i",), False: ()}
+
+
+def _is_index_ref(raw: Any, key: str) -> bool:
+    """Whether ``raw`` is ``[H, count, L, "i"]`` (an index) rather than ``[H, count, L]``."""
+    if isinstance(raw, list) and len(raw) == 4 and raw[3] == "i":
+        if not isinstance(raw[1], int) or raw[1] < CHUNK_LEN or raw[1] % CHUNK_LEN:
+            raise CorruptObjectError(key, "an index reference's count is not a multiple of 8")
+        return True
     if not isinstance(raw, list) or len(raw) != 3 or not is_segment_count(raw[1]):
         raise CorruptObjectError(key, "a segment reference is not [digest, full count, location]")
-    return SegmentRef(_digest(raw[0], key), raw[1], absolute_loc(raw[2], holder, key))
+    return False
+
+
+def _segment_ref(raw: Any, key: str, holder: str) -> SegmentRef:
+    index = _is_index_ref(raw, key)
+    return SegmentRef(_digest(raw[0], key), raw[1], absolute_loc(raw[2], holder, key), index)
+
+
+def _index(obj: dict[str, Any], key: str) -> IndexObj:
+    """An index's references (spec §4.4), located by checkpoint id, never ``""``."""
+    refs = []
+    for raw in _field(obj, "c", list, key):
+        index = _is_index_ref(raw, key)
+        at = None if raw[2] is None else keys.location_id(raw[2], key, "an index's")
+        refs.append(IndexRef(_digest(raw[0], key), raw[1], at, index))
+    if not refs:
+        raise CorruptObjectError(key, "an index holds no reference")
+    return IndexObj(tuple(refs))
 
 
 def decode_manifest(data: bytes, key: str) -> Manifest:
@@ -454,12 +484,15 @@ KIND_OF_TAG = {
     "d": "part",
     "s": "split",
     "g": "segment",
+    "n": "index",
 }
 
 _KINDS_BY_TAG: dict[str | None, tuple[str, ...]] = {
     tag: ("chunk", "node") if tag == "c" else (kind,) for tag, kind in KIND_OF_TAG.items()
 }
-_KINDS_BY_TAG[None] = ("value", "parts", "list", "node", "chunk", "part", "split", "segment")
+_KINDS_BY_TAG[None] = (
+    *("value", "parts", "list", "node", "chunk", "part", "split", "segment", "index"),
+)
 
 
 def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject:
@@ -470,8 +503,10 @@ def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject
     kinds = _KINDS_BY_TAG[tag]
     obj = unpack_object(data, key, *kinds, versions=CHECKPOINT_VERSIONS)
     kind = obj["k"]
-    if (obj["f"] == 2) != (kind == "segment"):
+    if (obj["f"] == 2) != (kind in ("segment", "index")):
         raise CorruptObjectError(key, f"a {kind} object of format version {obj['f']}")
+    if kind == "index":
+        return _index(obj, key)
     if kind == "segment":
         return SegmentObj(tuple(_element_entry(e, key) for e in _field(obj, "x", list, key)))
     if kind == "value":
@@ -556,6 +591,8 @@ def object_size(obj: StoredObject) -> int:
         return 56 * len(obj.sealed) + 96 * len(obj.segments) + tail + 64
     if isinstance(obj, NodeObj):
         return 56 * len(obj.subtrees) + 64
+    if isinstance(obj, IndexObj):
+        return 96 * len(obj.refs) + 64
     if isinstance(obj, SplitObj):
         inline = obj.value.payload.data if isinstance(obj.value, Inline) else b""
         return len(inline) + 96 * len(obj.holes) + 128

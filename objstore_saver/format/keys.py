@@ -421,7 +421,7 @@ def _uuid_bytes(checkpoint_id: str) -> bytes | None:
     return raw.bytes if str(raw) == checkpoint_id else None
 
 
-def _location_id(raw: Any, key: str, what: str) -> str:
+def location_id(raw: Any, key: str, what: str) -> str:
     """The checkpoint id a stored location names: a UUID's 16 bytes, or the id itself."""
     if isinstance(raw, bytes) and len(raw) == 16:
         return str(uuid.UUID(bytes=raw))
@@ -440,12 +440,20 @@ def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
         return None
     if raw == "":
         return holder
-    checkpoint_id = _location_id(raw, key, "a segment's")
+    checkpoint_id = location_id(raw, key, "a segment's")
     if not is_manifest_v2_key(holder):
         raise CorruptObjectError(
             key, f"a segment's location {checkpoint_id!r:.80} is not a checkpoint id"
         )
     return manifest_beside(holder, checkpoint_id)
+
+
+def index_loc(loc: str | None) -> str | bytes | None:
+    """A segment's or an index's location (a manifest key, None: alone) as an index holds it.
+
+    The checkpoint id alone (a UUID's 16 bytes), never ``""``: spec §4.4.
+    """
+    return None if loc is None else stored_at(checkpoint_id_of_manifest_key(loc), None)
 
 
 def stored_at(at: str, holder_id: str | None) -> str | bytes:
@@ -467,7 +475,7 @@ def read_at(raw: Any, holder_key: str, key: str) -> str:
         if not is_manifest_v2_key(holder_key):
             raise CorruptObjectError(key, "a value located '' (here) outside a manifest")
         return checkpoint_id_of_manifest_key(holder_key)
-    return _location_id(raw, key, "a value's")
+    return location_id(raw, key, "a value's")
 
 
 def manifest_beside(manifest: str, checkpoint_id: str) -> str:

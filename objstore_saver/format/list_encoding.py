@@ -1,12 +1,13 @@
-"""Encoding of list values element by element (spec §4.4): segments and the inline list.
+"""Encoding of list values element by element (spec §4.4): segments, indexes, the inline list.
 
 Pure functions; no I/O. The layout is a function of the element sequence
-alone, so sealed segments keep their hashes as a list grows.
+and of where things are, so sealed segments and full indexes keep their
+hashes as a list grows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -123,7 +124,7 @@ def _mergeable(run: list[SealedObject]) -> bool:
     count = len(last[0].items)
     return (
         all(len(s.items) == count for s in last)
-        and count * codec.SEGMENT_MERGE <= codec.SEGMENT_MAX_LEN
+        and count * codec.SEGMENT_MERGE <= codec.SEGMENT_FULL_LEN
         and sum(s.size for s in last) <= codec.SEGMENT_MAX_BYTES
     )
 
@@ -154,10 +155,12 @@ def encode_list(
 
     Every ``CHUNK_LEN`` elements seal a segment; while the last
     ``SEGMENT_MERGE`` segments hold as many elements each (at most
-    ``SEGMENT_MAX_LEN`` together, ``SEGMENT_MAX_BYTES`` of entries) they
+    ``SEGMENT_FULL_LEN`` together, ``SEGMENT_MAX_BYTES`` of entries) they
     merge. The rest is the tail, inline. An appended element leaves every
-    earlier segment's hash unchanged. Segments are returned unlocated: the
-    writer decides which it embeds. ``cache`` and ``sealed_cache`` spare
+    earlier segment's hash unchanged. Segments are returned unlocated, all
+    in the list's ``segments``: the writer decides which it embeds, then
+    puts the full ones under a root index (:func:`full_segments`,
+    :func:`root_index`). ``cache`` and ``sealed_cache`` spare
     encoding an element or a segment again (their bytes are a function of
     what they hold). With ``locate``, a ``value`` element's reference names
     the manifest that embeds it (a segment is then a function of its
@@ -238,6 +241,55 @@ def _tail_entry(element: EncodedElement, locate: Locator | None) -> codec.Entry:
         if at is not None:
             return codec.Ref("b", entry.digest, at)
     return entry
+
+
+def full_segments(counts: Sequence[int]) -> int:
+    """How many of a list's first segments (element counts, oldest first) are full (spec §4.4).
+
+    A segment is full when no later seal can merge it: it holds
+    ``SEGMENT_FULL_LEN`` elements, or the next one holds at least as many
+    (their merge was refused for its bytes), or the next one is full.
+    """
+    full = 0
+    for i, count in enumerate(counts):
+        if count >= codec.SEGMENT_FULL_LEN or (i + 1 < len(counts) and counts[i + 1] >= count):
+            full = i + 1
+    return full
+
+
+#: Where an index goes (spec §4.4): ``place(digest, body, children)`` gives
+#: the manifest key that embeds it, or None when it stands alone.
+Place = Callable[[bytes, bytes, tuple[bytes, ...]], "str | None"]
+
+
+def index_body(refs: Sequence[codec.SegmentRef], epoch: int = 0) -> bytes:
+    """Bytes of an index holding ``refs`` (located by manifest key), oldest first (spec §4.4)."""
+    held = [[g.digest, g.count, keys.index_loc(g.loc), *codec.INDEX_TAG[g.index]] for g in refs]
+    fields = {"f": codec.CHECKPOINT_FORMAT_VERSION, "k": "index", "c": held}
+    return codec.pack_content(fields, epoch)
+
+
+def root_index(full: Sequence[codec.SegmentRef], place: Place, epoch: int = 0) -> codec.SegmentRef:
+    """The reference of the root index over a list's full segments, located (spec §4.4).
+
+    Every ``INDEX_FANOUT`` consecutive references of one level make a full
+    index of the next; the root holds what is left of each level, the
+    highest first. ``place`` locates each index made, the root last.
+    """
+
+    def made(refs: Sequence[codec.SegmentRef]) -> codec.SegmentRef:
+        body = index_body(refs, epoch)
+        digest = codec.digest_of(body)
+        where = place(digest, body, tuple(g.digest for g in refs))
+        return codec.SegmentRef(digest, sum(g.count for g in refs), where, True)
+
+    fan = codec.INDEX_FANOUT
+    level, left = list(full), []
+    while len(level) >= fan:
+        cut = len(level) // fan * fan
+        left = level[cut:] + left
+        level = [made(level[i : i + fan]) for i in range(0, cut, fan)]
+    return made(level + left)
 
 
 def use_list_encoding(elements: list[tuple[str, bytes]]) -> bool:

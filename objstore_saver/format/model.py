@@ -32,11 +32,17 @@ PART_SIZE = 256 * 1024
 CHUNK_LEN = 8
 #: Subtrees per node: F full subtrees of one size are sealed under a node.
 NODE_FANOUT = 4
-#: Segments of one size that merge into one (format version 2): a list is
-#: stored like the binary digits of its count of sealed runs of 8.
+#: Segments of one size that merge into one (format version 2).
 SEGMENT_MERGE = 2
-#: Most elements of one list segment: ``CHUNK_LEN * 2**8``.
+#: Most elements of one list segment a reader accepts: ``CHUNK_LEN * 2**8``
+#: (what releases before indexes merged up to).
 SEGMENT_MAX_LEN = CHUNK_LEN * SEGMENT_MERGE**8
+#: A writer's full segment (spec §4.4): merges stop at this many elements,
+#: so an element is copied at most ``log2(SEGMENT_FULL_LEN / CHUNK_LEN)`` times.
+SEGMENT_FULL_LEN = CHUNK_LEN * SEGMENT_MERGE**3
+#: References of a full index (spec §4.4): full segments, or full indexes of
+#: the level below, that make one index of the next level.
+INDEX_FANOUT = 16
 #: Segments merge only while their entries together encode to at most this:
 #: a merge embeds the new segment in its turn's manifest, so a turn of a thread
 #: however long writes at most this plus its own entries (under 256 KB).
@@ -103,6 +109,22 @@ class SegmentRef:
     digest: bytes
     count: int
     loc: str | None = None
+    index: bool = False
+    """The reference names an ``index`` object (spec §4.4), not a segment."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRef:
+    """A reference in an ``index`` object: a segment or an index, located by checkpoint id.
+
+    ``at`` resolves in the namespace of the manifest whose list refers to the
+    root index (None: stored alone at ``objects/<H>``), spec §4.4.
+    """
+
+    digest: bytes
+    count: int
+    at: str | None
+    index: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +208,13 @@ class SegmentObj:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexObj:
+    """References of a list's full segments or full indexes, oldest first (``k = "index"``)."""
+
+    refs: tuple[IndexRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class WriteObj:
     task_id: str
     task_path: str
@@ -207,7 +236,9 @@ class SplitObj:
     holes: tuple[tuple[tuple[str | int, ...], Ref], ...]
 
 
-StoredObject = ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj | SegmentObj | SplitObj
+StoredObject = (
+    ValueObj | PartsObj | PartObj | ListObj | NodeObj | ChunkObj | SegmentObj | IndexObj | SplitObj
+)
 
 
 @dataclass(slots=True)

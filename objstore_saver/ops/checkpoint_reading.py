@@ -99,7 +99,8 @@ def subtrees(pfx: str, sealed: Iterable[tuple[bytes, int]]) -> list[dict[str, An
 
 
 def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -> list[Any]:
-    """Where each segment of an inline list is: ``key``, ``digest``, ``elements``,
+    """Where each segment (or root index, ``kind``) of an inline list is: ``key``, ``digest``,
+    ``elements``,
     ``embedded_in`` (the manifest that holds it, or None when it stands alone
     at ``objects/<H>``) and ``located_in`` (the manifest the list names, which
     differs when that manifest is in ``gone``: prune stored the segment alone).
@@ -110,6 +111,7 @@ def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -
         out.append(
             {
                 "key": inside or keys.object_key_in(pfx, g.digest),
+                "kind": "index" if g.index else "segment",
                 "digest": g.digest.hex(),
                 "elements": g.count,
                 "embedded_in": inside,

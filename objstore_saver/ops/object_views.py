@@ -13,6 +13,7 @@ from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     Entry,
+    IndexObj,
     Inline,
     InlineList,
     ListObj,
@@ -56,6 +57,7 @@ def _raw_entry(raw: Entry, pfx: str, holder: str | None = None) -> Any:
             "segments": [
                 {
                     "key": g.loc or keys.object_key_in(pfx, g.digest),
+                    "kind": "index" if g.index else "segment",
                     "digest": g.digest.hex(),
                     "elements": g.count,
                     "located_in": g.loc,
@@ -218,7 +220,32 @@ def _content(obj: StoredObject, pfx: str, key: str, holder: str | None = None) -
         return {"kind": "node", "subtrees": subtrees(pfx, obj.subtrees)}
     if isinstance(obj, SegmentObj):
         return {"kind": "segment", "elements": [_raw_entry(e, pfx, holder) for e in obj.items]}
+    if isinstance(obj, IndexObj):
+        return {
+            "kind": "index",
+            "elements": sum(r.count for r in obj.refs),
+            "refs": _index_refs(obj, pfx, holder),
+        }
     return {"kind": "chunk", "elements": [_raw_entry(e, pfx) for e in obj.items]}
+
+
+def _index_refs(obj: IndexObj, pfx: str, holder: str | None) -> list[dict[str, Any]]:
+    """An index's references (spec §4.4): each located by checkpoint id, resolved in the
+    namespace of ``holder`` (the manifest embedding the index) when there is one."""
+    out = []
+    for r in obj.refs:
+        ref: dict[str, Any] = {
+            "kind": "index" if r.index else "segment",
+            "digest": r.digest.hex(),
+            "elements": r.count,
+            "key": keys.object_key_in(pfx, r.digest),
+        }
+        if r.at is not None:
+            ref["located_at"] = r.at
+            if holder is not None:
+                ref["located_in"] = ref["key"] = keys.manifest_beside(holder, r.at)
+        out.append(ref)
+    return out
 
 
 def object_plan(key: str) -> SubPlan:

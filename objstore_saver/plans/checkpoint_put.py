@@ -35,12 +35,11 @@ from objstore_saver.format.codec import (
     ListObj,
     Manifest,
     Ref,
-    SegmentObj,
 )
 from objstore_saver.format.keys import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.epochs import lineage_epoch, listed_epoch
-from objstore_saver.plans.placement import Placement, recall_segments, unembed
+from objstore_saver.plans.placement import ListObjects, Placement, recall_segments, unembed
 from objstore_saver.plans.reading import (
     child_refs,
     entry_refs,
@@ -214,7 +213,7 @@ def put(
             ctx = ctx.distrusting()
         started = ctx.clock()
         parent: CheckpointEntries | None = None
-        segments: dict[bytes, SegmentObj] = {}
+        segments: ListObjects = {}
         if recall:
             assert parent_id is not None
             parent = yield from recall_parent(ctx, pfx, scope, parent_id)
@@ -226,7 +225,7 @@ def put(
         elif epoch is None:
             # After the parent's recall, which learns its epoch when it reads it.
             epoch, check = yield from lineage_epoch(ctx, scope, parent_id)
-        placement = Placement(ctx, pfx, cid, mkey, parent, segments)
+        placement = Placement(ctx, pfx, cid, mkey, parent, segments, epoch)
 
         encoded: list[Encoded] = []
         channels: dict[str, Entry] = {}
@@ -251,6 +250,8 @@ def put(
         encoded += [cp_enc, md_enc]
         cp_entry, md_entry = placement.place(cp_enc.entry), placement.place(md_enc.entry)
         embedded, located = placement.settle(channels, encoded)
+        if placement.indexes is not None:
+            encoded.append(placement.indexes)  # stored alone if not embedded
         manifest, fields = _fit_manifest(
             {
                 "thread_id": scope.thread_id,

@@ -1,7 +1,7 @@
 """Where a put's content objects go (spec §6.1 step 2): in its manifest, an earlier one, or alone.
 
 A version-2 manifest embeds what its put makes that is new and small: list
-segments and ``value`` objects (channel values, list elements). Each reference
+segments and indexes, and ``value`` objects (channel values, list elements). Each reference
 names where its object is, so a later manifest that carries it needs no
 request. The parent's references are the only source of earlier locations:
 the parent is stored, and prune stores what a manifest embeds alone before
@@ -10,22 +10,57 @@ deleting it, so any location taken from the parent is readable.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from objstore_saver.caches.facts import CheckpointEntries
-from objstore_saver.format.codec import Encoded, Entry, InlineList, ListObj, Ref, SegmentObj
+from objstore_saver.format import keys, list_encoding
+from objstore_saver.format.codec import (
+    Encoded,
+    Entry,
+    IndexObj,
+    InlineList,
+    ListObj,
+    Ref,
+    SegmentObj,
+    SegmentRef,
+)
 from objstore_saver.plans.context import Context
-from objstore_saver.plans.reading import fetch_objects
+from objstore_saver.plans.reading import LIST_TAG, fetch_objects
 from objstore_saver.plans.requests import Batch
+
+#: A list's segments and indexes as read, by digest.
+ListObjects = dict[bytes, SegmentObj | IndexObj]
+
+
+def flat_segments(
+    refs: Iterable[SegmentRef], objects: ListObjects, folder: str
+) -> Iterator[SegmentRef]:
+    """A list's references with each index replaced by what it holds, in order, then the index.
+
+    ``folder`` is the manifest whose list it is: an index's locations resolve
+    beside it (spec §4.4). An index not in ``objects`` is yielded as it is.
+    """
+    for g in refs:
+        index = objects.get(g.digest) if g.index else None
+        if isinstance(index, IndexObj):
+            inner = [
+                SegmentRef(r.digest, r.count, _beside(folder, r.at), r.index) for r in index.refs
+            ]
+            yield from flat_segments(inner, objects, folder)
+        yield g
+
+
+def _beside(folder: str, at: str | None) -> str | None:
+    return None if at is None else keys.manifest_beside(folder, at)
 
 
 @dataclass
 class Placement:
     """The locations one put (checkpoint ``cid``, manifest ``mkey``) gives its value objects.
 
-    Earlier locations come from ``parent`` and its lists' ``segments``.
+    Earlier locations come from ``parent`` and its lists' ``segments`` (and indexes).
     """
 
     ctx: Context
@@ -33,9 +68,12 @@ class Placement:
     cid: str
     mkey: str
     parent: CheckpointEntries | None
-    segments: dict[bytes, SegmentObj] = field(default_factory=dict)
+    segments: ListObjects = field(default_factory=dict)
+    epoch: int = 0
     embedded_values: set[bytes] = field(default_factory=set)
     """Value objects this put's manifest embeds."""
+    indexes: Encoded | None = None
+    """The indexes :meth:`settle` made, new ones (to store if not embedded) referenced."""
     _where: dict[bytes, str | None] | None = None
 
     def where(self) -> dict[bytes, str | None]:
@@ -53,9 +91,9 @@ class Placement:
             if e.tag == "b":
                 self._where.setdefault(e.digest, e.at)
         elif isinstance(e, InlineList):
-            for g in e.obj.segments:
+            for g in flat_segments(e.obj.segments, self.segments, self.mkey):
                 seg = self.segments.get(g.digest)
-                if seg is not None:
+                if isinstance(seg, SegmentObj):
                     for item in seg.items:
                         self._learn(item)
             for item in e.obj.tail:
@@ -87,6 +125,8 @@ class Placement:
         A new segment keeps the parent's location; one known stored alone
         stays there; any other is embedded (digest → bytes, then the values
         :meth:`locate` placed here): a seal or a merge costs no request (§6.1 step 3).
+        The full segments then go under a root index (spec §4.4), its
+        indexes placed the same way (new ones in :attr:`indexes`).
         """
         bodies: dict[bytes, bytes] = {}
         for enc in encoded:
@@ -94,7 +134,6 @@ class Placement:
         embedded: dict[bytes, bytes] = {}
         located: set[bytes] = set()
         parent_locs: dict[bytes, str | None] | None = None
-        known = self.ctx.objects.known
         for name, e in channels.items():
             if not isinstance(e, InlineList):
                 continue
@@ -105,14 +144,11 @@ class Placement:
                     new = True
                     if parent_locs is None:
                         parent_locs = self._parent_segment_locations()
-                    if g.digest in parent_locs:
-                        g = replace(g, loc=parent_locs[g.digest])
-                        located.add(g.digest)
-                    elif not known(self.pfx, g.digest, self.ctx.trust_age):
-                        embedded[g.digest] = bodies[g.digest]
-                        g = replace(g, loc=self.mkey)
+                    where = self._put(g.digest, bodies[g.digest], parent_locs, embedded, located)
+                    g = replace(g, loc=where)
                 placed.append(g)
             if new:
+                placed = self._indexed(placed, parent_locs or {}, embedded, located)
                 channels[name] = InlineList(replace(e.obj, segments=tuple(placed)))
         for d in sorted(self.embedded_values):
             embedded[d] = bodies[d]
@@ -123,43 +159,96 @@ class Placement:
                     located.add(d)
         return embedded, located
 
+    def _put(
+        self,
+        digest: bytes,
+        body: bytes,
+        parent_locs: dict[bytes, str | None],
+        embedded: dict[bytes, bytes],
+        located: set[bytes],
+    ) -> str | None:
+        """Where a new segment or index goes: the parent's location, alone if known, else here."""
+        if digest in parent_locs:
+            located.add(digest)
+            return parent_locs[digest]
+        if self.ctx.objects.known(self.pfx, digest, self.ctx.trust_age):
+            return None
+        embedded[digest] = body
+        return self.mkey
+
+    def _indexed(
+        self,
+        placed: list[SegmentRef],
+        parent_locs: dict[bytes, str | None],
+        embedded: dict[bytes, bytes],
+        located: set[bytes],
+    ) -> list[SegmentRef]:
+        """A list's located segments, the full ones replaced by their root index (spec §4.4)."""
+        full = list_encoding.full_segments([g.count for g in placed])
+        if not full:
+            return placed
+        if self.indexes is None:
+            self.indexes = Encoded(InlineList(ListObj(0, (), (), ())))
+        made = self.indexes
+
+        def place(digest: bytes, body: bytes, children: tuple[bytes, ...]) -> str | None:
+            made.objects[digest] = body
+            made.children[digest] = children
+            return self._put(digest, body, parent_locs, embedded, located)
+
+        root = list_encoding.root_index(placed[:full], place, self.epoch)
+        new = [SegmentRef(d, 0, None, True) for d in made.objects]
+        made.entry = InlineList(ListObj(0, (), (), tuple(new)))
+        return [root, *placed[full:]]
+
     def _parent_segment_locations(self) -> dict[bytes, str | None]:
-        """Segment digest → location (a manifest key, None: alone) in the parent's lists."""
+        """Segment and index digest → location (a manifest key, None: alone) in the parent's
+        lists, through its indexes."""
         entries = self.parent.entries.values() if self.parent is not None else ()
         return {
-            g.digest: g.loc for e in entries if isinstance(e, InlineList) for g in e.obj.segments
+            g.digest: g.loc
+            for e in entries
+            if isinstance(e, InlineList)
+            for g in flat_segments(e.obj.segments, self.segments, self.mkey)
         }
 
 
 def recall_segments(
     ctx: Context, pfx: str, mkey: str, parent: CheckpointEntries | None
-) -> Generator[Batch, list[Any] | None, dict[bytes, SegmentObj]]:
-    """Sub-plan: the parent's list segments, from the object memory, else read.
+) -> Generator[Batch, list[Any] | None, ListObjects]:
+    """Sub-plan: the parent's list segments and indexes, from the object memory, else read.
 
     A segment's element references carry their locations; a put re-encoding
-    the list needs them to make the same segments again. Values are not read.
+    the list needs them to make the same segments again, and the indexes
+    to give them their locations. Values are not read.
     """
-    held: dict[bytes, SegmentObj] = {}
+    held: ListObjects = {}
     if parent is None:
         return held
     refs: list[tuple[str, bytes]] = []
     located: dict[bytes, str] = {}
-    for e in parent.entries.values():
-        if isinstance(e, InlineList):
-            for g in e.obj.segments:
-                seg = ctx.objects.get(pfx, g.digest)
-                if isinstance(seg, SegmentObj):
-                    held[g.digest] = seg
-                    continue
-                refs.append(("g", g.digest))
-                if g.loc is not None:
-                    located[g.digest] = g.loc
-    if refs:
+    lists = [e.obj for e in parent.entries.values() if isinstance(e, InlineList)]
+    stack = [g for o in lists for g in o.segments]
+    missing = False
+    while stack:
+        g = stack.pop()
+        obj = ctx.objects.get(pfx, g.digest)
+        if isinstance(obj, SegmentObj | IndexObj):
+            held[g.digest] = obj
+            if isinstance(obj, IndexObj):
+                stack += [SegmentRef(r.digest, r.count, None, r.index) for r in obj.refs]
+            continue
+        missing = True
+    if missing:
+        for g in (g for o in lists for g in o.segments):
+            refs.append((LIST_TAG[g.index], g.digest))
+            if g.loc is not None:
+                located[g.digest] = g.loc
         folders = {d: mkey for _, d in refs}
         got = yield from fetch_objects(
             ctx, pfx, refs, mkey, reached=set(), located=located, folders=folders
         )
-        held.update((d, obj) for d, obj in got.items() if isinstance(obj, SegmentObj))
+        held.update((d, obj) for d, obj in got.items() if isinstance(obj, SegmentObj | IndexObj))
     return held
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -14,6 +14,7 @@ from objstore_saver.format import codec, keys
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
+    IndexObj,
     InlineList,
     ListObj,
     Manifest,
@@ -47,9 +48,11 @@ def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
     if isinstance(obj, ListObj):
         return (
             [("c", d) for d, _ in obj.sealed]
-            + [("g", g.digest) for g in obj.segments]
+            + [(LIST_TAG[g.index], g.digest) for g in obj.segments]
             + entry_refs(obj.tail)
         )
+    if isinstance(obj, IndexObj):
+        return [(LIST_TAG[r.index], r.digest) for r in obj.refs]
     if isinstance(obj, NodeObj):
         return [("c", d) for d, _ in obj.subtrees]
     if isinstance(obj, ChunkObj | SegmentObj):
@@ -60,6 +63,9 @@ def child_refs(obj: StoredObject) -> list[tuple[str, bytes]]:
         return entry_refs([obj.value]) + entry_refs(ref for _, ref in obj.holes)
     return []
 
+
+#: The tag of a list's reference (spec §4.4): ``n`` an index, ``g`` a segment.
+LIST_TAG = {True: "n", False: "g"}
 
 #: Tags of objects that only hold data: a reachability walk need not read them.
 LEAF_TAGS = frozenset({"b", "d"})
@@ -118,12 +124,14 @@ def _take_embedded(
     manifests: Mapping[str, bytes | None],
     referrers: Mapping[bytes, str],
     tags: Mapping[bytes, str],
+    soft: Collection[bytes] = (),
 ) -> tuple[dict[bytes, StoredObject], list[bytes]]:
     """Located objects (digest → manifest key) found in their manifests, and those to read alone.
 
     Prune stores what a manifest embeds at ``objects/<H>`` before deleting
-    it, and a manifest too large to embed a value stores it there; a
-    manifest that is there but does not embed a segment is corrupt.
+    it, and a manifest too large to embed a value stores it there (or what
+    an index, in ``soft``, locates there); a manifest that is there but
+    does not embed a segment a list entry locates there is corrupt.
     """
     got: dict[bytes, StoredObject] = {}
     alone: list[bytes] = []
@@ -134,9 +142,9 @@ def _take_embedded(
             continue
         held = remember_embedded(ctx, decode_checked_manifest(body, mkey), mkey)
         for d in mine:
-            kind = ValueObj if tags[d] == "b" else SegmentObj
+            kind = _LOCATED_KINDS[tags[d]]
             if d not in held:
-                if kind is ValueObj:
+                if kind is ValueObj or d in soft:
                     # A manifest too large to embed it stored it alone (spec §6.1).
                     alone.append(d)
                     continue
@@ -150,6 +158,10 @@ def _take_embedded(
                 )
             got[d] = held[d]
     return got, alone
+
+
+#: What a located reference's tag reaches (spec §4.0, §4.4).
+_LOCATED_KINDS: dict[str, type] = {"b": ValueObj, "g": SegmentObj, "n": IndexObj}
 
 
 def fetch_objects(
@@ -180,6 +192,8 @@ def fetch_objects(
     folder_of = dict(folders or {})
     # Values a segment locates: digest -> (manifest of the list's namespace, checkpoint id).
     pending: dict[bytes, tuple[str | None, str]] = {}
+    # What an index locates: read alone when its manifest does not embed it (spec §4.4).
+    soft: set[bytes] = set()
     # The referrer was read just before: whatever it reaches is stored now.
     as_of = ctx.clock()
     got: dict[bytes, StoredObject] = {}
@@ -215,7 +229,7 @@ def fetch_objects(
         bodies = replies[: len(need)]
         if holders:
             held = dict(zip(holders, replies[len(need) :], strict=True))
-            found, alone = _take_embedded(ctx, embedded, held, referrers, tag_of)
+            found, alone = _take_embedded(ctx, embedded, held, referrers, tag_of, soft)
             got |= found
             fresh += found.items()
             if alone:
@@ -248,6 +262,8 @@ def fetch_objects(
                 if child not in got and child not in level:
                     level[child] = tag
                     referrers.setdefault(child, keys.object_key_in(pfx, parent))
+            if isinstance(obj, IndexObj):
+                _locate_indexed(obj, folder_of.get(parent), located, folder_of, soft)
             if isinstance(obj, SegmentObj):
                 # Resolved only if the value is not in memory (below): most are.
                 folder = folder_of.get(parent)
@@ -258,6 +274,22 @@ def fetch_objects(
     if reached is not None:
         ctx.objects.confirm(pfx, reached, as_of)
     return got
+
+
+def _locate_indexed(
+    index: IndexObj,
+    folder: str | None,
+    located: dict[bytes, str],
+    folder_of: dict[bytes, str],
+    soft: set[bytes],
+) -> None:
+    """Where an index's references are: beside ``folder``, the manifest whose list refers to it."""
+    for r in index.refs:
+        if folder is not None:
+            folder_of.setdefault(r.digest, folder)
+        if r.at is not None and r.digest not in located:
+            located[r.digest] = _beside(folder, r.at, r.digest)
+            soft.add(r.digest)
 
 
 def fetch_entries(

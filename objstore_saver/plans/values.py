@@ -15,6 +15,7 @@ from objstore_saver.format import codec, compression, keys, split_values
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
+    IndexObj,
     Inline,
     InlineList,
     ListObj,
@@ -95,8 +96,17 @@ def _expand(
     pfx: str,
     out: list[Any],
 ) -> None:
-    """Append the elements of a sealed subtree (a chunk, a node of subtrees, a segment)."""
+    """Append the elements of a sealed subtree (a chunk, a node, a segment, an index)."""
     obj = got[digest]
+    if isinstance(obj, IndexObj):
+        if sum(r.count for r in obj.refs) != count:
+            raise CorruptObjectError(
+                keys.object_key_in(pfx, digest),
+                f"index does not hold the {count} elements its reference says",
+            )
+        for r in obj.refs:
+            _expand(serde, r.digest, r.count, got, pfx, out)
+        return
     if isinstance(obj, NodeObj):
         if sum(n for _, n in obj.subtrees) != count:
             raise CorruptObjectError(

@@ -24,9 +24,11 @@ from objstore_saver.plans.threads import ThreadListing, digest_of_key, hex_name,
 from objstore_saver.plans.verify_objects import Body, Facts, fetch_groups, held_in, opened
 from objstore_saver.plans.verify_report import Problem, VerifyReport
 from objstore_saver.plans.verify_walk import (
+    LIST_KIND,
     ThreadWalk,
     absorb,
     follow,
+    index_refs,
     locate,
     note,
     resolve,
@@ -96,16 +98,18 @@ def _verify_listed(
     checkpoints = _read_manifests(w, got_manifests)
     _read_writes(w, got_writes, checkpoints)
     absorb(w, got_objects)
-    found_in = yield from resolve(
-        w,
-        (
-            (g.loc, g.digest, "segment", referrer)
-            for referrer, g in w.segment_refs
-            if g.loc is not None
-        ),
-    )
-    # Walk from the manifests and writes.
-    yield from follow(w)
+    found_in: dict[bytes, str] = {}
+    refs = list(w.segment_refs)
+    while True:
+        # Lists' segments and indexes, then what those indexes hold, level by level.
+        located = [(g.loc, g.digest, LIST_KIND[g.index], r) for r, g in refs if g.loc is not None]
+        found_in |= yield from resolve(w, located)
+        # Walk from the manifests and writes (and the indexes' references).
+        yield from follow(w)
+        refs = index_refs(w, refs)
+        if not refs:
+            break
+        w.segment_refs += refs
     _locate_segment_values(w, found_in)
     yield from resolve(w, ((loc, d, "value", referrer) for loc, d, referrer in w.values))
     _check_kinds(w)
@@ -249,18 +253,22 @@ def _check_shapes(w: ThreadWalk) -> None:
 
 
 def _check_segment_counts(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
-    """Each segment holds the element count every list referring to it says (once each)."""
+    """Each segment (index) holds the element count every list referring to it says (once each).
+
+    An index's count is the sum of its references' (spec §4.4).
+    """
     shown: set[tuple[bytes, int]] = set()
     for referrer, g in w.segment_refs:
         f = w.facts.get(g.digest)
-        if f is None or f.kind != "segment" or f.length == g.count or (g.digest, g.count) in shown:
+        kind = LIST_KIND[g.index]
+        if f is None or f.kind != kind or f.length == g.count or (g.digest, g.count) in shown:
             continue
         shown.add((g.digest, g.count))
         where = found_in.get(g.digest)
         w.problem(
             where or keys.object_key_in(w.pfx, g.digest),
             "shape",
-            f"segment {g.digest.hex()} holds {f.length} elements, "
+            f"{kind} {g.digest.hex()} holds {f.length} elements, "
             f"the list in {referrer!r} says {g.count}",
         )
 

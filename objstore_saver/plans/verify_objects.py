@@ -14,6 +14,8 @@ from typing import Any
 from objstore_saver.format.codec import (
     ChunkObj,
     Entry,
+    IndexObj,
+    IndexRef,
     InlineList,
     ListObj,
     NodeObj,
@@ -26,7 +28,7 @@ from objstore_saver.format.codec import (
     StoredObject,
     ValueObj,
 )
-from objstore_saver.plans.reading import child_refs
+from objstore_saver.plans.reading import LIST_TAG, child_refs
 from objstore_saver.plans.requests import Batch, Get, Unopened, run_batch
 
 #: Objects fetched per batch: bounds the bytes held at once.
@@ -47,6 +49,9 @@ class Facts:
     #: A segment's located values, as (digest, checkpoint id): resolved in the
     #: namespace of each manifest whose list refers to the segment (spec §4.0).
     located: list[tuple[bytes, str]] = field(default_factory=list)
+    #: An index's references (spec §4.4): located ones resolve like a
+    #: segment's values; its ``length`` is the sum of their counts.
+    indexed: list[IndexRef] = field(default_factory=list)
 
 
 def facts_of(obj: StoredObject) -> Facts:
@@ -75,6 +80,13 @@ def facts_of(obj: StoredObject) -> Facts:
             [(e.tag, e.digest) for e in refs if e.at is None],
             length=len(obj.items),
             located=[(e.digest, e.at) for e in refs if e.at is not None],
+        )
+    if isinstance(obj, IndexObj):
+        return Facts(
+            "index",
+            [c for c, r in zip(children, obj.refs, strict=True) if r.at is None],
+            length=sum(r.count for r in obj.refs),
+            indexed=list(obj.refs),
         )
     assert isinstance(obj, ChunkObj)
     return Facts("chunk", children, length=len(obj.items))
@@ -170,7 +182,9 @@ def split_refs(entries: Iterable[Entry]) -> EntryRefs:
         items: Iterable[Entry] = (e,)
         if isinstance(e, InlineList):
             out.alone += [("c", d) for d, _ in e.obj.sealed]
-            out.alone += [("g", g.digest) for g in e.obj.segments if g.digest not in located]
+            out.alone += [
+                (LIST_TAG[g.index], g.digest) for g in e.obj.segments if g.digest not in located
+            ]
             items = e.obj.tail
         for item in items:
             if isinstance(item, Ref) and item.at is not None:

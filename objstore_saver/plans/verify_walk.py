@@ -48,6 +48,11 @@ class ThreadWalk:
     #: and segments' counts are checked like a list object's.
     inline_lists: list[tuple[str, list[tuple[bytes, int]]]] = field(default_factory=list)
     segment_refs: list[tuple[str, SegmentRef]] = field(default_factory=list)
+    #: What indexes locate (manifest, digest): read alone when that manifest
+    #: does not embed it (spec §4.4).
+    soft: set[tuple[str, bytes]] = field(default_factory=set)
+    #: Indexes whose references were added to ``segment_refs``, by namespace.
+    expanded: set[tuple[str, bytes]] = field(default_factory=set)
     #: Located values: (manifest said to embed it, digest, referrer).
     values: list[tuple[str, bytes, str]] = field(default_factory=list)
     facts: dict[bytes, Facts] = field(default_factory=dict)
@@ -175,7 +180,8 @@ def _embedded_or_alone(
 ) -> tuple[dict[bytes, str], dict[tuple[str, bytes], tuple[str, str]]]:
     """Located objects found in a manifest read (digest → it), and those to look for alone.
 
-    A segment a manifest read does not embed is reported here: only a value
+    A segment or index a list entry locates in a manifest read that does
+    not embed it is reported here: only a value, or what an index locates,
     is stored alone while its manifest is there.
     """
     found: dict[bytes, str] = {}
@@ -185,7 +191,7 @@ def _embedded_or_alone(
             continue
         if d in w.embeds.get(loc, ()):
             found.setdefault(d, loc)
-        elif loc not in w.embeds or kind != "segment":
+        elif loc not in w.embeds or kind == "value" or (loc, d) in w.soft:
             fallback[(loc, d)] = (kind, referrer)
         else:
             fallback[(loc, d)] = ("", referrer)  # reported once, here
@@ -250,3 +256,32 @@ def follow(w: ThreadWalk) -> Generator[Batch, list[Any] | None, None]:
                     w.wanted[child] = (codec.KIND_OF_TAG[tag], keys.object_key_in(w.pfx, digest))
                     nxt.append(child)
         frontier = nxt
+
+
+#: The kind a list's reference reaches (spec §4.4).
+LIST_KIND = {True: "index", False: "segment"}
+
+
+def index_refs(
+    w: ThreadWalk, refs: Iterable[tuple[str, SegmentRef]]
+) -> list[tuple[str, SegmentRef]]:
+    """The references held by the indexes among ``refs`` (read or embedded), once per namespace.
+
+    Located ones resolve beside the manifest whose list refers to the index.
+    """
+    out: list[tuple[str, SegmentRef]] = []
+    for referrer, g in refs:
+        f = w.facts.get(g.digest)
+        folder = referrer.rpartition("/")[0]
+        if not g.index or f is None or f.kind != "index" or (folder, g.digest) in w.expanded:
+            continue
+        w.expanded.add((folder, g.digest))
+        for r in f.indexed:
+            if r.at is not None and not keys.is_manifest_v2_key(referrer):
+                w.problem(referrer, "unreadable", located_outside(r.digest, r.at, referrer))
+                continue
+            loc = None if r.at is None else manifest_beside(referrer, r.at)
+            if loc is not None:
+                w.soft.add((loc, r.digest))
+            out.append((referrer, SegmentRef(r.digest, r.count, loc, r.index)))
+    return out

@@ -205,23 +205,25 @@ MAX_SEGMENTS = 50
 
 
 def _segments(segments: list[dict[str, Any]]) -> str:
-    """A list's segments: elements, and the manifest embedding each (linked) or its object."""
+    """A list's segments (a root index first, when it has full ones): elements, and the
+    manifest embedding each (linked) or its object."""
     items = []
     for g in segments[:MAX_SEGMENTS]:
         n = f"{g['elements']} elements"
+        kind = "index" if g.get("kind") == "index" else "segment"
         seg = object_href(g["key"] + "#" + g["digest"]) if g.get("embedded_in") else ""
         if g.get("embedded_in"):
             where = (
-                f'<a href="{seg}">segment</a> embedded in manifest '
+                f'<a href="{seg}">{kind}</a> embedded in manifest '
                 f'<a class="manifest" href="{object_href(g["embedded_in"])}">'
                 f"<code>{text(g['embedded_in'], 500)}</code></a>"
             )
         else:
             where = (
-                f'<a href="{object_href(g["key"])}">segment</a> stored alone at '
+                f'<a href="{object_href(g["key"])}">{kind}</a> stored alone at '
                 f"<code>{text(g['key'], 500)}</code>"
             )
-        items.append(f'<li class="segment">{n}: {where}</li>')
+        items.append(f'<li class="{kind}">{n}: {where}</li>')
     more = len(segments) - MAX_SEGMENTS
     if more > 0:
         items.append(f"<li>… {more} more segments</li>")

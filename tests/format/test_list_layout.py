@@ -64,46 +64,62 @@ def test_layout_holds_every_element_in_order(n: int) -> None:
 
 
 def _expected_counts(n: int) -> list[int]:
-    """Segments of n small elements: 2,048-element segments, then binary digits."""
+    """Segments of n small elements: full 64-element segments, then binary digits."""
     chunks = n // CHUNK_LEN
-    top = codec.SEGMENT_MAX_LEN // CHUNK_LEN
-    expected = [codec.SEGMENT_MAX_LEN] * (chunks // top)
+    top = codec.SEGMENT_FULL_LEN // CHUNK_LEN
+    expected = [codec.SEGMENT_FULL_LEN] * (chunks // top)
     chunks %= top
-    for k in reversed(range(8)):
+    for k in reversed(range(3)):
         expected += [CHUNK_LEN * 2**k] * (chunks // 2**k)
         chunks %= 2**k
     return expected
 
 
 @pytest.mark.parametrize("n", [*range(0, 700, 7), 2047, 2048, 2056, 4100, 5000])
-def test_segments_merge_by_twos_up_to_2048_elements(n: int) -> None:
+def test_segments_merge_by_twos_up_to_the_full_size(n: int) -> None:
     if n == 0:
         return
     lst = _list(list_encoding.encode_list(_elements(n)))
-    assert [g.count for g in lst.segments] == _expected_counts(n)
+    counts = [g.count for g in lst.segments]
+    assert counts == _expected_counts(n)
+    # The full ones come first; at most 3 are open (32, 16 and 8 elements).
+    full = list_encoding.full_segments(counts)
+    assert counts[:full] == [codec.SEGMENT_FULL_LEN] * full
+    assert len(counts) - full <= 3
 
 
-def test_segments_stop_merging_past_128_kib() -> None:
-    # Incompressible 128-byte elements stay inline (about 142 bytes an entry):
-    # two 512-element segments weigh 145 KB, over the merge limit.
-    elements = [("bytes", random.Random(i).randbytes(128)) for i in range(2048)]
+def test_segments_stop_merging_past_the_byte_limit_and_are_then_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Incompressible 128-byte elements stay inline (about 142 bytes an entry).
+    # A 64-element segment packs to 9 KB, far below 128 KiB; with a limit of
+    # 4,000 bytes two 16-element segments (4.5 KB) do not merge.
+    monkeypatch.setattr(codec, "SEGMENT_MAX_BYTES", 4000)
+    elements = [("bytes", random.Random(i).randbytes(128)) for i in range(1024 + 24)]
     enc = list_encoding.encode_list(elements)
     lst = _list(enc)
-    assert [g.count for g in lst.segments] == [512] * 4
+    counts = [g.count for g in lst.segments]
+    assert counts == [16] * 65 + [8]
     assert all(isinstance(e, codec.Inline) for e in _flatten(enc, lst))
-    assert max(len(b) for b in enc.objects.values()) <= codec.SEGMENT_MAX_BYTES
+    assert max(len(b) for b in enc.objects.values()) <= 4000
+    # A segment whose merge was refused never merges: it is full; the last
+    # two may still grow (the 16 with the 16 the next 8 make).
+    assert list_encoding.full_segments(counts) == 64
+    assert list_encoding.full_segments([16, 8, 8]) == 2  # an 8 refused: full, and so the 16
+    assert list_encoding.full_segments([32, 16, 8]) == 0
+    assert list_encoding.full_segments([64, 32, 16, 8]) == 1
 
 
-def test_a_long_list_never_makes_a_segment_over_the_merge_limit() -> None:
+def test_a_long_list_never_makes_a_segment_over_the_full_size() -> None:
     # Seed-chat-sized messages (about 110 bytes an entry), as a thread of 3,000
     # turns holds: the largest segment, what one turn's merge writes, stays
-    # under 128 KiB however long the list grows.
+    # at 64 elements (7 KB) however long the list grows.
     rng = random.Random(5)
     elements = [("bytes", rng.randbytes(96)) for _ in range(6000)]
     enc = list_encoding.encode_list(elements)
     lst = _list(enc)
-    assert max(g.count for g in lst.segments) == 1024
-    assert max(len(b) for b in enc.objects.values()) <= codec.SEGMENT_MAX_BYTES < 128 * 1024 + 1
+    assert max(g.count for g in lst.segments) == codec.SEGMENT_FULL_LEN
+    assert max(len(b) for b in enc.objects.values()) < 8 * 1024
 
 
 def test_appending_keeps_every_segment_and_writes_only_what_is_new() -> None:
@@ -132,10 +148,94 @@ def _list_object(count: int = 20) -> dict[str, Any]:
     return {"f": 1, "k": "list", "n": count, "c": [[b"\0" * 32, 8], [b"\1" * 32, 8]], "x": tail}
 
 
+def _indexed(enc: codec.Encoded, mkey: str | None = None) -> tuple[ListObj, dict[bytes, bytes]]:
+    """The list as a writer stores it: its full segments under a root index (all at ``mkey``)."""
+    lst = _list(enc)
+    made: dict[bytes, bytes] = {}
+
+    def place(digest: bytes, body: bytes, children: tuple[bytes, ...]) -> str | None:
+        made[digest] = body
+        return mkey
+
+    located = [codec.SegmentRef(g.digest, g.count, mkey) for g in lst.segments]
+    full = list_encoding.full_segments([g.count for g in located])
+    if not full:
+        return lst, made
+    root = list_encoding.root_index(located[:full], place)
+    return ListObj(lst.count, (), lst.tail, (root, *located[full:])), made
+
+
 def test_list_root_stays_small_at_2000_elements() -> None:
     enc = list_encoding.encode_list([("msgpack", b"x" * 300 + b"%d" % i) for i in range(2000)])
-    assert len(msgpack.packb(codec.entry_to_msgpack(enc.entry), use_bin_type=True)) < 1024
-    assert len(_list(enc).segments) == 6  # 250 runs of 8 = 0b11111010: 1024, 512 ... 16
+    # 250 runs of 8: 31 full segments of 64 and one of 16.
+    assert [g.count for g in _list(enc).segments] == [64] * 31 + [16]
+    from objstore_saver.format import keys
+
+    mkey = keys.manifest_key("t", "", "1f0a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8")
+    lst, made = _indexed(enc, mkey)
+    assert [(g.count, g.index) for g in lst.segments] == [(1984, True), (16, False)]
+    packed = codec.entry_to_msgpack(codec.InlineList(lst), mkey)
+    assert len(msgpack.packb(packed, use_bin_type=True)) < 200
+    assert packed[2][0][2:] == ["", "i"]  # the root index, embedded here
+    # One full index of 16 segments, and the root: it and 15 segments.
+    root = codec.decode_object(made[lst.segments[0].digest], "root", "n")
+    assert isinstance(root, codec.IndexObj)
+    assert [(r.count, r.index) for r in root.refs] == [(1024, True)] + [(64, False)] * 15
+    full = codec.decode_object(made[root.refs[0].digest], "full", "n")
+    assert isinstance(full, codec.IndexObj) and len(full.refs) == codec.INDEX_FANOUT
+    # In an index a location is the checkpoint id (the list's namespace resolves it).
+    assert {r.at for r in full.refs} == {keys.checkpoint_id_of_manifest_key(mkey)}
+
+
+@pytest.mark.parametrize("segments", [1, 15, 16, 17, 255, 256, 257, 4096 + 16 * 3 + 5])
+def test_the_root_index_holds_the_base_16_digits_of_the_full_segments(segments: int) -> None:
+    refs = [codec.SegmentRef(bytes([i % 256, i // 256]) * 16, 64) for i in range(segments)]
+    made: dict[bytes, codec.IndexObj] = {}
+
+    def place(digest: bytes, body: bytes, children: tuple[bytes, ...]) -> str | None:
+        obj = codec.decode_object(body, "index", "n")
+        assert isinstance(obj, codec.IndexObj) and len(obj.refs) == len(children)
+        made[digest] = obj
+        return None
+
+    root = list_encoding.root_index(refs, place)
+    assert root.index and root.count == 64 * segments
+    digits, n = [], segments
+    while n:
+        digits.append(n % 16)
+        n //= 16
+    top = made[root.digest]
+    # Highest level first: the digit of each level, in references of that level.
+    levels = [16**k * 64 for k in reversed(range(len(digits)))]
+    expected = [c for c, d in zip(levels, reversed(digits), strict=True) for _ in range(d)]
+    assert [r.count for r in top.refs] == expected
+    assert all(len(o.refs) == 16 for d, o in made.items() if d != root.digest)
+    # Flattened, the indexes give back every segment in order.
+
+    def flat(obj: codec.IndexObj) -> list[bytes]:
+        return [d for r in obj.refs for d in (flat(made[r.digest]) if r.index else [r.digest])]
+
+    assert flat(top) == [g.digest for g in refs]
+
+
+def test_appending_keeps_every_full_index() -> None:
+    # Full indexes are a function of the full segments before them: a list
+    # grown by one segment keeps them, and its root changes.
+    refs = [codec.SegmentRef(bytes([i % 256, i // 256]) * 16, 64) for i in range(300)]
+    seen: set[bytes] = set()
+    made: dict[bytes, bytes] = {}
+
+    def place(digest: bytes, body: bytes, children: tuple[bytes, ...]) -> str | None:
+        made[digest] = body
+        return None
+
+    for n in range(1, 300):
+        made.clear()
+        root = list_encoding.root_index(refs[:n], place)
+        full = set(made) - {root.digest}
+        assert seen <= full, n
+        seen = full
+        assert len(made[root.digest]) < 16 * 3 * 40
 
 
 @pytest.mark.parametrize(
@@ -304,7 +404,7 @@ def test_sealed_memory_packs_only_new_segments(monkeypatch: pytest.MonkeyPatch) 
         return real(obj)
 
     cache = ElementCache()
-    # 16 runs of 8 merge into one segment; 8 more elements seal a new one.
+    # 16 runs of 8 merge into two full segments; 8 more elements seal a new one.
     n = CHUNK_LEN * 16
     elements = _elements(n + CHUNK_LEN)
     list_encoding.encode_list(elements[:n], cache, cache.sealed)
@@ -313,7 +413,7 @@ def test_sealed_memory_packs_only_new_segments(monkeypatch: pytest.MonkeyPatch) 
     again = [(t, bytes(bytearray(d))) for t, d in elements]
     grown = list_encoding.encode_list(again, cache, cache.sealed)
     # Only the new segment and its new referenced elements (the list's root
-    # is inline in the manifest); the 128-element segment is remembered.
+    # is inline in the manifest); the 64-element segments are remembered.
     new_values = sum(1 for i in range(n, n + CHUNK_LEN) if i % 3 == 0)
     assert sorted(packed) == ["segment"] + ["value"] * new_values
     monkeypatch.undo()

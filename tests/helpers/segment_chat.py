@@ -1,10 +1,10 @@
 """A thread whose ``messages`` list has sealed and merged segments (format version 2).
 
 Each put adds two short messages: the list seals a segment of 8 elements
-every 4 puts and merges two of one size into one twice as large, so after 40
-puts (10 runs of 8, 0b1010) the head's list holds a 64-element and a
-16-element segment, each embedded in the manifest of the put that made it
-and located there by the later ones.
+every 4 puts and merges two of one size into one twice as large, so after 28
+puts (7 runs of 8, 0b111) the head's list holds segments of 32, 16 and 8
+elements, each embedded in the manifest of the put that made it and located
+there by the later ones (none is full yet: no index, spec §4.4).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from objstore_saver.format import codec, keys as k
 from objstore_saver.format.codec import InlineList, Manifest, SegmentRef
 from objstore_saver.storage import LocalStore, PutMode
 
-TURNS = 40
+TURNS = 28
 THREAD = "seg"
 
 

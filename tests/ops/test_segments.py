@@ -1,8 +1,9 @@
 """verify, show, cat, history and du over lists whose segments are embedded in manifests.
 
-A real saver grows a ``messages`` list by two messages a put over 40 puts:
-segments of 8 elements seal, four of one size merge into one of 32, and each
-is embedded in the manifest of the put that made it (format version 2).
+A real saver grows a ``messages`` list by two messages a put over 28 puts:
+segments of 8 elements seal, two of one size merge (up to one of 32 here),
+and each is embedded in the manifest of the put that made it (format
+version 2). Grown to 40 puts, its full segment goes under a root index.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _objects_key(digest: bytes) -> str:
 def test_the_thread_has_merged_segments_located_in_older_manifests(store: LocalStore) -> None:
     hkey, hm = head(store)
     counts = [g.count for g in segments(hm)]
-    assert counts == [64, 16]  # sealed and merged: 10 runs of 8 are 0b1010
+    assert counts == [32, 16, 8]  # sealed and merged: 7 runs of 8 are 0b111
     assert all(g.loc is not None for g in segments(hm))
     assert {g.loc for g in segments(hm)} - {hkey}  # located in older manifests
     assert not store.list(k.objects_prefix(THREAD)).objects  # nothing stands alone
@@ -201,12 +202,12 @@ def test_show_names_where_each_segment_is(store: LocalStore, config: OpsConfig) 
     report = ops.show(THREAD, config=config)
     _, hm = head(store)
     where = report["storage"]["messages"]
-    assert where["stored"] == "inline list" and where["elements"] == 80
+    assert where["stored"] == "inline list" and where["elements"] == 56
     assert [(s["digest"], s["elements"], s["embedded_in"]) for s in where["segments"]] == [
         (g.digest.hex(), g.count, g.loc) for g in segments(hm)
     ]
     assert all(s["key"] == s["embedded_in"] for s in where["segments"])
-    assert len(report["channel_values"]["messages"]) == 80
+    assert len(report["channel_values"]["messages"]) == 56
     assert report["embedded"] == {
         "objects": len(hm.embedded),
         "bytes": sum(len(b) for b in hm.embedded),
@@ -242,12 +243,13 @@ def test_show_and_cat_after_the_locating_manifest_went_alone(
     )
     assert seg == {
         "key": _objects_key(g.digest),
+        "kind": "segment",
         "digest": g.digest.hex(),
         "elements": g.count,
         "embedded_in": None,
         "located_in": g.loc,
     }
-    assert len(report["channel_values"]["messages"]) == 80
+    assert len(report["channel_values"]["messages"]) == 56
     shown = ops.cat(f"{g.loc}#{g.digest.hex()}", config)
     assert shown["key"] == _objects_key(g.digest) and shown["kind"] == "segment"
     assert "is gone" in shown["found_alone"]
@@ -312,3 +314,33 @@ def test_cli_show_lists_segments_and_cat_takes_their_address(
     with pytest.raises(SystemExit):
         cli.main(["cat", "--help"])
     assert "<manifest key>#<hash>" in " ".join(capsys.readouterr().out.split())
+
+
+def test_show_cat_and_verify_name_a_root_index(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "indexed")
+    with ObjectStoreSaver(store) as saver:
+        messages = grow(saver, turns=40)  # 80: a full segment of 64 under a root index, then 16
+    hkey, hm = head(store)
+    root, *rest = segments(hm)
+    assert root.index and root.count == 64 and [g.count for g in rest] == [16]
+    assert root.loc is not None and root.loc != hkey  # made by the put that filled the 64
+    config = OpsConfig(url=store.location)
+    report = ops.show(THREAD, config=config)
+    listed = report["storage"]["messages"]["segments"]
+    assert [(s["kind"], s["elements"], s["embedded_in"]) for s in listed] == [
+        ("index", 64, root.loc),
+        ("segment", 16, rest[0].loc),
+    ]
+    assert len(report["channel_values"]["messages"]) == len(messages) == 80
+    shown = ops.cat(f"{root.loc}#{root.digest.hex()}", config)
+    assert shown["kind"] == "index" and shown["elements"] == 64 and shown["sha256_ok"]
+    [ref] = shown["refs"]
+    # Located by checkpoint id, resolved beside the manifest embedding the index.
+    assert ref["kind"] == "segment" and ref["elements"] == 64
+    assert ref["located_in"] in manifests(store) and ref["key"] == ref["located_in"]
+    seg = ops.cat(f"{ref['key']}#{ref['digest']}", config)
+    assert seg["kind"] == "segment" and len(seg["elements"]) == 64
+    out = io.StringIO()
+    assert cli.main(["show", THREAD, "--url", store.location, "--no-progress"], stdout=out) == 0
+    assert f"index of 64 in {root.loc}#{root.digest.hex()}" in out.getvalue()
+    assert _verify(store).ok

@@ -81,6 +81,18 @@ def _located(m: Manifest) -> dict[bytes, str | None]:
     return {g.digest: g.loc for g in entry.obj.segments}
 
 
+def _reached(located: Any, objects: dict[bytes, bytes]) -> set[bytes]:
+    """The segments and indexes a list's references reach, through its indexes (spec §4.4)."""
+    out, stack = set(), list(located)
+    while stack:
+        d = stack.pop()
+        out.add(d)
+        obj = codec.decode_object(objects[d], "embedded") if d in objects else None
+        if isinstance(obj, codec.IndexObj):
+            stack += [r.digest for r in obj.refs]
+    return out
+
+
 def _embedded(manifests: Any) -> dict[bytes, bytes]:
     out: dict[bytes, bytes] = {}
     for m in manifests:
@@ -175,7 +187,7 @@ def test_extracted_segments_are_marked_and_swept_once_nothing_reaches_them(
 ) -> None:
     store = LocalStore(tmp_path / "store")
     messages, doomed, head = _chat_with_doomed_segments(store, "chat")
-    reached = set(_located(next(iter(head.values()))))
+    reached = _reached(_located(next(iter(head.values()))), doomed)
     with ObjectStoreSaver(store) as saver:
         assert _prune(saver, "chat")["objects_extracted"] == len(doomed)
         # A file's mtime ticks coarsely (the kernel's clock tick): a mark written in

@@ -1,6 +1,6 @@
 """The viewer over a list whose segments are embedded in manifests (format version 2).
 
-A real saver grows a ``messages`` list by two messages a put over 40 puts
+A real saver grows a ``messages`` list by two messages a put over 28 puts
 (one question large enough to be an object of its own): the checkpoint page
 lists the list's segments and links the manifest embedding each, the object
 page decodes an embedded segment (``<manifest key>#<hex>``), a manifest's
