@@ -227,8 +227,11 @@ def recall_segments(
         return held
     refs: list[tuple[str, bytes]] = []
     located: dict[bytes, str] = {}
-    lists = [e.obj for e in parent.entries.values() if isinstance(e, InlineList)]
-    stack = [g for o in lists for g in o.segments]
+    tops: list[SegmentRef] = []
+    for e in parent.entries.values():
+        if isinstance(e, InlineList):
+            tops += e.obj.segments
+    stack = list(tops)
     missing = False
     while stack:
         g = stack.pop()
@@ -240,7 +243,7 @@ def recall_segments(
             continue
         missing = True
     if missing:
-        for g in (g for o in lists for g in o.segments):
+        for g in tops:
             refs.append((LIST_TAG[g.index], g.digest))
             if g.loc is not None:
                 located[g.digest] = g.loc
