@@ -89,15 +89,13 @@ class Signer:
         headers["x-amz-content-sha256"] = payload_sha256
         if credentials.token:
             headers["x-amz-security-token"] = credentials.token
-        signed = [("host", host)]
-        signed += [
-            (name, value)
-            for name, value in headers.items()
-            if name[:6] == "x-amz-" or name == "content-md5" or name == "content-type"
-        ]
-        signed.sort()
-        canonical_headers = "".join([f"{n}:{' '.join(v.split())}\n" for n, v in signed])
-        signed_names = ";".join([n for n, _ in signed])
+        signed = {"host": host}
+        for name, value in headers.items():
+            if name[:6] == "x-amz-" or name == "content-md5" or name == "content-type":
+                signed[name] = value
+        names = sorted(signed)
+        canonical_headers = "".join([f"{n}:{' '.join(signed[n].split())}\n" for n in names])
+        signed_names = ";".join(names)
         canonical = "\n".join(
             (method, path, query, canonical_headers, signed_names, payload_sha256)
         )
