@@ -167,6 +167,10 @@ class Driver:
                 outcomes = [await run(self.store, ops[0])]
             except Exception as exc:  # noqa: BLE001  # counted, then re-raised by _settled
                 outcomes = [exc]
+        elif len(ops) <= self._max_workers:  # all in flight at once: no gate to pass
+            outcomes = await asyncio.gather(
+                *(run(self.store, op) for op in ops), return_exceptions=True
+            )
         else:
             # At most max_workers requests of one batch in flight, as on the sync path.
             gate = asyncio.Semaphore(self._max_workers)

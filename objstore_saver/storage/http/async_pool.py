@@ -52,6 +52,25 @@ class AsyncConnectionPool(CappedPool):
     def _setup(self) -> None:
         self._slots = asyncio.Semaphore(self._max_connections)
         self._idle: list[_Conn] = []
+        # The read deadline of each exchange under way, oldest first (one read timeout
+        # for all), the connections cut at theirs, and the one timer that cuts them:
+        # no timer a request, each pushed on the loop's heap and cancelled.
+        self._reading: dict[asyncio.StreamWriter, float] = {}
+        self._late: set[asyncio.StreamWriter] = set()
+        self._watch: asyncio.TimerHandle | None = None
+
+    def _expire(self) -> None:
+        """Cut the connections whose read deadline passed; wake again at the next one."""
+        self._watch = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for writer, deadline in list(self._reading.items()):
+            if deadline > now:
+                self._watch = loop.call_at(deadline, self._expire)
+                return
+            del self._reading[writer]
+            self._late.add(writer)
+            writer.transport.abort()  # the read under way ends: a read timeout (see _send)
 
     async def _take(self) -> _Conn | TransportFailure:
         """An open idle connection, a new one, or the failure (not sent) when none opens."""
@@ -124,15 +143,21 @@ class AsyncConnectionPool(CappedPool):
                 writer.write(head)
                 writer.write(body)
             # One deadline for the whole answer: interim answers, body and trailers.
-            async with asyncio.timeout(self._read_timeout):
-                await writer.drain()
-                reply = await _receive(reader, answer)
-        except (OSError, ProtocolError) as exc:  # TimeoutError included
-            writer.close()
-            return self._read_failed(exc)
+            loop = asyncio.get_running_loop()
+            self._reading[writer] = deadline = loop.time() + self._read_timeout
+            if self._watch is None:
+                self._watch = loop.call_at(deadline, self._expire)
+            await writer.drain()
+            reply = await _receive(reader, answer)
+        except (OSError, ProtocolError) as exc:
+            writer.close()  # cut at its deadline (late): a read timeout
+            return self._read_failed(TimeoutError() if writer in self._late else exc)
         except asyncio.CancelledError:
             writer.close()  # mid-exchange: the connection's framing is unknown
             raise
+        finally:
+            self._reading.pop(writer, None)
+            self._late.discard(writer)
         if self._proxy_answered(reply):
             writer.close()
             return self._proxy_refused(407)

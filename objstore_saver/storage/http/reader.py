@@ -29,6 +29,8 @@ _STATUS = re.compile(r"HTTP/1\.([0-9]) ([1-5][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f
 # Possessive quantifiers: a line that fails is rejected in one pass, never backtracked.
 _FIELD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]++:[ \t]*+[^\x00-\x08\x0a-\x1f\x7f]*+")
 _FIELDS = re.compile(rf"(?:{_FIELD.pattern}\r\n)*+")
+#: Name and value (leading blanks left out) of each line of lines ``_FIELDS`` matched.
+_PAIRS = re.compile(r"([^:]++):[ \t]*+([^\r]*+)\r\n")
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
@@ -64,10 +66,9 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
                 if _FIELD.fullmatch(line) is None:
                     raise ProtocolError(f"bad header line {_shown(line)}")
             raise ProtocolError("bad header lines")  # unreachable: some line failed above
-        for line in fields.split("\r\n")[:-1]:
-            name, _, value = line.partition(":")
+        for name, value in _PAIRS.findall(fields):
             name = name.lower()
-            value = value.strip(" \t")
+            value = value.rstrip(" \t")
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
     if status[1] == "0" and "keep-alive" not in headers.get("connection", "").lower():
         headers["connection"] = "close"

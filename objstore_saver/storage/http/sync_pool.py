@@ -125,7 +125,7 @@ class CappedPool:
         CR, LF or NUL (or a space in the method or target) would change the framing."""
         headers = request.headers
         head = f"{request.method} {self._target_prefix}{request.target} HTTP/1.1\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in headers.items()
+            [f"{k}: {v}\r\n" for k, v in headers.items()]
         )
         lines = self._fixed_lines + len(headers)
         if request.body or request.method in ("PUT", "POST"):

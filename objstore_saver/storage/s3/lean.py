@@ -233,7 +233,8 @@ class LeanS3Store(S3StoreFacts):
             answer = None
         else:
             answer = await self._asend(step)
-        await self._signable()
+        if self._credentials.refresh_due():  # checked here: no coroutine made for nothing
+            await self._credentials.ready()
         return answer
 
     async def _signable(self) -> None:

@@ -101,7 +101,7 @@ def parse_list(body: bytes, skip: int) -> ListPage:
     for child in root:
         tag = _local(child.tag)
         if tag == "Contents":
-            fields = {_local(e.tag): e.text or "" for e in child}
+            fields = {e.tag.rpartition("}")[2]: e.text or "" for e in child}
             objects.append(
                 ObjectInfo(
                     key=fields["Key"][skip:],

@@ -91,10 +91,10 @@ class Signer:
             headers["x-amz-security-token"] = credentials.token
         signed = {"host": host}
         for name, value in headers.items():
-            if name.startswith("x-amz-") or name in ("content-md5", "content-type"):
+            if name[:6] == "x-amz-" or name == "content-md5" or name == "content-type":
                 signed[name] = value
         names = sorted(signed)
-        canonical_headers = "".join(f"{n}:{' '.join(signed[n].split())}\n" for n in names)
+        canonical_headers = "".join([f"{n}:{' '.join(signed[n].split())}\n" for n in names])
         signed_names = ";".join(names)
         canonical = "\n".join(
             (method, path, query, canonical_headers, signed_names, payload_sha256)
@@ -103,9 +103,8 @@ class Signer:
         to_sign = "\n".join(
             (ALGORITHM, stamp, scope, hashlib.sha256(canonical.encode()).hexdigest())
         )
-        signature = hmac.new(
-            self._signing_key(credentials.secret_key, day), to_sign.encode(), hashlib.sha256
-        ).hexdigest()
+        key = self._signing_key(credentials.secret_key, day)
+        signature = hmac.digest(key, to_sign.encode(), "sha256").hex()
         headers["authorization"] = (
             f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
             f"SignedHeaders={signed_names}, Signature={signature}"
