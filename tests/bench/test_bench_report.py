@@ -83,7 +83,11 @@ def _miss_every_target(doc: dict[str, Any]) -> dict[str, Any]:
     r = doc["results"]
     r["1"][OURS] |= {"total_mib": 1.0, "flatness": 2.0}
     r["1b"][OURS] |= {"bytes_over_raw": 5.0, "flatness": 2.0}
-    far = r["2"][OURS]["points"]["1000"]
+    w2 = r["2"][OURS]  # as if it played all 1,000 turns, whatever the run's cap allowed
+    w2["points"]["1000"] = copy.deepcopy(w2["points"][max(w2["points"], key=int)])
+    w2 |= {"turns_done": 1000, "stopped_by_cap": False}
+    w2["bytes_per_turn"] = (w2["bytes_per_turn"] * 2)[:1000]
+    far = w2["points"]["1000"]
     far["lookup"]["total_requests"] = 3
     far["invoke"]["wall_s"] = 1.0
     written = r["2"][OURS]["bytes_per_turn"]
@@ -309,6 +313,7 @@ def test_no_history_in_the_generated_page() -> None:
 
 def test_a_cold_resume_of_the_long_thread_is_reported_with_its_requests() -> None:
     doc = copy.deepcopy(LATEST)
+    doc["results"]["2"][OURS].pop("cold_resume", None)
     assert "W2 cold resume" not in _page(doc)  # a run that did not measure it
     doc["results"]["2"][OURS]["cold_resume"] = {
         "requests": {"GetObject": 5, "ListObjectsV2": 1},
