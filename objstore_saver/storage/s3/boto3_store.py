@@ -1,8 +1,6 @@
 """A backend on an S3-compatible bucket through boto3's client: objects and their versions.
 
-Create-only puts use ``If-None-Match: *`` (conditional writes), so the bucket
-must be on AWS S3 or a server that implements them. Differences between
-servers that this module handles are listed in ``docs/s3-compatibility.md``.
+Create-only puts need conditional writes (``If-None-Match: *``); servers: docs/s3-compatibility.md.
 """
 
 from __future__ import annotations
@@ -88,9 +86,8 @@ _CHECKING = threading.local()
 def _check_fails_fast(caught_exception: Exception | None = None, **_: Any) -> bool | None:
     """``needs-retry`` hook of HeadBucket: False (no retry) when a check could not connect.
 
-    The most specific handler answers first, so this False outranks the
-    retry mode's delay; HeadBucket sent outside :meth:`Boto3S3Store.check` (the
-    caller's own, on a client passed in) is left to the retry mode.
+    The most specific handler answers first, so this False outranks the retry mode's
+    delay; a HeadBucket outside :meth:`Boto3S3Store.check` is left to the retry mode.
     """
     if getattr(_CHECKING, "active", False) and isinstance(caught_exception, _NOT_CONNECTED):
         return False
@@ -110,30 +107,21 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
 
     Keys given to the store are relative to ``prefix``; listings return them
     relative again. Credentials come from boto3's usual chain (environment,
-    shared files, instance roles) unless a ready client is passed. Defaults
-    and advice for each option are in ``docs/s3-compatibility.md``.
+    shared files, instance roles) unless a ready ``client`` is passed, which
+    the client options (endpoint, region, addressing, connections, retries)
+    cannot be combined with. ``settings``: everything as one
+    :class:`~objstore_saver.storage.s3.settings.S3Settings` (bucket and prefix
+    included; then no other option); ``**options``: the settings by name, as
+    :meth:`S3Settings.from_options` takes them. Defaults and advice:
+    ``docs/s3-compatibility.md``.
 
-    Args:
-        bucket: Bucket name.
-        prefix: Key prefix of every object; normalized to ``""`` or a string
-            ending with ``/``.
-        client: A boto3 S3 client to use instead of building one. The client
-            options (endpoint, region, addressing, connections, retries)
-            cannot be combined with it: configure the client.
-        settings: Everything as one
-            :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
-            (its bucket and prefix included; then no other option).
-        **options: The settings by name, as :meth:`S3Settings.from_options`
-            takes them; each is documented on :class:`S3Settings`,
-            :class:`ClientSettings` or :class:`RetrySettings`.
-
-    Raises:
-        InvalidKeyError: the prefix is not made of valid key segments.
-        TypeError: an option this store does not take.
-        ValueError: ``bucket`` is empty or a directory bucket (``--x-s3``,
-            a ``ConfigurationError``), an option is out of range, client
-            options are given with ``client``, or the extra arguments set
-            what ``encryption`` sets.
+    Building raises InvalidKeyError (a prefix not made of valid key segments),
+    TypeError (an option this store does not take) or ValueError (an empty or
+    directory bucket, an option out of range, client options with ``client``,
+    extra arguments setting what ``encryption`` sets). Every request raises
+    InvalidKeyError for an invalid key (before anything is sent),
+    StoreUnavailableError when the bucket cannot be used, StorageError for any
+    other failure.
     """
 
     def __init__(
@@ -239,9 +227,8 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
     ) -> Any:
         """Call a client method; a botocore error not in ``handled`` raises its StorageError.
 
-        botocore's ParamValidationError quotes the values, an SSE-C key among
-        them: ours names the parameters only and is raised outside the handler,
-        so it neither chains nor holds the original.
+        botocore's ParamValidationError quotes the values (an SSE-C key among them):
+        ours is raised outside the handler, so it neither chains nor holds the original.
         """
         try:
             return method(**args)
@@ -285,13 +272,8 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
         """Store ``data`` at ``key`` with one ``PutObject`` (``CREATE``: ``If-None-Match: *``).
 
-        Raises:
-            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
-            InvalidKeyError: the key is invalid or too long with the prefix.
-            EncryptionNotConfirmedError: ``encryption`` is set and the server's
-                answer does not report it.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
+        ObjectExistsError: ``CREATE`` found an object; EncryptionNotConfirmedError:
+        ``encryption`` is set and the server's answer does not report it.
         """
         args = {**self._extra_put_args, "Bucket": self.bucket, "Key": self._full_key(key)}
         if self.encryption is not None:
@@ -327,14 +309,8 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
         """Return the object at ``key``, or bytes ``[start, end)`` of it.
 
         ``end`` past the object's size is clamped to it; a range starting at or
-        past the end returns ``b""`` (S3 answers 416 there).
-
-        Raises:
-            ObjectNotFoundError: nothing is stored at ``key``.
-            InvalidKeyError: the key is invalid.
-            ValueError: the byte range is not ``0 <= start <= end``.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
+        past the end returns ``b""`` (S3 answers 416 there). ObjectNotFoundError:
+        nothing is stored at ``key``; ValueError: not ``0 <= start <= end``.
         """
         args = {**self._extra_get_args, "Bucket": self.bucket, "Key": self._full_key(key)}
         if self.encryption is not None:
@@ -363,13 +339,8 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys after ``start_after`` under ``prefix`` (``ListObjectsV2``).
-
-        Raises:
-            ValueError: ``limit`` is out of range.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: any other failure.
-        """
+        """List up to ``limit`` (1 to 1,000, else ValueError) keys after ``start_after``
+        under ``prefix`` (``ListObjectsV2``)."""
         if not 1 <= limit <= MAX_LIST_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_LIST_PAGE}, got {limit}")
         args: dict[str, Any] = {
@@ -392,13 +363,8 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
         return ListPage(objects=objects, truncated=bool(response.get("IsTruncated")))
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete the given keys with ``DeleteObjects``, 1,000 keys per request.
-
-        Raises:
-            InvalidKeyError: a key is invalid; nothing is deleted.
-            StoreUnavailableError: the bucket cannot be used.
-            StorageError: S3 reported an error for a key (named with its code).
-        """
+        """Delete the given keys with ``DeleteObjects``, 1,000 keys per request (a key S3
+        reported an error for is named, with its code, in a StorageError)."""
         full_keys = [self._full_key(key) for key in keys]
         for i in range(0, len(full_keys), MAX_DELETE_BATCH):
             batch = full_keys[i : i + MAX_DELETE_BATCH]
@@ -490,6 +456,5 @@ class Boto3S3Store(S3StoreFacts, ThreadedAsync):
         return refused
 
 
-#: The name this transport had while it was the only one; kept so that code
-#: written against it keeps working.
+#: The name this transport had while it was the only one, kept for code written against it.
 S3Store = Boto3S3Store

@@ -1,8 +1,5 @@
-"""A lean S3 backend: sends what the pure plans of ``protocol.py`` yield, sync and async.
-
-Requests go on the blocking pool (``sync_pool.py``) or on the event loop
-(``async_pool.py``, no thread hop); why this design is in ``docs/transport.md``.
-"""
+"""A lean S3 backend: sends what the pure plans of ``protocol.py`` yield, on the blocking
+pool or the event loop's (no thread hop); the design: ``docs/transport.md``."""
 
 from __future__ import annotations
 
@@ -61,32 +58,20 @@ _USER_AGENT = "objstore-saver-lean-s3"
 class LeanS3Store(S3StoreFacts):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on an S3 bucket, sync and async.
 
-    Same behaviour, errors and messages as :class:`Boto3S3Store`, at a fraction of
-    its client CPU per request; the coroutines run on the event loop without a
-    thread. Needs nothing beyond the standard library and botocore.
+    Same behaviour, errors and messages as :class:`Boto3S3Store` (``bucket``,
+    ``prefix``, ``settings`` and ``**options`` too), at a fraction of its client
+    CPU per request; the coroutines run on the event loop without a thread.
+    Needs nothing beyond the standard library and botocore. ``session``: a
+    ``boto3.Session`` or ``botocore.session.Session`` whose credential chain
+    signs the requests (and whose profile the settings not given are read
+    from); default a new botocore session.
 
-    Args:
-        bucket: Bucket name.
-        prefix: Key prefix of every object; normalized to ``""`` or a string
-            ending with ``/``.
-        settings: Everything as one
-            :class:`~objstore_saver.storage.s3.settings.S3Settings` instead
-            (its bucket and prefix included; then no other option).
-        session: A ``boto3.Session`` or ``botocore.session.Session`` whose
-            credential chain signs the requests (and whose profile the
-            settings not given are read from); default a new botocore session.
-        **options: The settings by name, as :meth:`S3Settings.from_options`
-            takes them; each is documented on :class:`S3Settings`,
-            :class:`ClientSettings` or :class:`RetrySettings`.
-
-    Raises:
-        InvalidKeyError: the prefix is not made of valid key segments.
-        TypeError: an option this store does not take.
-        ValueError: an option is out of range or contradicts another, the
-            bucket is empty or a directory bucket, the endpoint or proxy URL is
-            unusable, or botocore's rules know no host for the region.
-        ConfigurationError: a CA bundle file is missing or unusable (a
-            ``ValueError`` too), naming the path.
+    Building raises InvalidKeyError (a prefix not made of valid key segments),
+    TypeError (an option this store does not take), ValueError (an option out
+    of range or contradicting another, an empty or directory bucket, an
+    unusable endpoint or proxy URL, a region botocore's rules know no host
+    for) or ConfigurationError (also a ValueError: a CA bundle file missing or
+    unusable, naming the path).
     """
 
     def __init__(
@@ -141,8 +126,7 @@ class LeanS3Store(S3StoreFacts):
             else lambda region: resolve_addressing(bucket, None, "", region, style, session),
         )
         self._pool = ConnectionPool(addressing.scheme, addressing.host, **self._pool_options())
-        # One pool per event loop (stream connections are bound to their loop);
-        # a loop that is garbage-collected takes its pool along.
+        # One pool per event loop (its connections are bound to it), collected with it.
         self._aio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = (
             weakref.WeakKeyDictionary()
         )
@@ -200,10 +184,8 @@ class LeanS3Store(S3StoreFacts):
         return await self._aio_pool().send(request)
 
     def _move(self, moved: BucketRegionError) -> None:
-        """Follow the bucket to its region's host: new pools there, requests signed for it.
-
-        The refused request did nothing: the caller starts its operation again.
-        """
+        """Follow the bucket to its region's host: new pools there, requests signed for it
+        (the refused request did nothing: the caller starts its operation again)."""
         with self._move_lock:
             if self._protocol.addressing == moved.addressing:
                 return  # another thread followed it first

@@ -1,8 +1,7 @@
 """The S3 requests of the lean transport as pure plans: no sockets, no sleeping.
 
-Each operation is a generator that yields signed :class:`HttpRequest` or
-:class:`Sleep` steps, receives a :class:`Reply` for each, and returns the
-result or raises the storage error; ``lean.py`` performs the steps.
+Each operation yields signed :class:`HttpRequest` or :class:`Sleep` steps and
+receives a :class:`Reply` for each; ``lean.py`` performs them.
 """
 
 from __future__ import annotations
@@ -73,12 +72,9 @@ Exchange = Generator[HttpRequest | Sleep, Reply | None, T]
 
 
 class BucketRegionError(StoreUnavailableError):
-    """The bucket is in another region, whose requests go to another host.
-
-    The plans cannot move the connection pools: the store's runner catches
-    this, reconnects to ``addressing`` (for ``bucket_region``; ``region`` was
-    signed for) and starts the operation again (the refused request did nothing).
-    """
+    """The bucket is in another region, whose requests go to another host: the store's
+    runner reconnects to ``addressing`` (for ``bucket_region``; ``region`` was signed
+    for) and starts the operation again (the refused request did nothing)."""
 
     def __init__(
         self, message: str, *, region: str, bucket_region: str, addressing: Addressing
@@ -185,14 +181,9 @@ def signed_region(request: HttpRequest) -> str:
 class S3Protocol:
     """Builds, signs and interprets the requests of one bucket and prefix.
 
-    Args:
-        credentials: Returns the credentials to sign the next request with;
-            raises :class:`StoreUnavailableError` when there are none.
-        location: ``s3://bucket/prefix ...`` as messages show it.
-        clock: Current UTC time (tests pin it).
-        relocate: Where the bucket's requests go in another region (an AWS
-            host names its region); ``None`` for a custom endpoint, where a
-            wrong-region answer only changes the signature.
+    ``relocate``: where the bucket's requests go in another region (an AWS host
+    names its region); ``None`` for a custom endpoint, where a wrong-region
+    answer only changes the signature. ``clock``: tests pin it.
     """
 
     def __init__(
@@ -349,7 +340,7 @@ class S3Protocol:
         *,
         retry_unreached: bool = True,
     ) -> Exchange[tuple[Reply, int]]:
-        """Send a request until it gets a final answer or attempts run out; the last
+        """Send ``build()`` until it gets a final answer or attempts run out; the last
         reply (retryable or not) and the number of attempts.
 
         A retry waits its backoff and takes its cost from the store's retry
@@ -357,11 +348,7 @@ class S3Protocol:
         the last retry took (1 when there was none). One wrong-region answer is
         followed: the request is signed again, at once, for the region the
         answer names (not an attempt); a second is a StoreUnavailableError.
-
-        Args:
-            build: Builds and signs the request, anew for each attempt.
-            retry_unreached: False: a connection that could not be opened
-                (refused, unreachable, connect timeout) ends the exchange.
+        ``retry_unreached=False``: a connection that could not be opened ends it.
         """
         attempt = 0
         taken = 0

@@ -1,10 +1,6 @@
-"""Every S3 setting, resolved in one place, into three named frozen objects.
-
-Both transports and every constructor build their store from an
-:class:`S3Settings`, which holds a :class:`ClientSettings` (timeouts, pool,
-proxies, TLS trust) and a :class:`RetrySettings`. A setting left ``None`` is
-resolved when the store is built, here, in boto3's order; only the proxy of
-an origin is chosen per host (:mod:`.network`).
+"""Every S3 setting as :class:`S3Settings` (with :class:`ClientSettings` and
+:class:`RetrySettings`); one left ``None`` is resolved here in boto3's order
+(docs/configuration.md), but an origin's proxy per host (:mod:`.network`).
 """
 
 from __future__ import annotations
@@ -46,25 +42,19 @@ ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
-    """How connections are made; checked when built.
+    """How connections are made (timeouts in seconds); checked when built.
 
-    Attributes:
-        connect_timeout: Seconds to wait for a connection.
-        read_timeout: Seconds to wait for data on a connection.
-        max_pool_connections: Idle connections kept per pool (boto3: the
-            pool's size; at least the threads using the store at once).
-        max_connections: Connections open at once per lean pool (the
-            blocking one and each event loop's); a request beyond it waits up
-            to ``read_timeout`` for one, then fails as not sent (and is retried).
-        proxies: Forward proxies by origin scheme, as botocore's
-            ``Config(proxies=...)``; given, it alone decides. ``None``:
-            ``HTTPS_PROXY``/``HTTP_PROXY`` unless ``NO_PROXY`` lists the origin.
-            The lean transport takes ``http://`` proxies only.
-        verify: ``False`` turns TLS verification off (logged as a warning);
-            a path is a CA bundle, as botocore's ``verify``.
-        ca_bundle: A CA bundle file replacing the system's trust store.
-            ``None``: ``AWS_CA_BUNDLE``, the profile's ``ca_bundle``,
-            ``REQUESTS_CA_BUNDLE``, the system's (:func:`trust_choice`).
+    ``max_pool_connections``: idle connections kept per pool (boto3: the
+    pool's size; at least the threads using the store at once).
+    ``max_connections``: connections open at once per lean pool (the blocking
+    one and each event loop's); a request beyond it waits up to
+    ``read_timeout`` for one, then fails as not sent (and is retried).
+    ``proxies``: by origin scheme, as botocore's ``Config(proxies=...)``;
+    given, it alone decides, ``None``: ``HTTPS_PROXY``/``HTTP_PROXY`` unless
+    ``NO_PROXY`` lists the origin; the lean transport takes ``http://`` ones only.
+    ``verify``: ``False`` turns TLS verification off (logged as a warning), a
+    path is a CA bundle. ``ca_bundle``: replaces the system's trust store;
+    ``None``: as :func:`trust_choice` finds it.
     """
 
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
@@ -84,14 +74,11 @@ class ClientSettings:
 
 @dataclass(frozen=True, slots=True)
 class RetrySettings:
-    """How often a request is tried and how long between; checked when built.
-
-    Attributes:
-        max_attempts: Attempts per request, the first included.
-        retry_mode: botocore's retry mode, ``"standard"`` or ``"adaptive"``
-            (boto3 only; the lean transport retries like ``"standard"``).
-        backoff_base: Largest wait before the second attempt in seconds,
-            doubling per attempt (full jitter, capped at 20 s); lean only.
+    """How often a request is tried (``max_attempts``, the first included) and how
+    long between; checked when built. ``retry_mode``: boto3 only (the lean
+    transport retries like ``"standard"``). ``backoff_base``: lean only, the
+    largest wait before the second attempt, doubling per attempt (full jitter,
+    capped at 20 s).
     """
 
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
@@ -124,26 +111,15 @@ class S3Settings:
 
     Build one directly or with :meth:`from_options` (the flat keyword options
     ``from_url``, ``from_bucket`` and the stores take); the stores take it as
-    ``settings=``.
-
-    Attributes:
-        bucket: Bucket name (not empty, not a directory bucket).
-        prefix: Key prefix of every object; normalized to ``""`` or ending with ``/``.
-        endpoint_url: S3-compatible endpoint (MinIO, Ceph...), path-style
-            addressed; user info refused. ``None``: :func:`configured_endpoint`.
-        region_name: Region of the bucket. ``None``: :func:`configured_region`.
-        addressing_style: ``"path"``, ``"virtual"`` or ``"auto"``. ``None``:
-            :func:`configured_style` (path style with an endpoint, virtual on
-            AWS unless the bucket name has dots).
-        encryption: Server-side encryption of every object; every PUT answer
-            must confirm it. ``None`` leaves it to the bucket's default.
-        extra_put_headers: Extra HTTP headers of every PUT (lean), e.g.
-            ``{"x-amz-storage-class": "STANDARD_IA"}``; names lower-cased.
-        extra_get_headers: Extra HTTP headers of every GET (lean).
-        extra_put_args: Extra ``put_object`` arguments (boto3), e.g. ``StorageClass``.
-        extra_get_args: Extra ``get_object`` arguments (boto3).
-        client: Connections (:class:`ClientSettings`).
-        retry: Retries (:class:`RetrySettings`).
+    ``settings=``. ``bucket``: not empty, not a directory bucket. ``prefix``:
+    normalized to ``""`` or ending with ``/``. ``endpoint_url`` (path-style
+    addressed, user info refused), ``region_name`` and ``addressing_style``
+    (``"path"``, ``"virtual"`` or ``"auto"``) left ``None`` are found by
+    :func:`configured_endpoint`, :func:`configured_region` and
+    :func:`configured_style`. ``encryption``: every PUT answer must confirm
+    it; ``None`` leaves it to the bucket's default. ``extra_put_headers`` /
+    ``extra_get_headers`` (lean; names lower-cased) and ``extra_put_args`` /
+    ``extra_get_args`` (boto3) go with every PUT / GET.
     """
 
     bucket: str
@@ -195,12 +171,9 @@ class S3Settings:
     def from_options(
         cls, bucket: str, prefix: str = "", *, transport: str = "lean", **options: Any
     ) -> S3Settings:
-        """The settings of the flat keyword options (``None`` keeps a default).
-
-        Raises:
-            TypeError: an option no S3 store takes.
-            ValueError: an unknown transport, an option of the other one, or out of range.
-        """
+        """The settings of the flat keyword options (``None`` keeps a default); TypeError
+        for an option no S3 store takes, ValueError for an unknown transport, an option
+        of the other one, or out of range."""
         given = {name: value for name, value in options.items() if value is not None}
         check_transport(transport, given)
         unknown = sorted(set(options) - SETTINGS_OPTIONS)
@@ -347,13 +320,10 @@ def botocore_session(session: Any) -> Any:
 
 
 def configured_endpoint(endpoint_url: str | None, session: Any) -> tuple[str | None, str]:
-    """The endpoint an S3 store talks to and the name of where it came from, in boto3's order.
-
-    The argument, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the config
-    file's services section the profile names (ConfigurationError if missing),
-    the profile's ``endpoint_url``, else none (AWS itself); all but the
-    argument ignored when ``ignore_configured_endpoint_urls`` is set.
-    """
+    """The endpoint an S3 store talks to and where it came from, in boto3's order:
+    the argument, ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the profile's services
+    section (ConfigurationError if missing), its ``endpoint_url``, else none (AWS); all
+    but the argument ignored when ``ignore_configured_endpoint_urls`` is set."""
     if endpoint_url is not None:
         return endpoint_url, "endpoint_url"
     core = botocore_session(session)
@@ -461,13 +431,10 @@ def trust_choice(
     session: Any = None,
     environ: Mapping[str, str] | None = None,
 ) -> TrustChoice:
-    """Which CA bundle verifies ``https`` origins, in botocore's order.
-
-    ``verify=False`` (no verification) or a ``verify`` path, else
-    ``ca_bundle``, else ``AWS_CA_BUNDLE``, else the profile's ``ca_bundle``,
-    else ``REQUESTS_CA_BUNDLE``, else the system's trust store. ValueError
-    when ``verify`` and ``ca_bundle`` contradict each other.
-    """
+    """Which CA bundle verifies ``https`` origins, in botocore's order: ``verify``
+    (False or a path), ``ca_bundle``, ``AWS_CA_BUNDLE``, the profile's ``ca_bundle``,
+    ``REQUESTS_CA_BUNDLE``, the system's. ValueError when ``verify`` and
+    ``ca_bundle`` contradict each other."""
     env = os.environ if environ is None else environ
     if verify is not None and not isinstance(verify, bool | str):
         raise ValueError(f"verify must be True, False or a CA bundle path, got {verify!r}")
