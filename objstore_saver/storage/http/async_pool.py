@@ -1,8 +1,5 @@
-"""The asyncio twin of ``sync_pool.py``: keep-alive stream connections to one origin.
-
-Answers are read by the same :class:`~.reader.AnswerReader`; it never
-retries. Connections belong to the event loop that opened them.
-"""
+"""The asyncio twin of ``sync_pool.py``: keep-alive stream connections to one origin,
+bound to the event loop that opened them."""
 
 from __future__ import annotations
 
@@ -52,15 +49,13 @@ class AsyncConnectionPool(CappedPool):
     def _setup(self) -> None:
         self._slots = asyncio.Semaphore(self._max_connections)
         self._idle: list[_Conn] = []
-        # The read deadline of each exchange under way, oldest first (one read timeout
-        # for all), the connections cut at theirs, and the one timer that cuts them:
-        # no timer a request, each pushed on the loop's heap and cancelled.
+        # Each exchange's read deadline, oldest first (one read timeout for all), those
+        # cut at theirs, and the one timer that cuts them (not one timer a request).
         self._reading: dict[asyncio.StreamWriter, float] = {}
         self._late: set[asyncio.StreamWriter] = set()
         self._watch: asyncio.TimerHandle | None = None
 
-    def _expire(self) -> None:
-        """Cut the connections whose read deadline passed; wake again at the next one."""
+    def _expire(self) -> None:  # cut the connections past their deadline; wake at the next
         self._watch = None
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -76,10 +71,8 @@ class AsyncConnectionPool(CappedPool):
         """An open idle connection, a new one, or the failure (not sent) when none opens."""
         while self._idle:
             reader, writer = self._idle.pop()
-            # An idle connection has nothing to read: data or EOF means the
-            # server closed it (or broke framing); drop it.
-            # (StreamReader has no public "bytes buffered" accessor; without
-            # one, stray bytes surface as a framing error the retry sees.)
+            # An idle connection has nothing to read: data or EOF means the server
+            # closed it or broke framing. (No public "bytes buffered" accessor.)
             buffered = getattr(reader, "_buffer", b"")
             if not writer.is_closing() and not reader.at_eof() and not buffered:
                 return reader, writer

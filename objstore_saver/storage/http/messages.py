@@ -26,11 +26,8 @@ class HttpResponse:
 
 @dataclass(frozen=True, slots=True)
 class TransportFailure:
-    """No answer arrived: the connection failed or timed out.
-
-    ``sent`` is False only when the request surely never left (connect
-    failure); otherwise the server may have acted on it.
-    """
+    """No answer arrived: the connection failed or timed out. ``sent`` is False only when
+    the request surely never left (connect failure); else the server may have acted on it."""
 
     error: str
     sent: bool = True

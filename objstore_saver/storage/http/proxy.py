@@ -1,8 +1,5 @@
-"""A forward proxy a pool reaches its origin through.
-
-Plain ``http`` origins are asked through it in absolute form; ``https`` ones
-through a ``CONNECT`` tunnel, so the proxy never sees the request.
-"""
+"""A forward proxy: ``http`` origins are asked through it in absolute form, ``https``
+ones through a ``CONNECT`` tunnel (the proxy never sees the request)."""
 
 from __future__ import annotations
 
@@ -21,12 +18,9 @@ class Proxy:
 
     @classmethod
     def from_url(cls, url: str) -> Proxy:
-        """The proxy of a URL such as ``http://user:pass@proxy.internal:3128``.
-
-        A URL without a scheme is taken as ``http://``, as curl and botocore do;
-        another scheme, or no host, is a ValueError naming the proxy without
-        its credentials.
-        """
+        """The proxy of a URL such as ``http://user:pass@proxy.internal:3128`` (no scheme:
+        ``http://``, as curl and botocore do); another scheme, or no host, is a ValueError
+        naming the proxy without its credentials."""
         text = url if "://" in url else f"http://{url}"
         parts = urlsplit(text)
         shown = f"{parts.scheme}://{parts.hostname or ''}" + (

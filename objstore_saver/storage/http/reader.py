@@ -1,9 +1,5 @@
-"""Reading HTTP/1.1 answers, sans I/O: one strict reader both pools feed bytes to.
-
-The framing rules (docs/transport.md, "One strict reader") exist once, here;
-anything else raises :class:`ProtocolError`, and the pool reports a transport
-failure.
-"""
+"""Reading HTTP/1.1 answers, sans I/O: one strict reader both pools feed bytes to
+(docs/transport.md, "One strict reader"); anything else raises :class:`ProtocolError`."""
 
 from __future__ import annotations
 
@@ -19,10 +15,8 @@ MAX_LINE_BYTES = 8 * 1024
 MAX_INTERIM = 10
 #: Trailer lines accepted after the last chunk.
 MAX_TRAILERS = 32
-#: Default cap on an answer's body, in bytes. Our largest object is 2 MiB
-#: (a large tool result is stored in parts of at most 256 KiB) and a LIST page
-#: of 1,000 long keys is under 2 MB of XML: 32 MiB leaves 16x headroom, and
-#: even a 20 MB value stored whole by an older writer still fits.
+#: Default cap on an answer's body, in bytes: 16x our largest object (2 MiB) or LIST page
+#: (under 2 MB of XML); a 20 MB value stored whole by an older writer still fits.
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 _STATUS = re.compile(r"HTTP/1\.([0-9]) ([1-5][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
@@ -43,16 +37,12 @@ class ProtocolError(Exception):
 
 
 def _shown(line: str | bytes) -> str:
-    """A line of an answer as an error message quotes it: short, escaped."""
     return repr(line[:80])
 
 
 def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
-    """Status and lower-cased headers of an answer's head (without its blank line).
-
-    Repeated headers are joined by ``, ``. An HTTP/1.0 answer without
-    ``keep-alive`` gets ``connection: close``: its server closes the connection.
-    """
+    """Status and lower-cased headers (repeats joined by ``, ``) of an answer's head; an
+    HTTP/1.0 answer without ``keep-alive`` gets ``connection: close``, as its server closes."""
     text = head.decode("latin-1")
     first, _, fields = text.partition("\r\n")
     status = _STATUS.fullmatch(first)
@@ -75,8 +65,7 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     return int(status[2]), headers
 
 
-def _content_length(value: str, max_body: int) -> int:
-    """The body length a ``Content-Length`` value announces (repeats must agree)."""
+def _content_length(value: str, max_body: int) -> int:  # repeats must agree
     values = {v.strip() for v in value.split(",")} if "," in value else {value}
     if len(values) != 1:
         raise ProtocolError(f"conflicting Content-Length values {value[:80]!r}")
@@ -92,13 +81,10 @@ def _content_length(value: str, max_body: int) -> int:
 
 
 class AnswerReader:
-    """The answer to one request, read from the bytes a connection receives.
-
-    Call :meth:`feed` with every piece received (in order) until it returns
-    the answer, or :meth:`end` when the connection ends. Then :attr:`leftover`
-    holds the bytes past it and :attr:`reusable` says whether the connection
-    may carry another request. ``bodiless``: no body whatever the headers say
-    (``HEAD``, or a ``CONNECT`` whose 2xx opens a tunnel).
+    """The answer to one request, from the pieces :meth:`feed` gets in order (or
+    :meth:`end` at the connection's end); then :attr:`leftover` holds the bytes past it
+    and :attr:`reusable` says whether the connection may carry another request.
+    ``bodiless``: no body whatever the headers say (``HEAD``, a ``CONNECT``'s 2xx).
     """
 
     __slots__ = (
@@ -147,11 +133,8 @@ class AnswerReader:
 
     @property
     def wanted(self) -> int:
-        """Bytes the reader needs next if known (a chunk and its CRLF), else 0: a line.
-
-        A caller reading a stream it must not read past (a proxy relaying
-        messages) reads exactly this many bytes, or up to the next CRLF.
-        """
+        """Bytes needed next if known (a chunk and its CRLF), else 0 (a line): a caller that
+        must not read past the answer (a relaying proxy) reads that many, or up to a CRLF."""
         if self._state == _CHUNK_DATA:
             return self._need + 2
         if self._state == _LENGTH:
@@ -238,8 +221,7 @@ class AnswerReader:
             self._buf = buf[pos:] if pos else buf
         return None
 
-    def _head(self, head: bytes) -> None:
-        """Take a whole head: an interim one, or the final one and its framing."""
+    def _head(self, head: bytes) -> None:  # an interim one, or the final one and its framing
         status, headers = parse_head(head)
         self._status = status
         if status < 200:
@@ -269,8 +251,7 @@ class AnswerReader:
             self._state = _UNTIL_CLOSE
             self.reusable = False
 
-    def _chunk_size(self, line: bytes) -> None:
-        """Take a chunk-size line: hex digits, then maybe ``;`` and an ignored extension."""
+    def _chunk_size(self, line: bytes) -> None:  # hex digits, maybe ``;`` and an extension
         digits, semicolon, _ = line.partition(b";")
         if semicolon:
             digits = digits.rstrip(b" \t")
@@ -293,7 +274,6 @@ class AnswerReader:
             raise ProtocolError(f"bad trailer line {_shown(line)}")
 
     def _answer(self, leftover: bytes) -> HttpResponse:
-        """The whole answer; ``leftover`` are the bytes received after it."""
         self.leftover = leftover
         if leftover:
             self.reusable = False

@@ -1,10 +1,6 @@
-"""The blocking HTTP/1.1 connection pool, and what it shares with the asyncio one.
-
-:class:`CappedPool` holds what both pools share: one origin, its timeouts and
-caps, the request head and the failures they report. :class:`ConnectionPool`
-is a thread-safe keep-alive pool of plain sockets, without ``http.client``
-(about half its CPU per request, ``docs/transport.md``). It never retries: a
-failed request is reported to the caller's retry policy.
+"""The blocking HTTP/1.1 connection pool (:class:`ConnectionPool`, plain sockets, no
+``http.client``: docs/transport.md), and :class:`CappedPool`, what it shares with the
+asyncio one. Neither retries: a failure goes to the caller's retry policy.
 """
 
 from __future__ import annotations
@@ -71,13 +67,10 @@ class CappedPool:
         self._proxy = proxy
         self._max_body = max_body
         authority = f"[{self._host}]" if ":" in self._host else self._host
-        #: ``host:port`` of the origin, as a CONNECT request names it.
-        self._authority = f"{authority}:{self._port}"
-        #: Where sockets connect: the proxy, else the origin.
+        self._authority = f"{authority}:{self._port}"  # as a CONNECT request names it
         self._dial = (proxy.host, proxy.port) if proxy is not None else (self._host, self._port)
-        #: A plain origin behind a proxy is asked in absolute form: this goes before the path.
+        # A plain origin behind a proxy is asked in absolute form: this goes before the path.
         self._target_prefix = ""
-        #: Whether a connection begins with a CONNECT tunnel through the proxy.
         self._tunnel = proxy is not None and scheme == "https"
         extra = dict(extra_headers or {})
         if proxy is not None and not self._tunnel:
@@ -99,7 +92,6 @@ class CappedPool:
         self._busy = 0
         self._peak_busy = 0
         self._extra = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
-        #: Lines of the extra headers, the request line and the blank line.
         self._fixed_lines = len(extra) + 2
         self._setup()
 
@@ -154,7 +146,6 @@ class CappedPool:
         return f"proxy {proxy.host}:{proxy.port}" if proxy is not None else "no proxy"
 
     def _proxy_refused(self, status: int) -> TransportFailure:
-        """The failure of a proxy that answered ``status`` instead of forwarding: never sent."""
         try:
             reason = f" {HTTPStatus(status).phrase}"
         except ValueError:  # a status without a standard phrase
@@ -165,7 +156,6 @@ class CappedPool:
         )
 
     def _proxy_broke(self, exc: ProtocolError) -> TransportFailure:
-        """The failure of a proxy whose answer to ``CONNECT`` was not HTTP: never sent."""
         return TransportFailure(
             f"ProxyError: {self._proxy_name()} answered CONNECT {self._authority} "
             f"with a broken answer: {exc}",
@@ -173,24 +163,21 @@ class CappedPool:
         )
 
     def _tunnel_opened(self, answer: HttpResponse, leftover: bool) -> None:
-        """Raise ProxyRefused unless the proxy's answer to ``CONNECT`` is a bare 2xx."""
+        """Raise ProxyRefused unless the answer to ``CONNECT`` is a bare 2xx."""
         if not 200 <= answer.status < 300:
             raise ProxyRefused(self._proxy_refused(answer.status))
         if leftover:
             raise ProxyRefused(self._proxy_broke(ProtocolError("bytes after its 2xx to CONNECT")))
 
-    def _proxy_answered(self, answer: HttpResponse) -> bool:
-        """Whether ``answer`` is a forwarding proxy refusing to forward (its own 407)."""
+    def _proxy_answered(self, answer: HttpResponse) -> bool:  # a forwarding proxy's own 407
         return answer.status == 407 and bool(self._target_prefix)
 
-    def _read_failed(self, exc: OSError | ProtocolError) -> TransportFailure:
-        """The failure of a request whose answer could not be read (it may have been acted on)."""
+    def _read_failed(self, exc: OSError | ProtocolError) -> TransportFailure:  # maybe acted on
         if isinstance(exc, TimeoutError | BlockingIOError):  # BlockingIOError: a kernel timeout
             return TransportFailure(f"ReadTimeoutError: no answer within {self._read_timeout} s")
         return TransportFailure(f"{type(exc).__name__}: {exc}")
 
     def _connect_failed(self, exc: OSError) -> TransportFailure:
-        """The failure of a connection that could not be opened: never sent."""
         where = f"{self._authority}" + (f" via {self._proxy_name()}" if self._proxy else "")
         if isinstance(exc, ssl.SSLCertVerificationError):
             detail = exc.verify_message or str(exc)
@@ -205,7 +192,6 @@ class CappedPool:
         return TransportFailure(f"{type(exc).__name__}: {exc}", sent=False)
 
     def _no_slot(self) -> TransportFailure:
-        """The failure of a request that waited ``wait_timeout`` for a slot: never sent."""
         return TransportFailure(
             f"PoolTimeoutError: all {self._max_connections} connections stayed busy "
             f"for {self._wait_timeout} s",
@@ -230,7 +216,6 @@ def _check_field(name: str, value: str) -> None:
 
 
 def _check_request(request: HttpRequest) -> None:
-    """Raise naming what breaks a request's head."""
     for what, part in (("method", request.method), ("target", request.target)):
         if not part or " " in part or any(c in part for c in _BREAKING):
             raise ValueError(f"request {what} {part[:80]!r}: empty, or a space, CR, LF or NUL")
@@ -242,11 +227,9 @@ def _check_request(request: HttpRequest) -> None:
 _RECV = 256 * 1024
 _POLL = hasattr(select, "poll")
 
-#: Plain sockets wait in the kernel (``SO_RCVTIMEO``/``SO_SNDTIMEO``) where the
-#: option takes a ``struct timeval``: a socket with a Python timeout polls
-#: before every ``recv`` and ``send``, a second system call that also hands
-#: the GIL to another thread and back, about a tenth of a request's CPU with
-#: 8 threads (docs/profile.md, "One request's CPU", kernel socket timeouts).
+#: Plain sockets wait in the kernel (``SO_RCVTIMEO``) where it takes a ``struct timeval``:
+#: a Python timeout polls before every ``recv`` and ``send`` (docs/profile.md, "One
+#: request's CPU", kernel socket timeouts).
 _KERNEL_TIMEOUTS = sys.platform.startswith(("linux", "darwin", "freebsd"))
 #: What a blocking socket raises when its kernel timeout expires (EAGAIN).
 _TIMED_OUT = (TimeoutError, BlockingIOError)
@@ -313,9 +296,8 @@ class ConnectionPool(CappedPool):
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return None
-            # An idle keep-alive connection has nothing to read (no bytes came
-            # after its last answer, see _answer); if the socket has, the
-            # server closed it (EOF) or sent garbage: drop it.
+            # An idle connection has nothing to read (see _answer): if it has, the
+            # server closed it (EOF) or sent garbage.
             if not conn.readable():
                 return conn
             conn.close()
@@ -339,7 +321,6 @@ class ConnectionPool(CappedPool):
         return _Connection(sock)
 
     def _open_tunnel(self, sock: socket.socket) -> None:
-        """Open a ``CONNECT`` tunnel to the origin on ``sock`` within the connect timeout."""
         sock.sendall(self._connect_head())
         reader = AnswerReader(bodiless=True)
         deadline = time.monotonic() + self._connect_timeout
@@ -375,11 +356,9 @@ class ConnectionPool(CappedPool):
         return self._read(self._write(request))
 
     def send_ahead(self, request: HttpRequest) -> Callable[[], Reply] | None:
-        """Write one request now; return the function (to call exactly once) reading its answer.
-
-        None, with nothing sent, when no slot is free at once: a thread holding
-        slots for answers it has not read yet never waits for another.
-        """
+        """Write one request now; return the function (to call exactly once) reading its
+        answer. None, nothing sent, when no slot is free at once: a thread holding slots
+        for answers it has not read yet never waits for another."""
         if not self._slots.acquire(blocking=False):
             return None
         written = self._write(request)

@@ -1,9 +1,5 @@
-"""boto3's S3 client as the :class:`~.boto3_store.Boto3S3Store` transport builds it.
-
-Bounded retries and timeouts, the endpoint, addressing style, proxies and CA
-bundle resolved as the lean transport resolves them (:mod:`.endpoints`,
-:mod:`.network`), and PutObject sent without ``Expect: 100-continue``.
-"""
+"""boto3's S3 client as :class:`~.boto3_store.Boto3S3Store` builds it: its settings
+resolved as the lean transport's, PutObject sent without ``Expect: 100-continue``."""
 
 from __future__ import annotations
 
@@ -28,12 +24,9 @@ _EXPECT_HOOK_ID = "objstore_saver.s3.drop-expect-100-continue"
 def _drop_expect_header(request: Any, **_: Any) -> None:
     """Send PutObject bodies at once instead of waiting for ``100 Continue``.
 
-    When a server answers a PUT carrying ``Expect: 100-continue`` with a final
-    error status before the body (Ceph RGW does for a missing bucket, denied
-    access or an invalid key), botocore keeps that status line on the pooled
-    connection and the next PutObject on it reads it back and then hangs until
-    the read timeout. Objects here are at most a few MiB, so sending the body
-    without waiting costs little.
+    When a server answers ``Expect: 100-continue`` with an error before the body
+    (Ceph RGW does), botocore leaves that status line on the pooled connection and
+    the next PutObject on it hangs until the read timeout; our objects are small.
     """
     if "Expect" in request.headers:
         del request.headers["Expect"]
@@ -49,9 +42,7 @@ def build_client(settings: S3Settings) -> Any:
         "max_pool_connections": network.max_pool_connections,
     }
     session = boto3.session.Session()
-    # Resolved here as the lean transport resolves it, so a configured endpoint
-    # (argument, environment or config file) also selects path-style
-    # addressing, which MinIO and most S3-compatible servers need.
+    # Resolved as the lean transport does: a configured endpoint selects path style.
     endpoint_url, source = configured_endpoint(settings.endpoint_url, session)
     style, _ = configured_style(settings.addressing_style, session)
     if endpoint_url is not None:

@@ -1,9 +1,5 @@
-"""The lean S3 transport's credentials: botocore's chain, refreshed off the event loop.
-
-A coroutine must not hold the event loop while a role is assumed or the
-metadata service answers, so :meth:`CredentialChain.ready` refreshes in a
-worker thread, one at a time: coroutines (of any loop) wait for that one.
-"""
+"""The lean S3 transport's credentials: botocore's chain, refreshed off the event loop
+(a role assumed, the metadata service) by :meth:`CredentialChain.ready`."""
 
 from __future__ import annotations
 
@@ -19,12 +15,9 @@ from objstore_saver.storage.s3.sigv4 import Credentials
 
 
 class CredentialChain:
-    """Frozen credentials from a botocore/boto3 session, resolved at first use.
-
-    Calling the chain returns the current frozen copy (resolving or refreshing
-    in the calling thread when due); coroutines await :meth:`ready` first.
-    ``where`` names the bucket and endpoint in errors.
-    """
+    """Frozen credentials from a botocore/boto3 session, resolved at first use: a call
+    returns them, resolving or refreshing in the calling thread when due (coroutines
+    await :meth:`ready` first)."""
 
     def __init__(self, session: Any, where: str) -> None:
         self._session = session
@@ -83,11 +76,8 @@ class CredentialChain:
         return bool(refresh_needed is not None and refresh_needed())
 
     async def ready(self) -> None:
-        """Resolve or refresh the credentials in a worker thread if it is due.
-
-        At most one refresh runs at a time: a coroutine arriving while one is
-        under way waits for it. Cancelling a waiter does not cancel the refresh.
-        """
+        """Resolve or refresh the credentials in a worker thread if it is due, one refresh
+        at a time (a coroutine arriving meanwhile waits for it; cancelling it does not)."""
         if not self.refresh_due():
             return
         with self._lock:

@@ -1,10 +1,7 @@
 """Where an S3 store's requests go, and how both transports' stores describe themselves.
 
-The lean transport's hosts on AWS come from botocore's own S3 endpoint rule
-set and partition data, with the inputs a botocore client gives them (region,
-FIPS, dual-stack, the ``us-east-1`` global endpoint, the addressing style): so
-China, GovCloud and the ISO partitions get the hosts boto3 would use. A
-configured endpoint (MinIO, Ceph...) is path style unless asked otherwise.
+Hosts on AWS come from botocore's own endpoint rule set, given what a botocore
+client gives it, so every partition gets the host boto3 would use.
 """
 
 from __future__ import annotations
@@ -46,12 +43,8 @@ def aws_addressing(
     dualstack: bool = False,
     global_us_east_1: bool = True,
 ) -> Addressing:
-    """How a bucket on AWS itself is addressed, as botocore's rule set says.
-
-    ``auto`` and ``virtual`` are virtual-hosted where the bucket name allows it
-    (path style for a dotted name); ``path`` forces path style. ValueError,
-    with the rule set's reason, when it refuses the combination.
-    """
+    """How a bucket on AWS is addressed, as botocore's rule set says (``auto``: path style
+    for a dotted name); ValueError, with its reason, when it refuses the combination."""
     try:
         resolved = _s3_rules().resolve_endpoint(
             Bucket=bucket,

@@ -1,7 +1,5 @@
-"""How the lean S3 transport reaches an origin: which forward proxy, which TLS trust.
-
-The rules are docs/configuration.md, "Network: proxies and TLS (S3)".
-"""
+"""How the lean S3 transport reaches an origin: which forward proxy, which TLS trust
+(docs/configuration.md, "Network: proxies and TLS (S3)")."""
 
 from __future__ import annotations
 
@@ -71,11 +69,8 @@ def proxy_for(
     proxies: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str | None, str]:
-    """``(url, source)`` of the proxy an origin is reached through, or ``(None, reason)``.
-
-    ``proxies`` (botocore's mapping), when given, alone decides; else the
-    environment's variables (``source`` names the one set).
-    """
+    """``(url, source)`` of the proxy an origin is reached through, or ``(None, reason)``;
+    ``proxies`` (botocore's mapping), when given, alone decides, else the environment."""
     if proxies is not None:
         url = proxies.get(scheme)
         return (url, f"proxies[{scheme!r}]") if url else (None, "proxies")
@@ -152,13 +147,9 @@ def network_for(
     session: Any = None,
     environ: Mapping[str, str] | None = None,
 ) -> Network:
-    """The TLS context and proxy of the pools reaching ``scheme://host`` (``host[:port]``).
-
-    The options are those of :func:`proxy_for` and :func:`trust_choice`. An
-    ``http`` origin's trust settings are not read (a stale ``AWS_CA_BUNDLE``
-    does not stop a plain-HTTP MinIO). ConfigurationError: an unusable CA
-    bundle or proxy URL, naming where it came from.
-    """
+    """The TLS context and proxy of the pools reaching ``scheme://host[:port]``, as
+    :func:`proxy_for` and :func:`trust_choice` find them. An ``http`` origin's trust is
+    not read (a stale ``AWS_CA_BUNDLE`` does not stop a plain-HTTP MinIO)."""
     parts = urlsplit(f"{scheme}://{host}")
     port = parts.port or (443 if scheme == "https" else 80)
     url, source = proxy_for(scheme, parts.hostname or host, port, proxies=proxies, environ=environ)

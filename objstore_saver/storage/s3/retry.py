@@ -1,9 +1,5 @@
-"""When the lean transport tries a request again, and how long it waits first.
-
-botocore's ``standard`` retry mode (botocore 1.43), retry quota included,
-with two deliberate differences (a certificate failure is never retried;
-``Retry-After`` is not honoured): docs/transport.md, "Retries".
-"""
+"""When the lean transport tries a request again, and how long it waits first: botocore's
+``standard`` mode with two differences (docs/transport.md, "Retries")."""
 
 from __future__ import annotations
 
@@ -65,11 +61,8 @@ _PLAIN_OUTCOMES = frozenset({304, 404, 412, 416})
 
 
 class RetryQuota:
-    """The retry budget of one store, shared by every thread and event loop using it.
-
-    Each change holds a lock for a few instructions and never waits, so
-    coroutines on an event loop may use it too.
-    """
+    """The retry budget of one store, shared by every thread and event loop using it
+    (a change holds a lock for a few instructions, never waiting)."""
 
     def __init__(self, capacity: int = QUOTA_CAPACITY) -> None:
         self.capacity = capacity

@@ -1,8 +1,5 @@
-"""What S3's answers mean, for both transports: error codes, redirects, bucket names.
-
-Both transports ask the functions here what a status and code mean and build
-their errors here, so the two cannot drift apart.
-"""
+"""What S3's answers mean, for both transports (so they cannot drift apart): error
+codes, redirects, bucket names, and the errors built from them."""
 
 from __future__ import annotations
 
@@ -52,10 +49,8 @@ def create_refused(status: int | None, code: str) -> bool:
 
 
 def create_raced(status: int | None, code: str) -> bool:
-    """A create-only put met another conditional write to the key in flight (HTTP 409).
-
-    Once that write settles, another attempt gets 412 or succeeds: worth short waits.
-    """
+    """A create-only put met another conditional write to the key in flight (HTTP 409):
+    once it settles, another attempt gets 412 or succeeds, worth short waits."""
     return code == "ConditionalRequestConflict"
 
 
@@ -86,11 +81,8 @@ def answer_error(
     message: str = "",
     note: str = "",
 ) -> StorageError:
-    """The error for an S3 error answer no rule above turned into a result.
-
-    StoreUnavailableError when the bucket cannot be used (or a ``check``
-    failed), else StorageError; ``note`` is appended after ``; ``.
-    """
+    """The error of an S3 error answer no rule above turned into a result:
+    StoreUnavailableError when the bucket cannot be used (or a ``check`` failed)."""
     after = f"; {note}" if note else ""
     subject = f" of key {key!r}" if key is not None else ""
     if code == "NoSuchBucket" or (operation == "check" and status == 404):
@@ -181,8 +173,7 @@ def is_wrong_region(response: HttpResponse) -> bool:
     """Whether the answer says the bucket is not in the region the request was signed for."""
     if response.status in REDIRECT_STATUS:
         return True
-    # Only a 400 can name the region in its body (a signature for the wrong
-    # one); the 404 and 412 answers of everyday requests are not parsed here.
+    # Only a 400 can name the region in its body: everyday 404 and 412 are not parsed.
     return response.status == 400 and error_code(response)[0] == "AuthorizationHeaderMalformed"
 
 

@@ -1,8 +1,5 @@
-"""AWS Signature Version 4 for S3 requests, no I/O, written from the public description.
-
-Only what the lean S3 transport sends is covered: header-based auth, a known
-payload hash, path segments already percent-encoded by the caller.
-"""
+"""AWS Signature Version 4 of what the lean S3 transport sends, no I/O: header-based
+auth, a known payload hash, a path already percent-encoded by the caller."""
 
 from __future__ import annotations
 
@@ -77,12 +74,8 @@ class Signer:
         credentials: Credentials,
         now: datetime,
     ) -> None:
-        """Add ``x-amz-date``, the content hash, the token and ``authorization`` to ``headers``.
-
-        ``headers`` have lower-case names; every ``x-amz-*``, ``content-md5``,
-        ``content-type`` and ``host`` header is signed. ``path`` is already
-        percent-encoded, ``query`` built by :func:`canonical_query`.
-        """
+        """Add ``x-amz-date``, the content hash, the token and ``authorization`` to
+        ``headers`` (lower-case names; ``query`` built by :func:`canonical_query`)."""
         stamp = now.strftime("%Y%m%dT%H%M%SZ")
         day = stamp[:8]
         headers["x-amz-date"] = stamp

@@ -10,11 +10,8 @@ from objstore_saver.storage.base import StorageError
 
 
 class EncryptionNotConfirmedError(StorageError):
-    """The server stored an object without confirming the requested encryption.
-
-    The object may be stored unencrypted: the server ignored the SSE headers
-    (Ceph 16 does so for SSE-S3) or does not support the mode.
-    """
+    """The server stored an object without confirming the requested encryption: it may be
+    stored unencrypted (the server ignored the headers, as Ceph 16 does for SSE-S3)."""
 
 
 class S3Encryption:
