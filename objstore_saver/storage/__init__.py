@@ -1,13 +1,11 @@
 """Storage backends: the :class:`ObjectStore` protocol and its implementations.
 
-* :mod:`.base`: the protocol (``put`` create/overwrite, ``get`` with a range,
-  ``list`` by prefix from a key, batched ``delete``), its errors and wrappers;
+* :mod:`.base`: the protocol, its errors and wrappers;
 * :mod:`.local`: a local directory; :mod:`.s3`: S3-compatible buckets, over
   the lean transport (:mod:`.http`) or boto3;
 * :mod:`.versions`: object versions and Object Lock, where a bucket keeps them;
-* :mod:`.requests`: the four requests as values, carried out on a store, and
-  the one runner of a layer's requests written as generators of steps
-  (blocking, asyncio, send-ahead);
+* :mod:`.requests`: the four requests as values, and the runners of a layer's
+  requests written as generators of steps;
 * :mod:`.layer`: a store layer as one hook around request values;
 * :mod:`.metered`: a layer counting requests and bytes;
 * :mod:`.urls`: a store from ``s3://`` or ``file://``, or a bucket on a transport;

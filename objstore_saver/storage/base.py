@@ -1,9 +1,5 @@
-"""The storage protocol every backend implements: ``put``, ``get``, ``list``, ``delete``.
-
-Each operation is a blocking, thread-safe method and a coroutine (``aput``...)
-with the same arguments, results and errors; a backend without a native async
-client (the local directory, boto3) inherits :class:`ThreadedAsync`.
-"""
+"""The storage protocol every backend implements: ``put``, ``get``, ``list``, ``delete``,
+each a blocking, thread-safe method and a coroutine (``aput``...) alike."""
 
 from __future__ import annotations
 
@@ -67,14 +63,8 @@ _KEY_RE = re.compile(r"[A-Za-z0-9._~%/-]+")
 
 
 def validate_key(key: str, prefix: str = "") -> str:
-    """Check that ``key`` is in the key alphabet every backend accepts; return ``prefix + key``.
-
-    Raises:
-        InvalidKeyError: the key is not a string, is empty, longer than 1,024
-            bytes (with ``prefix``, if given), uses a character outside
-            ``A-Z a-z 0-9 - . _ ~ % /``, starts or ends with ``/``, or has an
-            empty, ``.`` or ``..`` segment. The message names the key.
-    """
+    """Check that ``key`` is in the key alphabet every backend accepts (else
+    InvalidKeyError naming it); return ``prefix + key``."""
     if not isinstance(key, str):
         raise InvalidKeyError(f"invalid key {key!r}: keys are str, not {type(key).__name__}")
     if not key:
@@ -214,12 +204,8 @@ class ThreadedAsync:
 
 @dataclass(frozen=True)
 class RequestFacts:
-    """How a backend's requests are named in telemetry (OpenTelemetry's conventions).
-
-    ``service`` names the span (``S3``...); ``s3``: requests are S3 operations;
-    ``key_prefix``: what goes before every key; ``file_root``: a local
-    backend's directory; ``attributes``: what every request span carries.
-    """
+    """How a backend's requests are named in telemetry (OpenTelemetry's conventions):
+    ``service`` names the span (``S3``...), ``attributes`` go on every request span."""
 
     service: str
     s3: bool = False
@@ -266,12 +252,8 @@ def layers(store: ObjectStore) -> Iterator[ObjectStore]:
 
 
 class KeyLayer(StoreWrapper):
-    """The layer that holds keys: client-side encryption's sealing layer.
-
-    Its one subclass is :class:`~objstore_saver.crypto.sealed_store.SealingStore`;
-    declared here so the plans and the saver find it in a stack
-    (:func:`sealing_layer`) without importing the encryption code.
-    """
+    """The layer that holds keys: client-side encryption's sealing layer, declared here so
+    the plans find it (:func:`sealing_layer`) without importing the encryption code."""
 
     #: The encryption settings the layer was built with.
     settings: Any

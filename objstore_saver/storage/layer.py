@@ -1,10 +1,6 @@
-"""A store layer as one hook around request values, blocking and async alike.
-
-A layer that observes or alters requests on their way down (metering, fault
-injection) writes one context manager, :meth:`Layer.around`, which sees the
-request value before it goes down and the answer (or error) after; the eight
-protocol methods run every request through it.
-"""
+"""A store layer as one hook around request values, blocking and async alike: a layer
+observing or altering requests (metering, fault injection) writes :meth:`Layer.around`,
+which sees each request before it goes down and its answer (or error) after."""
 
 from __future__ import annotations
 

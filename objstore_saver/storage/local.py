@@ -1,10 +1,8 @@
 """A backend on a local directory: key ``a/b/c`` is the file ``<root>/a/b/c``.
 
-Writes go to a temporary file in the target's directory, then are linked
-(create-only) or renamed (overwrite) into place: a reader never sees a partial
-object. Temporary names contain ``#``, outside the key alphabet: they never
-collide with a key and listings skip them. A key cannot be both an object and
-a directory of other keys, and every segment must fit in a file name.
+Writes go to a temporary file (its name has ``#``, outside the key alphabet:
+listings skip it) in the target's directory, then are linked (create-only) or
+renamed (overwrite) into place: a reader never sees a partial object.
 """
 
 from __future__ import annotations
@@ -47,12 +45,8 @@ _READ_CHUNK = 1 << 16
 
 
 class _TempNames:
-    """Names of temporary files: ``#``, a random token of this process, a counter.
-
-    The token is drawn again in a forked child, so two processes never pick
-    the same name; within a process the counter, advanced under the GIL,
-    keeps names distinct.
-    """
+    """Names of temporary files: ``#``, a random token of this process (drawn again in a
+    forked child), a counter advanced under the GIL."""
 
     def __init__(self) -> None:
         self._renew()
@@ -76,9 +70,10 @@ def _unlink_quiet(path: str) -> None:
 
 
 def _read_to_end(fd: int, size: int, limit: int | None = None) -> bytes:
-    """Read from ``fd`` until end of file (or ``limit`` bytes); ``size`` is the expected length."""
-    # The first read asks for one byte more than expected, so that a file of
-    # the expected size usually needs just one more (empty) read to end.
+    """Read from ``fd`` until end of file (or ``limit`` bytes); ``size`` is the expected length.
+
+    The first read asks for one byte more, so a file of that size needs one more (empty) read.
+    """
     want = size + 1 if limit is None else limit
     chunks = []
     got = 0
@@ -98,8 +93,7 @@ def _fsync_dir(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        # A concurrent delete removed the key just stored, then its emptied
-        # directory: the put happened before that delete, nothing is left to sync.
+        # A concurrent delete removed the key just stored and its directory: nothing to sync.
         return
     try:
         os.fsync(fd)
@@ -108,11 +102,8 @@ def _fsync_dir(path: str) -> None:
 
 
 def _scan(path: str, dir_key: str) -> Iterator[tuple[str, bool, str]]:
-    """Entries of one directory as ``(sort key, is_dir, path)``, ascending.
-
-    A directory sorts as its name plus ``/``, the start of every key below it,
-    so its subtree sits at that position in byte order (``a-c`` < ``a/b``).
-    """
+    """Entries of one directory as ``(sort key, is_dir, path)``, ascending; a directory
+    sorts as its name plus ``/``, so its subtree sits there in byte order (``a-c`` < ``a/b``)."""
     try:
         with os.scandir(path) as it:
             entries = []
@@ -132,13 +123,11 @@ def _scan(path: str, dir_key: str) -> Iterator[tuple[str, bool, str]]:
 class LocalStore(ThreadedAsync):
     """An :class:`~objstore_saver.storage.base.ObjectStore` on a local directory.
 
-    Safe for threads and for processes sharing the directory (atomic ``link``
-    and ``rename``).
-
-    Args:
-        root: Directory holding the objects; created if missing.
-        fsync: Flush file contents and directory entries to disk before a put
-            returns. Turn off only for tests and scratch data.
+    Safe for threads and for processes sharing the directory (atomic ``link`` and
+    ``rename``). A key cannot be both an object and a directory of other keys, and
+    every segment must fit in a file name. ``root`` is created if missing;
+    ``fsync=False`` (tests and scratch data only) skips flushing file contents
+    and directory entries to disk before a put returns.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
@@ -241,13 +230,8 @@ class LocalStore(ThreadedAsync):
                 raise self._conflict(key) from None
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Store ``data`` at ``key`` atomically.
-
-        Raises:
-            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
-            InvalidKeyError: the key is invalid or a segment too long for a file name.
-            StorageError: the key or a directory of it is stored as the other kind.
-        """
+        """Store ``data`` at ``key`` atomically; InvalidKeyError also for a segment too long
+        for a file name, StorageError when the key or a directory of it is the other kind."""
         target = self._path(key)
         parent = os.path.dirname(target)
         created: list[str] = []
@@ -255,11 +239,9 @@ class LocalStore(ThreadedAsync):
             try:
                 tmp = self._write_temp(parent, data)
             except (FileNotFoundError, NotADirectoryError):
-                # The directory is missing (first key in it, or a concurrent
-                # delete removed it while it was empty) or an ancestor is an
-                # object: create the chain, which names the conflict if any.
-                # Once the temp file exists the chain is non-empty and cannot
-                # be removed, so only this step can race.
+                # The directory is missing (first key in it, or a concurrent delete
+                # removed it empty) or an ancestor is an object (named by the chain).
+                # Once the temp file exists no delete removes the chain: only this races.
                 created.extend(self._make_parents(key))
                 continue
             try:
@@ -267,8 +249,7 @@ class LocalStore(ThreadedAsync):
             finally:
                 _unlink_quiet(tmp)
             if self._fsync:
-                # The new entry, and the entry of every directory this call
-                # created, are durable before the put returns.
+                # The new entry, and every directory this call created, durable now.
                 for directory in {parent, *(os.path.dirname(d) for d in created)}:
                     _fsync_dir(directory)
             return
@@ -277,12 +258,7 @@ class LocalStore(ThreadedAsync):
         )
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Return the object at ``key``, or bytes ``[start, end)`` of it (``end`` clamped).
-
-        Raises:
-            ObjectNotFoundError: nothing is stored at ``key``.
-            ValueError: the byte range is not ``0 <= start <= end``.
-        """
+        """Return the object at ``key``, or bytes ``[start, end)`` of it (``end`` clamped)."""
         path = self._path(key)
         if byte_range is not None:
             start, end = validate_byte_range(byte_range)
@@ -292,8 +268,7 @@ class LocalStore(ThreadedAsync):
                 st = os.fstat(fd)
                 if stat.S_ISDIR(st.st_mode):
                     raise IsADirectoryError(errno.EISDIR, "is a directory", path)
-                # Objects are never modified in place (writes replace the file),
-                # so the size of the open file is that of the object read.
+                # Writes replace the file: the open file's size is the object's.
                 if byte_range is None:
                     return _read_to_end(fd, st.st_size)
                 end = min(end, st.st_size)
@@ -341,10 +316,8 @@ class LocalStore(ThreadedAsync):
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` (1 to 1,000) keys after ``start_after`` under ``prefix``.
-
-        ``truncated`` is true exactly when more keys follow.
-        """
+        """List up to ``limit`` (1 to 1,000) keys after ``start_after`` under ``prefix``
+        (``truncated`` exactly when more keys follow)."""
         if not 1 <= limit <= MAX_LIST_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_LIST_PAGE}, got {limit}")
         objects: list[ObjectInfo] = []
@@ -366,8 +339,8 @@ class LocalStore(ThreadedAsync):
             try:
                 os.rmdir(directory)
             except OSError as exc:
-                # Not empty: another key lives here, or a concurrent put just
-                # created its temp file. Gone: a concurrent delete removed it.
+                # Not empty: another key, or a concurrent put's temp file. Gone: a
+                # concurrent delete removed it.
                 if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                     return
                 if exc.errno != errno.ENOENT:
@@ -375,10 +348,8 @@ class LocalStore(ThreadedAsync):
             directory = os.path.dirname(directory)
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete the given keys (holding nothing is no error), then emptied directories.
-
-        An invalid key raises InvalidKeyError before anything is deleted.
-        """
+        """Delete the given keys (holding nothing is no error), then emptied directories
+        (an invalid key raises InvalidKeyError before anything is deleted)."""
         paths = [self._path(key) for key in keys]
         parents = set()
         for path in paths:

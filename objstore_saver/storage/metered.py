@@ -66,11 +66,7 @@ class MeteredStore(Layer):
     """An :class:`~objstore_saver.storage.base.ObjectStore` that meters another one.
 
     Thread-safe. Failed calls count as requests too; bytes received count only
-    returned data.
-
-    Args:
-        inner: The store doing the work.
-        log: Also record every call in :attr:`log`, for tests.
+    returned data. ``log=True`` also records every call in :attr:`log`, for tests.
     """
 
     def __init__(self, inner: ObjectStore, *, log: bool = False) -> None:

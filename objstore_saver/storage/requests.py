@@ -1,18 +1,10 @@
 """The storage protocol's requests as frozen values, and how they are carried out.
 
-Plans yield the four requests and store layers pass them on: :func:`call`
-and :func:`acall` carry one out on a store, and a store that sends ahead
-(:class:`SendsAhead`) takes it too.
-
-A layer writes each of its requests once, as a generator that yields steps
-(frozen values: a storage request to the store below, an HTTP exchange, a
-wait, a key it needs) and receives each step's answer; a step that fails has
-its error raised inside the generator, which may name it or let it through;
-what the generator returns is the request's result. The layer says how one
-step is performed, blocking and as a coroutine, and the runners do the rest:
-:func:`run_steps` blocks, :func:`arun_steps` awaits, :func:`send_steps_ahead`
-starts the request now and finishes it when its answer is read. Sync, async
-and send-ahead are never three copies of a layer's loop.
+:func:`call` and :func:`acall` carry one out on a store. A layer writes each of
+its requests once, as a generator of steps (frozen values) that receives each
+step's answer, or has its error raised inside; :func:`run_steps` blocks,
+:func:`arun_steps` awaits, :func:`send_steps_ahead` starts the request now and
+finishes it when its answer is read (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -31,8 +23,7 @@ class Get:
 
     key: str
     byte_range: tuple[int, int] | None = None
-    #: Verify's reads: an object the store cannot open (an encrypted store's
-    #: object altered, moved or stored plain) is the result, as
+    #: Verify's reads: an object the store cannot open is the result, as
     #: :class:`~objstore_saver.plans.requests.Unopened`, instead of failing the plan.
     unopened_as_result: bool = False
 
@@ -108,11 +99,8 @@ async def acall(store: ObjectStore, request: StorageRequest) -> Any:
 
 @runtime_checkable
 class SendsAhead(Protocol):
-    """A backend that can send a blocking request before its answer is awaited (optional).
-
-    ``send_ahead(Get(key))`` sends what ``get(key)`` would and returns the
-    function (to call exactly once) that returns or raises what it would.
-    """
+    """A backend that can send a blocking request before its answer is awaited (optional):
+    ``send_ahead(Get(key))`` returns the function (to call once) returning ``get(key)``."""
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]: ...
 
@@ -133,9 +121,7 @@ def run_steps(
     error: Exception | None = None,
 ) -> T:
     """Carry out ``steps`` with the blocking ``perform``; what the generator returns.
-
-    ``answer`` or ``error``: what its last step came to, when it was begun elsewhere.
-    """
+    ``answer`` or ``error``: what its last step came to, when it was begun elsewhere."""
     while True:
         try:
             step = steps.send(answer) if error is None else steps.throw(error)
@@ -173,9 +159,8 @@ def send_steps_ahead(
     """Start ``steps`` now and send its first step ahead; the returned function (called
     once) finishes it, returning or raising what :func:`run_steps` would.
 
-    Steps of the types in ``now`` are performed at once. The first other step
-    goes to ``ahead``, which sends it and returns the function reading its
-    answer, or None when it cannot (the step is then performed when read).
+    Steps of the types in ``now`` are performed at once; the first other one goes to
+    ``ahead``, which returns the function reading its answer, or None (performed then).
     """
     answer: Any = None
     error: Exception | None = None

@@ -1,8 +1,5 @@
-"""Opening a store: from a URL (``s3://bucket/prefix?...``, ``file:///path``) or a bucket.
-
-:func:`parse_url` checks a URL and :func:`store_from_url` builds the store it
-names. URLs never carry secrets nor proxies.
-"""
+"""Opening a store: from a URL (``s3://bucket/prefix?...``, ``file:///path``, never with
+secrets nor proxies) or a bucket."""
 
 from __future__ import annotations
 
@@ -93,22 +90,13 @@ def redact_url(url: str) -> str:
 
 
 def parse_url(url: str) -> StoreURL:
-    """Parse an object store URL.
+    """Parse an object store URL (docs/configuration.md, "The URL").
 
-    Args:
-        url: ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME&transport=T]``
-            or ``file:///absolute/path`` (``file://relative`` is refused).
-            An ``s3://`` URL may add ``ca_bundle=/path/to/ca.pem`` (a CA
-            bundle file) and ``verify=false`` (no TLS verification, logged as
-            a warning) or ``verify=true``.
-            ``transport`` is ``lean`` (default: :class:`~objstore_saver.storage.LeanS3Store`,
-            native async, about a quarter of boto3's client CPU per request) or
-            ``boto3`` (:class:`~objstore_saver.storage.Boto3S3Store`).
-
-    Raises:
-        ConfigurationError: unknown scheme, missing bucket or path, credentials
-            in the URL, or an unknown query parameter. The message names the
-            URL (without credentials).
+    ``s3://bucket[/prefix][?endpoint_url=URL&region=NAME&transport=T]``, plus
+    ``ca_bundle=/path/to/ca.pem`` and ``verify=false`` (a warning) or ``true``;
+    ``transport`` is ``lean`` (default) or ``boto3``. ``file:///absolute/path``.
+    ConfigurationError, naming the URL without credentials: an unknown scheme,
+    no bucket or path, credentials in the URL, an unknown query parameter.
     """
     if not isinstance(url, str) or not url.strip():
         raise ConfigurationError("object store URL is empty: use s3://bucket/prefix or file:///dir")
@@ -194,19 +182,11 @@ def parse_url(url: str) -> StoreURL:
 def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> ObjectStore:
     """Build the store a URL names and, by default, check it can be used.
 
-    Args:
-        url: See :func:`parse_url`.
-        check: For S3, send one ``HeadBucket`` so a missing bucket, a denied
-            access, a wrong region or an endpoint that is down fails here, with
-            one message naming bucket and endpoint, not at the first turn.
-        **s3_options: Options of the transport's store
-            (:class:`~objstore_saver.storage.LeanS3Store` or
-            :class:`~objstore_saver.storage.Boto3S3Store`); ``None`` keeps the default.
-
-    Raises:
-        ConfigurationError: the URL is invalid, sets an option given here
-            too, or is a ``file://`` URL given S3 options.
-        StoreUnavailableError: the check failed.
+    ``check``: for S3, one ``HeadBucket``, so a missing bucket, denied access, a
+    wrong region or an endpoint that is down fails here (StoreUnavailableError),
+    not at the first turn. ``**s3_options``: of the transport's store, ``None``
+    keeps the default. ConfigurationError: the URL is invalid, sets an option
+    given here too, or is a ``file://`` URL given S3 options.
     """
     spec = parse_url(url)
     given = {name: value for name, value in s3_options.items() if value is not None}

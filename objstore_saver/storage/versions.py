@@ -1,9 +1,5 @@
-"""Object versions of a bucket that keeps them (S3 versioning, Object Lock).
-
-Destroying a thread's key object in a versioned bucket means deleting every
-version of it (docs/encryption.md, "Shredding"): the S3 stores offer the
-requests below; the local directory store keeps no versions.
-"""
+"""Object versions of a bucket that keeps them (S3 versioning, Object Lock), which
+shredding deletes (docs/encryption.md, "Shredding"); a local directory keeps none."""
 
 from __future__ import annotations
 
@@ -95,11 +91,9 @@ def destruction_order(
 ) -> tuple[list[ObjectVersion], list[ObjectVersion]]:
     """The versions of destroyed keys to delete: data versions first, then delete markers.
 
-    A key's delete marker hides its older versions: deleting the marker
-    before them would make the newest of them current again, so the
-    markers of a key go only in a second request, once every data version
-    of that key is gone (the caller drops the markers of keys whose data
-    versions were refused).
+    A key's marker hides its older versions: deleted before them, it would make the
+    newest current again, so markers go in a second request, once every data version
+    of their key is gone (the caller drops those of keys with versions refused).
     """
     data = [v for v in versions if not v.delete_marker]
     markers = [v for v in versions if v.delete_marker]
@@ -117,12 +111,9 @@ def markers_to_delete(
 def refused_of(
     batch: Sequence[ObjectVersion], full_key: Callable[[str], str], errors: Sequence[Any]
 ) -> list[RefusedVersion]:
-    """The versions of ``batch`` a ``DeleteObjects`` answer's ``errors`` refused.
-
-    Each error is ``(full key, version id, code, message)``. Some servers
-    (moto) leave the version id out: the error then stands for the key's
-    next version of the batch not yet matched.
-    """
+    """The versions of ``batch`` the ``(full key, version id, code, message)`` errors of
+    a ``DeleteObjects`` answer refused; an error without a version id (moto leaves it
+    out) stands for the key's next version of the batch not yet matched."""
     unmatched = {(full_key(v.key), v.version_id): v for v in batch}
     refused: list[RefusedVersion] = []
     for key, version_id, code, message in errors:

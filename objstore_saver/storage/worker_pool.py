@@ -1,12 +1,9 @@
-"""Worker threads that run blocking storage calls for coroutines.
+"""Worker threads that run blocking storage calls for coroutines, leaner than
+``loop.run_in_executor`` (docs/profile.md, "Local store, 64 async"): outcomes come back
+through a per-loop inbox, those posted before the loop collects needing no other wake-up.
 
-Leaner than ``loop.run_in_executor`` (docs/profile.md, "Local store, 64
-async"): each call goes to a worker on a plain queue and its outcome comes
-back through a per-loop inbox, where outcomes posted before the loop collects
-the earlier ones need no other wake-up.
-
-Workers are daemon threads: a call still running at exit is abandoned. Every
-store operation is atomic, so an abandoned call leaves nothing half-written.
+Workers are daemon threads: a call running at exit is abandoned, and every store
+operation is atomic, so it leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -33,8 +30,7 @@ class _Inbox:
     __slots__ = ("_items", "_lock", "_loop", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weak: the pool maps loops to inboxes weakly, which a strong
-        # reference from the inbox back to its loop would defeat.
+        # Weak: a strong one would defeat the pool's weak map of loops to inboxes.
         self._loop = weakref.ref(loop)
         self._items: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = collections.deque()
         self._lock = threading.Lock()
