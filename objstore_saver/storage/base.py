@@ -116,37 +116,25 @@ class ObjectStore(Protocol):
         ...
 
     def put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
-        """Store ``data`` at ``key``.
-
-        Raises:
-            ObjectExistsError: ``mode`` is ``CREATE`` and the key holds an object.
-            InvalidKeyError: the key is outside the key alphabet.
-        """
+        """Store ``data`` at ``key``; ObjectExistsError when ``mode`` is ``CREATE`` and the
+        key holds an object, InvalidKeyError for a key outside the key alphabet."""
         ...
 
     def get(self, key: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        """Return the object at ``key``, or bytes ``[start, end)`` of it.
-
-        Raises:
-            ObjectNotFoundError: nothing is stored at ``key``.
-        """
+        """Return the object at ``key``, or bytes ``[start, end)`` of it (ObjectNotFoundError:
+        nothing is stored at ``key``)."""
         ...
 
     def list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        """List up to ``limit`` keys that start with ``prefix``, ascending.
-
-        Only keys strictly greater than ``start_after`` are returned. ``limit``
-        is between 1 and 1,000.
-        """
+        """List up to ``limit`` (1 to 1,000) keys that start with ``prefix``, ascending,
+        strictly greater than ``start_after``."""
         ...
 
     def delete(self, keys: Sequence[str]) -> None:
-        """Delete the given keys; a key that holds nothing is not an error.
-
-        Backends split the keys into requests of at most 1,000 keys.
-        """
+        """Delete the given keys (holding nothing is not an error), in requests of at most
+        1,000 keys."""
         ...
 
     async def aput(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> None:
@@ -191,12 +179,7 @@ class ThreadedAsync:
     async def alist(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> ListPage:
-        return await in_thread(
-            self.list,  # type: ignore[attr-defined]
-            prefix,
-            start_after=start_after,
-            limit=limit,
-        )
+        return await in_thread(self.list, prefix, start_after=start_after, limit=limit)  # type: ignore[attr-defined]
 
     async def adelete(self, keys: Sequence[str]) -> None:
         await in_thread(self.delete, list(keys))  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, ObjectStore, PutMode
+from objstore_saver.storage.base import MAX_LIST_PAGE, ObjectStore, PutMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +90,7 @@ async def acall(store: ObjectStore, request: StorageRequest) -> Any:
         case Put(key, data, mode):
             return await store.aput(key, data, mode)
         case ListKeys(prefix, start_after, limit):
-            page: ListPage = await store.alist(prefix, start_after=start_after, limit=limit)
-            return page
+            return await store.alist(prefix, start_after=start_after, limit=limit)
         case Delete(keys):
             return await store.adelete(keys)
     raise TypeError(f"not a storage request: {request!r}")
