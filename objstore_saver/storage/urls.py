@@ -198,14 +198,9 @@ def store_from_url(url: str, *, check: bool = True, **s3_options: Any) -> Object
             )
         return LocalStore(spec.path)
     in_url = {
-        name: value
-        for name, value in (
-            ("endpoint_url", spec.endpoint_url),
-            ("region_name", spec.region_name),
-            ("ca_bundle", spec.ca_bundle),
-            ("verify", spec.verify),
-        )
-        if value is not None
+        name: getattr(spec, name)
+        for name in ("endpoint_url", "region_name", "ca_bundle", "verify")
+        if getattr(spec, name) is not None
     }
     both = sorted(set(in_url) & set(given))
     if both:

@@ -450,11 +450,9 @@ class S3Protocol:
             lambda: self.request("GET", full, headers=headers), "get", key
         )
         if isinstance(reply, HttpResponse):
-            if reply.status == 200 and byte_range is None:
-                return reply.body
-            if reply.status in (200, 206) and byte_range is not None:
-                if reply.status == 200:  # the server ignored the range
-                    return reply.body[start:end]
+            if reply.status == 200:  # with a range: the server ignored it
+                return reply.body if byte_range is None else reply.body[start:end]
+            if reply.status == 206 and byte_range is not None:
                 return reply.body[: end - start]
             code = error_code(reply)[0] if reply.status >= 400 else ""
             if key_missing(reply.status, code):
