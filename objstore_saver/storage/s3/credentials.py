@@ -56,8 +56,15 @@ class CredentialChain:
         except BotoCoreError as exc:
             raise self._unavailable(exc) from exc
         frozen = self._frozen
-        if frozen is None or (frozen.access_key, frozen.secret_key, frozen.token) != current:
-            frozen = self._frozen = Credentials(*current)
+        if (
+            frozen is None
+            or frozen.access_key != current.access_key
+            or frozen.secret_key != current.secret_key
+            or frozen.token != current.token
+        ):
+            frozen = self._frozen = Credentials(
+                current.access_key, current.secret_key, current.token
+            )
         return frozen
 
     def refresh_due(self) -> bool:
