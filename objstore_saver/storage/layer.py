@@ -10,15 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, PutMode, StoreWrapper
-from objstore_saver.storage.requests import (
-    Delete,
-    Get,
-    ListKeys,
-    Put,
-    StorageRequest,
-    acall,
-    call,
-)
+from objstore_saver.storage.requests import Delete, Get, ListKeys, Put, StorageRequest, acall, call
 
 
 @dataclass(slots=True)

@@ -6,12 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from objstore_saver.storage.http.messages import (
-    HttpRequest,
-    HttpResponse,
-    Reply,
-    TransportFailure,
-)
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
 from objstore_saver.storage.http.reader import MAX_HEAD_BYTES, AnswerReader, ProtocolError
 from objstore_saver.storage.http.sync_pool import JOINED_BODY_MAX, CappedPool, ProxyRefused
 

@@ -17,12 +17,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from urllib.parse import urlsplit
 
-from objstore_saver.storage.http.messages import (
-    HttpRequest,
-    HttpResponse,
-    Reply,
-    TransportFailure,
-)
+from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
 from objstore_saver.storage.http.proxy import Proxy
 from objstore_saver.storage.http.reader import MAX_BODY_BYTES, AnswerReader, ProtocolError
 

@@ -13,12 +13,7 @@ from typing import Any
 
 import botocore.session
 
-from objstore_saver.storage.base import (
-    MAX_LIST_PAGE,
-    ListPage,
-    PutMode,
-    RequestFacts,
-)
+from objstore_saver.storage.base import MAX_LIST_PAGE, ListPage, PutMode, RequestFacts
 from objstore_saver.storage.http.async_pool import AsyncConnectionPool
 from objstore_saver.storage.http.messages import HttpRequest, Reply
 from objstore_saver.storage.http.sync_pool import ConnectionPool
@@ -33,13 +28,7 @@ from objstore_saver.storage.s3 import version_requests
 from objstore_saver.storage.s3.credentials import CredentialChain
 from objstore_saver.storage.s3.endpoints import S3StoreFacts, request_facts, resolve_addressing
 from objstore_saver.storage.s3.network import network_for
-from objstore_saver.storage.s3.protocol import (
-    BucketRegionError,
-    Exchange,
-    S3Protocol,
-    Sleep,
-    T,
-)
+from objstore_saver.storage.s3.protocol import BucketRegionError, Exchange, S3Protocol, Sleep, T
 from objstore_saver.storage.s3.retry import RetryPolicy
 from objstore_saver.storage.s3.settings import (
     DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS,

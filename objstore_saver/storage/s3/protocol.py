@@ -31,12 +31,7 @@ from objstore_saver.storage.base import (
     validate_key,
 )
 from objstore_saver.storage.http.messages import HttpRequest, HttpResponse, Reply, TransportFailure
-from objstore_saver.storage.s3.retry import (
-    NO_RETRY_REFUND,
-    RetryPolicy,
-    is_retryable,
-    retry_cost,
-)
+from objstore_saver.storage.s3.retry import NO_RETRY_REFUND, RetryPolicy, is_retryable, retry_cost
 from objstore_saver.storage.s3.rules import (
     CONFLICT_RETRIES,
     answer_error,
