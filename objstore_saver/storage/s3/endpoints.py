@@ -151,7 +151,5 @@ class S3StoreFacts:
         return self._location
 
     def __repr__(self) -> str:
-        shown = f"{type(self).__name__}({self._location!r}"
-        if self.encryption is None:
-            return f"{shown})"
-        return f"{shown}, encryption={self.encryption!r})"
+        tail = "" if self.encryption is None else f", encryption={self.encryption!r}"
+        return f"{type(self).__name__}({self._location!r}{tail})"

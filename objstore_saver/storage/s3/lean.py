@@ -160,7 +160,6 @@ class LeanS3Store(S3StoreFacts):
         return self._pool.send(request)
 
     def _aio_pool(self) -> AsyncConnectionPool:
-        """The connection pool of the running loop (connections are loop-bound)."""
         loop = asyncio.get_running_loop()
         pool = self._aio.get(loop)
         if pool is None:

@@ -100,17 +100,10 @@ class RetryPolicy:
         return self.rng.random() * min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
 
 
-def is_certificate_failure(reply: Reply) -> bool:
-    """Whether the TLS handshake refused the server's certificate."""
-    return isinstance(reply, TransportFailure) and any(
-        text in reply.error for text in CERTIFICATE_FAILURES
-    )
-
-
 def is_retryable(reply: Reply) -> bool:
     """Whether another attempt may get a different answer."""
-    if isinstance(reply, TransportFailure):
-        return not is_certificate_failure(reply)
+    if isinstance(reply, TransportFailure):  # a refused certificate stays refused
+        return not any(text in reply.error for text in CERTIFICATE_FAILURES)
     if reply.status in RETRY_STATUS:
         return True
     if reply.status < 300 or reply.status in _PLAIN_OUTCOMES:

@@ -87,9 +87,14 @@ def answer_error(
     subject = f" of key {key!r}" if key is not None else ""
     if code == "NoSuchBucket" or (operation == "check" and status == 404):
         shown = f"HTTP {status}" if code == str(status) else f"{code}, HTTP {status}"
+        on_aws = (urlsplit(endpoint).hostname or "").endswith(
+            (".amazonaws.com", ".amazonaws.com.cn")
+        )
+        flag = "" if on_aws else f" --endpoint-url {endpoint}"
         return StoreUnavailableError(
             f"S3 bucket {bucket!r} at {endpoint} is unavailable: it does not exist "
-            f"({operation}{subject}: {shown}); {create_bucket_hint(bucket, endpoint)}{after}"
+            f"({operation}{subject}: {shown}); create it (e.g. aws s3 mb s3://{bucket}{flag}; "
+            f"boto3 and MinIO's mc: {CREATE_BUCKET_DOCS}){after}"
         )
     if code in UNAVAILABLE_CODES or status in UNAVAILABLE_STATUS or operation == "check":
         return StoreUnavailableError(
@@ -100,17 +105,6 @@ def answer_error(
         f"S3 {operation}{subject} in {location} failed: {code} (HTTP {status})"
         + (f": {message}" if message else "")
         + after
-    )
-
-
-def create_bucket_hint(bucket: str, endpoint: str) -> str:
-    """How to create a missing bucket, as the error naming it says (one line)."""
-    host = urlsplit(endpoint).hostname or ""
-    on_aws = host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
-    flag = "" if on_aws else f" --endpoint-url {endpoint}"
-    return (
-        f"create it (e.g. aws s3 mb s3://{bucket}{flag}; boto3 and MinIO's mc: "
-        f"{CREATE_BUCKET_DOCS})"
     )
 
 
