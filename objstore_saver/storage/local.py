@@ -70,10 +70,8 @@ def _unlink_quiet(path: str) -> None:
 
 
 def _read_to_end(fd: int, size: int, limit: int | None = None) -> bytes:
-    """Read from ``fd`` until end of file (or ``limit`` bytes); ``size`` is the expected length.
-
-    The first read asks for one byte more, so a file of that size needs one more (empty) read.
-    """
+    """Read from ``fd`` until end of file (or ``limit`` bytes); the first read asks for
+    ``size + 1``, so a file of the expected ``size`` needs one more (empty) read."""
     want = size + 1 if limit is None else limit
     chunks = []
     got = 0
