@@ -1,9 +1,4 @@
-"""Plans that store a checkpoint and its pending writes: put and put_writes (spec §6.1, §6.5).
-
-This module decides what the manifest carries (the parent's entries, where a
-list's segments are, what it embeds) and writes the manifest and the writes,
-create-only; :mod:`.writing` encodes the values and stores the content objects.
-"""
+"""Plans that store a checkpoint and its pending writes: put and put_writes (spec §6.1, §6.5)."""
 
 from __future__ import annotations
 
@@ -74,12 +69,8 @@ def remembered_parent(ctx: Context, scope: Scope, parent_id: str) -> CheckpointE
 def recall_parent(
     ctx: Context, pfx: str, scope: Scope, parent_id: str
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
-    """Sub-plan: a parent's entries from memory when believed, else from its manifest (§6.1.2.1).
-
-    Reading the manifest also teaches the object memory which list objects,
-    sealed subtrees and tail elements exist, so a growing list rewrites only
-    its list object and what is new.
-    """
+    """Sub-plan: a parent's entries from memory when believed, else from its manifest (§6.1.2.1),
+    which also teaches the object memory what its lists hold."""
     ns = scope.checkpoint_ns
     remembered = remembered_parent(ctx, scope, parent_id)
     if remembered is not None:
@@ -126,8 +117,8 @@ def recall_parent(
 def _fit_manifest(
     fields: dict[str, Any], encoded: list[Encoded], mkey: str
 ) -> tuple[bytes, dict[str, Any]]:
-    """A manifest's bytes and fields, past the budget its embedded objects, then its largest
-    inline entries, moved out (to ``encoded``, which the caller stores)."""
+    """A manifest's bytes and fields; past the budget its embedded objects, then its largest
+    inline entries, are moved out (to ``encoded``)."""
     data = codec.encode_manifest(**fields)
     if len(data) <= codec.MANIFEST_BUDGET:
         return data, fields
