@@ -87,7 +87,6 @@ def recall_parent(
     for e in manifest.channels.values():
         if isinstance(e, InlineList):
             # What stands alone exists: the manifest was written after it.
-            # Located segments and values are found through their location.
             o = e.obj
             alone = [d for d, _ in o.sealed] + [g.digest for g in o.segments if g.loc is None]
             tail = [e for e in o.tail if not (isinstance(e, Ref) and e.at is not None)]
@@ -188,9 +187,8 @@ def put(
     marker = f"{scope.thread_id}\0{run_id}" if isinstance(run_id, str) else None
     epoch: int | None = None
     check: ListKeys | None = None
-    # The parent gives the carried channels, and where a list's segments
-    # are; where it has its values too, but only from memory is that
-    # worth no request.
+    # The parent gives the carried channels and where a list's segments are
+    # (its values only from memory: worth no request).
     recall = False
     if parent_id is not None:
         for c in versions:
@@ -279,8 +277,7 @@ def put(
             check = None
             listed = listed_epoch(ctx, scope.thread_id, checked[-1])
             if listed != epoch:
-                # The thread was deleted since this process last looked: the
-                # checkpoint begins in the new epoch, its objects encoded again.
+                # Deleted since this process last looked: encoded again in the new epoch.
                 epoch = listed
                 continue
         # Invariant: every object the manifest relies on was confirmed stored at
@@ -303,8 +300,7 @@ def put(
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
     for d, body in embedded.items():
         ctx.objects.add_embedded(pfx, d, codec.decode_object(body, mkey))
-    # Remembered as written, without its embedded objects (in the object
-    # memory now): the next latest lookup decodes nothing (§6.2 step 4).
+    # Remembered without its embedded objects (in the object memory now) (§6.2 step 4).
     kept = None
     if len(manifest) - sum(map(len, embedded.values())) <= REMEMBERED_MANIFEST_MAX:
         kept = Manifest(**{**fields, "embedded": ()})
@@ -331,18 +327,14 @@ def put_writes(
     # Two or more regular writes are one write group: one request, all or
     # nothing (a long index list names the group by its hash, spec §4.7).
     grouped = len(regular) > 1
-    # Taken in call order, before any request: a later special write wins
-    # even when its request completes first, or comes later in one call; of
-    # regular writes held by several objects (a group and a single write of
-    # one slot, from calls of different shapes) the earliest call's is in force.
+    # Taken in call order, before any request: a later special write wins even when
+    # its request completes first; of regular writes of one slot the earliest call's.
     seqs = [ctx.seqs.next() for _ in writes]
     # Values up to WRITE_INLINE_MAX compressed are inline; a call whose
     # object would pass the budget stores those over INLINE_MAX alone.
     written_max = codec.WRITE_INLINE_MAX
-    # The objects of the checkpoint's epoch, else of the thread's as this
-    # process believes it (its put may still be running). The epoch of a
-    # write's objects only keeps them apart from another epoch's (spec
-    # §4.11): a reader reaches them by their address whatever it is.
+    # The checkpoint's epoch, else the thread's as believed (its put may still be
+    # running): it only keeps the objects apart from another epoch's (spec §4.11).
     epoch = ctx.epochs.of_checkpoint(scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id)
     if epoch is None:
         epoch = ctx.epochs.of_thread(scope.thread_id) or 0
@@ -379,9 +371,7 @@ def put_writes(
             key = keys.write_key(
                 scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seqs[i]
             )
-            # Create-only: the first regular write wins; special writes get a new
-            # key per call and the greatest sequence is in force (nothing is
-            # overwritten).
+            # Create-only: the first regular write wins; a special write's key is new per call.
             write_puts.append(Put(key, body))
         if group_rows:
             # Create-only too: a stored group (a retry, or the task's earlier

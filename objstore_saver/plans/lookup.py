@@ -154,8 +154,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
             if isinstance(found, CheckpointTuple):
                 ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
                 return found
-            # Of an ended epoch; or gone since it was listed (a delete's sweep,
-            # or sealed with an ended epoch's destroyed key): the next older one.
+            # Of an ended epoch, or gone since it was listed: the next older one.
             head = yield from _head_after(scope, head)
         return None
     found = yield from find_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, floor)

@@ -177,8 +177,7 @@ def _prune_thread(
         return stats
     lag = ctx.replica_lag
     if lag is not None and listing.written_after(r.now - timedelta(seconds=lag)):
-        # On a replica, what references a missing object may be complete within
-        # the lag: the thread waits for a run after it (spec §6.16).
+        # On a replica, what is missing may arrive within the lag (spec §6.16).
         stats.deferred = True
         stats.left_alone = "arriving"
         return stats
@@ -196,10 +195,8 @@ def _prune_thread(
     doomed_superseded = [
         o.key for o in listing.superseded if _checkpoint_of(o.key) in doomed_checkpoints
     ]
-    # LangGraph may store a checkpoint's writes before its manifest (the put
-    # runs in the background): only a write older than the reuse window is an
-    # orphan, as only an object that old is swept. On a replica a manifest
-    # may also arrive up to the lag after its writes (spec §6.16).
+    # A checkpoint's writes may be stored before its manifest (also by up to a
+    # replica's lag, spec §6.16): only a write older than the reuse window is an orphan.
     orphan_age = max(r.min_age, timedelta(seconds=ctx.reuse_window + (ctx.replica_lag or 0)))
     orphans = yield from _orphan_writes(pfx, listing, r.now - orphan_age)
     other_writes = [
@@ -277,9 +274,7 @@ def _prune_thread(
             doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
         )
         yield from delete_keys(doomed_writes + sorted(orphans))
-    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them. The
-    # sealing layer names an object by its address again when the key in force
-    # made its name; a delete destroyed the ended epochs' keys.
+    # Objects an ended epoch's destroyed key sealed: nothing can read them (spec §4.11).
     leftovers = [o for o in listing.objects if hex_name(o.key, keys.SEALED_NAME_LEN)]
     stats.objects_swept += len(leftovers)
     stats.bytes_swept += sum(o.size for o in leftovers)

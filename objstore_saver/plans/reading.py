@@ -219,9 +219,8 @@ def fetch_objects(
             got |= found
             fresh += found.items()
             if alone:
-                # Their manifest is gone (prune stored them alone before deleting
-                # it), or, for a value, it does not embed it (stored alone to
-                # keep that manifest under its budget).
+                # Their manifest is gone (prune stored them alone first), or, for a
+                # value, does not embed it (kept under its budget).
                 absent = {k for k, body in held.items() if body is None}
                 if gone is not None:
                     gone.update(embedded[d] for d in alone if embedded[d] in absent)

@@ -228,9 +228,8 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
     epoch = yield from end_epoch(ctx, thread_id, listing)
-    # An encrypted thread's key goes next: once it is gone, no copy of the
-    # thread's objects (a backup, a replica, a noncurrent version) can be
-    # read, whether or not the sweep below completes.
+    # The key goes next: then no copy of the thread's objects (a backup, a replica,
+    # a noncurrent version) can be read, whether or not the sweep completes.
     shredded = yield from run_one(Shred(pfx, epoch))
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests,
@@ -243,16 +242,14 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
         *batched_deletes(older),
     )
     if shredded and listing.objects:
-        # The listing named the content objects by the ended epoch's key, now
-        # destroyed: those names no longer reach them. Listed again they keep
-        # their sealed names, which no key in force opens (spec §4.11).
+        # Listed by the destroyed key's names, they are listed again by their sealed
+        # names, which no key in force opens (spec §4.11).
         again = yield from list_infos(pfx + "objects/")
         sealed = [o.key for o in again if hex_name(o.key, keys.SEALED_NAME_LEN)]
         yield from run_batch(*batched_deletes(sealed))
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
-    # Destroyed again at the end: a key a rekey wrote back while the sweep ran
-    # (it read the key object before the first destroy), or a late writer
-    # made again, is not left behind. The new epoch's key is never touched.
+    # Again at the end: a key a rekey or a late writer wrote back meanwhile is not
+    # left behind. The new epoch's key is never touched.
     yield from run_one(Shred(pfx, epoch))
 
 

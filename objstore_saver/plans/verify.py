@@ -16,7 +16,7 @@ from objstore_saver.plans.lookup import thread_prefixes
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, KeyState, run_one
 from objstore_saver.plans.threads import ThreadListing, digest_of_key, hex_name, list_thread_keys
-from objstore_saver.plans.verify_objects import Body, Facts, fetch_groups, held_in, opened
+from objstore_saver.plans.verify_objects import Body, fetch_groups, held_in, opened
 from objstore_saver.plans.verify_report import Problem, VerifyReport
 from objstore_saver.plans.verify_walk import (
     LIST_KIND,
@@ -221,13 +221,12 @@ def _check_kinds(w: ThreadWalk) -> None:
 
 def _check_shapes(w: ThreadWalk) -> None:
     """Lists, nodes and inline lists hold the counts they say; parts the size their index says."""
-    report = w.report
     for digest, f in w.facts.items():
         if digest not in w.sizes:
             continue  # embedded only: checked where it is referenced
         key = keys.object_key_in(w.pfx, digest)
         if f.kind in ("list", "node"):
-            report.problems += _count_problems(w.facts, w.pfx, f.shape, f"{f.kind} {key!r}")
+            _check_counts(w, f.shape, f"{f.kind} {key!r}")
         elif f.kind == "parts":
             parts = [w.facts.get(d) for _, d in f.children]
             if all(p is not None and p.kind == "part" for p in parts):
@@ -235,7 +234,7 @@ def _check_shapes(w: ThreadWalk) -> None:
                 if total != f.shape:
                     w.problem(key, "shape", f"parts hold {total} bytes, index says {f.shape}")
     for referrer, sealed in w.inline_lists:
-        report.problems += _count_problems(w.facts, w.pfx, sealed, f"the list in {referrer!r}")
+        _check_counts(w, sealed, f"the list in {referrer!r}")
 
 
 def _check_segment_counts(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
@@ -274,19 +273,10 @@ def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
     )
 
 
-def _count_problems(
-    facts: dict[bytes, Facts], pfx: str, subtrees: Iterable[tuple[bytes, int]], holder: str
-) -> list[Problem]:
+def _check_counts(w: ThreadWalk, subtrees: Iterable[tuple[bytes, int]], holder: str) -> None:
     """Subtrees holding another element count than ``holder`` (a list or node) says."""
-    out = []
     for sub, count in subtrees:
-        held = held_in(facts, sub)
+        held = held_in(w.facts, sub)
         if held is not None and held != count:
-            out.append(
-                Problem(
-                    keys.object_key_in(pfx, sub),
-                    "shape",
-                    f"holds {held} elements, {holder} says {count}",
-                )
-            )
-    return out
+            key = keys.object_key_in(w.pfx, sub)
+            w.problem(key, "shape", f"holds {held} elements, {holder} says {count}")

@@ -115,9 +115,8 @@ class VerifyReport:
     #: Manifests of epochs a tombstone ended (spec §4.11): late writes, or what a
     #: delete that stopped left. Never read; the next delete or prune removes them.
     ended_manifests: int = 0
-    #: Keys of encrypted threads whose key object was deleted (a ``delete_thread``
-    #: that stopped after destroying the key): unreadable by design, swept by the
-    #: next delete. A thread with manifests left and no key is a problem instead.
+    #: Keys of encrypted threads whose key a stopped ``delete_thread`` destroyed:
+    #: unreadable by design, swept by the next delete.
     shredded_leftovers: int = 0
     #: Objects embedded in manifests (field ``e``, format version 2): counted
     #: here, not in ``objects``; their bytes are part of their manifests'.
