@@ -22,15 +22,7 @@ from objstore_saver.errors import (
     ObjstoreSaverError,
 )
 from objstore_saver.format import codec, keys, value_encoding
-from objstore_saver.format.codec import (
-    Encoded,
-    Entry,
-    Inline,
-    InlineList,
-    ListObj,
-    Manifest,
-    Ref,
-)
+from objstore_saver.format.codec import Encoded, Entry, Inline, InlineList, ListObj, Manifest, Ref
 from objstore_saver.format.keys import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.epochs import lineage_epoch, listed_epoch
@@ -42,14 +34,7 @@ from objstore_saver.plans.reading import (
     materialize,
     read_checkpoint_manifest,
 )
-from objstore_saver.plans.requests import (
-    Batch,
-    Get,
-    ListKeys,
-    Put,
-    run_batch,
-    run_one,
-)
+from objstore_saver.plans.requests import Batch, Get, ListKeys, Put, run_batch, run_one
 from objstore_saver.plans.writing import encode_value, store_objects
 
 #: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
@@ -349,12 +334,7 @@ def put_writes(
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
             enc = yield from encode_value(
-                ctx,
-                pfx,
-                value,
-                written_once=True,
-                written_max=written_max,
-                epoch=epoch,
+                ctx, pfx, value, written_once=True, written_max=written_max, epoch=epoch
             )
             encoded.append(enc)
             if grouped and idx >= 0:

@@ -364,11 +364,7 @@ def _retain_thread(
 
 
 def prune_thread(
-    ctx: Context,
-    thread_id: str,
-    strategy: str,
-    rules: Rules,
-    listing: ThreadListing | None = None,
+    ctx: Context, thread_id: str, strategy: str, rules: Rules, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
     """Sub-plan: one thread of a prune (``rules`` from :func:`prune_rules`); its report row."""
     if strategy in ("delete", "delete_all"):
@@ -390,10 +386,7 @@ def prune_thread(
 
 
 def prune(
-    ctx: Context,
-    thread_ids: Sequence[str],
-    strategy: str = "keep_latest",
-    **options: Any,
+    ctx: Context, thread_ids: Sequence[str], strategy: str = "keep_latest", **options: Any
 ) -> Step:
     """Plan: spec §6.9 with the rules of :func:`prune_rules`; a JSON-serializable report."""
     rules = prune_rules(ctx, strategy, **options)

@@ -29,14 +29,7 @@ from objstore_saver.format.codec import (
     WriteObj,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context
-from objstore_saver.plans.requests import (
-    Batch,
-    Get,
-    ListKeys,
-    list_all,
-    run_batch,
-    run_one,
-)
+from objstore_saver.plans.requests import Batch, Get, ListKeys, list_all, run_batch, run_one
 from objstore_saver.plans.values import (
     manifest_values as manifest_values,
     materialize as materialize,

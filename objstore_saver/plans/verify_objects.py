@@ -111,9 +111,7 @@ def _get(key: str) -> Get:
     return Get(key, unopened_as_result=True)
 
 
-def fetch(
-    keys_: Sequence[str],
-) -> Generator[Batch, list[Any] | None, list[tuple[str, Body]]]:
+def fetch(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, list[tuple[str, Body]]]:
     """Sub-plan: ``(key, body)`` of each key, ``GET_BATCH`` GETs a round."""
     out: list[tuple[str, Body]] = []
     for start in range(0, len(keys_), GET_BATCH):

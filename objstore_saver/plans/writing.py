@@ -209,9 +209,7 @@ def encode_split(
 
 
 def stream_large(
-    ctx: Context,
-    pfx: str,
-    stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult],
+    ctx: Context, pfx: str, stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult]
 ) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
     """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3), a
     :data:`STREAM_WINDOW` at a time; the entry and the container, stored by the caller."""
