@@ -171,15 +171,13 @@ def _prune_thread(
     pfx = keys.thread_prefix(thread_id)
     if listing is None:
         listing = yield from list_thread(pfx)
-    if any(o.last_modified > r.now - r.sweep_delay for o in listing.marks):
-        stats.deferred = True
-        stats.left_alone = "deferred"
-        return stats
     lag = ctx.replica_lag
-    if lag is not None and listing.written_after(r.now - timedelta(seconds=lag)):
-        # On a replica, what is missing may arrive within the lag (spec §6.16).
+    if any(o.last_modified > r.now - r.sweep_delay for o in listing.marks):
+        stats.left_alone = "deferred"
+    elif lag is not None and listing.written_after(r.now - timedelta(seconds=lag)):
+        stats.left_alone = "arriving"  # what is missing may arrive within the lag (§6.16)
+    if stats.left_alone is not None:
         stats.deferred = True
-        stats.left_alone = "arriving"
         return stats
     young_after = None if r.older_than is None else r.now - r.older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.

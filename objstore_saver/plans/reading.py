@@ -510,7 +510,6 @@ def read_tuples(
 
 
 def manifest_entries(m: Manifest) -> list[Entry]:
-    """The entries of a manifest's own values: checkpoint, metadata, channels."""
     return [m.checkpoint, m.metadata, *m.channels.values()]
 
 

@@ -184,7 +184,6 @@ def run_batch_while(
 
 
 def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:
-    """Sub-plan helper for a single request."""
     results = yield Batch((op,))
     assert results is not None
     return results[0]

@@ -114,7 +114,6 @@ class ThreadListing:
         (getattr(self, kind) if kind in _AREAS else self.unknown).append(info)
 
     def every(self) -> list[ObjectInfo]:
-        """Every key of the thread, of every kind."""
         return [o for kind in _KINDS for o in getattr(self, kind)]
 
 
@@ -131,7 +130,6 @@ def hex_name(key: str, length: int) -> bool:
 
 
 def digest_of_key(key: str) -> bytes:
-    """The digest an ``objects/<H>`` key names."""
     return bytes.fromhex(key.rsplit("/", 1)[1])
 
 

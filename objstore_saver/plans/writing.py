@@ -315,7 +315,6 @@ def store_objects(
 
 
 def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
-    """The objects the manifests embed, by address."""
     out: dict[bytes, bytes] = {}
     for m in manifests:
         out.update(codec.embedded_objects(m))
