@@ -1,28 +1,22 @@
 """Pure plans of the spec's algorithms (§6), one module per concern.
 
 A plan is a generator: it yields :class:`~objstore_saver.plans.requests.Batch`
-requests and receives their results, or yields
-:class:`~objstore_saver.plans.requests.Emit` items for its caller. It never
-performs I/O: the blocking and the asyncio saver run the same code through
-:class:`~objstore_saver.driver.Driver`.
+requests and receives their results, or yields ``Emit`` items for its caller.
+It never performs I/O: both savers run it through :class:`~objstore_saver.driver.Driver`.
 
-* :mod:`.context`: what plans share (memories, clocks, write sequence);
-* :mod:`.requests`: the requests a plan asks for, and how one is carried out;
+* :mod:`.context` (what plans share), :mod:`.requests` (what they ask for);
 * :mod:`.reading`, :mod:`.values`: objects, manifests, writes and tuples read back;
 * :mod:`.lookup`: the latest lookup, get by id, listing (§6.2-6.4);
-* :mod:`.checkpoint_put`: ``put`` and ``put_writes`` (§6.1, §6.5), with
-  :mod:`.writing` (values encoded, objects stored, also what a manifest
-  embeds before it is deleted) and :mod:`.placement` (where each object goes);
-* :mod:`.epochs`: a thread's lifecycle, which epochs a delete ended (§4.11);
-* :mod:`.threads`: ``delete_thread``, ``copy_thread``, ``delete_for_runs`` (§6.6-6.8);
-* :mod:`.prune`, :mod:`.prune_rules`: retention, the two-phase sweep, and the
-  tombstones a window outlived (§6.9), its rules and report;
+* :mod:`.checkpoint_put`: ``put`` and ``put_writes`` (§6.1, §6.5), with :mod:`.writing`
+  (values encoded, objects stored) and :mod:`.placement` (where each object goes);
+* :mod:`.epochs`: a thread's lifecycle (§4.11); :mod:`.threads`: ``delete_thread``,
+  ``copy_thread``, ``delete_for_runs`` (§6.6-6.8);
+* :mod:`.prune`, :mod:`.prune_rules`: retention and its rules and report (§6.9);
 * :mod:`.verify` with :mod:`.verify_walk`, :mod:`.verify_objects` and
   :mod:`.verify_report`: the fsck of checkpoint threads (§6.11);
 * :mod:`.scan`: every thread of a store for the jobs (§6.12);
-* :mod:`.history`: the delta channel history walk (§6.10).
+  :mod:`.history`: the delta channel history walk (§6.10).
 
-A config's identifiers (:class:`Scope`) are read by :mod:`objstore_saver.format.keys`.
 Re-exported below: the names the saver, ``ops`` and the viewer use.
 """
 
@@ -39,7 +33,6 @@ from objstore_saver.plans.lookup import (
     get_tuple as get_tuple,
     latest_id as latest_id,
     list_checkpoints as list_checkpoints,
-    thread_prefixes as thread_prefixes,
 )
 from objstore_saver.plans.prune import prune as prune, prune_thread as prune_thread
 from objstore_saver.plans.prune_rules import (

@@ -1,9 +1,4 @@
-"""Plans that store a checkpoint and its pending writes: put and put_writes (spec §6.1, §6.5).
-
-This module decides what the manifest carries (the parent's entries, where a
-list's segments are, what it embeds) and writes the manifest and the writes,
-create-only; :mod:`.writing` encodes the values and stores the content objects.
-"""
+"""Plans that store a checkpoint and its pending writes: put and put_writes (spec §6.1, §6.5)."""
 
 from __future__ import annotations
 
@@ -27,15 +22,7 @@ from objstore_saver.errors import (
     ObjstoreSaverError,
 )
 from objstore_saver.format import codec, keys, value_encoding
-from objstore_saver.format.codec import (
-    Encoded,
-    Entry,
-    Inline,
-    InlineList,
-    ListObj,
-    Manifest,
-    Ref,
-)
+from objstore_saver.format.codec import Encoded, Entry, Inline, InlineList, ListObj, Manifest, Ref
 from objstore_saver.format.keys import Scope, checkpoint_config, scope_of
 from objstore_saver.plans.context import PUT_ATTEMPTS, Context, Step
 from objstore_saver.plans.epochs import lineage_epoch, listed_epoch
@@ -47,14 +34,7 @@ from objstore_saver.plans.reading import (
     materialize,
     read_checkpoint_manifest,
 )
-from objstore_saver.plans.requests import (
-    Batch,
-    Get,
-    ListKeys,
-    Put,
-    run_batch,
-    run_one,
-)
+from objstore_saver.plans.requests import Batch, Get, ListKeys, Put, run_batch, run_one
 from objstore_saver.plans.writing import encode_value, store_objects
 
 #: Largest manifest a writer keeps in memory for the next latest lookup (§6.2).
@@ -74,12 +54,8 @@ def remembered_parent(ctx: Context, scope: Scope, parent_id: str) -> CheckpointE
 def recall_parent(
     ctx: Context, pfx: str, scope: Scope, parent_id: str
 ) -> Generator[Batch, list[Any] | None, CheckpointEntries | None]:
-    """Sub-plan: a parent's entries from memory when believed, else from its manifest (§6.1.2.1).
-
-    Reading the manifest also teaches the object memory which list objects,
-    sealed subtrees and tail elements exist, so a growing list rewrites only
-    its list object and what is new.
-    """
+    """Sub-plan: a parent's entries from memory when believed, else from its manifest (§6.1.2.1),
+    which also teaches the object memory what its lists hold."""
     ns = scope.checkpoint_ns
     remembered = remembered_parent(ctx, scope, parent_id)
     if remembered is not None:
@@ -96,7 +72,6 @@ def recall_parent(
     for e in manifest.channels.values():
         if isinstance(e, InlineList):
             # What stands alone exists: the manifest was written after it.
-            # Located segments and values are found through their location.
             o = e.obj
             alone = [d for d, _ in o.sealed] + [g.digest for g in o.segments if g.loc is None]
             tail = [e for e in o.tail if not (isinstance(e, Ref) and e.at is not None)]
@@ -126,8 +101,8 @@ def recall_parent(
 def _fit_manifest(
     fields: dict[str, Any], encoded: list[Encoded], mkey: str
 ) -> tuple[bytes, dict[str, Any]]:
-    """A manifest's bytes and fields, past the budget its embedded objects, then its largest
-    inline entries, moved out (to ``encoded``, which the caller stores)."""
+    """A manifest's bytes and fields; past the budget its embedded objects, then its largest
+    inline entries, are moved out (to ``encoded``)."""
     data = codec.encode_manifest(**fields)
     if len(data) <= codec.MANIFEST_BUDGET:
         return data, fields
@@ -197,9 +172,8 @@ def put(
     marker = f"{scope.thread_id}\0{run_id}" if isinstance(run_id, str) else None
     epoch: int | None = None
     check: ListKeys | None = None
-    # The parent gives the carried channels, and where a list's segments
-    # are; where it has its values too, but only from memory is that
-    # worth no request.
+    # The parent gives the carried channels and where a list's segments are
+    # (its values only from memory: worth no request).
     recall = False
     if parent_id is not None:
         for c in versions:
@@ -288,8 +262,7 @@ def put(
             check = None
             listed = listed_epoch(ctx, scope.thread_id, checked[-1])
             if listed != epoch:
-                # The thread was deleted since this process last looked: the
-                # checkpoint begins in the new epoch, its objects encoded again.
+                # Deleted since this process last looked: encoded again in the new epoch.
                 epoch = listed
                 continue
         # Invariant: every object the manifest relies on was confirmed stored at
@@ -312,8 +285,7 @@ def put(
             raise CheckpointConflictError(scope.thread_id, scope.checkpoint_ns, cid, mkey)
     for d, body in embedded.items():
         ctx.objects.add_embedded(pfx, d, codec.decode_object(body, mkey))
-    # Remembered as written, without its embedded objects (in the object
-    # memory now): the next latest lookup decodes nothing (§6.2 step 4).
+    # Remembered without its embedded objects (in the object memory now) (§6.2 step 4).
     kept = None
     if len(manifest) - sum(map(len, embedded.values())) <= REMEMBERED_MANIFEST_MAX:
         kept = Manifest(**{**fields, "embedded": ()})
@@ -340,18 +312,14 @@ def put_writes(
     # Two or more regular writes are one write group: one request, all or
     # nothing (a long index list names the group by its hash, spec §4.7).
     grouped = len(regular) > 1
-    # Taken in call order, before any request: a later special write wins
-    # even when its request completes first, or comes later in one call; of
-    # regular writes held by several objects (a group and a single write of
-    # one slot, from calls of different shapes) the earliest call's is in force.
+    # Taken in call order, before any request: a later special write wins even when
+    # its request completes first; of regular writes of one slot the earliest call's.
     seqs = [ctx.seqs.next() for _ in writes]
     # Values up to WRITE_INLINE_MAX compressed are inline; a call whose
     # object would pass the budget stores those over INLINE_MAX alone.
     written_max = codec.WRITE_INLINE_MAX
-    # The objects of the checkpoint's epoch, else of the thread's as this
-    # process believes it (its put may still be running). The epoch of a
-    # write's objects only keeps them apart from another epoch's (spec
-    # §4.11): a reader reaches them by their address whatever it is.
+    # The checkpoint's epoch, else the thread's as believed (its put may still be
+    # running): it only keeps the objects apart from another epoch's (spec §4.11).
     epoch = ctx.epochs.of_checkpoint(scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id)
     if epoch is None:
         epoch = ctx.epochs.of_thread(scope.thread_id) or 0
@@ -366,12 +334,7 @@ def put_writes(
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
             enc = yield from encode_value(
-                ctx,
-                pfx,
-                value,
-                written_once=True,
-                written_max=written_max,
-                epoch=epoch,
+                ctx, pfx, value, written_once=True, written_max=written_max, epoch=epoch
             )
             encoded.append(enc)
             if grouped and idx >= 0:
@@ -388,9 +351,7 @@ def put_writes(
             key = keys.write_key(
                 scope.thread_id, scope.checkpoint_ns, scope.checkpoint_id, task_id, idx, seqs[i]
             )
-            # Create-only: the first regular write wins; special writes get a new
-            # key per call and the greatest sequence is in force (nothing is
-            # overwritten).
+            # Create-only: the first regular write wins; a special write's key is new per call.
             write_puts.append(Put(key, body))
         if group_rows:
             # Create-only too: a stored group (a retry, or the task's earlier

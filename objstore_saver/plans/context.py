@@ -38,11 +38,7 @@ PUT_ATTEMPTS = 3
 class Context:
     """What plans share: the serializer, the saver's memories, a write sequence.
 
-    ``reuse_window`` is W of spec §6.9: a fact about a stored object is trusted
-    for W/2 after it was confirmed, and a put must reach its manifest within W/2
-    of starting its object phase, so every object a new manifest relies on was
-    confirmed at most W before the manifest is sent. ``clock`` measures it
-    (monotonic seconds; tests inject a fake one).
+    ``reuse_window`` is W of spec §6.9, measured by ``clock`` (monotonic seconds).
     """
 
     serde: SerializerProtocol
@@ -66,8 +62,7 @@ class Context:
 
     #: How long a remembered fact is trusted, and how long a put may take: W/2.
     trust_age: float = field(init=False)
-    #: The age within which this plan believes what memory says is stored:
-    #: ``trust_age``, or nothing at all in a context made by :meth:`distrusting`.
+    #: ``trust_age``, or -inf in a context made by :meth:`distrusting`.
     belief_age: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,11 +72,7 @@ class Context:
         self.epochs.clock = self.clock
 
     def saw_epoch(self, thread_id: str, epoch: int, *, confirmed: bool = True) -> None:
-        """Record a thread's epoch; a newer one than known drops the thread's memories.
-
-        What is remembered of an ended epoch belongs to a conversation readers
-        no longer see (spec §4.11).
-        """
+        """Record a thread's epoch; a newer one than known drops the thread's memories (§4.11)."""
         if self.epochs.saw_thread(thread_id, epoch, confirmed=confirmed):
             pfx = keys.thread_prefix(thread_id)
             self.objects.forget_thread(pfx)

@@ -1,9 +1,4 @@
-"""A thread's lifecycle (spec §4.11): which epoch a checkpoint belongs to, and which are ended.
-
-A delete stores a tombstone that ends every epoch below its own; readers
-pass over the manifests of ended epochs, writers keep a lineage in its
-parent's epoch.
-"""
+"""A thread's lifecycle (spec §4.11): which epoch a checkpoint belongs to, and which are ended."""
 
 from __future__ import annotations
 
@@ -20,10 +15,8 @@ from objstore_saver.plans.reading import read_checkpoint_manifest, read_manifest
 from objstore_saver.plans.requests import Batch, ListKeys
 from objstore_saver.storage.base import ListPage, ObjectInfo
 
-#: A manifest stored this long before a tombstone of its namespace was
-#: written before it, whatever the skew between the store's own clocks, so
-#: it belongs to an ended epoch and is passed over without a GET (spec §6.2).
-#: Nearer manifests are judged by their ``ep`` alone.
+#: A manifest stored this long before a tombstone was written before it, whatever the
+#: skew of the store's clocks: of an ended epoch, passed over without a GET (spec §6.2).
 TOMBSTONE_CLOCK_MARGIN = timedelta(seconds=2)
 
 
@@ -31,20 +24,16 @@ TOMBSTONE_CLOCK_MARGIN = timedelta(seconds=2)
 class Ended:
     """What a namespace's tombstones say (spec §4.11): the epoch in force, and since when."""
 
-    epoch: int
+    epoch: int = 0
     """Manifests of a lower epoch are not returned."""
     since: datetime | None = None
     """``LastModified`` of the newest tombstone listed, if any."""
-
-    @classmethod
-    def none(cls) -> Ended:
-        return cls(0)
 
     def at_least(self, epoch: int) -> Ended:
         return self if epoch <= self.epoch else Ended(epoch, self.since)
 
     def written_before(self, info: ObjectInfo) -> bool:
-        """Whether a listed manifest was stored before the tombstone: it is of an ended epoch."""
+        """Whether a listed manifest was stored before the tombstone: of an ended epoch."""
         return self.since is not None and info.last_modified + TOMBSTONE_CLOCK_MARGIN < self.since
 
     def live(self, manifest: Manifest) -> bool:
@@ -64,13 +53,8 @@ def tombstones_in(infos: list[ObjectInfo], ended: Ended) -> Ended:
 def lineage_epoch(
     ctx: Context, scope: Scope, parent_id: str | None
 ) -> Generator[Batch, list[Any] | None, tuple[int, ListKeys | None]]:
-    """Sub-plan: the epoch a new checkpoint belongs to (spec §6.1 step 1).
-
-    Its parent's (a run going on after a delete writes where no reader
-    looks), else the thread's. Returns the epoch, and the LIST that confirms
-    it when it is only this process's belief (not listed within W/2): the
-    caller sends it with its objects and starts again if it shows another.
-    """
+    """Sub-plan: the epoch a new checkpoint belongs to (spec §6.1 step 1): its parent's, else
+    the thread's, with the LIST that confirms a mere belief (the caller sends it)."""
     thread_id, ns = scope.thread_id, scope.checkpoint_ns
     if parent_id is not None:
         known = ctx.epochs.of_checkpoint(thread_id, ns, parent_id)
@@ -89,7 +73,7 @@ def lineage_epoch(
 
 def listed_epoch(ctx: Context, thread_id: str, page: ListPage) -> int:
     """The thread's epoch a LIST of its root namespace's tombstones shows (spec §3.4)."""
-    epoch = tombstones_in(page.objects, Ended.none()).epoch
+    epoch = tombstones_in(page.objects, Ended()).epoch
     ctx.saw_epoch(thread_id, epoch)
     return epoch
 
@@ -101,12 +85,10 @@ def ended_manifests(
 ) -> Generator[Batch, list[Any] | None, set[str]]:
     """Sub-plan: the listed manifests of a thread that belong to ended epochs (spec §4.11).
 
-    Those stored well before the newest tombstone need no request; the others
-    are read and judged by their epoch, one read as absent (gone, or sealed
-    with a destroyed key) counted ended. ``read`` receives the live manifests
-    read on the way (immutable: not to be read again).
+    One read as absent (gone, or sealed with a destroyed key) counts ended;
+    ``read`` receives the live manifests read on the way.
     """
-    ended = tombstones_in(tombstones, Ended.none())
+    ended = tombstones_in(tombstones, Ended())
     if ended.epoch == 0:
         return set()
     dead = {o.key for o in listing_manifests if ended.written_before(o)}

@@ -6,10 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    DeltaChannelHistory,
-    PendingWrite,
-)
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 
 from objstore_saver.format import codec, keys
 from objstore_saver.plans.context import Context, Step
@@ -21,10 +18,7 @@ from objstore_saver.plans.reading import (
     materialize,
     read_checkpoint_manifest,
 )
-from objstore_saver.plans.requests import (
-    Get,
-    run_batch,
-)
+from objstore_saver.plans.requests import Get, run_batch
 
 
 def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:

@@ -44,11 +44,10 @@ LATEST_LIST_KEYS = 20
 def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
     """Sub-plan: id of the newest live checkpoint of a namespace (spec §6.2), one LIST.
 
-    After a tombstone, each manifest listed is read until one of the current
-    epoch is found (usually the first).
+    After a tombstone, listed manifests are read until one of the current epoch.
     """
     page = yield from run_one(_newest_manifest(scope))
-    head, _ = yield from _head_of(scope, page, Ended.none())
+    head, _ = yield from _head_of(scope, page, Ended())
     while head is not None:
         if head.ended.epoch == 0:
             return head.checkpoint_id
@@ -84,14 +83,10 @@ class _Head:
 def _head_of(
     scope: Scope, page: ListPage, ended: Ended
 ) -> Generator[Batch, list[Any] | None, tuple[_Head | None, Ended]]:
-    """Sub-plan: the newest checkpoint with a manifest in a listing of a namespace.
+    """Sub-plan: the newest checkpoint with a manifest in a listing of a namespace (spec §3).
 
-    The listing runs newest first after the tombstones, each checkpoint's
-    manifests then writes together (spec §3). Writes stored before their
-    manifest (a put still running) make no checkpoint, nor does a manifest
-    stored well before a tombstone; the listing goes on while a page's last
-    checkpoint may have more keys. The caller checks the head's epoch (its
-    ``ep`` is in its bytes).
+    Writes without a manifest (a put still running) make no checkpoint, nor
+    does a manifest stored well before a tombstone. The caller checks its epoch.
     """
     ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
     ended = tombstones_in(page.objects, ended)
@@ -151,7 +146,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
         head: _Head | None = guessed
         while head is not None:
             try:
-                found = yield from _read_head(ctx, head, None, head.ended.at_least(floor))
+                found = yield from _read_head(ctx, head, head.ended.at_least(floor))
             except ARRIVING:
                 if not arriving(ctx, head.written):
                     raise
@@ -159,8 +154,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
             if isinstance(found, CheckpointTuple):
                 ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
                 return found
-            # Of an ended epoch; or gone since it was listed (a delete's sweep,
-            # or sealed with an ended epoch's destroyed key): the next older one.
+            # Of an ended epoch, or gone since it was listed: the next older one.
             head = yield from _head_after(scope, head)
         return None
     found = yield from find_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, floor)
@@ -182,15 +176,8 @@ ARRIVING = (MissingObjectError, ThreadKeyMissingError)
 
 
 def arriving(ctx: Context, written: datetime | None) -> bool:
-    """Whether a checkpoint whose manifest was stored at ``written`` may still be arriving.
-
-    Only on a replica (``ctx.replica_lag`` set): objects arrive one by one,
-    in no order, up to the lag after the manifest that references them, so a
-    checkpoint missing an object within the lag is passed over as not yet
-    replicated (spec §6.16). Later, or on a bucket that is no replica, a
-    missing object is corruption. ``written`` None: listed after this read
-    began, so just stored.
-    """
+    """Whether a checkpoint whose manifest was stored at ``written`` (None: just now) may
+    still be arriving: only on a replica, within its lag (spec §6.16)."""
     if ctx.replica_lag is None:
         return False
     return written is None or ctx.wall_clock() - written.timestamp() <= ctx.replica_lag
@@ -212,12 +199,8 @@ class FoundCheckpoint:
 def find_checkpoint(
     thread_id: str, checkpoint_ns: str, checkpoint_id: str, floor: int = 0
 ) -> Generator[Batch, list[Any] | None, FoundCheckpoint | None]:
-    """Sub-plan: spec §6.3 step 1, a checkpoint's manifest and writes (None: no checkpoint).
-
-    Its version-2 manifest, a LIST of its keys and one of the namespace's
-    newest tombstone in one round: a checkpoint of an ended epoch (or below
-    ``floor``) is none. A version-1 checkpoint costs a GET and a LIST more.
-    """
+    """Sub-plan: spec §6.3 step 1, a checkpoint's manifest and writes (None: no checkpoint,
+    or one of an ended epoch or below ``floor``)."""
     ckey = keys.checkpoint_key(thread_id, checkpoint_ns, checkpoint_id)
     mkey = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
     body, page, tombs = yield from run_batch(
@@ -225,7 +208,7 @@ def find_checkpoint(
         ListKeys(ckey),
         ListKeys(keys.tombstones_prefix(thread_id, checkpoint_ns), limit=1),
     )
-    ended = tombstones_in(tombs.objects, Ended.none()).at_least(floor)
+    ended = tombstones_in(tombs.objects, Ended()).at_least(floor)
     infos = page.objects
     if page.truncated:
         infos = infos + (yield from list_infos(ckey, infos[-1].key))
@@ -248,17 +231,10 @@ def find_checkpoint(
     return FoundCheckpoint(mkey, body, manifest, writes, written)
 
 
-class _EndedEpoch:
-    """What :func:`_read_head` returns for a head of an ended epoch."""
-
-
-_ENDED = _EndedEpoch()
-
-
 def _read_head(
-    ctx: Context, head: _Head, given: RunnableConfig | None, ended: Ended
-) -> Generator[Batch, list[Any] | None, CheckpointTuple | _EndedEpoch | None]:
-    """Sub-plan: the tuple of a listed head: its manifest and writes fetched in one round."""
+    ctx: Context, head: _Head, ended: Ended
+) -> Generator[Batch, list[Any] | None, CheckpointTuple | None]:
+    """Sub-plan: the tuple of a listed head (None: gone, or of an ended epoch), one round."""
     bodies = yield from run_batch(Get(head.manifest_key), *(Get(k) for k in head.write_keys))
     body = bodies[0]
     if body is None:
@@ -267,11 +243,11 @@ def _read_head(
     m = manifest
     ctx.epochs.saw_checkpoint(m.thread_id, m.checkpoint_ns, m.checkpoint_id, m.epoch)
     if not ended.live(manifest):
-        return _ENDED
+        return None
     fetched = dict(zip(head.write_keys, bodies[1:], strict=True))
     write_keys = None if manifest.version == 1 else [head.write_keys]
     tuples = yield from read_tuples(
-        ctx, [(head.manifest_key, manifest)], [given], write_keys, write_bodies=fetched
+        ctx, [(head.manifest_key, manifest)], None, write_keys, write_bodies=fetched
     )
     return tuples[0]
 
@@ -279,13 +255,8 @@ def _read_head(
 def _guessed_latest(
     ctx: Context, scope: Scope, floor: int
 ) -> Generator[Batch, list[Any] | None, tuple[CheckpointTuple | _Head | None, Ended]]:
-    """Sub-plan: the latest lookup with this process's guess of the newest checkpoint.
-
-    When this process holds the manifest it last saw newest, its values are
-    decoded while the namespace's LIST is in flight (spec §6.2). Returns the
-    tuple when the guess was right, else the head as listed (None: no
-    checkpoint); and what the namespace's tombstones say.
-    """
+    """Sub-plan: the latest lookup, decoding the remembered newest manifest while the LIST is
+    in flight (spec §6.2): the tuple if the guess was right, else the head as listed."""
     guess = ctx.heads.get(scope.thread_id, scope.checkpoint_ns)
     remembered = None
     mkey = ""
@@ -294,7 +265,7 @@ def _guessed_latest(
         remembered = ctx.entries.get(mkey)
     if remembered is None or remembered.manifest is None:
         page = yield from run_one(_newest_manifest(scope))
-        return (yield from _head_of(scope, page, Ended.none().at_least(floor)))
+        return (yield from _head_of(scope, page, Ended().at_least(floor)))
     manifest = remembered.manifest
 
     def decoded() -> tuple[tuple[dict[str, Any], Any] | None, Exception | None]:
@@ -306,7 +277,7 @@ def _guessed_latest(
             return None, exc
 
     (page,), (values, error) = yield from run_batch_while(decoded, _newest_manifest(scope))
-    head, ended = yield from _head_of(scope, page, Ended.none().at_least(floor))
+    head, ended = yield from _head_of(scope, page, Ended().at_least(floor))
     if (
         head is None
         or head.checkpoint_id != guess
@@ -427,10 +398,8 @@ def _listed_tuples(
     filter: dict[str, Any] | None,
     remaining: int | None,
 ) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
-    """Sub-plan: the tuples of listed manifests of the epoch in force, matching ``filter``.
-
-    At most ``remaining`` of them; the manifests are read in one round.
-    """
+    """Sub-plan: up to ``remaining`` tuples of listed manifests of the epoch in force,
+    matching ``filter``."""
     bodies = yield from run_batch(*(Get(k) for k in group))
     matched: list[tuple[str, Manifest]] = []
     for k, body in zip(group, bodies, strict=True):

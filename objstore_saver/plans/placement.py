@@ -1,11 +1,8 @@
 """Where a put's content objects go (spec §6.1 step 2): in its manifest, an earlier one, or alone.
 
-A version-2 manifest embeds what its put makes that is new and small: list
-segments and indexes, and ``value`` objects (channel values, list elements). Each reference
-names where its object is, so a later manifest that carries it needs no
-request. The parent's references are the only source of earlier locations:
-the parent is stored, and prune stores what a manifest embeds alone before
-deleting it, so any location taken from the parent is readable.
+Earlier locations come only from the parent's references: the parent is
+stored, and prune stores what a manifest embeds alone before deleting it, so
+any location taken from the parent is readable.
 """
 
 from __future__ import annotations
@@ -37,11 +34,8 @@ ListObjects = dict[bytes, SegmentObj | IndexObj]
 def flat_segments(
     refs: Iterable[SegmentRef], objects: ListObjects, folder: str
 ) -> Iterator[SegmentRef]:
-    """A list's references with each index replaced by what it holds, in order, then the index.
-
-    ``folder`` is the manifest whose list it is: an index's locations resolve
-    beside it (spec §4.4). An index not in ``objects`` is yielded as it is.
-    """
+    """A list's references, each index preceded by what it holds (resolved beside the
+    manifest ``folder``, spec §4.4) when it is in ``objects``."""
     for g in refs:
         index = objects.get(g.digest) if g.index else None
         if isinstance(index, IndexObj):
@@ -58,10 +52,7 @@ def _beside(folder: str, at: str | None) -> str | None:
 
 @dataclass
 class Placement:
-    """The locations one put (checkpoint ``cid``, manifest ``mkey``) gives its value objects.
-
-    Earlier locations come from ``parent`` and its lists' ``segments`` (and indexes).
-    """
+    """The locations one put (checkpoint ``cid``, manifest ``mkey``) gives its value objects."""
 
     ctx: Context
     pfx: str
@@ -119,15 +110,8 @@ class Placement:
     def settle(
         self, channels: dict[str, Entry], encoded: Sequence[Encoded]
     ) -> tuple[dict[bytes, bytes], set[bytes]]:
-        """Locate the new segments of ``channels`` (in place); what the manifest embeds, and
-        what earlier manifests hold (nothing to PUT for either).
-
-        A new segment keeps the parent's location; one known stored alone
-        stays there; any other is embedded (digest → bytes, then the values
-        :meth:`locate` placed here): a seal or a merge costs no request (§6.1 step 3).
-        The full segments then go under a root index (spec §4.4), its
-        indexes placed the same way (new ones in :attr:`indexes`).
-        """
+        """Locate the new segments of ``channels`` (in place), full ones under a root index
+        (spec §4.4); returns what the manifest embeds and what earlier manifests hold."""
         bodies: dict[bytes, bytes] = {}
         for enc in encoded:
             bodies.update(enc.objects)
@@ -202,8 +186,7 @@ class Placement:
         return [root, *placed[full:]]
 
     def _parent_segment_locations(self) -> dict[bytes, str | None]:
-        """Segment and index digest → location (a manifest key, None: alone) in the parent's
-        lists, through its indexes."""
+        """Segment and index digest → location (None: alone) in the parent's lists."""
         entries = self.parent.entries.values() if self.parent is not None else ()
         return {
             g.digest: g.loc
@@ -216,11 +199,9 @@ class Placement:
 def recall_segments(
     ctx: Context, pfx: str, mkey: str, parent: CheckpointEntries | None
 ) -> Generator[Batch, list[Any] | None, ListObjects]:
-    """Sub-plan: the parent's list segments and indexes, from the object memory, else read.
+    """Sub-plan: the parent's list segments and indexes (not values), from memory, else read.
 
-    A segment's element references carry their locations; a put re-encoding
-    the list needs them to make the same segments again, and the indexes
-    to give them their locations. Values are not read.
+    A put re-encoding a list needs them to make the same segments again.
     """
     held: ListObjects = {}
     if parent is None:
@@ -258,8 +239,7 @@ def recall_segments(
 def unembed(entries: Iterable[tuple[dict[str, Any], str]], mkey: str, cid: str) -> None:
     """Rewrite (holder, name) entries in place: what ``mkey`` (checkpoint ``cid``) embeds, alone.
 
-    A segment's element located at ``cid`` keeps its location in the
-    segment's bytes: a reader that does not find it there reads it alone.
+    A segment's element keeps its location: a reader not finding it there reads it alone.
     """
     for holder, name in entries:
         e = holder[name]

@@ -84,16 +84,11 @@ def _select_kept(
     thread_id: str,
     listing: ThreadListing,
     keep_last: int,
-    young_after: datetime | None = None,
-    ended: Collection[str] = (),
-    known: Mapping[str, Manifest] | None = None,
+    young_after: datetime | None,
+    ended: Collection[str],
+    known: Mapping[str, Manifest],
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11).
-
-    The newest ``keep_last`` root checkpoints and, per subgraph namespace, the
-    newest of each of their runs; with the age rule, every checkpoint written
-    after ``young_after``; then what a kept one's delta channels replay.
-    """
+    """Sub-plan: the manifests a prune keeps (spec §6.9), never one of an ended epoch (§4.11)."""
     by_ns: dict[str, list[ObjectInfo]] = {}
     for info in listing.manifests:
         if info.key in ended:
@@ -152,11 +147,8 @@ def _select_kept(
 def _orphan_writes(
     pfx: str, listing: ThreadListing, old_before: datetime
 ) -> Generator[Batch, list[Any] | None, set[str]]:
-    """Sub-plan: old writes whose checkpoint has no manifest, in the listing or now (§6.9 step 2).
-
-    Writes younger than ``old_before`` are left alone: a checkpoint being
-    written may have its writes stored before its manifest.
-    """
+    """Sub-plan: writes stored by ``old_before`` whose checkpoint has no manifest, in the
+    listing or now (§6.9 step 2)."""
     listed = {_checkpoint_of(o.key) for o in listing.manifests}
     candidates = [
         o.key
@@ -179,16 +171,13 @@ def _prune_thread(
     pfx = keys.thread_prefix(thread_id)
     if listing is None:
         listing = yield from list_thread(pfx)
-    if any(o.last_modified > r.now - r.sweep_delay for o in listing.marks):
-        stats.deferred = True
-        stats.left_alone = "deferred"
-        return stats
     lag = ctx.replica_lag
-    if lag is not None and listing.written_after(r.now - timedelta(seconds=lag)):
-        # On a replica, what references a missing object may be complete within
-        # the lag: the thread waits for a run after it (spec §6.16).
+    if any(o.last_modified > r.now - r.sweep_delay for o in listing.marks):
+        stats.left_alone = "deferred"
+    elif lag is not None and listing.written_after(r.now - timedelta(seconds=lag)):
+        stats.left_alone = "arriving"  # what is missing may arrive within the lag (§6.16)
+    if stats.left_alone is not None:
         stats.deferred = True
-        stats.left_alone = "arriving"
         return stats
     young_after = None if r.older_than is None else r.now - r.older_than
     # Late writes of an ended epoch, and what a delete that stopped left: not kept.
@@ -204,10 +193,8 @@ def _prune_thread(
     doomed_superseded = [
         o.key for o in listing.superseded if _checkpoint_of(o.key) in doomed_checkpoints
     ]
-    # LangGraph may store a checkpoint's writes before its manifest (the put
-    # runs in the background): only a write older than the reuse window is an
-    # orphan, as only an object that old is swept. On a replica a manifest
-    # may also arrive up to the lag after its writes (spec §6.16).
+    # A checkpoint's writes may be stored before its manifest (also by up to a
+    # replica's lag, spec §6.16): only a write older than the reuse window is an orphan.
     orphan_age = max(r.min_age, timedelta(seconds=ctx.reuse_window + (ctx.replica_lag or 0)))
     orphans = yield from _orphan_writes(pfx, listing, r.now - orphan_age)
     other_writes = [
@@ -285,9 +272,7 @@ def _prune_thread(
             doomed_superseded + oldest_first(o for o in listing.manifests if o.key not in kept)
         )
         yield from delete_keys(doomed_writes + sorted(orphans))
-    # Objects an ended epoch's key sealed (spec §4.11): nothing can read them. The
-    # sealing layer names an object by its address again when the key in force
-    # made its name; a delete destroyed the ended epochs' keys.
+    # Objects an ended epoch's destroyed key sealed: nothing can read them (spec §4.11).
     leftovers = [o for o in listing.objects if hex_name(o.key, keys.SEALED_NAME_LEN)]
     stats.objects_swept += len(leftovers)
     stats.bytes_swept += sum(o.size for o in leftovers)
@@ -339,10 +324,7 @@ def _still_idle(listing: ThreadListing, cutoff: datetime) -> bool:
 def _newest_root(
     thread_id: str, listing: ThreadListing | None
 ) -> Generator[Batch, list[Any] | None, ObjectInfo | None]:
-    """Sub-plan: the newest root checkpoint's key (keys are reverse-ordered: the first).
-
-    From the listing when there is one, else one LIST of one key.
-    """
+    """Sub-plan: the newest root checkpoint's key, from the listing, else one LIST of one key."""
     root = keys.manifests_prefix(thread_id, "")
     if listing is not None:
         return next((o for o in listing.manifests if o.key.startswith(root)), None)
@@ -380,16 +362,9 @@ def _retain_thread(
 
 
 def prune_thread(
-    ctx: Context,
-    thread_id: str,
-    strategy: str,
-    rules: Rules,
-    listing: ThreadListing | None = None,
+    ctx: Context, thread_id: str, strategy: str, rules: Rules, listing: ThreadListing | None = None
 ) -> Generator[Batch, list[Any] | None, dict[str, Any]]:
-    """Sub-plan: one thread of a prune (``rules`` from :func:`prune_rules`); its report row.
-
-    ``listing``: the thread's keys when the caller listed them (a job's scan).
-    """
+    """Sub-plan: one thread of a prune (``rules`` from :func:`prune_rules`); its report row."""
     if strategy in ("delete", "delete_all"):
         if listing is None:
             listing = yield from list_thread(keys.thread_prefix(thread_id))
@@ -409,15 +384,9 @@ def prune_thread(
 
 
 def prune(
-    ctx: Context,
-    thread_ids: Sequence[str],
-    strategy: str = "keep_latest",
-    **options: Any,
+    ctx: Context, thread_ids: Sequence[str], strategy: str = "keep_latest", **options: Any
 ) -> Step:
-    """Plan: spec §6.9, the threads one after the other; returns a JSON-serializable report.
-
-    ``options`` are the rules (:func:`prune_rules`).
-    """
+    """Plan: spec §6.9 with the rules of :func:`prune_rules`; a JSON-serializable report."""
     rules = prune_rules(ctx, strategy, **options)
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # rejects a bad id before anything is deleted
@@ -437,15 +406,8 @@ def sweep_tombstones(
 ) -> Generator[Batch, list[Any] | None, tuple[int, int]]:
     """Sub-plan: delete a deleted thread's tombstones once the newest is ``window`` old (§4.11).
 
-    A tombstone hides the late writes of the epochs it ends. Once a thread
-    holds nothing but tombstones, all older than the window (longer than any
-    run lives), they go: the thread id is then as if never used. A
-    conversation that begins on the id meanwhile is not lost: the thread is
-    listed again after the delete and, if anything but a tombstone appeared,
-    the same tombstones are stored again (create-only), so the new
-    conversation's epoch, which one of them began, is ended only by a later
-    delete, which numbers its epoch by its clock (spec §6.6), above any
-    epoch begun before the window. Returns (swept, stored again).
+    If anything but a tombstone appeared meanwhile, they are stored again
+    (create-only), so no epoch they ended revives. Returns (swept, stored again).
     """
     if not listing.tombstones or _written(listing):
         return 0, 0
@@ -457,7 +419,6 @@ def sweep_tombstones(
     yield from delete_keys(swept)
     if not _written((yield from list_thread_keys(listing.pfx))):
         return len(swept), 0
-    # Written meanwhile: the tombstones go back, so no epoch they ended revives.
     yield from run_batch(*(_restored(thread_id, key) for key in swept))
     return 0, len(swept)
 

@@ -1,7 +1,4 @@
-"""What a prune is asked and what it answers (spec §6.9): its rules, checked, and its report.
-
-The plans that carry a prune out are in :mod:`objstore_saver.plans.prune`.
-"""
+"""What a prune is asked and what it answers (spec §6.9): its rules, checked, and its report."""
 
 from __future__ import annotations
 
@@ -35,10 +32,9 @@ class PruneStats:
     bytes_swept: int = 0
     marks_executed: int = 0
     deferred: bool = False
-    """True when a mark younger than the sweep delay exists: the thread was left alone."""
+    """True when a mark younger than the sweep delay, or a replica's lag, left it alone."""
     left_alone: str | None = None
-    """Why nothing was read or deleted: ``"deferred"`` (as above) or ``"not_idle"`` (the
-    idle rule alone, on a thread written within ``idle_for``); None when acted on."""
+    """Why nothing was read or deleted: ``"deferred"``, ``"arriving"`` or ``"not_idle"``."""
     idle: bool = False
     """True when the idle rule found the thread idle and gave it the idle action."""
     newest_root_at: str | None = None
@@ -131,12 +127,7 @@ def prune_rules(
     idle_action: str = "delete",
     tombstone_window: timedelta | None = None,
 ) -> Rules:
-    """The rules of one prune, checked (spec §6.9).
-
-    Raises:
-        ValueError: an unknown strategy or idle action, a bad ``keep_last`` or
-            duration, or a sweep delay shorter than the reuse window.
-    """
+    """The rules of one prune, checked (spec §6.9); a ValueError names the rule at fault."""
     rules = Rules(
         keep_last=keep_last,
         older_than=older_than,

@@ -29,14 +29,7 @@ from objstore_saver.format.codec import (
     WriteObj,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context
-from objstore_saver.plans.requests import (
-    Batch,
-    Get,
-    ListKeys,
-    list_all,
-    run_batch,
-    run_one,
-)
+from objstore_saver.plans.requests import Batch, Get, ListKeys, list_all, run_batch, run_one
 from objstore_saver.plans.values import (
     manifest_values as manifest_values,
     materialize as materialize,
@@ -72,11 +65,8 @@ LEAF_TAGS = frozenset({"b", "d"})
 
 
 def entry_locations(entries: Iterable[Entry], holder: str | None = None) -> dict[bytes, str]:
-    """Where located objects (inline lists' segments, ``b`` values) are: digest → manifest key.
-
-    A value's checkpoint id resolves in the namespace of ``holder``, the
-    manifest holding the entries (spec §4.0).
-    """
+    """Where located objects (inline lists' segments, ``b`` values) are: digest → manifest key,
+    in the namespace of ``holder``, the manifest holding the entries (spec §4.0)."""
     out: dict[bytes, str] = {}
     for e in entries:
         if isinstance(e, InlineList):
@@ -100,11 +90,7 @@ def _beside(holder: str | None, at: str, digest: bytes) -> str:
 
 
 def remember_embedded(ctx: Context, m: Manifest, mkey: str) -> dict[bytes, StoredObject]:
-    """Decode a manifest's embedded objects and keep them in memory; return them by address.
-
-    Then the lists of ``m`` (and of whoever locates a segment in it) read
-    their segments with no request.
-    """
+    """Decode a manifest's embedded objects and keep them in memory; return them by address."""
     pfx = keys.thread_prefix(m.thread_id)
     out: dict[bytes, StoredObject] = {}
     for d, body in codec.embedded_objects(m).items():
@@ -128,10 +114,8 @@ def _take_embedded(
 ) -> tuple[dict[bytes, StoredObject], list[bytes]]:
     """Located objects (digest → manifest key) found in their manifests, and those to read alone.
 
-    Prune stores what a manifest embeds at ``objects/<H>`` before deleting
-    it, and a manifest too large to embed a value stores it there (or what
-    an index, in ``soft``, locates there); a manifest that is there but
-    does not embed a segment a list entry locates there is corrupt.
+    Only a value, or what an index locates (``soft``), may be stored alone
+    while its manifest is there: a segment it does not embed is corruption.
     """
     got: dict[bytes, StoredObject] = {}
     alone: list[bytes] = []
@@ -175,18 +159,13 @@ def fetch_objects(
     gone: set[str] | None = None,
     folders: Mapping[bytes, str] | None = None,
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
-    """Sub-plan: every object reachable from ``refs``, level by level.
+    """Sub-plan: every object reachable from ``refs``, level by level, checked and decoded.
 
-    Objects in memory are not fetched. Fetched bytes are checked against their
-    address and decoded; a missing object is an error naming who referenced it.
-    When ``reached`` is given, only the structure is read (lists, chunks, parts
-    indexes): leaf digests are added to ``reached`` without fetching them.
-    ``located`` names the manifest that embeds an object (segments of inline
-    lists, :func:`entry_locations`), read in the same round as the objects at
-    ``objects/<H>``; when that manifest is gone (added to ``gone``, if
-    given), the object is read at ``objects/<H>``. ``folders`` names, for a
-    list's segments, the manifest in whose namespace their elements'
-    locations are resolved (the manifest holding the list).
+    Objects in memory are not fetched. ``reached``: only the structure is read,
+    leaf digests added to it. ``located``: the manifest that embeds an object;
+    when it is gone (added to ``gone``) the object is read at ``objects/<H>``.
+    ``folders``: for a list's segments, the manifest whose namespace resolves
+    their elements' locations.
     """
     located = dict(located or {})
     folder_of = dict(folders or {})
@@ -233,9 +212,8 @@ def fetch_objects(
             got |= found
             fresh += found.items()
             if alone:
-                # Their manifest is gone (prune stored them alone before deleting
-                # it), or, for a value, it does not embed it (stored alone to
-                # keep that manifest under its budget).
+                # Their manifest is gone (prune stored them alone first), or, for a
+                # value, does not embed it (kept under its budget).
                 absent = {k for k, body in held.items() if body is None}
                 if gone is not None:
                     gone.update(embedded[d] for d in alone if embedded[d] in absent)
@@ -304,9 +282,8 @@ def fetch_entries(
 ) -> Generator[Batch, list[Any] | None, dict[bytes, StoredObject]]:
     """Sub-plan: :func:`fetch_objects` for what ``entries`` reference, each where it is.
 
-    ``holders`` are the manifests (key, decoded) the entries or their writes
-    come from: what they embed costs no request, and each resolves its own
-    entries' locations. Without holders the entries are the ``referrer``'s.
+    ``holders``: the manifests the entries or their writes come from (what they
+    embed costs no request); without them the entries are the ``referrer``'s.
     """
     located: dict[bytes, str] = {}
     folders: dict[bytes, str] = {}
@@ -343,17 +320,12 @@ def _list_folders(entries: Iterable[Entry], holder: str | None) -> dict[bytes, s
 
 
 def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
-    """Writes in force, in ``writes_sort_key`` order (spec §6.5).
+    """Writes in force, in ``writes_sort_key`` order (spec §6.5), from ``writes`` in key order.
 
-    ``writes`` come in the key order of their objects (a listing's order),
-    write groups expanded in place: of regular writes stored for one task
-    and index by several objects, the one with the least sequence (the
-    earliest call; key order breaks ties) is in force, as the first call's
-    does in ``InMemorySaver``. A special write is stored once per call; the
-    one with the greatest sequence replaces the others, as the last call does.
-    Regular writes of a call that are not all stored yet (a crash or a failed
-    request in the middle of ``put_writes``) are not in force: LangGraph would
-    take a task with some of its writes as done and lose the others.
+    Of a task's index, the regular write of least sequence (the first call)
+    and the special write of greatest sequence (the last call) are in force;
+    a call's regular writes not all stored yet are not (LangGraph would take
+    the task as done and lose the others).
     """
     latest: dict[tuple[str, int], WriteObj] = {}
     for w in writes:
@@ -406,10 +378,8 @@ def read_checkpoint_manifest(
 def read_manifests(
     manifest_keys: Sequence[str], known: Mapping[str, Manifest] | None = None
 ) -> Generator[Batch, list[Any] | None, dict[str, Manifest]]:
-    """Sub-plan: GET and decode manifests in parallel groups; absent ones are left out.
-
-    Those in ``known`` (read earlier by the same job) cost no request.
-    """
+    """Sub-plan: GET and decode manifests in parallel groups, but those ``known``; absent ones
+    are left out."""
     known = known or {}
     out: dict[str, Manifest] = {k: known[k] for k in manifest_keys if k in known}
     wanted = [k for k in manifest_keys if k not in known]
@@ -425,8 +395,7 @@ def read_manifests(
 def checkpoint_manifests(listed: Iterable[str]) -> list[str]:
     """The manifest to read of each checkpoint among listed keys: ``<R>.2``, else ``<R>``.
 
-    Pending-write keys are skipped; a key the format does not define is a
-    :class:`CorruptObjectError`.
+    A key the format does not define is a :class:`CorruptObjectError`.
     """
     out: list[str] = []
     for k in listed:
@@ -446,11 +415,8 @@ def checkpoint_manifests(listed: Iterable[str]) -> list[str]:
 def list_write_keys(
     manifests: Sequence[tuple[str, Manifest]],
 ) -> Generator[Batch, list[Any] | None, list[list[str]]]:
-    """Sub-plan: the pending-write keys of each manifest, all pages, in one round.
-
-    A version-1 manifest's are under ``writes/`` and, written since by this
-    release, under its checkpoint key like a version-2 manifest's.
-    """
+    """Sub-plan: the pending-write keys of each manifest, all pages, in one round (a version-1
+    manifest's also under ``writes/``)."""
     prefixes: list[list[str]] = []
     for _, m in manifests:
         mine = [keys.checkpoint_writes_prefix(m.thread_id, m.checkpoint_ns, m.checkpoint_id)]
@@ -476,11 +442,8 @@ def read_tuples(
     decoded: Sequence[tuple[dict[str, Any], Any] | None] | None = None,
     write_bodies: Mapping[str, bytes | None] | None = None,
 ) -> Generator[Batch, list[Any] | None, list[CheckpointTuple]]:
-    """Sub-plan: full tuples (values, metadata, pending writes) of manifests.
-
-    ``write_keys``, ``write_bodies`` and ``decoded`` (:func:`manifest_values`):
-    what the caller already listed, fetched or decoded.
-    """
+    """Sub-plan: full tuples of manifests; ``write_keys``, ``write_bodies`` and ``decoded``
+    (:func:`manifest_values`): what the caller already listed, fetched or decoded."""
     if not manifests:
         return []
     if write_keys is None:
@@ -547,15 +510,11 @@ def read_tuples(
 
 
 def manifest_entries(m: Manifest) -> list[Entry]:
-    """The entries of a manifest's own values: checkpoint, metadata, channels."""
     return [m.checkpoint, m.metadata, *m.channels.values()]
 
 
 def values_from_memory(ctx: Context, m: Manifest, mkey: str) -> tuple[dict[str, Any], Any] | None:
-    """A manifest's values when every object they need is in memory, else None.
-
-    Makes no request: it runs while the checkpoint's writes are being listed.
-    """
+    """A manifest's values when every object they need is in memory, else None (no request)."""
     pfx = keys.thread_prefix(m.thread_id)
     walk = fetch_entries(ctx, pfx, manifest_entries(m), mkey, holders=[(mkey, m)])
     try:

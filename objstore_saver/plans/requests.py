@@ -39,12 +39,10 @@ class Unopened:
 
 @dataclass(frozen=True, slots=True)
 class Shred:
-    """Destroy the keys of every epoch below ``below`` of a thread or store namespace.
+    """Destroy the keys of every epoch below ``below`` of ``threads/<T>/`` or ``store/ix/<P>/x/``.
 
-    ``thread_prefix``: ``threads/<T>/`` or ``store/ix/<P>/x/``. A DELETE of
-    the key objects of epoch 0 and of those listed below ``below``
-    (docs/encryption.md; spec §4.11, §8.4.9). Result: True on a store that
-    encrypts; None, with no request, on one that does not.
+    Spec §4.11, §8.4.9. Result: True on a store that encrypts; None, with no
+    request, on one that does not.
     """
 
     thread_prefix: str
@@ -55,8 +53,7 @@ class Shred:
 class KeyState:
     """Whether the thread ``threads/<T>/`` has its key of ``epoch`` (docs/encryption.md).
 
-    Result: None on a store that does not encrypt (no request); else True or
-    False, loading the key if this process has not (one GET of its key object).
+    Result: None on a store that does not encrypt (no request), else True or False.
     """
 
     thread_prefix: str
@@ -70,9 +67,7 @@ Op = StorageRequest | Shred | KeyState
 class Batch:
     """Requests that may run concurrently; results come back in the same order.
 
-    ``meanwhile``, when given, is CPU work that needs no answer of the batch:
-    the driver sends the requests, runs it while they are in flight, then
-    waits for them (see :func:`run_batch_while`).
+    ``meanwhile``: CPU work run while they are in flight (:func:`run_batch_while`).
     """
 
     ops: Sequence[Op]
@@ -92,15 +87,14 @@ Plan = Generator[Batch | Emit, list[Any] | None, T]
 def shredder(store: ObjectStore) -> Any:
     """The layer of ``store`` that destroys thread keys (the sealing layer), or None.
 
-    A shred goes straight to it: a wrapper that batches deletes (a job's
-    coalescing layer) must not hold it behind the thread's other deletes.
+    A shred goes straight to it, never held behind a coalescing layer's deletes.
     """
     return sealing_layer(store)
 
 
 def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:
-    """The result a plan expects when a GET finds nothing or a create-only PUT finds a value,
-    or a GET's unopened object when the plan asked for it (``unopened_as_result``)."""
+    """What a plan expects of a GET that finds nothing, a create-only PUT that finds a value,
+    or an unopened GET with ``unopened_as_result``; else ``exc`` is raised."""
     if isinstance(op, Get) and isinstance(exc, ObjectNotFoundError):
         return None
     if isinstance(op, Put) and isinstance(exc, ObjectExistsError):
@@ -113,8 +107,7 @@ def _expected_absence(op: Op, exc: StorageError | CorruptObjectError) -> Any:
 def execute(store: ObjectStore, op: Op) -> Any:
     """Carry out one request with the store's blocking methods.
 
-    A put answers True when it stored the object (False: CREATE found one),
-    a shred True when the store destroyed a key.
+    A put answers True when it stored the object (False: CREATE found one).
     """
     try:
         if isinstance(op, Put):
@@ -134,10 +127,8 @@ def execute(store: ObjectStore, op: Op) -> Any:
 
 
 def execute_ahead(store: SendsAhead, op: Op) -> Callable[[], Any]:
-    """Send one request now (:class:`SendsAhead`); the returned function finishes it.
-
-    That function returns what :func:`execute` would, or raises what it would raise.
-    """
+    """Send one request now (:class:`SendsAhead`); the returned function finishes it as
+    :func:`execute` would."""
     if isinstance(op, Shred | KeyState):
         result = execute(store, op)  # not sent ahead: runs alone, at a thread's start or end
         return lambda: result
@@ -184,11 +175,8 @@ def run_batch(*ops: Op) -> Generator[Batch, list[Any] | None, list[Any]]:
 def run_batch_while(
     compute: Callable[[], T], *ops: Op
 ) -> Generator[Batch, list[Any] | None, tuple[list[Any], T]]:
-    """Sub-plan helper: run ``ops`` and, while they are in flight, ``compute()``.
-
-    Returns the requests' results and what ``compute`` returned. ``compute``
-    must not depend on the requests (it runs before their answers are read).
-    """
+    """Sub-plan helper: the results of ``ops`` and of ``compute()``, run while they are in
+    flight (so it must not depend on them)."""
     box: list[T] = []
     results = yield Batch(ops, meanwhile=lambda: box.append(compute()))
     assert results is not None and box
@@ -196,7 +184,6 @@ def run_batch_while(
 
 
 def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:
-    """Sub-plan helper for a single request."""
     results = yield Batch((op,))
     assert results is not None
     return results[0]
@@ -207,13 +194,12 @@ def list_infos(
 ) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
     """Sub-plan: every listing entry under ``prefix`` (all pages)."""
     infos: list[ObjectInfo] = []
-    after = start_after
     while True:
-        page: ListPage = yield from run_one(ListKeys(prefix, after))
+        page: ListPage = yield from run_one(ListKeys(prefix, start_after))
         infos.extend(page.objects)
         if not page.truncated or not page.objects:
             return infos
-        after = page.objects[-1].key
+        start_after = page.objects[-1].key
 
 
 def list_all(

@@ -1,18 +1,8 @@
 """Finding every thread of a store: one ordered listing, or key ranges side by side (§6.12).
 
-A flat listing of ``threads/`` reads one page of 1,000 keys per round trip:
-one page after the other, it finds about 125 small threads per round trip
-however many requests the job could have in flight. Once a bucket holds more
-than a page, :func:`scan_threads_ranged` cuts the rest of the key space into
-ranges by the first character of the thread token and lists the ranges side by
-side, one page of each per round trip.
-
-Why the cuts are safe: a cut is ``threads/<c>`` for one character ``c`` of the
-key alphabet, which holds no ``/``. Every key of a thread starts with
-``threads/<token>/``, so all of them sort on the same side of a cut: a thread
-is never split between two ranges, and each thread is emitted once, whole.
-Ids that share their first character (``user-...``) land in one range and are
-listed one page after the other, as by the flat listing.
+A cut is ``threads/<c>`` for one character ``c`` of the key alphabet, which
+holds no ``/``: every key of a thread sorts on the same side of it, so a
+thread is never split between two ranges and is emitted once, whole.
 """
 
 from __future__ import annotations
@@ -35,7 +25,7 @@ DEFAULT_MAX_RANGES = 32
 
 @dataclass
 class _Range:
-    """One range of thread keys: after ``after``, up to the cut ``end`` (None: the last)."""
+    """Thread keys after ``after``, up to the cut ``end`` (None: the last)."""
 
     after: str | None
     end: str | None
@@ -80,10 +70,8 @@ def scan_threads(
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
     """Plan: every thread after ``start_after`` (a key or thread prefix), in key order.
 
-    One flat listing of ``threads/``: a thread is emitted, as a
-    :class:`ThreadListing`, once the listing has moved past it; only the
-    thread being listed is held. The order is what a resumable job's cursor
-    needs. Returns the number of LISTs.
+    Each is emitted as a :class:`ThreadListing` once the flat listing of
+    ``threads/`` has moved past it. Returns the number of LISTs.
     """
     return (yield from _list_ranges([_Range(start_after, None)], page_size))
 
@@ -91,8 +79,7 @@ def scan_threads(
 def _list_ranges(
     active: list[_Range], page_size: int, *, once: bool = False
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
-    """Sub-plan: list the ranges side by side, one page of each a round (``once``: one
-    round); the LISTs sent."""
+    """Sub-plan: the ranges side by side, a page of each a round (``once``: one round); LISTs."""
     lists = 0
     while active:
         pages = yield from run_batch(
@@ -113,12 +100,9 @@ def scan_threads_ranged(
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
     """Plan: every thread of the store, each emitted once as a :class:`ThreadListing`.
 
-    The first page is the flat listing's. If the store holds more, one round
-    of one-key LISTs finds which first characters after the last listed
-    thread's are in use; those start up to ``max_ranges`` ranges (1: the flat
-    listing), listed side by side until each reaches the next one's cut.
-    Threads come out in no particular order across ranges. Returns the
-    number of LISTs.
+    After the first page, one-key LISTs find the first characters in use;
+    those start up to ``max_ranges`` ranges, listed side by side (threads in
+    no particular order across ranges). Returns the number of LISTs.
     """
     head = _Range(None, None)
     lists = yield from _list_ranges([head], page_size, once=True)

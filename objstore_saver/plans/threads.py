@@ -88,11 +88,8 @@ class ThreadListing:
         return self.pfx[len(keys.THREADS) : -1]
 
     def add(self, info: ObjectInfo) -> None:
-        """File one key of this thread, in listing order, under its kind.
-
-        A version-2 manifest supersedes the version-1 one listed right before
-        it (``upgrade`` leaves both for a moment).
-        """
+        """File one key of this thread, in listing order, under its kind (a version-2 manifest
+        supersedes the version-1 one listed right before it)."""
         kind = info.key[len(self.pfx) :].split("/", 1)[0]
         if kind == "checkpoints":
             try:
@@ -114,25 +111,16 @@ class ThreadListing:
             else:
                 self.manifests.append(info)
             return
-        {
-            "writes": self.writes,
-            "objects": self.objects,
-            "runs": self.runs,
-            "marks": self.marks,
-        }.get(kind, self.unknown).append(info)
+        (getattr(self, kind) if kind in _AREAS else self.unknown).append(info)
 
     def every(self) -> list[ObjectInfo]:
-        """Every key of the thread, of every kind."""
-        return (
-            self.superseded
-            + self.manifests
-            + self.writes
-            + self.objects
-            + self.runs
-            + self.marks
-            + self.tombstones
-            + self.unknown
-        )
+        return [o for kind in _KINDS for o in getattr(self, kind)]
+
+
+#: Areas of a thread other than ``checkpoints/`` whose keys are filed by area.
+_AREAS = ("writes", "objects", "runs", "marks")
+#: Every kind of key, in the order :meth:`ThreadListing.every` returns them.
+_KINDS = ("superseded", "manifests", "writes", "objects", "runs", "marks", "tombstones", "unknown")
 
 
 def hex_name(key: str, length: int) -> bool:
@@ -142,7 +130,6 @@ def hex_name(key: str, length: int) -> bool:
 
 
 def digest_of_key(key: str) -> bytes:
-    """The digest an ``objects/<H>`` key names."""
     return bytes.fromhex(key.rsplit("/", 1)[1])
 
 
@@ -163,11 +150,8 @@ def list_thread(pfx: str) -> Generator[Batch, list[Any] | None, ThreadListing]:
 
 
 def thread_id_of(listing: ThreadListing) -> Generator[Batch, list[Any] | None, str | None]:
-    """Sub-plan: the thread id of a listed thread, None for one that holds no manifest.
-
-    Read from the key token; a hashed token (an id of over 200 quoted
-    characters, spec §3) costs one GET of a manifest.
-    """
+    """Sub-plan: the thread id of a listed thread from its token, else (a hashed token, spec §3)
+    from a manifest; None for one that holds no manifest."""
     tid = keys.untoken(listing.token)
     if tid is not None or not listing.manifests:
         return tid
@@ -214,9 +198,8 @@ ROOT_NAMESPACE = keys.token("checkpoint_ns", "")
 def end_epoch(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
     """Sub-plan: tombstone every listed namespace of a thread (create-only), a new epoch (§6.6).
 
-    The epoch is above every one listed or remembered, and at least the
-    seconds since :data:`keys.EPOCH_ORIGIN`: a conversation begun while a
-    prune swept the thread's old tombstones is still ended.
+    At least the seconds since :data:`keys.EPOCH_ORIGIN`: a conversation begun
+    while a prune swept the thread's old tombstones is still ended.
     """
     seen = max(listing.epoch, ctx.epochs.of_thread(thread_id) or 0)
     epoch = max(seen + 1, keys.epoch_floor(ctx.wall_clock()))
@@ -232,9 +215,8 @@ def end_epoch(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
 def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step:
     """Sub-plan: delete a listed thread (spec §6.6): tombstone, key, then sweep.
 
-    Once the tombstone is stored no reader returns anything listed, so a
-    delete that stops part-way has deleted the thread; the next delete, prune
-    or verify sweeps what it left. Keys of unknown form are left in place.
+    Once the tombstone is stored no reader returns anything listed: a delete
+    that stops part-way has deleted the thread. Unknown keys are left in place.
     """
     pfx = listing.pfx
     # Forget before deleting: if a delete fails after removing some keys, the
@@ -244,9 +226,8 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
     ctx.heads.forget_thread(thread_id)
     ctx.marked_runs.discard_where(lambda m: m.startswith(thread_id + "\0"))
     epoch = yield from end_epoch(ctx, thread_id, listing)
-    # An encrypted thread's key goes next: once it is gone, no copy of the
-    # thread's objects (a backup, a replica, a noncurrent version) can be
-    # read, whether or not the sweep below completes.
+    # The key goes next: then no copy of the thread's objects (a backup, a replica,
+    # a noncurrent version) can be read, whether or not the sweep completes.
     shredded = yield from run_one(Shred(pfx, epoch))
     yield from delete_keys([o.key for o in listing.superseded] + oldest_first(listing.manifests))
     # No manifest is left: what they referenced goes in one round of requests,
@@ -259,16 +240,14 @@ def delete_listing(ctx: Context, thread_id: str, listing: ThreadListing) -> Step
         *batched_deletes(older),
     )
     if shredded and listing.objects:
-        # The listing named the content objects by the ended epoch's key, now
-        # destroyed: those names no longer reach them. Listed again they keep
-        # their sealed names, which no key in force opens (spec §4.11).
+        # Listed by the destroyed key's names, they are listed again by their sealed
+        # names, which no key in force opens (spec §4.11).
         again = yield from list_infos(pfx + "objects/")
         sealed = [o.key for o in again if hex_name(o.key, keys.SEALED_NAME_LEN)]
         yield from run_batch(*batched_deletes(sealed))
     yield from delete_keys([o.key for o in listing.runs] + listing.run_index_keys)
-    # Destroyed again at the end: a key a rekey wrote back while the sweep ran
-    # (it read the key object before the first destroy), or a late writer
-    # made again, is not left behind. The new epoch's key is never touched.
+    # Again at the end: a key a rekey or a late writer wrote back meanwhile is not
+    # left behind. The new epoch's key is never touched.
     yield from run_one(Shred(pfx, epoch))
 
 
@@ -318,11 +297,7 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
 
 
 def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Step:
-    """Plan: spec §6.8.
-
-    The objects a deleted manifest embeds are stored alone first: a later
-    run's checkpoints may locate list segments in it.
-    """
+    """Plan: spec §6.8 (what a deleted manifest embeds is stored alone first)."""
     for run_id in run_ids:
         if not isinstance(run_id, str):
             raise InvalidIdentifierError(f"run_id must be a string, got {run_id!r}")

@@ -98,21 +98,18 @@ def _expand(
 ) -> None:
     """Append the elements of a sealed subtree (a chunk, a node, a segment, an index)."""
     obj = got[digest]
-    if isinstance(obj, IndexObj):
-        if sum(r.count for r in obj.refs) != count:
+    if isinstance(obj, IndexObj | NodeObj):
+        index = isinstance(obj, IndexObj)
+        subs = (
+            [(r.digest, r.count) for r in obj.refs] if isinstance(obj, IndexObj) else obj.subtrees
+        )
+        if sum(n for _, n in subs) != count:
+            what = "index" if index else "node"
+            said = "its reference says" if index else "expected"
             raise CorruptObjectError(
-                keys.object_key_in(pfx, digest),
-                f"index does not hold the {count} elements its reference says",
+                keys.object_key_in(pfx, digest), f"{what} does not hold the {count} elements {said}"
             )
-        for r in obj.refs:
-            _expand(serde, r.digest, r.count, got, pfx, out)
-        return
-    if isinstance(obj, NodeObj):
-        if sum(n for _, n in obj.subtrees) != count:
-            raise CorruptObjectError(
-                keys.object_key_in(pfx, digest), f"node does not hold the {count} elements expected"
-            )
-        for child, n in obj.subtrees:
+        for child, n in subs:
             _expand(serde, child, n, got, pfx, out)
         return
     assert isinstance(obj, ChunkObj | SegmentObj)

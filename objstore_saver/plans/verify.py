@@ -1,12 +1,7 @@
 """fsck of the checkpoint threads: every manifest parses, every reference resolves (§6.11).
 
-The plan reads the store itself, never the saver's memories: it reports what
-is stored, not what this process believes. Problems are collected, not raised:
-one corrupt object does not hide the others. The report's
-:class:`~objstore_saver.plans.verify_report.Depth` says which content objects
-are read. The walk from references to objects is :mod:`.verify_walk`'s, what
-is kept of each object :mod:`.verify_objects`'; :func:`objstore_saver.verify.verify`
-also checks the long-term store.
+It reads the store, never the saver's memories, and collects problems rather
+than raising them: one corrupt object does not hide the others.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from objstore_saver.plans.lookup import thread_prefixes
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, KeyState, run_one
 from objstore_saver.plans.threads import ThreadListing, digest_of_key, hex_name, list_thread_keys
-from objstore_saver.plans.verify_objects import Body, Facts, fetch_groups, held_in, opened
+from objstore_saver.plans.verify_objects import Body, fetch_groups, held_in, opened
 from objstore_saver.plans.verify_report import Problem, VerifyReport
 from objstore_saver.plans.verify_walk import (
     LIST_KIND,
@@ -38,12 +33,9 @@ from objstore_saver.storage.base import ObjectInfo
 
 
 def verify_threads(
-    thread_ids: Sequence[str] | None = None,
-    report: VerifyReport | None = None,
-    arriving_since: datetime | None = None,
+    thread_ids: Sequence[str] | None, report: VerifyReport, arriving_since: datetime | None
 ) -> Generator[Batch, list[Any] | None, VerifyReport]:
-    """Plan: spec §6.11 for checkpoints, of the named threads (default all); the report."""
-    report = VerifyReport() if report is None else report
+    """Plan: spec §6.11 for checkpoints, of the named threads (None: all); the report."""
     if thread_ids is None:
         prefixes = yield from thread_prefixes()
     else:
@@ -61,13 +53,8 @@ def verify_thread(
 ) -> Generator[Batch, list[Any] | None, None]:
     """Sub-plan: check every key under one thread prefix, adding to ``report``.
 
-    Embedded objects are hashed and decoded. A located segment or value is
-    resolved in the manifest that embeds it, or at ``objects/<H>`` when the
-    manifest is gone (prune stored it there first) or, for a value, does not
-    embed it (kept under 1 MiB): only both missing is a problem. ``listing``:
-    the thread's keys when the caller listed them. ``arriving_since``: on a
-    replica, now minus its lag: in a thread with a key stored after it, what
-    is missing is counted as ``arriving``, not as problems (spec §6.16).
+    ``arriving_since``: on a replica, now minus its lag: in a thread with a key
+    stored after it, what is missing counts as ``arriving`` (spec §6.16).
     """
     report.threads += 1
     if listing is None:
@@ -133,8 +120,7 @@ _MAX_LISTED = 2 * 1024 * 1024 + 4096
 
 
 def _objects_to_read(w: ThreadWalk, infos: list[ObjectInfo]) -> list[str]:
-    """The keys of the listed content objects this depth reads; the others count as present
-    at their listed size (which must be one an object can have)."""
+    """The keys of the listed content objects this depth reads; the others count as present."""
     depth = w.report.depth
     out = []
     for o in infos:
@@ -235,13 +221,12 @@ def _check_kinds(w: ThreadWalk) -> None:
 
 def _check_shapes(w: ThreadWalk) -> None:
     """Lists, nodes and inline lists hold the counts they say; parts the size their index says."""
-    report = w.report
     for digest, f in w.facts.items():
         if digest not in w.sizes:
             continue  # embedded only: checked where it is referenced
         key = keys.object_key_in(w.pfx, digest)
         if f.kind in ("list", "node"):
-            report.problems += _count_problems(w.facts, w.pfx, f.shape, f"{f.kind} {key!r}")
+            _check_counts(w, f.shape, f"{f.kind} {key!r}")
         elif f.kind == "parts":
             parts = [w.facts.get(d) for _, d in f.children]
             if all(p is not None and p.kind == "part" for p in parts):
@@ -249,14 +234,11 @@ def _check_shapes(w: ThreadWalk) -> None:
                 if total != f.shape:
                     w.problem(key, "shape", f"parts hold {total} bytes, index says {f.shape}")
     for referrer, sealed in w.inline_lists:
-        report.problems += _count_problems(w.facts, w.pfx, sealed, f"the list in {referrer!r}")
+        _check_counts(w, sealed, f"the list in {referrer!r}")
 
 
 def _check_segment_counts(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
-    """Each segment (index) holds the element count every list referring to it says (once each).
-
-    An index's count is the sum of its references' (spec §4.4).
-    """
+    """Each segment (index) holds the element count every list referring to it says (once each)."""
     shown: set[tuple[bytes, int]] = set()
     for referrer, g in w.segment_refs:
         f = w.facts.get(g.digest)
@@ -274,11 +256,8 @@ def _check_segment_counts(w: ThreadWalk, found_in: dict[bytes, str]) -> None:
 
 
 def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
-    """An encrypted thread without the key of its epoch: leftovers of a delete, or a problem.
-
-    A delete's new epoch has no key until its first write makes one, before
-    any object of it: all left is of ended epochs (spec §4.11).
-    """
+    """An encrypted thread without the key of its epoch: leftovers of a delete (a new epoch
+    has no key until its first write), or a problem (spec §4.11)."""
     if listing.epoch > 0 or not listing.manifests:
         report.shredded_leftovers += (
             len(listing.manifests) + len(listing.writes) + len(listing.objects) + len(listing.marks)
@@ -294,19 +273,10 @@ def _keyless(listing: ThreadListing, report: VerifyReport) -> None:
     )
 
 
-def _count_problems(
-    facts: dict[bytes, Facts], pfx: str, subtrees: Iterable[tuple[bytes, int]], holder: str
-) -> list[Problem]:
+def _check_counts(w: ThreadWalk, subtrees: Iterable[tuple[bytes, int]], holder: str) -> None:
     """Subtrees holding another element count than ``holder`` (a list or node) says."""
-    out = []
     for sub, count in subtrees:
-        held = held_in(facts, sub)
+        held = held_in(w.facts, sub)
         if held is not None and held != count:
-            out.append(
-                Problem(
-                    keys.object_key_in(pfx, sub),
-                    "shape",
-                    f"holds {held} elements, {holder} says {count}",
-                )
-            )
-    return out
+            key = keys.object_key_in(w.pfx, sub)
+            w.problem(key, "shape", f"holds {held} elements, {holder} says {count}")

@@ -1,8 +1,4 @@
-"""What verify learns of each content object, and how it reads keys (spec §6.11).
-
-The facts kept of a decoded object, the references of entries split by where
-they are read, and the sub-plans that fetch keys in bounded batches.
-"""
+"""What verify learns of each content object, and how it reads keys (spec §6.11)."""
 
 from __future__ import annotations
 
@@ -55,11 +51,7 @@ class Facts:
 
 
 def facts_of(obj: StoredObject) -> Facts:
-    """What verify keeps of a decoded object: its kind, children and counts.
-
-    A segment's located values are in ``located``, not in ``children``; any
-    other object's references are all children, read at ``objects/<H>``.
-    """
+    """What verify keeps of a decoded object: its kind, children and counts."""
     children = child_refs(obj)
     if isinstance(obj, ValueObj):
         return Facts("value", children)
@@ -119,9 +111,7 @@ def _get(key: str) -> Get:
     return Get(key, unopened_as_result=True)
 
 
-def fetch(
-    keys_: Sequence[str],
-) -> Generator[Batch, list[Any] | None, list[tuple[str, Body]]]:
+def fetch(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, list[tuple[str, Body]]]:
     """Sub-plan: ``(key, body)`` of each key, ``GET_BATCH`` GETs a round."""
     out: list[tuple[str, Body]] = []
     for start in range(0, len(keys_), GET_BATCH):
@@ -134,11 +124,8 @@ def fetch(
 def fetch_groups(
     *groups: Sequence[str],
 ) -> Generator[Batch, list[Any] | None, list[list[tuple[str, Body]]]]:
-    """Sub-plan: the bodies of several groups of keys; in one round when they fit a batch.
-
-    A small thread (most) is read in one round of requests; a larger one group
-    after group, ``GET_BATCH`` at a time, which bounds the bytes held at once.
-    """
+    """Sub-plan: the bodies of several groups of keys; in one round when they fit a batch,
+    else group after group, ``GET_BATCH`` at a time."""
     if sum(len(g) for g in groups) <= GET_BATCH:
         every = [k for g in groups for k in g]
         bodies = yield from run_batch(*(_get(k) for k in every))
@@ -170,8 +157,7 @@ def split_refs(entries: Iterable[Entry]) -> EntryRefs:
     """References of one manifest's or write's entries, split by where each is read.
 
     A segment located anywhere in ``entries`` is not read at ``objects/<H>``
-    (readers resolve it by digest); a located value reference is not, while
-    an unlocated one to the same value is (spec §4.0, §4.4).
+    (readers resolve it by digest); an unlocated value reference is (spec §4.0).
     """
     entries = list(entries)
     lists = [e.obj for e in entries if isinstance(e, InlineList)]
@@ -195,11 +181,8 @@ def split_refs(entries: Iterable[Entry]) -> EntryRefs:
 
 
 def located_outside(digest: bytes, at: str, holder: str) -> str:
-    """Why a value located in checkpoint ``at`` cannot be resolved: ``holder`` is no manifest.
-
-    Locations resolve in the namespace of a version-2 manifest (spec §4.0);
-    a write, or a segment only a write's list refers to, has none.
-    """
+    """Why a value located in checkpoint ``at`` cannot be resolved: ``holder`` is no version-2
+    manifest, in whose namespace locations resolve (spec §4.0)."""
     return (
         f"locates value {digest.hex()} in checkpoint {at!r}, but is read through "
         f"{holder!r}, not a version-2 manifest"

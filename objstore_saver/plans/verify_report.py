@@ -1,9 +1,5 @@
 """What ``verify`` reports: the problems it found and its counts (spec §6.11, §8.4.8),
-and how deep it read (:class:`Depth`).
-
-Filled by :func:`~objstore_saver.plans.verify.verify_thread` and the long-term
-store's :func:`~objstore_saver.longterm.verify.verify_store`.
-"""
+and how deep it read (:class:`Depth`)."""
 
 from __future__ import annotations
 
@@ -16,16 +12,13 @@ from objstore_saver.errors import ConfigurationError
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing wrong in the store.
+    """One thing wrong in the store: the ``key`` at fault, ``detail`` naming the referrer.
 
-    Attributes:
-        key: The key at fault.
-        kind: ``unreadable`` (does not decode, or a newer format), ``digest``
-            (bytes do not hash to the key), ``missing`` (referenced, absent),
-            ``wrong-kind`` (a reference reaches an object of another kind),
-            ``shape`` (counts or sizes disagree), ``unknown-key``, or
-            ``disagrees`` (a store item and its namespace's index differ).
-        detail: What was found, naming the referrer where there is one.
+    ``kind``: ``unreadable`` (does not decode, or a newer format), ``digest``
+    (bytes do not hash to the key), ``missing`` (referenced, absent),
+    ``wrong-kind`` (a reference reaches an object of another kind), ``shape``
+    (counts or sizes disagree), ``unknown-key``, or ``disagrees`` (a store
+    item and its namespace's index differ).
     """
 
     key: str
@@ -34,12 +27,7 @@ class Problem:
 
 
 def parse_subset(spec: str | tuple[int, int]) -> tuple[int, int]:
-    """``"K/N"`` (or ``(K, N)``), K from 1 to N, as ``(K, N)``.
-
-    Raises:
-        ConfigurationError: not two integers with ``1 <= K <= N``; the message
-            names ``--read-data-subset``.
-    """
+    """``"K/N"`` (or ``(K, N)``), K from 1 to N, as ``(K, N)``; else a ConfigurationError."""
     if isinstance(spec, str):
         k, sep, n = spec.strip().partition("/")
         if not sep or not k.isdigit() or not n.isdigit():
@@ -76,11 +64,7 @@ class Depth:
     def of(
         cls, read_data: bool = False, read_data_subset: str | tuple[int, int] | None = None
     ) -> Depth:
-        """The depth of ``verify``'s options; a subset implies ``read_data``.
-
-        Raises:
-            ConfigurationError: a subset that is not ``K/N`` with ``1 <= K <= N``.
-        """
+        """The depth of ``verify``'s options; a subset implies ``read_data``."""
         if read_data_subset is None:
             return cls(bool(read_data))
         k, n = parse_subset(read_data_subset)
@@ -131,9 +115,8 @@ class VerifyReport:
     #: Manifests of epochs a tombstone ended (spec §4.11): late writes, or what a
     #: delete that stopped left. Never read; the next delete or prune removes them.
     ended_manifests: int = 0
-    #: Keys of encrypted threads whose key object was deleted (a ``delete_thread``
-    #: that stopped after destroying the key): unreadable by design, swept by the
-    #: next delete. A thread with manifests left and no key is a problem instead.
+    #: Keys of encrypted threads whose key a stopped ``delete_thread`` destroyed:
+    #: unreadable by design, swept by the next delete.
     shredded_leftovers: int = 0
     #: Objects embedded in manifests (field ``e``, format version 2): counted
     #: here, not in ``objects``; their bytes are part of their manifests'.

@@ -1,10 +1,4 @@
-"""The reference walk of one thread's ``verify`` (spec §6.11).
-
-:class:`ThreadWalk` holds what is learnt of one thread; :func:`note` records
-the references of entries, :func:`take_embedded` and :func:`absorb` the
-objects read, :func:`resolve` finds located objects (embedded, else alone)
-and :func:`follow` walks to every object the references reach.
-"""
+"""The reference walk of one thread's ``verify`` (spec §6.11)."""
 
 from __future__ import annotations
 
@@ -147,8 +141,7 @@ def resolve(
 ) -> Generator[Batch, list[Any] | None, dict[bytes, str]]:
     """Sub-plan: find located objects, in a manifest read, else alone; digest → its manifest.
 
-    Prune stores what a manifest embeds alone before deleting it (and a
-    writer a value its manifest had no room for): those are added to ``wanted``.
+    Those found alone (prune stored them before deleting their manifest) are ``wanted``.
     """
     located = list(located)
     found, fallback = _embedded_or_alone(w, located)
@@ -180,9 +173,8 @@ def _embedded_or_alone(
 ) -> tuple[dict[bytes, str], dict[tuple[str, bytes], tuple[str, str]]]:
     """Located objects found in a manifest read (digest → it), and those to look for alone.
 
-    A segment or index a list entry locates in a manifest read that does
-    not embed it is reported here: only a value, or what an index locates,
-    is stored alone while its manifest is there.
+    Only a value, or what an index locates, is stored alone while its manifest
+    is there: any other one the manifest does not embed is reported here.
     """
     found: dict[bytes, str] = {}
     fallback: dict[tuple[str, bytes], tuple[str, str]] = {}  # → (kind, referrer)
@@ -204,8 +196,7 @@ def _embedded_or_alone(
 def _read_late_manifests(
     w: ThreadWalk, locations: set[str]
 ) -> Generator[Batch, list[Any] | None, None]:
-    """Sub-plan: read once the manifests named by ``locations`` that were written after the
-    listing; what they embed is kept (not counted)."""
+    """Sub-plan: read once the manifests in ``locations`` written after the listing."""
     listed = {o.key for o in w.listing.manifests}
     gone = sorted(locations - listed - w.embeds.keys() - w.fetched_late)
     w.fetched_late.update(gone)
@@ -233,11 +224,8 @@ def _check_found(w: ThreadWalk, found: dict[bytes, str], kinds: dict[bytes, str]
 
 
 def follow(w: ThreadWalk) -> Generator[Batch, list[Any] | None, None]:
-    """Sub-plan: walk from the wanted references to every object they reach.
-
-    Objects written after the listing (a concurrent put) are fetched, not
-    reported missing on the listing's word.
-    """
+    """Sub-plan: walk from the wanted references to every object they reach (those not listed
+    are fetched: a concurrent put may have written them)."""
     frontier = list(w.wanted)
     while frontier:
         late = [d for d in frontier if d not in w.sizes]
@@ -265,10 +253,7 @@ LIST_KIND = {True: "index", False: "segment"}
 def index_refs(
     w: ThreadWalk, refs: Iterable[tuple[str, SegmentRef]]
 ) -> list[tuple[str, SegmentRef]]:
-    """The references held by the indexes among ``refs`` (read or embedded), once per namespace.
-
-    Located ones resolve beside the manifest whose list refers to the index.
-    """
+    """The references held by the indexes among ``refs`` (read or embedded), once per namespace."""
     out: list[tuple[str, SegmentRef]] = []
     for referrer, g in refs:
         f = w.facts.get(g.digest)

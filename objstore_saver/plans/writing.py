@@ -47,13 +47,10 @@ def encode_value(
 ) -> Generator[Batch | Hold, list[Any] | None, Encoded]:
     """Sub-plan: entry and objects for one value (spec §4), of the thread's ``epoch``.
 
-    ``written_once``: a pending write's value, also inline when its compressed
-    payload is at most ``written_max`` bytes (spec §6.5 step 2). Data larger
-    than a part is streamed (:func:`stream_large`), so the :class:`Encoded`
-    holds only small objects; a very large message text is split
-    (:func:`encode_split`, spec §4.4a). The value is serialized under the
-    saver's gate, kept while large data is streamed (spec §6.1 step 2.2).
-    ``locate`` places a list's element values.
+    ``written_once``: a pending write's value, also inline up to ``written_max``
+    bytes compressed (spec §6.5 step 2). Data larger than a part is streamed,
+    under the saver's gate (spec §6.1 step 2.2). ``locate`` places a list's
+    element values.
     """
     if not ctx.gate.try_acquire():
         yield Hold(ctx.gate)
@@ -100,9 +97,8 @@ def _encode_list(
 ) -> Generator[Batch, list[Any] | None, Encoded | None]:
     """Sub-plan: a list element by element (spec §4.4), or None to store it as one value.
 
-    Elements with large texts are split, those larger than a part streamed
-    first. A pending write's list (``written_max`` given) that compresses
-    whole to at most ``written_max`` bytes is inline instead (spec §6.5 step 2).
+    A pending write's list (``written_max`` given) that compresses whole to at
+    most ``written_max`` bytes is inline instead (spec §6.5 step 2).
     """
     elements, found = _serialize_elements(ctx, value, split=split)
     if not found and not list_encoding.use_list_encoding(elements):
@@ -194,11 +190,8 @@ def encode_split(
     *,
     epoch: int = 0,
 ) -> Generator[Batch, list[Any] | None, Encoded]:
-    """Sub-plan: a value with its large message texts stored apart (spec §4.4a).
-
-    Each text's parts are stored as made; the value is serialized with the
-    texts emptied. Returns the ``s`` entry and the small objects.
-    """
+    """Sub-plan: a value with its large message texts stored apart (spec §4.4a): the ``s``
+    entry and the small objects."""
     objects: dict[bytes, bytes] = {}
     refs: list[tuple[split_values.Path, Ref]] = []
     for path, text in holes:
@@ -216,17 +209,10 @@ def encode_split(
 
 
 def stream_large(
-    ctx: Context,
-    pfx: str,
-    stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult],
+    ctx: Context, pfx: str, stream: Generator[tuple[bytes, bytes], None, value_encoding.LargeResult]
 ) -> Generator[Batch, list[Any] | None, tuple[Ref, tuple[bytes, bytes]]]:
-    """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3).
-
-    Parts go out create-only in batches of about :data:`STREAM_WINDOW` bytes
-    and are dropped once stored: a put holds one window of parts, not the
-    whole value twice. Returns the entry and the container object, which the
-    caller stores after its parts.
-    """
+    """Sub-plan: store the parts of large data as ``stream`` produces them (spec §4.3), a
+    :data:`STREAM_WINDOW` at a time; the entry and the container, stored by the caller."""
     window: dict[bytes, Put] = {}
     pending = 0
     while True:
@@ -254,15 +240,11 @@ def put_objects(
     *,
     parts: bool = False,
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
-    """Sub-plan: PUT content-addressed objects (digest → PUT) create-only, and remember them.
-
-    An object found stored is PUT again (overwrite, the same bytes): that
-    renews its ``LastModified``, so a pending sweep mark no longer applies
-    (§6.9). Written objects are remembered decoded; ``parts`` only as stored.
-    ``extra`` requests go in the same batch; their results are returned.
-    """
+    """Sub-plan: PUT content-addressed objects (digest → PUT) create-only, and remember them
+    (``parts`` only as stored); the results of ``extra``, sent in the same batch."""
     created = yield from run_batch(*puts.values(), *extra)
-    # An old object we did not write may be marked by a prune (§6.9): renew it.
+    # An old object we did not write may be marked by a prune (§6.9): PUT again, the
+    # same bytes, it renews its LastModified.
     renew = []
     for put_op, ok in zip(puts.values(), created[: len(puts)], strict=True):
         if not ok:
@@ -290,17 +272,13 @@ def store_objects(
     embedded: Collection[bytes] = (),
     located: Collection[bytes] = (),
 ) -> Generator[Batch, list[Any] | None, list[Any]]:
-    """Sub-plan: PUT create-only the objects not known to be stored, in parallel.
+    """Sub-plan: PUT create-only the objects not known to be stored, in parallel; the results
+    of ``extra``, sent in the same batch.
 
-    The walk does not descend below an object known stored (within
-    ``ctx.belief_age``): a stored container implies its children are (write
-    order). Streamed parts are not among the children: they were stored
-    before their container. One in ``located`` is held by an earlier manifest
-    (written after what it holds); one in ``embedded`` travels in the
-    manifest about to be written, so only what it holds is stored. Locations
-    apply to the entries and their lists' segments' elements; an object
-    reached from any other object is stored alone. ``extra`` requests go in
-    the same batch; their results are returned.
+    Nothing below an object known stored is walked: a stored container implies
+    its children are (write order). Of the entries and their lists' segments'
+    elements, one in ``located`` is held by an earlier manifest, one in
+    ``embedded`` travels in the manifest about to be written.
     """
     bodies: dict[bytes, bytes] = {}
     children: dict[bytes, tuple[bytes, ...]] = {}
@@ -337,7 +315,6 @@ def store_objects(
 
 
 def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
-    """The objects the manifests embed, by address."""
     out: dict[bytes, bytes] = {}
     for m in manifests:
         out.update(codec.embedded_objects(m))
@@ -347,13 +324,7 @@ def embedded_in(manifests: Iterable[Manifest]) -> dict[bytes, bytes]:
 def store_embedded(
     ctx: Context, pfx: str, objects: Mapping[bytes, bytes]
 ) -> Generator[Batch, list[Any] | None, None]:
-    """Sub-plan: store what a manifest embeds alone at ``objects/<H>`` before it is deleted.
-
-    Later manifests may locate those objects in it; once it is gone readers
-    look at ``objects/<H>`` (spec §6.9 step 4). Every one is stored, reached
-    or not: from then on they are ordinary content objects, which a later
-    prune sweeps when nothing reaches them. Returns once every PUT succeeded:
-    only then may the manifests be deleted.
-    """
+    """Sub-plan: store what a manifest embeds alone at ``objects/<H>`` before it is deleted
+    (spec §6.9 step 4), reached or not; only once it returns may the manifests go."""
     puts = {d: Put(keys.object_key_in(pfx, d), objects[d]) for d in sorted(objects)}
     yield from put_objects(ctx, pfx, puts)
