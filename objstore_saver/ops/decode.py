@@ -131,12 +131,8 @@ def decode_payload(payload: Payload, key: str) -> Any:
 
 
 class StructuralSerde:
-    """A LangGraph serializer that only reads, and reads structurally.
-
-    Given to the saver's own decoding (``plans.materialize``) so values come
-    back as JSON-ready data instead of user objects: nothing is unpickled,
-    nothing imported.
-    """
+    """A LangGraph serializer that only reads, structurally: given to ``plans.materialize``
+    so values come back as JSON-ready data instead of user objects."""
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, raw = data
