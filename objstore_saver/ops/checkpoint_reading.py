@@ -232,10 +232,7 @@ def checkpoint_plan(
         "checkpoint": decoded.get("checkpoint"),
         "channel_values": {name: decoded.get("channel:" + name) for name in m.channels},
         "storage": {name: describe_entry(e, pfx, gone, mkey) for name, e in m.channels.items()},
-        "embedded": {
-            "objects": len(m.embedded),
-            "bytes": sum(len(b) for b in m.embedded),
-        },
+        "embedded": {"objects": len(m.embedded), "bytes": sum(len(b) for b in m.embedded)},
         "pending_writes": pending,
     }
     if errors is not None:

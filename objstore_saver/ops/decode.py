@@ -27,18 +27,10 @@ _EXT_NUMPY_ARRAY = 6
 _EXT_DELTA_SNAPSHOT = 7
 
 _MESSAGE_ROLES = {
-    "HumanMessage": "human",
-    "HumanMessageChunk": "human",
-    "AIMessage": "ai",
-    "AIMessageChunk": "ai",
-    "SystemMessage": "system",
-    "SystemMessageChunk": "system",
-    "ToolMessage": "tool",
-    "ToolMessageChunk": "tool",
-    "FunctionMessage": "function",
-    "ChatMessage": "chat",
-    "RemoveMessage": "remove",
-}
+    f"{kind}Message{chunk}": kind.lower()
+    for kind in ("Human", "AI", "System", "Tool")
+    for chunk in ("", "Chunk")
+} | {"FunctionMessage": "function", "ChatMessage": "chat", "RemoveMessage": "remove"}
 
 
 def _message(name: str, fields: Any) -> dict[str, Any] | None:

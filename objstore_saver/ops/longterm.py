@@ -93,9 +93,6 @@ def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
     return {info.key: info.size for info in infos}
 
 
-# --- ls ----------------------------------------------------------------------------
-
-
 def item_rows(
     ns: tuple[str, ...], state: dict[str, Record], sizes: dict[str, int], now_us: int
 ) -> list[dict[str, Any]]:
@@ -170,9 +167,6 @@ def store_ls(
         }
 
 
-# --- get ---------------------------------------------------------------------------
-
-
 def get_plan(namespace: tuple[str, ...], key: str) -> SubPlan:
     """Sub-plan: ``(object key, record or None, bytes or b"")`` of an item, expired or not;
     ``CorruptObjectError`` when the object does not decode or holds another item."""
@@ -232,8 +226,6 @@ def store_get(
         }
 
 
-# --- du ----------------------------------------------------------------------------
-
 KINDS = ("items", "index records", "snapshots", "clear markers", "other")
 
 
@@ -266,9 +258,6 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
         "by_kind": by_kind,
         "by_namespace": [by_ns[p] for p in sorted(by_ns)],
     }
-
-
-# --- sweep -------------------------------------------------------------------------
 
 
 def _sweep_plan(prefix: tuple[str, ...], now: float, window: float, grace: float) -> SubPlan:

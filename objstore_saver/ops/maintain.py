@@ -131,14 +131,10 @@ async def aprune(
             (default 30 days; spec §4.11).
 
     Returns:
-        ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
-        "threads_deferred", "apply", "cancelled", "shard", "run": {rate...}, ...}``.
-        A thread left alone says why in its report's ``left_alone``:
-        ``"deferred"`` (a sweep mark younger than the sweep delay; the thread
-        is also named in ``threads_deferred``), ``"arriving"`` (on a replica,
-        written within the replica lag; also in ``threads_deferred``) or
-        ``"not_idle"`` (``idle_for`` without ``keep_last``, and the thread was
-        written within it).
+        The report of spec §6.9 (``threads``, ``totals``, ``threads_idle``,
+        ``threads_deferred``...) with ``cancelled``, ``shard`` and ``run``; a thread left
+        alone says why in ``left_alone``: ``"deferred"``, ``"arriving"`` (a replica's
+        thread written within the lag) or ``"not_idle"``.
     """
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
@@ -225,13 +221,10 @@ async def averify(
 ) -> dict[str, Any]:
     """An fsck of the store (or one thread), as a dict (spec §6.11).
 
-    Every manifest and write parses, every reference resolves: by default
-    against the listing, reading no content object. With ``read_data`` every
-    content-addressed object is read and must hash to its key, and orphans
-    are counted; ``read_data_subset`` (``"K/N"``, K from 1) reads share K of
-    N of them. ``report["ok"]`` is False on any corruption, each problem
-    naming its key; ``report["depth"]`` says which depth ran. Without
-    ``thread_id``, shard 0 also checks the long-term store's objects.
+    By default every reference resolves against the listing, reading no content
+    object; ``read_data`` re-hashes every content object (and counts orphans),
+    ``read_data_subset`` (``"K/N"``, K from 1) share K of N. ``report["ok"]`` is False
+    on any corruption. Without ``thread_id``, shard 0 also checks the long-term store.
     """
     check_concurrency(concurrency)
     report = VerifyReport(depth=Depth.of(read_data, read_data_subset))

@@ -49,9 +49,6 @@ class _Counts:
     diverged: list[dict[str, Any]] = field(default_factory=list)
 
 
-# --- what the target holds ------------------------------------------------------------
-
-
 def _stored_checkpoints(thread_id: str) -> SubPlan:
     """Sub-plan: {(namespace token, checkpoint id)} of the target, in key order."""
     found = yield from list_all(keys.manifests_prefix(thread_id))
@@ -90,9 +87,6 @@ def _ancestors_reach(thread_id: str, ns: str, head: str, wanted: str, known: set
             return False
         cursor = found[1].parent_checkpoint_id
     return False
-
-
-# --- copying one thread --------------------------------------------------------------------
 
 
 def _conf(tup: CheckpointTuple) -> tuple[str, str]:
@@ -234,9 +228,6 @@ async def put_checkpoint(
                 before = parent.checkpoint.get("channel_versions", {})
                 new_versions = {c: v for c, v in versions.items() if before.get(c) != v}
     await target.aput({"configurable": conf}, tup.checkpoint, tup.metadata, new_versions)
-
-
-# --- the job -----------------------------------------------------------------------------------
 
 
 async def amigrate(

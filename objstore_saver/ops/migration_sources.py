@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from objstore_saver.config import POSTGRES_URL
@@ -61,9 +62,14 @@ def _saver_class(kind: str, module: str, name: str) -> Any:
 
 
 def _alist_of(saver: BaseCheckpointSaver[Any]) -> Callable[[str], Awaitable[list[CheckpointTuple]]]:
+    """A thread's tuples by ``alist``, or by ``list`` in a worker thread where that is all."""
 
     async def checkpoints(thread_id: str) -> list[CheckpointTuple]:
-        return [t async for t in saver.alist({"configurable": {"thread_id": thread_id}})]
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        try:
+            return [t async for t in saver.alist(config)]
+        except NotImplementedError:
+            return await asyncio.to_thread(lambda: list(saver.list(config)))
 
     return checkpoints
 
@@ -172,20 +178,6 @@ def _listed_threads(
     return threads
 
 
-def _any_list(saver: BaseCheckpointSaver[Any]) -> Callable[[str], Awaitable[list[CheckpointTuple]]]:
-    """A thread's tuples by ``alist``, or by ``list`` in a worker thread where that is all."""
-    native = _alist_of(saver)
-
-    async def checkpoints(thread_id: str) -> list[CheckpointTuple]:
-        try:
-            return await native(thread_id)
-        except NotImplementedError:
-            config = {"configurable": {"thread_id": thread_id}}
-            return await asyncio.to_thread(lambda: list(saver.list(config)))
-
-    return checkpoints
-
-
 @contextlib.asynccontextmanager
 async def _factory(source: str | None) -> AsyncIterator[Source]:
     if not source or ":" not in source:
@@ -204,7 +196,7 @@ async def _factory(source: str | None) -> AsyncIterator[Source]:
                 f"source factory {source!r} returned {type(made).__name__}, "
                 "not a LangGraph BaseCheckpointSaver"
             )
-        yield Source(f"saver {source}", _listed_threads(made), _any_list(made))
+        yield Source(f"saver {source}", _listed_threads(made), _alist_of(made))
 
 
 @contextlib.asynccontextmanager
@@ -246,10 +238,7 @@ def open_source(
                 "--source-url), not from the job's arguments"
             )
         return _postgres(config, concurrency)
-    if kind == "sqlite":
-        return _sqlite(source)
-    if kind == "saver":
-        return _factory(source)
-    if kind == "objstore":
-        return _objstore(source)
+    opener = {"sqlite": _sqlite, "saver": _factory, "objstore": _objstore}.get(kind)
+    if opener is not None:
+        return opener(source)
     raise JobError(f"unknown migration source {kind!r}: use one of {', '.join(SOURCES)}")

@@ -24,7 +24,7 @@ from objstore_saver.format.codec import (
     ValueObj,
 )
 from objstore_saver.ops._common import JobError, OpsConfig, SubPlan, open_store
-from objstore_saver.ops.checkpoint_reading import subtrees, value_address
+from objstore_saver.ops.checkpoint_reading import describe_segments, subtrees, value_address
 from objstore_saver.ops.decode import decode_payload, jsonable
 from objstore_saver.plans.requests import Get, run_one
 
@@ -43,14 +43,8 @@ def _raw_entry(raw: Entry, pfx: str, holder: str | None = None) -> Any:
             "inline list": raw.obj.count,
             "subtrees": subtrees(pfx, raw.obj.sealed),
             "segments": [
-                {
-                    "key": g.loc or keys.object_key_in(pfx, g.digest),
-                    "kind": "index" if g.index else "segment",
-                    "digest": g.digest.hex(),
-                    "elements": g.count,
-                    "located_in": g.loc,
-                }
-                for g in raw.obj.segments
+                {k: v for k, v in g.items() if k != "embedded_in"}
+                for g in describe_segments(raw, pfx)
             ],
             "tail": [_raw_entry(e, pfx, holder) for e in raw.obj.tail],
         }
