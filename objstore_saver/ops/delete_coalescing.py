@@ -1,10 +1,8 @@
 """Deletes of the threads a job works on together, sent in shared DeleteObjects requests.
 
-A job's threads (:mod:`objstore_saver.ops.fanout`) each delete a few keys at a time,
-where one request takes 1,000. :class:`DeleteCoalescingStore` queues the keys of its
-``adelete`` calls and sends them as one ``adelete`` of at most 1,000 keys when it is
-full or its first keys have waited :data:`DEFAULT_LINGER`; every other request (and
-the blocking ``delete``) passes through. It sits under the jobs' driver only.
+:class:`DeleteCoalescingStore` queues the keys of concurrent ``adelete`` calls and sends
+them as one ``adelete`` of at most 1,000 keys when full or after :data:`DEFAULT_LINGER`;
+every other request (and the blocking ``delete``) passes through.
 
 **Order.** A call returns once every request holding one of its keys has completed.
 A thread's plan awaits each delete before the next, so its manifests are gone before

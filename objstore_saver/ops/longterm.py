@@ -154,16 +154,14 @@ def store_ls(
         raise JobError(f"limit must be at least 1 and offset at least 0, got {limit}, {offset}")
     with open_store(config) as (store, driver):
         namespaces, rows = driver.run(_ls_plan(ns, round(clock() * 1e6)))
-        page = rows[offset : offset + limit]
-        nxt = offset + limit if offset + limit < len(rows) else None
         return {
             "store": store.location,
             "prefix": list(ns),
             "namespaces": namespaces,
-            "items": page,
+            "items": rows[offset : offset + limit],
             "total": len(rows),
             "offset": offset,
-            "next_offset": nxt,
+            "next_offset": offset + limit if offset + limit < len(rows) else None,
         }
 
 
@@ -233,7 +231,6 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     """Objects and bytes of the long-term store, by kind (:data:`KINDS`) and by namespace
     (LIST only); a namespace whose path is hashed is shown by its path."""
     ns = _labels("namespace prefix", prefix)
-
     with open_store(config) as (store, driver):
         infos = driver.run(store_objects(ns))
     wanted = store_keys.namespace_path(ns) if ns else ""

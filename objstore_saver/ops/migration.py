@@ -104,7 +104,6 @@ async def _migrate_thread(
 ) -> None:
     tuples.sort(key=lambda t: _conf(t)[1])  # checkpoint ids are time-ordered: oldest first
     stored = await driver.arun(_stored_checkpoints(thread_id))
-    stored_set = set(stored)
     by_id: dict[tuple[str, str], CheckpointTuple] = {_conf(t): t for t in tuples}
 
     # Divergence (spec §6.13 step 3).
@@ -125,7 +124,7 @@ async def _migrate_thread(
                 }
             )
 
-    copy = _ThreadCopy(thread_id, by_id, stored_set, target, driver, counts, apply)
+    copy = _ThreadCopy(thread_id, by_id, set(stored), target, driver, counts, apply)
     chains: dict[str, list[CheckpointTuple]] = {}
     for tup in tuples:
         chains.setdefault(_conf(tup)[0], []).append(tup)
@@ -192,13 +191,7 @@ class _ThreadCopy:
         counts.writes["present"] += len(writes) - n_missing
         counts.writes["missing"] += n_missing
         if self.apply and missing:
-            config: RunnableConfig = {
-                "configurable": {
-                    "thread_id": self.thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": cid,
-                }
-            }
+            config = keys.checkpoint_config(self.thread_id, ns, cid)
             self.writing.append(asyncio.create_task(self._put_writes(config, missing)))
 
     async def _put_writes(

@@ -56,8 +56,7 @@ KEY_OBJECTS = KEY_PREFIX
 
 
 def cursor_source(current: str, drop_old: bool) -> str:
-    """What a rekey cursor describes: the key objects, the key they are wrapped by, the mode
-    (a run towards another master key, or ``drop_old``, has a cursor of its own)."""
+    """What a rekey cursor describes: a run towards another key or mode has its own cursor."""
     mode = ", dropping the others" if drop_old else ""
     return f"key objects of this key store (threads', namespaces'), wrapped by {current}{mode}"
 

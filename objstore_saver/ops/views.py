@@ -87,8 +87,7 @@ async def athreads(
 
         async def summary(target: Target) -> dict[str, Any]:
             assert target.listing is not None  # a scan
-            listing = target.listing
-            return _summary(await driver.arun(plans.thread_id_of(listing)), listing)
+            return _summary(await driver.arun(plans.thread_id_of(target.listing)), target.listing)
 
         def keep(_target: Target, row: dict[str, Any]) -> None:
             # A deleted thread holds only its tombstones (spec §4.11): not listed.
