@@ -35,14 +35,9 @@ class JobError(ObjstoreSaverError):
 class OpsConfig:
     """Where the jobs read and write: from the environment or the CLI, never from a payload.
 
-    Attributes:
-        url: The object store the jobs work on (``OBJSTORE_SAVER_URL``).
-        postgres_url: The PostgreSQL database a migration reads
-            (``POSTGRES_URL``). Never shown: ``repr`` and reports redact it.
-        replica_lag: Seconds: the store is a replica whose objects arrive up to
-            this long after what references them (``OBJSTORE_SAVER_REPLICA_LAG``,
-            ``--replica-lag``; docs/replication.md): the jobs leave alone what is
-            still arriving.
+    ``postgres_url`` (what a migration reads) is never shown: ``repr`` and reports redact
+    it. ``replica_lag``: seconds a replica's objects may arrive after what references them
+    (docs/replication.md); the jobs leave alone what is still arriving.
     """
 
     url: str | None = None
@@ -51,12 +46,8 @@ class OpsConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpsConfig:
-        """Read ``OBJSTORE_SAVER_URL``, ``POSTGRES_URL`` and ``OBJSTORE_SAVER_REPLICA_LAG``;
-        non-None overrides win.
-
-        Raises:
-            ConfigurationError: the replica lag is not a positive number of seconds.
-        """
+        """Read ``OBJSTORE_SAVER_URL``, ``POSTGRES_URL`` and ``OBJSTORE_SAVER_REPLICA_LAG`` (a
+        ``ConfigurationError`` unless positive seconds); non-None overrides win."""
         lag = environment_url(REPLICA_LAG, environ)
         values: dict[str, Any] = {
             "url": environment_url(OBJSTORE_SAVER_URL, environ) or None,
@@ -115,11 +106,8 @@ def secrets_kept_out(
     secrets: list[str],
     kept: tuple[type[ObjstoreSaverError], ...] = (ConfigurationError, JobError),
 ) -> Iterator[None]:
-    """Re-raise a job's errors with every secret removed.
-
-    An error of a ``kept`` type is raised again as that type; any other
-    becomes a ``JobError`` saying ``<job> failed``.
-    """
+    """Re-raise a job's errors with every secret removed: a ``kept`` type as itself, any
+    other as a ``JobError`` saying ``<job> failed``."""
     try:
         yield
     except kept as exc:
@@ -130,8 +118,7 @@ def secrets_kept_out(
 
 
 def tally(counts: dict[str, Any], name: str, size: int, **first: Any) -> dict[str, Any]:
-    """Count one object of ``size`` bytes in ``counts[name]``, made ``{**first, "objects",
-    "bytes"}`` when new; return it."""
+    """Count one object of ``size`` bytes in ``counts[name]`` (made from ``first``); return it."""
     slot = counts.setdefault(name, {**first, "objects": 0, "bytes": 0})
     slot["objects"] += 1
     slot["bytes"] += size
@@ -149,11 +136,9 @@ def never_cancel() -> bool:
 
 @contextlib.contextmanager
 def open_store(config: OpsConfig | None) -> Iterator[tuple[ObjectStore, Driver]]:
-    """The configured store (None: from the environment), checked, and a driver to run
-    plans on it.
+    """The configured store (None: from the environment), checked, and a driver on it.
 
-    With a master key in the environment, threads are opened with their keys
-    (docs/encryption.md); without one, an encrypted object is an error naming it.
+    Encrypted objects open with a master key in the environment, else are errors naming them.
     """
     store, _ = sealed(store_from_url((config or OpsConfig.from_env()).require_url()))
     with contextlib.closing(Driver(store, max_workers=16)) as driver:
@@ -171,8 +156,7 @@ async def aopen_store(config: OpsConfig | None) -> AsyncIterator[tuple[ObjectSto
 
 @contextlib.asynccontextmanager
 async def aopen_saver(config: OpsConfig | None) -> AsyncIterator[ObjectStoreSaver]:
-    """A saver on the configured store (None: from the environment): the check and the
-    close run in a worker thread."""
+    """A saver on the configured store; its check and close run in a worker thread."""
     config = config or OpsConfig.from_env()
     url = config.require_url()
     saver = await asyncio.to_thread(ObjectStoreSaver.from_url, url, replica_lag=config.replica_lag)

@@ -1,10 +1,7 @@
 """One checkpoint decoded to JSON: the plan behind ``objstore-saver show`` and the viewer.
 
-Pure plans (request batches, no I/O), decoding values structurally
-(:mod:`objstore_saver.ops.decode`): nothing is unpickled and no user class is
-imported. A corrupt part either raises (``show``: the operator is told which
-key is at fault) or is collected and left out (the viewer: the rest of the
-checkpoint stays readable).
+Values are decoded structurally (:mod:`objstore_saver.ops.decode`). A corrupt part
+raises (``show``) or is collected and left out (the viewer).
 """
 
 from __future__ import annotations
@@ -45,18 +42,11 @@ def resolve_entries(
     ctx: plans.Context | None = None,
     gone: set[str] | None = None,
 ) -> SubPlan:
-    """Sub-plan: the JSON of each entry of thread ``pfx`` by name, fetching the objects
-    they reference (decoded structurally: nothing is unpickled).
+    """Sub-plan: the JSON of each entry of thread ``pfx`` by name, fetching what they reference.
 
-    Args:
-        referrer: The key that holds the entries, named in errors.
-        ctx: The memory of objects already read (the manifest's own embedded
-            segments, what an earlier call fetched); a new one if None.
-        gone: Where to add the manifests that locate a segment but are
-            deleted (prune stored their segments at ``objects/<H>``).
-
-    Raises:
-        CorruptObjectError: a referenced object is missing or does not decode.
+    ``referrer`` (the key holding the entries) is named in errors; ``ctx``: the objects
+    already read; ``gone``: gets the manifests that locate a segment but are deleted.
+    A missing or undecodable object raises ``CorruptObjectError``.
     """
     got = yield from plans.fetch_entries(ctx or _ctx(), pfx, entries.values(), referrer, gone=gone)
     return {name: plans.materialize(STRUCTURAL, e, got, pfx) for name, e in entries.items()}
@@ -68,16 +58,11 @@ def error_of(exc: CorruptObjectError) -> dict[str, str]:
 
 
 def resolve_each(pfx: str, entries: Mapping[str, Entry], referrer: str, **seen: Any) -> SubPlan:
-    """Sub-plan: like :func:`resolve_entries`, but a corrupt entry does not sink the rest.
+    """Sub-plan: ``(values, errors)`` by name, like :func:`resolve_entries` but a corrupt
+    entry does not sink the rest.
 
-    All entries are resolved in one go first (the cost of ``show``). Only when
-    that fails is each entry resolved alone, to tell which ones are corrupt:
-    one more fetch per entry, paid by corrupt checkpoints only. ``seen``:
-    :func:`resolve_entries`' ``ctx`` and ``gone``.
-
-    Returns:
-        ``(values, errors)``: values by name of the entries that decode, and
-        ``{"key", "reason"}`` by name of those that do not.
+    All entries are resolved at once first; only when that fails is each resolved alone
+    (one more fetch per entry, paid by corrupt checkpoints only).
     """
     try:
         return (yield from resolve_entries(pfx, entries, referrer, **seen)), {}
@@ -99,12 +84,11 @@ def subtrees(pfx: str, sealed: Iterable[tuple[bytes, int]]) -> list[dict[str, An
 
 
 def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -> list[Any]:
-    """Where each segment (or root index, ``kind``) of an inline list is: ``key``, ``digest``,
-    ``elements``,
-    ``embedded_in`` (the manifest that holds it, or None when it stands alone
-    at ``objects/<H>``) and ``located_in`` (the manifest the list names, which
-    differs when that manifest is in ``gone``: prune stored the segment alone).
-    ``objstore-saver cat <embedded_in>#<digest>`` shows an embedded one."""
+    """Where each segment (or root index) of an inline list is.
+
+    ``embedded_in``: the manifest holding it, None when alone at ``objects/<H>``;
+    ``located_in``: the manifest the list names (in ``gone``: prune stored it alone).
+    """
     out = []
     for g in entry.obj.segments:
         inside = g.loc if g.loc is not None and g.loc not in gone else None
@@ -124,11 +108,8 @@ def describe_segments(entry: InlineList, pfx: str, gone: Collection[str] = ()) -
 def value_address(ref: Ref, pfx: str, holder: str | None, gone: Collection[str] = ()) -> str:
     """Where a referenced object was read: ``<manifest key>#<hex>`` when a manifest embeds it.
 
-    A located value (``ref.at``, format version 2) is embedded in the manifest
-    of that checkpoint id in the namespace of ``holder``, the manifest the
-    reference is read from (spec §4.0), unless that manifest is in ``gone``
-    (deleted, or it does not embed the value): then, like any other
-    reference, it is ``objects/<H>``. ``objstore-saver cat`` takes either.
+    A located value (``ref.at``) is in the manifest of that checkpoint id beside
+    ``holder`` (spec §4.0), unless that manifest is in ``gone``: then ``objects/<H>``.
     """
     if ref.at is not None and holder is not None and keys.is_manifest_v2_key(holder):
         mkey = keys.manifest_beside(holder, ref.at)
@@ -140,13 +121,8 @@ def value_address(ref: Ref, pfx: str, holder: str | None, gone: Collection[str] 
 def describe_entry(entry: Entry, pfx: str, gone: Collection[str], holder: str) -> dict[str, Any]:
     """How an entry is stored: inline (type, encoding, size) or the key of its object.
 
-    An inline list names its sealed subtrees (version 1), its segments
-    (:func:`describe_segments`; ``gone``: manifests known deleted or not
-    embedding what they are said to) and the objects of tail elements too
-    large to sit inline. A value embedded in a manifest (format version 2)
-    is named ``<manifest key>#<hex>`` (:func:`value_address`; ``holder``: the
-    manifest holding the entry), with ``embedded_in`` and ``located_in`` as
-    for segments.
+    An inline list names its sealed subtrees, segments and tail objects; a located
+    value its :func:`value_address`, ``embedded_in`` and ``located_in`` as segments do.
     """
     if isinstance(entry, Inline):
         return {
@@ -189,31 +165,13 @@ def _resolve(
 def checkpoint_plan(
     thread_id: str, checkpoint_id: str | None, checkpoint_ns: str, *, collect_errors: bool = False
 ) -> SubPlan:
-    """Plan: a checkpoint (the latest when ``checkpoint_id`` is None) decoded to JSON.
+    """Plan: a checkpoint (the latest when ``checkpoint_id`` is None) decoded to JSON, or
+    None when there is no such checkpoint.
 
-    One GET of the manifest and one LIST of its writes in one batch, then the
-    objects its entries reference with the other manifests that embed
-    segments of its lists (format version 2), then its pending writes and
-    theirs.
-
-    Args:
-        thread_id: The thread.
-        checkpoint_id: The checkpoint; None for the thread's latest.
-        checkpoint_ns: Its namespace (``""`` for the root graph).
-        collect_errors: False: a corrupt part raises. True: a channel, the
-            metadata, the checkpoint entry, a pending write or its value whose
-            object is corrupt is named in the report's ``errors`` (what it
-            held → key and reason) and left out (``None``); everything else
-            is decoded.
-
-    Returns:
-        The report (``key``, ids, ``metadata``, ``checkpoint``,
-        ``channel_values``, ``storage``, ``pending_writes``, and ``errors``
-        when collected), or None when there is no such checkpoint.
-
-    Raises:
-        CorruptObjectError: the manifest does not decode (in both modes:
-            nothing of it can be shown), or any part when not collecting.
+    The manifest and a LIST of its writes in one batch, then what its entries reference
+    (with the manifests embedding its segments), then its pending writes and theirs.
+    With ``collect_errors`` a corrupt part is named in ``errors`` (what it held → key and
+    reason) and left out; without, it raises. A manifest that does not decode always raises.
     """
     pfx = keys.thread_prefix(thread_id)
     if checkpoint_id is None:
@@ -274,10 +232,7 @@ def checkpoint_plan(
         "checkpoint": decoded.get("checkpoint"),
         "channel_values": {name: decoded.get("channel:" + name) for name in m.channels},
         "storage": {name: describe_entry(e, pfx, gone, mkey) for name, e in m.channels.items()},
-        "embedded": {
-            "objects": len(m.embedded),
-            "bytes": sum(len(b) for b in m.embedded),
-        },
+        "embedded": {"objects": len(m.embedded), "bytes": sum(len(b) for b in m.embedded)},
         "pending_writes": pending,
     }
     if errors is not None:

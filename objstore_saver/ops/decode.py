@@ -27,18 +27,10 @@ _EXT_NUMPY_ARRAY = 6
 _EXT_DELTA_SNAPSHOT = 7
 
 _MESSAGE_ROLES = {
-    "HumanMessage": "human",
-    "HumanMessageChunk": "human",
-    "AIMessage": "ai",
-    "AIMessageChunk": "ai",
-    "SystemMessage": "system",
-    "SystemMessageChunk": "system",
-    "ToolMessage": "tool",
-    "ToolMessageChunk": "tool",
-    "FunctionMessage": "function",
-    "ChatMessage": "chat",
-    "RemoveMessage": "remove",
-}
+    f"{kind}Message{chunk}": kind.lower()
+    for kind in ("Human", "AI", "System", "Tool")
+    for chunk in ("", "Chunk")
+} | {"FunctionMessage": "function", "ChatMessage": "chat", "RemoveMessage": "remove"}
 
 
 def _message(name: str, fields: Any) -> dict[str, Any] | None:
@@ -131,12 +123,8 @@ def decode_payload(payload: Payload, key: str) -> Any:
 
 
 class StructuralSerde:
-    """A LangGraph serializer that only reads, and reads structurally.
-
-    Given to the saver's own decoding (``plans.materialize``) so values come
-    back as JSON-ready data instead of user objects: nothing is unpickled,
-    nothing imported.
-    """
+    """A LangGraph serializer that only reads, structurally: given to ``plans.materialize``
+    so values come back as JSON-ready data instead of user objects."""
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, raw = data

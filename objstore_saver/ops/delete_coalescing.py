@@ -1,47 +1,24 @@
 """Deletes of the threads a job works on together, sent in shared DeleteObjects requests.
 
-A job runs up to ``concurrency`` threads at once (:mod:`objstore_saver.ops.fanout`)
-and each thread's plan deletes its own keys, a few at a time: a prune with
-``--keep-last 1`` sends two DeleteObjects of a handful of keys per thread,
-where one request takes 1,000 keys. :class:`DeleteCoalescingStore` wraps the
-job's store: its :meth:`~DeleteCoalescingStore.adelete` queues the keys and
-waits; the queue goes to the wrapped store as one ``adelete`` of at most
-1,000 keys (one DeleteObjects on S3) when it holds 1,000 keys or when its
-first keys have waited :data:`DEFAULT_LINGER`. Every other request passes
-through untouched, and so does the blocking ``delete``. Plans are unchanged:
-the wrapper sits under the jobs' driver only.
+:class:`DeleteCoalescingStore` queues the keys of concurrent ``adelete`` calls and sends
+them as one ``adelete`` of at most 1,000 keys when full or after :data:`DEFAULT_LINGER`;
+every other request (and the blocking ``delete``) passes through.
 
-**Order.** A call returns only once every request holding one of its keys has
-completed (a call's keys may span two requests). A thread's plan awaits each
-delete before it sends the next, so a thread's manifests are gone before its
-other keys are even queued (spec §6.6, §6.9): coalescing delays a thread's
-deletes, it never reorders them. The keys of one call carry no order among
-themselves (the requests holding them may be in flight together), as the
-plans assume: where they need an order they make one call after the other.
+**Order.** A call returns once every request holding one of its keys has completed.
+A thread's plan awaits each delete before the next, so its manifests are gone before
+its other keys are queued (spec §6.6, §6.9): coalescing delays deletes, never
+reorders them. One call's keys carry no order among themselves, as plans assume.
 
-**Errors.** A key outside the key alphabet fails its own call at once, before
-it is queued, so it cannot fail the others. When a request fails, every call
-with keys in it fails. A request that held the keys of one call only raises
-the store's own error, which names one of them, as without coalescing. A
-shared one raises, in each of its calls, a
-:class:`~objstore_saver.errors.StorageError` (a
-:class:`~objstore_saver.errors.StoreUnavailableError` when the store was
-unavailable) naming the call's own first key, and so its thread, the number
-of its keys and the store, caused by the store's error (which names the
-request's first key, perhaps another thread's); an error that is not a
-storage error (a bug) reaches every such call as it was raised. Nothing is
-dropped silently: the calls whose keys were all in requests that completed
-succeed, the others raise, and the job reports the error as it reports any
-failed request of a thread (the first error stops the job once the threads
-in flight have finished). Some of a failed request's keys may be deleted (a
-lost answer, per-key errors); the jobs are idempotent, so running the same
-job again completes what the failed threads left, as after any interrupted
-run.
+**Errors.** A key outside the key alphabet fails its own call before it is queued.
+A failed request fails every call with keys in it: with the store's own error when
+it held one call's keys; else, in each call, a ``StorageError`` (a
+``StoreUnavailableError`` when the store was unavailable) naming the call's first
+key, its number of keys and the store, caused by the store's error; an error that
+is not a storage error reaches each call as raised. Some of a failed request's keys
+may be deleted; the jobs are idempotent, so a rerun completes them.
 
-**Closing.** :meth:`~DeleteCoalescingStore.aclose` (or leaving ``async with``)
-sends what is queued and waits for every request in flight, so no key stays
-queued and no task is left pending when a job ends; a call made after it is
-refused.
+**Closing.** :meth:`~DeleteCoalescingStore.aclose` (or leaving ``async with``) sends
+what is queued and waits for the requests in flight; later calls are refused.
 """
 
 from __future__ import annotations
@@ -64,16 +41,10 @@ from objstore_saver.storage.layer import Layer
 
 __all__ = ["DEFAULT_LINGER", "DeleteCoalescingStore", "coalescing_driver"]
 
-#: Seconds the first keys of a request wait for other threads' keys before it
-#: is sent. A job's threads run the same plan on similar threads, so their
-#: deletes arrive close together; the wait bounds the job's DeleteObjects to
-#: 200 a second whatever its rate, and adds at most 5 ms to each delete step
-#: of a thread (the calls that join a request later wait less), small against
-#: the 20 ms and more of one request over a network. In the benchmark's
-#: workload 7 (1,000 threads, 20 ms a request, 64 at once) a prune sent 0.34
-#: DeleteObjects a thread with 1 ms, 0.28 with 2 ms, 0.16 with 5 ms and 0.17
-#: with 10 ms, against 2 uncoalesced, its rate the same within the runs' noise:
-#: a longer wait saves nothing more and delays every thread.
+#: Seconds the first keys of a request wait for other threads' keys: at most 200
+#: DeleteObjects a second, and 5 ms added to a delete step against 20 ms or more a
+#: request. In workload 7 (1,000 threads, 20 ms a request, 64 at once) a prune sent
+#: 0.34 DeleteObjects a thread with 1 ms, 0.16 with 5 ms, 0.17 with 10 ms (2 uncoalesced).
 DEFAULT_LINGER = 0.005
 
 
@@ -83,13 +54,10 @@ class _Call:
 
     keys: list[str]
     done: asyncio.Future[None]
-    requests: int = 0
-    """Requests holding some of its keys that have not completed."""
-    error: BaseException | None = None
-    """The error of the first of those requests that failed."""
+    requests: int = 0  # holding some of its keys, not completed
+    error: BaseException | None = None  # of the first of them that failed
 
     def settle(self) -> None:
-        """Resolve the caller's future: its error, or success."""
         if self.done.done():  # the caller was cancelled: nobody waits any more
             return
         if self.error is None:
@@ -108,18 +76,10 @@ class _Request:
 
 class DeleteCoalescingStore(Layer):
     """A store whose coroutine ``adelete`` shares requests between concurrent calls; use
-    it on one event loop, as ``async with DeleteCoalescingStore(store) as s`` (or call
-    :meth:`aclose`).
+    it on one event loop, as ``async with DeleteCoalescingStore(store) as s``.
 
-    Args:
-        inner: The store doing the work.
-        linger: Seconds the first keys of a request wait for more (0: the
-            request is sent at the next pass of the event loop, with whatever
-            was queued until then).
-        max_keys: Keys of one request, at most :data:`MAX_DELETE_BATCH`.
-
-    Raises:
-        ValueError: ``linger`` below 0 or ``max_keys`` outside 1 to 1,000.
+    ``linger``: seconds the first keys of a request wait for more (0: until the next pass
+    of the event loop); ``max_keys``: keys of one request, 1 to :data:`MAX_DELETE_BATCH`.
     """
 
     def __init__(
@@ -140,21 +100,14 @@ class DeleteCoalescingStore(Layer):
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.calls = 0
-        """``adelete`` calls queued so far."""
-        self.requests = 0
-        """Requests sent to the wrapped store so far (each of at most ``max_keys`` keys)."""
-
-    # --- coalesced deletes ----------------------------------------------------------
+        self.calls = 0  # adelete calls queued so far
+        self.requests = 0  # requests sent to the wrapped store so far
 
     async def adelete(self, keys: Sequence[str]) -> None:
         """Delete the keys in requests shared with concurrent calls; return once they are gone.
 
-        Raises:
-            InvalidKeyError: a key is outside the key alphabet; nothing is queued.
-            StorageError: a request holding some of the keys failed (see the
-                module's documentation).
-            RuntimeError: the store was closed.
+        Raises ``InvalidKeyError`` (nothing queued), ``StorageError`` (see the module) or
+        ``RuntimeError`` (closed).
         """
         keys = list(keys)
         for key in keys:
@@ -180,7 +133,6 @@ class DeleteCoalescingStore(Layer):
         await call.done
 
     def _flush(self) -> None:
-        """Send the request being gathered, if it holds any key."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -193,7 +145,6 @@ class DeleteCoalescingStore(Layer):
         task.add_done_callback(self._sending.discard)
 
     async def _send(self, request: _Request) -> None:
-        """One request to the wrapped store; then settle the calls it completes."""
         try:
             await self._inner.adelete(request.keys)
         except asyncio.CancelledError:
@@ -217,7 +168,6 @@ class DeleteCoalescingStore(Layer):
         return f"delete of key {first!r}{more} in {self.location} failed: {what}"
 
     def _caller_error(self, call: _Call, exc: Exception) -> Exception:
-        """The error a call whose keys were in a failed request raises."""
         if not isinstance(exc, StorageError):
             return exc
         kind = StoreUnavailableError if isinstance(exc, StoreUnavailableError) else StorageError
@@ -225,13 +175,10 @@ class DeleteCoalescingStore(Layer):
         error.__cause__ = exc
         return error
 
-    # --- closing --------------------------------------------------------------------
-
     async def aclose(self) -> None:
         """Send what is queued, wait for every request in flight; refuse later calls.
 
-        If it is cancelled while it waits, the requests in flight are
-        cancelled too and their calls fail (nothing is left pending).
+        Cancelled while it waits, it cancels the requests in flight; their calls fail.
         """
         self._closed = True
         self._flush()

@@ -1,18 +1,10 @@
 """Running one job's work on many threads at once, with a bounded window.
 
-The threads come from a paginated listing of the bucket
-(:func:`~objstore_saver.plans.scan.scan_threads_ranged`: a LIST returns 1,000
-keys, so a small thread costs a fraction of a request to find, and past the
-first page several key ranges are listed at once) or from named thread ids.
-Each thread's work is a coroutine (usually a plan run by the asyncio driver);
-at most ``concurrency`` of them are in flight, and the listing is read only as
-fast as the window frees, so a job holds the window's threads and the pages of
-one round of LISTs, whatever the bucket's size. A shard (:mod:`objstore_saver.ops.sharding`)
-skips the threads other workers own.
-
-The first error stops the scheduling of new threads; the threads in flight
-finish (nothing is left half-sent), then the error is raised. What finished
-was handed to ``on_result`` first, so a job's report says what was done.
+The threads come from a listing of the bucket (1,000 keys a LIST, key ranges listed
+side by side past the first page) or from named ids. At most ``concurrency`` are in
+flight and the listing is read only as fast as the window frees, so memory does not
+grow with the bucket. The first error stops new threads; those in flight finish and
+reach ``on_result``, then the error is raised.
 """
 
 from __future__ import annotations
@@ -58,11 +50,7 @@ DEFAULT_CONCURRENCY = 64
 
 
 def check_concurrency(concurrency: Any) -> int:
-    """``concurrency`` if it is a whole number of 1 or more.
-
-    Raises:
-        ConfigurationError: otherwise, naming ``--concurrency``.
-    """
+    """``concurrency`` if it is a whole number of 1 or more, else a ``ConfigurationError``."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigurationError(
             f"--concurrency must be a whole number of 1 or more, got {concurrency!r}"
@@ -70,18 +58,14 @@ def check_concurrency(concurrency: Any) -> int:
     return concurrency
 
 
-#: Wall time below which the progress line shows no rate: a few items done
-#: within milliseconds would claim thousands a second.
+#: Wall time below which the progress line shows no rate (a few items in milliseconds
+#: would claim thousands a second).
 MIN_RATE_SECONDS = 1.0
 
 
 def rate(done: int, seconds: float) -> float:
-    """Items done per second of a job's wall time (0 before any time has passed).
-
-    The one formula of the progress line and of a report's
-    ``threads_per_second``: both count every item done since the fan-out
-    started, so the last progress line and the report agree.
-    """
+    """Items done per second of a job's wall time (0 before any time has passed): the
+    one formula of the progress line and the report, so that they agree."""
     return done / seconds if seconds > 0 else 0.0
 
 
@@ -92,16 +76,8 @@ def shown_rate(done: int, seconds: float) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One thread to work on.
-
-    Attributes:
-        pfx: Its key prefix (``threads/<token>/``).
-        thread_id: Its id when the caller named it (a scanned thread's id is
-            in its token, or in a manifest when the token is hashed:
-            :func:`~objstore_saver.plans.threads.thread_id_of`).
-        listing: Its keys when a scan found it; None for a named thread (the
-            work lists what it needs, as the saver's own call would).
-    """
+    """One thread to work on: its ``threads/<token>/`` prefix, its id when the caller named
+    it, its keys when a scan found it (None: the work lists what it needs)."""
 
     pfx: str
     thread_id: str | None = None
@@ -109,7 +85,6 @@ class Target:
 
     @property
     def token(self) -> str:
-        """The thread's key token."""
         return self.pfx[len(keys.THREADS) : -1]
 
     @property
@@ -120,16 +95,8 @@ class Target:
 
 @dataclass
 class Fanout:
-    """What a fan-out did.
-
-    Attributes:
-        found: Threads the listing (or the caller) named.
-        done: Threads (or items) of this shard whose work finished.
-        skipped: Threads (or items) another shard owns.
-        lists: LISTs sent to find the threads (0 when they were named).
-        cancelled: ``should_cancel`` stopped it.
-        seconds: Wall time.
-    """
+    """What a fan-out did: items found, done by this shard, skipped (another shard's),
+    LISTs sent to find them, whether it was cancelled, and its wall time."""
 
     found: int = 0
     done: int = 0
@@ -139,7 +106,7 @@ class Fanout:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The counts for a report (a rate over a blink is noisy; the seconds say so)."""
+        """The counts for a report."""
         return {
             "threads_found": self.found,
             "threads_done": self.done,
@@ -181,28 +148,14 @@ async def for_each(
     should_cancel: Callable[[], bool] | None = None,
     stats: Fanout | None = None,
 ) -> Fanout:
-    """Run ``work`` on each item of ``source``, ``concurrency`` at once (the source is
-    read only as fast as the window frees).
+    """Run ``work`` on each item of ``source``, ``concurrency`` at once; ``on_result`` gets
+    each item and result on the loop, in completion order.
 
-    Args:
-        source: The items; closed when the run ends.
-        work: One item's work.
-        on_result: Called on the loop, in completion order, with each item and
-            its result; the place to aggregate a report.
-        concurrency: Items in flight at once.
-        owns: Whether this worker handles an item (its shard); default all.
-        name: How progress names an item.
-        progress: ``progress(done, total, item)`` after each item; total is
-            None until the source has ended. If it has a ``begin(at)`` method
-            (the CLI's progress bar), that is called first with the start's
-            ``time.monotonic()``, so that its rate is the report's.
-        should_cancel: Polled before each item is started.
-        stats: Counts to add to (a caller's that also counts the source).
-
-    Raises:
-        ConfigurationError: a bad ``concurrency``.
-        Exception: the first error of an item's work or of the source, once
-            the items in flight have finished.
+    ``owns``: whether this worker handles an item (default all); ``progress(done, total,
+    item)``: total is None until the source ends, and a ``begin(at)`` method (the CLI's
+    bar) is called first with the start's ``time.monotonic()`` so its rate is the
+    report's; ``stats``: counts to add to. The source is closed at the end; the first
+    error is raised once the items in flight have finished.
     """
     check_concurrency(concurrency)
     stats = Fanout() if stats is None else stats
@@ -293,13 +246,9 @@ async def for_each_thread(
 
 @contextlib.contextmanager
 def frozen_heap() -> Iterator[None]:
-    """The objects alive before a job are left out of the collector's passes while it runs.
-
-    A job makes many short-lived objects, and each full collection it sets
-    off would walk the whole heap of the process (millions of objects in a
-    large one) for none of them. Only when nothing else froze the heap
-    (``gc.freeze``): a caller's freeze is left as it is.
-    """
+    """The objects alive before a job are left out of the collector's passes while it runs
+    (a full collection would walk the whole heap for none of them); a caller's own
+    ``gc.freeze`` is left as it is."""
     if gc.get_freeze_count():
         yield
         return
@@ -311,12 +260,8 @@ def frozen_heap() -> Iterator[None]:
 
 
 def run_sync(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a job's coroutine to the end from blocking code (in a :func:`frozen_heap`).
-
-    On a thread without an event loop it runs on a new loop; inside a running
-    loop (a notebook, a server) it runs on a new loop in a worker thread, so a
-    blocking job API can be called from anywhere.
-    """
+    """Run a job's coroutine to the end from blocking code (in a :func:`frozen_heap`), on a
+    new loop: in a worker thread when this one runs a loop (a notebook, a server)."""
     with frozen_heap():
         try:
             asyncio.get_running_loop()
@@ -327,11 +272,8 @@ def run_sync(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def blocking(job: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The blocking twin of a job's coroutine function, for code without an event loop.
-
-    ``prune = blocking(aprune)``: the same arguments, documentation and result;
-    the coroutine runs to the end through :func:`run_sync`.
-    """
+    """The blocking twin of a job's coroutine function (same arguments, documentation and
+    result), run through :func:`run_sync`: ``prune = blocking(aprune)``."""
 
     @functools.wraps(job)
     def twin(*args: P.args, **kwargs: P.kwargs) -> T:

@@ -1,14 +1,9 @@
 """Where a long job resumes: a cursor object in the bucket (spec §3, ``jobs/``).
 
-A job that works on threads in a fixed order, many at once, finishes them out
-of order. Its cursor is the *low-water mark*: the position of the last thread
-such that it and every thread before it are finished. It is written (one PUT,
-overwrite) every few seconds and when the job stops, however it stops; a job
-killed outright loses at most the threads finished since the last write, which
-the rerun does again (each job is idempotent). The object lives beside the data
-it describes, so a Kubernetes Job, a cron entry or any host can resume it; a
-shard has a cursor of its own. A run that goes through its whole source
-deletes the cursor, so the next run checks every thread again.
+The cursor is the *low-water mark* of threads finished out of order: the last one
+such that it and every one before it are done. It is written every few seconds and
+when the job stops; a killed job redoes at most what finished since (jobs are
+idempotent). Each shard has its own; a run through its whole source deletes it.
 """
 
 from __future__ import annotations
@@ -43,13 +38,8 @@ SAVE_EVERY = 5.0
 
 @dataclass
 class Cursor:
-    """The low-water mark of one job run, and the object that keeps it.
-
-    Attributes:
-        key: Its key in the store.
-        description: What the job reads (no secret), stored with it.
-        after: Where the run started (from the stored cursor), None at the start.
-    """
+    """The low-water mark of one job run, and the object (``key``) that keeps it, with
+    ``description`` (what the job reads, no secret); ``after``: where the run started."""
 
     key: str
     description: str
@@ -70,11 +60,7 @@ class Cursor:
         return cls(f"{JOBS}{job}/{source}/shard-{shard.index}-of-{shard.count}", description)
 
     async def load(self, driver: Driver) -> None:
-        """Read the stored cursor: the run starts after its position.
-
-        Raises:
-            CorruptObjectError: the stored object is not a cursor of this source.
-        """
+        """Read the stored cursor (``CorruptObjectError`` if not one of this source)."""
         body = await driver.arun(run_one(Get(self.key)))
         if body is None:
             return
@@ -124,8 +110,8 @@ class Cursor:
             self._saving = asyncio.ensure_future(self.save(driver))
 
     async def end(self, driver: Driver, *, complete: bool, keep: bool) -> None:
-        """At the end of a run, however it ends: let a background save finish, then, with
-        ``keep``, delete the cursor of a ``complete`` run or store the mark of any other."""
+        """At the end of a run: let a background save finish, then, with ``keep``, delete the
+        cursor of a ``complete`` run or store the mark of any other."""
         if self._saving is not None:
             await asyncio.gather(self._saving, return_exceptions=True)
         if not keep:
@@ -159,13 +145,9 @@ async def for_each_resumable(
     """:func:`~objstore_saver.ops.fanout.for_each` moving ``cursor``; True when the run
     went through its whole source.
 
-    The cursor is read first (unless ``restart``); then ``source()``, which calls
-    ``cursor.started`` on each item in its order. An item ``shard`` does not own
-    (by its ``token``) counts as finished; a ``failed`` result holds the mark
-    back, so a resumed run tries it again. ``keep`` is False for named items (no
-    resumable run): no cursor is read or written, and only an ``apply`` run
-    stores one. ``fanout``: ``for_each``'s ``concurrency``, ``name``,
-    ``progress`` and ``should_cancel``.
+    ``source()`` calls ``cursor.started`` on each item in order. Another shard's item
+    counts as finished; a ``failed`` result holds the mark back. Without ``keep`` (named
+    items) no cursor is read or written; only an ``apply`` run stores one.
     """
     if keep and not restart:
         await cursor.load(driver)

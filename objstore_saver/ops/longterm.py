@@ -1,12 +1,8 @@
 """Operator jobs of the long-term store (spec §8): ``store_ls``, ``store_get``,
-``store_du`` and ``store_sweep``.
+``store_du`` and ``store_sweep`` (docs/store.md, "Operating").
 
-Namespaces are given as sequences of labels (the CLI takes each label as its
-own argument), so labels holding dots or slashes are never split. The reads
-use the index (spec §8.3) for item facts and one LIST of the item tree for
-sizes: their cost grows with the number of items only by LIST pages (1,000
-keys each), never by one GET per item. ``store_sweep`` is a dry run unless
-``apply=True``, like ``prune``.
+Namespaces are sequences of labels, never split. Item facts come from the index
+(spec §8.3), sizes from LISTs of the item tree: no GET per item.
 """
 
 from __future__ import annotations
@@ -73,50 +69,35 @@ def _labels(what: str, namespace: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-def _labels_or_path(path: str) -> list[str] | str:
-    """The labels of a namespace path, or the path itself when hashed."""
-    labels = store_keys.path_labels(path)
-    return path if labels is None else list(labels)
-
-
 def _indexes(prefix: tuple[str, ...]) -> SubPlan:
-    """Sub-plan: the index of every namespace under the listing of ``prefix``, by path."""
     return plans.read_indexes(store_keys.listing_prefix(prefix), f"namespace prefix {prefix!r}")
 
 
 def _states(
     prefix: tuple[str, ...], groups: dict[str, plans.NamespaceIndex]
 ) -> dict[tuple[str, ...], dict[str, Record]]:
-    """The states (records by key) of the namespaces of ``groups`` under ``prefix``."""
+    """The records by key of each namespace of ``groups`` under ``prefix``."""
     found = ((group.ns(), group.state) for group in groups.values())
     return {ns: state for ns, state in found if ns is not None and ns[: len(prefix)] == prefix}
 
 
 def store_objects(prefix: tuple[str, ...]) -> SubPlan:
-    """Sub-plan: every item and index object under the listing of ``prefix`` (two LISTs,
-    all pages)."""
+    """Sub-plan: every item and index object under the listing of ``prefix``."""
     items = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
     index = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.INDEX))
     return items + index
 
 
 def _item_sizes(prefix: tuple[str, ...]) -> SubPlan:
-    """Sub-plan: every item object under ``prefix``, by key (LIST only)."""
     infos = yield from plans.list_infos(store_keys.listing_prefix(prefix, store_keys.ITEMS))
     return {info.key: info.size for info in infos}
-
-
-# --- ls ----------------------------------------------------------------------------
 
 
 def item_rows(
     ns: tuple[str, ...], state: dict[str, Record], sizes: dict[str, int], now_us: int
 ) -> list[dict[str, Any]]:
-    """The items of one namespace's index state as listing rows, ordered by key.
-
-    Each row: key, record (for callers that show more), object size (from a
-    listing, ``None`` when the object is missing), times and the expired flag.
-    """
+    """The items of one namespace's index state as listing rows, ordered by key (with the
+    record, for callers that show more; ``size`` None when the object is missing)."""
     records = sorted((r for r in state.values() if r.op == PUT), key=lambda r: r.key.encode())
     return [
         {
@@ -158,25 +139,12 @@ def store_ls(
     config: OpsConfig | None = None,
     clock: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
-    """Namespaces and items under a namespace prefix, one page of items.
+    """Namespaces and items under a namespace prefix (empty: all), one page of items.
 
-    Items are ordered by namespace, then key; expired items a sweep has not
-    removed yet are listed with ``expired: true`` (readers no longer see them).
-    Cost: the index LIST and reads of search (spec §8.4.4) plus one LIST page
-    per 1,000 items for their sizes.
-
-    Args:
-        prefix: Namespace labels the listed namespaces start with (empty: all).
-        limit: Items in the page (at least 1).
-        offset: Items skipped before the page.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        clock: Epoch seconds deciding what has expired.
-
-    Returns:
-        ``{"prefix", "namespaces": [{namespace, items, expired}], "items":
-        [{namespace, key, size, created_at, updated_at, expires_at, expired}],
-        "total", "offset", "next_offset"}``; ``next_offset`` is None on the
-        last page.
+    Items are ordered by namespace, then key; expired ones a sweep has not removed yet
+    say ``expired: true``. Returns ``{"prefix", "namespaces": [{namespace, items,
+    expired}], "items": [{namespace, key, size, created_at, updated_at, expires_at,
+    expired}], "total", "offset", "next_offset"}`` (None on the last page).
 
     Raises:
         JobError: ``limit``/``offset`` out of range or a label is not a string.
@@ -186,31 +154,20 @@ def store_ls(
         raise JobError(f"limit must be at least 1 and offset at least 0, got {limit}, {offset}")
     with open_store(config) as (store, driver):
         namespaces, rows = driver.run(_ls_plan(ns, round(clock() * 1e6)))
-        page = rows[offset : offset + limit]
-        nxt = offset + limit if offset + limit < len(rows) else None
         return {
             "store": store.location,
             "prefix": list(ns),
             "namespaces": namespaces,
-            "items": page,
+            "items": rows[offset : offset + limit],
             "total": len(rows),
             "offset": offset,
-            "next_offset": nxt,
+            "next_offset": offset + limit if offset + limit < len(rows) else None,
         }
 
 
-# --- get ---------------------------------------------------------------------------
-
-
 def get_plan(namespace: tuple[str, ...], key: str) -> SubPlan:
-    """Sub-plan: one GET of an item object, decoded whether or not it expired.
-
-    Returns:
-        ``(object key, record or None when absent, the object's bytes or b"")``.
-
-    Raises:
-        CorruptObjectError: the object does not decode, or holds another item.
-    """
+    """Sub-plan: ``(object key, record or None, bytes or b"")`` of an item, expired or not;
+    ``CorruptObjectError`` when the object does not decode or holds another item."""
     obj_key = store_keys.item_key(namespace, key)
     data = yield from run_one(Get(obj_key))
     if data is None:
@@ -267,21 +224,13 @@ def store_get(
         }
 
 
-# --- du ----------------------------------------------------------------------------
-
 KINDS = ("items", "index records", "snapshots", "clear markers", "other")
 
 
 def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> dict[str, Any]:
-    """Objects and bytes of the long-term store, by kind and by namespace (LIST only).
-
-    Kinds: ``items`` (one object per item, expired ones until swept),
-    ``index records``, ``snapshots``, ``other`` (keys under ``store/`` the
-    format does not define). A namespace whose path is hashed (over 400
-    characters) is shown by its path.
-    """
+    """Objects and bytes of the long-term store, by kind (:data:`KINDS`) and by namespace
+    (LIST only); a namespace whose path is hashed is shown by its path."""
     ns = _labels("namespace prefix", prefix)
-
     with open_store(config) as (store, driver):
         infos = driver.run(store_objects(ns))
     wanted = store_keys.namespace_path(ns) if ns else ""
@@ -293,7 +242,8 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
         if wanted and path and path != wanted and not path.startswith(wanted + "/"):
             continue
         tally(by_kind, kind, info.size)
-        row = tally(by_ns, path, info.size, namespace=_labels_or_path(path))
+        labels = store_keys.path_labels(path)  # None: hashed, shown by its path
+        row = tally(by_ns, path, info.size, namespace=path if labels is None else list(labels))
         tally(row.setdefault("by_kind", {}), kind, info.size)
     return {
         "store": store.location,
@@ -307,14 +257,8 @@ def store_du(prefix: Sequence[str] = (), *, config: OpsConfig | None = None) -> 
     }
 
 
-# --- sweep -------------------------------------------------------------------------
-
-
 def _sweep_plan(prefix: tuple[str, ...], now: float, window: float, grace: float) -> SubPlan:
-    """Sub-plan: what a sweep of ``prefix`` removes, as of ``now`` (epoch seconds).
-
-    Returns (expired items, unreadable keys, what namespace deletes left).
-    """
+    """Sub-plan: (expired items, unreadable keys, what namespace deletes left) of a sweep."""
     groups = yield from _indexes(prefix)
     sizes = yield from _item_sizes(prefix)
     found, bad = yield from _sweep_candidates(prefix, _states(prefix, groups), sizes, now)
@@ -328,9 +272,8 @@ def _sweep_candidates(
     sizes: dict[str, int],
     now: float,
 ) -> SubPlan:
-    """Sub-plan: expired items the index names, plus item objects the index does not
-    hold as a put (left by a crash between a delete record and the item's DELETE),
-    read to learn whether they expired. Returns (candidates, unreadable keys)."""
+    """Sub-plan: (expired items, unreadable keys): those the index names, and item objects
+    it does not hold as a put (a crash between a delete's record and DELETE), read."""
     now_us = to_micros(now)
     found: list[tuple[plans.Expired, Record | None]] = []
     kept: set[str] = set()
@@ -369,14 +312,11 @@ def _clear_leftovers(
     grace: float,
     bad: list[dict[str, str]],
 ) -> SubPlan:
-    """Sub-plan: what namespace deletes (spec §8.4.9) left under ``prefix``.
+    """Sub-plan: ``[(path, labels, ended keys, marker keys, newest marker)]`` that namespace
+    deletes (spec §8.4.9) left under ``prefix``.
 
-    Per namespace with a clear marker: the index objects its newest clear
-    ended, once that marker is ``grace`` seconds old (a delete stopped before
-    its last step); or, once the newest marker is ``window`` seconds old and
-    the namespace holds nothing but clear markers, the markers themselves.
-    Reads only a marker of a hashed path no record names. Returns ``[(path,
-    labels, ended keys, marker keys, newest marker)]``.
+    The index objects the newest clear ended once it is ``grace`` old; or the markers
+    themselves once ``window`` old, when the namespace holds nothing else.
     """
     with_items = {store_keys.classify(k)[0] for k in sizes}
     out: list[tuple[str, list[str], list[str], list[str], ObjectInfo]] = []
@@ -415,11 +355,8 @@ def _marker_labels(key: str, bad: list[dict[str, str]]) -> SubPlan:
 
 
 def _sweep_one(ctx: plans.StoreContext, item: plans.Expired, rec: Record | None) -> SubPlan:
-    """Sub-plan: sweep one item; True if this run deleted it.
-
-    An index put whose item object is missing (a put that crashed before its
-    item PUT, then expired) gets its tombstone here, so the index forgets it.
-    """
+    """Sub-plan: sweep one item; True if this run deleted it. An index put whose item
+    object is missing (a put crashed before it) gets its tombstone here."""
     if (yield from plans.sweep_item(ctx, item)):
         return True
     if rec is None:
@@ -446,45 +383,23 @@ async def astore_sweep(
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
     """Delete expired items (spec §8.4.7) and what namespace deletes left (§8.4.9);
-    a dry run unless ``apply``.
+    a dry run unless ``apply`` (docs/store.md, "Operating").
 
-    Each expired item is deleted as a delete is (a ``del`` record, then the
-    item object), only if it is still the version found and still expired, so
-    a concurrent put or TTL refresh wins. Its records and the tombstone leave
-    the index at later compactions (spec §8.4.6). Item objects the index no
-    longer holds as a put (a crash between a delete's record and the item's
-    DELETE) are swept too when expired. The items in flight share
-    DeleteObjects requests. Running it again finds nothing more: the job is
-    idempotent, and a crashed run is completed by the next one.
-
-    A namespace delete leaves its clear marker: the sweep deletes a
-    namespace's markers once the newest is ``tombstone_window`` old (by its
-    ``LastModified`` and ``clock``) and the namespace holds nothing else (no
-    item, no other index object). It also deletes the index objects a delete
-    ended but, stopped before its last step, left, once its marker is a
-    minute (the index grace) old.
-
-    Args:
-        prefix: Namespace labels swept namespaces start with (empty: all).
-        apply: Delete; without it the job reports what it would delete.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        clock: Epoch seconds deciding what has expired.
-        concurrency: Items swept at once.
-        shard: Only the items of namespaces this shard owns (by the hash of
-            the namespace's path).
-        tombstone_window: Seconds a namespace's clear markers are kept after
-            its newest delete (default 30 days, as ``prune``'s tombstones).
-        progress: Called after each item.
-        should_cancel: Polled between items; True stops cleanly.
+    Each expired item is deleted as a delete is, only if still the version found and
+    still expired, so a concurrent put or TTL refresh wins; so are expired item objects
+    the index no longer holds as a put. A namespace's clear markers go once the newest
+    is ``tombstone_window`` seconds old (default 30 days) and it holds nothing else;
+    index objects a stopped delete ended go once its marker is a minute old. ``shard``
+    owns namespaces by the hash of their path. Idempotent; a crashed run is completed
+    by the next.
 
     Returns:
         ``{"items": [{namespace, key, expires_at, action}], "totals":
         {"expired", "deleted", "renewed"}, "unreadable", "apply", "cancelled",
         "clears": [{namespace, markers, ended, cleared_at, action}], "clear_totals":
         {"namespaces", "markers", "ended"}}``; ``action`` is ``would delete``,
-        ``deleted`` or ``renewed`` (a put or refresh came first). A ``clears``
-        row counts the clear markers retired and the ended index objects
-        deleted of one namespace; ``cleared_at`` is its newest marker's time.
+        ``deleted`` or ``renewed`` (a put or refresh came first); ``cleared_at`` is
+        the newest marker's time.
 
     Raises:
         ConfigurationError: a negative ``tombstone_window`` or bad ``concurrency``.

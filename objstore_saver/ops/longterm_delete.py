@@ -1,11 +1,5 @@
-"""The long-term store's namespace delete as an operator job: ``store_delete`` (spec §8.4.9).
-
-A namespace is given as a sequence of labels; the job deletes it and every
-namespace below it, each as ``ObjectStoreStore.delete_namespace`` does (a
-clear marker first, then the items, the keys, the index). Finding them is
-two LISTs (items and index under the prefix), 1,000 keys a page; a dry run
-adds the two LISTs of each namespace's survey and writes nothing. It
-refuses an empty prefix: the whole store is never deleted by accident.
+"""The long-term store's namespace delete as an operator job: ``store_delete`` (spec §8.4.9,
+docs/store.md, "Deleting a namespace").
 """
 
 from __future__ import annotations
@@ -57,8 +51,8 @@ _LABELS_OF: dict[str, Callable[[bytes, str], tuple[str, ...]]] = {
 
 
 def _found(prefix: tuple[str, ...]) -> SubPlan:
-    """Sub-plan: every namespace path under the prefix's listing that holds an item or an
-    index object other than a clear marker, with its objects (two LISTs, all pages)."""
+    """Sub-plan: the objects of each namespace path under the prefix's listing that holds
+    an item or an index object other than a clear marker."""
     by_path: dict[str, list[ObjectInfo]] = {}
     for info in (yield from store_objects(prefix)):
         path = store_keys.classify(info.key)[0]
@@ -72,12 +66,9 @@ def _found(prefix: tuple[str, ...]) -> SubPlan:
 
 
 async def _hashed_labels(driver: Driver, infos: list[ObjectInfo]) -> tuple[str, ...] | str:
-    """The labels of a hashed namespace path, from the first of its objects that opens
-    (one GET, more only when one fails); else why none did.
-
-    Clear markers, never sealed, are tried first; then the newest objects (an
-    older one may be sealed with a key a delete destroyed).
-    """
+    """The labels of a hashed namespace path from the first of its objects that opens, else
+    why none did: clear markers (never sealed) first, then the newest (an older one may
+    be sealed with a key a delete destroyed)."""
     keys = sorted((i.key for i in infos), reverse=True)
     keys.sort(key=lambda k: store_keys.classify(k)[1] != "clear markers")
     why = "none of its objects names its labels"
@@ -112,27 +103,13 @@ async def astore_delete(
     progress: ProgressCallback = no_progress,
     should_cancel: CancelCheck = never_cancel,
 ) -> dict[str, Any]:
-    """Delete a namespace and every namespace below it (spec §8.4.9); a dry run unless
-    ``apply``.
+    """Delete a namespace and every namespace below it (spec §8.4.9); a dry run (LISTs
+    only) unless ``apply``.
 
-    Each namespace that holds an item or an index object is deleted as
-    ``delete_namespace`` deletes it: a clear marker first (from then on no
-    reader in any process sees an item of before it), then its items, then,
-    with encryption on, its keys of the ended epochs with every version of
-    them, then its index. A put another process makes meanwhile survives, as
-    a write after the delete. A namespace that holds only clear markers (it
-    was deleted already) is left out, so a second run finds nothing; a run
-    stopped anywhere is completed by the next. Markers stay until
-    ``store_sweep`` retires them (after its tombstone window).
-
-    Args:
-        prefix: The namespace's labels (at least one).
-        apply: Delete; without it the job reports what it would delete
-            (LISTs only: two for the job, two per namespace).
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        clock: Epoch seconds: the clears' versions come from it.
-        progress: Called after each namespace.
-        should_cancel: Polled between namespaces (with ``apply``); True stops cleanly.
+    Each namespace holding an item or an index object is deleted as
+    ``delete_namespace`` deletes it (docs/store.md, "Deleting a namespace"); one
+    holding only clear markers is left out, so a second run finds nothing, and a run
+    stopped anywhere is completed by the next. ``clock``: the clears' versions.
 
     Returns:
         ``{"store", "prefix", "apply", "cancelled", "namespaces": [{namespace,

@@ -1,12 +1,8 @@
 """Jobs that keep a store healthy: ``prune``, ``verify``, ``delete_thread``.
 
-The work is the saver's own plans (spec §6.6, §6.9, §6.11); the jobs find
-the threads in one flat listing, run ``concurrency`` of them at once
-(:mod:`objstore_saver.ops.fanout`), keep to their shard, report progress,
-stop between threads when cancelled and return JSON-serializable reports.
-``prune`` and ``delete_threads`` send the deletes of the threads in flight in
-shared DeleteObjects requests (:mod:`objstore_saver.ops.delete_coalescing`);
-each thread's deletes keep their order.
+The work is the saver's own plans (spec §6.6, §6.9, §6.11) run on many threads at
+once (:mod:`.fanout`); ``prune`` and ``delete_threads`` share DeleteObjects requests
+between threads (:mod:`.delete_coalescing`).
 """
 
 from __future__ import annotations
@@ -55,11 +51,8 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 def parse_duration(text: str) -> float:
     """Seconds of a duration such as ``30d``, ``12h``, ``90m``, ``2w`` or ``1d12h``.
 
-    Units: ``s``, ``m`` (minutes), ``h``, ``d``, ``w``. A unit is required, so
-    that ``30`` cannot silently mean 30 seconds where 30 days was meant.
-
-    Raises:
-        ValueError: The text is not such a duration, or it is zero.
+    A unit (``s``, ``m``, ``h``, ``d``, ``w``) is required, so ``30`` cannot silently
+    mean 30 seconds; a ``ValueError`` for anything else, or zero.
     """
     spec = text.strip().lower()
     parts = _DURATION.findall(spec)
@@ -120,11 +113,8 @@ async def aprune(
     Deletes the older checkpoints (with the subgraph checkpoints that belong
     to them) and their writes, then sweeps values no kept checkpoint
     references and that are older than ``min_age`` seconds. Safe while agents
-    write: the sweep is two-phase (spec §6.9). Every thread is found by one
-    flat listing of the store, whose keys also decide the idle and age rules
-    (no LIST of its own per thread); ``concurrency`` threads are pruned at once,
-    their deletes sharing DeleteObjects requests (a thread's manifests are
-    gone before its other keys are sent).
+    write: the sweep is two-phase (spec §6.9). One flat listing of the store
+    finds every thread and decides the idle and age rules.
 
     Args:
         thread_ids: Threads to prune; default every thread of the store.
@@ -138,24 +128,13 @@ async def aprune(
         idle_for: Seconds without a write after which a thread is idle.
         idle_action: ``"delete"`` or ``"keep_latest"``: what idle threads get.
         tombstone_window: Seconds a deleted thread's tombstones are kept
-            (default 30 days): a thread holding nothing else loses them once
-            the newest is this old (spec §4.11).
-        apply: Delete; without it the job reports what it would delete.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        concurrency: Threads pruned at once.
-        shard: Only the threads this shard owns (``--shard K/N``).
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
+            (default 30 days; spec §4.11).
 
     Returns:
-        ``{"threads": [per-thread reports], "totals": {...}, "threads_idle",
-        "threads_deferred", "apply", "cancelled", "shard", "run": {rate...}, ...}``.
-        A thread left alone says why in its report's ``left_alone``:
-        ``"deferred"`` (a sweep mark younger than the sweep delay; the thread
-        is also named in ``threads_deferred``), ``"arriving"`` (on a replica,
-        written within the replica lag; also in ``threads_deferred``) or
-        ``"not_idle"`` (``idle_for`` without ``keep_last``, and the thread was
-        written within it).
+        The report of spec §6.9 (``threads``, ``totals``, ``threads_idle``,
+        ``threads_deferred``...) with ``cancelled``, ``shard`` and ``run``; a thread left
+        alone says why in ``left_alone``: ``"deferred"``, ``"arriving"`` (a replica's
+        thread written within the lag) or ``"not_idle"``.
     """
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
@@ -242,25 +221,10 @@ async def averify(
 ) -> dict[str, Any]:
     """An fsck of the store (or one thread), as a dict (spec §6.11).
 
-    Every manifest and write parses, every reference resolves: by default
-    against the listing, reading no content object. With ``read_data`` every
-    content-addressed object is read and must hash to its key, and orphans
-    are counted; ``read_data_subset`` (``"K/N"``, K from 1) reads share K of
-    N of them. ``report["ok"]`` is False on any corruption, each problem
-    naming its key; ``report["depth"]`` says which depth ran. Threads are
-    found by one flat listing of the store and checked ``concurrency`` at
-    once; each manifest is read once.
-
-    Args:
-        thread_id: One thread; default every thread and the long-term store.
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        concurrency: Threads checked at once.
-        shard: Only the threads this shard owns (``--shard K/N``); shard 0
-            also checks the long-term store's objects.
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
-        read_data: Also read and re-hash every content object.
-        read_data_subset: Read and re-hash share K of N of them (``"K/N"``).
+    By default every reference resolves against the listing, reading no content
+    object; ``read_data`` re-hashes every content object (and counts orphans),
+    ``read_data_subset`` (``"K/N"``, K from 1) share K of N. ``report["ok"]`` is False
+    on any corruption. Without ``thread_id``, shard 0 also checks the long-term store.
     """
     check_concurrency(concurrency)
     report = VerifyReport(depth=Depth.of(read_data, read_data_subset))
@@ -296,8 +260,7 @@ verify = blocking(averify)
 
 
 async def _key_versions(store: Any, apply: bool) -> dict[str, Any]:
-    """The key store's versioning state and the versions left of destroyed key
-    objects (deleted with ``apply``); nothing when the store does not encrypt."""
+    """The versions left of destroyed key objects (deleted with ``apply``), if encrypted."""
     layer = sealing_layer(store)
     if layer is None:
         return {}
@@ -331,15 +294,9 @@ async def adelete_threads(
 ) -> dict[str, Any]:
     """Delete every object of each named thread, ``concurrency`` at once (dry run unless ``apply``).
 
-    Each thread is one LIST and its deletes (spec §6.6): manifests first, then
-    what they referenced in one round. The deletes of the threads in flight
-    share DeleteObjects requests; a thread's manifests are gone before its
-    other keys are sent. A thread that holds nothing is named in
-    ``threads_holding_nothing``, not an error.
-
-    Returns:
-        One row per thread (what it holds and whether it was deleted), totals,
-        and the ``run`` block (rate).
+    Each thread is one LIST and its deletes (spec §6.6): manifests first, then the rest.
+    Returns one row per thread (what it holds, whether deleted), totals and ``run``; a
+    thread holding nothing is named in ``threads_holding_nothing``, not an error.
     """
     check_concurrency(concurrency)
     for thread_id in thread_ids:
@@ -387,15 +344,8 @@ delete_threads = blocking(adelete_threads)
 def delete_thread(
     thread_id: str, *, apply: bool = False, config: OpsConfig | None = None
 ) -> dict[str, Any]:
-    """Delete every object of a thread (dry run unless ``apply``).
-
-    Returns:
-        What the thread holds (checkpoints, writes, objects, run markers,
-        bytes) and whether it was deleted.
-
-    Raises:
-        JobError: the thread holds nothing.
-    """
+    """Delete every object of a thread (dry run unless ``apply``): what it holds and whether
+    it was deleted. ``JobError`` when it holds nothing."""
     report = delete_threads([thread_id], apply=apply, config=config)
     row = report["threads"][0]
     if not row["held"]:

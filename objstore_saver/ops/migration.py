@@ -1,14 +1,6 @@
 """``migrate``: copy threads from another LangGraph saver into the object store (spec §6.13).
 
-The source is read only through LangGraph's public saver API (``alist`` with
-the pending writes of each tuple; :mod:`objstore_saver.ops.migration_sources`);
-the target is written only through ``aput`` and ``aput_writes``, each
-namespace oldest checkpoint first, so every manifest's parent is stored
-before it, and the root head last. Only what the target lacks is written: a
-checkpoint whose manifest exists is skipped, and so is each pending write whose
-(task, index) slot exists. Threads are migrated ``concurrency`` at once; a
-cursor in the bucket (:mod:`objstore_saver.ops.job_cursor`) lets a rerun skip
-the threads a killed or failed run finished, and nothing is stored twice.
+Sources: :mod:`.migration_sources`; a rerun resumes at the cursor (:mod:`.job_cursor`).
 """
 
 from __future__ import annotations
@@ -57,9 +49,6 @@ class _Counts:
     diverged: list[dict[str, Any]] = field(default_factory=list)
 
 
-# --- what the target holds ------------------------------------------------------------
-
-
 def _stored_checkpoints(thread_id: str) -> SubPlan:
     """Sub-plan: {(namespace token, checkpoint id)} of the target, in key order."""
     found = yield from list_all(keys.manifests_prefix(thread_id))
@@ -87,11 +76,8 @@ def _stored_write_slots(thread_id: str, ns: str, cid: str) -> SubPlan:
 
 
 def _ancestors_reach(thread_id: str, ns: str, head: str, wanted: str, known: set[str]) -> SubPlan:
-    """Sub-plan: whether the target's parent chain from ``head`` reaches ``wanted``.
-
-    The walk stops at the first checkpoint the source also holds: the target
-    continues the source only if that checkpoint is the source's head.
-    """
+    """Sub-plan: whether the target's parent chain from ``head`` reaches ``wanted``, stopping
+    at the first checkpoint the source also holds (``known``)."""
     cursor: str | None = head
     while cursor is not None:
         if cursor in known:
@@ -101,9 +87,6 @@ def _ancestors_reach(thread_id: str, ns: str, head: str, wanted: str, known: set
             return False
         cursor = found[1].parent_checkpoint_id
     return False
-
-
-# --- copying one thread --------------------------------------------------------------------
 
 
 def _conf(tup: CheckpointTuple) -> tuple[str, str]:
@@ -121,11 +104,9 @@ async def _migrate_thread(
 ) -> None:
     tuples.sort(key=lambda t: _conf(t)[1])  # checkpoint ids are time-ordered: oldest first
     stored = await driver.arun(_stored_checkpoints(thread_id))
-    stored_set = set(stored)
     by_id: dict[tuple[str, str], CheckpointTuple] = {_conf(t): t for t in tuples}
 
-    # Divergence: per namespace, a target head the source lacks that does not
-    # descend from the source's head (a thread merely continued is fine).
+    # Divergence (spec §6.13 step 3).
     source_heads = dict(map(_conf, tuples))  # oldest first: a namespace's last is its head
     target_heads = dict(reversed(stored))  # a namespace's first listed is its newest
     for ns, src_head in source_heads.items():
@@ -143,7 +124,7 @@ async def _migrate_thread(
                 }
             )
 
-    copy = _ThreadCopy(thread_id, by_id, stored_set, target, driver, counts, apply)
+    copy = _ThreadCopy(thread_id, by_id, set(stored), target, driver, counts, apply)
     chains: dict[str, list[CheckpointTuple]] = {}
     for tup in tuples:
         chains.setdefault(_conf(tup)[0], []).append(tup)
@@ -165,7 +146,7 @@ async def _migrate_thread(
 
 @dataclass
 class _ThreadCopy:
-    """The copy of one thread's checkpoints and writes into the target."""
+    """The copy of one thread's checkpoints and writes into the target (spec §6.13 step 4)."""
 
     thread_id: str
     by_id: dict[tuple[str, str], CheckpointTuple]
@@ -182,7 +163,6 @@ class _ThreadCopy:
             await self.checkpoint(tup)
 
     async def writes_stored(self, *, raising: bool = True) -> None:
-        """Wait for the pending writes under way."""
         writing, self.writing = self.writing, []
         await asyncio.gather(*writing, return_exceptions=not raising)
 
@@ -211,13 +191,7 @@ class _ThreadCopy:
         counts.writes["present"] += len(writes) - n_missing
         counts.writes["missing"] += n_missing
         if self.apply and missing:
-            config: RunnableConfig = {
-                "configurable": {
-                    "thread_id": self.thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": cid,
-                }
-            }
+            config = keys.checkpoint_config(self.thread_id, ns, cid)
             self.writing.append(asyncio.create_task(self._put_writes(config, missing)))
 
     async def _put_writes(
@@ -249,9 +223,6 @@ async def put_checkpoint(
     await target.aput({"configurable": conf}, tup.checkpoint, tup.metadata, new_versions)
 
 
-# --- the job -----------------------------------------------------------------------------------
-
-
 async def amigrate(
     source_kind: str,
     source: str | None = None,
@@ -267,31 +238,20 @@ async def amigrate(
 ) -> dict[str, Any]:
     """Copy threads from a LangGraph saver into the configured object store (spec §6.13).
 
-    Args:
-        source_kind: ``postgres`` (database from ``config.postgres_url``, i.e.
-            ``POSTGRES_URL``), ``sqlite`` (``source`` is the file), ``saver``
-            (``source`` is ``module:factory`` returning a saver or a context
-            manager of one) or ``objstore`` (``source`` is a store URL).
-        source: See ``source_kind``; never a database URL with a password.
-        config: Target store and database; default from the environment.
-        thread_ids: Threads to migrate; default every thread of the source.
-        apply: Write; without it the job only counts (dry run).
-        concurrency: Threads read and written at once.
-        shard: Only the threads this shard owns (``--shard K/N``).
-        restart: Ignore the cursor a previous run left; start from the first thread.
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
+    ``source_kind``: ``postgres`` (the database of ``config.postgres_url``), ``sqlite``
+    (``source`` is the file), ``saver`` (``source`` is ``module:factory`` returning a
+    saver or a context manager of one) or ``objstore`` (``source`` is a store URL);
+    ``source`` is never a database URL with a password. ``restart`` ignores the
+    cursor a previous run left.
 
     Returns:
-        A JSON-serializable report: ``threads``, ``checkpoints`` (source,
-        present, missing, copied), ``writes`` (same), ``diverged`` threads,
-        ``cancelled``, ``apply``, ``resumed_after`` (the cursor's position the
-        run started from), ``cursor`` and ``run`` (rates).
+        ``threads``, ``checkpoints`` (source, present, missing, copied), ``writes``
+        (same), ``diverged`` threads, ``cancelled``, ``apply``, ``resumed_after``,
+        ``cursor`` and ``run`` (rates).
 
     Raises:
-        JobError: the source or target cannot be used, or a thread failed; no
-            secret is in the message. A run that fails part way has stored its
-            cursor: the same command completes the rest.
+        JobError: the source or target cannot be used, or a thread failed (no
+            secret in the message); the cursor is stored: the same command goes on.
     """
     check_concurrency(concurrency)
     config = config or OpsConfig.from_env()

@@ -1,9 +1,5 @@
-"""The savers a migration reads, opened for concurrent, streaming reads.
-
-Each source gives its threads in a fixed order, a page at a time, from a
-position (so a rerun resumes after the last thread a run finished, without
-reading the earlier ones again), and a thread's checkpoints through LangGraph's
-async saver API, so many threads are read at once:
+"""The savers a migration reads: threads in a fixed order from a position (where a rerun
+resumes), a thread's checkpoints through LangGraph's async saver API:
 
 * ``postgres``: LangGraph's ``AsyncPostgresSaver`` on a connection pool; thread
   ids by keyset pages of ``SELECT DISTINCT thread_id`` in the database's order.
@@ -24,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from objstore_saver.config import POSTGRES_URL
@@ -44,16 +41,9 @@ THREAD_PAGE = 1000
 
 @dataclass(frozen=True)
 class Source:
-    """An opened source.
-
-    Attributes:
-        description: What it is, fit for a report (no password).
-        threads: ``threads(after)``: (position, thread id) of every thread
-            after the position ``after`` (None: from the start), in the
-            source's fixed order; positions are opaque strings.
-        checkpoints: ``checkpoints(thread_id)``: the thread's tuples, with
-            their pending writes.
-    """
+    """An opened source: its ``description`` (no password); ``threads(after)``: (opaque
+    position, thread id) of every thread after ``after`` (None: all), in a fixed order;
+    ``checkpoints(thread_id)``: the thread's tuples, with their pending writes."""
 
     description: str
     threads: Callable[[str | None], AsyncGenerator[tuple[str, str], None]]
@@ -72,10 +62,14 @@ def _saver_class(kind: str, module: str, name: str) -> Any:
 
 
 def _alist_of(saver: BaseCheckpointSaver[Any]) -> Callable[[str], Awaitable[list[CheckpointTuple]]]:
-    """A thread's tuples through the saver's own ``alist`` (native async sources)."""
+    """A thread's tuples by ``alist``, or by ``list`` in a worker thread where that is all."""
 
     async def checkpoints(thread_id: str) -> list[CheckpointTuple]:
-        return [t async for t in saver.alist({"configurable": {"thread_id": thread_id}})]
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        try:
+            return [t async for t in saver.alist(config)]
+        except NotImplementedError:
+            return await asyncio.to_thread(lambda: list(saver.list(config)))
 
     return checkpoints
 
@@ -83,7 +77,7 @@ def _alist_of(saver: BaseCheckpointSaver[Any]) -> Callable[[str], Awaitable[list
 def _sql_threads(
     fetch: Callable[[str | None], Awaitable[list[str]]],
 ) -> Callable[[str | None], AsyncGenerator[tuple[str, str], None]]:
-    """Thread ids by keyset pages (``fetch(after)`` returns the next page, in order)."""
+    """Thread ids by keyset pages: ``fetch(after)`` returns the next page."""
 
     async def threads(after: str | None) -> AsyncGenerator[tuple[str, str], None]:
         while True:
@@ -184,20 +178,6 @@ def _listed_threads(
     return threads
 
 
-def _any_list(saver: BaseCheckpointSaver[Any]) -> Callable[[str], Awaitable[list[CheckpointTuple]]]:
-    """A thread's tuples by ``alist``, or by ``list`` in a worker thread where that is all."""
-    native = _alist_of(saver)
-
-    async def checkpoints(thread_id: str) -> list[CheckpointTuple]:
-        try:
-            return await native(thread_id)
-        except NotImplementedError:
-            config = {"configurable": {"thread_id": thread_id}}
-            return await asyncio.to_thread(lambda: list(saver.list(config)))
-
-    return checkpoints
-
-
 @contextlib.asynccontextmanager
 async def _factory(source: str | None) -> AsyncIterator[Source]:
     if not source or ":" not in source:
@@ -216,7 +196,7 @@ async def _factory(source: str | None) -> AsyncIterator[Source]:
                 f"source factory {source!r} returned {type(made).__name__}, "
                 "not a LangGraph BaseCheckpointSaver"
             )
-        yield Source(f"saver {source}", _listed_threads(made), _any_list(made))
+        yield Source(f"saver {source}", _listed_threads(made), _alist_of(made))
 
 
 @contextlib.asynccontextmanager
@@ -248,18 +228,9 @@ async def _objstore(source: str | None) -> AsyncIterator[Source]:
 def open_source(
     kind: str, source: str | None, config: OpsConfig, concurrency: int
 ) -> contextlib.AbstractAsyncContextManager[Source]:
-    """Open the source of a migration.
-
-    Args:
-        kind: One of :data:`SOURCES`.
-        source: The SQLite file, the ``module:callable`` factory or the store
-            URL; None for PostgreSQL, whose URL is configuration.
-        config: Where a PostgreSQL URL comes from (``POSTGRES_URL``).
-        concurrency: Threads read at once (sizes the connection pool).
-
-    Raises:
-        JobError: an unknown kind or a source that cannot be opened, named.
-    """
+    """Open the source of a migration of ``kind`` (:data:`SOURCES`): the SQLite file, the
+    ``module:callable`` factory or the store URL; None for PostgreSQL, whose URL is in
+    ``config``. ``concurrency`` sizes the pool. ``JobError`` names a source that fails."""
     if kind == "postgres":
         if source is not None:
             raise JobError(
@@ -267,10 +238,7 @@ def open_source(
                 "--source-url), not from the job's arguments"
             )
         return _postgres(config, concurrency)
-    if kind == "sqlite":
-        return _sqlite(source)
-    if kind == "saver":
-        return _factory(source)
-    if kind == "objstore":
-        return _objstore(source)
+    opener = {"sqlite": _sqlite, "saver": _factory, "objstore": _objstore}.get(kind)
+    if opener is not None:
+        return opener(source)
     raise JobError(f"unknown migration source {kind!r}: use one of {', '.join(SOURCES)}")

@@ -1,8 +1,6 @@
 """The read-only job ``cat``: one stored object (or one a manifest embeds), described.
 
-A pure plan run by the blocking driver, like the other jobs of
-:mod:`objstore_saver.ops.views`. Values are decoded structurally
-(:mod:`objstore_saver.ops.decode`): nothing is unpickled.
+Values are decoded structurally (:mod:`objstore_saver.ops.decode`).
 """
 
 from __future__ import annotations
@@ -26,21 +24,14 @@ from objstore_saver.format.codec import (
     ValueObj,
 )
 from objstore_saver.ops._common import JobError, OpsConfig, SubPlan, open_store
-from objstore_saver.ops.checkpoint_reading import subtrees, value_address
+from objstore_saver.ops.checkpoint_reading import describe_segments, subtrees, value_address
 from objstore_saver.ops.decode import decode_payload, jsonable
 from objstore_saver.plans.requests import Get, run_one
 
-# --- cat --------------------------------------------------------------------------------------
-
 
 def _raw_entry(raw: Entry, pfx: str, holder: str | None = None) -> Any:
-    """An entry as stored, to JSON; ``holder``: the manifest whose namespace resolves locations.
-
-    A located value reference (format version 2) is keyed ``<manifest
-    key>#<hex>`` with ``located_in`` that manifest; without a ``holder`` (a
-    segment read alone) it names the checkpoint id (``located_at``) and the
-    key ``objects/<H>``, where it is once that manifest is gone.
-    """
+    """An entry as stored, to JSON; ``holder``: the manifest whose namespace resolves locations
+    (without one, a located value names its ``located_at`` id and ``objects/<H>``)."""
     if isinstance(raw, Inline):
         return {
             "inline": decode_payload(raw.payload, pfx),
@@ -51,18 +42,9 @@ def _raw_entry(raw: Entry, pfx: str, holder: str | None = None) -> Any:
         return {
             "inline list": raw.obj.count,
             "subtrees": subtrees(pfx, raw.obj.sealed),
-            # Where the list says each segment is: "located_in" a manifest
-            # that embeds it (read it with "cat <manifest key>#<digest>"),
-            # or None when it stands alone at "key".
             "segments": [
-                {
-                    "key": g.loc or keys.object_key_in(pfx, g.digest),
-                    "kind": "index" if g.index else "segment",
-                    "digest": g.digest.hex(),
-                    "elements": g.count,
-                    "located_in": g.loc,
-                }
-                for g in raw.obj.segments
+                {k: v for k, v in g.items() if k != "embedded_in"}
+                for g in describe_segments(raw, pfx)
             ],
             "tail": [_raw_entry(e, pfx, holder) for e in raw.obj.tail],
         }
@@ -80,13 +62,8 @@ EMBEDDED_SEP = "#"
 
 
 def embedded_address(key: str) -> tuple[str, bytes] | None:
-    """``(manifest key, digest)`` of an embedded object's address ``<manifest key>#<hex>``.
-
-    None when ``key`` is a plain key.
-
-    Raises:
-        ValueError: the part after ``#`` is not a SHA-256 hex digest.
-    """
+    """``(manifest key, digest)`` of an embedded object's address ``<manifest key>#<hex>``,
+    None for a plain key; ``ValueError`` when the part after ``#`` is not a SHA-256."""
     if EMBEDDED_SEP not in key:
         return None
     mkey, _, hexd = key.rpartition(EMBEDDED_SEP)
@@ -131,8 +108,6 @@ def describe_object(key: str, body: bytes) -> dict[str, Any]:
             checkpoint=_raw_entry(m.checkpoint, pfx, key),
             metadata=_raw_entry(m.metadata, pfx, key),
             channels={name: _raw_entry(e, pfx, key) for name, e in m.channels.items()},
-            # Objects the manifest carries (field "e"), each addressed by its
-            # SHA-256: "cat <this key>#<digest>" decodes one.
             embedded=[_embedded_summary(key, b) for b in m.embedded],
         )
         return out
@@ -181,11 +156,8 @@ def describe_embedded(mkey: str, digest: bytes, body: bytes) -> dict[str, Any]:
 
 
 def _content(obj: StoredObject, pfx: str, key: str, holder: str | None = None) -> dict[str, Any]:
-    """The decoded fields of a content object; ``holder``: the manifest embedding it, if any.
-
-    A segment's located values are in the namespace of the list's manifest,
-    which is that of the manifest embedding the segment.
-    """
+    """The decoded fields of a content object; ``holder``: the manifest embedding it, if any
+    (whose namespace is that of a segment's located values)."""
     if isinstance(obj, ValueObj):
         return {
             "kind": "value",
@@ -230,8 +202,7 @@ def _content(obj: StoredObject, pfx: str, key: str, holder: str | None = None) -
 
 
 def _index_refs(obj: IndexObj, pfx: str, holder: str | None) -> list[dict[str, Any]]:
-    """An index's references (spec §4.4): each located by checkpoint id, resolved in the
-    namespace of ``holder`` (the manifest embedding the index) when there is one."""
+    """An index's references (spec §4.4), located in ``holder``'s namespace if there is one."""
     out = []
     for r in obj.refs:
         ref: dict[str, Any] = {
@@ -249,19 +220,12 @@ def _index_refs(obj: IndexObj, pfx: str, holder: str | None) -> list[dict[str, A
 
 
 def object_plan(key: str) -> SubPlan:
-    """Plan: any stored object decoded, or why there is none: ``(report, None)`` or
-    ``(None, reason)``.
+    """Plan: ``(report, None)`` of any stored object decoded, or ``(None, reason)``.
 
-    ``key`` is a key of the store, or ``<manifest key>#<hex>``: the object
-    with that SHA-256 embedded in the manifest (format version 2). When that
-    manifest is gone, or does not embed it, the object is read at
-    ``objects/<H>``, where prune stores what a manifest embeds before
-    deleting it, and a writer a value it kept out of a manifest too large
-    (the report says which in ``found_alone``).
-
-    Raises:
-        ValueError: ``key`` holds ``#`` but not a SHA-256 after it.
-        CorruptObjectError: the object (or the manifest) does not decode.
+    ``key`` is a key of the store, or ``<manifest key>#<hex>``: the object with that
+    SHA-256 embedded in the manifest. When that manifest is gone or does not embed it,
+    the object is read at ``objects/<H>`` (the report's ``found_alone`` says which).
+    ``ValueError``: not a SHA-256 after ``#``; ``CorruptObjectError``: no decoding.
     """
     where = embedded_address(key)
     if where is None:
@@ -293,13 +257,9 @@ def object_plan(key: str) -> SubPlan:
 def cat(key: str, config: OpsConfig | None = None) -> dict[str, Any]:
     """Any stored object, decoded to JSON (content-addressed ones checked against their hash).
 
-    ``key`` is a key of the store, or ``<manifest key>#<hex>`` for an object
-    embedded in a version-2 manifest (``show`` names each list segment's
-    manifest and digest); see :func:`object_plan`.
-
-    Raises:
-        JobError: nothing is stored at ``key``, or the manifest does not embed it.
-        CorruptObjectError: the object does not decode as the format says.
+    ``key`` is a key of the store, or ``<manifest key>#<hex>`` for an object embedded in
+    a version-2 manifest (:func:`object_plan`). ``JobError`` when nothing is stored
+    there; ``CorruptObjectError`` when it does not decode as the format says.
     """
     with open_store(config) as (store, driver):
         try:

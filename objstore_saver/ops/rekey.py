@@ -1,9 +1,6 @@
 """``rekey``: rewrap every data key (threads', store namespaces') under the current master key.
 
-docs/encryption.md, "Algorithms that change", and docs/runbooks.md, "Key
-rotation". The data key does not change, so no data object is rewritten and
-a saver's keys in memory stay right. Idempotent and resumable
-(:mod:`objstore_saver.ops.job_cursor`, in the key store).
+docs/encryption.md, "Algorithms that change"; docs/runbooks.md, "Key rotation".
 """
 
 from __future__ import annotations
@@ -59,12 +56,7 @@ KEY_OBJECTS = KEY_PREFIX
 
 
 def cursor_source(current: str, drop_old: bool) -> str:
-    """What a rekey cursor describes: the key objects, the key they are wrapped by, the mode.
-
-    A run towards another master key (or with another ``drop_old``) must not
-    resume after a mark that only says the key objects before it are wrapped
-    by some other key: it has a cursor of its own.
-    """
+    """What a rekey cursor describes: a run towards another key or mode has its own cursor."""
     mode = ", dropping the others" if drop_old else ""
     return f"key objects of this key store (threads', namespaces'), wrapped by {current}{mode}"
 
@@ -74,8 +66,7 @@ class _Row:
     """What the job did (or, in a dry run, would do) to one key object."""
 
     key: str
-    # "current", "rewrapped", "dropped_deleted", "vanished" or "failed".
-    status: str = "current"
+    status: str = "current"  # "rewrapped", "dropped_deleted", "vanished" or "failed"
     error: str | None = None
 
 
@@ -92,11 +83,7 @@ class _Job:
 
     async def key_object(self, listed: ObjectInfo) -> _Row:
         """Rewrap one key object: one GET, and in apply mode one PUT when it is not current.
-
-        A key object that is neither a thread's nor a namespace's, or that no
-        configured master key opens, fails alone (its row names the error,
-        never key material).
-        """
+        One that is not a key object or that no master key opens fails alone."""
         row = _Row(listed.key)
         scope = scope_of_key_object(listed.key)
         try:
@@ -125,18 +112,11 @@ class _Job:
     async def _thread_is_gone(self, key: str, scope: str) -> bool:
         """After a PUT: True, with the key object deleted again, when a delete ended its epoch.
 
-        Crypto-shredding must survive a rekey. ``delete_thread`` stores its
-        tombstone, destroys the key objects of the epochs it ends, sweeps,
-        and destroys them again at the end (spec §6.6). If it destroyed them
-        between this job's GET and PUT, the PUT brought this key back. So
-        the thread's newest tombstone is listed (one LIST, limit 1) once the
-        PUT is done: one that begins a later epoch than this key's means the
-        delete happened, and the key object goes again. Without one, a
-        delete that runs later destroys the key this PUT wrote; either way
-        no key outlives its epoch, and a new epoch's key is never touched.
-
-        A store namespace's key is checked the same way against the
-        namespace's clear markers (spec §8.4.9; a LIST of them, few).
+        Race: a ``delete_thread`` (spec §6.6) that destroyed the key between this job's
+        GET and PUT had it brought back by the PUT. So the newest tombstone (a
+        namespace's clear markers, §8.4.9) is listed after the PUT: one beginning a
+        later epoch means the delete happened, and the key goes again. A later delete
+        destroys what the PUT wrote; no key outlives its epoch.
         """
         token, epoch = split_scope(scope)
         if token.startswith(STORE_SCOPE):
@@ -186,32 +166,19 @@ async def arekey(
 ) -> dict[str, Any]:
     """Rewrap every key object (threads', store namespaces') under the current master key.
 
-    docs/encryption.md, "Algorithms that change".
-
-    The master keys and the key store come from the environment
-    (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first;
-    ``OBJSTORE_SAVER_KEYS_URL``, default the data store).
-
-    Args:
-        config: The data store; default from ``OBJSTORE_SAVER_URL``.
-        apply: PUT the rewrapped key objects; without it the job only LISTs
-            and GETs and counts what it would rewrap (dry run).
-        drop_old: Keep the current master key's wrapping alone: afterwards
-            the other keys open no data key.
-        restart: Ignore the cursor a previous run left; start from the first key object.
-        concurrency: Key objects worked on at once.
-        shard: Only the key objects of the threads this shard owns (``--shard K/N``).
-        progress: Called after each key object.
-        should_cancel: Polled between key objects; True stops cleanly.
+    docs/encryption.md, "Algorithms that change". The master keys and the key store
+    come from the environment (``OBJSTORE_SAVER_ENCRYPTION_KEYS``, current first;
+    ``OBJSTORE_SAVER_KEYS_URL``, default the data store). ``drop_old`` keeps the
+    current master key's wrapping alone: afterwards the other keys open no data key.
+    Progress, cancellation and ``shard`` work by key object.
 
     Returns:
-        A JSON-serializable report: ``store``, ``key_store``,
-        ``current_master_key`` (its name), ``apply``, ``dry_run``,
-        ``drop_old``, ``key_objects`` (scanned, rewrapped — in a dry run,
-        to rewrap —, current, failed, dropped_deleted: rewrapped while their
-        thread was deleted, and deleted again; vanished: deleted since the
-        listing), ``errors`` (key and error of each failed key object),
-        ``cancelled``, ``complete``, ``resumed_after``, ``cursor``, ``shard``, ``run``.
+        ``store``, ``key_store``, ``current_master_key`` (its name), ``apply``,
+        ``dry_run``, ``drop_old``, ``key_objects`` (scanned, rewrapped (or to rewrap),
+        current, failed, dropped_deleted: rewrapped while their thread was deleted,
+        and deleted again; vanished: deleted since the listing), ``errors`` (key and
+        error of each failed one), ``cancelled``, ``complete``, ``resumed_after``,
+        ``cursor``, ``shard``, ``run``.
 
     Raises:
         ConfigurationError: no master key is configured, or a setting is invalid.
@@ -246,7 +213,7 @@ async def _run(
     progress: ProgressCallback,
     should_cancel: CancelCheck,
 ) -> dict[str, Any]:
-    """The job on given stores (the tests' entry point: stores wrapped, requests counted)."""
+    """The job on given stores (the tests' entry point)."""
     cursor = Cursor.of("rekey", cursor_source(job.masters[0].name, job.drop_old), shard)
     rows: list[_Row] = []
     run = Fanout()

@@ -1,11 +1,8 @@
 """Splitting a bucket's threads between workers that do not talk to each other.
 
-A shard ``K/N`` owns the threads whose key token hashes to ``K`` modulo ``N``
-(SHA-256, the first 8 bytes as a big-endian integer). The token is a function
-of the thread id alone (spec §3), so every worker, whatever its start time or
-host, agrees on the owner of every thread: N Kubernetes Indexed Job pods
-(``--shard $(JOB_COMPLETION_INDEX)/N``), N cron entries or any batch system
-cover the bucket once, with no coordination and no lock.
+A shard ``K/N`` owns the threads whose key token (a function of the thread id alone,
+spec §3) hashes to ``K`` modulo ``N`` (SHA-256, first 8 bytes big-endian), so N workers
+agree on every thread's owner with no coordination.
 """
 
 from __future__ import annotations
@@ -42,12 +39,8 @@ class Shard:
 
     @classmethod
     def parse(cls, spec: str) -> Shard:
-        """``"K/N"`` (K from 0 to N-1) as a shard.
-
-        Raises:
-            ConfigurationError: not two integers ``K/N`` with ``0 <= K < N``;
-                the message names ``--shard``.
-        """
+        """``"K/N"`` (K from 0 to N-1) as a shard, else a ``ConfigurationError`` naming
+        ``--shard``."""
         index, sep, count = spec.strip().partition("/")
         if not sep or not index.isdigit() or not count.isdigit():
             raise ConfigurationError(

@@ -1,10 +1,7 @@
 """``upgrade``: rewrite the format-version-1 threads of a bucket in version 2.
 
-The algorithm, its order (writes, then ``<R>.2``, oldest first, the head last;
-then the version-1 manifests and writes deleted) and why a reader in the
-middle reads the same: docs/runbooks.md, "Upgrade", and docs/format-v2.md.
-Idempotent and resumable (:mod:`objstore_saver.ops.job_cursor`); a conflict
-fails that thread alone, which keeps all its keys.
+The algorithm and its order: docs/runbooks.md, "Upgrade", and docs/format-v2.md.
+A conflict fails that thread alone, which keeps all its keys.
 """
 
 from __future__ import annotations
@@ -72,8 +69,7 @@ def _is_v1_manifest(key: str) -> bool:
 
 
 def _past(pfx: str) -> str:
-    """A key after every key of the thread ``pfx`` and before the next thread's."""
-    return pfx[:-1] + "0"  # "0" is the character after "/"
+    return pfx[:-1] + "0"  # after every key of the thread: "0" is the character after "/"
 
 
 def _oldest_first(manifests: list[str]) -> list[str]:
@@ -86,9 +82,6 @@ def _oldest_first(manifests: list[str]) -> list[str]:
     return [k for chain in [*by_ns.values(), root] for k in reversed(chain)]
 
 
-# --- reading one version-1 checkpoint ----------------------------------------------------
-
-
 @dataclass
 class _Old:
     """A version-1 checkpoint and its pending writes (of both versions) as stored."""
@@ -98,12 +91,10 @@ class _Old:
     write_keys: list[str]
     bodies: dict[str, bytes | None]
     effective: list[WriteObj]
-    #: The write slots ``<R>.w/`` holds: ``put_writes_calls`` stores the others.
-    v2_slots: set[tuple[str, int]]
+    v2_slots: set[tuple[str, int]]  # those ``<R>.w/`` holds: put_writes_calls stores the others
 
 
 def _rest(prefix: str, page: ListPage) -> SubPlan:
-    """Sub-plan: every key under ``prefix``, given its first page."""
     got = [o.key for o in page.objects]
     if page.truncated and got:
         got += yield from list_all(prefix, got[-1])
@@ -111,11 +102,7 @@ def _rest(prefix: str, page: ListPage) -> SubPlan:
 
 
 def _read_old(mkey: str) -> SubPlan:
-    """Sub-plan: the version-1 checkpoint ``mkey``; None once it has ``<R>.2`` or is gone.
-
-    One round: the manifest, a LIST of the checkpoint's own keys (``<R>``,
-    ``<R>.2``, ``<R>.w/``) and one of its version-1 writes; then the writes.
-    """
+    """Sub-plan: the version-1 checkpoint ``mkey``; None once it has ``<R>.2`` or is gone."""
     parts = keys.parse_checkpoint_key(mkey)
     old_pfx = f"{parts.thread_pfx}writes/{parts.ns_token}/{parts.checkpoint_token}/"
     body, own, old = yield from run_batch(Get(mkey), ListKeys(mkey), ListKeys(old_pfx))
@@ -153,9 +140,6 @@ def _delete_v1(pfx: str) -> SubPlan:
     writes = yield from list_all(pfx + "writes/")
     yield from delete_keys(writes)
     return len(old) + len(writes)
-
-
-# --- one thread -------------------------------------------------------------------------
 
 
 @dataclass
@@ -229,9 +213,6 @@ class _Job:
         row.checkpoints += 1
 
 
-# --- the job ----------------------------------------------------------------------------
-
-
 async def aupgrade(
     *,
     config: OpsConfig | None = None,
@@ -245,22 +226,13 @@ async def aupgrade(
 ) -> dict[str, Any]:
     """Rewrite the format-version-1 threads of the store in version 2.
 
-    Args:
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        thread_ids: Threads to upgrade; default every thread of the store.
-        apply: Write and delete; without it the job only LISTs and GETs and
-            reports what it would do (dry run).
-        concurrency: Threads upgraded at once.
-        shard: Only the threads this shard owns (``--shard K/N``).
-        restart: Ignore the cursor a previous run left; start from the first thread.
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
+    ``thread_ids``: default every thread; ``restart`` ignores the cursor a previous run
+    left. Without ``apply`` the job only LISTs and GETs.
 
     Returns:
-        A JSON-serializable report: ``threads`` (scanned, upgraded, current,
-        failed), ``checkpoints_rewritten``, ``writes_rewritten``,
-        ``v1_keys_deleted`` (in a dry run: what an apply would do),
-        ``errors`` (thread id and error of each failed thread), ``dry_run``,
+        ``threads`` (scanned, upgraded, current, failed), ``checkpoints_rewritten``,
+        ``writes_rewritten``, ``v1_keys_deleted`` (in a dry run: what an apply would
+        do), ``errors`` (thread id and error of each failed thread), ``dry_run``,
         ``cancelled``, ``complete``, ``resumed_after``, ``cursor``, ``run``.
 
     Raises:

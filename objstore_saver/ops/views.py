@@ -1,10 +1,6 @@
 """Read-only jobs: ``threads``, ``history``, ``show``, ``du`` (``cat`` is in ``object_views``).
 
-Each job is a pure plan (a generator of request batches, like the saver's own
-in :mod:`objstore_saver.plans`) run by a driver (``threads`` fans out with
-:mod:`objstore_saver.ops.fanout`). Values are decoded
-structurally (:mod:`objstore_saver.ops.decode`): nothing is unpickled and no
-user class is imported.
+Values are decoded structurally (:mod:`objstore_saver.ops.decode`).
 """
 
 from __future__ import annotations
@@ -52,9 +48,6 @@ def _iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat()
 
 
-# --- threads ------------------------------------------------------------------------
-
-
 def _summary(thread_id: str | None, listing: plans.ThreadListing) -> dict[str, Any]:
     every: list[ObjectInfo] = listing.manifests + listing.writes + listing.objects + listing.runs
     last = max((o.last_modified for o in every), default=None)
@@ -81,16 +74,8 @@ async def athreads(
 ) -> dict[str, Any]:
     """List threads with checkpoint counts, sizes and last update, newest first.
 
-    One flat listing of the store finds every thread and its keys (a LIST per
-    1,000 keys); only a thread with a hashed token costs a GET, and those run
-    ``concurrency`` at once.
-
-    Args:
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        concurrency: Threads worked on at once.
-        shard: Only the threads this shard owns (``--shard K/N``).
-        progress: Called after each thread.
-        should_cancel: Polled between threads; True stops cleanly.
+    One flat listing of the store finds every thread and its keys; only a thread with
+    a hashed token costs a GET.
 
     Returns:
         ``{"threads": [{"thread_id", "checkpoints", "writes", "objects", "bytes",
@@ -102,8 +87,7 @@ async def athreads(
 
         async def summary(target: Target) -> dict[str, Any]:
             assert target.listing is not None  # a scan
-            listing = target.listing
-            return _summary(await driver.arun(plans.thread_id_of(listing)), listing)
+            return _summary(await driver.arun(plans.thread_id_of(target.listing)), target.listing)
 
         def keep(_target: Target, row: dict[str, Any]) -> None:
             # A deleted thread holds only its tombstones (spec §4.11): not listed.
@@ -131,9 +115,6 @@ async def athreads(
 
 
 threads = blocking(athreads)
-
-
-# --- history ---------------------------------------------------------------------------
 
 
 def history_plan(thread_id: str) -> SubPlan:
@@ -186,9 +167,6 @@ def history(thread_id: str, config: OpsConfig | None = None) -> dict[str, Any]:
     return {"thread_id": thread_id, "store": store.location, "checkpoints": rows}
 
 
-# --- show ---------------------------------------------------------------------------------
-
-
 def show(
     thread_id: str,
     checkpoint_id: str | None = None,
@@ -198,11 +176,8 @@ def show(
 ) -> dict[str, Any]:
     """A checkpoint (the latest by default) decoded to JSON: manifest, values, writes.
 
-    Nothing is unpickled and no user class is imported; LangChain messages are
-    shown as ``{"role", "content"}``.
-
-    Raises:
-        JobError: no such checkpoint.
+    Nothing is unpickled; LangChain messages are ``{"role", "content"}``. ``JobError``
+    when there is no such checkpoint.
     """
     with open_store(config) as (store, driver):
         report = driver.run(checkpoint_plan(thread_id, checkpoint_id, checkpoint_ns))
@@ -226,11 +201,8 @@ def _kind_of(rest: str) -> str:
 
 
 def du_plan(progress: ProgressCallback, should_cancel: CancelCheck, shard: Shard = ALL) -> SubPlan:
-    """Plan of :func:`du`: one listing of the whole store.
-
-    With a shard, a thread's keys count only in the shard that owns it, and
-    the keys outside threads only in shard 0, so the shards' totals add up.
-    """
+    """Plan of :func:`du`. A thread's keys count in the shard that owns it, the keys
+    outside threads in shard 0: the shards' totals add up."""
     by_thread: dict[str, dict[str, Any]] = {}
     by_kind: dict[str, dict[str, int]] = {}
     total = {"objects": 0, "bytes": 0}
@@ -289,16 +261,8 @@ def du(
 ) -> dict[str, Any]:
     """Objects and bytes of the store, in total, by kind and by thread (largest first).
 
-    One flat listing of the whole store, 1,000 keys a LIST: no GET. Objects
-    embedded in manifests (format version 2: list segments and values) are
-    not keys of their own: their bytes count within their manifests' (kind
-    ``manifests``).
-
-    Args:
-        config: The store; default from ``OBJSTORE_SAVER_URL``.
-        shard: Count only this shard's threads (``--shard K/N``).
-        progress: Called after each page.
-        should_cancel: Polled between pages; True stops cleanly.
+    One flat listing (no GET); objects embedded in manifests count within their
+    manifests' bytes. Progress and cancellation are by LIST page.
     """
     with open_store(config) as (store, driver):
         report = driver.run(du_plan(progress, should_cancel, shard))
