@@ -1,8 +1,6 @@
-"""Master keys that wrap thread data keys (docs/encryption.md, "Keys").
+"""Master keys that wrap thread data keys: local or KMS (docs/encryption.md, "Keys").
 
-A master key is local (32 bytes from the environment) or a KMS key used
-through boto3. Each has a name that key objects record, so that several
-configured keys can open threads wrapped by any of them during a rotation.
+Key objects record each wrapping's master key name, so any configured key opens them.
 """
 
 from __future__ import annotations
@@ -88,11 +86,8 @@ class LocalMasterKey:
 class KmsMasterKey:
     """A KMS key (id, ARN or alias): ``Encrypt``/``Decrypt`` with the thread as encryption context.
 
-    ``client`` is a boto3 KMS client; the data key never leaves the process
-    in clear except to KMS, over TLS. Its name is the key's ARN as KMS
-    returns it (one ``DescribeKey`` per process), however it is configured:
-    processes that name one key by its alias, its id or its ARN record and
-    find the same name.
+    ``client`` is a boto3 KMS client. Its name is the key's ARN (one ``DescribeKey``
+    per process) however it is configured, so every process records the same name.
     """
 
     key_id: str
@@ -132,11 +127,8 @@ class KmsMasterKey:
         return "kms:" + (known or self.key_id)
 
     def answers_to(self, name: str) -> bool:
-        """Whether a wrapping recorded under ``name`` is this key's.
-
-        Its ARN, or how it is configured here (key objects written before
-        keys were named by their ARN record the configured id or alias).
-        """
+        """Whether a wrapping recorded under ``name`` (its ARN, or as configured: older
+        key objects record the configured id or alias) is this key's."""
         if name == "kms:" + self.key_id:
             return True
         if _KEY_ARN.fullmatch(self.key_id) or not name.startswith("kms:arn:"):
@@ -172,8 +164,7 @@ class KmsMasterKey:
 def parse_master_key(spec: str, *, kms_client: Any = None) -> MasterKey:
     """One master key from its setting: base64 of 32 bytes, or ``kms:<key id>``.
 
-    Raises:
-        ConfigurationError: the setting is neither (its value is never echoed).
+    A setting that is neither is a ConfigurationError (its value is never echoed).
     """
     spec = spec.strip()
     if spec.startswith("kms:"):
@@ -215,11 +206,8 @@ def master_keys_from_env(
 def unwrap_any(
     keys: Sequence[MasterKey], thread_id: str, wrappings: Sequence[tuple[str, bytes]]
 ) -> tuple[bytes | None, list[str]]:
-    """The data key from the first wrapping a configured master key opens, else None.
-
-    Also returns why each configured key that was tried did not open its
-    wrapping (``"<name>: <reason>"``), for the error that names the thread.
-    """
+    """The data key from the first wrapping a configured master key opens, else None,
+    and why each key tried did not open its wrapping (``"<name>: <reason>"``)."""
     reasons: list[str] = []
     tried: set[tuple[int, int]] = set()
     for i, (name, wrapped) in enumerate(wrappings):
@@ -251,8 +239,7 @@ def label_of(key: MasterKey) -> str:
 
 
 def answers_to(key: MasterKey, name: str) -> bool:
-    """Whether a wrapping recorded under ``name`` is ``key``'s (a KMS key answers to its ARN
-    and to how it is configured)."""
+    """Whether a wrapping recorded under ``name`` is ``key``'s."""
     if isinstance(key, KmsMasterKey):
         return key.answers_to(name)
     return key.name == name

@@ -1,9 +1,6 @@
 """Client-side encryption settings: the master keys and where thread keys live.
 
-docs/encryption.md, "Keys". The saver and every constructor read them from
-the environment unless given explicitly; the settings hold keys, never
-print them. Importing this module needs no ``cryptography`` (the
-``encryption`` extra): only settings that name a key do.
+docs/encryption.md, "Keys". Importing this module needs no ``cryptography``.
 """
 
 from __future__ import annotations
@@ -76,11 +73,8 @@ class ClientEncryption:
 
 
 def resolve(setting: ClientEncryption | bool | None) -> ClientEncryption | None:
-    """The settings a saver uses: given ones, the environment's (``None``), or none (``False``).
-
-    Raises:
-        ConfigurationError: ``True`` with no master key in the environment.
-    """
+    """The settings a saver uses: given ones, the environment's (``None``, or ``True``: then
+    required), or none (``False``)."""
     if isinstance(setting, ClientEncryption):
         return setting
     if setting is False:
