@@ -1,7 +1,4 @@
-"""Object encodings (spec §4): payloads, entries and the objects that hold them.
-
-Pure functions; decoding checks every rule of §4.6 and raises an error naming the key.
-"""
+"""Object encodings (spec §4); decoding checks every rule of §4.6, naming the key at fault."""
 
 from __future__ import annotations
 
@@ -34,7 +31,6 @@ from objstore_saver.format.model import (
     PART_SIZE as PART_SIZE,
     SEGMENT_FULL_LEN as SEGMENT_FULL_LEN,
     SEGMENT_MAX_BYTES as SEGMENT_MAX_BYTES,
-    SEGMENT_MAX_LEN as SEGMENT_MAX_LEN,
     SEGMENT_MERGE as SEGMENT_MERGE,
     WRITE_INLINE_MAX as WRITE_INLINE_MAX,
     ChunkObj as ChunkObj,
@@ -83,16 +79,11 @@ def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     return payload.type, compression.decompressed(payload.encoding, payload.data, key)
 
 
-# --- encoding -------------------------------------------------------------
-
-
 def pack_content(fields: dict[str, Any], epoch: int) -> bytes:
     """Bytes of a content object of the thread's ``epoch`` (spec §4.5, §4.11).
 
-    An object of epoch ``n > 0`` carries ``ep = n``, so its address differs
-    from that of the same value in any other epoch: a conversation begun on
-    a reused thread id never shares an object with the one a delete is
-    sweeping. Readers ignore the field.
+    ``ep = n`` (n > 0) makes its address differ from the same value's in any other
+    epoch: a reused thread id never shares an object with one a delete is sweeping.
     """
     if epoch:
         fields["ep"] = epoch
@@ -117,9 +108,7 @@ def encode_split(
 def entry_to_msgpack(
     entry: Entry, holder: str | None = None, holder_id: str | None = None
 ) -> list[Any]:
-    """An entry as stored; ``holder`` is the key of the manifest that holds it, ``holder_id``
-    its checkpoint id: locations are written relative to it (spec §4.0, §4.4;
-    :func:`~objstore_saver.format.keys.relative_loc`)."""
+    """An entry as stored, located relative to the manifest ``holder`` (id ``holder_id``)."""
     if isinstance(entry, Inline):
         p = entry.payload
         return ["i", p.type, p.encoding, p.data]
@@ -154,12 +143,7 @@ def encode_manifest(
     embedded: Sequence[bytes] = (),
     epoch: int = 0,
 ) -> bytes:
-    """Bytes of a manifest (spec §4.1). Channels are written in sorted order.
-
-    ``embedded`` are content objects the manifest carries (field ``e``); a
-    segment located at this manifest's own key is written with location ``""``.
-    ``epoch`` is the thread's epoch (field ``ep``, written when not 0, §4.11).
-    """
+    """Bytes of a manifest (spec §4.1), channels in sorted order, carrying ``embedded``."""
     own = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
     stored = {}
     for k in sorted(channels):
@@ -255,9 +239,6 @@ def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
     return pack_object(raw)
 
 
-# --- decoding -------------------------------------------------------------
-
-
 def unpack_object(
     data: bytes,
     key: str,
@@ -267,8 +248,8 @@ def unpack_object(
 ) -> dict[str, Any]:
     """Unpack an object's MessagePack map, checking its format version and kind.
 
-    A version above ``versions`` is :class:`UnsupportedFormatError` (a newer
-    release's); a sealed object :class:`EncryptedObjectError` unless ``sealed``.
+    A newer version is :class:`UnsupportedFormatError`; a sealed object
+    :class:`EncryptedObjectError` unless ``sealed``.
     """
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
@@ -332,7 +313,6 @@ def decode_entry(raw: Any, key: str) -> Entry:
 
 
 def _element_entry(raw: Any, key: str) -> Entry:
-    """A list element's entry: inline or a reference, never a list's own fields."""
     entry = decode_entry(raw, key)
     if isinstance(entry, InlineList):
         raise CorruptObjectError(key, "a list element is an inline list entry")
@@ -342,11 +322,7 @@ def _element_entry(raw: Any, key: str) -> Entry:
 def _list_fields(
     count: Any, sealed_raw: list[Any], tail_raw: list[Any], key: str, holder: str | None = None
 ) -> ListObj:
-    """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's.
-
-    ``holder``: the manifest or write holding an inline list, against which
-    its segments' locations resolve (a version-1 ``list`` object has none).
-    """
+    """A list's fields (spec §4.4); ``holder`` resolves an inline list's segment locations."""
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise CorruptObjectError(key, f"a list's element count {count!r:.40} is not a count")
     n_sealed = 0
@@ -496,10 +472,7 @@ _KINDS_BY_TAG[None] = (
 
 
 def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject:
-    """Decode a content-addressed object reached through an entry tagged ``tag`` (None: any).
-
-    The kinds each tag may reach are :data:`KIND_OF_TAG`'s, ``c`` a chunk or a node.
-    """
+    """Decode a content-addressed object reached through an entry tagged ``tag`` (None: any)."""
     kinds = _KINDS_BY_TAG[tag]
     obj = unpack_object(data, key, *kinds, versions=CHECKPOINT_VERSIONS)
     kind = obj["k"]
