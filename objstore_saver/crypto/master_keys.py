@@ -86,8 +86,7 @@ class LocalMasterKey:
 class KmsMasterKey:
     """A KMS key (id, ARN or alias): ``Encrypt``/``Decrypt`` with the thread as encryption context.
 
-    ``client`` is a boto3 KMS client. Its name is the key's ARN (one ``DescribeKey``
-    per process) however it is configured, so every process records the same name.
+    Named by its ARN (one ``DescribeKey`` a process) however it is configured.
     """
 
     key_id: str
@@ -162,10 +161,8 @@ class KmsMasterKey:
 
 
 def parse_master_key(spec: str, *, kms_client: Any = None) -> MasterKey:
-    """One master key from its setting: base64 of 32 bytes, or ``kms:<key id>``.
-
-    A setting that is neither is a ConfigurationError (its value is never echoed).
-    """
+    """One master key from its setting: base64 of 32 bytes, or ``kms:<key id>`` (the value
+    is never echoed in errors)."""
     spec = spec.strip()
     if spec.startswith("kms:"):
         key_id = spec[4:]
@@ -188,11 +185,7 @@ def parse_master_key(spec: str, *, kms_client: Any = None) -> MasterKey:
 def master_keys_from_env(
     environ: Mapping[str, str] | None = None, *, kms_client: Any = None
 ) -> list[MasterKey]:
-    """The configured master keys, current first; empty when encryption is not configured.
-
-    ``OBJSTORE_SAVER_ENCRYPTION_KEYS`` (comma-separated) wins over
-    ``OBJSTORE_SAVER_ENCRYPTION_KEY``.
-    """
+    """The configured master keys, current first (``..._KEYS`` wins over ``..._KEY``)."""
     env = os.environ if environ is None else environ
     raw = env.get(KEYS_ENV) or env.get(KEY_ENV) or ""
     specs = [s for s in raw.split(",") if s.strip()]

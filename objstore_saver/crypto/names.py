@@ -28,11 +28,8 @@ EPOCH_MARK = "%e"
 
 
 def epoch_scope(token: str, epoch: int) -> str:
-    """The scope whose key seals a thread's objects of ``epoch``: ``<T>`` or ``<T>%e<n>``.
-
-    Each epoch has a data key of its own (spec §4.10, §4.11), so a new conversation
-    on a deleted thread's id never uses, nor is destroyed with, the ended epoch's key.
-    """
+    """The scope whose key seals a thread's objects of ``epoch``: ``<T>`` or ``<T>%e<n>``
+    (each epoch has a data key of its own, spec §4.10, §4.11)."""
     return token if epoch == 0 else f"{token}{EPOCH_MARK}{epoch}"
 
 

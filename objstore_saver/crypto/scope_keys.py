@@ -39,10 +39,7 @@ KEYS_KEPT = 100_000
 
 
 class ScopeKeys:
-    """The keys of scopes (threads' epochs, store namespaces) one sealing layer uses.
-
-    ``data`` is listed on a replica; ``masters[0]`` wraps the keys made here.
-    """
+    """The keys of scopes (threads' epochs, store namespaces) one sealing layer uses."""
 
     def __init__(
         self,
@@ -87,11 +84,8 @@ class ScopeKeys:
                 trim(self._shredded)
 
     def key(self, scope: str, create: bool) -> ThreadKey | None:
-        """A scope's key; None: it has none, and ``create`` is false.
-
-        One load per scope at a time: concurrent first writes of a thread wait
-        for one key object rather than racing to create several.
-        """
+        """A scope's key; None: it has none, and ``create`` is false. One load per scope at
+        a time: concurrent first writes wait for one key object rather than race to make two."""
         known = self.known(scope)
         if known is not None:
             return known

@@ -329,12 +329,7 @@ class SealingStore(KeyLayer):
     def _list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> _Request:
-        route = Route.of(start_after)
-        after = start_after
-        if route is not None and route.digest is not None and start_after is not None:
-            after = self._other_names.get(start_after) or route.stored(
-                (yield NeedKey(self._writing_scope(route.scope), False)), start_after
-            )
+        after = None if start_after is None else (yield from self._stored_name(start_after))
         page: ListPage = yield (ListKeys(prefix, after, limit))
         self._learn(o.key for o in page.objects)
         listed = [(o, thread_of(o.key)) for o in page.objects]
@@ -371,15 +366,18 @@ class SealingStore(KeyLayer):
             self._other_names[key] = stored
             trim(self._other_names)
 
+    def _stored_name(self, key: str) -> Generator[_Step, Any, str]:
+        route = Route.of(key)
+        if route is None or route.digest is None:
+            return key
+        return self._other_names.get(key) or route.stored(
+            (yield NeedKey(self._writing_scope(route.scope), False)), key
+        )
+
     def _delete(self, keys_: Sequence[str]) -> _Request:
         stored = []
         for k in keys_:
-            route = Route.of(k)
-            if route is not None and route.digest is not None:
-                k = self._other_names.get(k) or route.stored(
-                    (yield NeedKey(self._writing_scope(route.scope), False)), k
-                )
-            stored.append(k)
+            stored.append((yield from self._stored_name(k)))
         return (yield (Delete(tuple(stored))))
 
     def _perform(self, step: _Step) -> Any:
@@ -398,24 +396,14 @@ class SealingStore(KeyLayer):
             return await self._scopes.aring(step.scope)
         return await acall(self._inner, step)
 
-    put, aput = _run_both(
-        _put, "Seal ``data`` with its thread's key (made at the thread's first write) and store it."
-    )
+    put, aput = _run_both(_put, "Seal and store ``data``; a scope's first write makes its key.")
     get, aget = _run_both(
         _get,
-        """The opened object (a range is cut from the opened bytes).
-
-        Raises:
-            ThreadKeyMissingError: the thread has no key object.
-            CorruptObjectError: the stored bytes are plain, altered, or another key's.
-        """,
+        "The opened object, a range cut from it: ThreadKeyMissingError without a key object,"
+        " CorruptObjectError for plain, altered or another key's bytes.",
     )
-    list, alist = _run_both(
-        _list, "A page of keys, content objects named by their addresses again."
-    )
-    delete, adelete = _run_both(
-        _delete, "Delete the stored objects of these keys (content objects by their sealed names)."
-    )
+    list, alist = _run_both(_list, "A page of keys, content objects named by their addresses.")
+    delete, adelete = _run_both(_delete, "Delete these keys' objects, content ones by sealed name.")
 
     def shred(self, prefix: str, below: int) -> None:
         """Delete the key objects of every epoch below ``below`` of a thread or store namespace.

@@ -93,10 +93,7 @@ def seal(thread: ThreadKey, at: bytes | str, plaintext: bytes) -> bytes:
 
 
 def unseal(thread: ThreadKey, at: bytes | str, data: bytes, key: str) -> bytes:
-    """The plaintext of an object sealed for the address or name ``at`` (see :func:`seal`).
-
-    CorruptObjectError naming ``key``: not sealed, sealed for another ``at``, or altered.
-    """
+    """The plaintext of an object sealed for ``at`` (CorruptObjectError if not, or altered)."""
     fields = _envelope_fields(data, key)
     sealed_by = fields.get("i")  # absent in envelopes sealed before it was named
     if sealed_by is not None and sealed_by != thread.key_id:

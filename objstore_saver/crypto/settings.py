@@ -20,13 +20,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClientEncryption:
-    """How a saver encrypts: master keys (the first wraps new thread keys) and the key store.
-
-    Args:
-        master_keys: Current first; every one of them opens thread keys it wrapped.
-        key_store: Where key objects live (``keys/threads/<T>``); ``None`` is
-            the data store itself. For crypto-shredding to reach backups, put
-            them where versioning and replication do not (docs/encryption.md).
+    """How a saver encrypts: master keys (the first wraps new thread keys, each opens those it
+    wrapped) and the key store (``None``: the data store; for crypto-shredding to reach
+    backups, put it where versioning and replication do not, docs/encryption.md).
     """
 
     master_keys: tuple[MasterKey, ...]
@@ -45,12 +41,8 @@ class ClientEncryption:
     def from_env(
         cls, environ: Mapping[str, str] | None = None, *, kms_client: Any = None
     ) -> ClientEncryption | None:
-        """The settings of the environment, or None when it configures no master key.
-
-        ``OBJSTORE_SAVER_ENCRYPTION_KEY`` (or ``..._KEYS``, comma-separated,
-        current first) holds the master keys; ``OBJSTORE_SAVER_KEYS_URL``
-        names a store of their own for key objects.
-        """
+        """The settings of ``OBJSTORE_SAVER_ENCRYPTION_KEY(S)`` and ``OBJSTORE_SAVER_KEYS_URL``
+        (a store for key objects), or None when they configure no master key."""
         env = os.environ if environ is None else environ
         if not (env.get(KEYS_ENV) or env.get(KEY_ENV) or "").strip(" ,"):
             if env.get(KEYS_URL_ENV):

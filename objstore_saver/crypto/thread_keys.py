@@ -36,11 +36,8 @@ def _derive(data_key: bytes, thread_id: str, purpose: bytes, length: int) -> byt
 
 @dataclass(frozen=True)
 class ThreadKey:
-    """The keys of one scope (``thread_id``: its token, bound into every derivation).
-
-    AES-256-SIV keys of content objects' names, of content objects and of keyed
-    objects; ``key_id``, an HKDF output of its own, names the data key in envelopes.
-    """
+    """The AES-256-SIV keys of one scope (``thread_id``, bound into every derivation) and
+    ``key_id``, an HKDF output of its own that names the data key in envelopes."""
 
     thread_id: str
     data_key: bytes = field(repr=False)
@@ -110,10 +107,7 @@ def key_object_wrappings(data: bytes, key: str, thread_id: str) -> list[tuple[st
 
 
 def open_key_object(data: bytes, key: str, thread_id: str, keys: Sequence[MasterKey]) -> ThreadKey:
-    """The thread's keys from its key object, with the first master key that opens it.
-
-    ThreadKeyError if none does (naming the keys it is wrapped with).
-    """
+    """The thread's keys from its key object, with the first master key that opens it."""
     return _opened(key_object_wrappings(data, key, thread_id), key, thread_id, keys)
 
 
@@ -140,10 +134,8 @@ def _opened(
 def rewrapped(
     data: bytes, key: str, thread_id: str, keys: Sequence[MasterKey], *, drop_old: bool
 ) -> bytes | None:
-    """The key object wrapped by the current master key (``keys[0]``) too; None if it already is.
-
-    The data key is unchanged; ``drop_old`` keeps only the current wrapping.
-    """
+    """The key object wrapped by the current master key (``keys[0]``) too, the data key
+    unchanged; None if it already is. ``drop_old`` keeps only the current wrapping."""
     wrappings = key_object_wrappings(data, key, thread_id)
     current = keys[0]
     has_current = any(answers_to(current, name) for name, _ in wrappings)
