@@ -109,10 +109,8 @@ V2_WRITES_SUFFIX = ".w/"
 
 
 def checkpoint_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it.
-
-    No ``<R>`` is a prefix of another (each ends with its only ``~``).
-    """
+    """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it (no
+    ``<R>`` is a prefix of another: each ends with its only ``~``)."""
     return manifests_prefix(thread_id, checkpoint_ns) + reverse_id(checkpoint_id)
 
 
@@ -170,12 +168,9 @@ def tombstones_prefix(thread_id: str, checkpoint_ns: str) -> str:
 def tombstone_epoch(segment: str) -> int | None:
     """The epoch a tombstone begins, from the last segment of its key; None if not a tombstone."""
     digits = segment[1:]
-    if (
-        not segment.startswith(TOMBSTONE_MARK)
-        or len(digits) != TOMBSTONE_DIGITS
-        or not digits.isdigit()
-        or not digits.isascii()
-    ):
+    if not segment.startswith(TOMBSTONE_MARK) or len(digits) != TOMBSTONE_DIGITS:
+        return None
+    if not (digits.isdigit() and digits.isascii()):
         return None
     epoch = MAX_EPOCH - int(digits)
     return epoch if epoch >= 1 else None
@@ -260,11 +255,8 @@ def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
 
 @dataclass(frozen=True)
 class CheckpointKeyParts:
-    """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3).
-
-    ``kind``: ``"manifest"``, ``"write"`` or ``"tombstone"``; ``version``: the one
-    the key's place implies; ``epoch``: the one a tombstone begins, else 0.
-    """
+    """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3): ``kind``
+    ``"manifest"``, ``"write"`` or ``"tombstone"``, the ``version`` its place implies."""
 
     thread_pfx: str
     ns_token: str

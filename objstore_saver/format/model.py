@@ -83,16 +83,15 @@ class Ref:
 
 @dataclass(frozen=True, slots=True)
 class SegmentRef:
-    """A list's sealed run of elements (format version 2): a ``segment`` object, located.
+    """A list's sealed run of elements (a ``segment`` object), or an index (spec §4.4).
 
-    ``loc``: the key of the manifest embedding it, or None at ``objects/<H>`` (spec §4.4).
+    ``loc``: the key of the manifest embedding it, or None at ``objects/<H>``.
     """
 
     digest: bytes
     count: int
     loc: str | None = None
     index: bool = False
-    """The reference names an ``index`` object (spec §4.4), not a segment."""
 
 
 @dataclass(frozen=True, slots=True)
