@@ -94,14 +94,10 @@ def scope_of_key_object(key: str) -> str | None:
     token = token_of_key_object(key)
     if token is not None:
         return _without_second(token)
+    if not key.startswith(KEY_PREFIX + STORE_SCOPE) or not key.endswith(_STORE_KEY_LEAF):
+        return None
     scope = key[len(KEY_PREFIX) : -len(_STORE_KEY_LEAF)]
-    if (
-        key.startswith(KEY_PREFIX + STORE_SCOPE)
-        and key.endswith(_STORE_KEY_LEAF)
-        and len(scope) > len(STORE_SCOPE)
-    ):
-        return _without_second(scope)
-    return None
+    return _without_second(scope) if len(scope) > len(STORE_SCOPE) else None
 
 
 def token_of_key_object(key: str) -> str | None:
