@@ -1,17 +1,7 @@
 """Shredding that holds on a key store that keeps versions (docs/encryption.md, "Shredding").
 
-A DELETE of a key object in a versioned bucket only stacks a delete marker
-on it: the key stays readable from its noncurrent version, and so does every
-copy of the thread's objects. After the sealing layer has deleted a scope's
-key objects, :class:`KeyVersions` deletes every version of them for good,
-data versions first, then the delete markers (a marker removed before the
-version under it would make that version current again).
-
-The key store's versioning and Object Lock state is read once per process
-(one GET, two when versioning is on), at its first shred, and reported once
-in the log. A version Object Lock retains is refused by the bucket: it is
-named in a warning, its key's markers stay, and ``verify`` counts it until
-its retention ends and a later shred, or ``prune --apply``, removes it.
+Data versions go first, then the delete markers: a marker removed before the
+version under it would make that version current again.
 """
 
 from __future__ import annotations
@@ -41,12 +31,7 @@ _REFUSALS_KEPT = 10_000
 
 
 class KeyVersions:
-    """Deletes the versions of destroyed key objects in the key store, when it keeps them.
-
-    Args:
-        key_store: Where the key objects live.
-        counters: Where its requests are counted (the sealing layer's).
-    """
+    """Deletes the versions of destroyed key objects in the key store, when it keeps them."""
 
     def __init__(self, key_store: object, counters: Counters) -> None:
         self._layer = versioned_layer(key_store)
@@ -59,8 +44,7 @@ class KeyVersions:
         self._refused: set[tuple[str, str]] = set()
 
     def retention(self) -> Retention:
-        """The key store's versioning and Object Lock state, read once (no request on a
-        store without versions, such as a local directory)."""
+        """The key store's versioning and Object Lock state, read once per process."""
         with self._lock:
             if self._retention is not None:
                 return self._retention
@@ -92,17 +76,14 @@ class KeyVersions:
     def destroy(
         self, prefix: str, doomed: Callable[[str], bool], owner: str
     ) -> list[RefusedVersion]:
-        """Delete every version of the key objects under ``prefix`` whose scope is ``doomed``.
-
-        Returns the versions the bucket refused (each also logged, naming
-        ``owner`` and the key object); nothing on a store that keeps no versions.
-        """
+        """Delete every version of the key objects under ``prefix`` whose scope is ``doomed``;
+        the versions the bucket refused (each logged, naming ``owner``)."""
         if not self.retention().keeps_versions:
             return []
         assert self._layer is not None
         found = self._layer.versions(prefix)
         self._count_listing(prefix, found)
-        condemned = [v for v in found if _scope_doomed(v, doomed)]
+        condemned = [v for v in found if (s := scope_of_key_object(v.key)) and doomed(s)]
         with self._lock:
             known = {v for v in condemned if (v.key, v.version_id) in self._refused}
         refused = self._destroy(condemned, known)
@@ -124,13 +105,8 @@ class KeyVersions:
         return refused
 
     def sweep_retained(self, apply: bool) -> dict[str, object]:
-        """Find (and with ``apply`` delete) the versions left of destroyed key objects.
-
-        A destroyed key object is one whose latest version is a delete
-        marker: a shred whose version deletes were refused (Object Lock) or
-        cut short, or a delete made by another tool. Returns the report's
-        fields: the key store's state, the versions found, deleted and refused.
-        """
+        """Find (and with ``apply`` delete) the versions left of destroyed key objects
+        (latest version a delete marker); the report's fields."""
         retention = self.retention()
         report: dict[str, object] = {"key_store": retention.describe()}
         if not retention.keeps_versions:
@@ -138,7 +114,8 @@ class KeyVersions:
         assert self._layer is not None
         found = self._layer.versions(KEY_PREFIX)
         self._count_listing(KEY_PREFIX, found)
-        left = retained_versions(found)
+        destroyed = {v.key for v in found if v.latest and v.delete_marker}
+        left = [v for v in found if v.key in destroyed]
         report["retained_key_versions"] = sum(not v.delete_marker for v in left)
         if apply and left:
             refused = self._destroy(left)
@@ -168,14 +145,3 @@ class KeyVersions:
         refused = self._layer.delete_versions(versions)
         self._counters.record([Delete(tuple(v.key for v in versions))], [None])
         return refused
-
-
-def retained_versions(found: list[ObjectVersion]) -> list[ObjectVersion]:
-    """The versions of the key objects whose latest version is a delete marker (destroyed)."""
-    destroyed = {v.key for v in found if v.latest and v.delete_marker}
-    return [v for v in found if v.key in destroyed]
-
-
-def _scope_doomed(version: ObjectVersion, doomed: Callable[[str], bool]) -> bool:
-    scope = scope_of_key_object(version.key)
-    return scope is not None and doomed(scope)

@@ -1,7 +1,6 @@
 """The sealing layer in front of a store, when client-side encryption is on.
 
-docs/encryption.md, "Where the sealing happens". Importing this module needs
-no ``cryptography``; a store is sealed only when settings name a key.
+Importing this module needs no ``cryptography``; a store is sealed only when settings name a key.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ def sealed(
 ) -> tuple[ObjectStore, ClientEncryption | None]:
     """``store`` sealing every thread when encryption is on (:func:`resolve`), and the settings.
 
-    A store that seals already is returned as it is, with its own settings:
-    a saver or job given an encrypting saver's store never seals twice.
+    A store that seals already is returned as it is, with its own settings: never sealed twice.
     """
     layer = sealing_layer(store)
     if layer is not None:

@@ -1,8 +1,6 @@
-"""Master keys that wrap thread data keys (docs/encryption.md, "Keys").
+"""Master keys that wrap thread data keys: local or KMS (docs/encryption.md, "Keys").
 
-A master key is local (32 bytes from the environment) or a KMS key used
-through boto3. Each has a name that key objects record, so that several
-configured keys can open threads wrapped by any of them during a rotation.
+Key objects record each wrapping's master key name, so any configured key opens them.
 """
 
 from __future__ import annotations
@@ -88,11 +86,7 @@ class LocalMasterKey:
 class KmsMasterKey:
     """A KMS key (id, ARN or alias): ``Encrypt``/``Decrypt`` with the thread as encryption context.
 
-    ``client`` is a boto3 KMS client; the data key never leaves the process
-    in clear except to KMS, over TLS. Its name is the key's ARN as KMS
-    returns it (one ``DescribeKey`` per process), however it is configured:
-    processes that name one key by its alias, its id or its ARN record and
-    find the same name.
+    Named by its ARN (one ``DescribeKey`` a process) however it is configured.
     """
 
     key_id: str
@@ -132,11 +126,8 @@ class KmsMasterKey:
         return "kms:" + (known or self.key_id)
 
     def answers_to(self, name: str) -> bool:
-        """Whether a wrapping recorded under ``name`` is this key's.
-
-        Its ARN, or how it is configured here (key objects written before
-        keys were named by their ARN record the configured id or alias).
-        """
+        """Whether a wrapping recorded under ``name`` (its ARN, or as configured: older
+        key objects record the configured id or alias) is this key's."""
         if name == "kms:" + self.key_id:
             return True
         if _KEY_ARN.fullmatch(self.key_id) or not name.startswith("kms:arn:"):
@@ -170,11 +161,8 @@ class KmsMasterKey:
 
 
 def parse_master_key(spec: str, *, kms_client: Any = None) -> MasterKey:
-    """One master key from its setting: base64 of 32 bytes, or ``kms:<key id>``.
-
-    Raises:
-        ConfigurationError: the setting is neither (its value is never echoed).
-    """
+    """One master key from its setting: base64 of 32 bytes, or ``kms:<key id>`` (the value
+    is never echoed in errors)."""
     spec = spec.strip()
     if spec.startswith("kms:"):
         key_id = spec[4:]
@@ -197,11 +185,7 @@ def parse_master_key(spec: str, *, kms_client: Any = None) -> MasterKey:
 def master_keys_from_env(
     environ: Mapping[str, str] | None = None, *, kms_client: Any = None
 ) -> list[MasterKey]:
-    """The configured master keys, current first; empty when encryption is not configured.
-
-    ``OBJSTORE_SAVER_ENCRYPTION_KEYS`` (comma-separated) wins over
-    ``OBJSTORE_SAVER_ENCRYPTION_KEY``.
-    """
+    """The configured master keys, current first (``..._KEYS`` wins over ``..._KEY``)."""
     env = os.environ if environ is None else environ
     raw = env.get(KEYS_ENV) or env.get(KEY_ENV) or ""
     specs = [s for s in raw.split(",") if s.strip()]
@@ -215,11 +199,8 @@ def master_keys_from_env(
 def unwrap_any(
     keys: Sequence[MasterKey], thread_id: str, wrappings: Sequence[tuple[str, bytes]]
 ) -> tuple[bytes | None, list[str]]:
-    """The data key from the first wrapping a configured master key opens, else None.
-
-    Also returns why each configured key that was tried did not open its
-    wrapping (``"<name>: <reason>"``), for the error that names the thread.
-    """
+    """The data key from the first wrapping a configured master key opens, else None,
+    and why each key tried did not open its wrapping (``"<name>: <reason>"``)."""
     reasons: list[str] = []
     tried: set[tuple[int, int]] = set()
     for i, (name, wrapped) in enumerate(wrappings):
@@ -251,8 +232,7 @@ def label_of(key: MasterKey) -> str:
 
 
 def answers_to(key: MasterKey, name: str) -> bool:
-    """Whether a wrapping recorded under ``name`` is ``key``'s (a KMS key answers to its ARN
-    and to how it is configured)."""
+    """Whether a wrapping recorded under ``name`` is ``key``'s."""
     if isinstance(key, KmsMasterKey):
         return key.answers_to(name)
     return key.name == name

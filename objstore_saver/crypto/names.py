@@ -14,32 +14,22 @@ KEY_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEY"
 KEYS_ENV = "OBJSTORE_SAVER_ENCRYPTION_KEYS"
 #: Environment variable naming the store of key objects (a URL), when not the data store.
 KEYS_URL_ENV = "OBJSTORE_SAVER_KEYS_URL"
-#: Prefix of key objects in their store.
 KEY_PREFIX = "keys/"
 #: Where threads' key objects live in the key store: ``keys/threads/<T>``.
 THREAD_KEYS = KEY_PREFIX + "threads/"
 #: The scope of a long-term store namespace starts with this (a thread's
 #: token never holds a ``/``); its key object is ``keys/store/<P>/k``.
 STORE_SCOPE = "store/"
-#: The last segment of a namespace's key object (namespace path segments are
-#: tokens, which start with ``_`` or ``~``: never ``k``).
+#: The last segment of a namespace's key object (path segments are tokens: never ``k``).
 _STORE_KEY_LEAF = "/k"
-
-
-#: Between a thread's token and its epoch in the scope of an epoch above 0
-#: (``<T>%e<n>``): a token holds ``%`` only before two uppercase hex digits,
-#: so no thread's token is another's scope.
+#: Between a thread's token and its epoch (``<T>%e<n>``): a token holds ``%`` only
+#: before two uppercase hex digits, so no thread's token is another's scope.
 EPOCH_MARK = "%e"
 
 
 def epoch_scope(token: str, epoch: int) -> str:
-    """The scope whose key seals a thread's objects of ``epoch`` (spec §4.10, §4.11).
-
-    Each epoch of a thread has a data key of its own: the thread's token for
-    epoch 0 (``keys/threads/<T>``), ``<T>%e<n>`` for epoch ``n``
-    (``keys/threads/<T>%e<n>``), so a new conversation on a deleted thread's
-    id never uses, nor is destroyed with, the ended epoch's key.
-    """
+    """The scope whose key seals a thread's objects of ``epoch``: ``<T>`` or ``<T>%e<n>``
+    (each epoch has a data key of its own, spec §4.10, §4.11)."""
     return token if epoch == 0 else f"{token}{EPOCH_MARK}{epoch}"
 
 
@@ -51,9 +41,8 @@ def split_scope(scope: str) -> tuple[str, int]:
     return scope, 0
 
 
-#: Between a scope and a data key's id (16 hex digits) in the name of a
-#: second key object of the scope, ``<scope>%r<id>`` (spec §6.16): the key a
-#: replica's writer makes, under a name no other region's writer uses.
+#: Between a scope and a data key's id (16 hex digits) in the name of a second
+#: key object of the scope, ``<scope>%r<id>``: a replica writer's key (spec §6.16).
 SECOND_MARK = "%r"
 _KEY_ID_HEX = 16
 
@@ -63,11 +52,14 @@ def second_key_object_key(scope: str, key_id: bytes) -> str:
     return key_object_key(f"{scope}{SECOND_MARK}{key_id.hex()}")
 
 
+def key_stem(scope: str) -> str:
+    """What the names of a scope's key objects start with (``keys/threads/<T>``...)."""
+    return KEY_PREFIX + scope if scope.startswith(STORE_SCOPE) else key_object_key(scope)
+
+
 def seconds_prefix(scope: str) -> str:
     """What the names of a scope's second key objects start with."""
-    if scope.startswith(STORE_SCOPE):
-        return KEY_PREFIX + scope + SECOND_MARK
-    return key_object_key(scope) + SECOND_MARK
+    return key_stem(scope) + SECOND_MARK
 
 
 def second_key_id(key: str, scope: str) -> bytes | None:
@@ -91,32 +83,21 @@ def _without_second(scope: str) -> str:
 
 
 def key_object_key(scope: str) -> str:
-    """Key of a key object in the key store.
-
-    Args:
-        scope: What the key seals: a thread's token (``keys/threads/<T>``),
-            or ``store/<P>`` for the long-term store namespace whose path is
-            ``<P>`` (``keys/store/<P>/k``).
-    """
+    """Key of a scope's key object: ``keys/threads/<T>``, or ``keys/store/<P>/k``."""
     if scope.startswith(STORE_SCOPE):
         return KEY_PREFIX + scope + _STORE_KEY_LEAF
     return THREAD_KEYS + scope
 
 
 def scope_of_key_object(key: str) -> str | None:
-    """The scope of a key object's key, or of a second key object's (see
-    :func:`key_object_key`, :func:`second_key_object_key`), else None."""
+    """The scope of a key object's key, or of a second key object's, else None."""
     token = token_of_key_object(key)
     if token is not None:
         return _without_second(token)
+    if not key.startswith(KEY_PREFIX + STORE_SCOPE) or not key.endswith(_STORE_KEY_LEAF):
+        return None
     scope = key[len(KEY_PREFIX) : -len(_STORE_KEY_LEAF)]
-    if (
-        key.startswith(KEY_PREFIX + STORE_SCOPE)
-        and key.endswith(_STORE_KEY_LEAF)
-        and len(scope) > len(STORE_SCOPE)
-    ):
-        return _without_second(scope)
-    return None
+    return _without_second(scope) if len(scope) > len(STORE_SCOPE) else None
 
 
 def token_of_key_object(key: str) -> str | None:
@@ -148,13 +129,8 @@ def scope_path(scope: str) -> str:
 
 
 def marked_keys_prefix(scope: str) -> str:
-    """What the key objects of a scope's epochs above 0 and its second key objects start with.
-
-    ``keys/threads/<T>%`` for a thread, ``keys/store/<P>%`` for a namespace.
-    """
-    if scope.startswith(STORE_SCOPE):
-        return KEY_PREFIX + scope + "%"
-    return key_object_key(scope) + "%"
+    """What the key objects of a scope's epochs above 0 and its second ones start with."""
+    return key_stem(scope) + "%"
 
 
 def scope_of_prefix(prefix: str) -> str:

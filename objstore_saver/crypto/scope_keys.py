@@ -1,10 +1,6 @@
 """The data keys of threads and store namespaces: loaded once, made at a scope's first write.
 
-A scope's key object is ``keys/threads/<T>`` (``keys/store/<P>/k``), one per
-epoch (:mod:`.names`). A writer on a replica makes a new scope's key as a
-second key object, ``<scope>%r<key id>``, which no other region's writer
-names (spec §6.16): when two regions began one thread, both keys travel, and
-every object opens with the key its envelope names.
+On a replica a new scope's key is a second key object, ``<scope>%r<key id>`` (spec §6.16).
 """
 
 from __future__ import annotations
@@ -43,14 +39,7 @@ KEYS_KEPT = 100_000
 
 
 class ScopeKeys:
-    """The keys of scopes (threads' epochs, store namespaces) one sealing layer uses.
-
-    Args:
-        data: The store of the data (a replica's writer lists a scope's objects there).
-        key_store: The store of key objects.
-        masters: The master keys; the first wraps the keys made here.
-        counters: Where the key objects' requests are counted.
-    """
+    """The keys of scopes (threads' epochs, store namespaces) one sealing layer uses."""
 
     def __init__(
         self,
@@ -63,8 +52,7 @@ class ScopeKeys:
         self._key_store = key_store
         self._masters = tuple(masters)
         self._counters = counters
-        #: The key each scope's writes use (its key object's, else a second one).
-        #: Read without the lock on the hot path (a dict read is atomic).
+        #: The key each scope's writes use; read without the lock (a dict read is atomic).
         self.held: OrderedDict[str, ThreadKey] = OrderedDict()
         #: Every key of a scope by id, for the scopes whose objects met another key.
         self._rings: OrderedDict[str, dict[bytes, ThreadKey]] = OrderedDict()
@@ -72,20 +60,18 @@ class ScopeKeys:
         self._shredded: OrderedDict[str, None] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        #: The store is a replica (spec §6.16): a scope that holds objects
-        #: already gets no new key here (its own is arriving), and a new
-        #: scope's key is a second key object.
+        #: A replica (spec §6.16): a scope holding objects gets no new key here
+        #: (its own is arriving); a new scope's key is a second key object.
         self.replica = False
 
     def known(self, scope: str) -> ThreadKey | None:
-        """The scope's key, if this process holds it."""
         with self._lock:
             return self.held.get(scope)
 
     def _remember(self, key: ThreadKey) -> ThreadKey:
         with self._lock:
             self.held[key.thread_id] = key
-            _trim(self.held)
+            trim(self.held)
         return key
 
     def forget(self, scope: str, shredded: bool = False) -> None:
@@ -95,15 +81,11 @@ class ScopeKeys:
             self._rings.pop(scope, None)
             if shredded:
                 self._shredded[scope] = None
-                _trim(self._shredded)
+                trim(self._shredded)
 
     def key(self, scope: str, create: bool) -> ThreadKey | None:
-        """A scope's key; None: it has none, and ``create`` is false.
-
-        One load per scope at a time in this process: concurrent first
-        writes of a thread (a put's parallel objects) wait for one key
-        object, rather than racing to create several.
-        """
+        """A scope's key; None: it has none, and ``create`` is false. One load per scope at
+        a time: concurrent first writes wait for one key object rather than race to make two."""
         known = self.known(scope)
         if known is not None:
             return known
@@ -122,61 +104,49 @@ class ScopeKeys:
                     self._loading.pop(scope, None)
 
     async def akey(self, scope: str, create: bool) -> ThreadKey | None:
-        """Coroutine twin of :meth:`key`."""
-        # Once per scope and process: the blocking load in a worker thread
-        # (a KMS call blocks too), under the same single-flight lock.
+        """Coroutine twin of :meth:`key` (the load in a worker thread: a KMS call blocks)."""
         return self.known(scope) or await in_thread(self.key, scope, create)
 
     def ring(self, scope: str) -> dict[bytes, ThreadKey]:
-        """Every key of a scope by id, read again: its key object's and its second ones'.
-
-        Asked for when an object names a key the scope's writing key is not,
-        or is not found under that key's name (spec §6.16): a GET and a LIST.
-        """
+        """Every key of a scope by id, read again: its key object's and its second ones'."""
         ring: dict[bytes, ThreadKey] = {}
         with self._lock:
             ring.update(self._rings.get(scope, {}))
-        name = key_object_key(scope)
-        data = self._request(Get(name))
-        if data is not None:
-            key = open_key_object(data, name, scope, self._masters)
+        key = self._read(scope)
+        if key is not None:
             ring.setdefault(key.key_id, key)
         for key in self._seconds(scope, have=ring):
             ring[key.key_id] = key
         with self._lock:
             self._rings[scope] = ring
-            _trim(self._rings)
+            trim(self._rings)
         return ring
 
     async def aring(self, scope: str) -> dict[bytes, ThreadKey]:
         """Coroutine twin of :meth:`ring`."""
         return await in_thread(self.ring, scope)
 
+    def _read(self, scope: str) -> ThreadKey | None:
+        name = key_object_key(scope)
+        data = self._request(Get(name))
+        return None if data is None else open_key_object(data, name, scope, self._masters)
+
     def _load(self, scope: str, create: bool) -> ThreadKey | None:
         name = key_object_key(scope)
-        if create and self.replica:
-            return self._load_on_replica(scope)
-        if create:
+        if create and not self.replica:
             # A scope's first write makes its key; a writer that meets one uses it.
             fresh = new_thread_key(scope)
             body = encode_key_object(fresh, self._masters[:1])
             if self._request(Put(name, body, PutMode.CREATE)):
                 return self._remember(fresh)
-        data = self._request(Get(name))
-        if data is not None:
-            return self._remember(open_key_object(data, name, scope, self._masters))
-        return self._first_second(scope)
-
-    def _load_on_replica(self, scope: str) -> ThreadKey:
-        # The key object another region made, else a second key made here;
-        # a scope holding objects without either is still arriving.
-        name = key_object_key(scope)
-        data = self._request(Get(name))
-        if data is not None:
-            return self._remember(open_key_object(data, name, scope, self._masters))
-        second = self._first_second(scope)
-        if second is not None:
-            return second
+        found = self._read(scope)
+        if found is not None:
+            return self._remember(found)
+        found = self._first_second(scope)
+        if found is not None or not (create and self.replica):
+            return found
+        # On a replica, without the key object another region made nor a second
+        # key: a scope holding objects is still arriving, else make a second key.
         if self._arriving(scope):
             raise ThreadKeyError(
                 keys.untoken(scope) or scope,
@@ -191,7 +161,6 @@ class ScopeKeys:
         return self._remember(fresh)
 
     def _first_second(self, scope: str) -> ThreadKey | None:
-        """The second key object of the scope named first, remembered as its writing key."""
         found = self._seconds(scope, have={}, first_only=True)
         return self._remember(found[0]) if found else None
 
@@ -217,11 +186,7 @@ class ScopeKeys:
         return out
 
     def _arriving(self, scope: str) -> bool:
-        """On a replica: whether the never-deleted thread or namespace ``scope`` holds objects.
-
-        Its key object then exists in the region that wrote them and is
-        arriving here: creating another would make two keys of one scope.
-        """
+        """On a replica: whether the never-deleted ``scope`` holds objects (its key is arriving)."""
         token, epoch = split_scope(scope)
         if epoch:
             return False  # a new epoch after a delete: its key is this writer's to make
@@ -242,13 +207,13 @@ class ScopeKeys:
         return outcome
 
     def missing(self, scope: str) -> ThreadKeyMissingError:
-        """The error of a scope without a key object."""
         token, _ = split_scope(scope)
         return ThreadKeyMissingError(
             keys.untoken(token) or token, key_object_key(scope), owner=scope_owner(scope)
         )
 
 
-def _trim(kept: OrderedDict[str, object]) -> None:
+def trim(kept: OrderedDict[str, Any]) -> None:
+    """Forget the oldest entries past :data:`KEYS_KEPT`."""
     while len(kept) > KEYS_KEPT:
         kept.popitem(last=False)

@@ -1,12 +1,7 @@
 """A store that seals every object of a thread on the way out and opens it on the way in.
 
-What it seals, how it names content objects and loads keys: docs/encryption.md,
-"Where the sealing happens"; :class:`Route` says which scope's key seals a key
-(a thread's epoch, ``<T>`` or ``<T>%e<n>``, or a long-term store namespace's,
-``store/<P>``). The plans see the store as in clear. A listing's
-content-object names come in the order of their stored names, not of their
-addresses; no plan relies on that order, and paging resumes after the last
-stored name as it must.
+docs/encryption.md, "Where the sealing happens". A listing's content objects come
+in the order of their stored names, not of their addresses: no plan relies on it.
 """
 
 from __future__ import annotations
@@ -22,10 +17,9 @@ from typing import Any, cast
 from objstore_saver.crypto import sealing
 from objstore_saver.crypto.key_versions import KeyVersions
 from objstore_saver.crypto.names import (
-    KEY_PREFIX,
-    STORE_SCOPE,
     epoch_scope,
     key_object_key,
+    key_stem,
     marked_keys_prefix,
     namespace_scope,
     scope_of_key_object,
@@ -35,7 +29,7 @@ from objstore_saver.crypto.names import (
     split_scope,
     token_of_prefix,
 )
-from objstore_saver.crypto.scope_keys import KEYS_KEPT, ScopeKeys
+from objstore_saver.crypto.scope_keys import ScopeKeys, trim
 from objstore_saver.crypto.settings import ClientEncryption
 from objstore_saver.crypto.thread_keys import ThreadKey
 from objstore_saver.errors import CorruptObjectError, ObjectNotFoundError
@@ -66,8 +60,6 @@ from objstore_saver.storage.requests import (
 )
 from objstore_saver.telemetry import Counters
 
-# --- where a sealed object belongs: the scope whose key seals it (spec §4.10, §8.4.9) ---
-
 OBJECTS = "objects/"
 _RUNS = "runs/"
 _DIGEST_HEX = 64
@@ -85,23 +77,19 @@ def thread_of(key: str) -> tuple[str, str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A key whose body is sealed: the scope whose key seals it, and a content object's address.
+    """A sealed key: the scope (a thread's token or ``store/<P>``) whose key seals it.
 
-    A scope is a thread (its token) or a long-term store namespace
-    (``store/<P>``: its items and index segments).
+    ``bound_to``: what its sealed bytes are bound to, a content object's address
+    (``digest``), else the key's name within its scope.
     """
 
     pfx: str
     scope: str
-    #: What its sealed bytes are bound to (:func:`.sealing.seal`): a content object's
-    #: address, else the key's name within its scope (a manifest, a write, an item...).
     bound_to: bytes | str
-    #: The address of ``objects/<64 hex>``; None for a keyed object.
     digest: bytes | None
 
     @property
     def is_thread(self) -> bool:
-        """A thread's object (its key is its epoch's), not a store namespace's."""
         return self.pfx.startswith(keys.THREADS)
 
     @classmethod
@@ -119,7 +107,7 @@ class Route:
         return cls(pfx, token, rest if digest is None else digest, digest)
 
     def stored(self, thread: ThreadKey | None, key: str) -> str:
-        """Where ``key`` is stored: a content object under its sealed name (when the key is had)."""
+        """Where ``key`` is stored: a content object under its sealed name, if ``thread``."""
         if self.digest is None or thread is None:
             return key
         return self.pfx + OBJECTS + sealing.sealed_name(thread, self.digest)
@@ -136,7 +124,6 @@ def namespace_route(key: str) -> Route | None:
 
 
 def _address(rest: str) -> bytes | None:
-    """The address of ``objects/<64 hex>``, else None."""
     if not rest.startswith(OBJECTS) or len(rest) != len(OBJECTS) + _DIGEST_HEX:
         return None
     try:
@@ -160,8 +147,7 @@ class NeedRing:
     scope: str
 
 
-#: A step of a request: the keys it needs, or a storage request value to send
-#: to the wrapped store (its answer comes back, or its error is raised inside).
+#: A step of a request: keys it needs, or a request to the wrapped store.
 _Step = NeedKey | NeedRing | StorageRequest
 _Request = Generator[_Step, Any, Any]
 
@@ -188,14 +174,8 @@ def _run_both(steps_of: Callable[..., _Request], doc: str) -> tuple[Any, Any]:
 class SealingStore(KeyLayer):
     """Seals the objects of every thread with the thread's own key (docs/encryption.md).
 
-    Each request is one generator (``_put`` ... ``_delete``): it asks for the
-    keys it needs and for the wrapped store's requests, and computes the rest.
-    The blocking methods, the coroutines and ``send_ahead`` hand it to the
-    step runners of :mod:`~objstore_saver.storage.requests` with :meth:`_perform`.
-
-    Args:
-        inner: The store of the data.
-        settings: Master keys and the store of key objects (default: ``inner``).
+    Each request is one generator (``_put`` ... ``_delete``) of steps, which the
+    runners of :mod:`~objstore_saver.storage.requests` perform with :meth:`_perform`.
     """
 
     def __init__(self, inner: ObjectStore, settings: ClientEncryption) -> None:
@@ -203,21 +183,16 @@ class SealingStore(KeyLayer):
         self.settings = settings
         self._key_store: ObjectStore = settings.key_store or inner
         self._lock = threading.Lock()
-        #: The greatest epoch of each thread (token) this layer has seen: in a
-        #: tombstone listed or stored, or in an object it opened (spec §4.11).
-        #: This process writes the thread with that epoch's key, whose scope is
-        #: kept with it.
+        #: The greatest epoch (and its scope) of each thread token seen in a tombstone
+        #: or an opened object (spec §4.11): this process writes with that epoch's key.
         self._epochs: OrderedDict[str, tuple[int, str]] = OrderedDict()
-        #: What this layer adds to the requests above it: its key objects'
-        #: requests and the envelopes' bytes (a saver's ``stats()`` adds them).
+        #: Key objects' requests and envelope bytes (a saver's ``stats()`` adds them).
         self.counters = Counters()
         self._scopes = ScopeKeys(inner, self._key_store, settings.master_keys, self.counters)
         #: Listed content objects that another key of their scope named: key -> stored name.
         self._other_names: OrderedDict[str, str] = OrderedDict()
-        #: Every version of a destroyed key object goes too, where the key store keeps them.
         self._versions = KeyVersions(self._key_store, self.counters)
-        #: The steps of each storage request on this layer under the protocol's
-        #: names, so that storage.requests.call turns a request value into them.
+        #: Each request's steps under the protocol's names, for storage.requests.call.
         builders = SimpleNamespace(
             get=self._get, put=self._put, list=self._list, delete=self._delete
         )
@@ -232,8 +207,6 @@ class SealingStore(KeyLayer):
     def replica(self, value: bool) -> None:
         self._scopes.replica = value
 
-    # --- keys of threads and of store namespaces ------------------------------------
-
     def forget(self, scope: str) -> None:
         """Drop a scope's key from memory (it was shredded)."""
         self._scopes.forget(scope, shredded=True)
@@ -244,20 +217,18 @@ class SealingStore(KeyLayer):
             if epoch > self._epochs.get(token, (0, token))[0]:
                 self._epochs[token] = (epoch, epoch_scope(token, epoch))
                 self._epochs.move_to_end(token)
-                while len(self._epochs) > KEYS_KEPT:
-                    self._epochs.popitem(last=False)
+                trim(self._epochs)
 
     def _epoch_of(self, token: str) -> int:
         with self._lock:
             return self._epochs.get(token, (0, token))[0]
 
     def _writing_scope(self, token: str) -> str:
-        """The scope whose key seals what this process writes there: its epoch's."""
         with self._lock:
             return self._epochs.get(token, (0, token))[1]
 
     def _learn(self, listed: Iterable[str]) -> None:
-        """Learn the epochs the tombstones and clear markers among keys listed or stored begin."""
+        """Learn the epochs the tombstones and clear markers among these keys begin."""
         for key in listed:
             epoch = keys.tombstone_epoch_of(key)
             if epoch is not None:
@@ -266,8 +237,6 @@ class SealingStore(KeyLayer):
             clear = store_keys.clear_of(key)
             if clear is not None:
                 self.saw_epoch(namespace_scope(clear[0]), clear[1])
-
-    # --- the requests, free of I/O ----------------------------------------------------
 
     def _put(self, key: str, data: bytes, mode: PutMode = PutMode.OVERWRITE) -> _Request:
         route = Route.of(key)
@@ -339,7 +308,7 @@ class SealingStore(KeyLayer):
     def _under_another_key(
         self, route: Route, scope: str, tried: ThreadKey, key: str
     ) -> Generator[_Step, Any, tuple[ThreadKey, str, bytes] | None]:
-        """A content object under its name by another key of the scope; None if under none."""
+        """A content object stored under another key of the scope's name; None if none."""
         ring = yield NeedRing(scope)
         for other in ring.values():
             if other.key_id == tried.key_id:
@@ -360,12 +329,7 @@ class SealingStore(KeyLayer):
     def _list(
         self, prefix: str, *, start_after: str | None = None, limit: int = MAX_LIST_PAGE
     ) -> _Request:
-        route = Route.of(start_after)
-        after = start_after
-        if route is not None and route.digest is not None and start_after is not None:
-            after = self._other_names.get(start_after) or route.stored(
-                (yield NeedKey(self._writing_scope(route.scope), False)), start_after
-            )
+        after = None if start_after is None else (yield from self._stored_name(start_after))
         page: ListPage = yield (ListKeys(prefix, after, limit))
         self._learn(o.key for o in page.objects)
         listed = [(o, thread_of(o.key)) for o in page.objects]
@@ -398,24 +362,23 @@ class SealingStore(KeyLayer):
         return ListPage([o for o in out if o is not None], page.truncated)
 
     def _remember_name(self, key: str, stored: str) -> None:
-        """Where a content object another key of its scope named is stored (spec §6.16)."""
         with self._lock:
             self._other_names[key] = stored
-            while len(self._other_names) > KEYS_KEPT:
-                self._other_names.popitem(last=False)
+            trim(self._other_names)
+
+    def _stored_name(self, key: str) -> Generator[_Step, Any, str]:
+        route = Route.of(key)
+        if route is None or route.digest is None:
+            return key
+        return self._other_names.get(key) or route.stored(
+            (yield NeedKey(self._writing_scope(route.scope), False)), key
+        )
 
     def _delete(self, keys_: Sequence[str]) -> _Request:
         stored = []
         for k in keys_:
-            route = Route.of(k)
-            if route is not None and route.digest is not None:
-                k = self._other_names.get(k) or route.stored(
-                    (yield NeedKey(self._writing_scope(route.scope), False)), k
-                )
-            stored.append(k)
+            stored.append((yield from self._stored_name(k)))
         return (yield (Delete(tuple(stored))))
-
-    # --- how one step is performed (storage/requests.py runs the requests) ----------
 
     def _perform(self, step: _Step) -> Any:
         """A scope's key or keys, loaded if not known, or the wrapped store's answer."""
@@ -426,7 +389,6 @@ class SealingStore(KeyLayer):
         return call(self._inner, step)
 
     async def _aperform(self, step: _Step) -> Any:
-        """Coroutine twin of :meth:`_perform`."""
         if isinstance(step, NeedKey):
             held = self._scopes.held.get(step.scope)
             return held or await self._scopes.akey(step.scope, step.create)
@@ -434,36 +396,19 @@ class SealingStore(KeyLayer):
             return await self._scopes.aring(step.scope)
         return await acall(self._inner, step)
 
-    # --- blocking requests and coroutines: each request's steps, run by storage/requests.py
-
-    put, aput = _run_both(
-        _put, "Seal ``data`` with its thread's key (made at the thread's first write) and store it."
-    )
+    put, aput = _run_both(_put, "Seal and store ``data``; a scope's first write makes its key.")
     get, aget = _run_both(
         _get,
-        """The opened object (a range is cut from the opened bytes).
-
-        Raises:
-            ThreadKeyMissingError: the thread has no key object.
-            CorruptObjectError: the stored bytes are plain, altered, or another key's.
-        """,
+        "The opened object, a range cut from it: ThreadKeyMissingError without a key object,"
+        " CorruptObjectError for plain, altered or another key's bytes.",
     )
-    list, alist = _run_both(
-        _list, "A page of keys, content objects named by their addresses again."
-    )
-    delete, adelete = _run_both(
-        _delete, "Delete the stored objects of these keys (content objects by their sealed names)."
-    )
-
-    # --- thread keys as a whole -------------------------------------------------------
+    list, alist = _run_both(_list, "A page of keys, content objects named by their addresses.")
+    delete, adelete = _run_both(_delete, "Delete these keys' objects, content ones by sealed name.")
 
     def shred(self, prefix: str, below: int) -> None:
         """Delete the key objects of every epoch below ``below`` of a thread or store namespace.
 
-        ``prefix`` is the thread's ``threads/<T>/`` or the namespace's index
-        prefix ``store/ix/<P>/x/``. Its objects of those epochs become
-        unreadable; the key of epoch ``below`` (a new conversation's or
-        namespace life's, spec §4.11, §8.4.9) is left alone.
+        ``prefix``: ``threads/<T>/`` or ``store/ix/<P>/x/``; epoch ``below``'s key stays.
         """
         token = scope_of_prefix(prefix)
         listing = ListKeys(marked_keys_prefix(token))
@@ -487,16 +432,13 @@ class SealingStore(KeyLayer):
         return self._versions
 
     def _destroy_versions(self, token: str, below: int) -> None:
-        """Every version of the scope's key objects of the epochs below ``below``."""
-
         def doomed(scope: str) -> bool:
             owner, epoch = split_scope(scope)
             return owner == token and epoch < below
 
         # Lists the scope's own key objects (and, for a namespace, those of
         # the namespaces below it, which ``doomed`` leaves alone).
-        listed = KEY_PREFIX + token if token.startswith(STORE_SCOPE) else key_object_key(token)
-        self._versions.destroy(listed, doomed, scope_owner(token))
+        self._versions.destroy(key_stem(token), doomed, scope_owner(token))
 
     def _shredded(self, token: str, below: int, page: ListPage) -> list[str]:
         """The key objects a shred deletes (second ones too), forgotten here first."""
@@ -527,7 +469,7 @@ class _SealingStoreAhead(SealingStore):
     """A :class:`SealingStore` over a store that sends requests ahead (:class:`SendsAhead`)."""
 
     def send_ahead(self, request: StorageRequest) -> Callable[[], Any]:
-        """Load keys and seal now, send the first request ahead; the rest when it is answered."""
+        """Load keys and seal now, send the first request ahead."""
         inner = self._inner
         assert isinstance(inner, SendsAhead)
         request_steps = call(self._steps_of, request)
@@ -537,7 +479,7 @@ class _SealingStoreAhead(SealingStore):
 def _opened_info(
     ring: Sequence[ThreadKey], info: ObjectInfo, where: tuple[str, str, str]
 ) -> ObjectInfo | None:
-    """A listed content object named by its address, with the first key that made its name."""
+    """A listed content object named by its address, by the first key that made its name."""
     for thread in ring:
         d = sealing.opened_name(thread, where[2][len(OBJECTS) :])
         if d is not None:

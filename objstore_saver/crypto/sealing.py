@@ -1,14 +1,8 @@
 """Sealed objects and sealed names: deterministic authenticated encryption (AES-256-SIV).
 
-docs/encryption.md, "Objects". A content object keeps its address in clear
-inside the thread's plaintext (SHA-256 of its bytes, as the format computes
-it); its stored *name* is that address encrypted with the thread's name key,
-so names reveal nothing, differ between threads, and a reader holding the key
-turns a listed name back into the address. Its bytes are AES-256-SIV of the
-plaintext bound to the thread and the address. A keyed object (manifest,
-write, mark) is bound to its key within the thread instead. AES-SIV is
-deterministic: equal plaintexts give equal bytes, so content addressing still
-stores an object once and a retried create-only PUT finds its own bytes.
+docs/encryption.md, "Objects". Deterministic: equal plaintexts give equal bytes, so
+content addressing still stores an object once and a retried create-only PUT finds
+its own bytes.
 """
 
 from __future__ import annotations
@@ -24,9 +18,7 @@ from objstore_saver.errors import CorruptObjectError
 from objstore_saver.format import codec
 from objstore_saver.format.keys import SEALED_NAME_LEN
 
-#: The algorithm a sealed object names.
 ALGORITHM = "aes-256-siv"
-#: Version of the sealed envelope.
 SEALED_VERSION = 1
 _LABEL = b"objstore-saver v1"
 
@@ -48,14 +40,8 @@ def opened_name(thread: ThreadKey, name: str) -> bytes | None:
 
 
 def envelope_key(data: bytes, key: str) -> tuple[int, bytes | None]:
-    """The thread's epoch whose key sealed an object (field ``e``, 0 if absent; spec §4.10),
-    and the id of that data key (field ``i``; None in envelopes sealed before it was named).
-
-    Read without any key: they choose the key that opens the object.
-
-    Raises:
-        CorruptObjectError: not a sealed envelope (named by ``key``).
-    """
+    """The epoch (field ``e``, spec §4.10) and data key id (field ``i``, None if absent) that
+    sealed an object, read without any key: they choose the key that opens it."""
     obj = _envelope_fields(data, key)
     epoch = obj.get("e", 0)
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
@@ -73,13 +59,6 @@ def is_sealed(data: bytes) -> bool:
         return False
 
 
-def _ciphertext(fields: dict[str, object], key: str) -> bytes:
-    c = fields.get("c")
-    if not isinstance(c, bytes):
-        raise CorruptObjectError(key, "a sealed object without ciphertext")
-    return c
-
-
 def _envelope_fields(data: bytes, key: str) -> dict[str, object]:
     if not data:
         raise CorruptObjectError(key, "empty where a sealed object is expected")
@@ -95,8 +74,7 @@ def _envelope_fields(data: bytes, key: str) -> dict[str, object]:
 
 
 def _bound(thread: ThreadKey, at: bytes | str) -> tuple[AESSIV, list[bytes]]:
-    """The cipher and associated data that bind a sealed object to the thread and to its
-    address (a content object, ``at`` bytes) or to its name in the thread (``at`` a str)."""
+    """The cipher and associated data binding an object to the thread and ``at``."""
     if isinstance(at, bytes):
         return thread.object_siv, [_LABEL, b"obj", thread.thread_id.encode(), at]
     return thread.keyed_siv, [_LABEL, b"key", thread.thread_id.encode(), at.encode()]
@@ -115,12 +93,7 @@ def seal(thread: ThreadKey, at: bytes | str, plaintext: bytes) -> bytes:
 
 
 def unseal(thread: ThreadKey, at: bytes | str, data: bytes, key: str) -> bytes:
-    """The plaintext of an object sealed for the address or name ``at`` (see :func:`seal`).
-
-    Raises:
-        CorruptObjectError: not sealed, sealed for another thread, address or name,
-            or altered (named by ``key``).
-    """
+    """The plaintext of an object sealed for ``at`` (CorruptObjectError if not, or altered)."""
     fields = _envelope_fields(data, key)
     sealed_by = fields.get("i")  # absent in envelopes sealed before it was named
     if sealed_by is not None and sealed_by != thread.key_id:
@@ -132,9 +105,12 @@ def unseal(thread: ThreadKey, at: bytes | str, data: bytes, key: str) -> bytes:
             "(moved from another thread or namespace, or objects under two keys: a key "
             "object replaced, or objects restored from another copy)",
         )
+    ciphertext = fields.get("c")
+    if not isinstance(ciphertext, bytes):
+        raise CorruptObjectError(key, "a sealed object without ciphertext")
     siv, ad = _bound(thread, at)
     try:
-        return siv.decrypt(_ciphertext(fields, key), ad)
+        return siv.decrypt(ciphertext, ad)
     except InvalidTag as exc:
         bound_to = "at this address" if isinstance(at, bytes) else "under this name"
         raise CorruptObjectError(

@@ -1,9 +1,6 @@
 """Client-side encryption settings: the master keys and where thread keys live.
 
-docs/encryption.md, "Keys". The saver and every constructor read them from
-the environment unless given explicitly; the settings hold keys, never
-print them. Importing this module needs no ``cryptography`` (the
-``encryption`` extra): only settings that name a key do.
+docs/encryption.md, "Keys". Importing this module needs no ``cryptography``.
 """
 
 from __future__ import annotations
@@ -23,13 +20,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClientEncryption:
-    """How a saver encrypts: master keys (the first wraps new thread keys) and the key store.
-
-    Args:
-        master_keys: Current first; every one of them opens thread keys it wrapped.
-        key_store: Where key objects live (``keys/threads/<T>``); ``None`` is
-            the data store itself. For crypto-shredding to reach backups, put
-            them where versioning and replication do not (docs/encryption.md).
+    """How a saver encrypts: master keys (the first wraps new thread keys, each opens those it
+    wrapped) and the key store (``None``: the data store; for crypto-shredding to reach
+    backups, put it where versioning and replication do not, docs/encryption.md).
     """
 
     master_keys: tuple[MasterKey, ...]
@@ -48,12 +41,8 @@ class ClientEncryption:
     def from_env(
         cls, environ: Mapping[str, str] | None = None, *, kms_client: Any = None
     ) -> ClientEncryption | None:
-        """The settings of the environment, or None when it configures no master key.
-
-        ``OBJSTORE_SAVER_ENCRYPTION_KEY`` (or ``..._KEYS``, comma-separated,
-        current first) holds the master keys; ``OBJSTORE_SAVER_KEYS_URL``
-        names a store of their own for key objects.
-        """
+        """The settings of ``OBJSTORE_SAVER_ENCRYPTION_KEY(S)`` and ``OBJSTORE_SAVER_KEYS_URL``
+        (a store for key objects), or None when they configure no master key."""
         env = os.environ if environ is None else environ
         if not (env.get(KEYS_ENV) or env.get(KEY_ENV) or "").strip(" ,"):
             if env.get(KEYS_URL_ENV):
@@ -76,11 +65,8 @@ class ClientEncryption:
 
 
 def resolve(setting: ClientEncryption | bool | None) -> ClientEncryption | None:
-    """The settings a saver uses: given ones, the environment's (``None``), or none (``False``).
-
-    Raises:
-        ConfigurationError: ``True`` with no master key in the environment.
-    """
+    """The settings a saver uses: given ones, the environment's (``None``, or ``True``: then
+    required), or none (``False``)."""
     if isinstance(setting, ClientEncryption):
         return setting
     if setting is False:

@@ -1,10 +1,6 @@
 """A thread's data key, the keys derived from it, and the key object that stores it wrapped.
 
-docs/encryption.md, "Keys": 32 random bytes per thread; HKDF-SHA256 derives
-the AES-SIV keys of object names, content objects and keyed objects. The key
-object holds
-the thread id and one wrapping per master key; it is the one object whose
-deletion shreds the thread.
+docs/encryption.md, "Keys": the key object is the one object whose deletion shreds the thread.
 """
 
 from __future__ import annotations
@@ -22,11 +18,9 @@ from objstore_saver.crypto.names import scope_owner, split_scope
 from objstore_saver.errors import CorruptObjectError, ThreadKeyError
 from objstore_saver.format import codec
 
-#: Bytes of a thread data key.
 DATA_KEY_LEN = 32
 #: Bytes of the id an envelope names its data key by.
 KEY_ID_LEN = 8
-#: Format version of key objects.
 KEY_OBJECT_VERSION = 1
 
 
@@ -42,19 +36,8 @@ def _derive(data_key: bytes, thread_id: str, purpose: bytes, length: int) -> byt
 
 @dataclass(frozen=True)
 class ThreadKey:
-    """The keys of one thread, derived from its data key.
-
-    Attributes:
-        thread_id: The thread they belong to (bound into every derivation):
-            its key token (spec §3.1), as the thread's keys name it.
-        name_key: AES-256-SIV key of content objects' stored names.
-        object_key: AES-256-SIV key of content objects.
-        keyed_key: AES-256-SIV key of manifests, writes and other keyed objects.
-        key_id: 8 bytes naming the data key in every envelope it seals (an
-            HKDF output of its own: it reveals nothing of the other keys).
-        epoch: The epoch of the thread (or namespace) whose key it is: its
-            envelopes name it (spec §4.10).
-    """
+    """The AES-256-SIV keys of one scope (``thread_id``, bound into every derivation) and
+    ``key_id``, an HKDF output of its own that names the data key in envelopes."""
 
     thread_id: str
     data_key: bytes = field(repr=False)
@@ -107,11 +90,7 @@ def _key_object(thread_id: str, wrappings: Sequence[tuple[str, bytes]]) -> bytes
 
 
 def key_object_wrappings(data: bytes, key: str, thread_id: str) -> list[tuple[str, bytes]]:
-    """The (master key name, wrapped data key) pairs of a key object, checked.
-
-    Raises:
-        CorruptObjectError: not a key object of ``thread_id`` (named by ``key``).
-    """
+    """The (master key name, wrapped data key) pairs of ``thread_id``'s key object, checked."""
     obj = codec.unpack_object(data, key, "thread-key", versions=(KEY_OBJECT_VERSION,))
     if obj.get("t") != thread_id:
         raise CorruptObjectError(key, f"the key object of thread {obj.get('t')!r:.80}")
@@ -120,22 +99,15 @@ def key_object_wrappings(data: bytes, key: str, thread_id: str) -> list[tuple[st
         raise CorruptObjectError(key, "a key object without wrappings")
     out: list[tuple[str, bytes]] = []
     for w in raw:
-        if not (isinstance(w, list) and len(w) == 2):
+        pair = isinstance(w, list) and len(w) == 2
+        if not (pair and isinstance(w[0], str) and isinstance(w[1], bytes)):
             raise CorruptObjectError(key, "a wrapping is not [master key name, bytes]")
-        name, wrapped = w
-        if not isinstance(name, str) or not isinstance(wrapped, bytes):
-            raise CorruptObjectError(key, "a wrapping is not [master key name, bytes]")
-        out.append((name, wrapped))
+        out.append((w[0], w[1]))
     return out
 
 
 def open_key_object(data: bytes, key: str, thread_id: str, keys: Sequence[MasterKey]) -> ThreadKey:
-    """The thread's keys from its key object, with the first master key that opens it.
-
-    Raises:
-        CorruptObjectError: the object is not the thread's key object.
-        ThreadKeyError: no configured master key opens it (names the keys it is wrapped with).
-    """
+    """The thread's keys from its key object, with the first master key that opens it."""
     return _opened(key_object_wrappings(data, key, thread_id), key, thread_id, keys)
 
 
@@ -162,11 +134,8 @@ def _opened(
 def rewrapped(
     data: bytes, key: str, thread_id: str, keys: Sequence[MasterKey], *, drop_old: bool
 ) -> bytes | None:
-    """The key object wrapped by the current master key (``keys[0]``) too; None if it already is.
-
-    The data key is unchanged, so no object of the thread needs rewriting.
-    ``drop_old`` keeps only the current wrapping.
-    """
+    """The key object wrapped by the current master key (``keys[0]``) too, the data key
+    unchanged; None if it already is. ``drop_old`` keeps only the current wrapping."""
     wrappings = key_object_wrappings(data, key, thread_id)
     current = keys[0]
     has_current = any(answers_to(current, name) for name, _ in wrappings)

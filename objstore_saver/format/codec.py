@@ -1,13 +1,10 @@
-"""Object encodings (spec §4): payloads, entries and the objects that hold them.
-
-Pure functions; decoding checks every rule of §4.6 and raises an error naming the key.
-"""
+"""Object encodings (spec §4); decoding checks every rule of §4.6, naming the key at fault."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgpack
 
@@ -34,7 +31,6 @@ from objstore_saver.format.model import (
     PART_SIZE as PART_SIZE,
     SEGMENT_FULL_LEN as SEGMENT_FULL_LEN,
     SEGMENT_MAX_BYTES as SEGMENT_MAX_BYTES,
-    SEGMENT_MAX_LEN as SEGMENT_MAX_LEN,
     SEGMENT_MERGE as SEGMENT_MERGE,
     WRITE_INLINE_MAX as WRITE_INLINE_MAX,
     ChunkObj as ChunkObj,
@@ -83,17 +79,9 @@ def payload_bytes(payload: Payload, key: str) -> tuple[str, bytes]:
     return payload.type, compression.decompressed(payload.encoding, payload.data, key)
 
 
-# --- encoding -------------------------------------------------------------
-
-
 def pack_content(fields: dict[str, Any], epoch: int) -> bytes:
-    """Bytes of a content object of the thread's ``epoch`` (spec §4.5, §4.11).
-
-    An object of epoch ``n > 0`` carries ``ep = n``, so its address differs
-    from that of the same value in any other epoch: a conversation begun on
-    a reused thread id never shares an object with the one a delete is
-    sweeping. Readers ignore the field.
-    """
+    """Bytes of a content object of the thread's ``epoch`` (spec §4.5, §4.11): ``ep`` makes
+    its address differ from the same value's in any other epoch."""
     if epoch:
         fields["ep"] = epoch
     return pack_object(fields)
@@ -117,9 +105,7 @@ def encode_split(
 def entry_to_msgpack(
     entry: Entry, holder: str | None = None, holder_id: str | None = None
 ) -> list[Any]:
-    """An entry as stored; ``holder`` is the key of the manifest that holds it, ``holder_id``
-    its checkpoint id: locations are written relative to it (spec §4.0, §4.4;
-    :func:`~objstore_saver.format.keys.relative_loc`)."""
+    """An entry as stored, located relative to the manifest ``holder`` (id ``holder_id``)."""
     if isinstance(entry, Inline):
         p = entry.payload
         return ["i", p.type, p.encoding, p.data]
@@ -154,12 +140,7 @@ def encode_manifest(
     embedded: Sequence[bytes] = (),
     epoch: int = 0,
 ) -> bytes:
-    """Bytes of a manifest (spec §4.1). Channels are written in sorted order.
-
-    ``embedded`` are content objects the manifest carries (field ``e``); a
-    segment located at this manifest's own key is written with location ``""``.
-    ``epoch`` is the thread's epoch (field ``ep``, written when not 0, §4.11).
-    """
+    """Bytes of a manifest (spec §4.1), channels in sorted order, carrying ``embedded``."""
     own = keys.manifest_key(thread_id, checkpoint_ns, checkpoint_id)
     stored = {}
     for k in sorted(channels):
@@ -189,8 +170,12 @@ def encode_tombstone(*, thread_id: str, epoch: int) -> bytes:
     )
 
 
+def _natural(n: object) -> TypeGuard[int]:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
 def _epoch(raw: object, key: str, name: str) -> int:
-    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= keys.MAX_EPOCH:
+    if not _natural(raw) or raw > keys.MAX_EPOCH:
         raise CorruptObjectError(key, f"field {name!r} is not an epoch (0..{keys.MAX_EPOCH})")
     return raw
 
@@ -255,9 +240,6 @@ def replace_thread_id(manifest_bytes: bytes, key: str, thread_id: str) -> bytes:
     return pack_object(raw)
 
 
-# --- decoding -------------------------------------------------------------
-
-
 def unpack_object(
     data: bytes,
     key: str,
@@ -265,11 +247,8 @@ def unpack_object(
     versions: tuple[int, ...] = (FORMAT_VERSION,),
     sealed: bool = False,
 ) -> dict[str, Any]:
-    """Unpack an object's MessagePack map, checking its format version and kind.
-
-    A version above ``versions`` is :class:`UnsupportedFormatError` (a newer
-    release's); a sealed object :class:`EncryptedObjectError` unless ``sealed``.
-    """
+    """Unpack an object's MessagePack map, checking its format version and kind (a newer
+    version is UnsupportedFormatError; a sealed object EncryptedObjectError unless ``sealed``)."""
     try:
         obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except (ValueError, msgpack.UnpackException) as exc:
@@ -303,13 +282,8 @@ def _digest(value: Any, key: str) -> bytes:
 
 
 def _payload(raw: Any, key: str) -> Payload:
-    if (
-        not isinstance(raw, list)
-        or len(raw) != 3
-        or not isinstance(raw[0], str)
-        or not isinstance(raw[1], str)
-        or not isinstance(raw[2], bytes)
-    ):
+    ok = isinstance(raw, list) and len(raw) == 3 and isinstance(raw[2], bytes)
+    if not (ok and isinstance(raw[0], str) and isinstance(raw[1], str)):
         raise CorruptObjectError(key, "a payload is not [type, encoding, data]")
     if raw[1] not in ENCODINGS:
         raise CorruptObjectError(key, f"unknown payload encoding {raw[1]!r}")
@@ -332,7 +306,6 @@ def decode_entry(raw: Any, key: str) -> Entry:
 
 
 def _element_entry(raw: Any, key: str) -> Entry:
-    """A list element's entry: inline or a reference, never a list's own fields."""
     entry = decode_entry(raw, key)
     if isinstance(entry, InlineList):
         raise CorruptObjectError(key, "a list element is an inline list entry")
@@ -342,15 +315,13 @@ def _element_entry(raw: Any, key: str) -> Entry:
 def _list_fields(
     count: Any, sealed_raw: list[Any], tail_raw: list[Any], key: str, holder: str | None = None
 ) -> ListObj:
-    """A list's fields (spec §4.4), checked: the count is the subtrees' and the tail's.
-
-    ``holder``: the manifest or write holding an inline list, against which
-    its segments' locations resolve (a version-1 ``list`` object has none).
-    """
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+    """A list's fields (spec §4.4); ``holder`` resolves an inline list's segment locations."""
+    if not _natural(count):
         raise CorruptObjectError(key, f"a list's element count {count!r:.40} is not a count")
     n_sealed = 0
-    while n_sealed < len(sealed_raw) and _is_pair(sealed_raw[n_sealed]):
+    for raw in sealed_raw:
+        if not (isinstance(raw, list) and len(raw) == 2):
+            break
         n_sealed += 1
     sealed = _subtree_refs(sealed_raw[:n_sealed], key)
     if n_sealed < len(sealed_raw) and holder is None:
@@ -361,10 +332,6 @@ def _list_fields(
     if held != count:
         raise CorruptObjectError(key, "element count differs from its subtrees and tail")
     return ListObj(count, sealed, tail, segments)
-
-
-def _is_pair(raw: Any) -> bool:
-    return isinstance(raw, list) and len(raw) == 2
 
 
 #: What follows ``[H, count, L]`` in a reference to an index, or to a segment (spec §4.4).
@@ -427,9 +394,7 @@ def _embedded(raw: Any, key: str) -> tuple[bytes, ...]:
 
 
 def _write_group(raw: object, key: str) -> tuple[int, ...]:
-    if not isinstance(raw, list) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in raw
-    ):
+    if not isinstance(raw, list) or not all(_natural(i) for i in raw):
         raise CorruptObjectError(key, f"write group must be a list of indexes, got {raw!r}")
     return tuple(raw)
 
@@ -457,14 +422,8 @@ def decode_writes(data: bytes, key: str) -> list[WriteObj]:
     rows = _field(obj, "w", list, key)
     out: list[WriteObj] = []
     for row in rows:
-        if not (
-            isinstance(row, list)
-            and len(row) == 3
-            and isinstance(row[0], int)
-            and not isinstance(row[0], bool)
-            and row[0] >= 0
-            and isinstance(row[1], str)
-        ):
+        ok = isinstance(row, list) and len(row) == 3 and isinstance(row[1], str)
+        if not (ok and _natural(row[0])):
             raise CorruptObjectError(key, f"write group row must be [idx, channel, v], got {row!r}")
         out.append(WriteObj(task_id, task_path, row[0], row[1], decode_entry(row[2], key), seq))
     idxs = [w.idx for w in out]
@@ -496,10 +455,7 @@ _KINDS_BY_TAG[None] = (
 
 
 def decode_object(data: bytes, key: str, tag: str | None = None) -> StoredObject:
-    """Decode a content-addressed object reached through an entry tagged ``tag`` (None: any).
-
-    The kinds each tag may reach are :data:`KIND_OF_TAG`'s, ``c`` a chunk or a node.
-    """
+    """Decode a content-addressed object reached through an entry tagged ``tag`` (None: any)."""
     kinds = _KINDS_BY_TAG[tag]
     obj = unpack_object(data, key, *kinds, versions=CHECKPOINT_VERSIONS)
     kind = obj["k"]
@@ -560,13 +516,8 @@ def _split(obj: dict[str, Any], key: str) -> SplitObj:
 def _subtree_refs(raw: list[Any], key: str) -> tuple[tuple[bytes, int], ...]:
     out = []
     for item in raw:
-        if (
-            not isinstance(item, list)
-            or len(item) != 2
-            or not isinstance(item[1], int)
-            or item[1] < CHUNK_LEN
-            or item[1] % CHUNK_LEN
-        ):
+        count = item[1] if isinstance(item, list) and len(item) == 2 else None
+        if not isinstance(count, int) or count < CHUNK_LEN or count % CHUNK_LEN:
             raise CorruptObjectError(key, "a subtree reference is not [digest, full count]")
         out.append((_digest(item[0], key), item[1]))
     return tuple(out)

@@ -1,8 +1,6 @@
 """Byte encodings of payload data (spec §4.0): raw, zstd, and zstd with the D1 dictionary.
 
-zstd (de)compressors are not thread-safe: they are lent from shared free lists
-(:class:`Reused`). Small decompressed payloads are remembered by content: a
-conversation's messages are decoded from the same payloads at every turn.
+zstd (de)compressors are not thread-safe: they are lent from shared free lists.
 """
 
 from __future__ import annotations
@@ -46,15 +44,10 @@ T = TypeVar("T")
 
 
 class Reused(Generic[T]):
-    """Objects made once and lent to any thread, one user at a time.
+    """Objects made once and lent to any thread, one user at a time (not per thread: LangGraph
+    starts new threads for each invocation's writes; docs/profile.md, "8 OS threads").
 
-    A per-thread object is made again by every new thread, and LangGraph's
-    blocking loop runs each invocation's checkpoint writes on threads it
-    starts for that invocation: a D1 compressor per thread cost a new zstd
-    context and dictionary tables about twice a chat turn (docs/profile.md,
-    "8 OS threads"). Borrowing from one free list makes as many as ever run at
-    once. ``deque.pop`` and ``append`` are atomic, so no lock is taken;
-    about ``keep`` free objects are kept (a racing return may keep one more).
+    ``deque.pop`` and ``append`` are atomic: no lock (a racing return may keep one extra).
     """
 
     __slots__ = ("_free", "_keep", "_make")
@@ -89,8 +82,7 @@ def new_decompressor(encoding: str) -> zstandard.ZstdDecompressor:
     return zstandard.ZstdDecompressor(dict_data=D1 if encoding == ZD1 else None)
 
 
-#: One-shot D1 compressors. A streaming user makes its own: it may be
-#: suspended between pieces while a one-shot call borrows the free ones.
+#: One-shot D1 compressors (a streaming user, which may be suspended, makes its own).
 COMPRESSORS: Reused[zstandard.ZstdCompressor] = Reused(new_compressor)
 #: One-shot decompressors by encoding (streaming users make their own).
 DECOMPRESSORS: dict[str, Reused[zstandard.ZstdDecompressor]] = {
@@ -109,9 +101,8 @@ def compressed(data: bytes) -> tuple[str, bytes]:
     return RAW, data
 
 
-#: Decompressed small payloads by (encoding, data): a pure-function cache. A
-#: tiny zstd frame costs microseconds with the decompressor's tables out of
-#: the CPU cache, a lookup a fraction of one.
+#: Decompressed small payloads by (encoding, data): a conversation's messages are
+#: decoded from the same payloads at every turn, and a lookup costs less than a frame.
 _DECOMPRESSED: BoundedFifo[tuple[str, bytes], bytes] = BoundedFifo(8 * 1024 * 1024)
 #: Largest decompressed payload kept in that cache.
 DECOMPRESSED_KEPT_MAX = 64 * 1024
@@ -142,11 +133,8 @@ def decompressed(encoding: str, data: bytes, key: str) -> bytes:
 def stream_decompressed(
     encoding: str, size: int, data: Iterable[bytes], key: str
 ) -> Iterator[bytes]:
-    """Decoded bytes of data given in slices (parts), without joining them.
-
-    Checks that the slices hold ``size`` bytes in all and that a zstd frame
-    is complete.
-    """
+    """Decoded bytes of data given in slices (parts), checked to hold ``size`` bytes and a
+    complete zstd frame, without joining them."""
     if encoding not in ENCODINGS:
         raise CorruptObjectError(key, f"unknown payload encoding {encoding!r}")
     # A decompressor of its own: the caller may be suspended between two slices.

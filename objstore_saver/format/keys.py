@@ -1,11 +1,6 @@
 """Key layout (spec §3): identifiers, tokens, keys, and locations relative to a manifest.
 
-Pure functions only. Every key the saver builds comes from here. A config's
-identifiers are read and checked here (:func:`scope_of`). A segment's or a
-value's location (spec §4.0, §4.4) is stored relative to the manifest that
-holds the reference (``""``: that manifest; a checkpoint id, or a UUID's 16
-bytes: that checkpoint's manifest beside it; nil: ``objects/<H>``) and kept
-in memory as a full key.
+Every key the saver builds comes from here; locations: spec §4.0, §4.4.
 """
 
 from __future__ import annotations
@@ -114,11 +109,8 @@ V2_WRITES_SUFFIX = ".w/"
 
 
 def checkpoint_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it.
-
-    No ``<R>`` is a prefix of another (each ends with its only ``~``): a LIST
-    with it returns the checkpoint's manifests and version-2 writes only.
-    """
+    """``threads/<T>/checkpoints/<N>/<R>``: every key of one checkpoint starts with it (no
+    ``<R>`` is a prefix of another: each ends with its only ``~``)."""
     return manifests_prefix(thread_id, checkpoint_ns) + reverse_id(checkpoint_id)
 
 
@@ -127,9 +119,8 @@ def manifest_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
     return checkpoint_key(thread_id, checkpoint_ns, checkpoint_id) + V2_MANIFEST_SUFFIX
 
 
-def v1_manifest_key(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    """Key of one checkpoint's version-1 manifest (read, never written)."""
-    return checkpoint_key(thread_id, checkpoint_ns, checkpoint_id)
+#: Key of one checkpoint's version-1 manifest (read, never written).
+v1_manifest_key = checkpoint_key
 
 
 def checkpoint_writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
@@ -177,12 +168,9 @@ def tombstones_prefix(thread_id: str, checkpoint_ns: str) -> str:
 def tombstone_epoch(segment: str) -> int | None:
     """The epoch a tombstone begins, from the last segment of its key; None if not a tombstone."""
     digits = segment[1:]
-    if (
-        not segment.startswith(TOMBSTONE_MARK)
-        or len(digits) != TOMBSTONE_DIGITS
-        or not digits.isdigit()
-        or not digits.isascii()
-    ):
+    if not segment.startswith(TOMBSTONE_MARK) or len(digits) != TOMBSTONE_DIGITS:
+        return None
+    if not (digits.isdigit() and digits.isascii()):
         return None
     epoch = MAX_EPOCH - int(digits)
     return epoch if epoch >= 1 else None
@@ -228,7 +216,6 @@ def write_key(
 
 
 def _task_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str:
-    """What the keys of a task's version-2 writes and write groups start with."""
     return checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id) + token(
         "task_id", task_id
     )
@@ -247,11 +234,7 @@ def write_group_key(
 
 
 def write_group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
-    """The part of a write group key after the task token (spec §4.7).
-
-    ``<L>``, the ascending indexes joined by ``~``, when it has at most
-    :data:`GROUP_SUFFIX_MAX` characters, else ``h`` and 16 hex digits of its SHA-256.
-    """
+    """The part of a write group key after the task token: ``<L>`` or its hash (spec §4.7)."""
     suffix = "~".join(str(i) for i in indexes)
     if len(suffix) > GROUP_SUFFIX_MAX:
         suffix = "h" + hashlib.sha256(suffix.encode()).hexdigest()[:16]
@@ -259,10 +242,7 @@ def write_group_suffix(indexes: list[int] | tuple[int, ...]) -> str:
 
 
 def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
-    """(task token, write indexes) of a pending write or write group key (spec §4.7).
-
-    The indexes are None for a group named by a hash (they are in the object).
-    """
+    """(task token, write indexes) of a pending write or write group key (None: hashed)."""
     seg = key.rsplit("/", 1)[1]
     parts = seg.rsplit(".", 2)
     if len(parts) == 3 and parts[1].startswith("-") and len(parts[2]) == 26:
@@ -275,13 +255,8 @@ def write_slots(key: str) -> tuple[str, tuple[int, ...] | None]:
 
 @dataclass(frozen=True)
 class CheckpointKeyParts:
-    """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3).
-
-    ``checkpoint_token`` is the checkpoint id's token (as version 1's write
-    keys name it); ``kind`` ``"manifest"``, ``"write"`` or ``"tombstone"``;
-    ``version`` the format version the key's place implies; ``epoch`` the one
-    a tombstone begins (spec §3.4), else 0.
-    """
+    """What a key under ``threads/<T>/checkpoints/`` or ``writes/`` is (spec §3): ``kind``
+    ``"manifest"``, ``"write"`` or ``"tombstone"``, the ``version`` its place implies."""
 
     thread_pfx: str
     ns_token: str
@@ -449,28 +424,19 @@ def absolute_loc(raw: Any, holder: str, key: str) -> str | None:
 
 
 def index_loc(loc: str | None) -> str | bytes | None:
-    """A segment's or an index's location (a manifest key, None: alone) as an index holds it.
-
-    The checkpoint id alone (a UUID's 16 bytes), never ``""``: spec §4.4.
-    """
+    """A segment's or an index's location as an index holds it: the id alone, never ``""``."""
     return None if loc is None else stored_at(checkpoint_id_of_manifest_key(loc), None)
 
 
 def stored_at(at: str, holder_id: str | None) -> str | bytes:
-    """A value's location as stored (spec §4.0): ``""`` for the holder itself, else the id.
-
-    ``holder_id`` is None inside a segment (any manifest of the namespace may refer to it).
-    """
+    """A value's location as stored (spec §4.0): ``""`` for the holder itself, else the id."""
     if at == holder_id:
         return ""
     return _uuid_bytes(at) or at
 
 
 def read_at(raw: Any, holder_key: str, key: str) -> str:
-    """The checkpoint id a stored value location names, read from ``holder_key``.
-
-    ``""`` is valid only in a version-2 manifest, where it names that manifest.
-    """
+    """The checkpoint id a stored value location names, read from ``holder_key``."""
     if raw == "":
         if not is_manifest_v2_key(holder_key):
             raise CorruptObjectError(key, "a value located '' (here) outside a manifest")

@@ -1,8 +1,7 @@
 """Encoding of list values element by element (spec §4.4): segments, indexes, the inline list.
 
-Pure functions; no I/O. The layout is a function of the element sequence
-and of where things are, so sealed segments and full indexes keep their
-hashes as a list grows.
+The layout is a function of the elements and where they are, so sealed segments
+and full indexes keep their hashes as a list grows.
 """
 
 from __future__ import annotations
@@ -24,15 +23,13 @@ class EncodedElement:
     digest: bytes | None
     objects: dict[bytes, bytes]
     children: dict[bytes, tuple[bytes, ...]]
-    size: int = field(init=False)
-    """Bytes of the entry as packed in a segment (what the merge rule weighs)."""
+    size: int = field(init=False)  # the entry's packed bytes (what the merge rule weighs)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", len(msgpack.packb(self.item, use_bin_type=True)))
 
 
-#: What an encoded element is a function of: its ``(type, serialized bytes)``,
-#: and the epoch when not 0 (:func:`element_key`).
+#: What an encoded element is a function of: ``(type, serialized bytes)`` and any epoch.
 ElementKey = tuple[Any, ...]
 
 
@@ -51,24 +48,20 @@ class ElementCache(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SealedObject:
-    """A segment as encoded: its address, bytes, entries and the objects it references."""
+    """A segment as encoded: its address, bytes, entries (``items``, for a merge to copy,
+    ``size`` their packed bytes), and its elements' objects and their references."""
 
     digest: bytes
     body: bytes
     children: tuple[bytes, ...]
     element_objects: dict[bytes, bytes] = field(default_factory=dict)
-    """Its referenced elements' objects (values), by digest."""
     element_children: dict[bytes, tuple[bytes, ...]] = field(default_factory=dict)
-    """What those objects reference in turn."""
     items: tuple[list[Any], ...] = ()
-    """Its element entries as packed, for a merge to copy."""
     size: int = 0
-    """Bytes of its entries as packed (the merge rule's weight)."""
 
 
-#: What a segment is a function of: ``("g", *element keys)`` for a seal, each
-#: key being ``(type, serialized bytes)``; ``("m", *digests)`` for a merge (the
-#: segments it joins, whose bytes their digests fix).
+#: What a segment is a function of: ``("g", *element keys)`` for a seal,
+#: ``("m", *digests)`` for a merge (of the segments those digests fix).
 SealedKey = tuple[object, ...]
 
 
@@ -153,19 +146,9 @@ def encode_list(
 ) -> codec.Encoded:
     """Entry for a list given its serialized elements (spec §4.4, format version 2).
 
-    Every ``CHUNK_LEN`` elements seal a segment; while the last
-    ``SEGMENT_MERGE`` segments hold as many elements each (at most
-    ``SEGMENT_FULL_LEN`` together, ``SEGMENT_MAX_BYTES`` of entries) they
-    merge. The rest is the tail, inline. An appended element leaves every
-    earlier segment's hash unchanged. Segments are returned unlocated, all
-    in the list's ``segments``: the writer decides which it embeds, then
-    puts the full ones under a root index (:func:`full_segments`,
-    :func:`root_index`). ``cache`` and ``sealed_cache`` spare
-    encoding an element or a segment again (their bytes are a function of
-    what they hold). With ``locate``, a ``value`` element's reference names
-    the manifest that embeds it (a segment is then a function of its
-    elements and their locations). ``epoch``: spec §4.11, the caches keep
-    each epoch's apart.
+    Segments are returned unlocated, all in the list's ``segments``: the writer
+    decides which it embeds, then puts the full ones under a root index. With
+    ``locate``, a ``value`` element's reference names the manifest that embeds it.
     """
     out: dict[bytes, bytes] = {}
     # What the caches hold is a function of the element and the epoch.
@@ -173,7 +156,6 @@ def encode_list(
     children: dict[bytes, tuple[bytes, ...]] = {}
 
     def encoded(pair: tuple[str, bytes]) -> EncodedElement:
-        """One element, through the cache."""
         cache_key = element_key(pair, epoch)
         element = cache.get(cache_key) if cache is not None else None
         if element is None:
@@ -183,7 +165,6 @@ def encode_list(
         return element
 
     def one(element: EncodedElement, item: list[Any]) -> SealedObject:
-        """An element as a run of one, for :func:`_segment` to join."""
         size = element.size if item is element.item else len(msgpack.packb(item, use_bin_type=True))
         return SealedObject(
             b"",
@@ -244,12 +225,8 @@ def _tail_entry(element: EncodedElement, locate: Locator | None) -> codec.Entry:
 
 
 def full_segments(counts: Sequence[int]) -> int:
-    """How many of a list's first segments (element counts, oldest first) are full (spec §4.4).
-
-    A segment is full when no later seal can merge it: it holds
-    ``SEGMENT_FULL_LEN`` elements, or the next one holds at least as many
-    (their merge was refused for its bytes), or the next one is full.
-    """
+    """How many of a list's first segments (element counts, oldest first) are full: no later
+    seal can merge them (spec §4.4)."""
     full = 0
     for i, count in enumerate(counts):
         if count >= codec.SEGMENT_FULL_LEN or (i + 1 < len(counts) and counts[i + 1] >= count):
@@ -270,12 +247,8 @@ def index_body(refs: Sequence[codec.SegmentRef], epoch: int = 0) -> bytes:
 
 
 def root_index(full: Sequence[codec.SegmentRef], place: Place, epoch: int = 0) -> codec.SegmentRef:
-    """The reference of the root index over a list's full segments, located (spec §4.4).
-
-    Every ``INDEX_FANOUT`` consecutive references of one level make a full
-    index of the next; the root holds what is left of each level, the
-    highest first. ``place`` locates each index made, the root last.
-    """
+    """The reference of the root index over a list's full segments, each index made located
+    by ``place``, the root last (spec §4.4)."""
 
     def made(refs: Sequence[codec.SegmentRef]) -> codec.SegmentRef:
         body = index_body(refs, epoch)

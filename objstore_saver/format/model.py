@@ -1,8 +1,4 @@
-"""The decoded forms of stored objects, and the format's limits (spec §4).
-
-Plain data only; :mod:`objstore_saver.format.codec` turns bytes into these
-forms and back, checking every rule of §4.6.
-"""
+"""The decoded forms of stored objects (plain data), and the format's limits (spec §4)."""
 
 from __future__ import annotations
 
@@ -17,10 +13,8 @@ CHECKPOINT_FORMAT_VERSION = 2
 CHECKPOINT_VERSIONS = (1, 2)
 #: Serialized values up to this size are inline (in the manifest, write or chunk).
 INLINE_MAX = 1024
-#: A pending write's value whose compressed payload is at most this is inline
-#: in its write object (spec §6.5 step 2), though a later put stores it again:
-#: at S3 Standard's list prices one PUT ($0.005 per 1,000) costs as much as
-#: keeping 18 KB for a year ($0.023 per GB-month).
+#: A pending write's value whose compressed payload is at most this is inline in
+#: its write object (spec §6.5 step 2): one S3 PUT costs as much as keeping 18 KB a year.
 WRITE_INLINE_MAX = 16 * 1024
 #: List elements up to this size are inline in their chunk.
 ELEMENT_INLINE_MAX = 128
@@ -34,18 +28,14 @@ CHUNK_LEN = 8
 NODE_FANOUT = 4
 #: Segments of one size that merge into one (format version 2).
 SEGMENT_MERGE = 2
-#: Most elements of one list segment a reader accepts: ``CHUNK_LEN * 2**8``
-#: (what releases before indexes merged up to).
+#: Most elements of one list segment a reader accepts (what releases before indexes merged up to).
 SEGMENT_MAX_LEN = CHUNK_LEN * SEGMENT_MERGE**8
-#: A writer's full segment (spec §4.4): merges stop at this many elements,
-#: so an element is copied at most ``log2(SEGMENT_FULL_LEN / CHUNK_LEN)`` times.
+#: A writer's full segment (spec §4.4): merges stop at this many elements.
 SEGMENT_FULL_LEN = CHUNK_LEN * SEGMENT_MERGE**3
-#: References of a full index (spec §4.4): full segments, or full indexes of
-#: the level below, that make one index of the next level.
+#: References of a full index (spec §4.4): full segments, or full indexes of the level below.
 INDEX_FANOUT = 16
-#: Segments merge only while their entries together encode to at most this:
-#: a merge embeds the new segment in its turn's manifest, so a turn of a thread
-#: however long writes at most this plus its own entries (under 256 KB).
+#: Segments merge only while their entries together encode to at most this, so a
+#: turn however long writes at most this plus its own entries (under 256 KB).
 SEGMENT_MAX_BYTES = 128 * 1024
 #: Lists whose elements average less than this are stored as one value.
 LIST_MIN_MEAN_ELEMENT = 256
@@ -53,7 +43,6 @@ LIST_MIN_MEAN_ELEMENT = 256
 MANIFEST_BUDGET = 1024 * 1024
 
 
-#: Element counts of a segment: ``CHUNK_LEN`` merged up to ``SEGMENT_MAX_LEN`` (level 8).
 _SEGMENT_COUNTS = frozenset(CHUNK_LEN * SEGMENT_MERGE**level for level in range(9))
 
 
@@ -83,43 +72,31 @@ class Inline:
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """Entry pointing at a content-addressed object.
-
-    ``b`` value, ``p`` parts, ``l`` list, ``s`` split value (§4.4a).
-    """
+    """Entry pointing at a content-addressed object: ``b`` value, ``p`` parts, ``l`` list,
+    ``s`` split value (§4.4a)."""
 
     tag: Literal["b", "p", "l", "s"]
     digest: bytes
     at: str | None = None
-    """Format version 2, ``b`` only: the checkpoint id of the manifest that
-    embeds the value, in the namespace of the manifest the reference is read
-    from (through the list that holds it, for a segment's element); None when
-    the value stands alone at ``objects/<H>`` (spec §4.0)."""
+    """``b`` only: the id of the manifest embedding the value; None: at ``objects/<H>`` (§4.0)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SegmentRef:
-    """A list's sealed run of elements (format version 2): a ``segment`` object, located.
+    """A list's sealed run of elements (a ``segment`` object), or an index (spec §4.4).
 
-    ``loc`` is the full key of the manifest that embeds the segment, or None
-    when it stands alone at ``objects/<H>`` (spec §4.4). A segment embedded in
-    a manifest that prune deleted was stored at ``objects/<H>`` first.
+    ``loc``: the key of the manifest embedding it, or None at ``objects/<H>``.
     """
 
     digest: bytes
     count: int
     loc: str | None = None
     index: bool = False
-    """The reference names an ``index`` object (spec §4.4), not a segment."""
 
 
 @dataclass(frozen=True, slots=True)
 class IndexRef:
-    """A reference in an ``index`` object: a segment or an index, located by checkpoint id.
-
-    ``at`` resolves in the namespace of the manifest whose list refers to the
-    root index (None: stored alone at ``objects/<H>``), spec §4.4.
-    """
+    """A reference in an ``index`` object: a segment or an index, located by checkpoint id."""
 
     digest: bytes
     count: int
@@ -129,11 +106,7 @@ class IndexRef:
 
 @dataclass(frozen=True, slots=True)
 class InlineList:
-    """A list channel's list, inline in the manifest (format version 2, entry tag ``L``).
-
-    The fields of a ``list`` object (spec §4.4): its sealed subtrees stay
-    objects of their own; the root and its tail travel in the manifest.
-    """
+    """A list channel's list, inline in the manifest (format version 2, entry tag ``L``)."""
 
     obj: ListObj
 
@@ -153,11 +126,10 @@ class Manifest:
     metadata: Entry
     channels: dict[str, Entry]
     version: int = CHECKPOINT_FORMAT_VERSION
-    """The manifest's format version (its ``f``)."""
+    #: Content objects carried in the manifest (field ``e``).
     embedded: tuple[bytes, ...] = ()
-    """Content objects carried in the manifest (field ``e``), each addressed by its hash."""
+    #: The thread's epoch (field ``ep``, spec §4.11).
     epoch: int = 0
-    """The thread's epoch the checkpoint belongs to (field ``ep``, spec §4.11); 0 if absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,10 +193,10 @@ class WriteObj:
     idx: int
     channel: str
     value: Entry
+    #: Call order: of special writes the greatest is in force, of regular ones the least.
     seq: int = 0
-    """Call order: of special writes the greatest is in force, of regular ones the least."""
+    #: Indexes of the regular writes stored by the same call (empty: not recorded); §4.7.
     group: tuple[int, ...] = ()
-    """Indexes of the regular writes stored by the same call (empty: not recorded); §4.7."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,11 +215,7 @@ StoredObject = (
 
 @dataclass(slots=True)
 class Encoded:
-    """An entry and the content-addressed objects (digest → bytes) it needs.
-
-    ``children`` maps each container object (list, chunk, parts) to the
-    digests it references, so a writer can skip whole subtrees it knows.
-    """
+    """An entry, the content-addressed objects it needs, and each container's references."""
 
     entry: Entry
     objects: dict[bytes, bytes] = field(default_factory=dict)

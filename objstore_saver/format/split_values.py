@@ -1,9 +1,7 @@
 """Split values (spec §4.4a): large message texts stored apart from their value.
 
-Pure functions; no I/O. LangGraph's serializer peaks at about three times a
-large message while building its bytes, so a value holding a message whose
-``content`` is a very large ``str`` is serialized with that text emptied, and
-the text is encoded to UTF-8 and compressed piece by piece on its own.
+LangGraph's serializer peaks at about three times a large message, so such a text
+is emptied in the value and encoded and compressed piece by piece on its own.
 """
 
 from __future__ import annotations
@@ -33,19 +31,13 @@ Path = tuple[Step, ...]
 
 
 def splits_for(serde: SerializerProtocol) -> bool:
-    """Whether values are split for this serializer: exactly LangGraph's default.
-
-    Any other serializer (an encrypting one above all) must see the text.
-    """
+    """Whether values are split for this serializer: exactly LangGraph's default (any other,
+    an encrypting one above all, must see the text)."""
     return type(serde) is JsonPlusSerializer
 
 
 def find_holes(value: Any) -> list[tuple[Path, str]]:
-    """Paths of the messages with a text longer than :data:`SPLIT_MIN`, and the texts.
-
-    A long conversation's messages are searched at every put, so the common
-    case (a small message) stays a few lookups.
-    """
+    """Paths of the messages with a text longer than :data:`SPLIT_MIN`, and the texts."""
     cls = type(value)
     if cls is dict or cls is list:
         found: list[tuple[Path, str]] = []
@@ -97,11 +89,8 @@ def _walk(value: Any, path: Path, found: list[tuple[Path, str]]) -> None:
 
 
 def emptied(value: Any, paths: Iterable[Path]) -> Any:
-    """A copy of ``value`` whose messages at ``paths`` have ``content`` ``""``.
-
-    Only the containers on the paths are copied (shallowly); the caller's
-    value is not changed.
-    """
+    """A copy of ``value`` whose messages at ``paths`` have ``content`` ``""`` (the containers
+    on the paths copied shallowly)."""
     out = value
     for path in paths:
         out = _empty_at(out, value, path)
@@ -128,10 +117,7 @@ def text_size(text: str) -> int:
 
 
 def text_pieces(text: str) -> Iterator[bytes]:
-    """``text`` in UTF-8, a piece at a time (at most 256 KiB each).
-
-    A lone surrogate is a ValueError, as the serializer refuses such a text too.
-    """
+    """``text`` in UTF-8, a piece at a time; a lone surrogate is a ValueError (as serializing)."""
     for start in range(0, len(text), _PIECE_CHARS):
         try:
             yield text[start : start + _PIECE_CHARS].encode("utf-8")

@@ -1,5 +1,5 @@
 """Key layout of the long-term store (spec §8.1): namespace paths, item, index and clear
-marker keys, versions. Pure functions only."""
+marker keys, versions."""
 
 from __future__ import annotations
 
@@ -96,17 +96,14 @@ def name_version(name: str) -> str:
 
 
 def record_hash(name: str) -> str:
-    """``<h>`` of a record name."""
     return name[VERSION_LEN + 1 : VERSION_LEN + 17]
 
 
 def record_op(name: str) -> str:
-    """``<o>`` of a record name."""
     return name[VERSION_LEN + 18 :]
 
 
 def snapshot_permanent(name: str) -> int:
-    """``<n>`` of a snapshot name."""
     return int(name[VERSION_LEN + 1 :].split("-", 1)[0])
 
 
@@ -202,11 +199,8 @@ class Versions:
 
 
 def classify(key: str) -> tuple[str, str]:
-    """(namespace path, kind) of a key under ``store/``.
-
-    The kind is ``"items"``, ``"index records"``, ``"snapshots"``, ``"clear markers"``
-    or ``"other"`` (a key under ``store/`` the format does not define; its path is ``""``).
-    """
+    """(namespace path, kind) of a key under ``store/``: ``"items"``, an index kind,
+    or ``"other"`` with path ``""`` (a key the format does not define)."""
     if key.startswith(INDEX):
         parsed = parse_index_key(key)
         if parsed is not None:

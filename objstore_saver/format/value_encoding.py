@@ -1,8 +1,6 @@
 """Encoding of one serialized value (spec §4.2, §4.3): inline, a value object, or parts.
 
-Pure functions; no I/O. Data larger than a part is compressed into one zstd
-frame and cut into part objects as the compressor emits them, so a caller can
-store and drop each part.
+Data larger than a part is one zstd frame cut into parts as the compressor emits them.
 """
 
 from __future__ import annotations
@@ -14,12 +12,8 @@ from objstore_saver.format import codec, compression, split_values
 
 
 def _compressed_pieces(size: int, data: Iterable[bytes]) -> Iterator[bytes]:
-    """``data`` (``size`` bytes in all) as one zstd frame, in ``codec.PART_SIZE`` pieces.
-
-    The frame has the content size in its header. A compressor of its own,
-    not one of ``compression.COMPRESSORS``: the caller may suspend between
-    pieces (a plan waiting for its PUTs) for as long as it likes.
-    """
+    """``data`` (``size`` bytes) as one zstd frame in ``codec.PART_SIZE`` pieces, by a compressor
+    of its own: the caller may suspend between pieces for as long as it likes."""
     compressor = compression.new_compressor()
     chunker = compressor.chunker(size=size, chunk_size=codec.PART_SIZE)
     for piece in data:
@@ -43,40 +37,27 @@ def _store_value(payload: codec.Payload, out: dict[bytes, bytes], epoch: int) ->
 def inline_written(
     payload: codec.Payload, limit: int = codec.WRITE_INLINE_MAX
 ) -> codec.Encoded | None:
-    """A pending write's value inline, if its compressed payload is at most ``limit``.
-
-    A write's entry is stored once and never carried into another object, so
-    a small payload needs no object whatever its serialized size (spec §6.5 step 2).
-    """
+    """A pending write's value inline, if its compressed payload is at most ``limit`` (spec
+    §6.5 step 2: a write's entry is stored once, never carried into another object)."""
     if len(payload.data) > limit:
         return None
     return codec.Encoded(codec.Inline(payload))
 
 
-#: What :func:`large_objects` returns: the entry, and the container object
-#: (digest, body) with the digests of the parts it lists.
+#: The entry, the container object (digest, body), and the digests of its parts.
 LargeResult = tuple[codec.Ref, tuple[bytes, bytes], tuple[bytes, ...]]
 
 
 def large_objects(
     type_: str, data: bytes, epoch: int = 0
 ) -> Generator[tuple[bytes, bytes], None, LargeResult]:
-    """Encode data larger than ``codec.PART_SIZE``, yielding (digest, body) of parts as made.
-
-    The data is compressed into one zstd frame, each ``codec.PART_SIZE`` piece
-    packed as a ``part`` object at once: neither the whole frame nor all the
-    parts are held. A frame of one piece is a ``value`` object and yields
-    nothing; incompressible data is still framed. Returns a :data:`LargeResult`.
-    """
+    """Encode data larger than ``codec.PART_SIZE``, yielding (digest, body) of parts as made
+    (a frame of one piece is a ``value`` object and yields nothing)."""
     return (yield from frame_objects(type_, _compressed_pieces(len(data), (data,)), epoch))
 
 
 def text_objects(text: str, epoch: int = 0) -> Generator[tuple[bytes, bytes], None, LargeResult]:
-    """Like :func:`large_objects` for a message text (spec §4.4a): its UTF-8 bytes.
-
-    The text is encoded and compressed a piece at a time, so no whole UTF-8
-    copy of it is ever made.
-    """
+    """Like :func:`large_objects` for a message text's UTF-8 (spec §4.4a), made piece by piece."""
     size = split_values.text_size(text)
     pieces = _compressed_pieces(size, split_values.text_pieces(text))
     return (yield from frame_objects(split_values.TEXT_TYPE, pieces, epoch))
@@ -146,12 +127,8 @@ def encode_serialized(
     written_max: int = codec.WRITE_INLINE_MAX,
     epoch: int = 0,
 ) -> codec.Encoded:
-    """Entry for serialized bytes: inline when at most ``inline_max`` long, else an object.
-
-    ``written_once``: a pending write's value, also inline when its compressed
-    payload fits ``written_max`` (:func:`inline_written`). The objects belong
-    to the thread's ``epoch`` (spec §4.11).
-    """
+    """Entry for serialized bytes: inline when at most ``inline_max`` long, else an object;
+    ``written_once`` (a pending write's value): also inline by :func:`inline_written`."""
     if len(serialized) <= inline_max:
         return codec.Encoded(codec.Inline(codec.make_payload(type_, serialized)))
     objects: dict[bytes, bytes] = {}
