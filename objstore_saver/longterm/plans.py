@@ -29,7 +29,16 @@ from objstore_saver.longterm.records import (
     to_micros,
     ttl_micros,
 )
-from objstore_saver.plans.requests import Delete, Get, ListKeys, Plan, Put, run_batch, run_one
+from objstore_saver.plans.requests import (
+    Delete,
+    Get,
+    ListKeys,
+    Plan,
+    Put,
+    list_infos,
+    run_batch,
+    run_one,
+)
 from objstore_saver.storage.base import ListPage, ObjectInfo, PutMode, StorageError
 
 #: Records beyond the newest snapshot before a writer compacts (N of §8.4).
@@ -44,12 +53,8 @@ CLEARS_KEPT = 10_000
 class StoreContext:
     """Clock, versions and index parameters shared by the planners.
 
-    Attributes:
-        clock: Epoch seconds; drives timestamps, TTL and versions.
-        grace: G of §8.4.6, seconds a replaced index segment is kept.
-        retention: R of §8.4.6, seconds a tombstone is kept in snapshots.
-        compact_after: N of §8.4.
-        wall: Epoch seconds compared with the store's ``LastModified``.
+    ``grace`` and ``retention`` are G and R of §8.4.6 (seconds), ``compact_after`` N of
+    §8.4; ``wall`` is compared with the store's ``LastModified``.
     """
 
     clock: Callable[[], float] = time.time
@@ -148,18 +153,6 @@ def _of_clear(snapshot: str, clear: str) -> bool:
     )
 
 
-def list_infos(prefix: str, after: str | None = None) -> Plan[list[ObjectInfo]]:
-    """Sub-plan: every object under ``prefix`` (after the key ``after``) with its
-    listing facts (all pages)."""
-    out: list[ObjectInfo] = []
-    while True:
-        page: ListPage = yield from run_one(ListKeys(prefix, after))
-        out.extend(page.objects)
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
-
-
 def group_index(infos: Sequence[ObjectInfo]) -> dict[str, NamespaceIndex]:
     """Index keys grouped by namespace path; other keys are ignored."""
     groups: dict[str, NamespaceIndex] = {}
@@ -229,9 +222,6 @@ def read_indexes(
     raise StorageError(f"index segments of {what} kept vanishing while read; try again")
 
 
-# --- reads ---------------------------------------------------------------------
-
-
 def get_items(
     wanted: Sequence[tuple[tuple[str, ...], str]], now_us: int
 ) -> Plan[list[Record | None]]:
@@ -265,21 +255,6 @@ def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -
     )
 
 
-def learn_clears(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[None]:
-    """LIST the namespace's clear markers unless this context already listed its index."""
-    if store_keys.namespace_path(namespace) not in ctx.clears:
-        page = yield from run_one(ListKeys(store_keys.clears_prefix(namespace)))
-        yield from _saw_clears(ctx, namespace, page)
-
-
-def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record | None]:
-    """§8.4.2 step 1: exactly one GET; None when absent or expired."""
-    return (yield from get_items([(namespace, key)], now_us))[0]
-
-
-# --- writes --------------------------------------------------------------------
-
-
 def put_item(
     ctx: StoreContext,
     namespace: tuple[str, ...],
@@ -293,7 +268,7 @@ def put_item(
     now = ctx.now()
     path = store_keys.namespace_path(namespace)
     if path in ctx.clears:
-        old = yield from get_item(namespace, key, now)
+        old = (yield from get_items([(namespace, key)], now))[0]
     else:
         # First write of the namespace here: its clears come in the GET's round trip.
         got = yield from run_batch(
@@ -342,7 +317,9 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     """Put steps 2-7 (or delete steps 1-2) for a record whose fields are final."""
     ns = rec.ns
     path = store_keys.namespace_path(ns)
-    yield from learn_clears(ctx, ns)
+    if path not in ctx.clears:  # the namespace's clear markers, unless its index was listed
+        page = yield from run_one(ListKeys(store_keys.clears_prefix(ns)))
+        yield from _saw_clears(ctx, ns, page)
     known = ctx.clears.get(path, "")
     if rec.v < known:
         rec = after_clear(ctx, rec, known)  # versioned before this context listed the clear
@@ -485,9 +462,6 @@ def _collect(
 
 def _older_than(info: ObjectInfo, cutoff: float) -> bool:
     return info.last_modified < datetime.fromtimestamp(cutoff, tz=UTC)
-
-
-# --- TTL sweep -----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

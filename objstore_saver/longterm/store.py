@@ -124,8 +124,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
             clock=clock, grace=index_grace, compact_after=compact_after, replica_lag=lag
         )
 
-    # --- BaseStore -----------------------------------------------------------
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ops; reads see the state before the batch's puts (as InMemoryStore)."""
         prep = self._prepare(ops)
@@ -139,8 +137,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         vectors = await self.embeddings.aembed_documents(prep.texts) if prep.texts else []
         queries = [await self.embeddings.aembed_query(q) for q in prep.queries]
         return await self._driver.arun(self._plan(prep, vectors, queries))
-
-    # --- namespace delete (not in BaseStore) ---------------------------------------
 
     def delete_namespace(self, namespace: tuple[str, ...]) -> Cleared:
         """Delete every item of ``namespace`` (not of the namespaces below it), for good.
@@ -160,8 +156,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
     async def adelete_namespace(self, namespace: tuple[str, ...]) -> Cleared:
         """Coroutine twin of :meth:`delete_namespace`."""
         return await self._driver.arun(clear_namespace(self._ctx, _checked(namespace)))
-
-    # --- preparation (no I/O) ---------------------------------------------------
 
     def _prepare(self, ops: Iterable[Op]) -> _Prepared:
         prep = _Prepared(list(ops))
@@ -222,8 +216,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
                 out.append((name, len(texts)))
                 texts.append(text)
         return out
-
-    # --- the one plan of a batch ---------------------------------------------------
 
     def _plan(
         self,

@@ -34,9 +34,6 @@ class BadRequestError(ObjstoreSaverError):
     """A parameter of the request is invalid (HTTP 400); the message names it."""
 
 
-# --- threads ------------------------------------------------------------------------------
-
-
 def _search_prefix(search: str) -> str:
     # Readable tokens are "_" + percent-encoding, which encodes a prefix of a
     # thread id as a prefix of its token; hashed ids are found only unsearched.
@@ -91,9 +88,6 @@ def threads_page_plan(search: str, after: str | None, limit: int) -> SubPlan:
         "threads": rows,
         "next": prefixes[-1] if more and prefixes else None,
     }
-
-
-# --- thread -------------------------------------------------------------------------------
 
 
 def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
@@ -202,9 +196,6 @@ def _forks(nodes: list[dict[str, Any]]) -> int:
     return sum((len(n["children"]) > 1) + _forks(n["children"] + n["subgraphs"]) for n in nodes)
 
 
-# --- diff -----------------------------------------------------------------------------------
-
-
 def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -246,9 +237,6 @@ def diff_of(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             if _canon(omd.get(k)) != _canon(nmd.get(k))
         },
     }
-
-
-# --- storage ------------------------------------------------------------------------------
 
 
 def thread_storage_plan(thread_id: str) -> SubPlan:

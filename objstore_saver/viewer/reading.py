@@ -23,9 +23,6 @@ from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 REFERRER_MANIFESTS = 50
 
 
-# --- referrers -------------------------------------------------------------------------------
-
-
 def _children(obj: Any) -> set[bytes]:
     """Digests an object references directly."""
     return {digest for _, digest in plans.child_refs(obj)}
