@@ -184,12 +184,9 @@ def read_indexes(
     """Sub-plan: LIST ``prefix`` and build the state of every namespace under it (§8.3).
 
     Two concurrent rounds after the LIST: newest snapshots, then the records they
-    do not cover. A segment deleted after the LIST restarts the read. Groups for
-    which ``skip`` is true are returned as listed, unread. ``infos``, a listing of
-    ``prefix`` the caller already has, replaces the first attempt's LIST.
-
-    Raises:
-        StorageError: segments vanished on every attempt; names ``what``.
+    do not cover. A segment deleted after the LIST restarts the read (StorageError
+    naming ``what`` after the last attempt). Groups ``skip`` picks are returned
+    unread. ``infos``, a listing of ``prefix`` the caller has, saves the first LIST.
     """
     for attempt in range(READ_ATTEMPTS):
         if attempt == 0 and infos is not None:

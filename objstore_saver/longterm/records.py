@@ -87,12 +87,8 @@ def _check_json(value: Any, where: str) -> None:
 
 
 def encode_value(namespace: Sequence[str], key: str, value: Any) -> bytes:
-    """JSON text of a value, refusing what the store cannot keep.
-
-    Raises:
-        InvalidStoreValueError: not a dict, or not JSON-serializable; the message
-            names the namespace and the key.
-    """
+    """JSON text of a value; InvalidStoreValueError naming namespace and key when the value
+    is not a dict or not JSON-serializable."""
     if not isinstance(value, dict):
         raise InvalidStoreValueError(
             f"value of key {key!r} in namespace {tuple(namespace)!r} must be a dict, "
