@@ -193,30 +193,31 @@ def read_indexes(
             listed = group_index(infos)
         else:
             listed = group_index((yield from list_infos(prefix)))
-        groups = {p: g for p, g in listed.items() if skip is None or not skip(g)}
-        snaps = [(g, g.newest_snapshot) for g in groups.values() if g.snapshots]
-        got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))
-        if any(data is None for data in got):
-            continue
-        for (group, info), data in zip(snaps, got, strict=True):
-            assert info is not None
-            snap = decode_snapshot(data, info.key)
-            group.covered = snap.covered
-            for rec in snap.records:
-                group.fold(rec)
-        wanted = [
-            (g, info)
-            for g in groups.values()
-            for info in g.records
-            if record_name(info.key) not in g.covered
-        ]
-        got = yield from run_batch(*(Get(info.key) for _, info in wanted))
-        if any(data is None for data in got):
-            continue
-        for (group, info), data in zip(wanted, got, strict=True):
-            group.fold(decode_record(data, info.key))
-        return listed
+        if (yield from _fill([g for g in listed.values() if skip is None or not skip(g)])):
+            return listed
     raise StorageError(f"index segments of {what} kept vanishing while read; try again")
+
+
+def _fill(groups: Sequence[NamespaceIndex]) -> Plan[bool]:
+    """Fold into each listed group its newest snapshot, then the records that snapshot does
+    not cover (one concurrent round each); False when a segment vanished since listed."""
+    snaps = [(g, g.newest_snapshot) for g in groups if g.snapshots]
+    got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))
+    if any(data is None for data in got):
+        return False
+    for (group, info), data in zip(snaps, got, strict=True):
+        assert info is not None
+        snap = decode_snapshot(data, info.key)
+        group.covered = snap.covered
+        for rec in snap.records:
+            group.fold(rec)
+    wanted = [(g, i) for g in groups for i in g.records if record_name(i.key) not in g.covered]
+    got = yield from run_batch(*(Get(info.key) for _, info in wanted))
+    if any(data is None for data in got):
+        return False
+    for (group, info), data in zip(wanted, got, strict=True):
+        group.fold(decode_record(data, info.key))
+    return True
 
 
 def get_items(
@@ -394,33 +395,16 @@ def _needs_compaction(ctx: StoreContext, group: NamespaceIndex) -> bool:
 def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Plan[str | None]:
     """§8.4.6: fold a namespace's index into a new snapshot; return its key (None: gave up)."""
     newest = group.newest_snapshot
-    state: dict[str, Record] = {}
-    covered: frozenset[str] = frozenset()
-    if newest is not None:
-        data = yield from run_one(Get(newest.key))
-        if data is None:
-            return None  # a concurrent compaction replaced it; nothing to do now
-        snap = decode_snapshot(data, newest.key)
-        covered = snap.covered
-        for rec in snap.records:
-            if rec.v >= group.cleared:
-                fold(state, rec)
-    todo = [i for i in group.records if record_name(i.key) not in covered]
-    got = yield from run_batch(*(Get(i.key) for i in todo))
-    if any(data is None for data in got):
-        return None
-    for info, data in zip(todo, got, strict=True):
-        rec = decode_record(data, info.key)
-        if rec.v >= group.cleared:
-            fold(state, rec)
+    if not (yield from _fill([group])):
+        return None  # a concurrent compaction replaced a segment; nothing to do now
     horizon = int((ctx.clock() - ctx.retention) * 1e9)
     kept = [
         r
-        for r in sorted(state.values(), key=lambda r: r.cv)
+        for r in sorted(group.state.values(), key=lambda r: r.cv)
         if r.op == PUT or store_keys.version_nanos(r.v) >= horizon
     ]
-    listed = {record_name(i.key) for i in group.records}
-    new_cov = sorted((covered | {record_name(i.key) for i in todo}) & listed)
+    # Every listed record is now covered: the snapshot's, and those read above.
+    new_cov = sorted(record_name(i.key) for i in group.records)
     permanent = sum(1 for r in kept if r.op == PUT and r.ttl is None)
     version = ctx.next_version(store_keys.namespace_path(ns))
     snap_key = (
@@ -429,13 +413,11 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
         + store_keys.snapshot_name(version, permanent, group.cleared)
     )
     yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
-    yield from _collect(ctx, group, newest, covered)
+    yield from _collect(ctx, group, newest)
     return snap_key
 
 
-def _collect(
-    ctx: StoreContext, group: NamespaceIndex, newest: ObjectInfo | None, covered: frozenset[str]
-) -> Plan[None]:
+def _collect(ctx: StoreContext, group: NamespaceIndex, newest: ObjectInfo | None) -> Plan[None]:
     """§8.4.6 step 5: delete what the newest snapshot older than G made redundant."""
     cutoff = ctx.wall() - ctx.grace
     ended = [i.key for i in group.ended if _older_than(i, cutoff)]
@@ -445,6 +427,7 @@ def _collect(
             yield from run_one(Delete(tuple(ended)))
         return
     settled = max(ripe, key=lambda i: i.key)
+    covered = group.covered
     if newest is None or settled.key != newest.key:
         data = yield from run_one(Get(settled.key))
         if data is None:
