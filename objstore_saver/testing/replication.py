@@ -88,11 +88,8 @@ class Replicator:
         self._rng = random.Random(self.seed)
 
     def tick(self) -> int:
-        """List the source, then copy the objects that are due, in random order.
-
-        Returns the number of objects copied. A partitioned replicator lists
-        nothing and copies nothing.
-        """
+        """List the source, then copy the objects that are due, in random order; return how
+        many were copied (none when partitioned)."""
         with self._lock:
             if self._paused:
                 return 0
@@ -121,12 +118,8 @@ class Replicator:
             return sorted(k for k, s in self._seen.items() if not s.copied)
 
     def drain(self, max_ticks: int = 1000) -> None:
-        """Tick until every object the source holds is copied.
-
-        Raises:
-            RuntimeError: the replicator is partitioned, or still has objects
-                to copy after ``max_ticks`` ticks.
-        """
+        """Tick until every object the source holds is copied (RuntimeError: partitioned, or
+        objects left to copy after ``max_ticks`` ticks)."""
         if self._paused:
             raise RuntimeError(
                 f"replicator {self.source.location} -> {self.target.location} is partitioned: "

@@ -207,10 +207,9 @@ def _segments(segments: list[dict[str, Any]]) -> str:
     manifest embedding each (linked) or its object."""
     items = []
     for g in segments[:MAX_SEGMENTS]:
-        n = f"{g['elements']} elements"
         kind = "index" if g.get("kind") == "index" else "segment"
-        seg = object_href(g["key"] + "#" + g["digest"]) if g.get("embedded_in") else ""
         if g.get("embedded_in"):
+            seg = object_href(g["key"] + "#" + g["digest"])
             where = (
                 f'<a href="{seg}">{kind}</a> embedded in manifest '
                 f'<a class="manifest" href="{object_href(g["embedded_in"])}">'
@@ -221,7 +220,7 @@ def _segments(segments: list[dict[str, Any]]) -> str:
                 f'<a href="{object_href(g["key"])}">{kind}</a> stored alone at '
                 f"<code>{text(g['key'], 500)}</code>"
             )
-        items.append(f'<li class="{kind}">{n}: {where}</li>')
+        items.append(f'<li class="{kind}">{g["elements"]} elements: {where}</li>')
     more = len(segments) - MAX_SEGMENTS
     if more > 0:
         items.append(f"<li>… {more} more segments</li>")
