@@ -7,6 +7,7 @@ blocking or the asyncio driver.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -276,16 +277,11 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         return out
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
-        literal: list[str] = []
-        for cond in op.match_conditions or ():
-            if cond.match_type == "prefix":
-                for label in cond.path:
-                    if label == "*":
-                        break
-                    literal.append(label)
-                break
-        found = yield from searches.live_namespaces(self._ctx, tuple(literal), self._ctx.now())
         conds = op.match_conditions or ()
+        # The first prefix condition's labels before any "*" narrow the listing.
+        prefix = next((c.path for c in conds if c.match_type == "prefix"), ())
+        literal = tuple(itertools.takewhile(lambda label: label != "*", prefix))
+        found = yield from searches.live_namespaces(self._ctx, literal, self._ctx.now())
         chosen = [ns for ns in found if all(_matches(c, ns) for c in conds)]
         if op.max_depth is not None:
             chosen = sorted({ns[: op.max_depth] for ns in chosen})
