@@ -17,6 +17,7 @@ from objstore_saver.longterm.plans import (
     after_clear,
     group_index,
     list_infos,
+    record_name,
     write_record,
 )
 from objstore_saver.longterm.records import decode_record, encode_clear
@@ -74,7 +75,7 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
     path = store_keys.namespace_path(ns)
     # 1-2. A version above everything listed; the marker, create-only.
     group = yield from _index(ns)
-    top = max((store_keys.name_version(_name(i.key)) for i in _all_index(group)), default="")
+    top = max((store_keys.name_version(record_name(i.key)) for i in _all_index(group)), default="")
     clear = ctx.versions.next(above=max(top, ctx.clears.get(path, "")))
     marker = store_keys.clears_prefix(ns) + clear
     if not (yield from run_one(Put(marker, encode_clear(ns, clear), PutMode.CREATE))):
@@ -89,7 +90,7 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
     group = yield from _index(ns)
     newest: dict[str, str] = {}
     for info in group.records:
-        h = store_keys.record_hash(_name(info.key))
+        h = store_keys.record_hash(record_name(info.key))
         newest[h] = max(newest.get(h, ""), info.key)
     rewritten: set[str] = set()
     got = yield from run_batch(*(Get(k) for k in newest.values()))
@@ -98,10 +99,12 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
             continue  # a later write of that key replaced it, and was written after the marker
         rec = decode_record(data, key)
         yield from write_record(ctx, after_clear(ctx, rec, clear))
-        rewritten.add(store_keys.record_hash(_name(key)))
+        rewritten.add(store_keys.record_hash(record_name(key)))
         done.rewritten.append(rec.key)
     # The records the rewrites replaced go with what the clear ended (step 6).
-    replaced = [i.key for i in group.records if store_keys.record_hash(_name(i.key)) in rewritten]
+    replaced = [
+        i.key for i in group.records if store_keys.record_hash(record_name(i.key)) in rewritten
+    ]
     # 5. The keys of the ended epochs (a store that does not encrypt sends nothing).
     shredded = yield from run_one(Shred(store_keys.index_prefix(ns), store_keys.clear_epoch(clear)))
     done.shredded = bool(shredded)
@@ -110,7 +113,3 @@ def clear_namespace(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[Clear
     yield from delete_all([*replaced, *(i.key for i in group.ended)])
     done.index_objects = len(group.ended)
     return done
-
-
-def _name(key: str) -> str:
-    return key.rsplit("/", 1)[1]

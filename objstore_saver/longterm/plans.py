@@ -29,7 +29,16 @@ from objstore_saver.longterm.records import (
     to_micros,
     ttl_micros,
 )
-from objstore_saver.plans.requests import Delete, Get, ListKeys, Plan, Put, run_batch, run_one
+from objstore_saver.plans.requests import (
+    Delete,
+    Get,
+    ListKeys,
+    Plan,
+    Put,
+    list_infos,
+    run_batch,
+    run_one,
+)
 from objstore_saver.storage.base import ListPage, ObjectInfo, PutMode, StorageError
 
 #: Records beyond the newest snapshot before a writer compacts (N of §8.4).
@@ -44,12 +53,8 @@ CLEARS_KEPT = 10_000
 class StoreContext:
     """Clock, versions and index parameters shared by the planners.
 
-    Attributes:
-        clock: Epoch seconds; drives timestamps, TTL and versions.
-        grace: G of §8.4.6, seconds a replaced index segment is kept.
-        retention: R of §8.4.6, seconds a tombstone is kept in snapshots.
-        compact_after: N of §8.4.
-        wall: Epoch seconds compared with the store's ``LastModified``.
+    ``grace`` and ``retention`` are G and R of §8.4.6 (seconds), ``compact_after`` N of
+    §8.4; ``wall`` is compared with the store's ``LastModified``.
     """
 
     clock: Callable[[], float] = time.time
@@ -148,18 +153,6 @@ def _of_clear(snapshot: str, clear: str) -> bool:
     )
 
 
-def list_infos(prefix: str, after: str | None = None) -> Plan[list[ObjectInfo]]:
-    """Sub-plan: every object under ``prefix`` (after the key ``after``) with its
-    listing facts (all pages)."""
-    out: list[ObjectInfo] = []
-    while True:
-        page: ListPage = yield from run_one(ListKeys(prefix, after))
-        out.extend(page.objects)
-        if not page.truncated or not page.objects:
-            return out
-        after = page.objects[-1].key
-
-
 def group_index(infos: Sequence[ObjectInfo]) -> dict[str, NamespaceIndex]:
     """Index keys grouped by namespace path; other keys are ignored."""
     groups: dict[str, NamespaceIndex] = {}
@@ -191,45 +184,40 @@ def read_indexes(
     """Sub-plan: LIST ``prefix`` and build the state of every namespace under it (§8.3).
 
     Two concurrent rounds after the LIST: newest snapshots, then the records they
-    do not cover. A segment deleted after the LIST restarts the read. Groups for
-    which ``skip`` is true are returned as listed, unread. ``infos``, a listing of
-    ``prefix`` the caller already has, replaces the first attempt's LIST.
-
-    Raises:
-        StorageError: segments vanished on every attempt; names ``what``.
+    do not cover. A segment deleted after the LIST restarts the read (StorageError
+    naming ``what`` after the last attempt). Groups ``skip`` picks are returned
+    unread. ``infos``, a listing of ``prefix`` the caller has, saves the first LIST.
     """
     for attempt in range(READ_ATTEMPTS):
         if attempt == 0 and infos is not None:
             listed = group_index(infos)
         else:
             listed = group_index((yield from list_infos(prefix)))
-        groups = {p: g for p, g in listed.items() if skip is None or not skip(g)}
-        snaps = [(g, g.newest_snapshot) for g in groups.values() if g.snapshots]
-        got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))
-        if any(data is None for data in got):
-            continue
-        for (group, info), data in zip(snaps, got, strict=True):
-            assert info is not None
-            snap = decode_snapshot(data, info.key)
-            group.covered = snap.covered
-            for rec in snap.records:
-                group.fold(rec)
-        wanted = [
-            (g, info)
-            for g in groups.values()
-            for info in g.records
-            if record_name(info.key) not in g.covered
-        ]
-        got = yield from run_batch(*(Get(info.key) for _, info in wanted))
-        if any(data is None for data in got):
-            continue
-        for (group, info), data in zip(wanted, got, strict=True):
-            group.fold(decode_record(data, info.key))
-        return listed
+        if (yield from _fill([g for g in listed.values() if skip is None or not skip(g)])):
+            return listed
     raise StorageError(f"index segments of {what} kept vanishing while read; try again")
 
 
-# --- reads ---------------------------------------------------------------------
+def _fill(groups: Sequence[NamespaceIndex]) -> Plan[bool]:
+    """Fold into each listed group its newest snapshot, then the records that snapshot does
+    not cover (one concurrent round each); False when a segment vanished since listed."""
+    snaps = [(g, g.newest_snapshot) for g in groups if g.snapshots]
+    got = yield from run_batch(*(Get(info.key) for _, info in snaps if info is not None))
+    if any(data is None for data in got):
+        return False
+    for (group, info), data in zip(snaps, got, strict=True):
+        assert info is not None
+        snap = decode_snapshot(data, info.key)
+        group.covered = snap.covered
+        for rec in snap.records:
+            group.fold(rec)
+    wanted = [(g, i) for g in groups for i in g.records if record_name(i.key) not in g.covered]
+    got = yield from run_batch(*(Get(info.key) for _, info in wanted))
+    if any(data is None for data in got):
+        return False
+    for (group, info), data in zip(wanted, got, strict=True):
+        group.fold(decode_record(data, info.key))
+    return True
 
 
 def get_items(
@@ -265,21 +253,6 @@ def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -
     )
 
 
-def learn_clears(ctx: StoreContext, namespace: tuple[str, ...]) -> Plan[None]:
-    """LIST the namespace's clear markers unless this context already listed its index."""
-    if store_keys.namespace_path(namespace) not in ctx.clears:
-        page = yield from run_one(ListKeys(store_keys.clears_prefix(namespace)))
-        yield from _saw_clears(ctx, namespace, page)
-
-
-def get_item(namespace: tuple[str, ...], key: str, now_us: int) -> Plan[Record | None]:
-    """§8.4.2 step 1: exactly one GET; None when absent or expired."""
-    return (yield from get_items([(namespace, key)], now_us))[0]
-
-
-# --- writes --------------------------------------------------------------------
-
-
 def put_item(
     ctx: StoreContext,
     namespace: tuple[str, ...],
@@ -293,7 +266,7 @@ def put_item(
     now = ctx.now()
     path = store_keys.namespace_path(namespace)
     if path in ctx.clears:
-        old = yield from get_item(namespace, key, now)
+        old = (yield from get_items([(namespace, key)], now))[0]
     else:
         # First write of the namespace here: its clears come in the GET's round trip.
         got = yield from run_batch(
@@ -342,7 +315,9 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     """Put steps 2-7 (or delete steps 1-2) for a record whose fields are final."""
     ns = rec.ns
     path = store_keys.namespace_path(ns)
-    yield from learn_clears(ctx, ns)
+    if path not in ctx.clears:  # the namespace's clear markers, unless its index was listed
+        page = yield from run_one(ListKeys(store_keys.clears_prefix(ns)))
+        yield from _saw_clears(ctx, ns, page)
     known = ctx.clears.get(path, "")
     if rec.v < known:
         rec = after_clear(ctx, rec, known)  # versioned before this context listed the clear
@@ -420,33 +395,16 @@ def _needs_compaction(ctx: StoreContext, group: NamespaceIndex) -> bool:
 def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Plan[str | None]:
     """§8.4.6: fold a namespace's index into a new snapshot; return its key (None: gave up)."""
     newest = group.newest_snapshot
-    state: dict[str, Record] = {}
-    covered: frozenset[str] = frozenset()
-    if newest is not None:
-        data = yield from run_one(Get(newest.key))
-        if data is None:
-            return None  # a concurrent compaction replaced it; nothing to do now
-        snap = decode_snapshot(data, newest.key)
-        covered = snap.covered
-        for rec in snap.records:
-            if rec.v >= group.cleared:
-                fold(state, rec)
-    todo = [i for i in group.records if record_name(i.key) not in covered]
-    got = yield from run_batch(*(Get(i.key) for i in todo))
-    if any(data is None for data in got):
-        return None
-    for info, data in zip(todo, got, strict=True):
-        rec = decode_record(data, info.key)
-        if rec.v >= group.cleared:
-            fold(state, rec)
+    if not (yield from _fill([group])):
+        return None  # a concurrent compaction replaced a segment; nothing to do now
     horizon = int((ctx.clock() - ctx.retention) * 1e9)
     kept = [
         r
-        for r in sorted(state.values(), key=lambda r: r.cv)
+        for r in sorted(group.state.values(), key=lambda r: r.cv)
         if r.op == PUT or store_keys.version_nanos(r.v) >= horizon
     ]
-    listed = {record_name(i.key) for i in group.records}
-    new_cov = sorted((covered | {record_name(i.key) for i in todo}) & listed)
+    # Every listed record is now covered: the snapshot's, and those read above.
+    new_cov = sorted(record_name(i.key) for i in group.records)
     permanent = sum(1 for r in kept if r.op == PUT and r.ttl is None)
     version = ctx.next_version(store_keys.namespace_path(ns))
     snap_key = (
@@ -455,13 +413,11 @@ def compact(ctx: StoreContext, ns: tuple[str, ...], group: NamespaceIndex) -> Pl
         + store_keys.snapshot_name(version, permanent, group.cleared)
     )
     yield from run_one(Put(snap_key, encode_snapshot(ns, new_cov, kept), PutMode.CREATE))
-    yield from _collect(ctx, group, newest, covered)
+    yield from _collect(ctx, group, newest)
     return snap_key
 
 
-def _collect(
-    ctx: StoreContext, group: NamespaceIndex, newest: ObjectInfo | None, covered: frozenset[str]
-) -> Plan[None]:
+def _collect(ctx: StoreContext, group: NamespaceIndex, newest: ObjectInfo | None) -> Plan[None]:
     """§8.4.6 step 5: delete what the newest snapshot older than G made redundant."""
     cutoff = ctx.wall() - ctx.grace
     ended = [i.key for i in group.ended if _older_than(i, cutoff)]
@@ -471,6 +427,7 @@ def _collect(
             yield from run_one(Delete(tuple(ended)))
         return
     settled = max(ripe, key=lambda i: i.key)
+    covered = group.covered
     if newest is None or settled.key != newest.key:
         data = yield from run_one(Get(settled.key))
         if data is None:
@@ -485,9 +442,6 @@ def _collect(
 
 def _older_than(info: ObjectInfo, cutoff: float) -> bool:
     return info.last_modified < datetime.fromtimestamp(cutoff, tz=UTC)
-
-
-# --- TTL sweep -----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

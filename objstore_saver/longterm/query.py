@@ -25,11 +25,7 @@ _COMPARISONS = {
 
 
 def matches(value: Any, condition: Any) -> bool:
-    """Whether ``value`` satisfies one filter condition.
-
-    Raises:
-        ValueError: an operator other than the six supported ones.
-    """
+    """Whether ``value`` satisfies one filter condition (ValueError: an unknown operator)."""
     if isinstance(condition, Mapping):
         if any(str(k).startswith("$") for k in condition):
             for operator, operand in condition.items():

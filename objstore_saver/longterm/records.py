@@ -87,12 +87,8 @@ def _check_json(value: Any, where: str) -> None:
 
 
 def encode_value(namespace: Sequence[str], key: str, value: Any) -> bytes:
-    """JSON text of a value, refusing what the store cannot keep.
-
-    Raises:
-        InvalidStoreValueError: not a dict, or not JSON-serializable; the message
-            names the namespace and the key.
-    """
+    """JSON text of a value; InvalidStoreValueError naming namespace and key when the value
+    is not a dict or not JSON-serializable."""
     if not isinstance(value, dict):
         raise InvalidStoreValueError(
             f"value of key {key!r} in namespace {tuple(namespace)!r} must be a dict, "
@@ -175,10 +171,15 @@ def _req(raw: dict[str, Any], name: str, types: tuple[type, ...], key: str) -> A
     return value
 
 
-def _decode_map(raw: dict[str, Any], op: str | None, key: str) -> Record:
+def _labels(raw: dict[str, Any], key: str) -> tuple[str, ...]:
     ns = _req(raw, "ns", (list,), key)
     if not all(isinstance(label, str) for label in ns):
         raise CorruptObjectError(key, "field 'ns' is not an array of strings")
+    return tuple(ns)
+
+
+def _decode_map(raw: dict[str, Any], op: str | None, key: str) -> Record:
+    ns = _labels(raw, key)
     op = op if op is not None else _req(raw, "op", (str,), key)
     if op not in (PUT, DEL):
         raise CorruptObjectError(key, f"unknown op {op!r}")
@@ -197,7 +198,7 @@ def _decode_map(raw: dict[str, Any], op: str | None, key: str) -> Record:
         raise CorruptObjectError(key, "field 'vec' is not a map of path to bytes")
     ttl = _opt(raw, "ttl", (int, float), key)
     return Record(
-        ns=tuple(ns),
+        ns=ns,
         key=_req(raw, "key", (str,), key),
         v=_req(raw, "v", (str,), key),
         op=op,
@@ -258,7 +259,4 @@ def encode_clear(ns: Sequence[str], version: str) -> bytes:
 def decode_clear(data: bytes, key: str) -> tuple[tuple[str, ...], str]:
     """(namespace labels, version) of a clear marker."""
     raw = codec.unpack_object(data, key, CLEAR_KIND)
-    ns = _req(raw, "ns", (list,), key)
-    if not all(isinstance(label, str) for label in ns):
-        raise CorruptObjectError(key, "field 'ns' is not an array of strings")
-    return tuple(ns), _req(raw, "v", (str,), key)
+    return _labels(raw, key), _req(raw, "v", (str,), key)

@@ -81,12 +81,9 @@ def search_candidates(
 
 
 def surely_live(group: NamespaceIndex) -> bool:
-    """§8.4.5 step 2 from the listing alone: a live item without TTL is certain.
-
-    True when the path is readable and either the latest record of some key
-    after the newest snapshot is a put without TTL, or the snapshot holds more
-    items without TTL than there are keys with a later record.
-    """
+    """§8.4.5 step 2 from the listing alone: a live item without TTL is certain (a readable
+    path whose newest record of some key is a put without TTL, or whose snapshot holds
+    more items without TTL than there are keys with a later record)."""
     if store_keys.path_labels(group.path) is None:
         return False
     newest = group.newest_snapshot
@@ -127,10 +124,8 @@ def indexed_items(
 ) -> Plan[list[Record | None]]:
     """§8.4.2 on a replica: each item as its namespace's index holds it, None if not live.
 
-    Two regions that wrote one item meet in its index as two records, the
-    newer version winning, while its item object holds whichever copy landed
-    last (spec §6.16): read from the index, ``get`` agrees with ``search`` in
-    both regions.
+    The item object holds whichever region's copy landed last (spec §6.16); the
+    index the newer, so ``get`` agrees with ``search`` in both regions.
     """
     states: dict[tuple[str, ...], dict[str, Record]] = {}
     for ns in dict.fromkeys(ns for ns, _ in wanted):

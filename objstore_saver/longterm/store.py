@@ -7,6 +7,7 @@ blocking or the asyncio driver.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -65,25 +66,20 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
     read time. The format is spec §8.
 
     Args:
-        store: The object store (the saver's may be shared: keys live under
-            ``store/``).
+        store: The object store (a saver's may be shared: keys live under ``store/``).
         index: ``{"dims", "embed", "fields"}`` to enable semantic search.
         ttl: ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``).
         max_workers: Parallel requests of one batch.
         clock: Epoch seconds for timestamps and TTL (tests inject one).
-        index_grace: Seconds a replaced index segment is kept (G of §8.4.6).
+        index_grace: G of §8.4.6, seconds a replaced index segment is kept.
         compact_after: Records beyond a snapshot before a writer compacts.
-        client_encryption: Encrypt every item and index segment with a key
-            per namespace (docs/encryption.md): ``ClientEncryption``
-            settings, ``None`` (the default) to read them from
-            ``OBJSTORE_SAVER_ENCRYPTION_KEY(S)`` as the saver does, or
-            ``False`` to store in clear. A store that seals already (a
-            saver's) is used as it is.
-        replica_lag: The bucket is a replica whose objects arrive up to this
-            long (seconds or a ``timedelta``) after the rest: a namespace whose
-            key has not arrived reads as not replicated yet, a write to it is
-            refused, and ``get`` reads the namespace's index (the newer of
-            two regions' writes wins, as in ``search``; docs/replication.md).
+        client_encryption: A key per namespace (docs/encryption.md): settings,
+            ``None`` to read them from ``OBJSTORE_SAVER_ENCRYPTION_KEY(S)`` as the
+            saver does, ``False`` for clear. A store that seals already is kept.
+        replica_lag: The bucket is a replica whose objects arrive up to this long
+            after the rest (docs/replication.md): a namespace whose key has not
+            arrived reads as not replicated yet, writes to it are refused, and
+            ``get`` reads its index (the newer of two regions' writes wins).
 
     Example:
         >>> store = ObjectStoreStore.from_directory("./memories")
@@ -124,8 +120,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
             clock=clock, grace=index_grace, compact_after=compact_after, replica_lag=lag
         )
 
-    # --- BaseStore -----------------------------------------------------------
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ops; reads see the state before the batch's puts (as InMemoryStore)."""
         prep = self._prepare(ops)
@@ -140,28 +134,18 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         queries = [await self.embeddings.aembed_query(q) for q in prep.queries]
         return await self._driver.arun(self._plan(prep, vectors, queries))
 
-    # --- namespace delete (not in BaseStore) ---------------------------------------
-
     def delete_namespace(self, namespace: tuple[str, ...]) -> Cleared:
         """Delete every item of ``namespace`` (not of the namespaces below it), for good.
 
-        Spec §8.4.9: a clear marker first (from then on no search or listing
-        returns an item of before it, in any process), then the items, then,
-        with encryption on, the namespace's keys with every version of them,
-        then the index. Writes other processes make meanwhile survive, after
-        the delete. Running it again after a failure completes it.
-
-        Raises:
-            InvalidNamespaceError: ``namespace`` is empty or has a label that
-                is not a non-empty string.
+        Spec §8.4.9 and docs/store.md: concurrent writes survive, after the delete;
+        running it again after a failure completes it. InvalidNamespaceError: an
+        empty namespace or a label that is not a non-empty string.
         """
         return self._driver.run(clear_namespace(self._ctx, _checked(namespace)))
 
     async def adelete_namespace(self, namespace: tuple[str, ...]) -> Cleared:
         """Coroutine twin of :meth:`delete_namespace`."""
         return await self._driver.arun(clear_namespace(self._ctx, _checked(namespace)))
-
-    # --- preparation (no I/O) ---------------------------------------------------
 
     def _prepare(self, ops: Iterable[Op]) -> _Prepared:
         prep = _Prepared(list(ops))
@@ -174,13 +158,9 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
             if isinstance(op, PutOp):
                 self._check_put(op)
                 prep.puts[(tuple(op.namespace), op.key)] = i
-            elif (
-                isinstance(op, SearchOp)
-                and op.query
-                and self.embeddings
-                and op.query not in prep.queries
-            ):
+            elif isinstance(op, SearchOp) and op.query and self.embeddings:
                 prep.queries.append(op.query)
+        prep.queries = list(dict.fromkeys(prep.queries))
         for i in prep.puts.values():
             op = prep.ops[i]
             assert isinstance(op, PutOp)
@@ -223,8 +203,6 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
                 texts.append(text)
         return out
 
-    # --- the one plan of a batch ---------------------------------------------------
-
     def _plan(
         self,
         prep: _Prepared,
@@ -244,7 +222,7 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         for (i, op), rec in zip(gets, found, strict=True):
             if rec is not None and op.refresh_ttl and rec.ttl is not None:
                 rec = yield from plans.refresh_item(self._ctx, rec)
-            results[i] = None if rec is None else _item(rec)
+            results[i] = None if rec is None else Item(**_fields(rec))
         for i, op in enumerate(prep.ops):
             if isinstance(op, SearchOp):
                 results[i] = yield from self._search(op, query_vectors.get(op.query or ""))
@@ -295,20 +273,15 @@ class ObjectStoreStore(OnObjectStore, BaseStore):
         for rec, score in ranked:
             if op.refresh_ttl and rec.ttl is not None:
                 rec = yield from plans.refresh_item(self._ctx, rec)
-            out.append(_search_item(rec, score))
+            out.append(SearchItem(**_fields(rec), score=score))
         return out
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
-        literal: list[str] = []
-        for cond in op.match_conditions or ():
-            if cond.match_type == "prefix":
-                for label in cond.path:
-                    if label == "*":
-                        break
-                    literal.append(label)
-                break
-        found = yield from searches.live_namespaces(self._ctx, tuple(literal), self._ctx.now())
         conds = op.match_conditions or ()
+        # The first prefix condition's labels before any "*" narrow the listing.
+        prefix = next((c.path for c in conds if c.match_type == "prefix"), ())
+        literal = tuple(itertools.takewhile(lambda label: label != "*", prefix))
+        found = yield from searches.live_namespaces(self._ctx, literal, self._ctx.now())
         chosen = [ns for ns in found if all(_matches(c, ns) for c in conds)]
         if op.max_depth is not None:
             chosen = sorted({ns[: op.max_depth] for ns in chosen})
@@ -349,11 +322,3 @@ def _fields(rec: Record) -> dict[str, Any]:
         "created_at": to_datetime(rec.ca),
         "updated_at": to_datetime(rec.ua),
     }
-
-
-def _item(rec: Record) -> Item:
-    return Item(**_fields(rec))
-
-
-def _search_item(rec: Record, score: float | None) -> SearchItem:
-    return SearchItem(**_fields(rec), score=score)

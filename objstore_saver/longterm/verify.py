@@ -1,12 +1,8 @@
 """``verify`` of the long-term store's objects (spec §8.4.8): items, index records,
 snapshots and clear markers decode, sit at their keys, and agree.
 
-A pure plan, like :mod:`.plans` and :mod:`.clear`; it fills the same
-:class:`~objstore_saver.plans.verify_report.VerifyReport` as the checkpoint
-threads' walk (:mod:`objstore_saver.plans.verify`), and reads keys with its
-helpers (:mod:`objstore_saver.plans.verify_objects`). It lives here, not in
-``plans/``, because it reads the long-term store's layout and records, and the
-long-term store sits above the plans.
+A pure plan filling the checkpoints' ``VerifyReport``; here, not in ``plans/``,
+because the long-term store sits above the plans.
 """
 
 from __future__ import annotations
@@ -16,7 +12,13 @@ from typing import Any, TypeVar
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import store_keys
-from objstore_saver.longterm.plans import NamespaceIndex, group_index, list_infos, op_letter
+from objstore_saver.longterm.plans import (
+    NamespaceIndex,
+    group_index,
+    list_infos,
+    op_letter,
+    record_name,
+)
 from objstore_saver.longterm.records import (
     PUT,
     Record,
@@ -47,7 +49,7 @@ def _check_snapshot_name(key: str, snap: Snapshot, report: VerifyReport) -> None
     """A snapshot's name carries its count of items without a TTL (spec §8.3)."""
     permanent = sum(1 for r in snap.records if r.op == PUT and r.ttl is None)
     try:
-        named = store_keys.snapshot_permanent(key.rsplit("/", 1)[1])
+        named = store_keys.snapshot_permanent(record_name(key))
     except ValueError:
         named = None
     if named != permanent:
@@ -82,7 +84,7 @@ def _check_index(
             report.problems.append(
                 Problem(key, "unreadable", f"holds record {rec.v} of {rec.key!r} in {rec.ns!r}")
             )
-        elif key.rsplit("/", 1)[1] not in group.covered:
+        elif record_name(key) not in group.covered:
             group.fold(rec)
     for key, body in (yield from fetch([o.key for o in group.clears])):
         clear = None if body is None else _decoded(key, body, decode_clear, report)

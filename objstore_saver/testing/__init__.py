@@ -1,19 +1,14 @@
 """Test kits shipped with the package, for this project's tests and third-party backends.
 
 * :mod:`~objstore_saver.testing.store_contract`: :class:`StoreContract`, the
-  pytest suite every :class:`~objstore_saver.storage.base.ObjectStore` must pass
-  (round trips, create-only puts and their races, byte ranges, listing order,
-  prefixes and pages, deletes, key validation, timestamps), each test over the
-  blocking methods and over the coroutines. A backend's tests subclass it.
+  pytest suite every :class:`~objstore_saver.storage.base.ObjectStore` must pass,
+  over the blocking methods and over the coroutines.
 * :mod:`~objstore_saver.testing.faults`: :class:`FaultyStore`, a store wrapper
-  that injects faults (errors, lost responses, crashes at a chosen request)
-  under a saver, fault plans choosing the requests, and botocore client hooks
-  that fail chosen HTTP attempts.
+  that injects faults at chosen requests, and botocore client hooks that fail
+  chosen HTTP attempts.
 * :mod:`~objstore_saver.testing.replication`: :class:`Replicator`, bucket
-  replication between two stores as S3, MinIO and Ceph do it (one object at a
-  time, in random order, with lag, deletes left behind unless asked for),
-  stepped by the test or on a thread of its own; :class:`BothWays` for two
-  regions writing, and partitions.
+  replication between two stores as S3, MinIO and Ceph do it, and
+  :class:`BothWays` for two regions writing.
 
 A third-party store runs the contract from its own test suite (pytest needed)::
 

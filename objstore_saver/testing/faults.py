@@ -1,22 +1,12 @@
-"""Fault injection for tests: a store wrapper and botocore client hooks.
+"""Fault injection for tests (docs/reliability.md): a store wrapper and botocore client hooks.
 
-Two places can fail on purpose:
-
-* :class:`FaultyStore` wraps any :class:`~objstore_saver.storage.base.ObjectStore`
-  and makes chosen requests raise :class:`InjectedFaultError` instead of (or,
-  for a *lost response*, after) carrying them out. Nothing retries there: the
-  error reaches the saver, which surfaces it to its caller, exactly as when an
-  S3 client gives up.
-* :func:`install_client_faults` hooks a boto3 S3 client (``before-send``) so
-  that chosen HTTP attempts get a synthetic ``500``/``503 SlowDown`` answer,
-  a ``ConnectionClosedError``, a ``ReadTimeoutError``, or are sent and then
-  have their response dropped. botocore's own retries and
-  :class:`~objstore_saver.storage.Boto3S3Store`'s lost-response handling then run
-  against a real server.
-
-Which requests fail is decided by a *fault plan*: any callable taking a
-:class:`Request` and returning a :class:`Fault` or ``None``. :class:`FailAt`,
-:class:`FailWhere` and :class:`RandomFaults` cover the usual cases.
+:class:`FaultyStore` makes chosen requests of any store raise
+:class:`InjectedFaultError` instead of (for a lost response, after) carrying
+them out; nothing retries there. :func:`install_client_faults` fails chosen
+HTTP attempts of a boto3 client, so botocore's retries and the S3 store's
+lost-response handling run against a real server. A *fault plan* (any callable
+taking a :class:`Request`, returning a :class:`Fault` or ``None``) picks the
+requests: :class:`FailAt`, :class:`FailWhere` and :class:`RandomFaults`.
 """
 
 from __future__ import annotations
@@ -57,15 +47,11 @@ NOT_CARRIED_OUT = frozenset(set(Fault) - {Fault.LOST_RESPONSE})
 class Request:
     """One request as a fault plan sees it.
 
-    Attributes:
-        index: Position of the request among all the requests the wrapper saw,
-            from 0 (attempts of the same call count separately on a client).
-        op: ``put``, ``get``, ``list`` or ``delete`` for :class:`FaultyStore`;
-            the S3 operation name (``PutObject``...) for client hooks.
-        key: The key (``list``: the prefix; ``delete``: the first key; client
-            hooks: the URL path, bucket included).
-        keys: Every key of a ``delete`` (empty for the other requests and for
-            client hooks).
+    ``index`` counts the wrapper's requests from 0 (a client's retried attempts
+    count apart). ``op`` is ``put``, ``get``, ``list`` or ``delete``, or a client
+    hook's S3 operation name (``PutObject``...). ``key`` is the key, a list's
+    prefix, a delete's first key, or a client hook's URL path (bucket included);
+    ``keys`` every key of a ``delete`` (else empty).
     """
 
     index: int
@@ -79,12 +65,7 @@ FaultPlan = Callable[[Request], Fault | None]
 
 @dataclass(frozen=True)
 class FailAt:
-    """Fail the requests whose indexes are listed.
-
-    Args:
-        indexes: Request indexes (0-based) to fail.
-        fault: The fault to inject there.
-    """
+    """Fail the requests whose (0-based) indexes are listed, with ``fault``."""
 
     indexes: Collection[int]
     fault: Fault = Fault.ERROR
@@ -95,13 +76,7 @@ class FailAt:
 
 @dataclass
 class FailWhere:
-    """Fail requests matching a predicate, at most ``times`` of them.
-
-    Args:
-        predicate: Chooses the requests to fail.
-        fault: The fault to inject.
-        times: How many matching requests fail (``None``: all of them).
-    """
+    """Fail requests matching ``predicate`` with ``fault``, at most ``times`` times (None: all)."""
 
     predicate: Callable[[Request], bool]
     fault: Fault = Fault.ERROR
@@ -122,13 +97,8 @@ class FailWhere:
 class RandomFaults:
     """Fail each request with probability ``rate``, drawing the fault from ``faults``.
 
-    Decisions depend only on the seed and the request index, so a run with
-    the same requests in the same order fails the same ones.
-
-    Args:
-        rate: Probability that a request fails, 0 to 1.
-        seed: Seed of the draw.
-        faults: Faults to choose from, uniformly.
+    Faults are drawn uniformly. Decisions depend only on the seed and the
+    request index, so the same requests in the same order fail the same way.
     """
 
     def __init__(self, rate: float, seed: int, faults: Sequence[Fault] = tuple(Fault)) -> None:
@@ -163,11 +133,7 @@ class FaultyStore(Layer):
     """An :class:`~objstore_saver.storage.base.ObjectStore` that fails on purpose.
 
     Thread-safe. Every call is one request (a ``delete`` of many keys too).
-
-    Args:
-        inner: The store doing the work.
-        plan: Decides which requests fail and how; ``None`` injects nothing
-            (the wrapper then only counts requests).
+    Without a ``plan`` it injects nothing and only counts requests.
     """
 
     def __init__(self, inner: ObjectStore, plan: FaultPlan | None = None) -> None:
@@ -220,9 +186,6 @@ class FaultyStore(Layer):
         raise InjectedFaultError(fault, seen, self.location)
 
 
-# --- botocore client hooks -------------------------------------------------------
-
-
 class _Raw:
     """The raw body of a synthetic response, as ``AWSResponse`` reads it."""
 
@@ -248,9 +211,8 @@ def error_response(url: str, status: int, code: str, message: str) -> Any:
 class ClientFaults:
     """The faults installed on one boto3 client; see :func:`install_client_faults`.
 
-    Attributes:
-        attempts: HTTP attempts seen so far, failed ones included.
-        injected: Every injected fault with its request, in order.
+    ``attempts`` counts HTTP attempts, failed ones included; ``injected`` lists
+    every injected fault with its request, in order.
     """
 
     def __init__(self, client: Any, plan: FaultPlan) -> None:
@@ -303,13 +265,7 @@ def install_client_faults(client: Any, plan: FaultPlan) -> ClientFaults:
 
     The hook runs before each attempt is sent, so botocore sees the fault as
     it would see a real one and applies its retry mode; a lost response is
-    sent for real, then reported as a closed connection.
-
-    Args:
-        client: A boto3 S3 client (hooks are per client).
-        plan: Decides which attempts fail and how.
-
-    Returns:
-        The installed faults, with their counters and a ``remove`` method.
+    sent for real, then reported as a closed connection. Hooks are per client;
+    the result has the counters and a ``remove`` method.
     """
     return ClientFaults(client, plan)

@@ -1,24 +1,12 @@
 """A bucket replicator for tests: copies objects one by one, in no order, with lag.
 
-S3 Cross-Region Replication, MinIO's bucket replication, Ceph RGW multisite
-and a scheduled ``rclone copy`` all copy a bucket's objects to another
-asynchronously: each object on its own, in no order the writer chose, some
-seconds or minutes after it was written, and (by default) without the
-deletes. A reader of the copy meets every state this leaves: a manifest whose
-objects have not arrived, a parent missing under its child, a tombstone
-before or after the thread it ends.
-
-:class:`Replicator` plays that between two :class:`ObjectStore` s, one step
-at a time (:meth:`Replicator.tick`) so a test decides the moment, or on a
-thread of its own (:meth:`Replicator.running`) while a graph writes. Two
-replicators, one each way, make an active-active pair (:class:`BothWays`);
-:meth:`Replicator.partitioned` stops one from copying. Each new version of
-a key is copied, as S3 copies each new object version: a key the target holds
-with the same bytes is left alone (so a pair does not copy back what it
-copied), and one it holds with other bytes is overwritten, the last copy
-winning, and recorded in :attr:`Replicator.conflicts` (the checkpoints'
-format never writes one key twice with different bytes, so there a conflict
-is a finding).
+It plays what S3 replication, MinIO's, Ceph RGW multisite and a scheduled
+``rclone copy`` do (docs/replication.md): each object on its own, in no order,
+late, deletes left behind. Each new version of a key is copied: one the target
+holds with the same bytes is left alone (a pair does not copy back what it
+copied), one with other bytes is overwritten and recorded in
+:attr:`Replicator.conflicts` (the checkpoints never write a key twice with
+different bytes, so there a conflict is a finding).
 """
 
 from __future__ import annotations
@@ -71,17 +59,11 @@ class _Seen:
 class Replicator:
     """Copies the objects of ``source`` under ``prefix`` to ``target``, as bucket replication does.
 
-    Args:
-        source: The store written by the region that replicates out.
-        target: The replica.
-        prefix: Only keys under it are copied (default: every key).
-        seed: Seeds the random order and lags (a test names it to replay a run).
-        max_lag: Each object waits a random number of ticks, 0 to ``max_lag``,
-            after the tick that first lists it, before it may be copied.
-        per_tick: At most this many objects copied a tick (None: every one due).
-        deletes: Also delete from the target what was copied and is gone
-            from the source (S3's delete-marker replication; off by default,
-            as on S3).
+    Stepped by :meth:`tick` or on a thread of its own (:meth:`running`). ``seed``
+    replays a run's order and lags. An object waits 0 to ``max_lag`` ticks (at
+    random) after the tick that first lists it; at most ``per_tick`` are copied a
+    tick (None: every one due). ``deletes`` also deletes from the target what was
+    copied and is gone from the source (S3's delete-marker replication, off as on S3).
     """
 
     source: ObjectStore
@@ -106,11 +88,8 @@ class Replicator:
         self._rng = random.Random(self.seed)
 
     def tick(self) -> int:
-        """List the source, then copy the objects that are due, in random order.
-
-        Returns the number of objects copied. A partitioned replicator lists
-        nothing and copies nothing.
-        """
+        """List the source, then copy the objects that are due, in random order; return how
+        many were copied (none when partitioned)."""
         with self._lock:
             if self._paused:
                 return 0
@@ -139,12 +118,8 @@ class Replicator:
             return sorted(k for k, s in self._seen.items() if not s.copied)
 
     def drain(self, max_ticks: int = 1000) -> None:
-        """Tick until every object the source holds is copied.
-
-        Raises:
-            RuntimeError: the replicator is partitioned, or still has objects
-                to copy after ``max_ticks`` ticks.
-        """
+        """Tick until every object the source holds is copied (RuntimeError: partitioned, or
+        objects left to copy after ``max_ticks`` ticks)."""
         if self._paused:
             raise RuntimeError(
                 f"replicator {self.source.location} -> {self.target.location} is partitioned: "

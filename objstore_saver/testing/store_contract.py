@@ -1,14 +1,8 @@
-"""The behaviour every ObjectStore backend must have, as a pytest suite to subclass.
+"""The behaviour every ObjectStore backend must have, as a pytest suite to subclass
+(usage in :mod:`objstore_saver.testing`).
 
-Subclass :class:`StoreContract` in a ``test_*.py`` module and provide an
-``empty_store`` fixture returning an empty store; set :attr:`~StoreContract.max_key_bytes`
-when the store accepts keys shorter than 1,024 bytes (it adds a prefix). Every
-test runs twice: once on the blocking methods and once on the coroutines
-(``aput``, ``aget``, ``alist``, ``adelete``), which :class:`ThroughCoroutines`
-drives from a loop of its own, so no pytest plugin for asyncio is needed.
-
-This module imports pytest: it is for test suites, and nothing in the package
-imports it (see :mod:`objstore_saver.testing`).
+Every test runs on the blocking methods and on the coroutines, which
+:class:`ThroughCoroutines` drives from a loop of its own (no asyncio plugin needed).
 """
 
 from __future__ import annotations

@@ -34,9 +34,6 @@ class BadRequestError(ObjstoreSaverError):
     """A parameter of the request is invalid (HTTP 400); the message names it."""
 
 
-# --- threads ------------------------------------------------------------------------------
-
-
 def _search_prefix(search: str) -> str:
     # Readable tokens are "_" + percent-encoding, which encodes a prefix of a
     # thread id as a prefix of its token; hashed ids are found only unsearched.
@@ -65,10 +62,9 @@ def _row(pfx: str, page: Any) -> dict[str, Any] | None:
 def threads_page_plan(search: str, after: str | None, limit: int) -> SubPlan:
     """Plan: one page of threads whose id starts with ``search``, in key order.
 
-    ``after`` is the ``next`` cursor of the previous page (a thread prefix).
-    Counts come from one LIST page of each thread, so a thread with more keys
-    than that shows lower bounds (``checkpoints_at_least``). A deleted thread
-    (only tombstones) has no row: a page may hold fewer than ``limit``.
+    ``after`` is the previous page's ``next`` (a thread prefix). Counts come from
+    one LIST page of each thread (so may be lower bounds: ``checkpoints_at_least``).
+    A deleted thread has no row: a page may hold fewer than ``limit``.
     """
     base = _search_prefix(search)
     start = None if after is None else after[:-1] + "0"
@@ -91,9 +87,6 @@ def threads_page_plan(search: str, after: str | None, limit: int) -> SubPlan:
         "threads": rows,
         "next": prefixes[-1] if more and prefixes else None,
     }
-
-
-# --- thread -------------------------------------------------------------------------------
 
 
 def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
@@ -123,9 +116,8 @@ def _manifest_row(key: str, size: int, body: bytes | None, pfx: str) -> SubPlan:
 def _parent_step(node: dict[str, Any]) -> tuple[str, Any] | None:
     """The checkpoint whose task ran a subgraph checkpoint: (namespace, id), or None.
 
-    A subgraph's namespace is its parent's plus one ``node:task_id`` segment
-    (``a:id|b:id`` nests ``b`` in ``a``), and LangGraph records in the child's
-    metadata ``parents`` the checkpoint id current in each enclosing namespace.
+    ``a:id|b:id`` nests ``b`` in ``a``; LangGraph's metadata ``parents`` holds the
+    checkpoint id current in each enclosing namespace.
     """
     ns = node.get("checkpoint_ns") or ""
     if not ns:
@@ -138,11 +130,8 @@ def _parent_step(node: dict[str, Any]) -> tuple[str, Any] | None:
 def tree_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Nest a page of checkpoints: by parent link within a namespace, subgraphs under their step.
 
-    Returns the roots (checkpoints whose parent is not on the page), each with
-    ``children`` (a checkpoint with more than one child is a fork) and
-    ``subgraphs``: the first checkpoints of the subgraph runs its tasks made,
-    each the root of its own namespace's tree. A subgraph run whose parent
-    checkpoint is not on this page stays a root (its ``parents`` name it).
+    Returns the roots (parent not on the page) with ``children`` and ``subgraphs``
+    (docs/viewer.md, "JSON API").
     """
     by_id = {
         (r.get("checkpoint_ns"), r.get("checkpoint_id")): dict(r, children=[], subgraphs=[])
@@ -202,9 +191,6 @@ def _forks(nodes: list[dict[str, Any]]) -> int:
     return sum((len(n["children"]) > 1) + _forks(n["children"] + n["subgraphs"]) for n in nodes)
 
 
-# --- diff -----------------------------------------------------------------------------------
-
-
 def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -246,9 +232,6 @@ def diff_of(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             if _canon(omd.get(k)) != _canon(nmd.get(k))
         },
     }
-
-
-# --- storage ------------------------------------------------------------------------------
 
 
 def thread_storage_plan(thread_id: str) -> SubPlan:

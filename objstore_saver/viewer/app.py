@@ -84,27 +84,14 @@ def _int(request: Request, name: str, default: int) -> int:
 
 
 def _labels(request: Request) -> tuple[str, ...]:
-    """The namespace of a long-term store page: one ``label`` parameter per label, in order.
-
-    Empty labels are dropped (LangGraph refuses them in namespaces; an empty
-    search box sends one).
-    """
+    """The namespace of a store page, one ``label`` parameter per label; empty ones (an
+    empty search box) are dropped, as LangGraph refuses them."""
     return tuple(label for label in request.query_params.getlist("label") if label)
 
 
-def _key(request: Request) -> str:
-    key = request.query_params.get("key")
-    if key is None:
-        raise BadRequestError("query parameter 'key' (the item's key) is missing")
-    return key
-
-
 def _segments(request: Request, prefix: str) -> list[str]:
-    """The percent-decoded segments of the request path after ``prefix``.
-
-    Read from the raw path: a thread id or key segment may hold an encoded
-    "/" (``%2F``), which the decoded path would turn into a separator.
-    """
+    """The percent-decoded segments of the request path after ``prefix``, from the raw path:
+    a segment may hold an encoded "/" (``%2F``), which the decoded path would split."""
     raw = request.scope.get("raw_path") or request.url.path.encode()
     path = raw.decode("utf-8", "replace")
     if not path.startswith(prefix):
@@ -142,13 +129,8 @@ def _endpoint(
 def create_app(
     store: ObjectStore, *, token: str | None = None, secrets: list[str] | None = None
 ) -> Starlette:
-    """The viewer app over ``store``.
-
-    Args:
-        store: The store to show; the app only reads it.
-        token: When given, every request must carry it.
-        secrets: Strings never to show (passwords in the configured URL).
-    """
+    """The viewer app over ``store`` (only read); with ``token``, every request must carry
+    it; ``secrets`` (passwords in the configured URL) are never shown."""
     driver = Driver(store, max_workers=16)
     handle = functools.partial(_endpoint, hidden=list(secrets or []))
 
@@ -233,7 +215,9 @@ def create_app(
         return run(plan)
 
     def store_item(r: Request, _: str) -> Any:
-        namespace, key = _labels(r), _key(r)
+        namespace, key = _labels(r), r.query_params.get("key")
+        if key is None:
+            raise BadRequestError("query parameter 'key' (the item's key) is missing")
         if not namespace:
             raise BadRequestError(f"namespace of key {key!r} is empty: give 'label' parameters")
         return run(longterm.item_plan(namespace, key, to_micros(time.time())))
@@ -283,20 +267,15 @@ def create_app(
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is a loopback address or ``localhost``."""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
 
 def serve(store: ObjectStore, host: str, port: int, token: str | None, secrets: list[str]) -> None:
-    """Run the viewer with uvicorn until interrupted.
-
-    Raises:
-        ValueError: ``host`` is not loopback and no token is given.
-    """
+    """Run the viewer with uvicorn until interrupted (ValueError: ``host`` is not loopback
+    and no token is given)."""
     import uvicorn
 
     if not is_loopback(host) and not token:

@@ -1,10 +1,6 @@
-"""The viewer's reads of the long-term store (spec §8): pure plans, no I/O, no writes.
-
-A namespace is named by its labels, in URLs as a repeated ``label`` query
-parameter (``?label=users&label=u%2F1``): percent-encoding makes that
-injective for any label, "/" and unicode included. Items come from the index
-state (snapshots and records, spec §8.3), which holds every item's value, so
-listing a namespace never GETs an item object. Reading never refreshes a TTL.
+"""The viewer's reads of the long-term store (spec §8; docs/viewer.md, "The long-term
+store"): pure plans, no writes. Items come from the index state (spec §8.3), which holds
+every item's value, so listing a namespace never GETs an item object.
 """
 
 from __future__ import annotations
@@ -40,13 +36,9 @@ def preview(value: Any) -> str:
 def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_us: int) -> SubPlan:
     """Plan: one page of the namespaces under ``prefix``, with live and expired item counts.
 
-    Namespaces are listed from the index once (one LIST per 1,000 index keys,
-    as ``store ls`` lists them), ordered by namespace path; only the ``limit``
-    paths of the page have their index read (a snapshot and the records it
-    does not cover each), so GETs do not grow with the number of namespaces.
-    A namespace that holds no item (only tombstones) is left out of its page,
-    so a page may hold fewer than ``limit`` rows. ``after`` is the ``next``
-    cursor (a namespace path).
+    One listing of the index; only the ``limit`` paths of the page (after the
+    ``next`` cursor ``after``) have their index read. A namespace holding no item
+    is left out, so a page may hold fewer than ``limit`` rows.
     """
     infos = yield from plans.list_infos(store_keys.listing_prefix(prefix))
     groups = plans.group_index(infos)
@@ -88,15 +80,8 @@ def namespaces_plan(prefix: tuple[str, ...], after: str | None, limit: int, now_
 
 
 def namespace_plan(namespace: tuple[str, ...], offset: int, limit: int, now_us: int) -> SubPlan:
-    """Plan: one page of a namespace's items, by key, from its index (no item GET).
-
-    Cost: one LIST per 1,000 index keys of the namespace, one GET of its newest
-    snapshot and one per record the snapshot does not cover (at most the
-    compaction threshold, spec §8.4), one LIST per 1,000 items for sizes.
-
-    Raises:
-        StoreLookupError: the namespace holds no item.
-    """
+    """Plan: one page of a namespace's items, by key, from its index (no item GET);
+    StoreLookupError when it holds no item."""
     groups = yield from plans.read_indexes(
         store_keys.index_prefix(namespace), f"namespace {namespace!r}"
     )
@@ -123,11 +108,8 @@ def namespace_plan(namespace: tuple[str, ...], offset: int, limit: int, now_us: 
 
 
 def _membership(namespace: Sequence[str], key: str) -> SubPlan:
-    """Sub-plan: the index records of ``key`` (by name, LIST only) and the newest snapshot's say.
-
-    One LIST per 1,000 index keys of the namespace and one GET of its newest
-    snapshot: whether that snapshot holds the key and which records it covers.
-    """
+    """Sub-plan: the index records of ``key`` (by name, LIST only) and whether the newest
+    snapshot holds the key and covers each record."""
     groups = plans.group_index((yield from plans.list_infos(store_keys.index_prefix(namespace))))
     h = store_keys.key_hash(key)
     records: list[dict[str, Any]] = []
@@ -147,7 +129,7 @@ def _membership(namespace: Sequence[str], key: str) -> SubPlan:
                     "version": held[0].v if held else None,
                 }
         for info in sorted(group.records, key=lambda i: i.key):
-            name = info.key.rsplit("/", 1)[1]
+            name = plans.record_name(info.key)
             if store_keys.record_hash(name) != h:
                 continue  # another key's record (hashes of 16 hex digits may collide: names only)
             records.append(
@@ -164,9 +146,7 @@ def _membership(namespace: Sequence[str], key: str) -> SubPlan:
 def item_plan(namespace: tuple[str, ...], key: str, now_us: int) -> SubPlan:
     """Plan: one item decoded (one GET of its object), and its index records and snapshot.
 
-    Raises:
-        StoreLookupError: no item object for (namespace, key).
-        CorruptObjectError: the item object does not decode (names its key).
+    StoreLookupError: no item object; CorruptObjectError: it does not decode.
     """
     obj_key, rec, data = yield from get_plan(namespace, key)
     if rec is None:

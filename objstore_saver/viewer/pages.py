@@ -84,6 +84,12 @@ def error_page(status: int, message: str, key: str | None = None) -> str:
     return page(f"{status}", f'<div class="err"><p>{text(message)}</p>{where}</div>')
 
 
+def table(heads: list[str], rows: list[str], attrs: str = "") -> str:
+    """A ``<table>``: a header row of ``heads`` (HTML), then ``rows`` (``<tr>`` HTML)."""
+    cells = "".join(f"<th>{h}</th>" for h in heads)
+    return f"<table{attrs}><tr>{cells}</tr>{''.join(rows)}</table>"
+
+
 def _size(n: int, at_least: bool = False) -> str:
     return ("≥ " if at_least else "") + f"{n:,} B"
 
@@ -105,20 +111,13 @@ def threads_page(r: dict[str, Any]) -> str:
         f'<form action="/"><input name="q" value="{html.escape(r["search"], quote=True)}" '
         'placeholder="thread id prefix"><button>search</button></form>'
     )
-    table = (
-        "<table><tr><th>thread</th><th>checkpoints</th><th>size</th><th>last update</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
-    return page("Threads", form + table + nxt)
+    rows_table = table(["thread", "checkpoints", "size", "last update"], rows)
+    return page("Threads", form + rows_table + nxt)
 
 
 def _node(thread_id: str, n: dict[str, Any]) -> str:
     if n.get("error"):
-        e = n["error"]
-        return (
-            f'<li class="err">corrupt: <code>{text(e["key"], 500)}</code>: {text(e["reason"])}</li>'
-        )
+        return corrupt(n["error"], "li")
     cid, ns = n["checkpoint_id"], n["checkpoint_ns"]
     link = href(f"/threads/{q(thread_id)}/checkpoints/{q(cid)}", ns=ns or None)
     diff = href(f"/threads/{q(thread_id)}/diff/{q(cid)}", ns=ns or None)
@@ -193,11 +192,10 @@ def _transcript(messages: list[Any]) -> str:
     return "".join(out)
 
 
-def corrupt(e: dict[str, str]) -> str:
+def corrupt(e: dict[str, str], tag: str = "div") -> str:
     """A box naming a corrupt object's key and why it does not decode."""
-    return (
-        f'<div class="err">corrupt: <code>{text(e["key"], 500)}</code>: {text(e["reason"])}</div>'
-    )
+    why = f"corrupt: <code>{text(e['key'], 500)}</code>: {text(e['reason'])}"
+    return f'<{tag} class="err">{why}</{tag}>'
 
 
 #: Segments listed on a checkpoint page per list; the rest are counted.
@@ -209,10 +207,9 @@ def _segments(segments: list[dict[str, Any]]) -> str:
     manifest embedding each (linked) or its object."""
     items = []
     for g in segments[:MAX_SEGMENTS]:
-        n = f"{g['elements']} elements"
         kind = "index" if g.get("kind") == "index" else "segment"
-        seg = object_href(g["key"] + "#" + g["digest"]) if g.get("embedded_in") else ""
         if g.get("embedded_in"):
+            seg = object_href(g["key"] + "#" + g["digest"])
             where = (
                 f'<a href="{seg}">{kind}</a> embedded in manifest '
                 f'<a class="manifest" href="{object_href(g["embedded_in"])}">'
@@ -223,7 +220,7 @@ def _segments(segments: list[dict[str, Any]]) -> str:
                 f'<a href="{object_href(g["key"])}">{kind}</a> stored alone at '
                 f"<code>{text(g['key'], 500)}</code>"
             )
-        items.append(f'<li class="{kind}">{n}: {where}</li>')
+        items.append(f'<li class="{kind}">{g["elements"]} elements: {where}</li>')
     more = len(segments) - MAX_SEGMENTS
     if more > 0:
         items.append(f"<li>… {more} more segments</li>")
@@ -351,13 +348,13 @@ def object_page(r: dict[str, Any]) -> str:
 
 def storage_page(r: dict[str, Any]) -> str:
     """The storage page of a thread: objects by kind and the verify findings."""
-    rows = "".join(
+    rows = [
         f"<tr><td>{text(k)}</td><td>{v['objects']}</td><td>{_size(v['bytes'])}</td></tr>"
         for k, v in r["by_kind"].items()
-    )
+    ]
     v = r["verify"]
     if v.get("embedded_objects"):
-        rows += (
+        rows.append(
             f"<tr><td>embedded in manifests</td><td>{v['embedded_objects']}</td>"
             f"<td>{_size(v['embedded_bytes'])} (within the manifests' size)</td></tr>"
         )
@@ -366,11 +363,9 @@ def storage_page(r: dict[str, Any]) -> str:
         f'<li class="err"><code>{text(p.get("key"), 500)}</code>: {text(p.get("detail"))}</li>'
         for p in v.get("problems", [])
     )
+    verify = f"<h2>verify: {status}</h2><ul>{problems}</ul>"
     return page(
-        f"Storage of thread {r['thread_id']}",
-        "<table><tr><th>kind</th><th>objects</th><th>size</th></tr>"
-        + rows
-        + f"</table><h2>verify: {status}</h2><ul>{problems}</ul>",
+        f"Storage of thread {r['thread_id']}", table(["kind", "objects", "size"], rows) + verify
     )
 
 
@@ -379,33 +374,37 @@ def _bar(n: int, most: int) -> str:
     return f'<span style="display:inline-block;background:#69c;height:.8em;width:{width}px"></span>'
 
 
+def _bar_rows(named: list[tuple[str, dict[str, Any]]], most: int) -> list[str]:
+    """Rows of name (HTML), objects, size, and a bar of the size against ``most``."""
+    return [
+        f"<tr><td>{name}</td><td>{v['objects']}</td><td>{_size(v['bytes'])}</td>"
+        f"<td>{_bar(v['bytes'], most)}</td></tr>"
+        for name, v in named
+    ]
+
+
 def du_page(r: dict[str, Any]) -> str:
     """The store's objects and bytes by kind and by thread, with bars."""
     total = r["total"]
-    most = max((v["bytes"] for v in r["by_kind"].values()), default=0)
     store_link = f' (<a href="{href("/store")}">browse</a>)'
-    kinds = "".join(
-        f"<tr><td>{text(k)}{store_link if k.startswith('store ') else ''}</td>"
-        f"<td>{v['objects']}</td><td>{_size(v['bytes'])}</td>"
-        f"<td>{_bar(v['bytes'], most)}</td></tr>"
+    kinds = [
+        (text(k) + (store_link if k.startswith("store ") else ""), v)
         for k, v in sorted(r["by_kind"].items())
-    )
-    most = max((t["bytes"] for t in r["by_thread"]), default=0)
+    ]
     threads = []
     for t in r["by_thread"][:200]:
         tid = t["thread_id"]
         name = text(tid if tid is not None else t["prefix"], 200)
         if tid is not None:
             name = f'<a href="{href("/storage/" + q(tid))}">{name}</a>'
-        threads.append(
-            f"<tr><td>{name}</td><td>{t['objects']}</td><td>{_size(t['bytes'])}</td>"
-            f"<td>{_bar(t['bytes'], most)}</td></tr>"
-        )
-    head = "<tr><th>{}</th><th>objects</th><th>size</th><th></th></tr>"
+        threads.append((name, t))
+    most_kind = max((v["bytes"] for v in r["by_kind"].values()), default=0)
+    most_thread = max((t["bytes"] for t in r["by_thread"]), default=0)
     shown = f"<p>the {len(threads)} largest of {len(r['by_thread'])} threads</p>"
     return page(
         "Storage",
         f"<p>{total['objects']} objects, {_size(total['bytes'])}</p><h2>By kind</h2>"
-        f"<table>{head.format('kind')}{kinds}</table><h2>By thread</h2>{shown}"
-        f"<table>{head.format('thread')}{''.join(threads)}</table>",
+        + table(["kind", "objects", "size", ""], _bar_rows(kinds, most_kind))
+        + f"<h2>By thread</h2>{shown}"
+        + table(["thread", "objects", "size", ""], _bar_rows(threads, most_thread)),
     )

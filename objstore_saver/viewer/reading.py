@@ -1,8 +1,5 @@
-"""The viewer's reads that go beyond the CLI's: the referrers of an object within its thread.
-
-A pure plan (request batches, no I/O), run by the viewer's driver. A
-checkpoint with corrupt parts is read by
-:func:`objstore_saver.ops.checkpoint_reading.checkpoint_plan`.
+"""The viewer's reads that go beyond the CLI's (pure plans): a page of a thread's manifests,
+and the referrers of an object within its thread.
 """
 
 from __future__ import annotations
@@ -23,31 +20,14 @@ from objstore_saver.plans.requests import Get, ListKeys, run_batch, run_one
 REFERRER_MANIFESTS = 50
 
 
-# --- referrers -------------------------------------------------------------------------------
-
-
-def _children(obj: Any) -> set[bytes]:
-    """Digests an object references directly."""
-    return {digest for _, digest in plans.child_refs(obj)}
-
-
-def _kind(obj: Any) -> str:
-    """An object's kind as pages show it: ``list``, ``segment``, ``parts``..."""
-    return type(obj).__name__.removesuffix("Obj").lower()
-
-
 #: Keys listed per manifest wanted on a page: a checkpoint's pending writes
 #: are listed with it (spec §3), so a page of keys holds fewer checkpoints.
 KEYS_PER_MANIFEST = 4
 
 
 def manifest_page(prefix: str, after: str | None, limit: int) -> SubPlan:
-    """Sub-plan: up to ``limit`` manifests listed under ``prefix`` after ``after``.
-
-    Returns their listing entries (``<R>.2`` where a checkpoint has both
-    versions) and the cursor of the next page (the last key consumed), or
-    None when the listing ended.
-    """
+    """Sub-plan: up to ``limit`` manifests listed under ``prefix`` after ``after``, and the
+    next page's cursor (the last key consumed; None: the listing ended)."""
     chosen: list[Any] = []
     seen: list[Any] = []
     cursor = after
@@ -71,21 +51,12 @@ def manifest_page(prefix: str, after: str | None, limit: int) -> SubPlan:
 def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
     """Plan: which manifests, and which objects they reference, refer to object ``key``.
 
-    Scans one page of the thread's manifest keys (``limit`` of them, from
-    ``after``): each manifest read is checked for an entry pointing at the
-    object, and every list or parts object those manifests point at (read
-    once each) for an element or part pointing at it, and so is every object
-    those manifests embed (list segments, format version 2: no request; named
-    ``<manifest key>#<hex>``). Objects deeper in a list's tree (sealed chunks
-    under nodes) are not read. Cost: one LIST, one GET per manifest, one GET
-    per distinct list or parts object referenced. ``key`` may be an embedded
-    object's address ``<manifest key>#<hex>`` (a value or segment that later
-    manifests locate there).
-
-    Raises:
-        ValueError: ``key`` is not a content-addressed object key nor an
-            embedded object's address, or ``after`` not a manifest key of its
-            thread.
+    Scans one page of ``limit`` manifests of the thread from ``after``, the list
+    and parts objects they point at (once each) and the objects they embed
+    (named ``<manifest key>#<hex>``, as ``key`` may be); deeper objects of a
+    list's tree are not read (docs/viewer.md). ValueError: ``key`` is neither an
+    object key nor an embedded object's address, or ``after`` is not a manifest
+    key of its thread.
     """
     where = embedded_address(key)
     pfx, rest = keys.split_thread_key(key if where is None else where[0])
@@ -112,8 +83,9 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
         except CorruptObjectError as exc:
             problems.append(error_of(exc))
             return
-        if digest in _children(obj):
-            objects.append({"key": name, "kind": _kind(obj), **where})
+        if any(child == digest for _, child in plans.child_refs(obj)):
+            kind = type(obj).__name__.removesuffix("Obj").lower()  # list, segment, parts...
+            objects.append({"key": name, "kind": kind, **where})
 
     for start in range(0, len(infos), READ_AHEAD):
         group = infos[start : start + READ_AHEAD]
@@ -140,9 +112,7 @@ def referrers_plan(key: str, after: str | None, limit: int) -> SubPlan:
                         containers.setdefault(child, tag)
     order = sorted(containers)
     okeys = [keys.object_key_in(pfx, d) for d in order]
-    bodies: list[Any] = []
-    if okeys:
-        bodies = yield from run_batch(*(Get(k) for k in okeys))
+    bodies = yield from run_batch(*(Get(k) for k in okeys))
     for d, k, body in zip(order, okeys, bodies, strict=True):
         if body is not None:
             scan(body, k, containers[d], d)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from objstore_saver.viewer.pages import block, href, next_link, page, text
+from objstore_saver.viewer.pages import block, href, next_link, page, table, text
 
 #: Characters of one label shown before it is cut.
 LABEL_CHARS = 120
@@ -53,13 +53,9 @@ def store_page(r: dict[str, Any]) -> str:
         )
     nxt = next_link(r["next"] and store_href("/store", r["prefix"], after=r["next"]), "next page")
     under = f"<p>under {labels_text(r['prefix'])}</p>" if r["prefix"] else ""
-    table = (
-        '<table id="namespaces"><tr><th>namespace</th><th>live items</th>'
-        "<th>expired (not swept)</th></tr>" + "".join(rows) + "</table>"
-    )
-    if not rows:
-        table = "<p>no namespace here</p>"
-    return page("Long-term store", _search_form(r["prefix"]) + under + table + nxt)
+    heads = ["namespace", "live items", "expired (not swept)"]
+    found = table(heads, rows, ' id="namespaces"') if rows else "<p>no namespace here</p>"
+    return page("Long-term store", _search_form(r["prefix"]) + under + found + nxt)
 
 
 def namespace_page(r: dict[str, Any]) -> str:
@@ -84,12 +80,9 @@ def namespace_page(r: dict[str, Any]) -> str:
         f"<p>namespace {labels_text(labels)}: {r['live']} live items, "
         f"{r['expired']} expired (not swept yet)</p>"
     )
-    table = (
-        '<table id="items"><tr><th>key</th><th>size</th><th>created</th><th>updated</th>'
-        "<th>expires</th><th>value</th></tr>" + "".join(rows) + "</table>"
-    )
+    heads = ["key", "size", "created", "updated", "expires", "value"]
     title = "Namespace " + " / ".join(label[:LABEL_CHARS] for label in labels)
-    return page(title, head + table + nxt)
+    return page(title, head + table(heads, rows, ' id="items"') + nxt)
 
 
 def item_page(r: dict[str, Any]) -> str:
