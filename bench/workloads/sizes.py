@@ -11,7 +11,7 @@ class Sizes:
 
     chat_turns: int = 30
     long_turns: int = 1000
-    long_cap_s: float = 60.0
+    long_cap_s: float = 90.0
     long_checkpoints: tuple[int, ...] = (10, 100, 1000)
     neighbour_turns: int = 3
     prune_turns: int = 30
