@@ -1,19 +1,8 @@
-"""Configuring the saver in an application ("engine") with one setting: the public entry points.
+"""Configuring the saver in an application with one setting (``docs/configuration.md``).
 
-* :func:`create_checkpointer` / :func:`create_store`: the checkpointer and the
-  long-term store an application should use, by one precedence
-  (:func:`choose_backend`: explicit, ``OBJSTORE_SAVER_URL``, ``POSTGRES_URL``,
-  memory), each step logged at INFO with its reason and never a password.
-* :func:`langgraph_checkpointer` / :func:`langgraph_store`: what a LangGraph
-  server's ``langgraph.json`` names, in the dotted form the server loads:
-  ``objstore_saver.config.langgraph_checkpointer`` (``docs/langgraph-server.md``;
-  the server's blocks are read by :mod:`objstore_saver.server_settings`).
-* :func:`store_from_url` / :func:`parse_url` (from :mod:`objstore_saver.storage.urls`):
-  ``s3://bucket/prefix?endpoint_url=...&region=...`` or ``file:///path`` to a
-  checked :class:`~objstore_saver.storage.ObjectStore`; every S3 setting is
-  resolved in :mod:`objstore_saver.storage.s3.settings`.
-
-The jobs and the command line read the same variables (:func:`environment_url`).
+:func:`create_checkpointer` / :func:`create_store` pick what an application
+should use; :func:`langgraph_checkpointer` / :func:`langgraph_store` are what a
+LangGraph server's ``langgraph.json`` names (``docs/langgraph-server.md``).
 """
 
 from __future__ import annotations
@@ -86,15 +75,8 @@ def _server_url(role: str) -> str:
 class Backends(Generic[T]):
     """The candidates of one role (checkpointer or store), in order of precedence.
 
-    Attributes:
-        role: ``"checkpointer"`` or ``"store"`` (the start of each log line).
-        noun: What an explicit one is called (``"saver"``, ``"store"``).
-        objstore: Builds ours from ``OBJSTORE_SAVER_URL`` (checks it at once).
-        postgres: Builds LangGraph's PostgreSQL one, or None when its package
-            is not installed.
-        postgres_name: Its class name, for the log.
-        in_memory: Builds the in-process fallback.
-        lost: What the fallback loses on restart (``"conversations"``...).
+    ``postgres`` returns None when its package is not installed; ``lost`` is
+    what the in-memory fallback loses on restart.
     """
 
     role: str
@@ -157,16 +139,21 @@ def choose_backend(backends: Backends[T], explicit: T | None, env: Mapping[str, 
     return fallback
 
 
-def postgres_saver(url: str) -> BaseCheckpointSaver[Any]:
-    """LangGraph's ``PostgresSaver`` on ``url``, its tables created if missing."""
-    from langgraph.checkpoint.postgres import PostgresSaver
+def _on_postgres(kind: Any, url: str) -> Any:
+    """A ``kind`` (LangGraph's PostgreSQL saver or store) on ``url``, tables created if missing."""
     from psycopg import Connection
     from psycopg.rows import dict_row
 
     conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    saver = PostgresSaver(conn)  # type: ignore[arg-type]
-    saver.setup()
-    return saver
+    backend = kind(conn)
+    backend.setup()
+    return backend
+
+
+def postgres_saver(url: str) -> BaseCheckpointSaver[Any]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return _on_postgres(PostgresSaver, url)
 
 
 def postgres_installed() -> bool:
@@ -181,14 +168,9 @@ def postgres_installed() -> bool:
 def _postgres_store(url: str) -> BaseStore | None:
     try:
         from langgraph.store.postgres import PostgresStore
-        from psycopg import Connection
-        from psycopg.rows import dict_row
     except ImportError:
         return None
-    conn = Connection.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    store = PostgresStore(conn)  # type: ignore[arg-type]
-    store.setup()
-    return store
+    return _on_postgres(PostgresStore, url)
 
 
 def create_checkpointer(
@@ -199,23 +181,17 @@ def create_checkpointer(
 ) -> BaseCheckpointSaver[Any]:
     """Return the checkpointer an application should use.
 
-    Precedence, each step logged once at INFO with its reason:
-
-    1. ``memory``, an explicit saver, when given;
-    2. the object store named by ``OBJSTORE_SAVER_URL`` (checked at once);
-    3. LangGraph's ``PostgresSaver`` when ``POSTGRES_URL`` is set and
-       ``langgraph-checkpoint-postgres`` is installed (``pip install
-       'objstore-saver[postgres]'``); its tables are created if missing;
-    4. else ``InMemorySaver``, with a WARNING: memory is lost on restart.
+    Precedence, each step logged at INFO with its reason: ``memory`` (a saver
+    to use as is); the object store ``OBJSTORE_SAVER_URL`` names (checked at
+    once); ``PostgresSaver`` when ``POSTGRES_URL`` is set and
+    ``objstore-saver[postgres]`` installed (tables created if missing); else
+    ``InMemorySaver``, with a WARNING.
 
     Args:
-        memory: A saver to use as is.
         environ: Environment to read (default ``os.environ``).
-        fallback: The saver the application used before the bucket: with
-            ``OBJSTORE_SAVER_URL`` set, the result is a
-            :class:`~objstore_saver.fallback.FallbackSaver` that reads a thread
-            from it until the bucket holds the thread, and writes to the
-            bucket only (spec §6.14: migrate with no window).
+        fallback: The saver used before the bucket: with ``OBJSTORE_SAVER_URL``
+            set, a :class:`~objstore_saver.fallback.FallbackSaver` reads a thread
+            from it until the bucket holds it (spec §6.14).
 
     Raises:
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is set but invalid.
@@ -254,24 +230,16 @@ def create_checkpointer(
 async def langgraph_checkpointer(
     settings: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[ObjectStoreSaver]:
-    """The custom checkpointer of a LangGraph server (``langgraph.json``).
+    """The custom checkpointer of a LangGraph server (``docs/langgraph-server.md``).
 
-    Reads ``OBJSTORE_SAVER_URL``, checks the store at startup, yields an
-    :class:`~objstore_saver.saver.AsyncObjectStoreSaver` and closes it when the
-    server stops. The server loads a module path only in dotted form, so in
-    ``langgraph.json``::
-
-        "checkpointer": {"path": "objstore_saver.config.langgraph_checkpointer"}
-
-    The server applies ``checkpointer.ttl`` itself; this factory checks it and
-    logs what the server will do with it (``docs/langgraph-server.md``).
+    ``"checkpointer": {"path": "objstore_saver.config.langgraph_checkpointer"}``:
+    an :class:`~objstore_saver.saver.AsyncObjectStoreSaver` on
+    ``OBJSTORE_SAVER_URL``, checked at startup and closed when the server
+    stops. The server applies ``checkpointer.ttl``; this checks and logs it.
 
     Args:
-        settings: The ``checkpointer`` block of ``langgraph.json``. The server
-            (langgraph-api 0.16) passes nothing; the block is then read from
-            ``LANGGRAPH_CHECKPOINTER``, which the server sets. Its
-            ``replica_lag`` (seconds) marks the bucket a replica
-            (``docs/replication.md``).
+        settings: The ``checkpointer`` block; default ``LANGGRAPH_CHECKPOINTER``,
+            which the server sets.
 
     Raises:
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is not set or invalid, or a
@@ -302,19 +270,9 @@ def create_store(
 ) -> BaseStore:
     """Return the long-term store an application should use.
 
-    Precedence, each step logged once at INFO with its reason:
-
-    1. ``store``, an explicit store, when given;
-    2. :class:`ObjectStoreStore` on ``OBJSTORE_SAVER_URL`` (checked at once; the
-       same bucket and prefix as the checkpointer, keys under ``store/``);
-    3. LangGraph's ``PostgresStore`` when ``POSTGRES_URL`` is set and
-       ``langgraph-checkpoint-postgres`` is installed (tables created if missing);
-    4. else ``InMemoryStore``, with a WARNING: memories are lost on restart.
-
-    Args:
-        store: A store to use as is.
-        environ: Environment to read (default ``os.environ``).
-        **options: Options of :class:`ObjectStoreStore` (``index``, ``ttl``...).
+    The precedence of :func:`create_checkpointer`: ``store``;
+    :class:`ObjectStoreStore` on ``OBJSTORE_SAVER_URL`` (keys under ``store/``,
+    given ``**options``); ``PostgresStore``; else ``InMemoryStore``, with a WARNING.
 
     Raises:
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is set but invalid.
@@ -342,12 +300,11 @@ def create_store(
 
 @contextlib.asynccontextmanager
 async def langgraph_store(settings: Mapping[str, Any] | None = None) -> AsyncIterator[BaseStore]:
-    """The custom store of a LangGraph server (``langgraph.json``).
+    """The custom store of a LangGraph server (``docs/langgraph-server.md``).
 
-    ``"store": {"path": "objstore_saver.config.langgraph_store", "ttl": {...}}``: reads
-    ``OBJSTORE_SAVER_URL`` (the checkpointer's bucket), applies the block's ``ttl``
-    (``default_ttl``, ``refresh_on_read``) and ``index``, checks the store at startup
-    and closes it when the server stops.
+    ``"store": {"path": "objstore_saver.config.langgraph_store", "ttl": {...}}``: on
+    ``OBJSTORE_SAVER_URL``, with the block's ``ttl`` and ``index``, checked at
+    startup and closed when the server stops.
 
     Raises:
         ConfigurationError: ``OBJSTORE_SAVER_URL`` is not set or invalid.

@@ -1,15 +1,10 @@
-"""How the saver and the long-term store are built on an object store, once.
+"""The constructors (``from_url``, ``from_bucket``...) and lifetime shared by the saver and
+the long-term store: :class:`OnObjectStore`.
 
-:class:`OnObjectStore` gives :class:`~objstore_saver.ObjectStoreSaver` and
-:class:`~objstore_saver.ObjectStoreStore` the same constructors (``from_url``,
-``from_bucket``, ``from_client``, ``from_directory``, ``from_store``) and the
-same lifetime (``close`` and the sync/async context managers). Each class's
-``__init__`` takes the :class:`~objstore_saver.storage.ObjectStore` first and
-its own options as keywords, which the constructors pass through; ``from_url``
-and ``from_bucket`` also take the S3 store's options
-(:data:`~objstore_saver.storage.s3.settings.S3_OPTIONS`) and hand those to the
-store. An option neither takes is a ``TypeError`` naming the constructor, the
-option and what it accepts.
+Each class's ``__init__`` takes the store first and its own options as keywords;
+``from_url`` and ``from_bucket`` hand the S3 store's options to the store. An
+option neither takes is a ``TypeError`` naming the constructor, the option and
+what it accepts.
 """
 
 from __future__ import annotations
@@ -46,13 +41,7 @@ def _split_options(
     takes: Collection[str] = (),
     store_options: Collection[str] = (),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``options`` (those ``constructor`` did not name) as ``(the store's, the class's)``.
-
-    Raises:
-        TypeError: an option neither the store nor the class takes; the message
-            names the constructor and the option and lists what it accepts
-            (``takes``: the constructor's own keyword parameters).
-    """
+    """``options`` as ``(the store's, the class's)``; ``takes``: the constructor's own."""
     own = _own_options(cls)
     store: dict[str, Any] = {}
     mine: dict[str, Any] = {}
@@ -110,21 +99,13 @@ class OnObjectStore:
         """An instance on an S3 bucket, checked at construction; credentials from boto3's chain.
 
         Args:
-            bucket: Bucket name.
-            prefix: Key prefix of every object written.
             transport: ``"lean"`` (:class:`~objstore_saver.storage.LeanS3Store`,
-                native async, the default) or ``"boto3"``
-                (:class:`~objstore_saver.storage.Boto3S3Store`).
-            check: Send one ``HeadBucket`` now, so a missing bucket, denied
-                access, wrong region or unreachable endpoint fails here;
-                ``False`` skips it.
+                the default) or ``"boto3"`` (:class:`~objstore_saver.storage.Boto3S3Store`).
+            check: Send one ``HeadBucket`` now, so a bad bucket, access, region
+                or endpoint fails here.
             **kwargs: Options of the transport's store (``endpoint_url``,
-                ``region_name``, ``max_attempts``, ``connect_timeout``,
-                ``read_timeout``, ``proxies``, ``encryption``...: the
-                arguments of :class:`~objstore_saver.storage.LeanS3Store` or
-                :class:`~objstore_saver.storage.Boto3S3Store`; ``retry_mode`` is
-                boto3's) and of the class (the saver's ``serde``, the
-                store's ``index``, ``max_workers``...).
+                ``region_name``, ``encryption``...; ``retry_mode`` is boto3's)
+                and of the class (``serde``, ``index``, ``max_workers``...).
 
         Raises:
             TypeError: an option neither the store nor the class takes.
@@ -169,12 +150,9 @@ class OnObjectStore:
 
         Args:
             url: ``s3://bucket/prefix?endpoint_url=...&region=...`` or
-                ``file:///path``. URLs hold no secrets: S3 credentials come
-                from boto3's chain (``AWS_PROFILE``, ``AWS_ACCESS_KEY_ID``...).
-            check: Send one ``HeadBucket`` now, so a missing bucket, denied
-                access, wrong region or unreachable endpoint fails here.
-            **kwargs: Options of the S3 store (as :meth:`from_bucket` takes
-                them; one the URL sets too is refused) and of the class.
+                ``file:///path``; no secrets (S3 credentials: boto3's chain).
+            check: As :meth:`from_bucket`'s.
+            **kwargs: Options of the S3 store (not set by the URL too) and of the class.
 
         Raises:
             TypeError: an option neither the store nor the class takes.
@@ -214,8 +192,7 @@ class OnObjectStore:
 def replica_lag_seconds(
     value: timedelta | float | str | None, setting: str = "replica_lag"
 ) -> float | None:
-    """A replica lag in seconds (None: not a replica), from the constructors,
-    ``langgraph.json`` or the environment; ``setting`` names it in errors.
+    """A replica lag in seconds (None: not a replica); ``setting`` names it in errors.
 
     Raises:
         ConfigurationError: not a positive duration.

@@ -164,17 +164,12 @@ def _token(identifier: str) -> str:  # spec §3.1
 
 
 def audit(root: Path, thread_id: str) -> Audit:
-    """Read every stored file under ``root`` with msgpack and zstandard only.
+    """Read every stored file under ``root`` with msgpack and zstandard only (docs/auditing.md).
 
-    Every file of a thread but its (empty) run markers must be one MessagePack
-    map naming its format ``f`` and kind ``k``; a content object must hash to
-    its name, and a manifest's embedded objects must decode too. Other keys
-    (``keys/``, ``store/``, ``jobs/``) are counted, not read. The newest
-    manifest of ``thread_id``'s root namespace gives :attr:`Audit.messages`,
-    as (type, content) pairs.
-
-    Raises:
-        AuditError: naming the first file at fault.
+    Every thread file but run markers must be a MessagePack map with a format
+    ``f`` and a kind ``k``, a content object must hash to its name; the newest
+    root manifest of ``thread_id`` gives :attr:`Audit.messages`. Raises
+    :class:`AuditError` naming the first file at fault.
     """
     found = Audit()
     keys = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())

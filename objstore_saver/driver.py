@@ -1,16 +1,9 @@
-"""The two thin drivers that carry out plans: one blocking, one asyncio.
+"""The driver that carries out plans, blocking or on asyncio (docs/architecture.md).
 
-Both feed the same plan generators; only how a batch of requests runs (and a
-:class:`~objstore_saver.large_value_gate.Hold` is waited for) differs. The
-blocking driver runs a batch on a thread pool (the first request on the
-caller's thread) or, when the store sends ahead (:class:`SendsAhead`) and the
-requests and answers are small, writes them all from the caller's thread and
-reads the answers after (no thread hop); the asyncio driver awaits the store's
-coroutines. A batch's ``meanwhile`` work runs while its requests are in flight.
-A batch that fails has its first error raised inside the plan, which may
-handle it (a replica's reader passes over a checkpoint still arriving).
-A plan run for a saver call carries its :class:`~objstore_saver.telemetry.Call`,
-which counts each batch's outcomes and, when its span records, traces the requests.
+Blocking, a batch runs on a thread pool (the first request on the caller's
+thread), or is sent ahead from the caller's thread when the store can and the
+requests and answers are small. A batch's ``meanwhile`` work runs while its
+requests are in flight; its first error is raised inside the plan, which may handle it.
 """
 
 from __future__ import annotations
@@ -229,10 +222,7 @@ class Driver:
 
 
 def _returned(call: Call | None, returned: list[Any] | None, value: Any) -> None:
-    """A plan run that returned ``value``: keep it for ``run``; a traced call ends.
-
-    Untraced, a call that returns has nothing to finish: it was counted.
-    """
+    """Keep ``value`` for ``run``; a traced call ends (an untraced one was counted)."""
     if returned is not None:
         returned.append(value)
     if call is not None and call.span is not None:
@@ -275,11 +265,10 @@ AHEAD_BODY_MAX = 64 * 1024
 
 
 def _small_both_ways(op: Op) -> bool:
-    """Whether a request and its answer are small: sent ahead from one thread.
+    """Whether a request and its answer are small enough to send ahead from one thread.
 
-    One thread writes the requests one after the other and reads the answers
-    in order, which is parallel only while each fits the socket buffers; a
-    large part (up to 256 KiB) or a GET of unknown size goes to the pool.
+    That is parallel only while each fits the socket buffers; a large part or a
+    GET of unknown size goes to the pool.
     """
     if isinstance(op, Put):
         return len(op.data) <= AHEAD_BODY_MAX

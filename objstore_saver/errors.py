@@ -1,9 +1,7 @@
 """Errors raised on purpose, each naming the thing at fault (key, thread, bucket, setting).
 
-Two families: :class:`StorageError` for what a backend reports (its message
-names the location and the key) and :class:`ObjstoreSaverError` for what the
-saver, the long-term store and their configuration refuse. This module imports
-nothing of the package, so every layer can raise these.
+:class:`StorageError` for what a backend reports, :class:`ObjstoreSaverError` for what
+the saver refuses. Imports nothing of the package, so every layer can raise these.
 """
 
 from __future__ import annotations
@@ -88,10 +86,7 @@ class UnsupportedFormatError(ObjstoreSaverError):
 
 
 class ThreadKeyError(ObjstoreSaverError):
-    """An encrypted thread's data key cannot be had: no key object, or no master key opens it.
-
-    Also raised for a long-term store namespace's key (``owner`` names it).
-    """
+    """An encrypted thread's (or store namespace's: ``owner``) data key cannot be had."""
 
     def __init__(self, thread_id: str, key: str, reason: str, *, owner: str | None = None) -> None:
         super().__init__(f"{owner or f'thread {thread_id!r}'}: key object {key!r}: {reason}")
@@ -122,10 +117,7 @@ class ConfigurationError(ObjstoreSaverError, ValueError):
 
 
 class StorageError(Exception):
-    """Base class of every error a backend raises on purpose.
-
-    The message names the backend location (bucket or directory) and the key.
-    """
+    """Base class of every error a backend raises on purpose, naming its location and key."""
 
 
 class ObjectNotFoundError(StorageError, KeyError):

@@ -1,14 +1,7 @@
 """`FallbackSaver`: move to the bucket now, migrate the history behind it (spec §6.14).
 
-A thread is read from the old saver (PostgreSQL, SQLite, any LangGraph saver)
-until the bucket holds it; every write goes to the bucket. The first write to
-a thread that is not in the bucket yet first copies the checkpoint it builds
-on, so the bucket's head always descends from the old head and ``migrate``
-later completes the thread's older history behind it, with nothing diverged.
-
-The logic is written once, as plans of saver calls (:class:`SaverCall`); the step
-runner (:func:`~objstore_saver.storage.requests.run_steps`) carries them out against the two
-savers, blocking or on the event loop.
+Each method is written once, as a plan of saver calls (:class:`SaverCall`) that
+:func:`~objstore_saver.storage.requests.run_steps` carries out, blocking or async.
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ from langgraph.checkpoint.base import (
 
 from objstore_saver.caches.facts import BoundedSet
 from objstore_saver.format import keys
-from objstore_saver.saver import ObjectStoreSaver, with_twin
+from objstore_saver.saver import ObjectStoreSaver, with_twin, with_twins
 from objstore_saver.storage.requests import arun_steps, run_steps
 
 __all__ = ["FallbackSaver", "put_writes_calls"]
@@ -69,41 +62,20 @@ SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
 
 def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's blocking API (a listing as a list)."""
-    a, kw = call.args, call.kwargs
-    match call.method:
-        case SaverMethod.GET_TUPLE:
-            return saver.get_tuple(*a, **kw)
-        case SaverMethod.LIST:
-            return list(saver.list(*a, **kw))
-        case SaverMethod.PUT:
-            return saver.put(*a, **kw)
-        case SaverMethod.PUT_WRITES:
-            return saver.put_writes(*a, **kw)
-        case SaverMethod.DELETE_THREAD:
-            return saver.delete_thread(*a, **kw)
+    result = getattr(saver, call.method.value)(*call.args, **call.kwargs)
+    return list(result) if call.method is LIST else result
 
 
 async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's async API (a listing as a list)."""
-    a, kw = call.args, call.kwargs
-    match call.method:
-        case SaverMethod.GET_TUPLE:
-            return await saver.aget_tuple(*a, **kw)
-        case SaverMethod.LIST:
-            return [t async for t in saver.alist(*a, **kw)]
-        case SaverMethod.PUT:
-            return await saver.aput(*a, **kw)
-        case SaverMethod.PUT_WRITES:
-            return await saver.aput_writes(*a, **kw)
-        case SaverMethod.DELETE_THREAD:
-            return await saver.adelete_thread(*a, **kw)
+    method = getattr(saver, "a" + call.method.value)
+    if call.method is LIST:
+        return [t async for t in method(*call.args, **call.kwargs)]
+    return await method(*call.args, **call.kwargs)
 
 
 def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
-    """A method written once, as its plan of saver calls; its async twin is ``method.twin``.
-
-    ``list`` (and ``alist``) yield the tuples of the listing the plan returns.
-    """
+    """A method written once, as its plan of saver calls; its async twin is ``method.twin``."""
     twin: Callable[..., Any]
     if plan.__name__ == "list":
 
@@ -160,14 +132,15 @@ def _id_of(tup: CheckpointTuple) -> str:
     return str(tup.config["configurable"]["checkpoint_id"])
 
 
+@with_twins
 class FallbackSaver(BaseCheckpointSaver[str]):
     """The bucket for every write, the old saver for what the bucket does not hold yet.
 
-    Args:
-        new: The saver on the bucket; every write goes there.
-        old: The saver the application used before (PostgreSQL, SQLite...);
-            read only, except by :meth:`delete_thread`.
-        remembered_threads: Settled (thread, namespace) pairs remembered by this process.
+    A thread is read from ``old`` (any LangGraph saver; written only by
+    :meth:`delete_thread`) until the bucket holds it. The first write to a
+    thread not in the bucket yet copies the checkpoint it builds on, so the
+    bucket's head descends from the old head and ``migrate`` completes the
+    history behind it. ``remembered_threads``: settled (thread, namespace) pairs kept.
 
     Example::
 
@@ -306,15 +279,6 @@ class FallbackSaver(BaseCheckpointSaver[str]):
     def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
         """The bucket's version sequence."""
         return self.new.get_next_version(current, channel)
-
-    aget_tuple = get_tuple.twin
-    alist = list.twin
-    aput = put.twin
-    aput_writes = put_writes.twin
-    adelete_thread = delete_thread.twin
-    adelete_for_runs = delete_for_runs.twin
-    acopy_thread = copy_thread.twin
-    aprune = prune.twin
 
     # --- drivers -------------------------------------------------------------
 

@@ -1,17 +1,7 @@
 """The large-value gate of a saver: one large serialized value alive at a time (spec §6.1).
 
-LangGraph runs a turn's input checkpoint ``put`` and its input task's
-``put_writes`` concurrently, both serializing the same message. LangGraph's
-serializer peaks at about three times a large value while it builds the
-bytes, so two of them at once (or one while the other's bytes are being
-compressed and stored) cost four times the value or more.
-
-A plan serializes every value under the gate. A small result gives the gate
-back at once; a large one keeps it while its parts are stored, across the
-plan's requests, until its serialized bytes are dropped. Plans take it
-without blocking when it is free (the rule) and otherwise yield
-:class:`Hold`, which the driver carries out: the blocking driver waits on the
-lock, the asyncio driver polls it without blocking its loop.
+A plan serializes under the gate and keeps it while a large value's parts are
+stored; when the gate is taken it yields :class:`Hold`, which the driver waits for.
 
 Invariant: whoever holds the gate releases it in a ``finally`` of the plan
 that took it, and the drivers close a plan they stop running, so an error or
@@ -46,10 +36,8 @@ class LargeValueGate:
     async def aacquire(self) -> None:
         """Take the gate without blocking the event loop.
 
-        The holder may be a thread or a task of this very loop (waiting for
-        its requests), so this polls: a large value is held for as long as
-        its parts take to store, far longer than a pause. A cancelled waiter
-        holds nothing.
+        It polls, as the holder may be a task of this very loop; a cancelled
+        waiter holds nothing.
         """
         pause = _POLL_FIRST
         while not self._lock.acquire(blocking=False):

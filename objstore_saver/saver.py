@@ -46,10 +46,7 @@ _Built = tuple[Plan[T], dict[str, Any]]
 def _planned(build: Callable[..., _Built[Any]]) -> Any:
     """A saver method written once, as its plan; its async twin is ``method.twin``.
 
-    The method runs the plan ``build`` returns with the blocking driver, as the
-    call ``build.__name__`` (:class:`~objstore_saver.telemetry.Call`, given
-    the attributes ``build`` returns); the twin with the asyncio driver, as
-    ``"a" + build.__name__``. ``list`` (and ``alist``) iterate what the plan emits.
+    Each runs the plan with its driver, as the call of its name (``list`` iterates).
     """
     name = build.__name__
     aname = "a" + name
@@ -79,10 +76,7 @@ def _planned(build: Callable[..., _Built[Any]]) -> Any:
 
 
 def with_twin(like: Callable[..., Any], method: Any, twin: Any) -> Any:
-    """``method`` named and documented as ``like``, its coroutine twin as ``method.twin``.
-
-    The twin is named ``"a" + like.__name__`` (the ``aget_tuple`` of ``get_tuple``).
-    """
+    """``method`` named and documented as ``like``; ``method.twin``, its ``a…`` twin."""
     functools.update_wrapper(method, like)
     functools.update_wrapper(twin, like)
     twin.__name__ = "a" + like.__name__
@@ -92,49 +86,28 @@ def with_twin(like: Callable[..., Any], method: Any, twin: Any) -> Any:
     return method
 
 
+def with_twins(cls: type[T]) -> type[T]:
+    """Class decorator: each method's ``twin`` becomes the class's ``a…`` method."""
+    for method in list(vars(cls).values()):
+        if hasattr(method, "twin"):
+            setattr(cls, method.twin.__name__, method.twin)
+    return cls
+
+
+@with_twins
 class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
-    """A LangGraph checkpoint saver that stores increments in an object store.
+    """A LangGraph checkpoint saver that stores increments in an object store (``docs/spec.md``).
 
-    Checkpoints are create-only manifests; channel values are content-addressed
-    objects of their thread, shared by every checkpoint that holds them; lists
-    such as ``messages`` are stored in chunks so an appended message writes only
-    what is new. The on-storage format is ``docs/spec.md``.
-
-    The saver offers LangGraph's complete sync and async API on one instance, so
-    the same object serves ``graph.invoke`` and ``graph.ainvoke``.
+    One instance offers LangGraph's complete sync and async API. ``store`` is
+    any :class:`~objstore_saver.storage.ObjectStore`; the other options are the
+    table "Saver options" of ``docs/configuration.md``, and:
 
     Args:
-        store: The storage backend (:class:`~objstore_saver.storage.Boto3S3Store`,
-            :class:`~objstore_saver.storage.LocalStore`, or any
-            :class:`~objstore_saver.storage.ObjectStore`).
-        serde: LangGraph serializer; defaults to ``JsonPlusSerializer``.
-        max_workers: Requests run in parallel by one batch, and in total.
-        object_cache_bytes: Bound of the in-process memory of fetched objects.
-        remembered_checkpoints: How many checkpoints' channel entries are kept
-            so a child checkpoint reuses them without serializing.
-        prune_grace: Default ``min_age`` of :meth:`prune`: values younger than this
-            are never marked for the sweep.
-        sweep_delay: A prune sweeps (deletes) only objects marked by an earlier
-            run at least this long ago; a thread with a younger mark is left
-            alone. Must be at least ``reuse_window`` (spec §6.9).
-        reuse_window: W of spec §6.9: the saver skips writing an object it
-            believes stored only if it confirmed that within W/2, and a put
-            that takes longer than W/2 re-confirms before its manifest.
-        tracer_provider: OpenTelemetry ``TracerProvider`` of the call and
-            request spans; ``None`` uses the global one (a no-op until the
-            application configures an SDK). See ``docs/observability.md``.
-        client_encryption: Encrypt every thread with a key of its own
-            (``docs/encryption.md``): a
-            :class:`~objstore_saver.crypto.ClientEncryption`, ``None`` (the
-            default) for the environment's ``OBJSTORE_SAVER_ENCRYPTION_KEY``
-            if set, ``False`` for none. An encrypting saver refuses to read
-            a thread written in clear, and the reverse.
-        replica_lag: The bucket is a replica that receives objects this long
-            (a ``timedelta`` or seconds; S3 RTC: 15 minutes) after what
-            references them: a checkpoint whose objects are not all there yet
-            is read as not replicated yet, and the newest complete one is the
-            latest (``docs/replication.md``). ``None`` (the default): a
-            missing object is corruption and raises.
+        tracer_provider: OpenTelemetry provider of the spans; ``None``: the
+            global one (``docs/observability.md``).
+        client_encryption: A :class:`~objstore_saver.crypto.ClientEncryption`;
+            ``None``: ``OBJSTORE_SAVER_ENCRYPTION_KEY`` if set; ``False``: none
+            (``docs/encryption.md``). Clear and encrypted threads do not mix.
 
     Example:
         >>> saver = ObjectStoreSaver.from_directory("./agent-memory")
@@ -190,8 +163,7 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> ObjectStoreSaver:
         """A clone whose serializer also allows ``extra_allowlist`` (msgpack types).
 
-        LangGraph calls this when compiling a graph, with the types of its
-        state. The clone shares this saver's store, workers and memories.
+        It shares this saver's store, workers and memories.
         """
         clone = super().with_allowlist(extra_allowlist)
         if clone is self:
@@ -204,24 +176,15 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
 
     @property
     def plan_context(self) -> plans.Context:
-        """The context the saver's plans run with (serde, caches, reuse window).
-
-        For operator jobs that run the saver's plans themselves, e.g. a prune of
-        threads they listed in one flat scan (:mod:`objstore_saver.ops`).
-        """
+        """The context the saver's plans run with, for jobs that run them (:mod:`~.ops`)."""
         return self._ctx
 
     def stats(self) -> SaverStats:
         """Counters of this saver's calls and storage requests since creation or reset.
 
-        Counted whether or not OpenTelemetry is configured; thread-safe. Clones
-        made by :meth:`with_allowlist` share them. ``later - earlier`` gives the
-        work in between; ``.as_dict()`` is JSON-serializable.
-
-        With client-side encryption they include the sealing layer's work:
-        its key objects' requests and the envelopes' bytes (a long-term
-        store built on this saver's store shares that layer, and its key
-        objects' requests count here too).
+        Thread-safe, shared with clones; ``later - earlier`` gives the work in
+        between. With client-side encryption they include the sealing layer's
+        key object requests and envelope bytes (``docs/observability.md``).
         """
         stats = self._telemetry.counters.snapshot()
         return stats if self._sealing is None else stats + self._sealing.counters.snapshot()
@@ -340,47 +303,29 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
     ) -> _Built[dict[str, Any]]:
         """Prune threads, safely while agents write to them (spec §6.9).
 
-        ``keep_latest`` keeps each thread's newest ``keep_last`` root checkpoints,
-        for each of them the newest checkpoint of every subgraph namespace
-        written during its run, and the ancestors a ``DeltaChannel`` of a kept
-        checkpoint replays; it deletes the other checkpoints and their writes.
-        Values no kept checkpoint reaches are marked, and deleted by a later
-        run at least ``sweep_delay`` after, if still unreferenced then.
-        ``delete`` (or LangGraph's ``delete_all``) removes the threads entirely.
-
-        With ``idle_for``, a thread whose newest root checkpoint is older than
-        that (decided from one LIST, no read) and that nothing else wrote to
-        since is idle: it is deleted (``idle_action="delete"``) or reduced to
-        its latest checkpoint (``"keep_latest"``, two-phase). Ages are the
-        store's ``LastModified`` of manifests.
+        ``keep_latest`` keeps each thread's newest ``keep_last`` root checkpoints
+        (with their runs' newest subgraph checkpoints and the ancestors a kept
+        ``DeltaChannel`` replays) and deletes the rest; values no kept checkpoint
+        reaches are marked, and swept by a run ``sweep_delay`` later if still
+        unreferenced. ``delete`` (or ``delete_all``) removes the threads.
+        With ``idle_for``, a thread not written for that long (its manifests'
+        ``LastModified``) gets ``idle_action``: ``"delete"`` or ``"keep_latest"``.
 
         Args:
-            thread_ids: Threads to prune.
-            keep_last: Root checkpoints kept per thread (at least 1); None
-                (only with ``idle_for``) leaves threads that are not idle alone.
-            min_age: Seconds; values younger than this are never marked.
-                Defaults to the saver's ``prune_grace``.
+            keep_last: At least 1; None (only with ``idle_for``) leaves threads
+                that are not idle alone.
+            min_age: Seconds; younger values are never marked (default ``prune_grace``).
             dry_run: Only report what would be deleted and marked.
-            strategy: ``"keep_latest"``, ``"delete"`` or ``"delete_all"``.
-            older_than: Seconds; no checkpoint younger than this is deleted,
-                root or subgraph (those beyond ``keep_last`` go once this old).
-            idle_for: Seconds without a write after which a thread is idle.
-            idle_action: ``"delete"`` or ``"keep_latest"``, for idle threads.
-            tombstone_window: Seconds a deleted thread's tombstones are kept
-                (default 30 days); then a thread holding nothing else loses them.
+            older_than: Seconds; no younger checkpoint is deleted, root or subgraph.
+            tombstone_window: Seconds a deleted thread's tombstones are kept (default 30 days).
 
         Returns:
-            A JSON-serializable report: totals (``checkpoints_kept``,
-            ``checkpoints_deleted``, ``writes_deleted``, ``objects_marked``,
-            ``bytes_marked``, ``objects_swept``, ``bytes_swept``,
-            ``marks_executed``, ``objects_extracted``: embedded objects of
-            deleted manifests stored alone), ``threads_deferred``,
+            A JSON-serializable report: ``totals``, ``threads_deferred``,
             ``threads_idle`` and one entry per thread.
 
         Raises:
-            ValueError: An unknown strategy or idle action (named with the
-                accepted ones), or a bad ``keep_last``, duration or thread id;
-                before any request.
+            ValueError: A bad strategy, idle action, ``keep_last``, duration or
+                thread id (named), before any request.
         """
         plan = self._prune_plan(
             thread_ids,
@@ -403,18 +348,12 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         read_data: bool = False,
         read_data_subset: str | tuple[int, int] | None = None,
     ) -> _Built[VerifyReport]:
-        """Check the stored objects of one thread, or of every thread (an fsck).
+        """Check the stored objects of one thread, or of every thread (an fsck, spec §6.11).
 
-        Every manifest and write must decode and every reference must resolve;
-        by default against the listing, reading no content object. With
-        ``read_data`` every content object is also read: it must hash to its
-        key and be of the kind its reference expects; ``read_data_subset``
-        (``"K/N"``, K from 1) reads share K of N of them. Reads the store
-        itself, not this saver's memory.
-
-        Returns:
-            A :class:`~objstore_saver.plans.verify_report.VerifyReport`; ``report.ok`` is False
-            when ``report.problems`` names a key at fault.
+        References are checked against the listing; ``read_data`` also reads
+        and re-hashes every content object, ``read_data_subset`` (``"K/N"``)
+        share K of N of them. Returns a :class:`VerifyReport` whose
+        ``problems`` name the keys at fault.
         """
         threads = None if thread_id is None else [thread_id]
         plan = fsck.verify(
@@ -436,24 +375,9 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
         """Next channel version: integers for new threads, strings continue as strings."""
         return plans.next_version(current)
 
-    aget_tuple = get_tuple.twin
-    alist = list.twin
-    aput = put.twin
-    aput_writes = put_writes.twin
-    adelete_thread = delete_thread.twin
-    adelete_for_runs = delete_for_runs.twin
-    acopy_thread = copy_thread.twin
-    aprune = prune.twin
-    averify = verify.twin
-    aget_delta_channel_history = get_delta_channel_history.twin
-
 
 class AsyncObjectStoreSaver(ObjectStoreSaver):
     """The same saver, under the name LangGraph users look for in async code.
 
-    :class:`ObjectStoreSaver` already implements every async method
-    (``aget_tuple``, ``alist``, ``aput``...) on the event loop without
-    blocking it, and is an async context manager; this subclass adds nothing
-    but the name, so ``async with AsyncObjectStoreSaver.from_url(url) as saver``
-    reads like LangGraph's other async savers.
+    :class:`ObjectStoreSaver` already implements every async method; this adds only the name.
     """

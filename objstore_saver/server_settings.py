@@ -1,15 +1,9 @@
 """The settings a LangGraph server hands its custom checkpointer and store, checked.
 
-The server (``langgraph-api``, read at 0.16.7) calls the factory that
-``checkpointer.path`` names with no arguments. Its ``checkpointer`` block
-reaches the process only through environment variables the server sets
-before it imports anything: ``LANGGRAPH_CHECKPOINTER`` (the block as JSON)
-and ``LANGGRAPH_THREAD_TTL`` (which, when set, replaces ``checkpointer.ttl``).
-The server itself applies the thread TTL; the saver only serves the calls
-its sweeper makes (``adelete_thread``, ``aprune``). This module reads those
-settings the way the server does, refuses invalid ones with a message that
-names the setting, and says what will happen (``docs/langgraph-server.md``).
-The ``store`` block comes the same way, in ``LANGGRAPH_STORE`` (:func:`store_options`).
+The server (``langgraph-api`` 0.16.7) calls the factory with no arguments; its
+blocks arrive as environment variables (``LANGGRAPH_CHECKPOINTER``,
+``LANGGRAPH_THREAD_TTL``, ``LANGGRAPH_STORE``). They are read as the server
+reads them, refused by name when invalid (``docs/langgraph-server.md``).
 """
 
 from __future__ import annotations
@@ -58,14 +52,8 @@ _TTL_KEYS = frozenset({"strategy", "default_ttl", "ttl", "sweep_interval_minutes
 class ThreadTTL:
     """A thread TTL as the server will apply it.
 
-    Attributes:
-        strategy: ``"delete"`` (the whole thread) or ``"keep_latest"`` (old
-            checkpoints only).
-        default_ttl: Minutes after a thread's last update before it expires,
-            or None (threads expire only when created with their own TTL).
-        sweep_interval_minutes: How often the server looks for expired threads.
-        sweep_limit: Threads handled per sweep.
-        source: The setting it came from (``checkpointer.ttl`` or ``LANGGRAPH_THREAD_TTL``).
+    ``default_ttl``: minutes after a thread's last update, or None (only threads
+    created with their own TTL expire); ``source``: the setting it came from.
     """
 
     strategy: str
@@ -87,11 +75,7 @@ def _json_setting(name: str, env: Mapping[str, str]) -> Any:
 
 
 def checkpointer_block(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Return the server's ``checkpointer`` block, or ``{}`` outside a server.
-
-    Raises:
-        ConfigurationError: ``LANGGRAPH_CHECKPOINTER`` is not a JSON object.
-    """
+    """Return the server's ``checkpointer`` block, or ``{}`` outside a server."""
     block = _json_setting(LANGGRAPH_CHECKPOINTER, os.environ if environ is None else environ)
     if not isinstance(block, dict):
         raise ConfigurationError(
@@ -102,16 +86,8 @@ def checkpointer_block(environ: Mapping[str, str] | None = None) -> dict[str, An
 
 
 def checkpointer_options(block: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The saver options of the ``checkpointer`` block: ``replica_lag`` (seconds).
-
-    ``"replica_lag": 900`` tells the saver its bucket is a replica whose
-    objects arrive up to 15 minutes after what references them
-    (``docs/replication.md``). The block is :func:`checkpointer_block` when
-    not given.
-
-    Raises:
-        ConfigurationError: ``replica_lag`` is not a positive number of seconds.
-    """
+    """The saver options of the ``checkpointer`` block (default :func:`checkpointer_block`):
+    ``replica_lag`` (seconds, ``docs/replication.md``)."""
     return _replica_lag(checkpointer_block() if block is None else block, "checkpointer")
 
 
@@ -125,12 +101,7 @@ def store_options(
     settings: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The :class:`~objstore_saver.ObjectStoreStore` options of the ``store`` block
-    (``ttl``, ``index``, ``replica_lag``); the block is read from ``LANGGRAPH_STORE``
-    when not given.
-
-    Raises:
-        ConfigurationError: the block is not JSON or not an object.
-    """
+    (``ttl``, ``index``, ``replica_lag``); default ``LANGGRAPH_STORE``."""
     if settings is None:
         settings = _json_setting(LANGGRAPH_STORE, os.environ if environ is None else environ)
     if not isinstance(settings, Mapping):
@@ -199,16 +170,9 @@ def thread_ttl(
 ) -> ThreadTTL | None:
     """Return the thread TTL the server applies, or None when there is none.
 
-    Follows the server's precedence: ``LANGGRAPH_THREAD_TTL`` (minutes, which
-    means ``strategy="delete"`` every 5.1 minutes, or a JSON object), else the
-    ``ttl`` of the checkpointer block.
-
-    Args:
-        block: The checkpointer block; default :func:`checkpointer_block`.
-        environ: Environment to read (default ``os.environ``).
-
-    Raises:
-        ConfigurationError: a setting is invalid; the message names it.
+    The server's precedence: ``LANGGRAPH_THREAD_TTL`` (minutes: ``strategy="delete"``
+    every 5.1 minutes; or a JSON object), else the ``ttl`` of ``block`` (default
+    :func:`checkpointer_block`). Raises ConfigurationError naming a bad setting.
     """
     env = os.environ if environ is None else environ
     override = env.get(LANGGRAPH_THREAD_TTL, "").strip()

@@ -1,16 +1,9 @@
 """What a saver tells about its work: OpenTelemetry spans and plain counters.
 
-Every saver call (``put``, ``aget_tuple``, ``list``...) is one :class:`Call`.
-The driver hands it the requests of each batch with their outcomes, so the
-saver's counters (:class:`SaverStats`, read with ``saver.stats()``) count
-every storage request whether or not tracing is on.
-
-Spans are made through ``opentelemetry-api`` only, imported here if installed.
-A call asks its tracer for a span once; when no SDK is configured (or the
-sampler drops it) the span does not record and the call makes no request spans
-and sets no attributes: the per-request cost of the disabled path is one
-``is None`` test. ``docs/observability.md`` lists every span, attribute and
-counter.
+Every saver call is one :class:`Call`, counted in :class:`SaverStats` whether
+or not tracing is on. A call whose span does not record (no SDK, or sampled
+out) makes no request spans: the disabled path costs one ``is None`` test a
+request. ``docs/observability.md`` lists every span, attribute and counter.
 """
 
 from __future__ import annotations
@@ -68,12 +61,8 @@ CALL_SPAN_PREFIX = "objstore_saver."
 
 @dataclass(frozen=True)
 class SaverStats:
-    """A snapshot of a saver's counters since it was made (or last reset).
-
-    Subtract two snapshots (``later - earlier``) for the work in between;
-    :meth:`as_dict` is JSON-serializable. ``docs/observability.md`` defines
-    each counter.
-    """
+    """A snapshot of a saver's counters (``docs/observability.md``); ``later - earlier``
+    is the work in between."""
 
     calls: Mapping[str, int] = field(default_factory=dict)
     """Saver calls by method name (``put``, ``aput``, ``get_tuple``...), failed ones included."""
@@ -233,11 +222,8 @@ _OPERATIONS: dict[type, tuple[str, str]] = {
 class RequestNaming:
     """Names and attributes of the request spans of one store.
 
-    S3 requests follow OpenTelemetry's AWS SDK and S3 conventions
-    (``S3.PutObject``, ``rpc.system=aws-api``, ``aws.s3.bucket``,
-    ``aws.s3.key``...). A local directory names its requests after the same
-    four object operations (``LocalStore.PutObject``...) with ``file.*``
-    attributes; any other store after its class.
+    S3 follows OpenTelemetry's AWS SDK conventions; a local directory uses the
+    same operation names with ``file.*`` attributes; any other store, its class.
     """
 
     def __init__(self, store: ObjectStore) -> None:
@@ -306,11 +292,7 @@ def _record_error(span: Span, exc: BaseException) -> None:
 class Telemetry:
     """Counters, tracer and request naming shared by every call of one saver.
 
-    Args:
-        store: The saver's store (wrappers are looked through for naming).
-        tracer_provider: The provider to make spans with; ``None`` uses the
-            global one, which is a no-op until an application configures an
-            SDK. Ignored when ``opentelemetry-api`` is not installed.
+    ``tracer_provider``: ``None`` uses the global one; ignored without ``opentelemetry-api``.
     """
 
     def __init__(self, store: ObjectStore, tracer_provider: TracerProvider | None = None) -> None:
@@ -320,8 +302,7 @@ class Telemetry:
         self.tracer: Tracer | None = None
         if otel_trace is not None:
             self.tracer = otel_trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
-        #: A call of a saver method: ``call(method, config=None, *, thread_id=None,
-        #: checkpoint=None, **attributes)`` makes a :class:`Call` of this telemetry.
+        #: ``call(method, config=None, *, thread_id=None, checkpoint=None, **attributes)``
         self.call: Callable[..., Call] = functools.partial(Call, self)
 
 
@@ -338,14 +319,10 @@ def _identifier(value: object) -> str | None:
 class Call:
     """One saver call: counts its requests, and traces it when a span records.
 
-    The driver calls :meth:`start` before the plan run, :meth:`record` after
-    each batch and :meth:`finish` with the result or the escaping exception (a
-    call that returns untraced needs none). While :attr:`span` records, the
-    driver runs requests through :meth:`execute` / :meth:`aexecute`: one
-    CLIENT span per request, a child of the call's. Identifiers (of
-    ``config``, ``thread_id``, the ``checkpoint`` a put stores) are read only
-    then; ``attributes`` are more span attributes, without the
-    ``objstore_saver.`` prefix.
+    The driver calls :meth:`start`, :meth:`record` after each batch and
+    :meth:`finish` (a call that returns untraced needs none); while :attr:`span`
+    records, requests run through :meth:`execute` / :meth:`aexecute`, one CLIENT
+    span each. Identifiers are read only then.
     """
 
     __slots__ = (
@@ -437,11 +414,8 @@ class Call:
             tally.count(op, outcome)
 
     def finish(self, error: BaseException | None = None, value: Any = None) -> None:
-        """Count a failure, put the request totals on the span and end it.
-
-        ``value`` is what the call returned: a checkpoint id it names (a
-        ``CheckpointTuple``'s, or a put's config's) goes on the span.
-        """
+        """Count a failure, put the request totals (and the checkpoint id ``value``
+        names) on the span and end it."""
         if error is not None:
             self.telemetry.counters.call(self.method, failed=True)
         span = self.span
@@ -468,9 +442,8 @@ class Call:
     def _requesting(self, op: Op) -> Iterator[list[Any]]:
         """One request's CLIENT span, current while the request runs.
 
-        The parent is passed explicitly and the span attached in whatever
-        thread or task runs the request, so parallel requests of a batch (pool
-        threads, gathered tasks) are all children of the call's span.
+        The parent is passed explicitly, so requests run in pool threads or
+        gathered tasks are all children of the call's span.
         """
         naming = self.telemetry.naming
         tracer = self.telemetry.tracer

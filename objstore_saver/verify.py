@@ -1,12 +1,6 @@
-"""fsck for a store: every manifest parses, every reference resolves (spec §6.11).
-
-The plans live with their layers: the checkpoint threads' walk in
-:mod:`objstore_saver.plans.verify` (with :mod:`~objstore_saver.plans.verify_walk`,
-:mod:`~objstore_saver.plans.verify_objects` and
-:mod:`~objstore_saver.plans.verify_report`), the long-term store's objects (§8.4.8)
-in :mod:`objstore_saver.longterm.verify`. This module joins them in
-:func:`verify`, the check of a whole store, and keeps the public names
-importable from here.
+"""fsck for a store (spec §6.11): :func:`verify` joins the threads' check
+(:mod:`objstore_saver.plans.verify`) and the long-term store's
+(:mod:`objstore_saver.longterm.verify`).
 """
 
 from __future__ import annotations
@@ -37,14 +31,10 @@ def verify(
     read_data_subset: str | tuple[int, int] | None = None,
     replica_lag: float | None = None,
 ) -> Generator[Batch, list[Any] | None, VerifyReport]:
-    """Plan: spec §6.11. Check the named threads, or every thread and the
-    long-term store's objects (§8) in the store.
+    """Plan: check the named threads, or every thread and the long-term store's objects.
 
-    By default no content object (``objects/<H>``) is read: references are
-    checked against the listing. ``read_data`` reads and re-hashes them all;
-    ``read_data_subset`` (``"K/N"``, K from 1) those of share K of N. On a
-    replica (``replica_lag`` seconds) what a thread written within the lag
-    misses is counted as ``arriving`` (spec §6.16).
+    ``read_data`` (or share K of N: ``read_data_subset``) reads and re-hashes content
+    objects; on a replica, what a thread written within the lag misses is ``arriving``.
     """
     depth = Depth.of(read_data, read_data_subset)
     since = arriving_since(replica_lag)

@@ -1,20 +1,8 @@
 """Bounded, thread-safe in-process memories of immutable facts (spec §6).
 
-* :class:`ObjectCache`: per thread prefix, content objects known to be stored,
-  with their decoded form when it was fetched or written (by bytes, LRU).
-* :class:`EntryCache`: per checkpoint, its channel versions and entries, so a
-  child checkpoint reuses them without serializing (by count).
-* :class:`HeadCache`, :class:`EpochCache`: the newest checkpoint and the
-  epochs this process saw (by count).
-* :class:`ElementCache`, with its :class:`SealedCache` and
-  :class:`SerializedCache`: list elements, segments, and
-  messages already encoded, so a growing list encodes only what is new.
-
-A delete or prune run by this process forgets the thread it touched. Every
-fact about a stored object carries the time (``clock``, monotonic seconds) it
-was last confirmed: a prune run by another process may remove an object no
-manifest references, so a writer trusts a fact only while it is younger than
-the reuse window (spec §6.9).
+Invariant: every fact about a stored object carries the time (``clock``) it was
+last confirmed, and a writer trusts it only within the reuse window (spec §6.9):
+another process's prune may remove an object no manifest references.
 """
 
 from __future__ import annotations
@@ -96,11 +84,7 @@ class ObjectCache:
             self._set((thread_pfx, digest), obj)
 
     def add_embedded(self, thread_pfx: str, digest: bytes, obj: StoredObject) -> None:
-        """Remember an object read from, or written into, a manifest that embeds it.
-
-        Its body serves reads; it is not known to be stored alone, unless it
-        already was.
-        """
+        """Remember an object embedded in a manifest: not known stored alone, unless it was."""
         with self._lock:
             key = (thread_pfx, digest)
             if key in self._items and key not in self._embedded:
@@ -214,8 +198,7 @@ class EntryCache:
 class HeadCache:
     """The newest checkpoint id this process knows per (thread, namespace): a guess.
 
-    A latest lookup checks the guess with its LIST (spec §6.2); a wrong or
-    stale guess costs CPU only. Bounded by count, least recently set out.
+    A latest lookup checks it with its LIST (spec §6.2); a stale guess costs CPU only.
     """
 
     def __init__(self, max_items: int = 4096) -> None:
@@ -242,11 +225,8 @@ class HeadCache:
 class EpochCache:
     """The epochs this process has seen (spec §4.11): per thread, and per checkpoint.
 
-    A thread's epoch only grows (tombstones are create-only and numbered up),
-    so the greatest seen is kept, with the time it was last confirmed by a
-    listing that showed the thread's newest tombstone. A checkpoint's epoch
-    never changes (its manifest is immutable), so it is trusted at any age.
-    Both are bounded by count, least recently set out.
+    A thread's epoch only grows, so the greatest seen is kept, with when a
+    listing last confirmed it; a checkpoint's never changes, so it never ages.
     """
 
     def __init__(
@@ -267,11 +247,10 @@ class EpochCache:
         return item[0]
 
     def saw_thread(self, thread_id: str, epoch: int, *, confirmed: bool = True) -> bool:
-        """Record the thread's epoch as a listing showed it; True if it is newer than known.
+        """Record the thread's epoch; True if it is newer than known.
 
-        ``confirmed``: the listing covered the thread's newest tombstone, so
-        the epoch is current as of now; otherwise (a manifest's epoch) it only
-        raises the floor, keeping the last confirmation time.
+        ``confirmed``: a listing showed the newest tombstone, so it is current;
+        otherwise (a manifest's epoch) it only raises the floor.
         """
         with self._lock:
             known = self._threads.get(thread_id, (epoch, -float("inf")))
@@ -317,10 +296,7 @@ class BoundedSet:
 
 
 class _PureCache(Generic[K, V]):
-    """A pure function cache: a value never goes stale, so first in, first out.
-
-    Bounded by the estimated bytes of its entries (:meth:`_cost`).
-    """
+    """A pure function cache, bounded by :meth:`_cost` bytes: no value goes stale, so FIFO."""
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
@@ -342,11 +318,7 @@ class _PureCache(Generic[K, V]):
 
 
 class ElementCache(_PureCache[ElementKey, EncodedElement]):
-    """Encoded list elements by (type, serialized bytes).
-
-    The encoding of given bytes never changes. It saves the compression and
-    hashing of elements a list held at its previous checkpoint.
-    """
+    """Encoded list elements by (type, serialized bytes)."""
 
     def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
         super().__init__(max_bytes)
@@ -360,10 +332,7 @@ class ElementCache(_PureCache[ElementKey, EncodedElement]):
 
 
 class SealedCache(_PureCache[SealedKey, SealedObject]):
-    """List segments by what they hold (:data:`~objstore_saver.format.list_encoding.SealedKey`).
-
-    It saves packing and hashing every segment of a long list at each checkpoint.
-    """
+    """List segments by what they hold (:data:`~objstore_saver.format.list_encoding.SealedKey`)."""
 
     def _cost(self, key: SealedKey, value: SealedObject) -> int:
         # The key holds the elements' serialized bytes (type, bytes): they count too.
@@ -373,12 +342,7 @@ class SealedCache(_PureCache[SealedKey, SealedObject]):
 
 
 class SerializedCache(_PureCache[StateKey, tuple[str, bytes]]):
-    """Serialized messages (serializer type, bytes) by state key.
-
-    A message's bytes are a function of its state key
-    (:mod:`objstore_saver.caches.message_keys`). Only LangGraph's default
-    serializer's bytes are kept.
-    """
+    """Serialized messages (serializer type, bytes) by state key (default serializer only)."""
 
     def _cost(self, key: StateKey, value: tuple[str, bytes]) -> int:
         return len(key[1]) + len(value[1]) + 150

@@ -1,15 +1,10 @@
 """State keys of LangChain messages: what their serialized bytes are a function of.
 
-Pure functions; no I/O. LangGraph's serializer writes a message as its class
-and the output of ``model_dump()``, which reads nothing but the message's
-fields and extra fields. When those hold only plain data (``str``, ``int``,
-``float``, ``bool``, ``None``, ``bytes`` and lists and dicts of them), an
-exact MessagePack encoding of them, with the class, is the message's *state
-key*: two messages with equal state keys serialize to equal bytes. A long
-conversation's messages are serialized at every put; with their bytes
-remembered by state key, each is serialized once per process. The key is
-computed from the message as it is now, so a message changed in place gets
-a new key and is serialized again: nothing relies on object identity.
+LangGraph's serializer writes a message as its class and ``model_dump()``, which
+reads only its fields. When those hold only plain data, their exact MessagePack
+encoding, with the class, is the *state key*: equal keys serialize to equal
+bytes. The key is computed from the message as it is now: nothing relies on
+object identity.
 """
 
 from __future__ import annotations
@@ -46,33 +41,21 @@ StateKey = tuple[type, bytes]
 
 
 def applies_to(serde: SerializerProtocol) -> bool:
-    """Whether state keys stand for this serializer's bytes: exactly LangGraph's default.
-
-    Any other serializer (an encrypting one, a subclass) may write the same
-    state differently, so its bytes are never looked up by state.
-    """
+    """Whether state keys stand for this serializer's bytes: exactly LangGraph's default
+    (another, even a subclass, may write the same state differently)."""
     return type(serde) is JsonPlusSerializer
 
 
 def state_key(value: Any) -> StateKey | None:
-    """The state key of a LangChain message, or None when it has none.
-
-    None for anything but a message class of ``langchain_core.messages``
-    without computed fields, for a message holding anything but plain data,
-    and for a message larger than :data:`STATE_MAX`.
-    """
+    """The state key of a LangChain message; None for anything else, a message
+    holding more than plain data, or one larger than :data:`STATE_MAX`."""
     return known_pairs([value], lambda _key: None)[0][0]
 
 
 def known_pairs(
     values: list[Any], lookup: Callable[[StateKey], tuple[str, bytes] | None]
 ) -> tuple[list[StateKey | None], list[tuple[str, bytes] | None]]:
-    """Each value's state key, and its serialized pair by ``lookup`` of that key.
-
-    :func:`state_key` for a whole list in one pass (a long conversation's
-    messages are looked up at every put): the same keys, the same ``None``
-    for a value without one; ``lookup`` is asked only for keys that exist.
-    """
+    """:func:`state_key` of each value, and ``lookup`` of each key there is, in one pass."""
     keys: list[StateKey | None] = []
     pairs: list[tuple[str, bytes] | None] = []
     keyed_classes, packb, plain, limit = _KEYED_CLASSES, ormsgpack.packb, _PLAIN_ONLY, STATE_MAX

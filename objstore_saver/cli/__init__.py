@@ -73,11 +73,7 @@ def _add_command(subparsers: Any, command: Command, options: argparse.ArgumentPa
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``objstore-saver``.
-
-    Returns:
-        The parser; parsed arguments carry the chosen :class:`Command` as ``cli_command``.
-    """
+    """The argument parser of ``objstore-saver``; the chosen :class:`Command` is ``cli_command``."""
     options = global_options()
     parser = argparse.ArgumentParser(
         prog="objstore-saver",
@@ -98,21 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(
     argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
-    """Run the command line.
+    """Run the command line; return the exit code (bad usage raises argparse's ``SystemExit``).
 
-    Args:
-        argv: the arguments after the program's name (default ``sys.argv[1:]``).
-        stdout: where the report goes (default ``sys.stdout``).
-        stderr: where the progress bar and errors go (default ``sys.stderr``).
-
-    Returns:
-        The exit code (see the module's docstring). Bad usage exits
-        (``SystemExit``, code 2) from argparse, as ``--help`` does (code 0).
+    ``stdout`` gets the report, ``stderr`` the progress bar and errors.
     """
-    out = stdout or sys.stdout
-    err = stderr or sys.stderr
     args = build_parser().parse_args(argv)
-    return run_command(args.cli_command, args, stdout=out, stderr=err)
+    return run_command(
+        args.cli_command, args, stdout=stdout or sys.stdout, stderr=stderr or sys.stderr
+    )
 
 
 def entry_point() -> None:

@@ -1,10 +1,5 @@
-"""What every command of ``objstore-saver`` shares.
-
-The :class:`Command` record each command module declares, the global options
-(``--url``, ``--json``, ``--no-progress``), the progress bar, the exit codes,
-the text helpers of the renderers, and :func:`run_command`, which runs one
-parsed command and turns its errors into messages and exit codes.
-"""
+"""What every command of ``objstore-saver`` shares: :class:`Command`, the global options,
+the progress bar, the exit codes, the renderers' text helpers and :func:`run_command`."""
 
 from __future__ import annotations
 
@@ -36,14 +31,9 @@ Outcome = tuple[dict[str, Any], int]
 class ProgressBar:
     """A plain-text progress bar on a stream: done/total, rate and ETA.
 
-    On a terminal it is redrawn in place at most ten times a second; elsewhere
-    (a log file, a Kubernetes pod) it prints a line at most every ten seconds,
-    and the last one, so a job over a million threads does not flood its log.
-
-    The rate is :func:`~objstore_saver.ops.fanout.rate`: everything done since
-    the job began (the fan-out's start, which it tells :meth:`begin`, else
-    the bar's creation) over the time since, as the report's
-    ``threads_per_second``; none is shown in a job's first second.
+    Redrawn in place at most ten times a second on a terminal; elsewhere (a log)
+    a line at most every ten seconds, and the last one. The rate counts from
+    :meth:`begin` (else the bar's creation), as the report's ``threads_per_second``.
     """
 
     def __init__(
@@ -155,8 +145,7 @@ def add_scale_options(parser: argparse.ArgumentParser, *, concurrency: bool = Tr
 def add_resumable_job_options(
     parser: argparse.ArgumentParser, *, apply_help: str, unit: str
 ) -> None:
-    """``--apply`` (``apply_help``: what it really does), ``--restart`` (from the first
-    ``unit``) and the scale options of a job that keeps a cursor."""
+    """``--apply``, ``--restart`` and the scale options of a job that keeps a cursor."""
     parser.add_argument("--apply", action="store_true", help=apply_help)
     parser.add_argument(
         "--restart",
@@ -167,8 +156,7 @@ def add_resumable_job_options(
 
 
 def job_options(args: argparse.Namespace, progress: ProgressBar) -> dict[str, Any]:
-    """The job's keyword arguments of the options the command took (``apply``,
-    ``restart``, ``concurrency``, ``shard``) and the progress bar."""
+    """The job's keyword arguments: the progress bar and the job options the command took."""
     names = ("apply", "restart", "concurrency", "shard")
     return {n: getattr(args, n) for n in names if hasattr(args, n)} | {"progress": progress}
 
@@ -202,14 +190,8 @@ def no_arguments(parser: argparse.ArgumentParser) -> None:
 class Command:
     """One command of ``objstore-saver``: its options, its handler and its renderer.
 
-    Attributes:
-        name: what is typed after ``objstore-saver`` (or after its group's name).
-        help: the one line ``objstore-saver --help`` shows for it.
-        add_arguments: adds the command's own arguments to its parser, after
-            the global options.
-        run: the handler: ``run(args, config, progress)`` does the work and
-            returns the report and the exit code.
-        render: the report as text (``--json`` prints the report itself).
+    ``run(args, config, progress)`` does the work and returns the report and the
+    exit code; ``render`` is the report as text (``--json`` prints the report).
     """
 
     name: str
@@ -221,15 +203,8 @@ class Command:
 
 @dataclass(frozen=True, kw_only=True)
 class CommandGroup:
-    """A command whose work is done by subcommands (``store ls``, ``store get``, ...).
-
-    Attributes:
-        name: what is typed after ``objstore-saver``.
-        help: the one line ``objstore-saver --help`` shows for it.
-        commands: the subcommands, in the order their help lists them.
-        dest: the parsed arguments' attribute that names the chosen subcommand.
-        metavar: how the help names the subcommand argument.
-    """
+    """A command whose work is done by subcommands (``store ls``, ``store get``, ...);
+    ``dest`` is the parsed arguments' attribute naming the chosen one."""
 
     name: str
     help: str
@@ -261,13 +236,8 @@ def global_options() -> argparse.ArgumentParser:
 def run_command(
     command: Command, args: argparse.Namespace, *, stdout: TextIO, stderr: TextIO
 ) -> int:
-    """Run a parsed command and print its report (text, or JSON with ``--json``) on
-    ``stdout``, or its error on ``stderr``, with no secret in either.
-
-    Returns:
-        The command's exit code; :data:`EXIT_USAGE` for bad configuration,
-        :data:`EXIT_ERROR` for an error while running.
-    """
+    """Run a parsed command and print its report on ``stdout``, or its error on
+    ``stderr``, with no secret in either; return the exit code."""
     try:
         config = OpsConfig.from_env(
             url=args.url,

@@ -35,8 +35,9 @@ from objstore_saver.ops._common import OpsConfig
 _LABELS = "namespace labels, one argument each (labels may hold dots and slashes)"
 
 
-def _ns(labels: Sequence[str]) -> str:
-    return json.dumps(list(labels), ensure_ascii=False)
+def _ns(labels: Sequence[str] | str) -> str:
+    """Namespace labels as JSON; a report's text in place of labels as it is."""
+    return labels if isinstance(labels, str) else json.dumps(list(labels), ensure_ascii=False)
 
 
 def _add_ls_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,8 +106,7 @@ def _render_du(r: dict[str, Any]) -> str:
     rows = []
     for n in r["by_namespace"]:
         kinds = ", ".join(f"{k} {v['objects']}" for k, v in n["by_kind"].items())
-        label = n["namespace"] if isinstance(n["namespace"], str) else _ns(n["namespace"])
-        rows.append([label, n["objects"], human_size(n["bytes"]), kinds])
+        rows.append([_ns(n["namespace"]), n["objects"], human_size(n["bytes"]), kinds])
     lines.append(table(rows, ["NAMESPACE", "OBJECTS", "SIZE", "BY KIND"]))
     return "\n".join(lines)
 
@@ -208,7 +208,7 @@ def _render_delete(r: dict[str, Any]) -> str:
     lines = [f"{head}: {mode(r)}" + cancelled_mark(r)]
     rows = [
         [
-            n["namespace"] if isinstance(n["namespace"], str) else _ns(n["namespace"]),
+            _ns(n["namespace"]),
             n["items"],
             n["index_objects"],
             len(n["rewritten"]),
