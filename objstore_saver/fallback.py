@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import (
 
 from objstore_saver.caches.facts import BoundedSet
 from objstore_saver.format import keys
-from objstore_saver.saver import ObjectStoreSaver, with_twin, with_twins
+from objstore_saver.saver import ObjectStoreSaver, with_twin
 from objstore_saver.storage.requests import arun_steps, run_steps
 
 __all__ = ["FallbackSaver", "put_writes_calls"]
@@ -62,16 +62,34 @@ SaverPlan = Generator[SaverCall | list[SaverCall], Any, T]
 
 def _blocking(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's blocking API (a listing as a list)."""
-    result = getattr(saver, call.method.value)(*call.args, **call.kwargs)
-    return list(result) if call.method is LIST else result
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return saver.get_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return list(saver.list(*a, **kw))
+        case SaverMethod.PUT:
+            return saver.put(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return saver.put_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return saver.delete_thread(*a, **kw)
 
 
 async def _coroutine(saver: BaseCheckpointSaver[Any], call: SaverCall) -> Any:
     """Make ``call`` with the saver's async API (a listing as a list)."""
-    method = getattr(saver, "a" + call.method.value)
-    if call.method is LIST:
-        return [t async for t in method(*call.args, **call.kwargs)]
-    return await method(*call.args, **call.kwargs)
+    a, kw = call.args, call.kwargs
+    match call.method:
+        case SaverMethod.GET_TUPLE:
+            return await saver.aget_tuple(*a, **kw)
+        case SaverMethod.LIST:
+            return [t async for t in saver.alist(*a, **kw)]
+        case SaverMethod.PUT:
+            return await saver.aput(*a, **kw)
+        case SaverMethod.PUT_WRITES:
+            return await saver.aput_writes(*a, **kw)
+        case SaverMethod.DELETE_THREAD:
+            return await saver.adelete_thread(*a, **kw)
 
 
 def _planned(plan: Callable[..., SaverPlan[Any]]) -> Any:
@@ -132,7 +150,6 @@ def _id_of(tup: CheckpointTuple) -> str:
     return str(tup.config["configurable"]["checkpoint_id"])
 
 
-@with_twins
 class FallbackSaver(BaseCheckpointSaver[str]):
     """The bucket for every write, the old saver for what the bucket does not hold yet.
 
@@ -279,6 +296,15 @@ class FallbackSaver(BaseCheckpointSaver[str]):
     def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
         """The bucket's version sequence."""
         return self.new.get_next_version(current, channel)
+
+    aget_tuple = get_tuple.twin
+    alist = list.twin
+    aput = put.twin
+    aput_writes = put_writes.twin
+    adelete_thread = delete_thread.twin
+    adelete_for_runs = delete_for_runs.twin
+    acopy_thread = copy_thread.twin
+    aprune = prune.twin
 
     # --- drivers -------------------------------------------------------------
 

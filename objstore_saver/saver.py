@@ -86,15 +86,6 @@ def with_twin(like: Callable[..., Any], method: Any, twin: Any) -> Any:
     return method
 
 
-def with_twins(cls: type[T]) -> type[T]:
-    """Class decorator: each method's ``twin`` becomes the class's ``a…`` method."""
-    for method in list(vars(cls).values()):
-        if hasattr(method, "twin"):
-            setattr(cls, method.twin.__name__, method.twin)
-    return cls
-
-
-@with_twins
 class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
     """A LangGraph checkpoint saver that stores increments in an object store (``docs/spec.md``).
 
@@ -374,6 +365,17 @@ class ObjectStoreSaver(OnObjectStore, BaseCheckpointSaver[str | int]):
     def get_next_version(self, current: str | int | None, channel: None = None) -> str | int:
         """Next channel version: integers for new threads, strings continue as strings."""
         return plans.next_version(current)
+
+    aget_tuple = get_tuple.twin
+    alist = list.twin
+    aput = put.twin
+    aput_writes = put_writes.twin
+    adelete_thread = delete_thread.twin
+    adelete_for_runs = delete_for_runs.twin
+    acopy_thread = copy_thread.twin
+    aprune = prune.twin
+    averify = verify.twin
+    aget_delta_channel_history = get_delta_channel_history.twin
 
 
 class AsyncObjectStoreSaver(ObjectStoreSaver):
