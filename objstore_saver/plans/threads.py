@@ -111,16 +111,25 @@ class ThreadListing:
             else:
                 self.manifests.append(info)
             return
-        (getattr(self, kind) if kind in _AREAS else self.unknown).append(info)
+        {
+            "writes": self.writes,
+            "objects": self.objects,
+            "runs": self.runs,
+            "marks": self.marks,
+        }.get(kind, self.unknown).append(info)
 
     def every(self) -> list[ObjectInfo]:
-        return [o for kind in _KINDS for o in getattr(self, kind)]
-
-
-#: Areas of a thread other than ``checkpoints/`` whose keys are filed by area.
-_AREAS = ("writes", "objects", "runs", "marks")
-#: Every kind of key, in the order :meth:`ThreadListing.every` returns them.
-_KINDS = ("superseded", "manifests", "writes", "objects", "runs", "marks", "tombstones", "unknown")
+        """Every key of the thread, of every kind."""
+        return (
+            self.superseded
+            + self.manifests
+            + self.writes
+            + self.objects
+            + self.runs
+            + self.marks
+            + self.tombstones
+            + self.unknown
+        )
 
 
 def hex_name(key: str, length: int) -> bool:
