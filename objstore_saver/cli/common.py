@@ -155,10 +155,11 @@ def add_resumable_job_options(
     add_scale_options(parser)
 
 
-def job_options(args: argparse.Namespace, progress: ProgressBar) -> dict[str, Any]:
-    """The job's keyword arguments: the progress bar and the job options the command took."""
+def job_options(args: argparse.Namespace, config: OpsConfig, bar: ProgressBar) -> dict[str, Any]:
+    """The job's keyword arguments: the configuration, the progress bar and the job options
+    the command took."""
     names = ("apply", "restart", "concurrency", "shard")
-    return {n: getattr(args, n) for n in names if hasattr(args, n)} | {"progress": progress}
+    return {n: v for n, v in vars(args).items() if n in names} | {"config": config, "progress": bar}
 
 
 def mode(report: dict[str, Any], verb: str = "delete") -> str:

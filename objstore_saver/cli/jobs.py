@@ -49,9 +49,8 @@ def _run_migrate(args: argparse.Namespace, config: OpsConfig, progress: Progress
     report = ops.migrate(
         args.source_kind,
         source,
-        config=config,
         thread_ids=args.thread or None,
-        **job_options(args, progress),
+        **job_options(args, config, progress),
     )
     return report, EXIT_FOUND if report["diverged"] else EXIT_OK
 
@@ -91,9 +90,7 @@ def _add_upgrade_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_upgrade(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = ops.upgrade(
-        config=config, thread_ids=args.thread or None, **job_options(args, progress)
-    )
+    report = ops.upgrade(thread_ids=args.thread or None, **job_options(args, config, progress))
     return report, EXIT_FOUND if report["errors"] else EXIT_OK
 
 
@@ -137,7 +134,7 @@ def _add_rekey_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_rekey(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = ops.rekey(config, drop_old=args.drop_old, **job_options(args, progress))
+    report = ops.rekey(drop_old=args.drop_old, **job_options(args, config, progress))
     return report, EXIT_FOUND if report["errors"] else EXIT_OK
 
 

@@ -56,10 +56,9 @@ def _subset(text: str) -> tuple[int, int]:
 def _run_verify(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
     report = ops.verify(
         args.thread,
-        config=config,
         read_data=args.read_data,
         read_data_subset=args.read_data_subset,
-        **job_options(args, progress),
+        **job_options(args, config, progress),
     )
     return report, EXIT_OK if report.get("ok") else EXIT_FOUND
 
@@ -99,7 +98,7 @@ def _run_delete_thread(
 ) -> Outcome:
     if len(args.thread) == 1 and args.shard == ALL:
         return ops.delete_thread(args.thread[0], apply=args.apply, config=config), EXIT_OK
-    report = ops.delete_threads(args.thread, config=config, **job_options(args, progress))
+    report = ops.delete_threads(args.thread, **job_options(args, config, progress))
     return report, EXIT_FOUND if report["threads_holding_nothing"] else EXIT_OK
 
 
@@ -189,8 +188,7 @@ def _run_prune(args: argparse.Namespace, config: OpsConfig, progress: ProgressBa
         idle_for=args.idle_for,
         idle_action=args.idle_action.replace("-", "_"),
         tombstone_window=args.tombstone_window,
-        config=config,
-        **job_options(args, progress),
+        **job_options(args, config, progress),
     )
     return report, EXIT_OK
 

@@ -40,7 +40,7 @@ THREADS = Command(
     help="list threads with counts and sizes",
     add_arguments=add_scale_options,
     run=lambda args, config, progress: (
-        ops.threads(config, **job_options(args, progress)),
+        ops.threads(**job_options(args, config, progress)),
         EXIT_OK,
     ),
     render=_render_threads,
@@ -175,7 +175,7 @@ DU = Command(
     help="objects and bytes by thread and by kind (objects embedded in manifests count "
     "within their manifests' bytes)",
     add_arguments=lambda parser: add_scale_options(parser, concurrency=False),
-    run=lambda args, config, progress: (ops.du(config, **job_options(args, progress)), EXIT_OK),
+    run=lambda args, config, progress: (ops.du(**job_options(args, config, progress)), EXIT_OK),
     render=_render_du,
 )
 

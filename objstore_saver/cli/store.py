@@ -148,9 +148,8 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_sweep(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
     report = store_ops.store_sweep(
         args.labels,
-        config=config,
         tombstone_window=args.tombstone_window,
-        **job_options(args, progress),
+        **job_options(args, config, progress),
     )
     return report, EXIT_OK
 
@@ -197,7 +196,7 @@ def _add_delete_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_delete(args: argparse.Namespace, config: OpsConfig, progress: ProgressBar) -> Outcome:
-    report = longterm_delete.store_delete(args.labels, config=config, **job_options(args, progress))
+    report = longterm_delete.store_delete(args.labels, **job_options(args, config, progress))
     # A namespace none of whose objects tells its labels was found and left alone.
     unreadable = any(n["action"] == "unreadable" for n in report["namespaces"])
     return report, EXIT_FOUND if unreadable else EXIT_OK

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 
 from objstore_saver.driver import Driver
 from objstore_saver.storage.base import (
@@ -194,12 +193,7 @@ class DeleteCoalescingStore(Layer):
     async def __aenter__(self) -> DeleteCoalescingStore:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 

@@ -13,14 +13,14 @@ import collections
 import hashlib
 import json
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from objstore_saver.driver import Driver
 from objstore_saver.errors import CorruptObjectError
-from objstore_saver.ops.fanout import Fanout, for_each
+from objstore_saver.ops.fanout import Fanout, each, for_each
 from objstore_saver.ops.sharding import Shard
 from objstore_saver.plans.requests import Delete, Get, Put, run_one
 from objstore_saver.storage.base import PutMode
@@ -128,14 +128,14 @@ class Cursor:
 async def for_each_resumable(
     cursor: Cursor,
     driver: Driver,
-    source: Callable[[], AsyncGenerator[X, None]],
+    source: Callable[[str | None], AsyncGenerator[X, None]],
     work: Callable[[X], Awaitable[T]],
     on_result: Callable[[X, T], None],
     *,
+    named: Iterable[X] | None = None,
     position: Callable[[X], str],
     token: Callable[[X], str],
     shard: Shard,
-    keep: bool,
     restart: bool,
     apply: bool,
     stats: Fanout,
@@ -145,14 +145,18 @@ async def for_each_resumable(
     """:func:`~objstore_saver.ops.fanout.for_each` moving ``cursor``; True when the run
     went through its whole source.
 
-    ``source()`` calls ``cursor.started`` on each item in order. Another shard's item
-    counts as finished; a ``failed`` result holds the mark back. Without ``keep`` (named
-    items) no cursor is read or written; only an ``apply`` run stores one.
+    ``source(after)`` yields the items past the cursor's position, in order. Another
+    shard's item counts as finished; a ``failed`` result holds the mark back. ``named``
+    items are worked on instead of the source's, as no resumable run: no cursor is read
+    or written. Only an ``apply`` run stores one.
     """
+    keep = named is None
     if keep and not restart:
         await cursor.load(driver)
 
     def owns(item: X) -> bool:
+        if keep:
+            cursor.started(position(item))
         mine = shard.owns(token(item))
         if not mine and keep:
             cursor.finished(position(item))
@@ -167,7 +171,8 @@ async def for_each_resumable(
 
     complete = False
     try:
-        await for_each(source(), work, done, owns=owns, stats=stats, **fanout)
+        items = source(cursor.after) if named is None else each(named)
+        await for_each(items, work, done, owns=owns, stats=stats, **fanout)
         complete = not stats.cancelled
     finally:
         await cursor.end(driver, complete=complete, keep=keep and apply)

@@ -430,27 +430,22 @@ async def astore_sweep(
         # still follows its record, as the sweep's plan orders them).
         async with coalescing_driver(store) as sweeper:
 
-            async def one(pair: tuple[plans.Expired, Record | None]) -> str:
-                if not apply:
-                    return "would delete"
-                deleted = await sweeper.arun(_sweep_one(ctx, *pair))
-                return "deleted" if deleted else "renewed"
-
-            def done(pair: tuple[plans.Expired, Record | None], action: str) -> None:
+            async def one(pair: tuple[plans.Expired, Record | None]) -> dict[str, Any]:
+                action = "would delete"
+                if apply:
+                    action = "deleted" if await sweeper.arun(_sweep_one(ctx, *pair)) else "renewed"
                 item = pair[0]
-                rows.append(
-                    {
-                        "namespace": list(item.namespace),
-                        "key": item.key,
-                        "expires_at": iso(item.expires_at_us),
-                        "action": action,
-                    }
-                )
+                return {
+                    "namespace": list(item.namespace),
+                    "key": item.key,
+                    "expires_at": iso(item.expires_at_us),
+                    "action": action,
+                }
 
             run = await for_each(
                 each(found),
                 one,
-                done,
+                lambda _pair, row: rows.append(row),
                 concurrency=concurrency,
                 owns=lambda pair: shard.owns(store_keys.namespace_path(pair[0].namespace)),
                 name=lambda pair: f"{pair[0].namespace!r} {pair[0].key!r}",

@@ -139,7 +139,7 @@ async def aprune(
     _check_prune_arguments(keep_last, min_age, older_than, idle_for, idle_action)
     check_concurrency(concurrency)
     rows: list[dict[str, Any]] = []
-    async with aopen_saver(config) as saver:
+    async with aopen_saver(config) as saver, coalescing_driver(saver.store) as driver:
         ctx = saver.plan_context
         rules = plans.prune_rules(
             ctx,
@@ -152,29 +152,28 @@ async def aprune(
             idle_action=idle_action,
             tombstone_window=_seconds(tombstone_window),
         )
-        async with coalescing_driver(saver.store) as driver:
 
-            async def one(target: Target) -> dict[str, Any] | None:
-                thread_id = target.thread_id
+        async def one(target: Target) -> dict[str, Any] | None:
+            thread_id = target.thread_id
+            if thread_id is None:
+                assert target.listing is not None  # a scanned thread
+                thread_id = await driver.arun(plans.thread_id_of(target.listing))
                 if thread_id is None:
-                    assert target.listing is not None  # a scanned thread
-                    thread_id = await driver.arun(plans.thread_id_of(target.listing))
-                    if thread_id is None:
-                        return None  # a hashed token and no manifest: nothing a prune keeps
-                return await driver.arun(
-                    plans.prune_thread(ctx, thread_id, "keep_latest", rules, target.listing)
-                )
-
-            run = await for_each_thread(
-                driver,
-                one,
-                lambda _target, row: row is None or rows.append(row),
-                thread_ids=thread_ids or None,
-                concurrency=concurrency,
-                shard=shard,
-                progress=progress,
-                should_cancel=should_cancel,
+                    return None  # a hashed token and no manifest: nothing a prune keeps
+            return await driver.arun(
+                plans.prune_thread(ctx, thread_id, "keep_latest", rules, target.listing)
             )
+
+        run = await for_each_thread(
+            driver,
+            one,
+            lambda _target, row: row is None or rows.append(row),
+            thread_ids=thread_ids or None,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
         # Versions left of destroyed key objects (a key store that keeps
         # versions): counted, and deleted with --apply, by shard 0 only.
         whole = not thread_ids and shard.index == 0 and not run.cancelled
@@ -302,29 +301,28 @@ async def adelete_threads(
     for thread_id in thread_ids:
         keys.thread_prefix(thread_id)  # a bad id is refused before anything is deleted
     rows: list[dict[str, Any]] = []
-    async with aopen_saver(config) as saver:
+    async with aopen_saver(config) as saver, coalescing_driver(saver.store) as driver:
         ctx = saver.plan_context
-        async with coalescing_driver(saver.store) as driver:
 
-            async def one(target: Target) -> dict[str, Any]:
-                assert target.thread_id is not None  # named threads
-                listing = await driver.arun(plans.list_thread(target.pfx))
-                row = {"thread_id": target.thread_id, **_holdings(listing)}
-                held = any(row[k] for k in _HELD[:-1])
-                if apply and held:
-                    await driver.arun(plans.delete_listing(ctx, target.thread_id, listing))
-                return {**row, "held": held, "deleted": apply and held}
+        async def one(target: Target) -> dict[str, Any]:
+            assert target.thread_id is not None  # named threads
+            listing = await driver.arun(plans.list_thread(target.pfx))
+            row = {"thread_id": target.thread_id, **_holdings(listing)}
+            held = any(row[k] for k in _HELD[:-1])
+            if apply and held:
+                await driver.arun(plans.delete_listing(ctx, target.thread_id, listing))
+            return {**row, "held": held, "deleted": apply and held}
 
-            run = await for_each_thread(
-                driver,
-                one,
-                lambda _target, row: rows.append(row),
-                thread_ids=thread_ids,
-                concurrency=concurrency,
-                shard=shard,
-                progress=progress,
-                should_cancel=should_cancel,
-            )
+        run = await for_each_thread(
+            driver,
+            one,
+            lambda _target, row: rows.append(row),
+            thread_ids=thread_ids,
+            concurrency=concurrency,
+            shard=shard,
+            progress=progress,
+            should_cancel=should_cancel,
+        )
         rows.sort(key=lambda r: r["thread_id"])  # threads finish in any order
         return {
             "store": saver.store.location,

@@ -6,7 +6,7 @@ Sources: :mod:`.migration_sources`; a rerun resumes at the cursor (:mod:`.job_cu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,40 +257,28 @@ async def amigrate(
     config = config or OpsConfig.from_env()
     counts = _Counts()
     run = Fanout()
-    # Named threads are not a resumable run: no cursor is read or written.
-    keep_cursor = thread_ids is None
     with secrets_kept_out("migration", config.secrets(), kept=(JobError,)):
         async with (
             aopen_saver(config) as target,
             open_source(source_kind, source, config, concurrency) as src,
         ):
-            driver = Driver(target.store, max_workers=16)
             cursor = Cursor.of("migrate", src.description, shard)
+            with contextlib.closing(Driver(target.store, max_workers=16)) as driver:
 
-            async def positions() -> AsyncGenerator[tuple[str, str], None]:
-                if thread_ids is not None:
-                    for thread_id in thread_ids:
-                        yield thread_id, thread_id
-                    return
-                async for item in src.threads(cursor.after):
-                    cursor.started(item[0])
-                    yield item
+                async def one(item: tuple[str, str]) -> None:
+                    tuples = await src.checkpoints(item[1])
+                    await _migrate_thread(item[1], tuples, target, driver, counts, apply)
 
-            async def one(item: tuple[str, str]) -> None:
-                tuples = await src.checkpoints(item[1])
-                await _migrate_thread(item[1], tuples, target, driver, counts, apply)
-
-            try:
                 complete = await for_each_resumable(
                     cursor,
                     driver,
-                    positions,
+                    src.threads,
                     one,
                     lambda _item, _none: None,
+                    named=None if thread_ids is None else ((t, t) for t in thread_ids),
                     position=lambda item: item[0],
                     token=lambda item: keys.token("thread_id", item[1]),
                     shard=shard,
-                    keep=keep_cursor,
                     restart=restart,
                     apply=apply,
                     stats=run,
@@ -299,8 +287,6 @@ async def amigrate(
                     progress=progress,
                     should_cancel=should_cancel,
                 )
-            finally:
-                driver.close()
     return {
         "source": src.description,
         "target": target.store.location,
@@ -308,7 +294,7 @@ async def amigrate(
         "cancelled": run.cancelled,
         "shard": str(shard),
         "resumed_after": cursor.after,
-        "cursor": cursor.key if keep_cursor else None,
+        "cursor": cursor.key if thread_ids is None else None,
         "complete": complete,
         "threads": {"source": run.found - run.skipped, "done": run.done},
         "checkpoints": counts.checkpoints,

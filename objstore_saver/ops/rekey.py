@@ -218,13 +218,11 @@ async def _run(
     rows: list[_Row] = []
     run = Fanout()
 
-    async def listed() -> AsyncGenerator[ObjectInfo, None]:
-        after, store = cursor.after, job.key_store
+    async def listed(after: str | None) -> AsyncGenerator[ObjectInfo, None]:
         while True:  # one flat listing, in key order: the cursor's mark needs it
-            page = await store.alist(KEY_OBJECTS, start_after=after, limit=MAX_LIST_PAGE)
+            page = await job.key_store.alist(KEY_OBJECTS, start_after=after, limit=MAX_LIST_PAGE)
             run.lists += 1
             for o in page.objects:
-                cursor.started(o.key)
                 yield o
             if not page.truncated or not page.objects:
                 return
@@ -249,7 +247,6 @@ async def _run(
             position=lambda o: o.key,
             token=lambda o: o.key[len(KEY_OBJECTS) :],
             shard=shard,
-            keep=True,
             restart=restart,
             apply=job.apply,
             stats=run,

@@ -243,22 +243,16 @@ async def aupgrade(
     config = config or OpsConfig.from_env()
     rows: list[_Row] = []
     run = Fanout()
-    # Named threads are not a resumable run: no cursor is read or written.
-    keep_cursor = thread_ids is None
+    named = None if thread_ids is None else (Target(keys.thread_prefix(t), t) for t in thread_ids)
     with secrets_kept_out("upgrade", config.secrets()):
         async with aopen_saver(config) as saver, coalescing_driver(saver.store) as driver:
             job = _Job(saver, driver, apply, config.secrets())
             cursor = Cursor.of("upgrade", SOURCE, shard)
 
-            async def targets() -> AsyncGenerator[Target, None]:
-                if thread_ids is not None:
-                    for thread_id in thread_ids:
-                        yield Target(keys.thread_prefix(thread_id), thread_id)
-                    return
-                start = None if cursor.after is None else _past(cursor.after)
+            async def targets(after: str | None) -> AsyncGenerator[Target, None]:
+                start = None if after is None else _past(after)
                 # One flat listing, in key order: the cursor's mark needs it.
                 async for listing in driver.aiterate(counted(plans.scan_threads(start), run)):
-                    cursor.started(listing.pfx)
                     yield Target(listing.pfx, listing=listing)
 
             complete = await for_each_resumable(
@@ -267,10 +261,10 @@ async def aupgrade(
                 targets,
                 job.thread,
                 lambda _target, row: rows.append(row),
+                named=named,
                 position=lambda target: target.pfx,
                 token=lambda target: target.token,
                 shard=shard,
-                keep=keep_cursor,
                 restart=restart,
                 apply=apply,
                 stats=run,
@@ -286,7 +280,7 @@ async def aupgrade(
         "store": saver.store.location,
         "apply": apply,
         "dry_run": not apply,
-        **resumable_fields(run, complete, shard, cursor, keep_cursor),
+        **resumable_fields(run, complete, shard, cursor, thread_ids is None),
         "threads": {
             "scanned": len(rows),
             **{name: status.count(name) for name in ("upgraded", "current", "failed")},
