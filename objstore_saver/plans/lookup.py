@@ -209,9 +209,7 @@ def find_checkpoint(
         ListKeys(keys.tombstones_prefix(thread_id, checkpoint_ns), limit=1),
     )
     ended = tombstones_in(tombs.objects, Ended()).at_least(floor)
-    infos = page.objects
-    if page.truncated:
-        infos = infos + (yield from list_infos(ckey, infos[-1].key))
+    infos = yield from list_infos(ckey, page=page)
     listed = [o.key for o in infos]
     writes = [k for k in listed if k.startswith(ckey + keys.V2_WRITES_SUFFIX)]
     if body is None:
@@ -346,11 +344,7 @@ def list_checkpoints(
                 ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1),
             )
             tombstones = [o.key for o in tombs.objects]
-            infos = listed.objects + (
-                (yield from list_infos(prefix + keys.reverse_id(only_id), listed.objects[-1].key))
-                if listed.truncated
-                else []
-            )
+            infos = yield from list_infos(prefix + keys.reverse_id(only_id), page=listed)
         else:
             if start_after is not None:
                 tombs = yield from run_one(ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
@@ -23,6 +23,8 @@ from objstore_saver.plans.verify_objects import (
     split_refs,
 )
 from objstore_saver.plans.verify_report import Problem, VerifyReport
+
+T = TypeVar("T")
 
 #: A located object to find: (manifest said to embed it, digest, kind, referrer).
 Located = tuple[str, bytes, str, str]
@@ -65,6 +67,14 @@ class ThreadWalk:
     def problem(self, key: str, kind: str, detail: str) -> None:
         self.report.problems.append(Problem(key, kind, detail))
 
+    def decoded(self, key: str, decode: Callable[..., T], body: Body, *args: Any) -> T | None:
+        """``decode`` of a body read (and ``args``), or None once its error is reported."""
+        try:
+            return decode(opened(body), *args)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            self.problem(key, "unreadable", str(exc))
+            return None
+
 
 def want(w: ThreadWalk, refs: Iterable[tuple[str, bytes]], referrer: str) -> None:
     """References read at ``objects/<H>``, as (tag, digest), that ``referrer`` holds."""
@@ -100,12 +110,9 @@ def take_embedded(w: ThreadWalk, key: str, m: Manifest, counted: bool = True) ->
         if counted:
             w.report.embedded_objects += 1
             w.report.embedded_bytes += len(body)
-        try:
-            obj = codec.decode_object(body, embedded_name(key, digest))
-        except (CorruptObjectError, UnsupportedFormatError) as exc:
-            w.problem(key, "unreadable", str(exc))
-            continue
-        w.facts[digest] = facts_of(obj)
+        obj = w.decoded(key, codec.decode_object, body, embedded_name(key, digest))
+        if obj is not None:
+            w.facts[digest] = facts_of(obj)
     w.embeds[key] = held
 
 
@@ -128,12 +135,9 @@ def absorb(w: ThreadWalk, pairs: list[tuple[str, Body]]) -> None:
         except CorruptObjectError as exc:
             w.problem(key, "digest", str(exc))
             continue
-        try:
-            obj = codec.decode_object(body, key)
-        except (CorruptObjectError, UnsupportedFormatError) as exc:
-            w.problem(key, "unreadable", str(exc))
-            continue
-        w.facts[digest] = facts_of(obj)
+        obj = w.decoded(key, codec.decode_object, body, key)
+        if obj is not None:
+            w.facts[digest] = facts_of(obj)
 
 
 def resolve(
