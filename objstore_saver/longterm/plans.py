@@ -245,9 +245,7 @@ def _live_item(
 
 def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -> Plan[None]:
     """Remember the newest clear of a namespace from the first page of its clear markers."""
-    infos = list(page.objects)
-    if page.truncated and infos:
-        infos += yield from list_infos(store_keys.clears_prefix(namespace), infos[-1].key)
+    infos = yield from list_infos(store_keys.clears_prefix(namespace), page=page)
     ctx.saw_clear(
         store_keys.namespace_path(namespace), max((record_name(i.key) for i in infos), default="")
     )

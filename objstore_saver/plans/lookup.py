@@ -90,16 +90,16 @@ def _head_of(
     """
     ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
     ended = tombstones_in(page.objects, ended)
-    listed = [o for o in page.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)]
-    truncated = page.truncated
+    carried: list[ObjectInfo] = []
     while True:
         groups: dict[str, list[ObjectInfo]] = {}
-        for o in listed:
-            seg = keys.reversed_id_of(o.key[len(ns_pfx) :])
-            groups.setdefault(seg, []).append(o)
+        for o in [*carried, *page.objects]:
+            rest = o.key[len(ns_pfx) :]
+            if not rest.startswith(keys.TOMBSTONE_MARK):
+                groups.setdefault(keys.reversed_id_of(rest), []).append(o)
         last = list(groups)[-1] if groups else None
         for seg, group in groups.items():
-            if seg == last and truncated:
+            if seg == last and page.truncated:
                 break  # its keys may go on past this page
             group_keys = [o.key for o in group]
             manifests = checkpoint_manifests(group_keys)
@@ -112,15 +112,11 @@ def _head_of(
                 head = _Head(cid, manifest.key, writes, ended, group_keys[-1], at)
                 return head, ended
         else:
-            if not truncated or not page.objects:
+            if not page.truncated or not page.objects:
                 return None, ended
             last = None
-        more = yield from run_one(ListKeys(ns_pfx, page.objects[-1].key, limit=LATEST_LIST_KEYS))
-        page = more
-        listed = (groups[last] if last is not None else []) + [
-            o for o in more.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)
-        ]
-        truncated = more.truncated
+        carried = groups[last] if last is not None else []
+        page = yield from run_one(ListKeys(ns_pfx, page.objects[-1].key, limit=LATEST_LIST_KEYS))
 
 
 def _head_after(scope: Scope, head: _Head) -> Generator[Batch, list[Any] | None, _Head | None]:
