@@ -150,10 +150,9 @@ def resolve(
     located = list(located)
     found, fallback = _embedded_or_alone(w, located)
     late = sorted({d for _, d in fallback if d not in w.sizes and d not in w.absent})
-    if late:
-        pairs = yield from fetch([keys.object_key_in(w.pfx, d) for d in late])
-        w.absent.update(d for d, (_, body) in zip(late, pairs, strict=True) if body is None)
-        absorb(w, pairs)
+    pairs = yield from fetch([keys.object_key_in(w.pfx, d) for d in late])
+    w.absent.update(d for d, (_, body) in zip(late, pairs, strict=True) if body is None)
+    absorb(w, pairs)
     yield from _read_late_manifests(w, {loc for loc, d in fallback if d not in w.sizes})
     for (loc, d), (kind, referrer) in fallback.items():
         if d in w.sizes and d not in w.absent:
@@ -204,7 +203,7 @@ def _read_late_manifests(
     listed = {o.key for o in w.listing.manifests}
     gone = sorted(locations - listed - w.embeds.keys() - w.fetched_late)
     w.fetched_late.update(gone)
-    for key, body in (yield from fetch(gone)) if gone else []:
+    for key, body in (yield from fetch(gone)):
         try:
             m = None if body is None else decode_checked_manifest(opened(body), key)
         except (CorruptObjectError, UnsupportedFormatError):
