@@ -245,9 +245,7 @@ def _live_item(
 
 def _saw_clears(ctx: StoreContext, namespace: tuple[str, ...], page: ListPage) -> Plan[None]:
     """Remember the newest clear of a namespace from the first page of its clear markers."""
-    infos = list(page.objects)
-    if page.truncated and infos:
-        infos += yield from list_infos(store_keys.clears_prefix(namespace), infos[-1].key)
+    infos = yield from list_infos(store_keys.clears_prefix(namespace), page=page)
     ctx.saw_clear(
         store_keys.namespace_path(namespace), max((record_name(i.key) for i in infos), default="")
     )
@@ -327,11 +325,7 @@ def write_record(ctx: StoreContext, rec: Record) -> Plan[None]:
     stored = yield from run_one(Put(rec_key, record, PutMode.CREATE))
     if not stored:
         raise StorageError(f"index record {rec_key!r} already exists (version reused)")
-    obj_key = store_keys.item_key(ns, rec.key)
-    if item is not None:
-        yield from run_one(Put(obj_key, item, PutMode.OVERWRITE))
-    else:
-        yield from run_one(Delete((obj_key,)))
+    yield from run_one(_item_op(rec, item))
     infos = yield from list_infos(store_keys.index_prefix(ns))
     group = group_index(infos).get(path, NamespaceIndex(path))
     ctx.saw_clear(path, group.cleared)
@@ -377,11 +371,13 @@ def _repair(rec: Record, name: str, infos: Sequence[ObjectInfo]) -> Plan[None]:
     other = decode_record(data, newest_key)
     if other.key != rec.key or other.v <= rec.v:
         return
+    yield from run_one(_item_op(rec, encode_item(other) if other.op == PUT else None))
+
+
+def _item_op(rec: Record, item: bytes | None) -> Put | Delete:
+    """The request that leaves ``item`` in the item object of ``rec``'s key (None: no item)."""
     obj_key = store_keys.item_key(rec.ns, rec.key)
-    if other.op == PUT:
-        yield from run_one(Put(obj_key, encode_item(other), PutMode.OVERWRITE))
-    else:
-        yield from run_one(Delete((obj_key,)))
+    return Delete((obj_key,)) if item is None else Put(obj_key, item, PutMode.OVERWRITE)
 
 
 def _needs_compaction(ctx: StoreContext, group: NamespaceIndex) -> bool:

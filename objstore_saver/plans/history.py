@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite
 
-from objstore_saver.format import codec, keys
+from objstore_saver.format import keys
 from objstore_saver.plans.context import Context, Step
 from objstore_saver.plans.lookup import latest_id
 from objstore_saver.plans.reading import (
@@ -17,8 +17,8 @@ from objstore_saver.plans.reading import (
     list_write_keys,
     materialize,
     read_checkpoint_manifest,
+    read_writes,
 )
-from objstore_saver.plans.requests import Get, run_batch
 
 
 def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequence[str]) -> Step:
@@ -44,13 +44,7 @@ def delta_channel_history(ctx: Context, config: RunnableConfig, channels: Sequen
             break
         mkey, m = found
         (wkeys,) = yield from list_write_keys([found])
-        bodies = yield from run_batch(*(Get(k) for k in wkeys))
-        writes = effective_writes(
-            w
-            for k, b in zip(wkeys, bodies, strict=True)
-            if b is not None
-            for w in codec.decode_writes(b, k)
-        )
+        writes = effective_writes((yield from read_writes(wkeys)))
         wanted = [w for w in writes if w.channel in remaining]
         seeded = [c for c in remaining if c in m.channels]
         entries = [w.value for w in wanted] + [m.channels[c] for c in seeded]

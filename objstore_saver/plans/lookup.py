@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
@@ -39,6 +39,8 @@ from objstore_saver.storage.base import ListPage, ObjectInfo
 #: Keys the latest lookup lists: the newest checkpoint's manifests and writes
 #: come first (spec §6.2); more writes than fit are listed on.
 LATEST_LIST_KEYS = 20
+
+T = TypeVar("T")
 
 
 def latest_id(scope: Scope) -> Generator[Batch, list[Any] | None, str | None]:
@@ -90,16 +92,16 @@ def _head_of(
     """
     ns_pfx = keys.manifests_prefix(scope.thread_id, scope.checkpoint_ns)
     ended = tombstones_in(page.objects, ended)
-    listed = [o for o in page.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)]
-    truncated = page.truncated
+    carried: list[ObjectInfo] = []
     while True:
         groups: dict[str, list[ObjectInfo]] = {}
-        for o in listed:
-            seg = keys.reversed_id_of(o.key[len(ns_pfx) :])
-            groups.setdefault(seg, []).append(o)
+        for o in [*carried, *page.objects]:
+            rest = o.key[len(ns_pfx) :]
+            if not rest.startswith(keys.TOMBSTONE_MARK):
+                groups.setdefault(keys.reversed_id_of(rest), []).append(o)
         last = list(groups)[-1] if groups else None
         for seg, group in groups.items():
-            if seg == last and truncated:
+            if seg == last and page.truncated:
                 break  # its keys may go on past this page
             group_keys = [o.key for o in group]
             manifests = checkpoint_manifests(group_keys)
@@ -112,15 +114,11 @@ def _head_of(
                 head = _Head(cid, manifest.key, writes, ended, group_keys[-1], at)
                 return head, ended
         else:
-            if not truncated or not page.objects:
+            if not page.truncated or not page.objects:
                 return None, ended
             last = None
-        more = yield from run_one(ListKeys(ns_pfx, page.objects[-1].key, limit=LATEST_LIST_KEYS))
-        page = more
-        listed = (groups[last] if last is not None else []) + [
-            o for o in more.objects if not o.key[len(ns_pfx) :].startswith(keys.TOMBSTONE_MARK)
-        ]
-        truncated = more.truncated
+        carried = groups[last] if last is not None else []
+        page = yield from run_one(ListKeys(ns_pfx, page.objects[-1].key, limit=LATEST_LIST_KEYS))
 
 
 def _head_after(scope: Scope, head: _Head) -> Generator[Batch, list[Any] | None, _Head | None]:
@@ -145,12 +143,9 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
             return guessed
         head: _Head | None = guessed
         while head is not None:
-            try:
-                found = yield from _read_head(ctx, head, head.ended.at_least(floor))
-            except ARRIVING:
-                if not arriving(ctx, head.written):
-                    raise
-                found = None  # still arriving on this replica (spec §6.16)
+            # None also when still arriving on this replica (spec §6.16).
+            read = _read_head(ctx, head, head.ended.at_least(floor))
+            found = yield from _unless_arriving(ctx, head.written, read)
             if isinstance(found, CheckpointTuple):
                 ctx.heads.saw(scope.thread_id, scope.checkpoint_ns, head.checkpoint_id)
                 return found
@@ -162,25 +157,25 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> Step:
         return None
     ctx.epochs.saw_checkpoint(scope.thread_id, scope.checkpoint_ns, cid, found.manifest.epoch)
     manifest = (found.manifest_key, found.manifest)
+    read = read_tuples(ctx, [manifest], [config], [found.write_keys])
+    tuples = yield from _unless_arriving(ctx, found.written, read)
+    # None: not all here yet on this replica, as if not replicated (spec §6.16).
+    return None if tuples is None else tuples[0]
+
+
+def _unless_arriving(
+    ctx: Context, written: datetime | None, plan: Generator[Batch, list[Any] | None, T]
+) -> Generator[Batch, list[Any] | None, T | None]:
+    """Sub-plan: ``plan``'s result, or None when what it reads is not in the bucket and may
+    still be arriving: on a replica, within its lag of ``written``, when the checkpoint's
+    manifest was stored (None: just now) (spec §6.16)."""
     try:
-        tuples = yield from read_tuples(ctx, [manifest], [config], [found.write_keys])
-    except ARRIVING:
-        if not arriving(ctx, found.written):
+        return (yield from plan)
+    except (MissingObjectError, ThreadKeyMissingError):
+        lag = ctx.replica_lag
+        if lag is None or (written is not None and ctx.wall_clock() - written.timestamp() > lag):
             raise
-        return None  # not all here yet on this replica: as if not replicated (spec §6.16)
-    return tuples[0]
-
-
-#: What reading a checkpoint raises when something it references is not in the bucket.
-ARRIVING = (MissingObjectError, ThreadKeyMissingError)
-
-
-def arriving(ctx: Context, written: datetime | None) -> bool:
-    """Whether a checkpoint whose manifest was stored at ``written`` (None: just now) may
-    still be arriving: only on a replica, within its lag (spec §6.16)."""
-    if ctx.replica_lag is None:
-        return False
-    return written is None or ctx.wall_clock() - written.timestamp() <= ctx.replica_lag
+        return None
 
 
 @dataclass(frozen=True)
@@ -209,9 +204,7 @@ def find_checkpoint(
         ListKeys(keys.tombstones_prefix(thread_id, checkpoint_ns), limit=1),
     )
     ended = tombstones_in(tombs.objects, Ended()).at_least(floor)
-    infos = page.objects
-    if page.truncated:
-        infos = infos + (yield from list_infos(ckey, infos[-1].key))
+    infos = yield from list_infos(ckey, page=page)
     listed = [o.key for o in infos]
     writes = [k for k in listed if k.startswith(ckey + keys.V2_WRITES_SUFFIX)]
     if body is None:
@@ -287,12 +280,9 @@ def _guessed_latest(
         return head, ended
     if error is not None:
         raise error
-    try:
-        read = read_tuples(ctx, [(mkey, manifest)], [None], [head.write_keys], [values])
-        tuples = yield from read
-    except ARRIVING:
-        if not arriving(ctx, head.written):
-            raise
+    read = read_tuples(ctx, [(mkey, manifest)], [None], [head.write_keys], [values])
+    tuples = yield from _unless_arriving(ctx, head.written, read)
+    if tuples is None:
         return head, ended  # a listed write is still arriving: read as any head
     return tuples[0], ended
 
@@ -346,11 +336,7 @@ def list_checkpoints(
                 ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1),
             )
             tombstones = [o.key for o in tombs.objects]
-            infos = listed.objects + (
-                (yield from list_infos(prefix + keys.reverse_id(only_id), listed.objects[-1].key))
-                if listed.truncated
-                else []
-            )
+            infos = yield from list_infos(prefix + keys.reverse_id(only_id), page=listed)
         else:
             if start_after is not None:
                 tombs = yield from run_one(ListKeys(prefix + keys.TOMBSTONE_MARK, limit=1))
@@ -376,11 +362,9 @@ def list_checkpoints(
         written = {o.key: o.last_modified for o in infos} if ctx.replica_lag is not None else {}
         for start in range(0, len(candidates), ahead):
             group = candidates[start : start + ahead]
-            try:
-                tuples = yield from _listed_tuples(ctx, group, current, filter, remaining)
-            except ARRIVING:
-                if not arriving(ctx, written.get(group[0])):
-                    raise
+            read = _listed_tuples(ctx, group, current, filter, remaining)
+            tuples = yield from _unless_arriving(ctx, written.get(group[0]), read)
+            if tuples is None:
                 continue  # still arriving on this replica (spec §6.16)
             for tup in tuples:
                 yield Emit(tup)

@@ -23,6 +23,7 @@ from objstore_saver.plans.reading import (
     read_checkpoint_manifest,
     read_manifests,
     read_metadata,
+    read_writes,
 )
 from objstore_saver.plans.requests import (
     Batch,
@@ -68,14 +69,8 @@ def _reach(
         yield from fetch_entries(ctx, pfx, entries, mkey, holders=[(mkey, m)], reached=reached)
     for start in range(0, len(write_keys), LIST_READ_AHEAD * 4):
         group = write_keys[start : start + LIST_READ_AHEAD * 4]
-        bodies = yield from run_batch(*(Get(k) for k in group))
-        entries = [
-            w.value
-            for k, body in zip(group, bodies, strict=True)
-            if body is not None  # deleted with its checkpoint since the listing
-            for w in codec.decode_writes(body, k)
-        ]
-        yield from fetch_entries(ctx, pfx, entries, pfx, reached=reached)
+        writes = yield from read_writes(group)
+        yield from fetch_entries(ctx, pfx, [w.value for w in writes], pfx, reached=reached)
     return reached
 
 

@@ -29,7 +29,7 @@ from objstore_saver.format.codec import (
     WriteObj,
 )
 from objstore_saver.plans.context import LIST_READ_AHEAD, Context
-from objstore_saver.plans.requests import Batch, Get, ListKeys, list_all, run_batch, run_one
+from objstore_saver.plans.requests import Batch, Get, ListKeys, list_infos, run_batch, run_one
 from objstore_saver.plans.values import (
     manifest_values as manifest_values,
     materialize as materialize,
@@ -337,6 +337,18 @@ def effective_writes(writes: Iterable[WriteObj]) -> list[WriteObj]:
     return sorted(complete, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
 
 
+def read_writes(write_keys: Sequence[str]) -> Generator[Batch, list[Any] | None, list[WriteObj]]:
+    """Sub-plan: the writes at ``write_keys``, one round, in key order (one deleted since it
+    was listed left out)."""
+    bodies = yield from run_batch(*(Get(k) for k in write_keys))
+    return [
+        w
+        for k, body in zip(write_keys, bodies, strict=True)
+        if body is not None
+        for w in codec.decode_writes(body, k)
+    ]
+
+
 def entry_refs(entries: Iterable[Entry]) -> list[tuple[str, bytes]]:
     refs: list[tuple[str, bytes]] = []
     for e in entries:
@@ -427,10 +439,7 @@ def list_write_keys(
     pages = yield from run_batch(*(ListKeys(p) for p in flat))
     found: dict[str, list[str]] = {}
     for prefix, page in zip(flat, pages, strict=True):
-        got = [o.key for o in page.objects]
-        if page.truncated:
-            got += yield from list_all(prefix, got[-1])
-        found[prefix] = got
+        found[prefix] = [o.key for o in (yield from list_infos(prefix, page=page))]
     return [[k for p in ps for k in found[p]] for ps in prefixes]
 
 

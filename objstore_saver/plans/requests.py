@@ -190,16 +190,17 @@ def run_one(op: Op) -> Generator[Batch, list[Any] | None, Any]:
 
 
 def list_infos(
-    prefix: str, start_after: str | None = None
+    prefix: str, start_after: str | None = None, page: ListPage | None = None
 ) -> Generator[Batch, list[Any] | None, list[ObjectInfo]]:
-    """Sub-plan: every listing entry under ``prefix`` (all pages)."""
+    """Sub-plan: every listing entry under ``prefix`` (all pages; ``page``: the first, listed)."""
     infos: list[ObjectInfo] = []
     while True:
-        page: ListPage = yield from run_one(ListKeys(prefix, start_after))
+        if page is None:
+            page = yield from run_one(ListKeys(prefix, start_after))
         infos.extend(page.objects)
         if not page.truncated or not page.objects:
             return infos
-        start_after = page.objects[-1].key
+        start_after, page = page.objects[-1].key, None
 
 
 def list_all(

@@ -100,12 +100,9 @@ def _expand(
     obj = got[digest]
     if isinstance(obj, IndexObj | NodeObj):
         index = isinstance(obj, IndexObj)
-        subs = (
-            [(r.digest, r.count) for r in obj.refs] if isinstance(obj, IndexObj) else obj.subtrees
-        )
+        subs = [(r.digest, r.count) for r in obj.refs] if index else obj.subtrees
         if sum(n for _, n in subs) != count:
-            what = "index" if index else "node"
-            said = "its reference says" if index else "expected"
+            what, said = ("index", "its reference says") if index else ("node", "expected")
             raise CorruptObjectError(
                 keys.object_key_in(pfx, digest), f"{what} does not hold the {count} elements {said}"
             )

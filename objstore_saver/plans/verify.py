@@ -10,13 +10,12 @@ from collections.abc import Generator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
 from objstore_saver.plans.lookup import thread_prefixes
 from objstore_saver.plans.reading import decode_checked_manifest, embedded_name
 from objstore_saver.plans.requests import Batch, KeyState, run_one
 from objstore_saver.plans.threads import ThreadListing, digest_of_key, hex_name, list_thread_keys
-from objstore_saver.plans.verify_objects import Body, fetch_groups, held_in, opened
+from objstore_saver.plans.verify_objects import Body, fetch_groups, held_in
 from objstore_saver.plans.verify_report import Problem, VerifyReport
 from objstore_saver.plans.verify_walk import (
     LIST_KIND,
@@ -159,14 +158,11 @@ def _read_manifests(w: ThreadWalk, got: list[tuple[str, Body]]) -> set[tuple[str
         if body is None:
             continue  # deleted since it was listed
         report.manifests += 1
-        try:
-            m = decode_checked_manifest(opened(body), key)
-        except (CorruptObjectError, UnsupportedFormatError) as exc:
-            w.problem(key, "unreadable", str(exc))
-            w.unreadable.add(key)
-            continue
-        if keys.thread_prefix(m.thread_id) != w.pfx:
+        m = w.decoded(key, decode_checked_manifest, body, key)
+        if m is not None and keys.thread_prefix(m.thread_id) != w.pfx:
             w.problem(key, "unreadable", f"manifest of thread {m.thread_id!r} in another thread")
+            m = None
+        if m is None:
             w.unreadable.add(key)
             continue
         if m.epoch < w.listing.epoch:  # never read, nor what it references (§4.11)
@@ -186,10 +182,8 @@ def _read_writes(
         if body is None:
             continue
         w.report.writes += 1
-        try:
-            ws = codec.decode_writes(opened(body), key)
-        except (CorruptObjectError, UnsupportedFormatError) as exc:
-            w.problem(key, "unreadable", str(exc))
+        ws = w.decoded(key, codec.decode_writes, body, key)
+        if ws is None:
             continue
         if keys.parse_checkpoint_key(key).checkpoint not in checkpoints:
             # Left by an interrupted delete or prune; never read (spec §6.6).

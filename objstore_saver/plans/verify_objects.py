@@ -107,16 +107,12 @@ def opened(body: bytes | Unopened) -> bytes:
     return body
 
 
-def _get(key: str) -> Get:
-    return Get(key, unopened_as_result=True)
-
-
 def fetch(keys_: Sequence[str]) -> Generator[Batch, list[Any] | None, list[tuple[str, Body]]]:
     """Sub-plan: ``(key, body)`` of each key, ``GET_BATCH`` GETs a round."""
     out: list[tuple[str, Body]] = []
     for start in range(0, len(keys_), GET_BATCH):
         part = keys_[start : start + GET_BATCH]
-        bodies = yield from run_batch(*(_get(k) for k in part))
+        bodies = yield from run_batch(*(Get(k, unopened_as_result=True) for k in part))
         out.extend(zip(part, bodies, strict=True))
     return out
 
@@ -127,9 +123,7 @@ def fetch_groups(
     """Sub-plan: the bodies of several groups of keys; in one round when they fit a batch,
     else group after group, ``GET_BATCH`` at a time."""
     if sum(len(g) for g in groups) <= GET_BATCH:
-        every = [k for g in groups for k in g]
-        bodies = yield from run_batch(*(_get(k) for k in every))
-        pairs = iter(zip(every, bodies, strict=True))
+        pairs = iter((yield from fetch([k for g in groups for k in g])))
         return [list(itertools.islice(pairs, len(g))) for g in groups]
     out = []
     for g in groups:

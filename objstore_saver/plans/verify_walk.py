@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from objstore_saver.errors import CorruptObjectError, UnsupportedFormatError
 from objstore_saver.format import codec, keys
@@ -23,6 +23,8 @@ from objstore_saver.plans.verify_objects import (
     split_refs,
 )
 from objstore_saver.plans.verify_report import Problem, VerifyReport
+
+T = TypeVar("T")
 
 #: A located object to find: (manifest said to embed it, digest, kind, referrer).
 Located = tuple[str, bytes, str, str]
@@ -65,6 +67,14 @@ class ThreadWalk:
     def problem(self, key: str, kind: str, detail: str) -> None:
         self.report.problems.append(Problem(key, kind, detail))
 
+    def decoded(self, key: str, decode: Callable[..., T], body: Body, *args: Any) -> T | None:
+        """``decode`` of a body read (and ``args``), or None once its error is reported."""
+        try:
+            return decode(opened(body), *args)
+        except (CorruptObjectError, UnsupportedFormatError) as exc:
+            self.problem(key, "unreadable", str(exc))
+            return None
+
 
 def want(w: ThreadWalk, refs: Iterable[tuple[str, bytes]], referrer: str) -> None:
     """References read at ``objects/<H>``, as (tag, digest), that ``referrer`` holds."""
@@ -100,12 +110,9 @@ def take_embedded(w: ThreadWalk, key: str, m: Manifest, counted: bool = True) ->
         if counted:
             w.report.embedded_objects += 1
             w.report.embedded_bytes += len(body)
-        try:
-            obj = codec.decode_object(body, embedded_name(key, digest))
-        except (CorruptObjectError, UnsupportedFormatError) as exc:
-            w.problem(key, "unreadable", str(exc))
-            continue
-        w.facts[digest] = facts_of(obj)
+        obj = w.decoded(key, codec.decode_object, body, embedded_name(key, digest))
+        if obj is not None:
+            w.facts[digest] = facts_of(obj)
     w.embeds[key] = held
 
 
@@ -128,12 +135,9 @@ def absorb(w: ThreadWalk, pairs: list[tuple[str, Body]]) -> None:
         except CorruptObjectError as exc:
             w.problem(key, "digest", str(exc))
             continue
-        try:
-            obj = codec.decode_object(body, key)
-        except (CorruptObjectError, UnsupportedFormatError) as exc:
-            w.problem(key, "unreadable", str(exc))
-            continue
-        w.facts[digest] = facts_of(obj)
+        obj = w.decoded(key, codec.decode_object, body, key)
+        if obj is not None:
+            w.facts[digest] = facts_of(obj)
 
 
 def resolve(
@@ -146,10 +150,9 @@ def resolve(
     located = list(located)
     found, fallback = _embedded_or_alone(w, located)
     late = sorted({d for _, d in fallback if d not in w.sizes and d not in w.absent})
-    if late:
-        pairs = yield from fetch([keys.object_key_in(w.pfx, d) for d in late])
-        w.absent.update(d for d, (_, body) in zip(late, pairs, strict=True) if body is None)
-        absorb(w, pairs)
+    pairs = yield from fetch([keys.object_key_in(w.pfx, d) for d in late])
+    w.absent.update(d for d, (_, body) in zip(late, pairs, strict=True) if body is None)
+    absorb(w, pairs)
     yield from _read_late_manifests(w, {loc for loc, d in fallback if d not in w.sizes})
     for (loc, d), (kind, referrer) in fallback.items():
         if d in w.sizes and d not in w.absent:
@@ -200,7 +203,7 @@ def _read_late_manifests(
     listed = {o.key for o in w.listing.manifests}
     gone = sorted(locations - listed - w.embeds.keys() - w.fetched_late)
     w.fetched_late.update(gone)
-    for key, body in (yield from fetch(gone)) if gone else []:
+    for key, body in (yield from fetch(gone)):
         try:
             m = None if body is None else decode_checked_manifest(opened(body), key)
         except (CorruptObjectError, UnsupportedFormatError):
