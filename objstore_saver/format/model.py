@@ -185,6 +185,11 @@ class IndexObj:
 
     refs: tuple[IndexRef, ...]
 
+    @property
+    def subtrees(self) -> tuple[tuple[bytes, int], ...]:
+        """Its references as (digest, element count), as a :class:`NodeObj` holds them."""
+        return tuple((r.digest, r.count) for r in self.refs)
+
 
 @dataclass(frozen=True, slots=True)
 class WriteObj:

@@ -99,12 +99,12 @@ def _expand(
     """Append the elements of a sealed subtree (a chunk, a node, a segment, an index)."""
     obj = got[digest]
     if isinstance(obj, IndexObj | NodeObj):
-        index = isinstance(obj, IndexObj)
-        subs = [(r.digest, r.count) for r in obj.refs] if index else obj.subtrees
+        subs = obj.subtrees
         if sum(n for _, n in subs) != count:
-            what, said = ("index", "its reference says") if index else ("node", "expected")
+            kind = "index" if isinstance(obj, IndexObj) else "node"
             raise CorruptObjectError(
-                keys.object_key_in(pfx, digest), f"{what} does not hold the {count} elements {said}"
+                keys.object_key_in(pfx, digest),
+                f"{kind} does not hold the {count} elements its reference says",
             )
         for child, n in subs:
             _expand(serde, child, n, got, pfx, out)
