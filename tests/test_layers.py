@@ -167,6 +167,25 @@ def test_the_folder_loop_finder_finds_one(tmp_path: Path, monkeypatch: pytest.Mo
     assert code_size.folder_loops() == [["a", "b"]]
 
 
+def test_the_line_count_tells_code_from_docstrings_comments_and_blanks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.probes import code_size
+
+    (tmp_path / "m.py").write_text(
+        '"""Module doc,\n\nin three lines."""\n\n# a comment\n'
+        'def f() -> int:\n    """One line."""\n    return 1  # trailing, still code\n'
+    )
+    monkeypatch.setattr(code_size, "PACKAGE", tmp_path)
+    assert code_size.line_kinds() == {
+        "total": 8,
+        "blank": 1,
+        "comment": 1,
+        "docstring": 4,
+        "code": 2,
+    }
+
+
 def test_every_folder_map_names_its_modules() -> None:
     """Each folder's ``__init__`` docstring is the map a newcomer reads: it names every
     module and subfolder of the folder."""

@@ -4,7 +4,8 @@
 LeanS3Store over moto's server (in this process, on loopback), then counts
 the distinct functions of ``objstore_saver`` (and the files they are in) that
 one warm ``put`` of the next checkpoint calls, in clear and with client-side
-encryption; the package's lines per folder; and the folders that import each
+encryption; the package's lines per folder and by kind (code, docstrings,
+``#`` comments, blank); and the folders that import each
 other. The counts are the code's,
 not the machine's: they move only when the code does.
 """
@@ -41,6 +42,30 @@ def lines_per_folder() -> dict[str, int]:
         parts = path.relative_to(PACKAGE).parts
         out[parts[0] if len(parts) > 1 else "(top)"] += len(path.read_bytes().splitlines())
     return dict(out.most_common())
+
+
+def line_kinds() -> dict[str, int]:
+    """The package's lines by kind: docstrings, ``#`` comment lines, blank lines, and code.
+
+    A line inside a docstring counts as docstring, blank or not.
+    """
+    out: Counter[str] = Counter()
+    documented = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        lines = text.splitlines()
+        doc: set[int] = set()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, documented) and ast.get_docstring(node, clean=False) is not None:
+                first = node.body[0]
+                doc.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+        rest = [line.strip() for n, line in enumerate(lines, 1) if n not in doc]
+        out["total"] += len(lines)
+        out["docstring"] += len(doc)
+        out["blank"] += sum(1 for line in rest if not line)
+        out["comment"] += sum(1 for line in rest if line.startswith("#"))
+    out["code"] = out["total"] - out["blank"] - out["comment"] - out["docstring"]
+    return dict(out)
 
 
 def folder_loops() -> list[list[str]]:
@@ -136,6 +161,7 @@ def run(list_functions: bool = False) -> dict[str, Any]:
     folders = lines_per_folder()
     out["package_lines"] = sum(folders.values())
     out["lines_per_folder"] = folders
+    out["line_kinds"] = line_kinds()
     out["folder_loops"] = folder_loops()
     return out
 
