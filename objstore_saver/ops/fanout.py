@@ -227,7 +227,8 @@ async def for_each_thread(
     stats = Fanout()
     source: AsyncGenerator[Target, None]
     if thread_ids is None:
-        scan = driver.aiterate(counted(scan_threads_ranged(), stats))
+        mine = None if shard.count == 1 else lambda pfx: shard.owns(Target(pfx).token)
+        scan = driver.aiterate(counted(scan_threads_ranged(owns=mine), stats))
         source = (Target(listing.pfx, listing=listing) async for listing in scan)
     else:
         source = each(Target(keys.thread_prefix(t), t) for t in thread_ids)

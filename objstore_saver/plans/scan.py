@@ -7,7 +7,7 @@ thread is never split between two ranges and is emitted once, whole.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +30,13 @@ class _Range:
     after: str | None
     end: str | None
     current: ThreadListing | None = None
+    filing: bool = True
     done: bool = False
 
 
-def _file(rng: _Range, page: ListPage, ready: list[ThreadListing]) -> None:
+def _file(
+    rng: _Range, page: ListPage, ready: list[ThreadListing], owns: Callable[[str], bool] | None
+) -> None:
     """Add a page's keys to the range; threads the range moved past go to ``ready``."""
     for info in page.objects:
         if rng.end is not None and info.key > rng.end:
@@ -47,7 +50,11 @@ def _file(rng: _Range, page: ListPage, ready: list[ThreadListing]) -> None:
             if rng.current is not None:
                 ready.append(rng.current)
             rng.current = ThreadListing(pfx)
-        rng.current.add(info)
+            # Another worker's thread goes out with no keys: counted, then skipped
+            # by the fan-out, without filing (parsing) keys no one here reads.
+            rng.filing = owns is None or owns(pfx)
+        if rng.filing:
+            rng.current.add(info)
     if not page.truncated or not page.objects:
         rng.done = True
     elif not rng.done:
@@ -73,11 +80,15 @@ def scan_threads(
     Each is emitted as a :class:`ThreadListing` once the flat listing of
     ``threads/`` has moved past it. Returns the number of LISTs.
     """
-    return (yield from _list_ranges([_Range(start_after, None)], page_size))
+    return (yield from _list_ranges([_Range(start_after, None)], page_size, None))
 
 
 def _list_ranges(
-    active: list[_Range], page_size: int, *, once: bool = False
+    active: list[_Range],
+    page_size: int,
+    owns: Callable[[str], bool] | None,
+    *,
+    once: bool = False,
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
     """Sub-plan: the ranges side by side, a page of each a round (``once``: one round); LISTs."""
     lists = 0
@@ -88,7 +99,7 @@ def _list_ranges(
         lists += len(active)
         ready: list[ThreadListing] = []
         for rng, page in zip(active, pages, strict=True):
-            _file(rng, page, ready)
+            _file(rng, page, ready, owns)
         for listing in ready:
             yield Emit(listing)
         active = [] if once else [rng for rng in active if not rng.done]
@@ -96,16 +107,19 @@ def _list_ranges(
 
 
 def scan_threads_ranged(
-    page_size: int = MAX_LIST_PAGE, max_ranges: int = DEFAULT_MAX_RANGES
+    page_size: int = MAX_LIST_PAGE,
+    max_ranges: int = DEFAULT_MAX_RANGES,
+    owns: Callable[[str], bool] | None = None,
 ) -> Generator[Batch | Emit, list[Any] | None, int]:
     """Plan: every thread of the store, each emitted once as a :class:`ThreadListing`.
 
     After the first page, one-key LISTs find the first characters in use;
     those start up to ``max_ranges`` ranges, listed side by side (threads in
-    no particular order across ranges). Returns the number of LISTs.
+    no particular order across ranges). Returns the number of LISTs. A thread
+    whose prefix ``owns`` refuses is emitted with no keys.
     """
     head = _Range(None, None)
-    lists = yield from _list_ranges([head], page_size, once=True)
+    lists = yield from _list_ranges([head], page_size, owns, once=True)
     if head.done:
         return lists
     assert head.after is not None  # a truncated page holds keys
@@ -121,4 +135,4 @@ def scan_threads_ranged(
         # A range starts after its cut: ``threads/<c>`` sorts before every key
         # whose token starts with ``c`` and after every key of a smaller one.
         ranges += [_Range(cut, end) for cut, end in zip(cuts, ends[1:], strict=True)]
-    return lists + (yield from _list_ranges(ranges, page_size))
+    return lists + (yield from _list_ranges(ranges, page_size, owns))

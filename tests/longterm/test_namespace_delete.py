@@ -252,7 +252,7 @@ def test_writers_in_several_processes_during_a_delete(
     stop = threading.Event()
 
     def write(n: int) -> None:
-        for i in range(200):  # bounded
+        for i in range(2000):  # bounded; stopped once enough puts began after the delete
             if stop.is_set():
                 return
             key = f"w{n}-{i}"
@@ -270,7 +270,13 @@ def test_writers_in_several_processes_during_a_delete(
         start = time.monotonic()
         deleter.delete_namespace(U1)
         end = time.monotonic()
-    time.sleep(0.2)
+    # Under load the delete can outlast a fixed pause: wait for puts begun after it.
+    deadline = end + 60
+    while time.monotonic() < deadline:
+        with lock:
+            if sum(began > end for began, _ in spans.values()) >= 6:
+                break
+        time.sleep(0.01)
     stop.set()
     for t in threads:
         t.join(timeout=120)

@@ -93,6 +93,20 @@ def test_ranges_emit_every_thread_once_and_whole(ids: list[str]) -> None:
     assert ranged.largest_round <= max(8, len(TOKEN_CHARS))  # the probes' round is the widest
 
 
+def test_another_shards_threads_come_out_once_with_no_keys() -> None:
+    ids = [str(uuid.UUID(int=random.Random(i).getrandbits(128))) for i in range(300)]
+    all_keys = _bucket(ids)
+    whole = _by_thread(_Lister(all_keys).run(scan_threads_ranged(page_size=100))[0])
+    mine = {p for i, p in enumerate(sorted(whole)) if i % 3 == 0}
+    found, _ = _Lister(all_keys).run(
+        scan_threads_ranged(page_size=100, max_ranges=8, owns=mine.__contains__)
+    )
+    got = _by_thread(found)
+    assert set(got) == set(whole)  # each thread emitted once: the fan-out counts and skips
+    assert {p: k for p, k in got.items() if p in mine} == {p: whole[p] for p in mine}
+    assert all(k == [] for p, k in got.items() if p not in mine)
+
+
 def test_uuid_threads_are_listed_in_far_fewer_round_trips() -> None:
     rng = random.Random(1)
     ids = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(800)]
