@@ -192,7 +192,7 @@ async def _open_aiobotocore(url: str, holder: dict[str, Any]) -> None:
 def _obstore(url: str, bucket: str, is_async: bool) -> Client:
     import obstore
     from obstore.exceptions import AlreadyExistsError
-    from obstore.store import Boto3S3Store as ObS3
+    from obstore.store import S3Store as ObS3
 
     s = ObS3(
         bucket,
