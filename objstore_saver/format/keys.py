@@ -5,7 +5,6 @@ Every key the saver builds comes from here; locations: spec §4.0, §4.4.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import random
 import re
@@ -272,7 +271,6 @@ class CheckpointKeyParts:
         return self.thread_pfx, self.ns_token, self.checkpoint_token
 
 
-@functools.lru_cache(maxsize=8192)  # a job meets each key several times, close together
 def parse_checkpoint_key(key: str) -> CheckpointKeyParts:
     """Parse a manifest, pending-write or tombstone key (ValueError for any other)."""
     pfx, rest = split_thread_key(key)

@@ -54,11 +54,6 @@ def _delta_channels(metadata: Mapping[str, Any]) -> set[str]:
     return set(counters) if isinstance(counters, Mapping) else set()
 
 
-def _checkpoint_of(key: str) -> tuple[str, str, str]:
-    """The checkpoint a manifest or pending-write key (of either version) belongs to."""
-    return keys.parse_checkpoint_key(key).checkpoint
-
-
 def _reach(
     ctx: Context, pfx: str, manifests: Iterable[tuple[str, Manifest]], write_keys: Sequence[str]
 ) -> Generator[Batch, list[Any] | None, set[bytes]]:
@@ -144,17 +139,17 @@ def _orphan_writes(
 ) -> Generator[Batch, list[Any] | None, set[str]]:
     """Sub-plan: writes stored by ``old_before`` whose checkpoint has no manifest, in the
     listing or now (§6.9 step 2)."""
-    listed = {_checkpoint_of(o.key) for o in listing.manifests}
+    listed = {listing.key_parts(o.key).checkpoint for o in listing.manifests}
     candidates = [
         o.key
         for o in listing.writes
-        if _checkpoint_of(o.key) not in listed and o.last_modified <= old_before
+        if listing.key_parts(o.key).checkpoint not in listed and o.last_modified <= old_before
     ]
     if not candidates:
         return set()
     fresh = checkpoint_manifests((yield from list_all(pfx + "checkpoints/")))
-    present = {_checkpoint_of(k) for k in fresh}
-    return {k for k in candidates if _checkpoint_of(k) not in present}
+    present = {listing.key_parts(k).checkpoint for k in fresh}
+    return {k for k in candidates if listing.key_parts(k).checkpoint not in present}
 
 
 def _prune_thread(
@@ -182,11 +177,15 @@ def _prune_thread(
     doomed = [o.key for o in listing.manifests if o.key not in kept]
     stats.checkpoints_kept = len(kept)
     stats.checkpoints_deleted = len(doomed)
-    doomed_checkpoints = {_checkpoint_of(k) for k in doomed}
-    doomed_writes = [o.key for o in listing.writes if _checkpoint_of(o.key) in doomed_checkpoints]
+    doomed_checkpoints = {listing.key_parts(k).checkpoint for k in doomed}
+    doomed_writes = [
+        o.key for o in listing.writes if listing.key_parts(o.key).checkpoint in doomed_checkpoints
+    ]
     # A doomed checkpoint's version-1 manifest, where upgrade left one, goes with it.
     doomed_superseded = [
-        o.key for o in listing.superseded if _checkpoint_of(o.key) in doomed_checkpoints
+        o.key
+        for o in listing.superseded
+        if listing.key_parts(o.key).checkpoint in doomed_checkpoints
     ]
     # A checkpoint's writes may be stored before its manifest (also by up to a
     # replica's lag, spec §6.16): only a write older than the reuse window is an orphan.
@@ -195,7 +194,7 @@ def _prune_thread(
     other_writes = [
         o.key
         for o in listing.writes
-        if _checkpoint_of(o.key) not in doomed_checkpoints and o.key not in orphans
+        if listing.key_parts(o.key).checkpoint not in doomed_checkpoints and o.key not in orphans
     ]
     stats.writes_deleted = len(doomed_writes)
     stats.orphan_writes_deleted = len(orphans)
@@ -254,7 +253,7 @@ def _prune_thread(
     # Step 4: manifests before the writes and objects only they reach; what a
     # manifest embeds is stored alone before it goes (kept ones may locate it there).
     if doomed_manifests is None:  # a version-1 manifest embeds nothing: not read
-        v2 = [k for k in doomed if keys.parse_checkpoint_key(k).version == 2]
+        v2 = [k for k in doomed if listing.key_parts(k).version == 2]
         doomed_manifests = yield from read_manifests(v2, seen)
     # A manifest deleted since it was listed is left out: whatever deleted it
     # stored its objects first, or deleted the whole thread.

@@ -53,6 +53,10 @@ class ThreadListing:
     """Version-1 manifests of checkpoints that also have a version-2 one."""
     tombstones: list[ObjectInfo] = field(default_factory=list)
     """Tombstones of every namespace (spec §4.11), each namespace's newest first."""
+    parsed: dict[str, keys.CheckpointKeyParts] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """What :meth:`add` parsed of each key under ``checkpoints/``."""
 
     @property
     def epoch(self) -> int:
@@ -97,6 +101,7 @@ class ThreadListing:
             except ValueError:
                 self.unknown.append(info)
                 return
+            self.parsed[info.key] = parts
             if parts.kind == "write":
                 self.writes.append(info)
             elif parts.kind == "tombstone":
@@ -117,6 +122,12 @@ class ThreadListing:
             "runs": self.runs,
             "marks": self.marks,
         }.get(kind, self.unknown).append(info)
+
+    def key_parts(self, key: str) -> keys.CheckpointKeyParts:
+        """A manifest, pending-write or tombstone key's parts, parsed once when the listing
+        filed it (ValueError for another key)."""
+        parts = self.parsed.get(key)
+        return keys.parse_checkpoint_key(key) if parts is None else parts
 
     def every(self) -> list[ObjectInfo]:
         """Every key of the thread, of every kind."""
@@ -268,8 +279,8 @@ def copy_thread(ctx: Context, source_thread_id: str, target_thread_id: str) -> S
     # The checkpoints of ended epochs (spec §4.11) stay behind, with their
     # writes: the copy has no tombstone that would hide them.
     ended = yield from ended_manifests(listing.manifests, listing.tombstones)
-    gone = {keys.parse_checkpoint_key(k).checkpoint for k in ended}
-    writes = [o for o in listing.writes if keys.parse_checkpoint_key(o.key).checkpoint not in gone]
+    gone = {listing.key_parts(k).checkpoint for k in ended}
+    writes = [o for o in listing.writes if listing.key_parts(o.key).checkpoint not in gone]
     # A name that is not an address was sealed by an ended epoch's key: unreadable.
     objects = [o for o in listing.objects if len(o.key.rsplit("/", 1)[1]) == 64]
     # Objects before writes before manifests: whatever a copied key reaches is

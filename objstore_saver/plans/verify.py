@@ -168,7 +168,7 @@ def _read_manifests(w: ThreadWalk, got: list[tuple[str, Body]]) -> set[tuple[str
         if m.epoch < w.listing.epoch:  # never read, nor what it references (§4.11)
             report.ended_manifests += 1
             continue
-        checkpoints.add(keys.parse_checkpoint_key(key).checkpoint)
+        checkpoints.add(w.listing.key_parts(key).checkpoint)
         take_embedded(w, key, m)
         note(w, [m.checkpoint, m.metadata, *m.channels.values()], key)
     return checkpoints
@@ -185,7 +185,7 @@ def _read_writes(
         ws = w.decoded(key, codec.decode_writes, body, key)
         if ws is None:
             continue
-        if keys.parse_checkpoint_key(key).checkpoint not in checkpoints:
+        if w.listing.key_parts(key).checkpoint not in checkpoints:
             # Left by an interrupted delete or prune; never read (spec §6.6).
             w.report.orphan_writes += 1
             continue
